@@ -1,0 +1,950 @@
+"""LMDB persistence module for the ``eventsourcing`` library.
+
+Selected the library's way, with settings passed as ``env=`` (never set process-wide)::
+
+    InfrastructureFactory.construct(env={
+        "PERSISTENCE_MODULE": "ledger.lmdb",
+        "LMDB_PATH": "/path/to/store/ledger",   # a directory, created if absent
+        "LMDB_MAP_SIZE": str(256 * 1024**2),    # optional, bytes; grows when full
+        "LMDB_SYNC": "y",                       # optional, y/n; fsync on commit (default y)
+    })
+
+It mirrors ``eventsourcing/sqlite.py``: a datastore (:class:`LMDBDatastore`), the aggregate,
+application, tracking and process recorders, and a factory (:class:`LMDBFactory`).
+
+Layout of one LMDB environment (named databases):
+
+- ``meta``: ``format_version`` (ASCII integer, see :data:`FORMAT_VERSION`).
+- ``log``: notification id (8-byte big-endian, gapless from 1, commit order) -> record.
+  A record is ``sha256(prev_hash || body)`` (32 bytes) followed by ``body``, the msgpack array
+  ``[originator_id, originator_version, topic, state]`` (``originator_id`` as 16 raw bytes for
+  UUIDs, a string for text ids). ``prev_hash`` of the first record is 32 zero bytes. The hash
+  is computed inside the write transaction over the bytes as stored.
+- ``index``: stream key (originator id + sign-flipped 8-byte version) -> notification id.
+  Inserting an existing key fails, which is how a duplicate (originator id, version) raises
+  :class:`~eventsourcing.persistence.IntegrityError` and aborts the whole batch.
+- ``tracking``: application name (UTF-8) -> highest tracked notification id.
+- ``agg:<purpose>``: stream key -> body, for plain aggregate recorders (e.g. snapshots).
+
+LMDB facts this module relies on (LMDB docs, ``mdb_env_open``/``mdb_env_set_mapsize``):
+one write transaction at a time across all processes (so ids assigned inside it are gapless
+and in commit order); an environment must be opened once per process (hence the process-wide
+registry); the map size may only change while this process has no transaction open (hence the
+transaction gate); after another process grows the map, ``mdb_txn_begin`` fails with
+``MDB_MAP_RESIZED`` until the new size is adopted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, TypeVar, cast
+from uuid import UUID
+
+import lmdb
+import msgspec
+
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    DatabaseError,
+    DataError,
+    InfrastructureFactory,
+    IntegrityError,
+    ListenNotifySubscription,
+    Notification,
+    OperationalError,
+    ProcessRecorder,
+    Recorder,
+    StoredEvent,
+    Subscription,
+    Tracking,
+    TrackingRecorder,
+)
+from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
+
+__all__ = [
+    "FORMAT_VERSION",
+    "GENESIS_HASH",
+    "LMDBAggregateRecorder",
+    "LMDBApplicationRecorder",
+    "LMDBDatastore",
+    "LMDBFactory",
+    "LMDBProcessRecorder",
+    "LMDBSubscription",
+    "LMDBTrackingRecorder",
+    "LedgerFormatError",
+    "LedgerRecord",
+    "Factory",
+    "decode_record",
+]
+
+FORMAT_VERSION = 1
+"""Version of the on-disk record format written by this module."""
+
+GENESIS_HASH = bytes(32)
+"""The previous hash of notification 1 (32 zero bytes)."""
+
+DEFAULT_MAP_SIZE = 256 * 1024 * 1024
+"""Initial map size in bytes when ``LMDB_MAP_SIZE`` is not set (sparse on Linux)."""
+
+HASH_SIZE = 32
+_ID = struct.Struct(">Q")
+_VERSION_BIAS = 1 << 63
+_MAX_KEY_ID_BYTES = 400
+_META_FORMAT_KEY = b"format_version"
+
+T = TypeVar("T")
+
+OriginatorIdType = Literal["uuid", "text"]
+
+
+class LedgerFormatError(DatabaseError):
+    """The store was written in a record format this version cannot read.
+
+    Raised on open when the store's ``format_version`` is newer than :data:`FORMAT_VERSION`,
+    or is not an integer.
+    """
+
+
+class LedgerRecord(msgspec.Struct, frozen=True):
+    """One decoded record of the ``log`` database.
+
+    ``record_hash`` is ``sha256(prev_hash || body)``; ``body`` is the stored msgpack bytes.
+    """
+
+    notification_id: int
+    record_hash: bytes
+    body: bytes
+    originator_id: UUID | str
+    originator_version: int
+    topic: str
+    state: bytes
+
+
+_body_encoder = msgspec.msgpack.Encoder()
+_body_decoder = msgspec.msgpack.Decoder()
+
+
+def _encode_body(originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
+    raw_id: bytes | str = originator_id.bytes if isinstance(originator_id, UUID) else originator_id
+    return _body_encoder.encode((raw_id, version, topic, state))
+
+
+def _decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
+    decoded = _body_decoder.decode(body)
+    if not (isinstance(decoded, list) and len(decoded) == 4):
+        msg = "ledger record body is not a 4-element msgpack array"
+        raise msgspec.DecodeError(msg)
+    raw_id, version, topic, state = decoded
+    if not (
+        isinstance(raw_id, bytes | str)
+        and isinstance(version, int)
+        and isinstance(topic, str)
+        and isinstance(state, bytes)
+    ):
+        msg = "ledger record body has fields of the wrong types"
+        raise msgspec.DecodeError(msg)
+    originator_id: UUID | str = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
+    return originator_id, version, topic, state
+
+
+def decode_record(key: bytes, value: bytes) -> LedgerRecord:
+    """Decode one ``log`` entry (``key`` = 8-byte id, ``value`` = hash + body).
+
+    Raises :class:`msgspec.DecodeError` (a ``ValueError``) when the body is not a valid record.
+    """
+    body = bytes(value[HASH_SIZE:])
+    originator_id, version, topic, state = _decode_body(body)
+    return LedgerRecord(
+        notification_id=_ID.unpack(key)[0],
+        record_hash=bytes(value[:HASH_SIZE]),
+        body=body,
+        originator_id=originator_id,
+        originator_version=version,
+        topic=topic,
+        state=state,
+    )
+
+
+def _pack_version(version: int) -> bytes:
+    try:
+        return _ID.pack(version + _VERSION_BIAS)
+    except struct.error:
+        msg = f"originator_version {version} is outside the signed 64-bit range"
+        raise DataError(msg) from None
+
+
+class _TransactionGate:
+    """Process-local readers/writer gate: transactions share it, a map resize excludes them.
+
+    LMDB requires that no transaction of this process is open while ``mdb_env_set_mapsize``
+    runs. Waiting resizers block new transactions so they cannot starve.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._resizing = False
+
+    def acquire_shared(self) -> None:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._active += 1
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._active -= 1
+            if self._active == 0:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._resizing = True
+            while self._active:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+class _SharedEnvironment:
+    """One open LMDB environment, shared by every datastore of this process on that path."""
+
+    def __init__(self, path: str, map_size: int, *, sync: bool) -> None:
+        self.path = path
+        self.sync = sync
+        self.refcount = 0
+        self.gate = _TransactionGate()
+        self.write_lock = threading.Lock()
+        self.listeners: set[threading.Event] = set()
+        self.listeners_lock = threading.Lock()
+        self._dbs_lock = threading.Lock()
+        self._dbs: dict[bytes, Any] = {}
+        self.env = lmdb.open(
+            path,
+            map_size=map_size,
+            subdir=True,
+            max_dbs=32,
+            max_readers=254,
+            sync=sync,
+            metasync=sync,
+            lock=True,
+        )
+        # Clear reader slots left behind by processes that died holding a read transaction.
+        self.stale_readers_cleared = self.env.reader_check()
+        for name in (b"meta", b"log", b"index", b"tracking"):
+            self.db(name)
+        self._check_format()
+
+    def db(self, name: bytes) -> Any:
+        handle = self._dbs.get(name)
+        if handle is None:
+            with self._dbs_lock:
+                handle = self._dbs.get(name)
+                if handle is None:
+                    handle = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
+                    self._dbs[name] = handle
+        return handle
+
+    def _check_format(self) -> None:
+        meta = self._dbs[b"meta"]
+
+        def ensure(txn: Any) -> bytes:
+            stored = txn.get(_META_FORMAT_KEY, db=meta)
+            if stored is None:
+                stored = str(FORMAT_VERSION).encode()
+                txn.put(_META_FORMAT_KEY, stored, db=meta)
+            return cast(bytes, stored)
+
+        stored = self._run_write(ensure)
+        try:
+            version = int(stored.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            msg = f"LMDB store at {self.path!r} has an unreadable format version {stored!r}"
+            raise LedgerFormatError(msg) from None
+        if version > FORMAT_VERSION:
+            msg = (
+                f"LMDB store at {self.path!r} has format version {version}, newer than "
+                f"version {FORMAT_VERSION} that this memory-ledger can read: upgrade "
+                "memory-ledger to open it"
+            )
+            raise LedgerFormatError(msg)
+
+    # Transactions ---------------------------------------------------------------------------
+
+    def _run_write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(txn)`` in one write transaction, growing the map and retrying when full."""
+        with self.write_lock:
+            while True:
+                self.gate.acquire_shared()
+                try:
+                    with self.env.begin(write=True) as txn:
+                        result = fn(txn)
+                    return result
+                except lmdb.MapFullError:
+                    grow = True
+                except lmdb.MapResizedError:
+                    grow = False
+                finally:
+                    self.gate.release_shared()
+                if grow:
+                    self._grow()
+                else:
+                    self._adopt_new_size()
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(txn)`` in one durable write transaction, then wake in-process listeners."""
+        result = self._run_write(fn)
+        with self.listeners_lock:
+            listeners = list(self.listeners)
+        for listener in listeners:
+            listener.set()
+        return result
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Any]:
+        """A read-only transaction over one consistent snapshot of the store."""
+        while True:
+            self.gate.acquire_shared()
+            try:
+                txn = self.env.begin(write=False, buffers=False)
+            except lmdb.MapResizedError:
+                self.gate.release_shared()
+                self._adopt_new_size()
+                continue
+            except BaseException:
+                self.gate.release_shared()
+                raise
+            break
+        try:
+            yield txn
+        finally:
+            try:
+                txn.abort()
+            finally:
+                self.gate.release_shared()
+
+    def _grow(self) -> None:
+        with self.gate.exclusive():
+            current = int(self.env.info()["map_size"])
+            self.env.set_mapsize(current * 2)
+
+    def _adopt_new_size(self) -> None:
+        with self.gate.exclusive():
+            # Zero adopts the size another process has written into the meta page.
+            self.env.set_mapsize(0)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class _Registry:
+    """Process-wide map from a store directory to its one open :class:`_SharedEnvironment`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._envs: dict[str, _SharedEnvironment] = {}
+
+    def acquire(self, path: str, map_size: int, *, sync: bool) -> _SharedEnvironment:
+        key = os.path.realpath(path)
+        with self._lock:
+            shared = self._envs.get(key)
+            if shared is None:
+                try:
+                    os.makedirs(key, exist_ok=True)
+                except OSError as e:
+                    msg = f"cannot create LMDB store directory {key!r}: {e.strerror}"
+                    raise OperationalError(msg) from e
+                try:
+                    shared = _SharedEnvironment(key, map_size, sync=sync)
+                except lmdb.Error as e:
+                    msg = f"cannot open LMDB store at {key!r}: {e}"
+                    raise OperationalError(msg) from e
+                self._envs[key] = shared
+            shared.refcount += 1
+            return shared
+
+    def release(self, shared: _SharedEnvironment) -> None:
+        with self._lock:
+            shared.refcount -= 1
+            if shared.refcount == 0:
+                self._envs.pop(shared.path, None)
+                shared.close()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child, drop (never use) environments inherited from the parent."""
+        self._lock = threading.Lock()
+        self._envs = {}
+
+
+_registry = _Registry()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_registry.forget_after_fork)
+
+
+class LMDBDatastore:
+    """Handle on one LMDB store directory (one shared environment per path per process).
+
+    :param path: directory holding ``data.mdb`` and ``lock.mdb``; created if absent.
+    :param map_size: initial map size in bytes; the map doubles whenever it fills up.
+    :param sync: fsync on commit (durable on return) when true.
+    :param originator_id_type: ``"uuid"`` or ``"text"``: the type of originator ids returned.
+    :param poll_interval: seconds between polls for other processes' writes (subscriptions).
+    :raises OperationalError: the directory cannot be created or opened.
+    :raises LedgerFormatError: the store has a newer record format.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+        sync: bool = True,
+        originator_id_type: OriginatorIdType = "uuid",
+        poll_interval: float = 0.05,
+    ) -> None:
+        self.path = path
+        self.sync = sync
+        self.originator_id_type: OriginatorIdType = originator_id_type
+        self.poll_interval = poll_interval
+        self._shared: _SharedEnvironment | None = _registry.acquire(path, map_size, sync=sync)
+
+    @property
+    def shared(self) -> _SharedEnvironment:
+        if self._shared is None:
+            msg = f"LMDB datastore at {self.path!r} is closed"
+            raise OperationalError(msg)
+        return self._shared
+
+    @property
+    def env(self) -> lmdb.Environment:
+        """The underlying ``lmdb.Environment`` (shared; do not close it)."""
+        return self.shared.env
+
+    def db(self, name: bytes) -> Any:
+        """Handle of the named database ``name`` (opened once per process)."""
+        return self.shared.db(name)
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(txn)`` in one write transaction; durable on return when ``sync`` is on."""
+        shared = self.shared
+        result = shared.write(fn)
+        if self.sync and not shared.sync:
+            shared.env.sync(True)
+        return result
+
+    def read(self) -> contextlib.AbstractContextManager[Any]:
+        """Context manager yielding a read-only transaction (one consistent snapshot)."""
+        return self.shared.read()
+
+    def listen(self, event: threading.Event) -> None:
+        """Set ``event`` after every commit made through this process's environment."""
+        shared = self.shared
+        with shared.listeners_lock:
+            shared.listeners.add(event)
+
+    def unlisten(self, event: threading.Event) -> None:
+        shared = self._shared
+        if shared is not None:
+            with shared.listeners_lock:
+                shared.listeners.discard(event)
+
+    def stream_prefix(self, originator_id: UUID | str) -> bytes:
+        """Key prefix of one stream in the ``index`` database.
+
+        :raises DataError: the id is not a valid UUID (uuid mode) or is too long (text mode).
+        """
+        if self.originator_id_type == "uuid":
+            if not isinstance(originator_id, UUID):
+                try:
+                    originator_id = UUID(str(originator_id))
+                except ValueError:
+                    msg = f"originator_id {originator_id!r} is not a UUID"
+                    raise DataError(msg) from None
+            return b"\x01" + originator_id.bytes
+        raw = str(originator_id).encode("utf-8")
+        if len(raw) > _MAX_KEY_ID_BYTES:
+            msg = f"originator_id is {len(raw)} bytes long, at most {_MAX_KEY_ID_BYTES} allowed"
+            raise DataError(msg)
+        return b"\x02" + struct.pack(">H", len(raw)) + raw
+
+    def convert_originator_id(self, originator_id: UUID | str) -> UUID | str:
+        """The originator id as this datastore returns it (UUID or text)."""
+        if self.originator_id_type == "uuid":
+            return originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
+        return str(originator_id)
+
+    def close(self) -> None:
+        """Release this handle; the environment closes with its last handle."""
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            _registry.release(shared)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class LMDBRecorder(Recorder):
+    """Base of the LMDB recorders: holds the datastore."""
+
+    def __init__(self, datastore: LMDBDatastore) -> None:
+        assert isinstance(datastore, LMDBDatastore)
+        self.datastore = datastore
+
+    def create_table(self) -> None:
+        """Create the named databases this recorder uses (idempotent)."""
+
+
+def _iter_stream(
+    cursor: Any,
+    prefix: bytes,
+    *,
+    gt: int | None,
+    lte: int | None,
+    desc: bool,
+    limit: int | None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """Yield ``(key, value)`` of one stream's index entries within ``(gt, lte]``."""
+    if limit is not None and limit <= 0:
+        return
+    low = prefix + (_pack_version(gt + 1) if gt is not None else b"")
+    high = prefix + (_pack_version(lte) if lte is not None else b"\xff" * 8)
+    count = 0
+    if not desc:
+        found = cursor.set_range(low)
+        while found:
+            key = cursor.key()
+            if not key.startswith(prefix) or key > high:
+                return
+            yield key, cursor.value()
+            count += 1
+            if limit is not None and count >= limit:
+                return
+            found = cursor.next()
+    else:
+        if cursor.set_range(high):
+            found = True if cursor.key() == high else cursor.prev()
+        else:
+            found = cursor.last()
+        while found:
+            key = cursor.key()
+            if not key.startswith(prefix) or key < low:
+                return
+            yield key, cursor.value()
+            count += 1
+            if limit is not None and count >= limit:
+                return
+            found = cursor.prev()
+
+
+class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
+    """Records stored events per stream, without a notification log (e.g. snapshots).
+
+    Events of one purpose live in the named database ``agg:<purpose>``.
+    """
+
+    def __init__(self, datastore: LMDBDatastore, purpose: str = "events") -> None:
+        super().__init__(datastore)
+        self.purpose = purpose
+        self._db_name = f"agg:{purpose}".encode()
+
+    def create_table(self) -> None:
+        self.datastore.db(self._db_name)
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert all events in one transaction.
+
+        :raises IntegrityError: an (originator id, version) exists; nothing is written.
+        """
+        if not stored_events:
+            return None
+        db = self.datastore.db(self._db_name)
+        rows = [
+            (
+                self.datastore.stream_prefix(s.originator_id) + _pack_version(s.originator_version),
+                _encode_body(s.originator_id, s.originator_version, s.topic, s.state),
+            )
+            for s in stored_events
+        ]
+
+        def insert(txn: Any) -> None:
+            for key, body in rows:
+                if not txn.put(key, body, db=db, overwrite=False):
+                    msg = f"Stored event already recorded: {key.hex()}"
+                    raise IntegrityError(msg)
+
+        self.datastore.write(insert)
+        return None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one stream, by version, within ``(gt, lte]``."""
+        prefix = self.datastore.stream_prefix(originator_id)
+        db = self.datastore.db(self._db_name)
+        convert = self.datastore.convert_originator_id
+        with self.datastore.read() as txn:
+            result = []
+            for _key, body in _iter_stream(
+                txn.cursor(db=db), prefix, gt=gt, lte=lte, desc=desc, limit=limit
+            ):
+                oid, version, topic, state = _decode_body(body)
+                result.append(StoredEvent(convert(oid), version, topic, state))
+            return result
+
+
+class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
+    """Records stored events in streams and in one gapless, hash-chained notification log."""
+
+    def __init__(self, datastore: LMDBDatastore) -> None:
+        super().__init__(datastore)
+        self._log = datastore.db(b"log")
+        self._index = datastore.db(b"index")
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Append all events in ONE write transaction and return their notification ids.
+
+        Ids continue the log without gaps; each record's hash chains to the previous one.
+
+        :raises IntegrityError: an (originator id, version) exists already or twice in the
+            batch (or, for process recorders, the tracking id is not new); nothing is written.
+        """
+        prepared = [
+            (
+                self.datastore.stream_prefix(s.originator_id) + _pack_version(s.originator_version),
+                _encode_body(s.originator_id, s.originator_version, s.topic, s.state),
+            )
+            for s in stored_events
+        ]
+        tracking: Tracking | None = kwargs.get("tracking")
+
+        def insert(txn: Any) -> list[int]:
+            return self._insert(txn, prepared, tracking)
+
+        return self.datastore.write(insert)
+
+    def _insert(
+        self, txn: Any, prepared: list[tuple[bytes, bytes]], tracking: Tracking | None
+    ) -> list[int]:
+        ids: list[int] = []
+        if prepared:
+            cursor = txn.cursor(db=self._log)
+            if cursor.last():
+                last_id = _ID.unpack(cursor.key())[0]
+                prev_hash = bytes(cursor.value()[:HASH_SIZE])
+            else:
+                last_id, prev_hash = 0, GENESIS_HASH
+            for key, body in prepared:
+                last_id += 1
+                packed_id = _ID.pack(last_id)
+                if not txn.put(key, packed_id, db=self._index, overwrite=False):
+                    msg = f"Stored event already recorded: {key.hex()}"
+                    raise IntegrityError(msg)
+                prev_hash = hashlib.sha256(prev_hash + body).digest()
+                txn.put(packed_id, prev_hash + body, db=self._log, append=True)
+                ids.append(last_id)
+        if tracking is not None:
+            _insert_tracking(txn, self.datastore.db(b"tracking"), tracking)
+        return ids
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one stream, by version, within ``(gt, lte]``."""
+        prefix = self.datastore.stream_prefix(originator_id)
+        convert = self.datastore.convert_originator_id
+        with self.datastore.read() as txn:
+            result = []
+            for _key, packed_id in _iter_stream(
+                txn.cursor(db=self._index), prefix, gt=gt, lte=lte, desc=desc, limit=limit
+            ):
+                value = txn.get(packed_id, db=self._log)
+                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                result.append(StoredEvent(convert(oid), version, topic, state))
+            return result
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Notifications from ``start`` (inclusive unless told) up to ``stop``, at most ``limit``."""
+        if start is None:
+            first = 1
+        else:
+            first = start if inclusive_of_start else start + 1
+        first = max(first, 1)
+        wanted = frozenset(topics)
+        convert = self.datastore.convert_originator_id
+        result: list[Notification] = []
+        if limit <= 0:
+            return result
+        with self.datastore.read() as txn:
+            cursor = txn.cursor(db=self._log)
+            found = cursor.set_range(_ID.pack(first))
+            while found:
+                nid = _ID.unpack(cursor.key())[0]
+                if stop is not None and nid > stop:
+                    break
+                oid, version, topic, state = _decode_body(cursor.value()[HASH_SIZE:])
+                if not wanted or topic in wanted:
+                    result.append(Notification(convert(oid), version, topic, state, nid))
+                    if len(result) >= limit:
+                        break
+                found = cursor.next()
+        return result
+
+    def max_notification_id(self) -> int | None:
+        """The last notification id, or None when the log is empty."""
+        with self.datastore.read() as txn:
+            cursor = txn.cursor(db=self._log)
+            if cursor.last():
+                return cast(int, _ID.unpack(cursor.key())[0])
+            return None
+
+    def iter_records(self, start: int = 1, page: int = 1000) -> Iterator[LedgerRecord]:
+        """Every raw record of the log from ``start``, with its hash and stored body.
+
+        Reads in pages of ``page`` records, each page in its own read transaction.
+        Raises :class:`msgspec.DecodeError` on a record whose body does not decode.
+        """
+        next_id = max(start, 1)
+        while True:
+            with self.datastore.read() as txn:
+                cursor = txn.cursor(db=self._log)
+                rows = []
+                found = cursor.set_range(_ID.pack(next_id))
+                while found and len(rows) < page:
+                    rows.append((bytes(cursor.key()), bytes(cursor.value())))
+                    found = cursor.next()
+            if not rows:
+                return
+            for key, value in rows:
+                yield decode_record(key, value)
+            next_id = _ID.unpack(rows[-1][0])[0] + 1
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        """Iterate notifications after ``gt``, blocking for new ones.
+
+        Commits in this process wake the subscription at once; other processes' commits are
+        seen by polling every ``poll_interval`` seconds.
+        """
+        return LMDBSubscription(self, gt=gt, topics=topics)
+
+
+class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
+    """Subscription woken by in-process commits and by polling for other processes."""
+
+    def __init__(
+        self,
+        recorder: LMDBApplicationRecorder,
+        gt: int | None = None,
+        topics: Sequence[str] = (),
+    ) -> None:
+        assert isinstance(recorder, LMDBApplicationRecorder)
+        self._poll_interval = recorder.datastore.poll_interval
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        recorder.datastore.listen(self._has_been_notified)
+
+    def _loop_on_pull(self) -> None:
+        try:
+            self._pull()
+            while not self._has_been_stopped:
+                self._has_been_notified.wait(timeout=self._poll_interval)
+                self._pull()
+        except BaseException as e:
+            if self._thread_error is None:
+                self._thread_error = e
+            self.stop()
+
+    def stop(self) -> None:
+        super().stop()
+        self._recorder.datastore.unlisten(self._has_been_notified)
+
+
+def _insert_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
+    key = tracking.application_name.encode("utf-8")
+    current = txn.get(key, db=db)
+    if current is not None and _ID.unpack(current)[0] >= tracking.notification_id:
+        msg = (
+            f"Tracking notification ID {tracking.notification_id} for "
+            f"{tracking.application_name!r} not greater than current max tracking ID "
+            f"{_ID.unpack(current)[0]}"
+        )
+        raise IntegrityError(msg)
+    txn.put(key, _ID.pack(tracking.notification_id), db=db)
+
+
+class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
+    """Records the highest processed notification id per upstream application name."""
+
+    def __init__(self, datastore: LMDBDatastore, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        self._tracking = datastore.db(b"tracking")
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Record ``tracking``.
+
+        :raises IntegrityError: its id is not greater than the recorded one.
+        """
+        self.datastore.write(lambda txn: _insert_tracking(txn, self._tracking, tracking))
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        """Highest tracked notification id of ``application_name``, or None."""
+        with self.datastore.read() as txn:
+            value = txn.get(application_name.encode("utf-8"), db=self._tracking)
+            return None if value is None else cast(int, _ID.unpack(value)[0])
+
+
+class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, ProcessRecorder):
+    """Application recorder whose inserts may carry a tracking record, written atomically."""
+
+    def __init__(self, datastore: LMDBDatastore) -> None:
+        super().__init__(datastore)
+
+
+class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
+    """Infrastructure factory of the LMDB persistence module.
+
+    Settings (from the ``env`` given to the factory, optionally prefixed by an application
+    name): ``LMDB_PATH`` (required, a directory), ``LMDB_MAP_SIZE`` (bytes),
+    ``LMDB_SYNC`` (y/n, default y), ``LMDB_POLL_INTERVAL`` (seconds),
+    ``ORIGINATOR_ID_TYPE`` (``uuid`` or ``text``).
+
+    :raises OSError: a setting is missing or invalid (as the library's SQLite factory does).
+    """
+
+    LMDB_PATH = "LMDB_PATH"
+    LMDB_MAP_SIZE = "LMDB_MAP_SIZE"
+    LMDB_SYNC = "LMDB_SYNC"
+    LMDB_POLL_INTERVAL = "LMDB_POLL_INTERVAL"
+    ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
+    CREATE_TABLE = "CREATE_TABLE"
+
+    aggregate_recorder_class = LMDBAggregateRecorder
+    application_recorder_class = LMDBApplicationRecorder
+    tracking_recorder_class = LMDBTrackingRecorder
+    process_recorder_class = LMDBProcessRecorder
+
+    def __init__(self, env: Environment | EnvType | None):
+        super().__init__(env)
+        path = self.env.get(self.LMDB_PATH)
+        if not path:
+            msg = (
+                "LMDB store directory not found in environment with keys: "
+                f"{', '.join(self.env.create_keys(self.LMDB_PATH))}"
+            )
+            raise OSError(msg)
+        map_size = self._int_setting(self.LMDB_MAP_SIZE, DEFAULT_MAP_SIZE)
+        if map_size <= 0:
+            msg = f"{self.LMDB_MAP_SIZE} must be a positive number of bytes, got {map_size}"
+            raise OSError(msg)
+        try:
+            sync = strtobool(self.env.get(self.LMDB_SYNC, "y") or "y")
+            poll_interval = float(self.env.get(self.LMDB_POLL_INTERVAL, "0.05") or "0.05")
+        except ValueError as e:
+            msg = f"invalid LMDB setting: {e}"
+            raise OSError(msg) from None
+        originator_id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
+        if originator_id_type not in ("uuid", "text"):
+            msg = (
+                f"Invalid {self.ORIGINATOR_ID_TYPE} '{originator_id_type}', "
+                "must be 'uuid' or 'text'"
+            )
+            raise OSError(msg)
+        self.datastore = LMDBDatastore(
+            path,
+            map_size=map_size,
+            sync=sync,
+            originator_id_type=cast(OriginatorIdType, originator_id_type),
+            poll_interval=poll_interval,
+        )
+
+    def _int_setting(self, key: str, default: int) -> int:
+        raw = (self.env.get(key) or "").strip()
+        if not raw:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            msg = f"LMDB environment value for key '{key}' is not an integer: {raw!r}"
+            raise OSError(msg) from None
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        recorder = self.aggregate_recorder_class(datastore=self.datastore, purpose=purpose)
+        if self.env_create_table():
+            recorder.create_table()
+        return recorder
+
+    def application_recorder(self) -> ApplicationRecorder:
+        topic = self.env.get(self.APPLICATION_RECORDER_TOPIC)
+        recorder_class: type[LMDBApplicationRecorder] = (
+            resolve_topic(topic) if topic else self.application_recorder_class
+        )
+        assert issubclass(recorder_class, LMDBApplicationRecorder)
+        return recorder_class(datastore=self.datastore)
+
+    def tracking_recorder(
+        self, tracking_recorder_class: type[LMDBTrackingRecorder] | None = None
+    ) -> LMDBTrackingRecorder:
+        if tracking_recorder_class is None:
+            topic = self.env.get(self.TRACKING_RECORDER_TOPIC)
+            tracking_recorder_class = (
+                resolve_topic(topic) if topic else self.tracking_recorder_class
+            )
+        assert tracking_recorder_class is not None
+        assert issubclass(tracking_recorder_class, LMDBTrackingRecorder)
+        return tracking_recorder_class(datastore=self.datastore)
+
+    def process_recorder(self) -> ProcessRecorder:
+        topic = self.env.get(self.PROCESS_RECORDER_TOPIC)
+        recorder_class: type[LMDBProcessRecorder] = (
+            resolve_topic(topic) if topic else self.process_recorder_class
+        )
+        assert issubclass(recorder_class, LMDBProcessRecorder)
+        return recorder_class(datastore=self.datastore)
+
+    def env_create_table(self) -> bool:
+        """Whether recorders create their named databases now (``CREATE_TABLE``, default y)."""
+        return bool(strtobool(self.env.get(self.CREATE_TABLE, "yes") or "yes"))
+
+    def close(self) -> None:
+        self.datastore.close()
+
+
+Factory = LMDBFactory
