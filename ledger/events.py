@@ -1,0 +1,218 @@
+"""The event catalog (DESIGN.md section 3): immutable msgspec Structs, named in past tense.
+
+Every event is a :class:`LedgerEvent`: it carries its stream (``originator_id``), its version
+in that stream (``originator_version``), ``recorded_at`` (when the command created it, UTC)
+and the ``namespace``. Events satisfy the ``eventsourcing`` library's
+``DomainEventProtocol`` and are stored by :class:`ledger.mapper.MsgspecMapper`.
+
+Streams: one per session (``ids.session_stream_id``) and one per canonical memory item
+(``ids.memory_id``). A class that gains fields raises ``class_version`` and adds a static
+``upcast_v<N>_v<N+1>(state: dict)``, the library's upcasting convention.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar, Literal
+from uuid import UUID
+
+import msgspec
+
+from ledger.ids import Namespace
+
+__all__ = [
+    "ActivationDecision",
+    "CandidateExtracted",
+    "CandidateRejected",
+    "EVENT_CLASSES",
+    "ExtractedItem",
+    "ExtractionCompleted",
+    "LedgerEvent",
+    "MemoryActivated",
+    "MemoryReinforced",
+    "ReconciliationReport",
+    "SessionOpened",
+    "SessionReconciled",
+    "SessionSealed",
+    "TranscriptObserved",
+]
+
+ItemKind = Literal["semantic", "procedural"]
+ItemSource = Literal["fact", "preference", "decision", "workflow", "failure"]
+ItemScope = Literal["user", "workspace"]
+ActivationDecision = Literal["auto", "manual", "verification"]
+ActivationPolicy = Literal["auto", "manual"]
+
+
+class ExtractedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One memory item as an extractor proposed it (after validation).
+
+    ``importance`` and ``confidence`` are in [0, 1]. ``predicate``/``value`` may be null; a
+    null predicate never matches another item in reconciliation. ``evidence`` lists the
+    turn or dialogue ids the item rests on; ``supersedes``/``conflicts_with`` hold memory ids
+    the extractor was shown.
+    """
+
+    kind: ItemKind
+    subject: str | None
+    predicate: str | None = None
+    value: str | None = None
+    statement: str
+    source: ItemSource
+    scope: ItemScope
+    reason: str
+    importance: float
+    confidence: float
+    tags: tuple[str, ...] = ()
+    supersedes: str | None = None
+    conflicts_with: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+
+class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every event: stream, version in the stream, recorded time, namespace."""
+
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: int
+    recorded_at: datetime
+    namespace: Namespace
+
+    @property
+    def timestamp(self) -> datetime:
+        """``recorded_at`` under the name the ``eventsourcing`` library uses."""
+        return self.recorded_at
+
+
+class SessionOpened(LedgerEvent, frozen=True, kw_only=True):
+    """A logical conversation started under a namespace (session stream, version 1)."""
+
+    session_id: str
+    activation_policy: ActivationPolicy
+    extractor_id: str
+
+
+class TranscriptObserved(LedgerEvent, frozen=True, kw_only=True):
+    """Evidence: a finalized turn's redacted transcript, its sha256 ``digest`` and times.
+
+    ``occurred_at`` is when the turn happened in the conversation (host-supplied, may be
+    null); ``redactions`` counts secret-shaped spans replaced before recording.
+    """
+
+    session_id: str
+    turn_id: int
+    transcript: str
+    digest: str
+    occurred_at: datetime | None
+    redactions: int = 0
+
+
+class CandidateExtracted(LedgerEvent, frozen=True, kw_only=True):
+    """One validated item the extractor proposed for a turn (what the model said)."""
+
+    session_id: str
+    turn_id: int
+    candidate_id: UUID
+    index: int
+    extractor_id: str
+    item: ExtractedItem
+    occurred_at: datetime | None
+
+
+class CandidateRejected(LedgerEvent, frozen=True, kw_only=True):
+    """An extracted item that failed validation: a reason code and detail, no secret text."""
+
+    session_id: str
+    turn_id: int
+    candidate_id: UUID
+    index: int
+    extractor_id: str
+    reason_code: str
+    detail: str
+
+
+class ExtractionCompleted(LedgerEvent, frozen=True, kw_only=True):
+    """The extraction outcome of a turn is complete (written with its candidates).
+
+    A turn with TranscriptObserved but no ExtractionCompleted is pending extraction.
+    """
+
+    session_id: str
+    turn_id: int
+    extractor_id: str
+    extracted: int
+    rejected: int
+
+
+class SessionSealed(LedgerEvent, frozen=True, kw_only=True):
+    """No further turns are accepted; written by ``finish()`` with the reconciliation."""
+
+    session_id: str
+
+
+class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``finish()`` did with a session's candidates.
+
+    Counts are of candidates; ``activated``/``reinforced`` hold the memory ids touched.
+    ``already_reconciled`` is true when the report is returned from an earlier finish.
+    """
+
+    session_id: str
+    candidates: int
+    activated: tuple[UUID, ...] = ()
+    reinforced: tuple[UUID, ...] = ()
+    left_as_candidates: int = 0
+    position: int = 0
+    already_reconciled: bool = False
+
+
+class SessionReconciled(LedgerEvent, frozen=True, kw_only=True):
+    """The session's candidates were reconciled into canonical memory (exactly once)."""
+
+    session_id: str
+    report: ReconciliationReport
+
+
+class MemoryActivated(LedgerEvent, frozen=True, kw_only=True):
+    """A candidate (or an explicit command) became canonical memory (memory stream).
+
+    ``decision`` is ``auto`` (policy), ``manual`` or ``verification`` (host evidence);
+    ``normalized`` is the exact-duplicate key the memory id derives from.
+    """
+
+    session_id: str
+    turn_id: int
+    candidate_id: UUID
+    decision: ActivationDecision
+    item: ExtractedItem
+    normalized: str
+    occurred_at: datetime | None
+
+
+class MemoryReinforced(LedgerEvent, frozen=True, kw_only=True):
+    """An exact normalized duplicate merged into an active memory.
+
+    ``importance`` is the new (maximum) importance; ``tags`` and ``evidence`` the merged sets.
+    """
+
+    session_id: str
+    turn_id: int
+    candidate_id: UUID
+    importance: float
+    tags: tuple[str, ...]
+    evidence: tuple[str, ...]
+
+
+EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
+    SessionOpened,
+    TranscriptObserved,
+    CandidateExtracted,
+    CandidateRejected,
+    ExtractionCompleted,
+    SessionSealed,
+    SessionReconciled,
+    MemoryActivated,
+    MemoryReinforced,
+)
+"""Every concrete event class of the catalog that this version writes."""

@@ -1,0 +1,94 @@
+"""Namespaces and the derived ids of streams, candidates and memories.
+
+Every id is a uuid5 of its natural key (RFC 4122 name-based ids), so a retried command
+addresses the same stream and a replay derives the same ids without randomness.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from uuid import UUID, uuid5
+
+import msgspec
+
+__all__ = [
+    "ID_ROOT",
+    "InvalidNamespaceError",
+    "Namespace",
+    "candidate_id",
+    "memory_id",
+    "normalize_statement",
+    "session_stream_id",
+]
+
+ID_ROOT = uuid5(UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8"), "https://memory-ledger.dev/ids/v1")
+"""Root of every derived id (uuid5 of a URL under the RFC 4122 URL namespace)."""
+
+MAX_NAMESPACE_PART_BYTES = 256
+
+
+class InvalidNamespaceError(ValueError):
+    """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes."""
+
+
+class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``(tenant, principal, scope_id)``: isolates memories; part of every stream id and query.
+
+    Each part is a non-empty string of at most 256 UTF-8 bytes (DESIGN.md section 2);
+    :meth:`validated` checks that and raises :class:`InvalidNamespaceError`.
+    """
+
+    tenant: str
+    principal: str
+    scope_id: str
+
+    def validated(self) -> Namespace:
+        """Return self, or raise :class:`InvalidNamespaceError` naming the bad part."""
+        for name in ("tenant", "principal", "scope_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                msg = f"namespace {name} must be a non-empty string, got {value!r}"
+                raise InvalidNamespaceError(msg)
+            size = len(value.encode("utf-8"))
+            if size > MAX_NAMESPACE_PART_BYTES:
+                msg = (
+                    f"namespace {name} is {size} bytes long, "
+                    f"at most {MAX_NAMESPACE_PART_BYTES} allowed"
+                )
+                raise InvalidNamespaceError(msg)
+        return self
+
+    def key(self) -> str:
+        """Unambiguous text key of the namespace (a JSON array of its three parts)."""
+        return msgspec.json.encode([self.tenant, self.principal, self.scope_id]).decode()
+
+
+_SPACE = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s.!?。！？]+$")
+
+
+def normalize_statement(statement: str) -> str:
+    """The exact-duplicate key of a statement.
+
+    Unicode NFKC, casefolded, whitespace runs collapsed to one space, trailing sentence
+    punctuation removed. Two statements are exact normalized duplicates when their keys match.
+    """
+    text = unicodedata.normalize("NFKC", statement).casefold()
+    text = _SPACE.sub(" ", text).strip()
+    return _TRAILING.sub("", text)
+
+
+def session_stream_id(namespace: Namespace, session_id: str) -> UUID:
+    """Stream id of a session: uuid5 of (namespace, session id)."""
+    return uuid5(ID_ROOT, "session\x1f" + namespace.key() + "\x1f" + session_id)
+
+
+def memory_id(namespace: Namespace, normalized_statement: str) -> UUID:
+    """Stream id of a canonical memory item: uuid5 of (namespace, normalized statement)."""
+    return uuid5(ID_ROOT, "memory\x1f" + namespace.key() + "\x1f" + normalized_statement)
+
+
+def candidate_id(session_stream: UUID, turn_id: int, index: int) -> UUID:
+    """Id of the ``index``-th item extracted from a turn of a session."""
+    return uuid5(ID_ROOT, f"candidate\x1f{session_stream}\x1f{turn_id}\x1f{index}")
