@@ -1,0 +1,184 @@
+"""``MemoryEngine``: one store (LMDB ledger + DuckDB projections under one folder).
+
+Layout of a store folder::
+
+    <store>/ledger/          LMDB environment (the source of truth)
+    <store>/projections.duckdb   read models of this process (disposable, rebuilt from ledger)
+
+The ledger is opened the ``eventsourcing`` way, with settings passed as ``env=`` (never
+process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_PATH``,
+``MAPPER_TOPIC=ledger.mapper:MsgspecMapper``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+from uuid import UUID
+
+import duckdb
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    InfrastructureFactory,
+    Mapper,
+    OperationalError,
+)
+from eventsourcing.utils import get_topic
+
+from commands.errors import StoreUnavailableError
+from commands.extraction import Extractor, RecordedExtractor
+from commands.recall import NamespaceRecallIndex, RecallResult
+from commands.session import MemorySession
+from ledger.events import ActivationPolicy, LedgerEvent
+from ledger.ids import Namespace
+from ledger.mapper import MsgspecMapper
+from projections.canonical import CanonicalMemoryProjection, ProjectionStore
+
+__all__ = ["MemoryEngine"]
+
+
+class MemoryEngine:
+    """An open memory store. Create with :meth:`open`; use as a context manager.
+
+    Commands append through :meth:`append` (one LMDB write transaction per call, durable on
+    return); reads catch the projections up to the ledger head first (read-your-writes).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        factory: InfrastructureFactory[Any],
+        recorder: ApplicationRecorder,
+        mapper: Mapper[UUID],
+        projections: ProjectionStore,
+    ) -> None:
+        self.path = path
+        self.factory = factory
+        self.recorder = recorder
+        self.mapper = mapper
+        self.projections = projections
+        self.canonical = CanonicalMemoryProjection(projections, recorder, mapper)
+        self._recall_index = NamespaceRecallIndex(self.canonical)
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, sync: bool = True, map_size: int | None = None
+    ) -> MemoryEngine:
+        """Open (or create) the store folder ``path``.
+
+        :param sync: fsync every command before it returns (LMDB_SYNC).
+        :param map_size: initial LMDB map size in bytes (it grows when full).
+        :raises StoreUnavailableError: the folder cannot be created or opened; names it.
+        :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
+        """
+        root = Path(path).absolute()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
+            raise StoreUnavailableError(msg) from e
+        env = {
+            "PERSISTENCE_MODULE": "ledger.lmdb",
+            "LMDB_PATH": str(root / "ledger"),
+            "LMDB_SYNC": "y" if sync else "n",
+            "MAPPER_TOPIC": get_topic(MsgspecMapper),
+        }
+        if map_size is not None:
+            env["LMDB_MAP_SIZE"] = str(map_size)
+        try:
+            factory = InfrastructureFactory.construct(env=env)
+        except OperationalError as e:
+            raise StoreUnavailableError(str(e)) from e
+        try:
+            recorder = factory.application_recorder()
+            mapper = cast(Mapper[UUID], factory.mapper())
+            projections = ProjectionStore(str(root / "projections.duckdb"))
+        except duckdb.Error as e:
+            factory.close()
+            msg = f"cannot open projection file in {str(root)!r}: {e}"
+            raise StoreUnavailableError(msg) from e
+        except BaseException:
+            factory.close()
+            raise
+        return cls(root, factory, recorder, mapper, projections)
+
+    # Write side ---------------------------------------------------------------------------
+
+    def append(self, events: Sequence[LedgerEvent]) -> list[int]:
+        """Append ``events`` in ONE durable LMDB write transaction; return their positions.
+
+        :raises eventsourcing.persistence.IntegrityError: a stream version exists already
+            (a concurrent writer); nothing of the batch is written.
+        """
+        stored = [self.mapper.to_stored_event(e) for e in events]  # type: ignore[arg-type]
+        ids = self.recorder.insert_events(stored)
+        return list(ids or [])
+
+    def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
+        """Events of one stream with version > ``after``, in version order."""
+        stored = self.recorder.select_events(stream_id, gt=after if after else None)
+        return [cast(LedgerEvent, self.mapper.to_domain_event(s)) for s in stored]
+
+    @property
+    def head(self) -> int:
+        """The ledger's last position (0 when empty)."""
+        return self.recorder.max_notification_id() or 0
+
+    # Read side ----------------------------------------------------------------------------
+
+    def catch_up(self, to: int | None = None) -> int:
+        """Bring the projections up to ``to`` (default: the ledger head); return position."""
+        return self.canonical.catch_up(to)
+
+    def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
+        """Top ``k`` active memories of ``namespace`` for ``query`` (BM25), read-your-writes."""
+        namespace.validated()
+        position = self.catch_up()
+        hits = self._recall_index.search(namespace, query, max(k, 0), position)
+        return RecallResult(query=query, results=tuple(hits), position=position)
+
+    # Sessions -----------------------------------------------------------------------------
+
+    def session(
+        self,
+        namespace: Namespace,
+        session_id: str,
+        *,
+        extractor: Extractor | None = None,
+        activation_policy: ActivationPolicy = "auto",
+        max_items: int = 5,
+        max_input_chars: int = 8000,
+    ) -> MemorySession:
+        """Open (or resume) the session ``session_id`` under ``namespace``.
+
+        Appends SessionOpened the first time. ``extractor`` defaults to a
+        :class:`RecordedExtractor` (items given per turn).
+        """
+        return MemorySession(
+            self,
+            namespace.validated(),
+            session_id,
+            extractor=extractor or RecordedExtractor(),
+            activation_policy=activation_policy,
+            max_items=max_items,
+            max_input_chars=max_input_chars,
+        )
+
+    def close(self) -> None:
+        """Close the projection file and release the ledger."""
+        self.projections.close()
+        self.factory.close()
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

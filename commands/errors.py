@@ -1,0 +1,26 @@
+"""Typed errors of the write side. Each names what is wrong; none loses stored data."""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemoryLedgerError",
+    "SessionSealedError",
+    "StoreUnavailableError",
+    "TurnConflictError",
+]
+
+
+class MemoryLedgerError(Exception):
+    """Base of memory-ledger's own errors."""
+
+
+class StoreUnavailableError(MemoryLedgerError, OSError):
+    """The store directory cannot be created, opened or locked; the message names it."""
+
+
+class TurnConflictError(MemoryLedgerError, ValueError):
+    """A turn id was observed before with a different transcript (digests differ)."""
+
+
+class SessionSealedError(MemoryLedgerError, ValueError):
+    """The session was finished; it accepts no further turns."""

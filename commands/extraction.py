@@ -1,0 +1,72 @@
+"""The extraction contract: what an extractor receives and the recorded extractor.
+
+An extractor returns raw items (JSON-like mappings, as a model would produce them); the
+session validates each one (``commands.validation``) and records the outcome as events, so
+replay never calls a model (DESIGN.md section 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = ["ExtractionRequest", "Extractor", "RecordedExtractor", "RelatedMemory"]
+
+
+class RelatedMemory(msgspec.Struct, frozen=True):
+    """An existing memory shown to the extractor (its id may be cited in relations)."""
+
+    memory_id: str
+    statement: str
+
+
+class ExtractionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Input of one extraction: a session's finalized turn.
+
+    ``transcript`` is already redacted and cut to ``max_input_chars`` characters;
+    ``related`` holds at most 5 related existing memories; ``known_predicates`` the
+    namespace's predicate vocabulary.
+    """
+
+    session_id: str
+    turn_id: int
+    transcript: str
+    related: tuple[RelatedMemory, ...] = ()
+    known_predicates: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Proposes memory items for a turn. ``extractor_id`` names it in every event."""
+
+    @property
+    def extractor_id(self) -> str: ...
+
+    def extract(self, request: ExtractionRequest) -> Sequence[Any]:
+        """Raw items (mappings with the ITEM keys of DESIGN.md section 7)."""
+        ...
+
+
+class RecordedExtractor:
+    """Returns the items recorded for each turn (session scripts, tests, replays).
+
+    Items are provided per turn with :meth:`provide` before the turn is observed; a turn
+    with nothing provided extracts no items.
+    """
+
+    def __init__(self, extractor_id: str = "recorded") -> None:
+        self._extractor_id = extractor_id
+        self._items: dict[int, list[Any]] = {}
+
+    @property
+    def extractor_id(self) -> str:
+        return self._extractor_id
+
+    def provide(self, turn_id: int, items: Sequence[Mapping[str, Any] | Any]) -> None:
+        """Record the raw items the next extraction of ``turn_id`` returns."""
+        self._items[turn_id] = list(items)
+
+    def extract(self, request: ExtractionRequest) -> Sequence[Any]:
+        return self._items.pop(request.turn_id, [])

@@ -1,0 +1,115 @@
+"""Validation of extracted items. Every rule has a reason code (recorded on rejection).
+
+Rules follow the A3S memory extraction contract (seed 000): semantic items are facts,
+preferences or decisions; procedural items are workflows, failures or decisions; each
+carries a scope, a non-empty future-value reason, importance >= 0.70 and confidence >= 0.75;
+relation ids must be ones the extractor was shown; namespace keys inside tags are refused
+(DESIGN.md section 6). Rejection details never echo the item's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import msgspec
+
+from ledger.events import ExtractedItem
+
+__all__ = [
+    "MIN_CONFIDENCE",
+    "MIN_IMPORTANCE",
+    "MAX_STATEMENT_CHARS",
+    "Rejection",
+    "validate_item",
+]
+
+MIN_IMPORTANCE = 0.70
+MIN_CONFIDENCE = 0.75
+MAX_STATEMENT_CHARS = 2000
+NAMESPACE_KEYS = frozenset({"tenant", "principal", "scope_id"})
+_SOURCES_BY_KIND = {
+    "semantic": frozenset({"fact", "preference", "decision"}),
+    "procedural": frozenset({"workflow", "failure", "decision"}),
+}
+
+
+class Rejection(msgspec.Struct, frozen=True):
+    """Why an item was refused: a stable ``reason_code`` and a detail without item text."""
+
+    reason_code: str
+    detail: str
+
+
+def _clean(text: str | None) -> str | None:
+    if text is None:
+        return None
+    stripped = " ".join(text.split())
+    return stripped or None
+
+
+def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedItem | Rejection:
+    """Validate one raw item; return the normalized item or a :class:`Rejection`.
+
+    Reason codes: ``not_an_object``, ``schema_invalid``, ``empty_statement``,
+    ``statement_too_long``, ``missing_reason``, ``kind_source_mismatch``,
+    ``importance_too_low``, ``confidence_too_low``, ``out_of_range``,
+    ``namespace_key_in_tags``, ``unknown_relation_id``.
+    """
+    if isinstance(raw, ExtractedItem):
+        item = raw
+    elif isinstance(raw, dict):
+        try:
+            item = msgspec.convert(raw, ExtractedItem)
+        except msgspec.ValidationError as e:
+            return Rejection("schema_invalid", str(e))
+    else:
+        return Rejection("not_an_object", f"expected an object, got {type(raw).__name__}")
+
+    statement = _clean(item.statement)
+    if statement is None:
+        return Rejection("empty_statement", "statement is empty")
+    if len(statement) > MAX_STATEMENT_CHARS:
+        return Rejection(
+            "statement_too_long",
+            f"statement has {len(statement)} characters, at most {MAX_STATEMENT_CHARS}",
+        )
+    reason = _clean(item.reason)
+    if reason is None:
+        return Rejection("missing_reason", "reason (future value) is empty")
+    if item.source not in _SOURCES_BY_KIND[item.kind]:
+        return Rejection(
+            "kind_source_mismatch", f"source {item.source!r} is not allowed for {item.kind!r}"
+        )
+    for name, value in (("importance", item.importance), ("confidence", item.confidence)):
+        if not 0.0 <= value <= 1.0:
+            return Rejection("out_of_range", f"{name} {value} is outside [0, 1]")
+    if item.importance < MIN_IMPORTANCE:
+        return Rejection(
+            "importance_too_low", f"importance {item.importance} < {MIN_IMPORTANCE}"
+        )
+    if item.confidence < MIN_CONFIDENCE:
+        return Rejection(
+            "confidence_too_low", f"confidence {item.confidence} < {MIN_CONFIDENCE}"
+        )
+    tags = tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip()))
+    for tag in tags:
+        key = tag.split(":", 1)[0].split("=", 1)[0].strip().casefold()
+        if key in NAMESPACE_KEYS and (":" in tag or "=" in tag):
+            return Rejection("namespace_key_in_tags", f"tag sets namespace key {key!r}")
+    relations = [r for r in (item.supersedes, *item.conflicts_with) if r]
+    for relation in relations:
+        if relation not in relation_ids:
+            return Rejection(
+                "unknown_relation_id", "a relation cites a memory id the extractor was not shown"
+            )
+    return msgspec.structs.replace(
+        item,
+        statement=statement,
+        reason=reason,
+        subject=_clean(item.subject),
+        predicate=_clean(item.predicate),
+        value=_clean(item.value),
+        tags=tags,
+        evidence=tuple(dict.fromkeys(e for e in item.evidence if e)),
+    )

@@ -1,0 +1,443 @@
+"""Deterministic, in-process lexical BM25 index for short memory statements.
+
+The index is a pure-Python projection: it holds no I/O, no randomness and no wall-clock
+dependence, so rebuilding it from the same documents (in any order) yields bit-identical
+scores and rankings.
+
+Tokenization (:func:`tokenize`)
+    1. Unicode NFKC normalization (so full-width ``"ＬＧＢＴＱ"`` becomes ``"LGBTQ"`` and
+       half-width katakana become full-width katakana).
+    2. ``str.lower`` (not ``str.casefold``): ``"ß"`` stays ``"ß"``; only simple lowercase
+       mappings are applied.
+    3. Word tokens are maximal runs of Unicode word characters (Python ``re`` ``\\w+``).
+       Everything else (whitespace, punctuation, apostrophes, hyphens, symbols) separates
+       tokens, so ``"Caroline's"`` yields ``["caroline", "s"]`` and a query ``"Caroline"``
+       matches it.  Note that ``\\w`` includes digits and ``_`` and excludes combining marks
+       (category ``M*``), so scripts that rely on spacing/non-spacing marks (e.g. Devanagari)
+       are split at the marks; this is applied identically to documents and queries.  One
+       visible consequence: ``"İ".lower()`` is ``"i"`` + U+0307, so ``"İstanbul"`` yields
+       ``["i", "stanbul"]`` (``casefold`` behaves the same).
+    4. Inside each word token, maximal runs of CJK characters (code points in
+       :data:`CJK_RANGES`) are replaced by their overlapping character bigrams; a CJK run of
+       length 1 yields that single character.  Non-CJK parts of the same ``\\w`` run become
+       their own tokens (``"2023年"`` -> ``["2023", "年"]``).  This mirrors Lucene's
+       ``CJKBigramFilter`` (bigrams span script boundaries inside a CJK run).
+    5. No stemming and no stop-word removal: BM25's IDF already down-weights very common
+       terms, and the index must stay simple and predictable.
+
+Scoring (:class:`BM25Index`)
+    Okapi BM25 as given by Robertson & Zaragoza, "The Probabilistic Relevance Framework:
+    BM25 and Beyond", Foundations and Trends in Information Retrieval 3(4), 2009, eq. 3.15::
+
+        score(D, Q) = sum_{t in Q} qtf(t) * idf(t) * tf(t, D) * (k1 + 1)
+                      / (tf(t, D) + k1 * (1 - b + b * |D| / avgdl))
+
+    with the non-negative IDF used by Apache Lucene's ``BM25Similarity``::
+
+        idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+    ``N`` is the number of indexed documents (including documents with no tokens), ``df(t)``
+    the number of documents containing ``t``, ``|D|`` the token count of ``D`` and ``avgdl``
+    the mean token count over all indexed documents.  Defaults: ``k1 = 1.2``, ``b = 0.75``.
+    Unlike Lucene (>= 8) the constant ``(k1 + 1)`` factor is kept, as in the paper.
+
+    Repeated query terms count once per occurrence (``qtf`` multiplies the term weight), which
+    is the standard BM25 sum over query tokens; ``"paris paris"`` weighs ``paris`` twice.
+
+Determinism
+    Per-term contributions are summed in sorted-term order, and ``avgdl`` is derived from
+    integer totals, so a document's score does not depend on insertion order, query term
+    order or incremental ``add``/``remove`` history.  Results are ordered by
+    ``(-score, position, doc_id)``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+
+import msgspec
+
+__all__ = [
+    "CJK_RANGES",
+    "DEFAULT_B",
+    "DEFAULT_K1",
+    "BM25Index",
+    "IndexedDoc",
+    "ScoredDoc",
+    "tokenize",
+]
+
+DEFAULT_K1: float = 1.2
+"""Default BM25 term-frequency saturation parameter ``k1``."""
+
+DEFAULT_B: float = 0.75
+"""Default BM25 document-length normalization parameter ``b``."""
+
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x3005, 0x3007),  # Ideographic iteration mark, closing mark, number zero (々 〆 〇)
+    (0x3040, 0x309F),  # Hiragana
+    (0x30A0, 0x30FF),  # Katakana (incl. prolonged sound mark ー)
+    (0x3130, 0x318F),  # Hangul Compatibility Jamo
+    (0x31F0, 0x31FF),  # Katakana Phonetic Extensions
+    (0x3400, 0x4DBF),  # CJK Unified Ideographs Extension A
+    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo Extended-A
+    (0xAC00, 0xD7AF),  # Hangul Syllables
+    (0xD7B0, 0xD7FF),  # Hangul Jamo Extended-B
+    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs (NFKC maps most to unified ones)
+    (0xFF66, 0xFF9F),  # Half-width Katakana (NFKC maps these to full-width)
+    (0xFFA0, 0xFFDC),  # Half-width Hangul (NFKC maps these to compatibility jamo)
+    (0x1B000, 0x1B16F),  # Kana Supplement, Kana Extended-A, Small Kana Extension
+    (0x20000, 0x2A6DF),  # CJK Unified Ideographs Extension B
+    (0x2A700, 0x2EBEF),  # CJK Unified Ideographs Extensions C, D, E, F
+    (0x2F800, 0x2FA1F),  # CJK Compatibility Ideographs Supplement
+    (0x30000, 0x323AF),  # CJK Unified Ideographs Extensions G, H
+)
+"""Inclusive code-point ranges treated as CJK (Han, Kana, Hangul) by :func:`tokenize`.
+
+Only characters that are also Unicode word characters (``\\w``) are ever considered, so
+punctuation inside these blocks (e.g. katakana middle dot ``・``) still separates tokens.
+"""
+
+_CJK_CLASS = "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in CJK_RANGES)
+_WORD_RE = re.compile(r"\w+")
+_HAS_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
+_CJK_SPLIT_RE = re.compile(f"([{_CJK_CLASS}]+)|([^{_CJK_CLASS}]+)")
+_SLACK = 1.0 + 1e-9  # relative safety margin on pruning bounds (rounding is ~1e-15)
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into lexical tokens (see the module docstring for the full rules).
+
+    Shape: ``str -> list[str]`` in text order, duplicates kept.  NFKC, then ``str.lower``,
+    then ``\\w+`` runs; CJK runs inside a word become overlapping character bigrams (a lone
+    CJK character stays a unigram).  Deterministic and locale-independent.
+
+    >>> tokenize("Caroline's ＬＧＢＴＱ 支持小组")
+    ['caroline', 's', 'lgbtq', '支持', '持小', '小组']
+    """
+    normalized = unicodedata.normalize("NFKC", text).lower()
+    words: list[str] = _WORD_RE.findall(normalized)
+    if _HAS_CJK_RE.search(normalized) is None:
+        return words
+    tokens: list[str] = []
+    for word in words:
+        if _HAS_CJK_RE.search(word) is None:
+            tokens.append(word)
+            continue
+        for cjk, other in _CJK_SPLIT_RE.findall(word):
+            if other:
+                tokens.append(other)
+            elif len(cjk) == 1:
+                tokens.append(cjk)
+            else:
+                tokens.extend([cjk[i : i + 2] for i in range(len(cjk) - 1)])
+    return tokens
+
+
+class IndexedDoc(msgspec.Struct, frozen=True):
+    """A document to index.
+
+    ``doc_id`` is a stable unique identifier, ``position`` an integer tie-break key (lower
+    ranks first among equal scores, e.g. ledger sequence number) and ``text`` the statement.
+    """
+
+    doc_id: str
+    position: int
+    text: str
+
+
+class ScoredDoc(msgspec.Struct, frozen=True):
+    """A search hit: the document's ``doc_id`` and ``position`` and its BM25 ``score`` (> 0)."""
+
+    doc_id: str
+    position: int
+    score: float
+
+
+class BM25Index:
+    """In-memory inverted index with Okapi BM25 ranking (Robertson & Zaragoza 2009; Lucene IDF).
+
+    Layout: each live document occupies an integer slot (slots of removed documents are
+    reused); ``_postings`` maps ``term -> {slot: tf}``; per-slot lists hold ``doc_id``,
+    ``position``, token length and the distinct terms (for removal).  Length normalizers
+    ``k1 * (1 - b + b * dl / avgdl)`` are cached per slot and recomputed lazily (O(N)) on the
+    first search after a mutation.
+
+    Search is term-at-a-time over the query terms' posting lists only, with MaxScore-style
+    pruning (Turtle & Flood, "Query evaluation: strategies and optimizations", Information
+    Processing & Management 31(6), 1995): terms are visited in decreasing weight; once the
+    summed upper bounds of the remaining terms fall below the current k-th best partial score,
+    no unseen document can enter the top k, so the remaining (common, low-IDF) terms only
+    update the surviving candidates.  Pruning never changes results: every returned score is
+    the full BM25 sum, computed in the same term order as without pruning.
+
+    Not thread-safe: callers must serialize mutations against searches.
+    """
+
+    __slots__ = (
+        "_b",
+        "_docs",
+        "_free",
+        "_ids",
+        "_k1",
+        "_lengths",
+        "_norm_min",
+        "_norms",
+        "_norms_valid",
+        "_positions",
+        "_postings",
+        "_slot_of",
+        "_terms",
+        "_tf_max",
+        "_total_len",
+    )
+
+    def __init__(self, *, k1: float = DEFAULT_K1, b: float = DEFAULT_B) -> None:
+        """Create an empty index with BM25 parameters ``k1 >= 0`` and ``0 <= b <= 1``."""
+        if not (math.isfinite(k1) and k1 >= 0.0):
+            raise ValueError(f"k1 must be a finite number >= 0, got {k1!r}")
+        if not (0.0 <= b <= 1.0):
+            raise ValueError(f"b must be in [0, 1], got {b!r}")
+        self._k1 = float(k1)
+        self._b = float(b)
+        self._postings: dict[str, dict[int, int]] = {}
+        self._tf_max: dict[str, int] = {}  # lazily filled cache: term -> max tf over postings
+        self._slot_of: dict[str, int] = {}
+        self._docs: list[IndexedDoc | None] = []
+        self._ids: list[str] = []
+        self._positions: list[int] = []
+        self._lengths: list[int] = []
+        self._terms: list[tuple[str, ...]] = []
+        self._norms: list[float] = []
+        self._norm_min = 0.0
+        self._norms_valid = True
+        self._free: list[int] = []
+        self._total_len = 0
+
+    @classmethod
+    def build(
+        cls, docs: Iterable[IndexedDoc], *, k1: float = DEFAULT_K1, b: float = DEFAULT_B
+    ) -> BM25Index:
+        """Return a new index over ``docs``; raises ``ValueError`` on a duplicate ``doc_id``."""
+        index = cls(k1=k1, b=b)
+        for doc in docs:
+            index.add(doc)
+        return index
+
+    @property
+    def k1(self) -> float:
+        """BM25 term-frequency saturation parameter."""
+        return self._k1
+
+    @property
+    def b(self) -> float:
+        """BM25 document-length normalization parameter."""
+        return self._b
+
+    @property
+    def avgdl(self) -> float:
+        """Mean token count over indexed documents (0.0 when empty)."""
+        n = len(self._slot_of)
+        return self._total_len / n if n else 0.0
+
+    def __len__(self) -> int:
+        """Number of indexed documents."""
+        return len(self._slot_of)
+
+    def __contains__(self, doc_id: object) -> bool:
+        """Whether a document with ``doc_id`` is indexed."""
+        return doc_id in self._slot_of
+
+    def get(self, doc_id: str) -> IndexedDoc | None:
+        """Return the indexed document with ``doc_id``, or ``None``."""
+        slot = self._slot_of.get(doc_id)
+        return None if slot is None else self._docs[slot]
+
+    def document_frequency(self, term: str) -> int:
+        """Number of indexed documents containing the (already tokenized) ``term``."""
+        postings = self._postings.get(term)
+        return 0 if postings is None else len(postings)
+
+    def add(self, doc: IndexedDoc) -> None:
+        """Index ``doc``; raises ``ValueError`` if its ``doc_id`` is already indexed.
+
+        O(|tokens|); invalidates the cached length normalizers (avgdl changed).
+        """
+        if doc.doc_id in self._slot_of:
+            raise ValueError(f"duplicate doc_id {doc.doc_id!r}")
+        tokens = tokenize(doc.text)
+        counts = Counter(tokens)
+        if self._free:
+            slot = self._free.pop()
+            self._docs[slot] = doc
+            self._ids[slot] = doc.doc_id
+            self._positions[slot] = doc.position
+            self._lengths[slot] = len(tokens)
+            self._terms[slot] = tuple(counts)
+        else:
+            slot = len(self._docs)
+            self._docs.append(doc)
+            self._ids.append(doc.doc_id)
+            self._positions.append(doc.position)
+            self._lengths.append(len(tokens))
+            self._terms.append(tuple(counts))
+            self._norms.append(0.0)
+        postings, tf_max = self._postings, self._tf_max
+        for term, tf in counts.items():
+            plist = postings.get(term)
+            if plist is None:
+                postings[term] = {slot: tf}
+            else:
+                plist[slot] = tf
+                cached = tf_max.get(term)
+                if cached is not None and tf > cached:
+                    tf_max[term] = tf
+        self._slot_of[doc.doc_id] = slot
+        self._total_len += len(tokens)
+        self._norms_valid = False
+
+    def remove(self, doc_id: str) -> IndexedDoc:
+        """Unindex and return the document with ``doc_id``; raises ``KeyError`` if absent.
+
+        O(distinct terms of the document); invalidates the cached length normalizers.
+        """
+        slot = self._slot_of.pop(doc_id)
+        doc = self._docs[slot]
+        assert doc is not None
+        postings, tf_max = self._postings, self._tf_max
+        for term in self._terms[slot]:
+            plist = postings[term]
+            tf = plist.pop(slot)
+            if not plist:
+                del postings[term]
+                tf_max.pop(term, None)
+            elif tf_max.get(term) == tf:
+                del tf_max[term]  # may no longer be the maximum; recomputed on demand
+        self._total_len -= self._lengths[slot]
+        self._docs[slot] = None
+        self._terms[slot] = ()
+        self._lengths[slot] = 0
+        self._free.append(slot)
+        self._norms_valid = False
+        return doc
+
+    def _current_norms(self) -> list[float]:
+        """Per-slot ``k1 * (1 - b + b * dl / avgdl)``, recomputed if the corpus changed."""
+        if not self._norms_valid:
+            n = len(self._slot_of)
+            avgdl = self._total_len / n if n and self._total_len else 1.0
+            k1, b = self._k1, self._b
+            one_minus_b = 1.0 - b
+            self._norms = [k1 * (one_minus_b + b * dl / avgdl) for dl in self._lengths]
+            # Smallest normalizer of any document that can appear in a posting list (dl >= 1);
+            # used only for pruning bounds, never for scores.
+            min_dl = min((dl for dl in self._lengths if dl > 0), default=1)
+            self._norm_min = k1 * (one_minus_b + b * min_dl / avgdl)
+            self._norms_valid = True
+        return self._norms
+
+    def _max_tf(self, term: str, plist: dict[int, int]) -> int:
+        cached = self._tf_max.get(term)
+        if cached is None:
+            cached = max(plist.values())
+            self._tf_max[term] = cached
+        return cached
+
+    def search(self, query: str, k: int) -> list[ScoredDoc]:
+        """Return the top ``k`` documents for ``query`` by BM25 score.
+
+        Shape: ``(str, int) -> list[ScoredDoc]``, at most ``k`` hits, every score > 0,
+        ordered by ``(-score, position, doc_id)``.  Returns ``[]`` when ``k <= 0``, the
+        query has no tokens, or no query token occurs in the index.  Cost is bounded by the
+        summed posting-list lengths of the query terms (no scan of all documents).
+        """
+        if k <= 0 or not self._slot_of:
+            return []
+        qtf = Counter(tokenize(query))
+        if not qtf:
+            return []
+        postings = self._postings
+        n = len(self._slot_of)
+        k1p1 = self._k1 + 1.0
+        terms: list[tuple[float, str, dict[int, int]]] = []
+        for term, count in qtf.items():
+            plist = postings.get(term)
+            if plist is not None:
+                df = len(plist)
+                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                terms.append((count * idf * k1p1, term, plist))
+        if not terms:
+            return []
+        # Fixed visiting order (weight desc, then term): each document's floating-point sum is
+        # accumulated in this order, so scores do not depend on insertion or query-term order.
+        terms.sort(key=lambda entry: (-entry[0], entry[1]))
+        norms = self._current_norms()
+        norm_min = self._norm_min
+        # bound_after[j]: upper bound on what terms j+1.. can still add to any document,
+        # using tf / (tf + norm) <= tf_max / (tf_max + norm_min).
+        bound_after = [0.0] * len(terms)
+        running = 0.0
+        for j in range(len(terms) - 1, -1, -1):
+            bound_after[j] = running
+            weight, term, plist = terms[j]
+            tf_max = self._max_tf(term, plist)
+            running += weight * tf_max / (tf_max + norm_min)
+        bound_seen = 0.0
+
+        acc: dict[int, float] = {}
+        pool: set[int] | None = None  # surviving candidates once pruning has engaged
+        for j, (weight, _term, plist) in enumerate(terms):
+            rest = bound_after[j]
+            if pool is None:
+                if not acc:
+                    acc = {slot: weight * tf / (tf + norms[slot]) for slot, tf in plist.items()}
+                else:
+                    get = acc.get
+                    for slot, tf in plist.items():
+                        acc[slot] = get(slot, 0.0) + weight * tf / (tf + norms[slot])
+                bound_seen = running - rest
+                if rest <= 0.0 or len(acc) < k or rest * _SLACK >= bound_seen:
+                    continue  # last term, too few hits, or the k-th best cannot beat `rest`
+                candidates = acc
+            else:
+                if len(plist) < len(pool):
+                    for slot, tf in plist.items():
+                        if slot in pool:
+                            acc[slot] += weight * tf / (tf + norms[slot])
+                else:
+                    get_tf = plist.get
+                    for slot in pool:
+                        tf_or_none = get_tf(slot)
+                        if tf_or_none is not None:
+                            acc[slot] += weight * tf_or_none / (tf_or_none + norms[slot])
+                if rest <= 0.0 or len(pool) <= k:
+                    continue
+                candidates = {slot: acc[slot] for slot in pool}
+            # theta <= final k-th best score (scores only grow). A document whose partial
+            # score plus `rest` is below theta can never reach the top k; unseen documents
+            # have partial score 0. _SLACK absorbs floating-point rounding in the bounds.
+            theta = heapq.nlargest(k, candidates.values())[-1]
+            if pool is None and rest * _SLACK >= theta:
+                continue
+            pool = {slot for slot, s in candidates.items() if (s + rest) * _SLACK >= theta}
+
+        scores = acc if pool is None else {slot: acc[slot] for slot in pool}
+        if len(scores) > k:
+            # Cheap pass for the k-th best score, then full-key top-k among the candidates at
+            # or above it; ties at the boundary are resolved by the key.
+            threshold = heapq.nlargest(k, scores.values())[-1]
+            selected = [slot for slot, s in scores.items() if s >= threshold and s > 0.0]
+        else:
+            selected = [slot for slot, s in scores.items() if s > 0.0]
+        ids, positions = self._ids, self._positions
+        top = heapq.nsmallest(
+            k, selected, key=lambda slot: (-scores[slot], positions[slot], ids[slot])
+        )
+        return [ScoredDoc(ids[slot], positions[slot], scores[slot]) for slot in top]
