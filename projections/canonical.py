@@ -94,10 +94,10 @@ class ProjectionStore:
 
     def position(self, projection: str) -> int:
         """The last ledger position applied to ``projection`` (0 when none)."""
-        row = self.conn.execute(
+        rows = self.conn.execute(
             "SELECT position FROM projection_tracking WHERE projection = ?", [projection]
-        ).fetchone()
-        return int(row[0]) if row else 0
+        ).fetchall()
+        return int(rows[0][0]) if rows else 0
 
     def close(self) -> None:
         self.conn.close()
@@ -270,7 +270,7 @@ class CanonicalMemoryProjection:
 
     def count_active(self) -> int:
         """Active rows over every namespace."""
-        row = self.store.conn.execute(
+        rows = self.store.conn.execute(
             "SELECT count(*) FROM canonical_memory WHERE status = 'active'"
-        ).fetchone()
-        return int(row[0]) if row else 0
+        ).fetchall()
+        return int(rows[0][0])

@@ -188,14 +188,13 @@ class BM25Index:
         "_ids",
         "_k1",
         "_lengths",
-        "_norm_min",
         "_norms",
         "_norms_valid",
         "_positions",
         "_postings",
         "_slot_of",
         "_terms",
-        "_tf_max",
+        "_frontier",
         "_total_len",
     )
 
@@ -208,7 +207,9 @@ class BM25Index:
         self._k1 = float(k1)
         self._b = float(b)
         self._postings: dict[str, dict[int, int]] = {}
-        self._tf_max: dict[str, int] = {}  # lazily filled cache: term -> max tf over postings
+        # Lazily filled pruning cache: term -> {tf: smallest doc length among its postings
+        # with that tf}.  Independent of avgdl, so it survives unrelated mutations.
+        self._frontier: dict[str, dict[int, int]] = {}
         self._slot_of: dict[str, int] = {}
         self._docs: list[IndexedDoc | None] = []
         self._ids: list[str] = []
@@ -216,7 +217,6 @@ class BM25Index:
         self._lengths: list[int] = []
         self._terms: list[tuple[str, ...]] = []
         self._norms: list[float] = []
-        self._norm_min = 0.0
         self._norms_valid = True
         self._free: list[int] = []
         self._total_len = 0
@@ -289,16 +289,17 @@ class BM25Index:
             self._lengths.append(len(tokens))
             self._terms.append(tuple(counts))
             self._norms.append(0.0)
-        postings, tf_max = self._postings, self._tf_max
+        postings, frontier = self._postings, self._frontier
+        dl = len(tokens)
         for term, tf in counts.items():
             plist = postings.get(term)
             if plist is None:
                 postings[term] = {slot: tf}
             else:
                 plist[slot] = tf
-                cached = tf_max.get(term)
-                if cached is not None and tf > cached:
-                    tf_max[term] = tf
+                cached = frontier.get(term)
+                if cached is not None and dl < cached.get(tf, dl + 1):
+                    cached[tf] = dl
         self._slot_of[doc.doc_id] = slot
         self._total_len += len(tokens)
         self._norms_valid = False
@@ -311,15 +312,18 @@ class BM25Index:
         slot = self._slot_of.pop(doc_id)
         doc = self._docs[slot]
         assert doc is not None
-        postings, tf_max = self._postings, self._tf_max
+        postings, frontier = self._postings, self._frontier
+        dl = self._lengths[slot]
         for term in self._terms[slot]:
             plist = postings[term]
             tf = plist.pop(slot)
             if not plist:
                 del postings[term]
-                tf_max.pop(term, None)
-            elif tf_max.get(term) == tf:
-                del tf_max[term]  # may no longer be the maximum; recomputed on demand
+                frontier.pop(term, None)
+            else:
+                cached = frontier.get(term)
+                if cached is not None and cached.get(tf) == dl:
+                    del frontier[term]  # the minimum may have changed; recomputed on demand
         self._total_len -= self._lengths[slot]
         self._docs[slot] = None
         self._terms[slot] = ()
@@ -336,19 +340,25 @@ class BM25Index:
             k1, b = self._k1, self._b
             one_minus_b = 1.0 - b
             self._norms = [k1 * (one_minus_b + b * dl / avgdl) for dl in self._lengths]
-            # Smallest normalizer of any document that can appear in a posting list (dl >= 1);
-            # used only for pruning bounds, never for scores.
-            min_dl = min((dl for dl in self._lengths if dl > 0), default=1)
-            self._norm_min = k1 * (one_minus_b + b * min_dl / avgdl)
             self._norms_valid = True
         return self._norms
 
-    def _max_tf(self, term: str, plist: dict[int, int]) -> int:
-        cached = self._tf_max.get(term)
-        if cached is None:
-            cached = max(plist.values())
-            self._tf_max[term] = cached
-        return cached
+    def _max_saturation(self, term: str, plist: dict[int, int]) -> float:
+        """``max(tf / (tf + norm))`` over ``term``'s postings, from the cached frontier."""
+        frontier = self._frontier.get(term)
+        if frontier is None:
+            frontier = {}
+            lengths = self._lengths
+            for slot, tf in plist.items():
+                dl = lengths[slot]
+                if dl < frontier.get(tf, dl + 1):
+                    frontier[tf] = dl
+            self._frontier[term] = frontier
+        n = len(self._slot_of)
+        avgdl = self._total_len / n if n and self._total_len else 1.0
+        k1, b = self._k1, self._b
+        one_minus_b = 1.0 - b
+        return max(tf / (tf + k1 * (one_minus_b + b * dl / avgdl)) for tf, dl in frontier.items())
 
     def search(self, query: str, k: int) -> list[ScoredDoc]:
         """Return the top ``k`` documents for ``query`` by BM25 score.
@@ -379,16 +389,15 @@ class BM25Index:
         # accumulated in this order, so scores do not depend on insertion or query-term order.
         terms.sort(key=lambda entry: (-entry[0], entry[1]))
         norms = self._current_norms()
-        norm_min = self._norm_min
-        # bound_after[j]: upper bound on what terms j+1.. can still add to any document,
-        # using tf / (tf + norm) <= tf_max / (tf_max + norm_min).
+        # bound_after[j]: upper bound on what terms j+1.. can still add to any document.
         bound_after = [0.0] * len(terms)
         running = 0.0
-        for j in range(len(terms) - 1, -1, -1):
+        for j in range(len(terms) - 1, 0, -1):
             bound_after[j] = running
             weight, term, plist = terms[j]
-            tf_max = self._max_tf(term, plist)
-            running += weight * tf_max / (tf_max + norm_min)
+            running += weight * self._max_saturation(term, plist)
+        bound_after[0] = running
+        running += terms[0][0]  # the first term's bound is only used by the cheap gate below
         bound_seen = 0.0
 
         acc: dict[int, float] = {}

@@ -1,0 +1,1 @@
+"""Re-running recorded things: session scripts, the LoCoMo converter, and the CLI."""

@@ -1,0 +1,48 @@
+"""Reading the ledger back as events in position order (for ``events`` and exports)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import msgspec
+
+from commands.engine import MemoryEngine
+from ledger.events import LedgerEvent
+
+__all__ = ["event_record", "iter_events"]
+
+
+def iter_events(
+    engine: MemoryEngine, *, start: int = 1, limit: int | None = None, page: int = 1000
+) -> Iterator[tuple[int, LedgerEvent]]:
+    """Yield ``(position, event)`` from ``start`` on, at most ``limit``, reading in pages."""
+    position = max(start, 1) - 1
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = page if remaining is None else min(page, remaining)
+        notifications = engine.recorder.select_notifications(
+            start=position, limit=size, inclusive_of_start=False
+        )
+        if not notifications:
+            return
+        for n in notifications:
+            yield n.id, cast(LedgerEvent, engine.mapper.to_domain_event(n))
+        position = notifications[-1].id
+        if remaining is not None:
+            remaining -= len(notifications)
+
+
+def event_record(position: int, event: LedgerEvent) -> dict[str, Any]:
+    """A JSON-ready dict: ``position``, ``type`` (class name), ``stream_id``, ``version``,
+    ``recorded_at``, then the event's own fields."""
+    fields = msgspec.to_builtins(event)
+    record: dict[str, Any] = {
+        "position": position,
+        "type": type(event).__name__,
+        "stream_id": fields.pop("originator_id"),
+        "version": fields.pop("originator_version"),
+        "recorded_at": fields.pop("recorded_at"),
+    }
+    record.update(fields)
+    return record
