@@ -2,6 +2,7 @@
 
 from commands.engine import MemoryEngine
 from commands.errors import (
+    ExtractionFailedError,
     MemoryLedgerError,
     SessionSealedError,
     StoreUnavailableError,
@@ -14,6 +15,7 @@ from ledger.events import ReconciliationReport
 from ledger.ids import Namespace
 
 __all__ = [
+    "ExtractionFailedError",
     "ExtractionRequest",
     "Extractor",
     "MemoryEngine",

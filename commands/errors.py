@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "ExtractionFailedError",
     "MemoryLedgerError",
     "SessionSealedError",
     "StoreUnavailableError",
@@ -24,3 +25,10 @@ class TurnConflictError(MemoryLedgerError, ValueError):
 
 class SessionSealedError(MemoryLedgerError, ValueError):
     """The session was finished; it accepts no further turns."""
+
+
+class ExtractionFailedError(MemoryLedgerError, RuntimeError):
+    """The extractor raised; the turn's evidence is recorded and its extraction is pending.
+
+    Retry ``observe_final_transcript`` with the same transcript to complete it.
+    """

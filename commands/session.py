@@ -18,7 +18,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import IntegrityError
 
-from commands.errors import SessionSealedError, TurnConflictError
+from commands.errors import ExtractionFailedError, SessionSealedError, TurnConflictError
 from commands.extraction import ExtractionRequest, Extractor
 from commands.reconcile import fold_memory_stream, plan_reconciliation
 from commands.recall import RecallResult
@@ -232,15 +232,20 @@ class MemorySession:
         candidates = rejected = 0
         extraction_positions: list[int] = []
         if turn_id not in self.state.extracted:
-            raw_items = list(
-                self.extractor.extract(
-                    ExtractionRequest(
-                        session_id=self.session_id,
-                        turn_id=turn_id,
-                        transcript=observed.transcript[: self.max_input_chars],
-                    )
-                )
+            request = ExtractionRequest(
+                session_id=self.session_id,
+                turn_id=turn_id,
+                transcript=observed.transcript[: self.max_input_chars],
             )
+            try:
+                raw_items = list(self.extractor.extract(request))
+            except Exception as e:
+                msg = (
+                    f"extractor {self.extractor.extractor_id!r} failed on session "
+                    f"{self.session_id!r} turn {turn_id}; its evidence is recorded and its "
+                    f"extraction is pending (retry the turn): {type(e).__name__}: {e}"
+                )
+                raise ExtractionFailedError(msg) from e
 
             def extraction() -> list[LedgerEvent]:
                 if turn_id in self.state.extracted:

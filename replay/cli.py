@@ -63,7 +63,7 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except _USER_ERRORS as e:
-        message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        message = str(e)
         err.print(f"[bold red]error:[/] {type(e).__name__}: {message}", highlight=False)
         raise typer.Exit(2) from None
 

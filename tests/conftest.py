@@ -1,0 +1,68 @@
+"""Shared fixtures: a fresh store folder, item factories, the LoCoMo data file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from commands import MemoryEngine, Namespace
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def locomo_path() -> Path | None:
+    """The LoCoMo file: $LOCOMO_PATH, else ../shared beside the checkout, else /work/shared."""
+    candidates = [
+        os.environ.get("LOCOMO_PATH"),
+        str(REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo7.json"),
+        "/work/shared/data/locomo/locomo7.json",
+    ]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture
+def locomo_file() -> Path:
+    path = locomo_path()
+    if path is None:
+        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    return path
+
+
+def make_item(statement: str, **overrides: Any) -> dict[str, Any]:
+    """A valid raw item (as an extractor returns it) with ``overrides`` applied."""
+    item: dict[str, Any] = {
+        "kind": "semantic",
+        "subject": "Alice",
+        "predicate": None,
+        "value": None,
+        "statement": statement,
+        "source": "fact",
+        "scope": "user",
+        "reason": "helps answer future questions",
+        "importance": 0.8,
+        "confidence": 0.9,
+        "tags": [],
+        "supersedes": None,
+        "conflicts_with": [],
+        "evidence": [],
+    }
+    item.update(overrides)
+    return item
+
+
+@pytest.fixture
+def namespace() -> Namespace:
+    return Namespace("acme", "alice", "assistant")
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
+    with MemoryEngine.open(tmp_path / "store") as opened:
+        yield opened
