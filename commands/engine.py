@@ -113,7 +113,7 @@ class MemoryEngine:
         :raises eventsourcing.persistence.IntegrityError: a stream version exists already
             (a concurrent writer); nothing of the batch is written.
         """
-        stored = [self.mapper.to_stored_event(e) for e in events]  # type: ignore[arg-type]
+        stored = [self.mapper.to_stored_event(e) for e in events]
         ids = self.recorder.insert_events(stored)
         return list(ids or [])
 

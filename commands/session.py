@@ -20,8 +20,8 @@ from eventsourcing.persistence import IntegrityError
 
 from commands.errors import ExtractionFailedError, SessionSealedError, TurnConflictError
 from commands.extraction import ExtractionRequest, Extractor
-from commands.reconcile import fold_memory_stream, plan_reconciliation
 from commands.recall import RecallResult
+from commands.reconcile import fold_memory_stream, plan_reconciliation
 from commands.validation import Rejection, validate_item
 from ledger.events import (
     ActivationPolicy,
@@ -315,7 +315,7 @@ class MemorySession:
                         candidate_id=cid,
                         index=index,
                         extractor_id=self.extractor.extractor_id,
-                        item=outcome,  # type: ignore[arg-type]
+                        item=outcome,
                         occurred_at=observed.occurred_at,
                     )
                 )

@@ -85,13 +85,9 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         if not 0.0 <= value <= 1.0:
             return Rejection("out_of_range", f"{name} {value} is outside [0, 1]")
     if item.importance < MIN_IMPORTANCE:
-        return Rejection(
-            "importance_too_low", f"importance {item.importance} < {MIN_IMPORTANCE}"
-        )
+        return Rejection("importance_too_low", f"importance {item.importance} < {MIN_IMPORTANCE}")
     if item.confidence < MIN_CONFIDENCE:
-        return Rejection(
-            "confidence_too_low", f"confidence {item.confidence} < {MIN_CONFIDENCE}"
-        )
+        return Rejection("confidence_too_low", f"confidence {item.confidence} < {MIN_CONFIDENCE}")
     tags = tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip()))
     for tag in tags:
         key = tag.split(":", 1)[0].split("=", 1)[0].strip().casefold()

@@ -47,7 +47,6 @@ from uuid import UUID
 
 import lmdb
 import msgspec
-
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
@@ -701,7 +700,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
-        """Notifications from ``start`` (inclusive unless told) up to ``stop``, at most ``limit``."""
+        """Notifications from ``start`` (inclusive unless told) to ``stop``, at most ``limit``."""
         if start is None:
             first = 1
         else:
@@ -745,7 +744,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         while True:
             with self.datastore.read() as txn:
                 cursor = txn.cursor(db=self._log)
-                rows = []
+                rows: list[tuple[bytes, bytes]] = []
                 found = cursor.set_range(_ID.pack(next_id))
                 while found and len(rows) < page:
                     rows.append((bytes(cursor.key()), bytes(cursor.value())))

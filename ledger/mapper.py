@@ -15,12 +15,11 @@ own ``Mapper`` (compress, then encrypt). No JSON on this path.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any, cast, get_type_hints
 from uuid import UUID
 
 import msgspec
-
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
@@ -48,7 +47,9 @@ class _Codec:
             if f.default is not msgspec.NODEFAULT:
                 spec.append((f.name, hints[f.name], f.default))
             elif f.default_factory is not msgspec.NODEFAULT:
-                spec.append((f.name, hints[f.name], msgspec.field(default_factory=f.default_factory)))
+                spec.append(
+                    (f.name, hints[f.name], msgspec.field(default_factory=f.default_factory))
+                )
             else:
                 spec.append((f.name, hints[f.name], msgspec.NODEFAULT))
         required = [s[:2] for s in spec if s[2] is msgspec.NODEFAULT]
@@ -60,7 +61,7 @@ class _Codec:
         self.class_version = int(getattr(cls, "class_version", 1))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _codec(cls: type[msgspec.Struct]) -> _Codec:
     return _Codec(cls)
 

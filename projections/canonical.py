@@ -266,7 +266,8 @@ class CanonicalMemoryProjection:
             "AND scope_id = ? AND status = 'active' ORDER BY created_position, memory_id",
             params=[tenant, principal, scope_id],
         ).to_arrow_table()
-        return result.to_pylist()
+        rows: list[dict[str, Any]] = result.to_pylist()
+        return rows
 
     def count_active(self) -> int:
         """Active rows over every namespace."""

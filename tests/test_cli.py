@@ -25,7 +25,9 @@ def cli(*args: str) -> str:
 
 
 def events(store: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in cli("events", "--store", str(store), "--json").splitlines()]
+    return [
+        json.loads(line) for line in cli("events", "--store", str(store), "--json").splitlines()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +140,19 @@ def test_user_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "principal" in result.stderr
 
     result = runner.invoke(
-        app, ["recall", "--store", str(tmp_path / "s"), "--tenant", "", "--principal", "p",
-              "--scope-id", "s", "q"],
+        app,
+        [
+            "recall",
+            "--store",
+            str(tmp_path / "s"),
+            "--tenant",
+            "",
+            "--principal",
+            "p",
+            "--scope-id",
+            "s",
+            "q",
+        ],
     )
     assert result.exit_code == 2 and "tenant" in result.stderr
 

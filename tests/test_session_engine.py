@@ -280,7 +280,9 @@ statements = st.sampled_from(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.lists(statements, max_size=3), min_size=1, max_size=4))
 def test_reconciliation_matches_a_model(tmp_path_factory: Any, sessions: list[list[str]]) -> None:
     """Active memories equal the distinct normalized statements; each extra copy reinforces."""
