@@ -22,19 +22,35 @@ from ledger.ids import Namespace
 
 __all__ = [
     "ActivationDecision",
+    "AdmissionRevoked",
     "CandidateExtracted",
     "CandidateRejected",
     "EVENT_CLASSES",
+    "ExplicitCommandApplied",
     "ExtractedItem",
+    "ExtractionAbandoned",
     "ExtractionCompleted",
     "LedgerEvent",
     "MemoryActivated",
+    "MemoryAdmitted",
+    "MemoryConflictMarked",
+    "MemoryForgotten",
+    "MemoryPinned",
+    "MemoryPruned",
     "MemoryReinforced",
+    "MemorySuperseded",
+    "MemoryUsed",
+    "RecallServed",
+    "RecalledItem",
     "ReconciliationReport",
     "SessionOpened",
     "SessionReconciled",
     "SessionSealed",
+    "SnapshotItem",
+    "SnapshotPrepared",
     "TranscriptObserved",
+    "TurnBegan",
+    "TurnCompleted",
 ]
 
 ItemKind = Literal["semantic", "procedural"]
@@ -204,15 +220,185 @@ class MemoryReinforced(LedgerEvent, frozen=True, kw_only=True):
     evidence: tuple[str, ...]
 
 
+class MemorySuperseded(LedgerEvent, frozen=True, kw_only=True):
+    """An older item was replaced by a newer one (memory stream of the OLD item).
+
+    ``cause`` is ``same_subject_predicate`` (a new value for the same subject and predicate),
+    ``declared`` (the extractor cited it in ``supersedes``) or ``correction`` (an explicit
+    correct command). The old item stays in history with status superseded.
+    """
+
+    session_id: str
+    turn_id: int
+    superseded_by: UUID
+    cause: Literal["same_subject_predicate", "declared", "correction"]
+
+
+class MemoryConflictMarked(LedgerEvent, frozen=True, kw_only=True):
+    """A contradiction kept visible: written on BOTH items, each naming the other."""
+
+    session_id: str
+    turn_id: int
+    conflicts_with: UUID
+
+
+class ExplicitCommandApplied(LedgerEvent, frozen=True, kw_only=True):
+    """The user said remember / forget / correct / pin (session stream).
+
+    Appended before the session overlay changes; reconciled into canonical memory at finish.
+    ``command_id`` is uuid5(session, turn, index of the command in the turn).
+    """
+
+    session_id: str
+    turn_id: int
+    command_id: UUID
+    intent: Literal["remember", "forget", "correct", "pin"]
+    statement: str
+    target: UUID | None = None
+    item: ExtractedItem | None = None
+
+
+class MemoryPinned(LedgerEvent, frozen=True, kw_only=True):
+    """An item was pinned: protected from pruning (memory stream)."""
+
+    session_id: str
+    turn_id: int
+    command_id: UUID
+
+
+class MemoryForgotten(LedgerEvent, frozen=True, kw_only=True):
+    """An item was forgotten by explicit command: no longer retrievable (memory stream)."""
+
+    session_id: str
+    turn_id: int
+    command_id: UUID
+
+
+class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):
+    """An item was pruned as stale and low-importance (memory stream). ``rule`` names why."""
+
+    session_id: str
+    rule: str
+
+
+class SnapshotItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory revision prepared for a turn, with its score."""
+
+    memory_id: UUID
+    revision: int
+    statement: str
+    score: float
+
+
+class SnapshotPrepared(LedgerEvent, frozen=True, kw_only=True):
+    """Items prepared speculatively for a turn (session stream), with the generation."""
+
+    session_id: str
+    turn_id: int
+    generation: int
+    snapshot_id: UUID
+    query: str
+    items: tuple[SnapshotItem, ...]
+
+
+class TurnBegan(LedgerEvent, frozen=True, kw_only=True):
+    """A turn froze the prepared snapshot it is answered from (session stream)."""
+
+    session_id: str
+    turn_id: int
+    generation: int
+    snapshot_id: UUID | None
+
+
+class RecalledItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One result of a served recall: memory revision, rank and score."""
+
+    memory_id: UUID
+    revision: int
+    rank: int
+    score: float
+
+
+class RecallServed(LedgerEvent, frozen=True, kw_only=True):
+    """What a recall returned and by which path (read-path record: its own stream).
+
+    ``path`` is ``snapshot``, ``live`` or ``fused``. May be buffered and lost in a crash.
+    """
+
+    session_id: str
+    turn_id: int | None
+    query: str
+    path: Literal["snapshot", "live", "fused"]
+    results: tuple[RecalledItem, ...]
+
+
+class MemoryAdmitted(LedgerEvent, frozen=True, kw_only=True):
+    """A memory revision was admitted into a turn's context after budgeting (session)."""
+
+    session_id: str
+    turn_id: int
+    memory_id: UUID
+    revision: int
+    estimated_tokens: int
+
+
+class AdmissionRevoked(LedgerEvent, frozen=True, kw_only=True):
+    """An admission was removed before the model call (stale or inactive revision)."""
+
+    session_id: str
+    turn_id: int
+    memory_id: UUID
+    revision: int
+    reason: Literal["stale_revision", "inactive"]
+
+
+class MemoryUsed(LedgerEvent, frozen=True, kw_only=True):
+    """The host reported that an admitted memory was actually used in a turn (session)."""
+
+    session_id: str
+    turn_id: int
+    memory_id: UUID
+    revision: int
+
+
+class TurnCompleted(LedgerEvent, frozen=True, kw_only=True):
+    """A turn finished (session stream)."""
+
+    session_id: str
+    turn_id: int
+
+
+class ExtractionAbandoned(LedgerEvent, frozen=True, kw_only=True):
+    """``close()`` gave up waiting for a turn's background extraction (session stream)."""
+
+    session_id: str
+    turn_id: int
+    reason: str
+
+
 EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     SessionOpened,
     TranscriptObserved,
     CandidateExtracted,
     CandidateRejected,
     ExtractionCompleted,
+    ExtractionAbandoned,
     SessionSealed,
     SessionReconciled,
     MemoryActivated,
     MemoryReinforced,
+    MemorySuperseded,
+    MemoryConflictMarked,
+    ExplicitCommandApplied,
+    MemoryPinned,
+    MemoryForgotten,
+    MemoryPruned,
+    SnapshotPrepared,
+    TurnBegan,
+    RecallServed,
+    MemoryAdmitted,
+    AdmissionRevoked,
+    MemoryUsed,
+    TurnCompleted,
 )
 """Every concrete event class of the catalog that this version writes."""
