@@ -2,8 +2,9 @@
 
 Layout of a store folder::
 
-    <store>/ledger/          LMDB environment (the source of truth)
-    <store>/projections.duckdb   read models of this process (disposable, rebuilt from ledger)
+    <store>/ledger/                     LMDB environment (the source of truth)
+    <store>/projections/slot-N.duckdb   read models owned by one process at a time
+                                        (disposable: rebuilt from the ledger at will)
 
 The ledger is opened the ``eventsourcing`` way, with settings passed as ``env=`` (never
 process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_PATH``,
@@ -35,7 +36,10 @@ from commands.session import MemorySession
 from ledger.events import ActivationPolicy, LedgerEvent
 from ledger.ids import Namespace
 from ledger.mapper import MsgspecMapper
-from projections.canonical import CanonicalMemoryProjection, ProjectionStore
+from projections.canonical import CanonicalMemory
+from projections.memory_map import render_memory_map
+from projections.runner import PROJECTION_VERSION, ProjectionRunner
+from projections.store import ProjectionStore, ProjectionUnavailableError
 
 __all__ = ["MemoryEngine"]
 
@@ -60,8 +64,10 @@ class MemoryEngine:
         self.recorder = recorder
         self.mapper = mapper
         self.projections = projections
-        self.canonical = CanonicalMemoryProjection(projections, recorder, mapper)
+        self.runner = ProjectionRunner(projections, recorder, mapper)
+        self.canonical = CanonicalMemory(projections.conn)
         self._recall_index = NamespaceRecallIndex(self.canonical)
+        self._memory_maps: dict[str, tuple[int, str]] = {}
 
     @classmethod
     def open(
@@ -95,10 +101,12 @@ class MemoryEngine:
         try:
             recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
-            projections = ProjectionStore(str(root / "projections.duckdb"))
-        except duckdb.Error as e:
+            projections = ProjectionStore.open_slot(
+                root / "projections", version=PROJECTION_VERSION
+            )
+        except (duckdb.Error, ProjectionUnavailableError) as e:
             factory.close()
-            msg = f"cannot open projection file in {str(root)!r}: {e}"
+            msg = f"cannot open a projection file in {str(root)!r}: {e}"
             raise StoreUnavailableError(msg) from e
         except BaseException:
             factory.close()
@@ -131,7 +139,7 @@ class MemoryEngine:
 
     def catch_up(self, to: int | None = None) -> int:
         """Bring the projections up to ``to`` (default: the ledger head); return position."""
-        return self.canonical.catch_up(to)
+        return self.runner.catch_up(to)
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Top ``k`` active memories of ``namespace`` for ``query`` (BM25), read-your-writes."""
@@ -139,6 +147,20 @@ class MemoryEngine:
         position = self.catch_up()
         hits = self._recall_index.search(namespace, query, max(k, 0), position)
         return RecallResult(query=query, results=tuple(hits), position=position)
+
+    def memory_map(self, namespace: Namespace) -> str:
+        """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
+        namespace.validated()
+        position = self.catch_up()
+        key = namespace.key()
+        cached = self._memory_maps.get(key)
+        if cached is None or cached[0] != position:
+            text = render_memory_map(
+                self.canonical, namespace.tenant, namespace.principal, namespace.scope_id
+            )
+            cached = (position, text)
+            self._memory_maps[key] = cached
+        return cached[1]
 
     # Sessions -----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from ledger.ids import Namespace
-from projections.canonical import CanonicalMemoryProjection
+from projections.canonical import CanonicalMemory
 from projections.text_index import BM25Index, IndexedDoc
 
 __all__ = ["NamespaceRecallIndex", "RecallHit", "RecallResult"]
@@ -48,7 +48,7 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
 class NamespaceRecallIndex:
     """BM25 indexes of active memories, one per namespace, kept in step with the projection."""
 
-    def __init__(self, projection: CanonicalMemoryProjection) -> None:
+    def __init__(self, projection: CanonicalMemory) -> None:
         self.projection = projection
         self._cache: dict[str, tuple[int, BM25Index, dict[str, dict[str, Any]]]] = {}
 

@@ -251,9 +251,9 @@ def test_projection_resumes_after_restart(tmp_path: Path, namespace: Namespace) 
         observe(session, extractor, 1, [make_item("Alice likes tea.")])
         session.finish()
         engine.catch_up()
-        first_position = engine.canonical.position
+        first_position = engine.runner.position
     with MemoryEngine.open(store) as engine:
-        assert engine.canonical.position == first_position
+        assert engine.runner.position == first_position
         extractor = RecordedExtractor()
         session = engine.session(namespace, "s2", extractor=extractor)
         observe(session, extractor, 1, [make_item("Alice likes tea."), make_item("Alice runs.")])

@@ -1,0 +1,489 @@
+"""The fold: how a page of ledger events changes the read models.
+
+A pure function of the events (their content and positions): no wall clock, no randomness.
+For one page it (1) collects the keys the events touch per table, (2) loads those rows in one
+query per table, (3) applies the events in position order to the rows in Python, and (4)
+writes every touched table back as one Arrow batch. The caller wraps it in the transaction
+that also advances the tracking position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from ledger.events import (
+    AdmissionRevoked,
+    CandidateExtracted,
+    CandidateRejected,
+    ExtractionCompleted,
+    LedgerEvent,
+    MemoryActivated,
+    MemoryAdmitted,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryPruned,
+    MemoryReinforced,
+    MemorySuperseded,
+    MemoryUsed,
+    RecallServed,
+    SnapshotPrepared,
+    TranscriptObserved,
+    TurnBegan,
+)
+from ledger.ids import session_stream_id
+from projections.tables import (
+    ADMISSIONS,
+    CANONICAL_MEMORY,
+    RECALLS,
+    SESSION_CANDIDATES,
+    TRANSCRIPTS,
+    TURN_SNAPSHOTS,
+    USES,
+    ReadModelTable,
+)
+
+__all__ = ["PROJECTED_EVENTS", "fold_page"]
+
+PROJECTED_EVENTS: tuple[type[LedgerEvent], ...] = (
+    TranscriptObserved,
+    CandidateExtracted,
+    CandidateRejected,
+    ExtractionCompleted,
+    MemoryActivated,
+    MemoryReinforced,
+    MemorySuperseded,
+    MemoryConflictMarked,
+    MemoryPinned,
+    MemoryForgotten,
+    MemoryPruned,
+    SnapshotPrepared,
+    TurnBegan,
+    RecallServed,
+    MemoryAdmitted,
+    AdmissionRevoked,
+    MemoryUsed,
+)
+"""Event classes that change some read model; other events only advance the position."""
+
+_MEMORY_STATUS_EVENTS: dict[type[LedgerEvent], str] = {
+    MemorySuperseded: "superseded",
+    MemoryForgotten: "forgotten",
+    MemoryPruned: "pruned",
+}
+
+
+def _ns(event: LedgerEvent) -> dict[str, Any]:
+    ns = event.namespace
+    return {"tenant": ns.tenant, "principal": ns.principal, "scope_id": ns.scope_id}
+
+
+def _session_key(event: LedgerEvent, session_id: str) -> str:
+    return str(session_stream_id(event.namespace, session_id))
+
+
+def _turn_key(event: LedgerEvent, session_id: str, turn_id: int) -> str:
+    return f"{_session_key(event, session_id)}/{turn_id}"
+
+
+def _admission_key(event: MemoryAdmitted | AdmissionRevoked) -> str:
+    turn = _turn_key(event, event.session_id, event.turn_id)
+    return f"{turn}/{event.memory_id}/{event.revision}"
+
+
+class _Page:
+    """Rows of one page, loaded once per table and folded in position order."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.conn = conn
+        self.keys: dict[str, set[str]] = {}
+        self.rows: dict[str, dict[str, dict[str, Any]]] = {}
+        self.appends: dict[str, list[dict[str, Any]]] = {}
+        self.dirty: dict[str, set[str]] = {}
+
+    def want(self, table: ReadModelTable, key: str) -> None:
+        self.keys.setdefault(table.name, set()).add(key)
+
+    def load(self) -> None:
+        for table in (
+            CANONICAL_MEMORY,
+            SESSION_CANDIDATES,
+            TRANSCRIPTS,
+            TURN_SNAPSHOTS,
+            ADMISSIONS,
+        ):
+            keys = self.keys.get(table.name)
+            self.rows[table.name] = table.load(self.conn, keys) if keys else {}
+
+    def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
+        return self.rows[table.name].get(key)
+
+    def put(self, table: ReadModelTable, key: str, row: dict[str, Any]) -> None:
+        self.rows[table.name][key] = row
+        self.dirty.setdefault(table.name, set()).add(key)
+
+    def touch(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
+        row = self.rows[table.name].get(key)
+        if row is not None:
+            self.dirty.setdefault(table.name, set()).add(key)
+        return row
+
+    def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
+        self.appends.setdefault(table.name, []).append(row)
+
+    def write(self) -> None:
+        for table in (
+            CANONICAL_MEMORY,
+            SESSION_CANDIDATES,
+            TRANSCRIPTS,
+            TURN_SNAPSHOTS,
+            ADMISSIONS,
+        ):
+            dirty = self.dirty.get(table.name)
+            if dirty:
+                rows = self.rows[table.name]
+                table.replace(self.conn, {k: rows[k] for k in dirty})
+        for table in (USES, RECALLS):
+            table.insert(self.conn, self.appends.get(table.name, []))
+
+
+def _collect(page: _Page, event: LedgerEvent) -> None:
+    if isinstance(event, TranscriptObserved | ExtractionCompleted):
+        page.want(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
+    elif isinstance(event, CandidateExtracted | CandidateRejected):
+        page.want(SESSION_CANDIDATES, str(event.candidate_id))
+    elif isinstance(event, MemoryActivated | MemoryReinforced):
+        page.want(CANONICAL_MEMORY, str(event.originator_id))
+        page.want(SESSION_CANDIDATES, str(event.candidate_id))
+        page.want(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
+    elif isinstance(
+        event,
+        MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
+    ):
+        page.want(CANONICAL_MEMORY, str(event.originator_id))
+    elif isinstance(event, SnapshotPrepared | TurnBegan):
+        page.want(TURN_SNAPSHOTS, _turn_key(event, event.session_id, event.turn_id))
+    elif isinstance(event, RecallServed):
+        for result in event.results:
+            page.want(CANONICAL_MEMORY, str(result.memory_id))
+    elif isinstance(event, MemoryAdmitted):
+        page.want(CANONICAL_MEMORY, str(event.memory_id))
+        page.want(ADMISSIONS, _admission_key(event))
+    elif isinstance(event, AdmissionRevoked):
+        page.want(ADMISSIONS, _admission_key(event))
+    elif isinstance(event, MemoryUsed):
+        page.want(CANONICAL_MEMORY, str(event.memory_id))
+
+
+def _transcript_position(page: _Page, event: MemoryActivated | MemoryReinforced) -> list[int]:
+    row = page.get(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
+    return [row["position"]] if row is not None else []
+
+
+def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
+    key = str(event.originator_id)
+    previous = page.get(CANONICAL_MEMORY, key)
+    item = event.item
+    row: dict[str, Any] = {
+        "memory_id": key,
+        **_ns(event),
+        "status": "active",
+        "revision": event.originator_version,
+        "subject": item.subject,
+        "predicate": item.predicate,
+        "value": item.value,
+        "statement": item.statement,
+        "normalized": event.normalized,
+        "kind": item.kind,
+        "source": item.source,
+        "scope": item.scope,
+        "reason": item.reason,
+        "tags": list(item.tags),
+        "importance": item.importance,
+        "confidence": item.confidence,
+        "evidence": list(item.evidence),
+        "session_id": event.session_id,
+        "turn_id": event.turn_id,
+        "decision": event.decision,
+        "candidate_ids": [str(event.candidate_id)],
+        "transcript_positions": _transcript_position(page, event),
+        "supersedes": [item.supersedes] if item.supersedes else [],
+        "superseded_by": None,
+        "conflicts_with": [],
+        "pinned": False,
+        "reinforcements": 0,
+        "recall_count": 0,
+        "admission_count": 0,
+        "use_count": 0,
+        "occurred_at": event.occurred_at,
+        "activated_at": event.recorded_at,
+        "created_position": position,
+        "updated_position": position,
+    }
+    if previous is not None:
+        # A reactivation keeps the item's history: first position, counters, pin, relations.
+        for column in (
+            "created_position",
+            "pinned",
+            "reinforcements",
+            "recall_count",
+            "admission_count",
+            "use_count",
+        ):
+            row[column] = previous[column]
+        row["candidate_ids"] = [*previous["candidate_ids"], str(event.candidate_id)]
+        row["transcript_positions"] = [
+            *previous["transcript_positions"],
+            *row["transcript_positions"],
+        ]
+    page.put(CANONICAL_MEMORY, key, row)
+    _resolve_candidate(page, position, event.candidate_id, "activated", key)
+
+
+def _resolve_candidate(page: _Page, position: int, candidate: Any, status: str, mid: str) -> None:
+    row = page.touch(SESSION_CANDIDATES, str(candidate))
+    if row is not None:
+        row["status"] = status
+        row["memory_id"] = mid
+        row["reconciled_position"] = position
+
+
+def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "candidate_id": str(event.candidate_id),
+        **_ns(event),
+        "session_id": event.session_id,
+        "turn_id": event.turn_id,
+        "item_index": event.index,
+        "extractor_id": event.extractor_id,
+        "status": "candidate",
+        "reason_code": None,
+        "subject": None,
+        "predicate": None,
+        "value": None,
+        "statement": None,
+        "kind": None,
+        "source": None,
+        "importance": None,
+        "confidence": None,
+        "memory_id": None,
+        "position": position,
+        "reconciled_position": None,
+    }
+    if isinstance(event, CandidateExtracted):
+        item = event.item
+        row.update(
+            subject=item.subject,
+            predicate=item.predicate,
+            value=item.value,
+            statement=item.statement,
+            kind=item.kind,
+            source=item.source,
+            importance=item.importance,
+            confidence=item.confidence,
+        )
+    else:
+        row.update(status="rejected", reason_code=event.reason_code)
+    return row
+
+
+def _apply(page: _Page, position: int, event: LedgerEvent) -> None:
+    if isinstance(event, TranscriptObserved):
+        key = _turn_key(event, event.session_id, event.turn_id)
+        page.put(
+            TRANSCRIPTS,
+            key,
+            {
+                "transcript_key": key,
+                **_ns(event),
+                "session_id": event.session_id,
+                "turn_id": event.turn_id,
+                "digest": event.digest,
+                "redactions": event.redactions,
+                "occurred_at": event.occurred_at,
+                "recorded_at": event.recorded_at,
+                "position": position,
+                "extraction_position": None,
+            },
+        )
+    elif isinstance(event, ExtractionCompleted):
+        row = page.touch(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
+        if row is not None:
+            row["extraction_position"] = position
+    elif isinstance(event, CandidateExtracted | CandidateRejected):
+        page.put(SESSION_CANDIDATES, str(event.candidate_id), _candidate_row(event, position))
+    elif isinstance(event, MemoryActivated):
+        _activate(page, position, event)
+    elif isinstance(event, MemoryReinforced):
+        key = str(event.originator_id)
+        row = page.touch(CANONICAL_MEMORY, key)
+        if row is not None:
+            row["importance"] = event.importance
+            row["tags"] = list(event.tags)
+            row["evidence"] = list(event.evidence)
+            row["candidate_ids"] = [*row["candidate_ids"], str(event.candidate_id)]
+            row["transcript_positions"] = [
+                *row["transcript_positions"],
+                *_transcript_position(page, event),
+            ]
+            row["reinforcements"] += 1
+            row["revision"] = event.originator_version
+            row["updated_position"] = position
+        _resolve_candidate(page, position, event.candidate_id, "reinforced", key)
+    elif isinstance(
+        event,
+        MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
+    ):
+        row = page.touch(CANONICAL_MEMORY, str(event.originator_id))
+        if row is None:
+            return
+        row["revision"] = event.originator_version
+        row["updated_position"] = position
+        if isinstance(event, MemorySuperseded):
+            row["superseded_by"] = str(event.superseded_by)
+        if isinstance(event, MemoryConflictMarked):
+            other = str(event.conflicts_with)
+            if other not in row["conflicts_with"]:
+                row["conflicts_with"] = [*row["conflicts_with"], other]
+            if row["status"] == "active":
+                row["status"] = "conflicted"
+        elif isinstance(event, MemoryPinned):
+            row["pinned"] = True
+        else:
+            row["status"] = _MEMORY_STATUS_EVENTS[type(event)]
+    elif isinstance(event, SnapshotPrepared | TurnBegan):
+        _apply_snapshot(page, position, event)
+    elif isinstance(event, RecallServed):
+        for result in event.results:
+            row = page.touch(CANONICAL_MEMORY, str(result.memory_id))
+            if row is not None:
+                row["recall_count"] += 1
+        page.append(
+            RECALLS,
+            {
+                **_ns(event),
+                "session_id": event.session_id,
+                "turn_id": event.turn_id,
+                "query": event.query,
+                "path": event.path,
+                "memory_ids": [str(r.memory_id) for r in event.results],
+                "position": position,
+            },
+        )
+    elif isinstance(event, MemoryAdmitted):
+        row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
+        if row is not None:
+            row["admission_count"] += 1
+        key = _admission_key(event)
+        page.put(
+            ADMISSIONS,
+            key,
+            {
+                "admission_key": key,
+                **_ns(event),
+                "session_id": event.session_id,
+                "turn_id": event.turn_id,
+                "memory_id": str(event.memory_id),
+                "revision": event.revision,
+                "estimated_tokens": event.estimated_tokens,
+                "revoked": False,
+                "revoke_reason": None,
+                "admitted_position": position,
+                "revoked_position": None,
+            },
+        )
+    elif isinstance(event, AdmissionRevoked):
+        row = page.touch(ADMISSIONS, _admission_key(event))
+        if row is not None:
+            row["revoked"] = True
+            row["revoke_reason"] = event.reason
+            row["revoked_position"] = position
+    elif isinstance(event, MemoryUsed):
+        row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
+        if row is not None:
+            row["use_count"] += 1
+        page.append(
+            USES,
+            {
+                **_ns(event),
+                "session_id": event.session_id,
+                "turn_id": event.turn_id,
+                "memory_id": str(event.memory_id),
+                "revision": event.revision,
+                "position": position,
+            },
+        )
+
+
+def _apply_snapshot(page: _Page, position: int, event: SnapshotPrepared | TurnBegan) -> None:
+    key = _turn_key(event, event.session_id, event.turn_id)
+    if isinstance(event, SnapshotPrepared):
+        page.put(
+            TURN_SNAPSHOTS,
+            key,
+            {
+                "snapshot_key": key,
+                **_ns(event),
+                "session_id": event.session_id,
+                "turn_id": event.turn_id,
+                "snapshot_id": str(event.snapshot_id),
+                "generation": event.generation,
+                "query": event.query,
+                "items": [
+                    {
+                        "memory_id": str(i.memory_id),
+                        "revision": i.revision,
+                        "statement": i.statement,
+                        "score": i.score,
+                    }
+                    for i in event.items
+                ],
+                "frozen": False,
+                "prepared_position": position,
+                "frozen_position": None,
+            },
+        )
+        return
+    row = page.touch(TURN_SNAPSHOTS, key)
+    if row is None:
+        row = {
+            "snapshot_key": key,
+            **_ns(event),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "snapshot_id": None,
+            "generation": event.generation,
+            "query": None,
+            "items": [],
+            "frozen": True,
+            "prepared_position": None,
+            "frozen_position": position,
+        }
+        page.put(TURN_SNAPSHOTS, key, row)
+        return
+    row["frozen"] = True
+    row["frozen_position"] = position
+    row["generation"] = event.generation
+    if event.snapshot_id is None:
+        row["snapshot_id"] = None
+        row["items"] = []
+
+
+def fold_page(conn: duckdb.DuckDBPyConnection, events: Sequence[tuple[int, LedgerEvent]]) -> None:
+    """Apply ``(position, event)`` pairs (ascending positions) to the read models in ``conn``.
+
+    The caller owns the transaction. Events of classes outside :data:`PROJECTED_EVENTS`
+    are ignored.
+    """
+    if not events:
+        return
+    page = _Page(conn)
+    for _, event in events:
+        _collect(page, event)
+    page.load()
+    for position, event in events:
+        _apply(page, position, event)
+    page.write()

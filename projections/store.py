@@ -1,0 +1,124 @@
+"""The projection file a process owns: a DuckDB database in a locked slot of the store.
+
+DuckDB allows one writing process per file and refuses even read-only opens while another
+process writes. So every engine process claims a free slot under ``<store>/projections/``
+(``slot-N.duckdb`` guarded by an exclusive ``flock`` on ``slot-N.lock``) and catches that
+file up from the shared LMDB ledger. A second process (another host worker, or the CLI beside
+a running host) never fails on the first one's lock: it takes the next slot, whose file is
+kept for the next process that needs it, so its catch-up is incremental too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import IO
+
+import duckdb
+
+from projections.tables import create_tables, drop_tables
+
+__all__ = ["MAX_SLOTS", "ProjectionStore", "ProjectionUnavailableError"]
+
+MAX_SLOTS = 64
+
+_CREATE_TRACKING = (
+    "CREATE TABLE IF NOT EXISTS projection_tracking ("
+    "projection VARCHAR PRIMARY KEY, position BIGINT NOT NULL)"
+)
+_CREATE_META = "CREATE TABLE IF NOT EXISTS projection_meta (name VARCHAR PRIMARY KEY, value BIGINT)"
+
+
+class ProjectionUnavailableError(OSError):
+    """No projection file can be opened (every slot locked, or the folder is unusable)."""
+
+
+class ProjectionStore:
+    """One DuckDB file of read models with its tracking position and projection version.
+
+    :param path: DuckDB file (created if absent) or ``":memory:"``.
+    :param version: the code's projection version; a file built by another version has its
+        read models dropped and its position reset, so catch-up rebuilds them.
+    :param lock: an open lock file this store holds (released on :meth:`close`).
+    """
+
+    name = "read_models"
+
+    def __init__(self, path: str, *, version: int, lock: IO[bytes] | None = None) -> None:
+        self.path = path
+        self.version = version
+        self._lock = lock
+        self.conn = duckdb.connect(path)
+        self.conn.execute(_CREATE_TRACKING)
+        self.conn.execute(_CREATE_META)
+        rows = self.conn.execute(
+            "SELECT value FROM projection_meta WHERE name = 'version'"
+        ).fetchall()
+        self.rebuilt_for_version = bool(rows) and rows[0][0] != version
+        if not rows or rows[0][0] != version:
+            self.conn.execute("BEGIN TRANSACTION")
+            drop_tables(self.conn)
+            self.conn.execute("DELETE FROM projection_tracking")
+            self.conn.execute(
+                "INSERT OR REPLACE INTO projection_meta VALUES ('version', ?)", [version]
+            )
+            create_tables(self.conn)
+            self.conn.execute("COMMIT")
+        else:
+            create_tables(self.conn)
+
+    @classmethod
+    def open_slot(cls, directory: str | os.PathLike[str], *, version: int) -> ProjectionStore:
+        """Claim the first free slot under ``directory`` and open its DuckDB file.
+
+        :raises ProjectionUnavailableError: the folder cannot be created or all
+            :data:`MAX_SLOTS` slots are held by live processes.
+        """
+        folder = Path(directory)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            msg = f"cannot create projection folder {str(folder)!r}: {e.strerror or e}"
+            raise ProjectionUnavailableError(msg) from e
+        for slot in range(MAX_SLOTS):
+            lock = open(folder / f"slot-{slot}.lock", "ab")  # noqa: SIM115 (held while open)
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                continue
+            try:
+                return cls(str(folder / f"slot-{slot}.duckdb"), version=version, lock=lock)
+            except duckdb.Error as e:
+                lock.close()
+                if "lock" in str(e).lower():
+                    continue
+                msg = f"cannot open projection file {str(folder / f'slot-{slot}.duckdb')!r}: {e}"
+                raise ProjectionUnavailableError(msg) from e
+        msg = f"all {MAX_SLOTS} projection slots under {str(folder)!r} are in use"
+        raise ProjectionUnavailableError(msg)
+
+    def position(self) -> int:
+        """The last ledger position applied to the read models (0 when none)."""
+        rows = self.conn.execute(
+            "SELECT position FROM projection_tracking WHERE projection = ?", [self.name]
+        ).fetchall()
+        return int(rows[0][0]) if rows else 0
+
+    def set_position(self, position: int) -> None:
+        """Record ``position`` (call inside the batch's transaction)."""
+        self.conn.execute(
+            "INSERT INTO projection_tracking VALUES (?, ?) "
+            "ON CONFLICT (projection) DO UPDATE SET position = excluded.position",
+            [self.name, position],
+        )
+
+    def close(self) -> None:
+        """Close the DuckDB file and release the slot."""
+        try:
+            self.conn.close()
+        finally:
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None

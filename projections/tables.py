@@ -1,0 +1,313 @@
+"""Schemas of the DuckDB read models and the Arrow batch writer they share.
+
+Every read model is a plain table whose column names say what they hold. Rows are written a
+page at a time: the rows a page touches are loaded, folded in Python, deleted and re-inserted
+from one Arrow table (DuckDB ingests Arrow batches about 250x faster than ``executemany``).
+Tables carry no key constraints: the fold keeps keys unique, and DuckDB's constraint checks
+would otherwise slow every batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+__all__ = ["ReadModelTable", "TABLES", "create_tables", "drop_tables"]
+
+_STR = pa.string()
+_INT = pa.int64()
+_FLOAT = pa.float64()
+_BOOL = pa.bool_()
+_TS = pa.timestamp("us", tz="UTC")
+_STRS = pa.list_(pa.string())
+_INTS = pa.list_(pa.int64())
+_SNAPSHOT_ITEM = pa.struct(
+    [("memory_id", _STR), ("revision", _INT), ("statement", _STR), ("score", _FLOAT)]
+)
+
+_DUCKDB_TYPES: dict[pa.DataType, str] = {
+    _STR: "VARCHAR",
+    _INT: "BIGINT",
+    _FLOAT: "DOUBLE",
+    _BOOL: "BOOLEAN",
+    _TS: "TIMESTAMPTZ",
+    _STRS: "VARCHAR[]",
+    _INTS: "BIGINT[]",
+    pa.list_(_SNAPSHOT_ITEM): (
+        "STRUCT(memory_id VARCHAR, revision BIGINT, statement VARCHAR, score DOUBLE)[]"
+    ),
+}
+
+
+class ReadModelTable:
+    """One read-model table: name, Arrow schema, key column (None: append-only)."""
+
+    def __init__(self, name: str, schema: pa.Schema, key: str | None, doc: str) -> None:
+        self.name = name
+        self.schema = schema
+        self.key = key
+        self.doc = doc
+        self.columns = tuple(schema.names)
+
+    def create_sql(self) -> str:
+        columns = ", ".join(f"{f.name} {_DUCKDB_TYPES[f.type]}" for f in self.schema)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({columns})"
+
+    def load(
+        self, conn: duckdb.DuckDBPyConnection, keys: Iterable[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Existing rows whose key is in ``keys``, by key."""
+        assert self.key is not None
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        table = conn.sql(
+            f"SELECT * FROM {self.name} WHERE {self.key} IN (SELECT unnest(?))", params=[wanted]
+        ).to_arrow_table()
+        return {row[self.key]: row for row in table.to_pylist()}
+
+    def replace(self, conn: duckdb.DuckDBPyConnection, rows: dict[str, dict[str, Any]]) -> None:
+        """Delete rows with these keys and insert ``rows`` (one Arrow batch)."""
+        assert self.key is not None
+        if not rows:
+            return
+        keys = sorted(rows)
+        conn.execute(f"DELETE FROM {self.name} WHERE {self.key} IN (SELECT unnest(?))", [keys])
+        self.insert(conn, [rows[k] for k in keys])
+
+    def insert(self, conn: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> None:
+        """Append ``rows`` (one Arrow batch)."""
+        if not rows:
+            return
+        batch = pa.Table.from_pylist(list(rows), schema=self.schema)
+        view = f"_batch_{self.name}"
+        conn.register(view, batch)
+        try:
+            conn.execute(f"INSERT INTO {self.name} SELECT * FROM {view}")
+        finally:
+            conn.unregister(view)
+
+
+CANONICAL_MEMORY = ReadModelTable(
+    "canonical_memory",
+    pa.schema(
+        [
+            ("memory_id", _STR),
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("status", _STR),
+            ("revision", _INT),
+            ("subject", _STR),
+            ("predicate", _STR),
+            ("value", _STR),
+            ("statement", _STR),
+            ("normalized", _STR),
+            ("kind", _STR),
+            ("source", _STR),
+            ("scope", _STR),
+            ("reason", _STR),
+            ("tags", _STRS),
+            ("importance", _FLOAT),
+            ("confidence", _FLOAT),
+            ("evidence", _STRS),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("decision", _STR),
+            ("candidate_ids", _STRS),
+            ("transcript_positions", _INTS),
+            ("supersedes", _STRS),
+            ("superseded_by", _STR),
+            ("conflicts_with", _STRS),
+            ("pinned", _BOOL),
+            ("reinforcements", _INT),
+            ("recall_count", _INT),
+            ("admission_count", _INT),
+            ("use_count", _INT),
+            ("occurred_at", _TS),
+            ("activated_at", _TS),
+            ("created_position", _INT),
+            ("updated_position", _INT),
+        ]
+    ),
+    "memory_id",
+    "One row per memory item; status active, conflicted, superseded, pruned or forgotten.",
+)
+
+SESSION_CANDIDATES = ReadModelTable(
+    "session_candidates",
+    pa.schema(
+        [
+            ("candidate_id", _STR),
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("item_index", _INT),
+            ("extractor_id", _STR),
+            ("status", _STR),
+            ("reason_code", _STR),
+            ("subject", _STR),
+            ("predicate", _STR),
+            ("value", _STR),
+            ("statement", _STR),
+            ("kind", _STR),
+            ("source", _STR),
+            ("importance", _FLOAT),
+            ("confidence", _FLOAT),
+            ("memory_id", _STR),
+            ("position", _INT),
+            ("reconciled_position", _INT),
+        ]
+    ),
+    "candidate_id",
+    "Every extracted item: status candidate, rejected (with reason_code), activated, reinforced.",
+)
+
+TRANSCRIPTS = ReadModelTable(
+    "transcripts",
+    pa.schema(
+        [
+            ("transcript_key", _STR),
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("digest", _STR),
+            ("redactions", _INT),
+            ("occurred_at", _TS),
+            ("recorded_at", _TS),
+            ("position", _INT),
+            ("extraction_position", _INT),
+        ]
+    ),
+    "transcript_key",
+    "Evidence: one row per observed turn; extraction_position is null while pending.",
+)
+
+TURN_SNAPSHOTS = ReadModelTable(
+    "turn_snapshots",
+    pa.schema(
+        [
+            ("snapshot_key", _STR),
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("snapshot_id", _STR),
+            ("generation", _INT),
+            ("query", _STR),
+            ("items", pa.list_(_SNAPSHOT_ITEM)),
+            ("frozen", _BOOL),
+            ("prepared_position", _INT),
+            ("frozen_position", _INT),
+        ]
+    ),
+    "snapshot_key",
+    "The latest snapshot prepared per turn, and whether the turn froze it.",
+)
+
+ADMISSIONS = ReadModelTable(
+    "admissions",
+    pa.schema(
+        [
+            ("admission_key", _STR),
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("memory_id", _STR),
+            ("revision", _INT),
+            ("estimated_tokens", _INT),
+            ("revoked", _BOOL),
+            ("revoke_reason", _STR),
+            ("admitted_position", _INT),
+            ("revoked_position", _INT),
+        ]
+    ),
+    "admission_key",
+    "Memory revisions admitted into a turn's context, and revocations.",
+)
+
+USES = ReadModelTable(
+    "uses",
+    pa.schema(
+        [
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("memory_id", _STR),
+            ("revision", _INT),
+            ("position", _INT),
+        ]
+    ),
+    None,
+    "Memory revisions the host reported as used in a turn.",
+)
+
+RECALLS = ReadModelTable(
+    "recalls",
+    pa.schema(
+        [
+            ("tenant", _STR),
+            ("principal", _STR),
+            ("scope_id", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("query", _STR),
+            ("path", _STR),
+            ("memory_ids", _STRS),
+            ("position", _INT),
+        ]
+    ),
+    None,
+    "Recalls served: query, path (snapshot, live, fused) and the memories returned.",
+)
+
+TABLES: tuple[ReadModelTable, ...] = (
+    CANONICAL_MEMORY,
+    SESSION_CANDIDATES,
+    TRANSCRIPTS,
+    TURN_SNAPSHOTS,
+    ADMISSIONS,
+    USES,
+    RECALLS,
+)
+"""Every read-model table, in creation order."""
+
+VOCABULARY_VIEW = """
+CREATE OR REPLACE VIEW vocabulary AS
+SELECT tenant, principal, scope_id, 'subject' AS field, subject AS term, count(*) AS records
+FROM canonical_memory
+WHERE status IN ('active', 'conflicted') AND subject IS NOT NULL
+GROUP BY ALL
+UNION ALL
+SELECT tenant, principal, scope_id, 'predicate' AS field, predicate AS term, count(*) AS records
+FROM canonical_memory
+WHERE status IN ('active', 'conflicted') AND predicate IS NOT NULL
+GROUP BY ALL
+"""
+"""Subjects and predicates of retrievable memories with their counts, per namespace."""
+
+
+def create_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create every read-model table and the vocabulary view (idempotent)."""
+    for table in TABLES:
+        conn.execute(table.create_sql())
+    conn.execute(VOCABULARY_VIEW)
+
+
+def drop_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """Drop every read model (for a rebuild after a projection version change)."""
+    conn.execute("DROP VIEW IF EXISTS vocabulary")
+    for table in TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {table.name}")
