@@ -45,10 +45,11 @@ Scoring (:class:`BM25Index`)
     is the standard BM25 sum over query tokens; ``"paris paris"`` weighs ``paris`` twice.
 
 Determinism
-    Per-term contributions are summed in sorted-term order, and ``avgdl`` is derived from
-    integer totals, so a document's score does not depend on insertion order, query term
-    order or incremental ``add``/``remove`` history.  Results are ordered by
-    ``(-score, position, doc_id)``.
+    Per-term contributions are summed in one fixed order (decreasing query-term weight, then
+    term text; both depend only on the indexed document set and the query's multiset of
+    tokens), and ``avgdl`` is derived from integer totals, so a document's score does not
+    depend on insertion order, query-term order or incremental ``add``/``remove`` history.
+    Results are ordered by ``(-score, position, doc_id)``.
 """
 
 from __future__ import annotations
@@ -167,8 +168,11 @@ class BM25Index:
     Layout: each live document occupies an integer slot (slots of removed documents are
     reused); ``_postings`` maps ``term -> {slot: tf}``; per-slot lists hold ``doc_id``,
     ``position``, token length and the distinct terms (for removal).  Length normalizers
-    ``k1 * (1 - b + b * dl / avgdl)`` are cached per slot and recomputed lazily (O(N)) on the
-    first search after a mutation.
+    ``k1 * (1 - b + b * dl / avgdl)`` depend only on the integer length ``dl``, so they are
+    kept in a table indexed by ``dl`` (size: longest document ever indexed + 1), rebuilt
+    lazily on the first search after a mutation; no per-mutation O(N) work.  For pruning,
+    ``_frontier`` caches per term ``{tf: smallest doc length with that tf}``, built on first
+    use (O(postings)) and kept valid incrementally by ``add``/``remove``.
 
     Search is term-at-a-time over the query terms' posting lists only, with MaxScore-style
     pruning (Turtle & Flood, "Query evaluation: strategies and optimizations", Information
@@ -187,14 +191,15 @@ class BM25Index:
         "_free",
         "_ids",
         "_k1",
+        "_len_norms",
+        "_len_norms_valid",
         "_lengths",
-        "_norms",
-        "_norms_valid",
+        "_max_len",
         "_positions",
         "_postings",
         "_slot_of",
-        "_terms",
         "_frontier",
+        "_terms",
         "_total_len",
     )
 
@@ -216,8 +221,9 @@ class BM25Index:
         self._positions: list[int] = []
         self._lengths: list[int] = []
         self._terms: list[tuple[str, ...]] = []
-        self._norms: list[float] = []
-        self._norms_valid = True
+        self._max_len = 0  # longest document ever indexed (never decreases)
+        self._len_norms: list[float] = [0.0]
+        self._len_norms_valid = False
         self._free: list[int] = []
         self._total_len = 0
 
@@ -274,23 +280,22 @@ class BM25Index:
             raise ValueError(f"duplicate doc_id {doc.doc_id!r}")
         tokens = tokenize(doc.text)
         counts = Counter(tokens)
+        dl = len(tokens)
         if self._free:
             slot = self._free.pop()
             self._docs[slot] = doc
             self._ids[slot] = doc.doc_id
             self._positions[slot] = doc.position
-            self._lengths[slot] = len(tokens)
+            self._lengths[slot] = dl
             self._terms[slot] = tuple(counts)
         else:
             slot = len(self._docs)
             self._docs.append(doc)
             self._ids.append(doc.doc_id)
             self._positions.append(doc.position)
-            self._lengths.append(len(tokens))
+            self._lengths.append(dl)
             self._terms.append(tuple(counts))
-            self._norms.append(0.0)
         postings, frontier = self._postings, self._frontier
-        dl = len(tokens)
         for term, tf in counts.items():
             plist = postings.get(term)
             if plist is None:
@@ -301,8 +306,10 @@ class BM25Index:
                 if cached is not None and dl < cached.get(tf, dl + 1):
                     cached[tf] = dl
         self._slot_of[doc.doc_id] = slot
-        self._total_len += len(tokens)
-        self._norms_valid = False
+        self._total_len += dl
+        if dl > self._max_len:
+            self._max_len = dl
+        self._len_norms_valid = False
 
     def remove(self, doc_id: str) -> IndexedDoc:
         """Unindex and return the document with ``doc_id``; raises ``KeyError`` if absent.
@@ -329,21 +336,27 @@ class BM25Index:
         self._terms[slot] = ()
         self._lengths[slot] = 0
         self._free.append(slot)
-        self._norms_valid = False
+        self._len_norms_valid = False
         return doc
 
-    def _current_norms(self) -> list[float]:
-        """Per-slot ``k1 * (1 - b + b * dl / avgdl)``, recomputed if the corpus changed."""
-        if not self._norms_valid:
-            n = len(self._slot_of)
-            avgdl = self._total_len / n if n and self._total_len else 1.0
+    def _norm_avgdl(self) -> float:
+        """avgdl for length normalization; 1.0 when no document has tokens (nothing matches)."""
+        n = len(self._slot_of)
+        return self._total_len / n if n and self._total_len else 1.0
+
+    def _current_len_norms(self) -> list[float]:
+        """Table ``dl -> k1 * (1 - b + b * dl / avgdl)``, rebuilt if the corpus changed."""
+        if not self._len_norms_valid:
+            avgdl = self._norm_avgdl()
             k1, b = self._k1, self._b
             one_minus_b = 1.0 - b
-            self._norms = [k1 * (one_minus_b + b * dl / avgdl) for dl in self._lengths]
-            self._norms_valid = True
-        return self._norms
+            self._len_norms = [
+                k1 * (one_minus_b + b * dl / avgdl) for dl in range(self._max_len + 1)
+            ]
+            self._len_norms_valid = True
+        return self._len_norms
 
-    def _max_saturation(self, term: str, plist: dict[int, int]) -> float:
+    def _max_saturation(self, term: str, plist: dict[int, int], len_norms: list[float]) -> float:
         """``max(tf / (tf + norm))`` over ``term``'s postings, from the cached frontier."""
         frontier = self._frontier.get(term)
         if frontier is None:
@@ -354,11 +367,7 @@ class BM25Index:
                 if dl < frontier.get(tf, dl + 1):
                     frontier[tf] = dl
             self._frontier[term] = frontier
-        n = len(self._slot_of)
-        avgdl = self._total_len / n if n and self._total_len else 1.0
-        k1, b = self._k1, self._b
-        one_minus_b = 1.0 - b
-        return max(tf / (tf + k1 * (one_minus_b + b * dl / avgdl)) for tf, dl in frontier.items())
+        return max(tf / (tf + len_norms[dl]) for tf, dl in frontier.items())
 
     def search(self, query: str, k: int) -> list[ScoredDoc]:
         """Return the top ``k`` documents for ``query`` by BM25 score.
@@ -388,14 +397,15 @@ class BM25Index:
         # Fixed visiting order (weight desc, then term): each document's floating-point sum is
         # accumulated in this order, so scores do not depend on insertion or query-term order.
         terms.sort(key=lambda entry: (-entry[0], entry[1]))
-        norms = self._current_norms()
+        norms = self._current_len_norms()
+        lengths = self._lengths
         # bound_after[j]: upper bound on what terms j+1.. can still add to any document.
         bound_after = [0.0] * len(terms)
         running = 0.0
         for j in range(len(terms) - 1, 0, -1):
             bound_after[j] = running
             weight, term, plist = terms[j]
-            running += weight * self._max_saturation(term, plist)
+            running += weight * self._max_saturation(term, plist, norms)
         bound_after[0] = running
         running += terms[0][0]  # the first term's bound is only used by the cheap gate below
         bound_seen = 0.0
@@ -406,11 +416,14 @@ class BM25Index:
             rest = bound_after[j]
             if pool is None:
                 if not acc:
-                    acc = {slot: weight * tf / (tf + norms[slot]) for slot, tf in plist.items()}
+                    acc = {
+                        slot: weight * tf / (tf + norms[lengths[slot]])
+                        for slot, tf in plist.items()
+                    }
                 else:
                     get = acc.get
                     for slot, tf in plist.items():
-                        acc[slot] = get(slot, 0.0) + weight * tf / (tf + norms[slot])
+                        acc[slot] = get(slot, 0.0) + weight * tf / (tf + norms[lengths[slot]])
                 bound_seen = running - rest
                 if rest <= 0.0 or len(acc) < k or rest * _SLACK >= bound_seen:
                     continue  # last term, too few hits, or the k-th best cannot beat `rest`
@@ -419,13 +432,13 @@ class BM25Index:
                 if len(plist) < len(pool):
                     for slot, tf in plist.items():
                         if slot in pool:
-                            acc[slot] += weight * tf / (tf + norms[slot])
+                            acc[slot] += weight * tf / (tf + norms[lengths[slot]])
                 else:
                     get_tf = plist.get
                     for slot in pool:
                         tf_or_none = get_tf(slot)
                         if tf_or_none is not None:
-                            acc[slot] += weight * tf_or_none / (tf_or_none + norms[slot])
+                            acc[slot] += weight * tf_or_none / (tf_or_none + norms[lengths[slot]])
                 if rest <= 0.0 or len(pool) <= k:
                     continue
                 candidates = {slot: acc[slot] for slot in pool}

@@ -496,15 +496,28 @@ def test_pruning_is_exact_on_skewed_corpus_with_mutations() -> None:
         for k in (1, 3, 10, 50):
             assert index.search(query, k) == full[:k]
     # Mutate: drop a quarter of the docs (including the shortest ones, which define the
-    # cached pruning bounds) and add fresh ones; caches must stay sound.
+    # cached pruning bounds), check, then add fresh ones; caches must stay sound throughout.
     removed = sorted(docs, key=lambda d: (len(d.text), d.doc_id))[:500]
     for doc in removed:
         index.remove(doc.doc_id)
-    added = _zipf_corpus(rng, 300, "b")
+    gone = {d.doc_id for d in removed}
+    remaining = [d for d in docs if d.doc_id not in gone]
+    _assert_same_as_fresh(index, remaining, queries)
+    # Very short / high-tf docs raise the cached per-term bounds.
+    added = _zipf_corpus(rng, 300, "b") + [
+        IndexedDoc("c0", 0, "w0"),
+        IndexedDoc("c1", 0, "w1 w1"),
+        IndexedDoc("c2", 0, " ".join(["w3"] * 9)),
+        IndexedDoc("c3", 0, "w17"),
+    ]
     for doc in added:
         index.add(doc)
-    gone = {d.doc_id for d in removed}
-    fresh = BM25Index.build([d for d in docs if d.doc_id not in gone] + added)
+    _assert_same_as_fresh(index, remaining + added, queries)
+
+
+def _assert_same_as_fresh(index: BM25Index, docs: list[IndexedDoc], queries: list[str]) -> None:
+    fresh = BM25Index.build(docs)
+    assert len(index) == len(fresh)
     for query in queries:
         full = fresh.search(query, len(fresh) + 1)
         for k in (1, 3, 10, 50):
