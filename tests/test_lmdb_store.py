@@ -33,7 +33,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.utils import Environment
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ledger.lmdb import (
@@ -398,7 +398,7 @@ event_keys = st.tuples(st.integers(0, 2), st.integers(1, 4))  # (stream, version
 batches_strategy = st.lists(st.lists(event_keys, max_size=5), min_size=1, max_size=10)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batches_strategy, text_ids=st.booleans())
 def test_log_equals_model_of_accepted_batches(
     batches: list[list[tuple[int, int]]], text_ids: bool
@@ -422,6 +422,7 @@ def test_log_equals_model_of_accepted_batches(
                 before = recorder.max_notification_id()
                 assert before == (len(model) or None)
                 duplicate = len(set(batch)) < len(batch) or any(k in recorded for k in batch)
+                event("rejected batch" if duplicate else "accepted batch")
                 if duplicate:
                     with pytest.raises(IntegrityError):
                         recorder.insert_events(events)

@@ -220,8 +220,9 @@ ns = Namespace("t", "p", "s")
 with MemoryEngine.open(store) as engine:
     extractor = RecordedExtractor()
     session = engine.session(ns, "child", extractor=extractor)
-    extractor.provide(1, [{"kind": "semantic", "subject": "Bob", "statement": "Bob plays the cello.",
-        "source": "fact", "scope": "user", "reason": "r", "importance": 0.8, "confidence": 0.9}])
+    extractor.provide(1, [{"kind": "semantic", "subject": "Bob",
+        "statement": "Bob plays the cello.", "source": "fact", "scope": "user", "reason": "r",
+        "importance": 0.8, "confidence": 0.9}])
     session.observe_final_transcript(1, "user: cello")
     report = session.finish()
     answer = engine.recall(ns, "cello tea", 5)
