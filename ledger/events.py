@@ -60,7 +60,9 @@ ActivationDecision = Literal["auto", "manual", "verification"]
 ActivationPolicy = Literal["auto", "manual"]
 
 
-class ExtractedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ExtractedItem(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False
+):
     """One memory item as an extractor proposed it (after validation).
 
     ``importance`` and ``confidence`` are in [0, 1]. ``predicate``/``value`` may be null; a
@@ -85,7 +87,7 @@ class ExtractedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     evidence: tuple[str, ...] = ()
 
 
-class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True):
+class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Base of every event: stream, version in the stream, recorded time, namespace."""
 
     class_version: ClassVar[int] = 1
@@ -167,7 +169,7 @@ class SessionSealed(LedgerEvent, frozen=True, kw_only=True):
     session_id: str
 
 
-class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True):
+class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What ``finish()`` did with a session's candidates.
 
     Counts are of candidates; ``activated``/``reinforced`` hold the memory ids touched.
@@ -281,7 +283,7 @@ class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):
     rule: str
 
 
-class SnapshotItem(msgspec.Struct, frozen=True, kw_only=True):
+class SnapshotItem(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One memory revision prepared for a turn, with its score."""
 
     memory_id: UUID
@@ -310,7 +312,7 @@ class TurnBegan(LedgerEvent, frozen=True, kw_only=True):
     snapshot_id: UUID | None
 
 
-class RecalledItem(msgspec.Struct, frozen=True, kw_only=True):
+class RecalledItem(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One result of a served recall: memory revision, rank and score."""
 
     memory_id: UUID

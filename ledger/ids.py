@@ -32,7 +32,7 @@ class InvalidNamespaceError(ValueError):
     """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes."""
 
 
-class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """``(tenant, principal, scope_id)``: isolates memories; part of every stream id and query.
 
     Each part is a non-empty string of at most 256 UTF-8 bytes (DESIGN.md section 2);

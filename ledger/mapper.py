@@ -1,63 +1,78 @@
 """A msgspec (msgpack) mapper for the ``eventsourcing`` library.
 
 Selected the library's way: ``MAPPER_TOPIC=ledger.mapper:MsgspecMapper`` in the ``env`` given
-to the infrastructure factory. Stored state is one byte of class version followed by the
-msgpack encoding of the event's fields except ``originator_id`` and ``originator_version``
-(those live in the stored event itself). The class version stays outside the typed payload
-so an upcaster sees it (the library's ``upcast_vN_vN+1`` convention on the event class).
+to the infrastructure factory.
 
-Decoding is typed: the payload decodes straight into a msgspec Struct derived from the event
-class, so a malformed payload fails with
+Stored state: one byte of class version, then a msgpack map of the event's fields except
+``originator_id`` and ``originator_version`` (those live in the stored event itself). The
+class version stays outside the typed payload so an upcaster sees it (the library's
+``upcast_vN_vN+1`` convention on the event class).
+
+Decoding is typed and done in one msgspec call: the two envelope entries are spliced back
+into the stored map (a few bytes of header arithmetic, no intermediate objects) and the
+result decodes straight into the event class, so a malformed payload fails with
 :class:`~eventsourcing.persistence.MapperDeserialisationError` instead of yielding a
-half-built event. The library's optional compressor and cipher are applied as in its
-own ``Mapper`` (compress, then encrypt). No JSON on this path.
+half-built event. The library's optional compressor and cipher are applied as in its own
+``Mapper`` (compress, then encrypt). No JSON on this path.
 """
 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, cast, get_type_hints
+from typing import Any, cast
 from uuid import UUID
 
 import msgspec
+
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
 __all__ = ["MsgspecMapper", "UnsupportedEventError"]
 
-_ENVELOPE_FIELDS = ("originator_id", "originator_version")
 _encoder = msgspec.msgpack.Encoder(uuid_format="bytes")
 _untyped_decoder = msgspec.msgpack.Decoder()
+_KEY_ID = _encoder.encode("originator_id")
+_KEY_VERSION = _encoder.encode("originator_version")
+_BIN16 = b"\xc4\x10"
 
 
 class UnsupportedEventError(TypeError):
     """The object given to the mapper is not a msgspec Struct event."""
 
 
+_MAP_HEADERS = tuple(bytes((0x80 | n,)) for n in range(16))
+
+
+def _map_header(count: int) -> bytes:
+    if count < 16:
+        return _MAP_HEADERS[count]
+    return b"\xde" + count.to_bytes(2, "big")
+
+
+def _split_map(data: bytes) -> tuple[int, int]:
+    """``(entry count, header length)`` of a msgpack map; ValueError otherwise."""
+    if not data:
+        msg = "empty payload"
+        raise ValueError(msg)
+    first = data[0]
+    if 0x80 <= first <= 0x8F:
+        return first & 0x0F, 1
+    if first == 0xDE and len(data) >= 3:
+        return int.from_bytes(data[1:3], "big"), 3
+    msg = "payload is not a msgpack map"
+    raise ValueError(msg)
+
+
 class _Codec:
-    """Payload type, field names and decoder derived once per event class."""
+    """The decoder and class version of one event class."""
 
     def __init__(self, cls: type[msgspec.Struct]) -> None:
-        hints = get_type_hints(cls)
-        fields = [f for f in msgspec.structs.fields(cls) if f.name not in _ENVELOPE_FIELDS]
-        self.names = tuple(f.name for f in fields)
-        spec: list[tuple[str, Any, Any]] = []
-        for f in fields:
-            if f.default is not msgspec.NODEFAULT:
-                spec.append((f.name, hints[f.name], f.default))
-            elif f.default_factory is not msgspec.NODEFAULT:
-                spec.append(
-                    (f.name, hints[f.name], msgspec.field(default_factory=f.default_factory))
-                )
-            else:
-                spec.append((f.name, hints[f.name], msgspec.NODEFAULT))
-        required = [s[:2] for s in spec if s[2] is msgspec.NODEFAULT]
-        optional = [s for s in spec if s[2] is not msgspec.NODEFAULT]
-        self.payload_type = msgspec.defstruct(
-            f"{cls.__name__}Payload", [*required, *optional], kw_only=True, frozen=True
-        )
-        self.decoder = msgspec.msgpack.Decoder(self.payload_type)
+        names = [f.name for f in msgspec.structs.fields(cls)]
+        if names[:2] != ["originator_id", "originator_version"]:
+            msg = f"{cls.__qualname__} must declare originator_id, originator_version first"
+            raise UnsupportedEventError(msg)
+        self.decoder = msgspec.msgpack.Decoder(cls)
         self.class_version = int(getattr(cls, "class_version", 1))
 
 
@@ -66,10 +81,27 @@ def _codec(cls: type[msgspec.Struct]) -> _Codec:
     return _Codec(cls)
 
 
+_SMALL_INTS = tuple(_encoder.encode(n) for n in range(4096))
+_TOPICS: dict[str, tuple[Any, msgspec.msgpack.Decoder[Any], int]] = {}
+
+
+def _topic_entry(topic: str) -> tuple[Any, msgspec.msgpack.Decoder[Any], int]:
+    """``(class, typed decoder, class version)`` of a topic, resolved once per process."""
+    cls = resolve_topic(topic)
+    codec = _codec(cls)
+    entry = (cls, codec.decoder, codec.class_version)
+    _TOPICS[topic] = entry
+    return entry
+
+
+def _envelope(originator_id: UUID, version: int) -> bytes:
+    return _KEY_ID + _BIN16 + originator_id.bytes + _KEY_VERSION + _encoder.encode(version)
+
+
 class MsgspecMapper(Mapper[UUID]):
     """Converts msgspec Struct events to and from ``StoredEvent`` (msgpack, typed decoding).
 
-    :raises UnsupportedEventError: on encoding an object that is not a msgspec Struct.
+    :raises UnsupportedEventError: on encoding an object that is not a msgspec Struct event.
     :raises MapperDeserialisationError: on decoding a state that is not a valid payload of
         the topic's class, or whose class version is newer than the class.
     """
@@ -80,8 +112,14 @@ class MsgspecMapper(Mapper[UUID]):
             msg = f"{cls.__qualname__} is not a msgspec Struct event"
             raise UnsupportedEventError(msg)
         codec = _codec(cls)
-        payload = {name: getattr(domain_event, name) for name in codec.names}
-        state = bytes((codec.class_version,)) + _encoder.encode(payload)
+        full = _encoder.encode(domain_event)
+        count, header = _split_map(full)
+        envelope = _envelope(domain_event.originator_id, domain_event.originator_version)
+        if full[header : header + len(envelope)] != envelope:  # pragma: no cover (invariant)
+            msg = f"{cls.__qualname__} did not encode its envelope first"
+            raise UnsupportedEventError(msg)
+        payload = _map_header(count - 2) + full[header + len(envelope) :]
+        state = bytes((codec.class_version,)) + payload
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:
@@ -94,49 +132,80 @@ class MsgspecMapper(Mapper[UUID]):
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
+        return self.decode(
+            stored_event.topic,
+            stored_event.state,
+            stored_event.originator_id,
+            stored_event.originator_version,
+        )
+
+    def decode(
+        self, topic: str, state: bytes, originator_id: UUID | bytes | str, version: int
+    ) -> DomainEventProtocol[UUID]:
+        """Decode one stored event given its parts (``originator_id`` may be raw 16 bytes).
+
+        :raises MapperDeserialisationError: the state is not a valid event of ``topic``.
+        """
         try:
-            cls = resolve_topic(stored_event.topic)
-            state = stored_event.state
+            entry = _TOPICS.get(topic)
+            if entry is None:
+                entry = _topic_entry(topic)
+            cls, decoder, class_version = entry
             if self.cipher:
                 state = self.cipher.decrypt(state)
             if self.compressor:
                 state = self.compressor.decompress(state)
-            codec = _codec(cls)
             if not state:
                 msg = "empty state"
                 raise ValueError(msg)
             from_version = state[0]
-            if from_version > codec.class_version:
-                msg = (
-                    f"stored class version {from_version} is newer than "
-                    f"{cls.__qualname__}.class_version {codec.class_version}"
-                )
-                raise ValueError(msg)
-            if from_version == codec.class_version:
-                payload = codec.decoder.decode(state[1:])
-            else:
-                raw = _untyped_decoder.decode(state[1:])
-                if not isinstance(raw, dict):
-                    msg = "payload is not a map"
+            payload = state[1:]
+            if from_version != class_version:
+                if from_version > class_version:
+                    msg = (
+                        f"stored class version {from_version} is newer than "
+                        f"{cls.__qualname__}.class_version {class_version}"
+                    )
                     raise ValueError(msg)
-                while from_version < codec.class_version:
-                    getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(raw)
-                    from_version += 1
-                payload = msgspec.convert(raw, codec.payload_type, from_attributes=False)
-            originator_id = stored_event.originator_id
-            if not isinstance(originator_id, UUID):
-                originator_id = UUID(originator_id)
-            values = {name: getattr(payload, name) for name in codec.names}
-            event = cls(
-                originator_id=originator_id,
-                originator_version=stored_event.originator_version,
-                **values,
+                payload = self._upcast(cls, payload, from_version, class_version)
+            count, header = _split_map(payload)
+            if type(originator_id) is bytes:
+                raw = originator_id
+            elif isinstance(originator_id, UUID):
+                raw = originator_id.bytes
+            else:
+                raw = UUID(str(originator_id)).bytes
+            encoded_version = (
+                _SMALL_INTS[version] if 0 <= version < len(_SMALL_INTS) else _encoder.encode(version)
+            )
+            event = decoder.decode(
+                b"".join(
+                    (
+                        _map_header(count + 2),
+                        _KEY_ID,
+                        _BIN16,
+                        raw,
+                        _KEY_VERSION,
+                        encoded_version,
+                        payload[header:],
+                    )
+                )
             )
         except Exception as e:
             msg = (
-                f"Failed to deserialise state of stored event with topic "
-                f"'{stored_event.topic}', originator_id '{stored_event.originator_id}' and "
-                f"originator_version {stored_event.originator_version}: {e}"
+                f"Failed to deserialise state of stored event with topic '{topic}', "
+                f"originator_id '{originator_id!r}' and originator_version {version}: {e}"
             )
             raise MapperDeserialisationError(msg) from e
         return cast(DomainEventProtocol[UUID], event)
+
+    @staticmethod
+    def _upcast(cls: Any, payload: bytes, from_version: int, to_version: int) -> bytes:
+        state = _untyped_decoder.decode(payload)
+        if not isinstance(state, dict):
+            msg = "payload is not a map"
+            raise ValueError(msg)
+        while from_version < to_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
+            from_version += 1
+        return _encoder.encode(state)

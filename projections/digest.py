@@ -12,7 +12,7 @@ import hashlib
 import duckdb
 import msgspec
 
-from projections.tables import TABLES
+from projections.tables import TABLES, VIEWS
 
 __all__ = ["table_digest", "table_digests"]
 
@@ -31,6 +31,6 @@ def table_digest(conn: duckdb.DuckDBPyConnection, table: str) -> str:
 
 
 def table_digests(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Digest of every read-model table (and the vocabulary view), by name."""
-    names = [t.name for t in TABLES] + ["vocabulary"]
+    """Digest of every read-model table and view, by name."""
+    names = [t.name for t in TABLES] + list(VIEWS)
     return {name: table_digest(conn, name) for name in names}

@@ -10,6 +10,7 @@ that also advances the tracking position.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import duckdb
@@ -34,17 +35,22 @@ from ledger.events import (
     TranscriptObserved,
     TurnBegan,
 )
-from ledger.ids import session_stream_id
+from ledger.ids import Namespace, session_stream_id
 from projections.tables import (
     ADMISSIONS,
+    CANDIDATE_OUTCOMES,
+    CANDIDATES,
     CANONICAL_MEMORY,
+    EXTRACTIONS,
     RECALLS,
-    SESSION_CANDIDATES,
     TRANSCRIPTS,
     TURN_SNAPSHOTS,
     USES,
     ReadModelTable,
 )
+
+_KEYED = (CANONICAL_MEMORY, TRANSCRIPTS, TURN_SNAPSHOTS, ADMISSIONS)
+_APPEND_ONLY = (CANDIDATES, CANDIDATE_OUTCOMES, EXTRACTIONS, USES, RECALLS)
 
 __all__ = ["PROJECTED_EVENTS", "fold_page"]
 
@@ -81,8 +87,13 @@ def _ns(event: LedgerEvent) -> dict[str, Any]:
     return {"tenant": ns.tenant, "principal": ns.principal, "scope_id": ns.scope_id}
 
 
+@lru_cache(maxsize=65536)
+def _session_stream_key(namespace: Namespace, session_id: str) -> str:
+    return str(session_stream_id(namespace, session_id))
+
+
 def _session_key(event: LedgerEvent, session_id: str) -> str:
-    return str(session_stream_id(event.namespace, session_id))
+    return _session_stream_key(event.namespace, session_id)
 
 
 def _turn_key(event: LedgerEvent, session_id: str, turn_id: int) -> str:
@@ -103,20 +114,17 @@ class _Page:
         self.rows: dict[str, dict[str, dict[str, Any]]] = {}
         self.appends: dict[str, list[dict[str, Any]]] = {}
         self.dirty: dict[str, set[str]] = {}
+        self.existing: dict[str, set[str]] = {}
 
     def want(self, table: ReadModelTable, key: str) -> None:
         self.keys.setdefault(table.name, set()).add(key)
 
     def load(self) -> None:
-        for table in (
-            CANONICAL_MEMORY,
-            SESSION_CANDIDATES,
-            TRANSCRIPTS,
-            TURN_SNAPSHOTS,
-            ADMISSIONS,
-        ):
+        for table in _KEYED:
             keys = self.keys.get(table.name)
-            self.rows[table.name] = table.load(self.conn, keys) if keys else {}
+            loaded = table.load(self.conn, keys) if keys else {}
+            self.rows[table.name] = loaded
+            self.existing[table.name] = set(loaded)
 
     def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
         return self.rows[table.name].get(key)
@@ -135,29 +143,20 @@ class _Page:
         self.appends.setdefault(table.name, []).append(row)
 
     def write(self) -> None:
-        for table in (
-            CANONICAL_MEMORY,
-            SESSION_CANDIDATES,
-            TRANSCRIPTS,
-            TURN_SNAPSHOTS,
-            ADMISSIONS,
-        ):
+        for table in _KEYED:
             dirty = self.dirty.get(table.name)
             if dirty:
                 rows = self.rows[table.name]
-                table.replace(self.conn, {k: rows[k] for k in dirty})
-        for table in (USES, RECALLS):
+                table.replace(
+                    self.conn, {k: rows[k] for k in dirty}, dirty & self.existing[table.name]
+                )
+        for table in _APPEND_ONLY:
             table.insert(self.conn, self.appends.get(table.name, []))
 
 
 def _collect(page: _Page, event: LedgerEvent) -> None:
-    if isinstance(event, TranscriptObserved | ExtractionCompleted):
-        page.want(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
-    elif isinstance(event, CandidateExtracted | CandidateRejected):
-        page.want(SESSION_CANDIDATES, str(event.candidate_id))
-    elif isinstance(event, MemoryActivated | MemoryReinforced):
+    if isinstance(event, MemoryActivated | MemoryReinforced):
         page.want(CANONICAL_MEMORY, str(event.originator_id))
-        page.want(SESSION_CANDIDATES, str(event.candidate_id))
         page.want(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
     elif isinstance(
         event,
@@ -243,12 +242,16 @@ def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
     _resolve_candidate(page, position, event.candidate_id, "activated", key)
 
 
-def _resolve_candidate(page: _Page, position: int, candidate: Any, status: str, mid: str) -> None:
-    row = page.touch(SESSION_CANDIDATES, str(candidate))
-    if row is not None:
-        row["status"] = status
-        row["memory_id"] = mid
-        row["reconciled_position"] = position
+def _resolve_candidate(page: _Page, position: int, candidate: Any, outcome: str, mid: str) -> None:
+    page.append(
+        CANDIDATE_OUTCOMES,
+        {
+            "candidate_id": str(candidate),
+            "outcome": outcome,
+            "memory_id": mid,
+            "position": position,
+        },
+    )
 
 
 def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int) -> dict[str, Any]:
@@ -259,7 +262,7 @@ def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int)
         "turn_id": event.turn_id,
         "item_index": event.index,
         "extractor_id": event.extractor_id,
-        "status": "candidate",
+        "validation": "accepted",
         "reason_code": None,
         "subject": None,
         "predicate": None,
@@ -269,9 +272,7 @@ def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int)
         "source": None,
         "importance": None,
         "confidence": None,
-        "memory_id": None,
         "position": position,
-        "reconciled_position": None,
     }
     if isinstance(event, CandidateExtracted):
         item = event.item
@@ -286,7 +287,7 @@ def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int)
             confidence=item.confidence,
         )
     else:
-        row.update(status="rejected", reason_code=event.reason_code)
+        row.update(validation="rejected", reason_code=event.reason_code)
     return row
 
 
@@ -306,15 +307,23 @@ def _apply(page: _Page, position: int, event: LedgerEvent) -> None:
                 "occurred_at": event.occurred_at,
                 "recorded_at": event.recorded_at,
                 "position": position,
-                "extraction_position": None,
             },
         )
     elif isinstance(event, ExtractionCompleted):
-        row = page.touch(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
-        if row is not None:
-            row["extraction_position"] = position
+        page.append(
+            EXTRACTIONS,
+            {
+                "transcript_key": _turn_key(event, event.session_id, event.turn_id),
+                "session_id": event.session_id,
+                "turn_id": event.turn_id,
+                "extractor_id": event.extractor_id,
+                "extracted": event.extracted,
+                "rejected": event.rejected,
+                "position": position,
+            },
+        )
     elif isinstance(event, CandidateExtracted | CandidateRejected):
-        page.put(SESSION_CANDIDATES, str(event.candidate_id), _candidate_row(event, position))
+        page.append(CANDIDATES, _candidate_row(event, position))
     elif isinstance(event, MemoryActivated):
         _activate(page, position, event)
     elif isinstance(event, MemoryReinforced):

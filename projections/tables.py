@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-__all__ = ["ReadModelTable", "TABLES", "create_tables", "drop_tables"]
+__all__ = ["ReadModelTable", "TABLES", "VIEWS", "create_tables", "drop_tables"]
 
 _STR = pa.string()
 _INT = pa.int64()
@@ -69,14 +69,20 @@ class ReadModelTable:
         ).to_arrow_table()
         return {row[self.key]: row for row in table.to_pylist()}
 
-    def replace(self, conn: duckdb.DuckDBPyConnection, rows: dict[str, dict[str, Any]]) -> None:
-        """Delete rows with these keys and insert ``rows`` (one Arrow batch)."""
+    def replace(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        rows: dict[str, dict[str, Any]],
+        existing: Iterable[str] = (),
+    ) -> None:
+        """Delete the ``existing`` keys' old rows and insert ``rows`` (one Arrow batch)."""
         assert self.key is not None
         if not rows:
             return
-        keys = sorted(rows)
-        conn.execute(f"DELETE FROM {self.name} WHERE {self.key} IN (SELECT unnest(?))", [keys])
-        self.insert(conn, [rows[k] for k in keys])
+        stale = sorted(set(existing))
+        if stale:
+            conn.execute(f"DELETE FROM {self.name} WHERE {self.key} IN (SELECT unnest(?))", [stale])
+        self.insert(conn, [rows[k] for k in sorted(rows)])
 
     def insert(self, conn: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> None:
         """Append ``rows`` (one Arrow batch)."""
@@ -137,8 +143,8 @@ CANONICAL_MEMORY = ReadModelTable(
     "One row per memory item; status active, conflicted, superseded, pruned or forgotten.",
 )
 
-SESSION_CANDIDATES = ReadModelTable(
-    "session_candidates",
+CANDIDATES = ReadModelTable(
+    "candidates",
     pa.schema(
         [
             ("candidate_id", _STR),
@@ -149,7 +155,7 @@ SESSION_CANDIDATES = ReadModelTable(
             ("turn_id", _INT),
             ("item_index", _INT),
             ("extractor_id", _STR),
-            ("status", _STR),
+            ("validation", _STR),
             ("reason_code", _STR),
             ("subject", _STR),
             ("predicate", _STR),
@@ -159,13 +165,25 @@ SESSION_CANDIDATES = ReadModelTable(
             ("source", _STR),
             ("importance", _FLOAT),
             ("confidence", _FLOAT),
-            ("memory_id", _STR),
             ("position", _INT),
-            ("reconciled_position", _INT),
         ]
     ),
-    "candidate_id",
-    "Every extracted item: status candidate, rejected (with reason_code), activated, reinforced.",
+    None,
+    "Every extracted item as validated: validation 'accepted' or 'rejected' (reason_code).",
+)
+
+CANDIDATE_OUTCOMES = ReadModelTable(
+    "candidate_outcomes",
+    pa.schema(
+        [
+            ("candidate_id", _STR),
+            ("outcome", _STR),
+            ("memory_id", _STR),
+            ("position", _INT),
+        ]
+    ),
+    None,
+    "What reconciliation did with a candidate: activated or reinforced, into which memory.",
 )
 
 TRANSCRIPTS = ReadModelTable(
@@ -183,11 +201,27 @@ TRANSCRIPTS = ReadModelTable(
             ("occurred_at", _TS),
             ("recorded_at", _TS),
             ("position", _INT),
-            ("extraction_position", _INT),
         ]
     ),
     "transcript_key",
-    "Evidence: one row per observed turn; extraction_position is null while pending.",
+    "Evidence: one row per observed turn (TranscriptObserved).",
+)
+
+EXTRACTIONS = ReadModelTable(
+    "extractions",
+    pa.schema(
+        [
+            ("transcript_key", _STR),
+            ("session_id", _STR),
+            ("turn_id", _INT),
+            ("extractor_id", _STR),
+            ("extracted", _INT),
+            ("rejected", _INT),
+            ("position", _INT),
+        ]
+    ),
+    None,
+    "Completed extraction outcomes per observed turn (ExtractionCompleted).",
 )
 
 TURN_SNAPSHOTS = ReadModelTable(
@@ -275,8 +309,10 @@ RECALLS = ReadModelTable(
 
 TABLES: tuple[ReadModelTable, ...] = (
     CANONICAL_MEMORY,
-    SESSION_CANDIDATES,
+    CANDIDATES,
+    CANDIDATE_OUTCOMES,
     TRANSCRIPTS,
+    EXTRACTIONS,
     TURN_SNAPSHOTS,
     ADMISSIONS,
     USES,
@@ -299,15 +335,43 @@ GROUP BY ALL
 """Subjects and predicates of retrievable memories with their counts, per namespace."""
 
 
+SESSION_CANDIDATES_VIEW = """
+CREATE OR REPLACE VIEW session_candidates AS
+SELECT c.*,
+       CASE WHEN c.validation = 'rejected' THEN 'rejected'
+            ELSE coalesce(o.outcome, 'candidate') END AS status,
+       o.memory_id,
+       o.position AS reconciled_position
+FROM candidates c
+LEFT JOIN (
+    SELECT candidate_id, arg_max(outcome, position) AS outcome,
+           arg_max(memory_id, position) AS memory_id, max(position) AS position
+    FROM candidate_outcomes GROUP BY candidate_id
+) o USING (candidate_id)
+"""
+"""Each candidate with its status: rejected, candidate (not reconciled), activated, reinforced."""
+
+PENDING_EXTRACTIONS_VIEW = """
+CREATE OR REPLACE VIEW pending_extractions AS
+SELECT t.* FROM transcripts t ANTI JOIN extractions e USING (transcript_key)
+"""
+"""Observed turns whose extraction outcome is not recorded yet (retry them)."""
+
+VIEWS = ("vocabulary", "session_candidates", "pending_extractions")
+
+
 def create_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create every read-model table and the vocabulary view (idempotent)."""
+    """Create every read-model table and view (idempotent)."""
     for table in TABLES:
         conn.execute(table.create_sql())
     conn.execute(VOCABULARY_VIEW)
+    conn.execute(SESSION_CANDIDATES_VIEW)
+    conn.execute(PENDING_EXTRACTIONS_VIEW)
 
 
 def drop_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Drop every read model (for a rebuild after a projection version change)."""
-    conn.execute("DROP VIEW IF EXISTS vocabulary")
+    for view in VIEWS:
+        conn.execute(f"DROP VIEW IF EXISTS {view}")
     for table in TABLES:
         conn.execute(f"DROP TABLE IF EXISTS {table.name}")

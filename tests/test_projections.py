@@ -126,7 +126,7 @@ def test_every_projected_event_class_is_exercised(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM uses").fetchall() == [(1,)]
         assert conn.execute("SELECT count(*) FROM recalls").fetchall() == [(1,)]
         pending = conn.execute(
-            "SELECT count(*) FROM transcripts WHERE extraction_position IS NULL"
+            "SELECT count(*) FROM pending_extractions"
         ).fetchall()
         assert pending == [(0,)]
         assert table_digests(conn) == fresh_digests(engine)

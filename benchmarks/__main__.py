@@ -1,0 +1,30 @@
+"""Benchmark runner: ``python -m benchmarks <name> [--quick]``; ``list`` shows the names."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "catchup": "benchmarks.catchup",
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "list"):
+        print("usage: python -m benchmarks <name> [options]\n\nbenchmarks:")
+        for name, module in BENCHMARKS.items():
+            doc = (importlib.import_module(module).__doc__ or "").strip().splitlines()[0]
+            print(f"  {name:12} {doc}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in BENCHMARKS:
+        print(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHMARKS[name])
+    result: int = module.main(rest)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
