@@ -14,10 +14,11 @@ process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Literal, cast
 from uuid import UUID
 
 import duckdb
@@ -29,11 +30,12 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic
 
+from commands.config import MemoryConfig, load_config, load_config_from
 from commands.errors import StoreUnavailableError
 from commands.extraction import Extractor, RecordedExtractor
 from commands.recall import NamespaceRecallIndex, RecallResult
 from commands.session import MemorySession
-from ledger.events import ActivationPolicy, LedgerEvent
+from ledger.events import LedgerEvent
 from ledger.ids import Namespace
 from ledger.mapper import MsgspecMapper
 from projections.canonical import CanonicalMemory
@@ -58,29 +60,39 @@ class MemoryEngine:
         recorder: ApplicationRecorder,
         mapper: Mapper[UUID],
         projections: ProjectionStore,
+        config: MemoryConfig | None = None,
     ) -> None:
         self.path = path
+        self.config = config or MemoryConfig()
         self.factory = factory
         self.recorder = recorder
         self.mapper = mapper
         self.projections = projections
         self.runner = ProjectionRunner(projections, recorder, mapper)
         self.canonical = CanonicalMemory(projections.conn)
-        self._recall_index = NamespaceRecallIndex(self.canonical)
+        self.recall_index = NamespaceRecallIndex(self.canonical)
+        self._read_lock = threading.RLock()
         self._memory_maps: dict[str, tuple[int, str]] = {}
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, sync: bool = True, map_size: int | None = None
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        sync: bool = True,
+        map_size: int | None = None,
+        config: MemoryConfig | None = None,
     ) -> MemoryEngine:
-        """Open (or create) the store folder ``path``.
+        """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
 
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
+        :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
         :raises StoreUnavailableError: the folder cannot be created or opened; names it.
         :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
         """
-        root = Path(path).absolute()
+        config = config or load_config()
+        root = Path(path if path is not None else config.store_dir).absolute()
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -111,7 +123,7 @@ class MemoryEngine:
         except BaseException:
             factory.close()
             raise
-        return cls(root, factory, recorder, mapper, projections)
+        return cls(root, factory, recorder, mapper, projections, config)
 
     # Write side ---------------------------------------------------------------------------
 
@@ -138,29 +150,35 @@ class MemoryEngine:
     # Read side ----------------------------------------------------------------------------
 
     def catch_up(self, to: int | None = None) -> int:
-        """Bring the projections up to ``to`` (default: the ledger head); return position."""
-        return self.runner.catch_up(to)
+        """Bring the projections up to ``to`` (default: the ledger head); return position.
+
+        Serialized per engine: the DuckDB connection is not shared between threads.
+        """
+        with self._read_lock:
+            return self.runner.catch_up(to)
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Top ``k`` active memories of ``namespace`` for ``query`` (BM25), read-your-writes."""
         namespace.validated()
-        position = self.catch_up()
-        hits = self._recall_index.search(namespace, query, max(k, 0), position)
+        with self._read_lock:
+            position = self.catch_up()
+            hits = self.recall_index.search(namespace, query, max(k, 0), position)
         return RecallResult(query=query, results=tuple(hits), position=position)
 
     def memory_map(self, namespace: Namespace) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
         namespace.validated()
-        position = self.catch_up()
-        key = namespace.key()
-        cached = self._memory_maps.get(key)
-        if cached is None or cached[0] != position:
-            text = render_memory_map(
-                self.canonical, namespace.tenant, namespace.principal, namespace.scope_id
-            )
-            cached = (position, text)
-            self._memory_maps[key] = cached
-        return cached[1]
+        with self._read_lock:
+            position = self.catch_up()
+            key = namespace.key()
+            cached = self._memory_maps.get(key)
+            if cached is None or cached[0] != position:
+                text = render_memory_map(
+                    self.canonical, namespace.tenant, namespace.principal, namespace.scope_id
+                )
+                cached = (position, text)
+                self._memory_maps[key] = cached
+            return cached[1]
 
     # Sessions -----------------------------------------------------------------------------
 
@@ -170,23 +188,30 @@ class MemoryEngine:
         session_id: str,
         *,
         extractor: Extractor | None = None,
-        activation_policy: ActivationPolicy = "auto",
-        max_items: int = 5,
-        max_input_chars: int = 8000,
+        config: MemoryConfig | None = None,
+        extraction_mode: Literal["blocking", "background"] = "blocking",
+        **overrides: Any,
     ) -> MemorySession:
         """Open (or resume) the session ``session_id`` under ``namespace``.
 
         Appends SessionOpened the first time. ``extractor`` defaults to a
-        :class:`RecordedExtractor` (items given per turn).
+        :class:`RecordedExtractor` (items given per turn). ``config`` defaults to the
+        engine's; keyword ``overrides`` replace single keys (e.g. ``activation_policy=
+        "manual"``, ``llm_extraction_max_items=3``).
+
+        :raises ConfigError: an override is invalid.
+        :raises InvalidNamespaceError: the namespace is invalid.
         """
+        base = config or self.config
+        if overrides:
+            base = load_config_from(base, **overrides)
         return MemorySession(
             self,
             namespace.validated(),
             session_id,
             extractor=extractor or RecordedExtractor(),
-            activation_policy=activation_policy,
-            max_items=max_items,
-            max_input_chars=max_input_chars,
+            config=base,
+            extraction_mode=extraction_mode,
         )
 
     def close(self) -> None:

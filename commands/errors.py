@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 __all__ = [
+    "CommandRejectedError",
     "ExtractionFailedError",
     "MemoryLedgerError",
+    "NotAdmittedError",
     "SessionSealedError",
     "StoreUnavailableError",
     "TurnConflictError",
@@ -32,3 +34,15 @@ class ExtractionFailedError(MemoryLedgerError, RuntimeError):
 
     Retry ``observe_final_transcript`` with the same transcript to complete it.
     """
+
+
+class CommandRejectedError(MemoryLedgerError, ValueError):
+    """An explicit command or activation was refused; ``reason_code`` says why."""
+
+    def __init__(self, message: str, reason_code: str) -> None:
+        super().__init__(message)
+        self.reason_code = reason_code
+
+
+class NotAdmittedError(MemoryLedgerError, ValueError):
+    """``record_use`` named a memory with no live admission in that turn."""

@@ -1,15 +1,21 @@
-"""Lexical recall over a namespace's canonical memory (BM25, DESIGN.md section 5).
+"""Recall: lexical BM25 over canonical memory and session facts, RRF fusion, scopes, hints.
 
-The index lives in process memory, rebuilt from the ``canonical_memory`` read model only when
-the projection position has moved (one DuckDB query costs milliseconds; a BM25 search over
-the in-process index costs microseconds). Documents are ``subject + " " + statement``;
-ties break by score, then the memory's creation position, then its id.
+- The canonical index lives in process memory, rebuilt from the ``canonical_memory`` read
+  model only when the projection position has moved (one DuckDB query costs milliseconds; a
+  BM25 search over the in-process index costs microseconds). Documents are
+  ``subject + " " + statement``; ties break by score, then the memory's creation position,
+  then its id (DESIGN.md section 5).
+- Fusion is reciprocal-rank fusion (Cormack, Clarke and Buettcher, SIGIR 2009) with
+  ``k = 60``: ``score(d) = sum over rankings of 1 / (k + rank(d))``.
+- ``about``/``attribute`` hints only reorder (a stable partition), never filter (seed 004:
+  a hint that filtered would turn a wrong guess into a missed memory).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -17,73 +23,189 @@ from ledger.ids import Namespace
 from projections.canonical import CanonicalMemory
 from projections.text_index import BM25Index, IndexedDoc
 
-__all__ = ["NamespaceRecallIndex", "RecallHit", "RecallResult"]
+__all__ = [
+    "RRF_K",
+    "MemoryDoc",
+    "NamespaceRecallIndex",
+    "RecallHit",
+    "RecallResult",
+    "RecallScope",
+    "apply_hints",
+    "rrf_fuse",
+]
+
+RRF_K = 60
+"""The reciprocal-rank-fusion constant (Cormack et al. 2009)."""
+
+
+class RecallScope(msgspec.Struct, frozen=True):
+    """What a recall searches.
+
+    ``source``: ``session`` (this session's provisional facts), ``canonical`` (canonical
+    memory) or ``both``; ``item_scope`` narrows to items of scope ``user`` or ``workspace``.
+    """
+
+    source: Literal["session", "canonical", "both"] = "both"
+    item_scope: Literal["user", "workspace"] | None = None
 
 
 class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
-    """One recalled memory: 1-based ``rank``, BM25 ``score`` and its provenance."""
+    """One recalled memory: 1-based ``rank``, ``score`` and its provenance.
+
+    ``origin`` is ``canonical`` or ``session`` (a provisional fact of this session, not yet
+    reconciled); ``revision`` is the canonical revision (None for session facts).
+    """
 
     rank: int
     memory_id: str
     statement: str
     subject: str | None
+    predicate: str | None = None
     score: float
     evidence: tuple[str, ...]
     occurred_at: datetime | None
+    origin: Literal["canonical", "session"] = "canonical"
+    revision: int | None = None
+    tags: tuple[str, ...] = ()
 
 
 class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
     """What a ``recall_context`` tool call returns to a model (JSON-serializable).
 
-    ``position`` is the ledger position the answer reflects; ``path`` how it was served.
+    ``position`` is the ledger position the answer reflects; ``path`` how it was served:
+    ``snapshot`` (the turn's frozen snapshot), ``live`` (a search now) or ``fused`` (both,
+    by RRF).
     """
 
     query: str
     results: tuple[RecallHit, ...]
     position: int
-    path: str = "live"
+    path: Literal["snapshot", "live", "fused"] = "live"
     turn_id: int | None = None
 
 
+class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A searchable memory (canonical row or session fact) in the shape recall needs."""
+
+    memory_id: str
+    position: int
+    statement: str
+    subject: str | None
+    predicate: str | None
+    value: str | None
+    scope: str
+    tags: tuple[str, ...]
+    evidence: tuple[str, ...]
+    occurred_at: datetime | None
+    origin: Literal["canonical", "session"]
+    revision: int | None
+    importance: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> MemoryDoc:
+        """From a ``canonical_memory`` row."""
+        return cls(
+            memory_id=row["memory_id"],
+            position=row["created_position"],
+            statement=row["statement"],
+            subject=row["subject"],
+            predicate=row["predicate"],
+            value=row["value"],
+            scope=row["scope"],
+            tags=tuple(row["tags"] or ()),
+            evidence=tuple(row["evidence"] or ()),
+            occurred_at=row["occurred_at"],
+            origin="canonical",
+            revision=row["revision"],
+            importance=row["importance"],
+        )
+
+    def hit(self, rank: int, score: float) -> RecallHit:
+        return RecallHit(
+            rank=rank,
+            memory_id=self.memory_id,
+            statement=self.statement,
+            subject=self.subject,
+            predicate=self.predicate,
+            score=score,
+            evidence=self.evidence,
+            occurred_at=self.occurred_at,
+            origin=self.origin,
+            revision=self.revision,
+            tags=self.tags,
+        )
+
+
+def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
+    """BM25 index over ``subject + statement`` of ``docs``."""
+    return BM25Index.build(
+        IndexedDoc(doc_id=d.memory_id, position=d.position, text=f"{d.subject or ''} {d.statement}")
+        for d in docs
+    )
+
+
+def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal-rank fusion of ranked id lists: ``(id, score)``, best first.
+
+    Ties break by the best rank an id reached, then by the id (deterministic).
+    """
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for ranking in rankings:
+        for rank, doc_id in enumerate(ranking, start=1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
+            best[doc_id] = min(best.get(doc_id, rank), rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], best[item[0]], item[0]))
+
+
+def _norm(text: str | None) -> str:
+    return (text or "").strip().casefold()
+
+
+def apply_hints(
+    docs: Sequence[MemoryDoc], about: str | None, attribute: str | None
+) -> list[MemoryDoc]:
+    """Stable reorder: docs matching both hints first, then either, then the rest."""
+    if not about and not attribute:
+        return list(docs)
+    wanted_subject, wanted_predicate = _norm(about), _norm(attribute)
+
+    def matches(doc: MemoryDoc) -> int:
+        score = 0
+        if wanted_subject and _norm(doc.subject) == wanted_subject:
+            score += 1
+        if wanted_predicate and _norm(doc.predicate) == wanted_predicate:
+            score += 1
+        return -score
+
+    return sorted(docs, key=matches)
+
+
 class NamespaceRecallIndex:
-    """BM25 indexes of active memories, one per namespace, kept in step with the projection."""
+    """BM25 indexes of retrievable canonical memories, one per namespace, kept in step with
+    the projection position."""
 
-    def __init__(self, projection: CanonicalMemory) -> None:
-        self.projection = projection
-        self._cache: dict[str, tuple[int, BM25Index, dict[str, dict[str, Any]]]] = {}
+    def __init__(self, canonical: CanonicalMemory) -> None:
+        self.canonical = canonical
+        self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
 
-    def search(self, namespace: Namespace, query: str, k: int, position: int) -> list[RecallHit]:
-        """Top ``k`` active memories of ``namespace`` for ``query`` at projection ``position``."""
+    def docs(self, namespace: Namespace, position: int) -> tuple[BM25Index, dict[str, MemoryDoc]]:
+        """The index and documents of ``namespace`` at projection ``position``."""
         key = namespace.key()
         cached = self._cache.get(key)
         if cached is None or cached[0] != position:
-            rows = self.projection.active_memories(
+            rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id
             )
-            by_id = {row["memory_id"]: row for row in rows}
-            index = BM25Index.build(
-                IndexedDoc(
-                    doc_id=row["memory_id"],
-                    position=row["created_position"],
-                    text=f"{row['subject'] or ''} {row['statement']}",
-                )
-                for row in rows
-            )
-            cached = (position, index, by_id)
+            by_id = {row["memory_id"]: MemoryDoc.from_row(row) for row in rows}
+            cached = (position, build_index(by_id.values()), by_id)
             self._cache[key] = cached
-        _, index, by_id = cached
-        hits = []
-        for rank, scored in enumerate(index.search(query, k), start=1):
-            row = by_id[scored.doc_id]
-            hits.append(
-                RecallHit(
-                    rank=rank,
-                    memory_id=scored.doc_id,
-                    statement=row["statement"],
-                    subject=row["subject"],
-                    score=scored.score,
-                    evidence=tuple(row["evidence"] or ()),
-                    occurred_at=row["occurred_at"],
-                )
-            )
-        return hits
+        return cached[1], cached[2]
+
+    def search(self, namespace: Namespace, query: str, k: int, position: int) -> list[RecallHit]:
+        """Top ``k`` retrievable memories of ``namespace`` for ``query``."""
+        index, by_id = self.docs(namespace, position)
+        return [
+            by_id[scored.doc_id].hit(rank, scored.score)
+            for rank, scored in enumerate(index.search(query, k), start=1)
+        ]

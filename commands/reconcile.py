@@ -1,48 +1,89 @@
-"""Reconciliation of a session's candidates into canonical memory (``finish()``).
+"""Reconciliation of a session into canonical memory (``finish()`` and ``activate_candidate``).
 
-A pure function of its inputs (the candidates, the current state of the memory streams they
-address, and the command's ``recorded_at``): no wall clock, no randomness, so a replay plans
-the same events. Rules (DESIGN.md section 5):
+A pure function of its inputs (the session's candidates and explicit commands, the state of
+the memory streams they address, what canonical memory holds under a subject and predicate,
+and the command's ``recorded_at``): no wall clock, no randomness, so a replay plans the same
+events. Rules (DESIGN.md section 5, issue "session engine"):
 
-- a candidate's memory id is uuid5(namespace, normalized statement) (``ledger.ids``);
-- an exact normalized duplicate of an active memory reinforces it (MemoryReinforced:
-  importance raised to the maximum, tags and evidence merged);
-- otherwise policy ``auto`` activates it (MemoryActivated, decision ``auto``); policy
-  ``manual`` leaves it a candidate;
-- a null predicate never matches anything; only exact normalized duplicates merge.
+- a candidate's memory id is uuid5(namespace, normalized statement) (``ledger.ids``); a
+  candidate already recorded in its memory stream is skipped (it was activated by hand);
+- an exact normalized duplicate of a retrievable memory reinforces it (importance raised to
+  the maximum, tags and evidence merged);
+- otherwise policy ``auto`` activates it; ``manual`` leaves it a candidate (model confidence
+  never activates anything in manual mode);
+- on activation, a memory with the same (subject, predicate) and another statement is
+  superseded (the newest value wins; the old item stays as history); a null predicate never
+  matches anything; a fact under another predicate supersedes nothing; a declared
+  ``supersedes`` supersedes that memory; ``conflicts_with`` marks both items, both stay
+  retrievable;
+- explicit commands, in ledger order with the candidates: ``remember`` activates (decision
+  manual), ``correct`` activates and supersedes its target, ``forget`` forgets its target,
+  ``pin`` pins it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Literal
 from uuid import UUID
 
 import msgspec
 
 from ledger.events import (
+    ActivationDecision,
     ActivationPolicy,
     CandidateExtracted,
+    ExplicitCommandApplied,
+    ExtractedItem,
     LedgerEvent,
     MemoryActivated,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryPruned,
     MemoryReinforced,
+    MemorySuperseded,
     ReconciliationReport,
     SessionReconciled,
     SessionSealed,
 )
 from ledger.ids import Namespace, memory_id, normalize_statement
 
-__all__ = ["MemoryStreamState", "ReconciliationPlan", "fold_memory_stream", "plan_reconciliation"]
+__all__ = [
+    "MemoryStreamState",
+    "ReconciliationPlan",
+    "Reconciler",
+    "fold_memory_stream",
+    "subject_predicate_key",
+]
+
+Status = Literal["active", "conflicted", "superseded", "forgotten", "pruned"]
+RETRIEVABLE = frozenset({"active", "conflicted"})
+
+
+def subject_predicate_key(subject: str | None, predicate: str | None) -> tuple[str, str] | None:
+    """The (subject, predicate) match key, or None when either is null or blank."""
+    if not subject or not predicate or not subject.strip() or not predicate.strip():
+        return None
+    return subject.strip().lower(), predicate.strip().lower()
 
 
 class MemoryStreamState(msgspec.Struct, kw_only=True):
     """The state of one memory stream that reconciliation needs."""
 
     version: int
-    active: bool
+    status: Status
     importance: float
     tags: tuple[str, ...]
     evidence: tuple[str, ...]
+    key: tuple[str, str] | None
+    candidate_ids: set[UUID] = msgspec.field(default_factory=set)
+    pinned: bool = False
+
+    @property
+    def retrievable(self) -> bool:
+        return self.status in RETRIEVABLE
 
 
 def fold_memory_stream(events: Sequence[LedgerEvent]) -> MemoryStreamState | None:
@@ -50,24 +91,44 @@ def fold_memory_stream(events: Sequence[LedgerEvent]) -> MemoryStreamState | Non
     state: MemoryStreamState | None = None
     for event in events:
         if isinstance(event, MemoryActivated):
+            previous = state
             state = MemoryStreamState(
                 version=event.originator_version,
-                active=True,
+                status="active",
                 importance=event.item.importance,
                 tags=event.item.tags,
                 evidence=event.item.evidence,
+                key=subject_predicate_key(event.item.subject, event.item.predicate),
+                candidate_ids={event.candidate_id},
             )
-        elif state is not None:
-            state.version = event.originator_version
-            if isinstance(event, MemoryReinforced):
-                state.importance = event.importance
-                state.tags = event.tags
-                state.evidence = event.evidence
+            if previous is not None:
+                state.candidate_ids |= previous.candidate_ids
+                state.pinned = previous.pinned
+            continue
+        if state is None:
+            continue
+        state.version = event.originator_version
+        if isinstance(event, MemoryReinforced):
+            state.importance = event.importance
+            state.tags = event.tags
+            state.evidence = event.evidence
+            state.candidate_ids.add(event.candidate_id)
+        elif isinstance(event, MemorySuperseded):
+            state.status = "superseded"
+        elif isinstance(event, MemoryForgotten):
+            state.status = "forgotten"
+        elif isinstance(event, MemoryPruned):
+            state.status = "pruned"
+        elif isinstance(event, MemoryConflictMarked):
+            if state.status == "active":
+                state.status = "conflicted"
+        elif isinstance(event, MemoryPinned):
+            state.pinned = True
     return state
 
 
 class ReconciliationPlan(msgspec.Struct, frozen=True):
-    """The events one ``finish()`` appends (in one transaction) and its report."""
+    """The events one command appends (in one transaction) and its report."""
 
     events: tuple[LedgerEvent, ...]
     report: ReconciliationReport
@@ -77,105 +138,307 @@ def _merge(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*first, *second)))
 
 
-def plan_reconciliation(
-    *,
-    namespace: Namespace,
-    session_stream: UUID,
-    session_id: str,
-    session_version: int,
-    candidates: Sequence[CandidateExtracted],
-    load_memory: Callable[[UUID], MemoryStreamState | None],
-    policy: ActivationPolicy,
-    recorded_at: datetime,
-) -> ReconciliationPlan:
-    """Plan the events of ``finish()``.
+class Reconciler:
+    """Plans memory events for candidates and commands of one session.
 
-    :param session_version: the session stream's current version.
-    :param candidates: the session's CandidateExtracted events, in ledger order.
-    :param load_memory: reads a memory stream's current state (None when it has none).
-    :returns: SessionSealed, the memory events, then SessionReconciled with the report.
+    :param load_memory: reads a memory stream's current state from the ledger (None if none).
+    :param same_key: ids of canonical memories whose (subject, predicate) key is the given
+        one (the projection, caught up before planning; every id is re-checked against the
+        ledger through ``load_memory``).
     """
-    events: list[LedgerEvent] = [
-        SessionSealed(
-            originator_id=session_stream,
-            originator_version=session_version + 1,
-            recorded_at=recorded_at,
-            namespace=namespace,
-            session_id=session_id,
-        )
-    ]
-    states: dict[UUID, MemoryStreamState | None] = {}
-    activated: list[UUID] = []
-    reinforced: list[UUID] = []
-    left = 0
-    for candidate in candidates:
-        normalized = normalize_statement(candidate.item.statement)
-        mid = memory_id(namespace, normalized)
-        if mid not in states:
-            states[mid] = load_memory(mid)
-        state = states[mid]
-        if state is not None and state.active:
-            state.version += 1
-            state.importance = max(state.importance, candidate.item.importance)
-            state.tags = _merge(state.tags, candidate.item.tags)
-            state.evidence = _merge(state.evidence, candidate.item.evidence)
-            events.append(
-                MemoryReinforced(
-                    originator_id=mid,
-                    originator_version=state.version,
-                    recorded_at=recorded_at,
-                    namespace=namespace,
-                    session_id=session_id,
-                    turn_id=candidate.turn_id,
-                    candidate_id=candidate.candidate_id,
-                    importance=state.importance,
-                    tags=state.tags,
-                    evidence=state.evidence,
-                )
-            )
-            reinforced.append(mid)
+
+    def __init__(
+        self,
+        *,
+        namespace: Namespace,
+        session_id: str,
+        load_memory: Callable[[UUID], MemoryStreamState | None],
+        same_key: Callable[[tuple[str, str]], Sequence[UUID]],
+        recorded_at: datetime,
+    ) -> None:
+        self.namespace = namespace
+        self.session_id = session_id
+        self._load = load_memory
+        self._same_key = same_key
+        self.recorded_at = recorded_at
+        self.events: list[LedgerEvent] = []
+        self.states: dict[UUID, MemoryStreamState | None] = {}
+        self.keys: dict[tuple[str, str], set[UUID]] = {}
+        self.activated: list[UUID] = []
+        self.reinforced: list[UUID] = []
+        self.superseded: list[UUID] = []
+        self.conflicts: list[UUID] = []
+        self.forgotten: list[UUID] = []
+        self.pinned: list[UUID] = []
+        self.left = 0
+
+    # State ------------------------------------------------------------------------------
+
+    def state(self, mid: UUID) -> MemoryStreamState | None:
+        if mid not in self.states:
+            self.states[mid] = self._load(mid)
+        return self.states[mid]
+
+    def _holders(self, key: tuple[str, str]) -> set[UUID]:
+        if key not in self.keys:
+            self.keys[key] = set(self._same_key(key))
+        return self.keys[key]
+
+    def _base(self, mid: UUID) -> dict[str, object]:
+        state = self.state(mid)
+        assert state is not None
+        state.version += 1
+        return {
+            "originator_id": mid,
+            "originator_version": state.version,
+            "recorded_at": self.recorded_at,
+            "namespace": self.namespace,
+            "session_id": self.session_id,
+        }
+
+    # Outcomes ---------------------------------------------------------------------------
+
+    def candidate(self, candidate: CandidateExtracted, policy: ActivationPolicy) -> None:
+        """Reconcile one extracted candidate under ``policy``."""
+        mid = memory_id(self.namespace, normalize_statement(candidate.item.statement))
+        state = self.state(mid)
+        if state is not None and candidate.candidate_id in state.candidate_ids:
+            return
+        if state is not None and state.retrievable:
+            self.reinforce(mid, candidate.turn_id, candidate.candidate_id, candidate.item)
         elif policy == "auto":
-            version = (state.version if state is not None else 0) + 1
-            events.append(
-                MemoryActivated(
-                    originator_id=mid,
-                    originator_version=version,
-                    recorded_at=recorded_at,
-                    namespace=namespace,
-                    session_id=session_id,
-                    turn_id=candidate.turn_id,
-                    candidate_id=candidate.candidate_id,
-                    decision="auto",
-                    item=candidate.item,
-                    normalized=normalized,
-                    occurred_at=candidate.occurred_at,
+            self.activate(
+                candidate.item,
+                turn_id=candidate.turn_id,
+                source_id=candidate.candidate_id,
+                decision="auto",
+                occurred_at=candidate.occurred_at,
+            )
+        else:
+            self.left += 1
+
+    def reinforce(self, mid: UUID, turn_id: int, source_id: UUID, item: ExtractedItem) -> None:
+        state = self.state(mid)
+        assert state is not None
+        importance = max(state.importance, item.importance)
+        tags = _merge(state.tags, item.tags)
+        evidence = _merge(state.evidence, item.evidence)
+        self.events.append(
+            MemoryReinforced(
+                **self._base(mid),  # type: ignore[arg-type]
+                turn_id=turn_id,
+                candidate_id=source_id,
+                importance=importance,
+                tags=tags,
+                evidence=evidence,
+            )
+        )
+        state.importance, state.tags, state.evidence = importance, tags, evidence
+        state.candidate_ids.add(source_id)
+        self.reinforced.append(mid)
+
+    def activate(
+        self,
+        item: ExtractedItem,
+        *,
+        turn_id: int,
+        source_id: UUID,
+        decision: ActivationDecision,
+        occurred_at: datetime | None,
+        decision_evidence: tuple[str, ...] = (),
+        corrects: UUID | None = None,
+    ) -> UUID:
+        """Activate ``item`` (or reinforce its exact duplicate); supersede and mark conflicts."""
+        normalized = normalize_statement(item.statement)
+        mid = memory_id(self.namespace, normalized)
+        state = self.state(mid)
+        if state is not None and state.retrievable:
+            self.reinforce(mid, turn_id, source_id, item)
+            return mid
+        version = (state.version if state is not None else 0) + 1
+        self.events.append(
+            MemoryActivated(
+                originator_id=mid,
+                originator_version=version,
+                recorded_at=self.recorded_at,
+                namespace=self.namespace,
+                session_id=self.session_id,
+                turn_id=turn_id,
+                candidate_id=source_id,
+                decision=decision,
+                item=item,
+                normalized=normalized,
+                occurred_at=occurred_at,
+                decision_evidence=decision_evidence,
+            )
+        )
+        key = subject_predicate_key(item.subject, item.predicate)
+        new_state = MemoryStreamState(
+            version=version,
+            status="active",
+            importance=item.importance,
+            tags=item.tags,
+            evidence=item.evidence,
+            key=key,
+            candidate_ids={source_id},
+            pinned=state.pinned if state is not None else False,
+        )
+        if state is not None:
+            new_state.candidate_ids |= state.candidate_ids
+        self.states[mid] = new_state
+        self.activated.append(mid)
+        if corrects is not None and corrects != mid:
+            self.supersede(corrects, mid, turn_id, "correction")
+        if item.supersedes:
+            try:
+                declared = UUID(item.supersedes)
+            except ValueError:
+                declared = None
+            if declared is not None and declared != mid:
+                self.supersede(declared, mid, turn_id, "declared")
+        if key is not None:
+            holders = self._holders(key)
+            for other in sorted(holders - {mid}):
+                self.supersede(other, mid, turn_id, "same_subject_predicate")
+            holders.add(mid)
+        for raw in item.conflicts_with:
+            try:
+                other_id = UUID(raw)
+            except ValueError:
+                continue
+            self.conflict(mid, other_id, turn_id)
+        return mid
+
+    def supersede(
+        self,
+        old: UUID,
+        new: UUID,
+        turn_id: int,
+        cause: Literal["same_subject_predicate", "declared", "correction"],
+    ) -> None:
+        state = self.state(old)
+        if state is None or not state.retrievable:
+            return
+        self.events.append(
+            MemorySuperseded(
+                **self._base(old),  # type: ignore[arg-type]
+                turn_id=turn_id,
+                superseded_by=new,
+                cause=cause,
+            )
+        )
+        state.status = "superseded"
+        if state.key is not None:
+            self._holders(state.key).discard(old)
+        self.superseded.append(old)
+
+    def conflict(self, mid: UUID, other: UUID, turn_id: int) -> None:
+        other_state = self.state(other)
+        if other_state is None or not other_state.retrievable or other == mid:
+            return
+        for this, that in ((mid, other), (other, mid)):
+            state = self.state(this)
+            assert state is not None
+            self.events.append(
+                MemoryConflictMarked(
+                    **self._base(this),  # type: ignore[arg-type]
+                    turn_id=turn_id,
+                    conflicts_with=that,
                 )
             )
-            states[mid] = MemoryStreamState(
-                version=version,
-                active=True,
-                importance=candidate.item.importance,
-                tags=candidate.item.tags,
-                evidence=candidate.item.evidence,
+            if state.status == "active":
+                state.status = "conflicted"
+        self.conflicts.extend((mid, other))
+
+    def command(self, command: ExplicitCommandApplied) -> None:
+        """Reconcile one explicit command (the user's word: decision ``manual``)."""
+        if command.intent in ("remember", "correct") and command.item is not None:
+            self.activate(
+                command.item,
+                turn_id=command.turn_id,
+                source_id=command.command_id,
+                decision="manual",
+                occurred_at=None,
+                decision_evidence=(f"explicit:{command.intent}",),
+                corrects=command.target if command.intent == "correct" else None,
             )
-            activated.append(mid)
-        else:
-            left += 1
-    report = ReconciliationReport(
-        session_id=session_id,
-        candidates=len(candidates),
-        activated=tuple(activated),
-        reinforced=tuple(reinforced),
-        left_as_candidates=left,
-    )
-    events.append(
-        SessionReconciled(
-            originator_id=session_stream,
-            originator_version=session_version + 2,
-            recorded_at=recorded_at,
-            namespace=namespace,
-            session_id=session_id,
-            report=report,
+            return
+        if command.target is None:
+            return
+        state = self.state(command.target)
+        if state is None or not state.retrievable:
+            return
+        if command.intent == "forget":
+            self.events.append(
+                MemoryForgotten(
+                    **self._base(command.target),  # type: ignore[arg-type]
+                    turn_id=command.turn_id,
+                    command_id=command.command_id,
+                )
+            )
+            state.status = "forgotten"
+            if state.key is not None:
+                self._holders(state.key).discard(command.target)
+            self.forgotten.append(command.target)
+        elif command.intent == "pin" and not state.pinned:
+            self.events.append(
+                MemoryPinned(
+                    **self._base(command.target),  # type: ignore[arg-type]
+                    turn_id=command.turn_id,
+                    command_id=command.command_id,
+                )
+            )
+            state.pinned = True
+            self.pinned.append(command.target)
+
+    def report(self, *, candidates: int, commands: int) -> ReconciliationReport:
+        return ReconciliationReport(
+            session_id=self.session_id,
+            candidates=candidates,
+            activated=tuple(self.activated),
+            reinforced=tuple(self.reinforced),
+            superseded=tuple(self.superseded),
+            conflicts=tuple(self.conflicts),
+            forgotten=tuple(self.forgotten),
+            pinned=tuple(self.pinned),
+            commands=commands,
+            left_as_candidates=self.left,
         )
+
+
+def plan_finish(
+    reconciler: Reconciler,
+    *,
+    session_stream: UUID,
+    session_version: int,
+    items: Sequence[CandidateExtracted | ExplicitCommandApplied],
+    policy: ActivationPolicy,
+) -> ReconciliationPlan:
+    """The events of ``finish()``: SessionSealed, the memory events in ledger order of the
+    session's candidates and commands, then SessionReconciled with the report."""
+    ns, sid, at = reconciler.namespace, reconciler.session_id, reconciler.recorded_at
+    sealed = SessionSealed(
+        originator_id=session_stream,
+        originator_version=session_version + 1,
+        recorded_at=at,
+        namespace=ns,
+        session_id=sid,
     )
-    return ReconciliationPlan(events=tuple(events), report=report)
+    candidates = commands = 0
+    for entry in sorted(items, key=lambda e: e.originator_version):
+        if isinstance(entry, CandidateExtracted):
+            candidates += 1
+            reconciler.candidate(entry, policy)
+        else:
+            commands += 1
+            reconciler.command(entry)
+    report = reconciler.report(candidates=candidates, commands=commands)
+    reconciled = SessionReconciled(
+        originator_id=session_stream,
+        originator_version=session_version + 2,
+        recorded_at=at,
+        namespace=ns,
+        session_id=sid,
+        report=report,
+    )
+    return ReconciliationPlan(events=(sealed, *reconciler.events, reconciled), report=report)

@@ -9,24 +9,53 @@ relation ids must be ones the extractor was shown; namespace keys inside tags ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
 
 import msgspec
 
+from commands.secrets import contains_secret
 from ledger.events import ExtractedItem
 
 __all__ = [
+    "INJECTION_MARKERS",
+    "MAX_STATEMENT_CHARS",
     "MIN_CONFIDENCE",
     "MIN_IMPORTANCE",
-    "MAX_STATEMENT_CHARS",
+    "MIN_STATEMENT_CHARS",
     "Rejection",
+    "has_injection_marker",
     "validate_item",
 ]
 
 MIN_IMPORTANCE = 0.70
 MIN_CONFIDENCE = 0.75
+MIN_STATEMENT_CHARS = 3
 MAX_STATEMENT_CHARS = 2000
+INJECTION_MARKERS = (
+    re.compile(
+        r"\b(ignore|disregard|forget)\s+(all\s+|any\s+)?(the\s+)?(previous|prior|above|earlier)\s+"
+        r"(instructions|prompts?|rules|messages)",
+        re.IGNORECASE,
+    ),
+    re.compile(r"<\|(im_start|im_end|system|endoftext)\|>", re.IGNORECASE),
+    re.compile(r"^\s*(system|assistant)\s*:", re.IGNORECASE | re.MULTILINE),
+    re.compile(r"\[/?INST\]|<<SYS>>|</?system>", re.IGNORECASE),
+    re.compile(
+        r"\byou are now\b.{0,40}\b(jailbroken|DAN|unrestricted|developer mode)\b", re.IGNORECASE
+    ),
+    re.compile(r"\b(reveal|print|show)\s+(your|the)\s+system\s+prompt\b", re.IGNORECASE),
+)
+"""Prompt-injection markers refused in memory items: instruction overrides, chat-template
+control tokens, role prefixes. Plain words ("system", "forget", "ignore") never match alone."""
+
+
+def has_injection_marker(text: str) -> bool:
+    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`)."""
+    return any(pattern.search(text) for pattern in INJECTION_MARKERS)
+
+
 NAMESPACE_KEYS = frozenset({"tenant", "principal", "scope_id"})
 _SOURCES_BY_KIND = {
     "semantic": frozenset({"fact", "preference", "decision"}),
@@ -52,9 +81,10 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     """Validate one raw item; return the normalized item or a :class:`Rejection`.
 
     Reason codes: ``not_an_object``, ``schema_invalid``, ``empty_statement``,
-    ``statement_too_long``, ``missing_reason``, ``kind_source_mismatch``,
-    ``importance_too_low``, ``confidence_too_low``, ``out_of_range``,
-    ``namespace_key_in_tags``, ``unknown_relation_id``.
+    ``statement_too_short``, ``statement_too_long``, ``missing_reason``,
+    ``kind_source_mismatch``, ``importance_too_low``, ``confidence_too_low``,
+    ``out_of_range``, ``namespace_key_in_tags``, ``unknown_relation_id``,
+    ``secret_detected``, ``prompt_injection``.
     """
     if isinstance(raw, ExtractedItem):
         item = raw
@@ -69,6 +99,11 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     statement = _clean(item.statement)
     if statement is None:
         return Rejection("empty_statement", "statement is empty")
+    if len(statement) < MIN_STATEMENT_CHARS:
+        return Rejection(
+            "statement_too_short",
+            f"statement has {len(statement)} characters, at least {MIN_STATEMENT_CHARS}",
+        )
     if len(statement) > MAX_STATEMENT_CHARS:
         return Rejection(
             "statement_too_long",
@@ -93,6 +128,11 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         key = tag.split(":", 1)[0].split("=", 1)[0].strip().casefold()
         if key in NAMESPACE_KEYS and (":" in tag or "=" in tag):
             return Rejection("namespace_key_in_tags", f"tag sets namespace key {key!r}")
+    texts = [statement, reason, item.subject or "", item.predicate or "", item.value or "", *tags]
+    if any(contains_secret(text) for text in texts if text):
+        return Rejection("secret_detected", "the item holds a secret-shaped value")
+    if any(has_injection_marker(text) for text in texts if text):
+        return Rejection("prompt_injection", "the item carries a prompt-injection marker")
     relations = [r for r in (item.supersedes, *item.conflicts_with) if r]
     for relation in relations:
         if relation not in relation_ids:

@@ -172,14 +172,20 @@ class SessionSealed(LedgerEvent, frozen=True, kw_only=True):
 class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What ``finish()`` did with a session's candidates.
 
-    Counts are of candidates; ``activated``/``reinforced`` hold the memory ids touched.
-    ``already_reconciled`` is true when the report is returned from an earlier finish.
+    ``candidates`` counts the session's candidates and ``commands`` its explicit commands;
+    the tuples hold the memory ids each outcome touched. ``already_reconciled`` is true when
+    the report is returned from an earlier finish.
     """
 
     session_id: str
     candidates: int
     activated: tuple[UUID, ...] = ()
     reinforced: tuple[UUID, ...] = ()
+    superseded: tuple[UUID, ...] = ()
+    conflicts: tuple[UUID, ...] = ()
+    forgotten: tuple[UUID, ...] = ()
+    pinned: tuple[UUID, ...] = ()
+    commands: int = 0
     left_as_candidates: int = 0
     position: int = 0
     already_reconciled: bool = False
@@ -195,8 +201,9 @@ class SessionReconciled(LedgerEvent, frozen=True, kw_only=True):
 class MemoryActivated(LedgerEvent, frozen=True, kw_only=True):
     """A candidate (or an explicit command) became canonical memory (memory stream).
 
-    ``decision`` is ``auto`` (policy), ``manual`` or ``verification`` (host evidence);
-    ``normalized`` is the exact-duplicate key the memory id derives from.
+    ``decision`` is ``auto`` (policy), ``manual`` or ``verification`` (host evidence, listed
+    in ``decision_evidence``); ``normalized`` is the exact-duplicate key the memory id
+    derives from. For an explicit command, ``candidate_id`` is the command id.
     """
 
     session_id: str
@@ -206,6 +213,7 @@ class MemoryActivated(LedgerEvent, frozen=True, kw_only=True):
     item: ExtractedItem
     normalized: str
     occurred_at: datetime | None
+    decision_evidence: tuple[str, ...] = ()
 
 
 class MemoryReinforced(LedgerEvent, frozen=True, kw_only=True):

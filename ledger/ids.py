@@ -17,6 +17,9 @@ __all__ = [
     "InvalidNamespaceError",
     "Namespace",
     "candidate_id",
+    "command_id",
+    "recall_stream_id",
+    "snapshot_id",
     "memory_id",
     "normalize_statement",
     "session_stream_id",
@@ -92,3 +95,20 @@ def memory_id(namespace: Namespace, normalized_statement: str) -> UUID:
 def candidate_id(session_stream: UUID, turn_id: int, index: int) -> UUID:
     """Id of the ``index``-th item extracted from a turn of a session."""
     return uuid5(ID_ROOT, f"candidate\x1f{session_stream}\x1f{turn_id}\x1f{index}")
+
+
+def command_id(session_stream: UUID, turn_id: int, intent: str, statement: str) -> UUID:
+    """Id of an explicit command: a retried identical command (same turn, intent and
+    normalized statement) is the same command."""
+    key = f"command\x1f{session_stream}\x1f{turn_id}\x1f{intent}\x1f"
+    return uuid5(ID_ROOT, key + normalize_statement(statement))
+
+
+def snapshot_id(session_stream: UUID, turn_id: int, generation: int, digest: str) -> UUID:
+    """Id of a prepared snapshot: its session, turn, generation and content digest."""
+    return uuid5(ID_ROOT, f"snapshot\x1f{session_stream}\x1f{turn_id}\x1f{generation}\x1f{digest}")
+
+
+def recall_stream_id(session_stream: UUID, sequence: str) -> UUID:
+    """Stream id of one RecallServed record (a read-path record gets its own stream)."""
+    return uuid5(ID_ROOT, f"recall\x1f{session_stream}\x1f{sequence}")

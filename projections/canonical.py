@@ -58,6 +58,31 @@ class CanonicalMemory:
         ).fetchall()
         return int(rows[0][0])
 
+    def same_key(
+        self, tenant: str, principal: str, scope_id: str, subject: str, predicate: str
+    ) -> list[str]:
+        """Ids of retrievable memories whose lowercased, trimmed subject and predicate match."""
+        rows = self.conn.execute(
+            f"SELECT memory_id FROM canonical_memory WHERE {_NAMESPACE_SQL} AND {_RETRIEVABLE_SQL} "
+            "AND lower(trim(subject)) = ? AND lower(trim(predicate)) = ? ORDER BY memory_id",
+            [tenant, principal, scope_id, subject, predicate],
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def prunable(
+        self, tenant: str, principal: str, scope_id: str, max_importance: float, max_uses: int
+    ) -> list[dict[str, Any]]:
+        """Active rows that pruning may remove: low importance, unpinned, rarely recalled,
+        admitted or used, never reinforced (consolidated) and carrying no relations."""
+        return self._rows(
+            f"SELECT * FROM canonical_memory WHERE {_NAMESPACE_SQL} AND status = 'active' "
+            "AND importance < ? AND NOT pinned AND reinforcements = 0 "
+            "AND recall_count + admission_count + use_count <= ? "
+            "AND len(supersedes) = 0 AND len(conflicts_with) = 0 "
+            "ORDER BY created_position",
+            [tenant, principal, scope_id, max_importance, max_uses],
+        )
+
     def vocabulary(
         self, tenant: str, principal: str, scope_id: str, field: str
     ) -> list[tuple[str, int]]:

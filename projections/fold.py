@@ -163,6 +163,8 @@ def _collect(page: _Page, event: LedgerEvent) -> None:
         MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
     ):
         page.want(CANONICAL_MEMORY, str(event.originator_id))
+        if isinstance(event, MemorySuperseded):
+            page.want(CANONICAL_MEMORY, str(event.superseded_by))
     elif isinstance(event, SnapshotPrepared | TurnBegan):
         page.want(TURN_SNAPSHOTS, _turn_key(event, event.session_id, event.turn_id))
     elif isinstance(event, RecallServed):
@@ -346,13 +348,17 @@ def _apply(page: _Page, position: int, event: LedgerEvent) -> None:
         event,
         MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
     ):
-        row = page.touch(CANONICAL_MEMORY, str(event.originator_id))
+        key = str(event.originator_id)
+        row = page.touch(CANONICAL_MEMORY, key)
         if row is None:
             return
         row["revision"] = event.originator_version
         row["updated_position"] = position
         if isinstance(event, MemorySuperseded):
             row["superseded_by"] = str(event.superseded_by)
+            newer = page.touch(CANONICAL_MEMORY, str(event.superseded_by))
+            if newer is not None and key not in newer["supersedes"]:
+                newer["supersedes"] = [*newer["supersedes"], key]
         if isinstance(event, MemoryConflictMarked):
             other = str(event.conflicts_with)
             if other not in row["conflicts_with"]:

@@ -1,0 +1,122 @@
+"""Runtime configuration: ``memory-ledger.toml``, section ``[memory]``, plus code overrides.
+
+Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
+
+    [memory]
+    llm_extraction = true                  # run the extractor on finalized turns
+    llm_extraction_max_items = 5           # items kept per turn (clamped to 1..10)
+    llm_extraction_max_input_chars = 8000  # transcript characters sent to the extractor
+    activation_policy = "auto"             # "auto" (finish activates) or "manual"
+    recall_k = 5                           # results per recall
+    recall_max_k = 50                      # upper bound a caller may ask for
+    context_max_items = 12                 # balanced context budget
+    context_max_tokens = 4000
+    context_max_items_per_source = 6
+    context_max_tokens_per_source = 2500
+    store_dir = ".memory-ledger"           # relative to the TOML file's folder
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from commands.errors import MemoryLedgerError
+
+__all__ = ["CONFIG_FILE", "ConfigError", "MemoryConfig", "load_config", "load_config_from"]
+
+CONFIG_FILE = "memory-ledger.toml"
+
+
+class ConfigError(MemoryLedgerError, ValueError):
+    """The configuration file or an override is invalid; the message names the key."""
+
+
+class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The runtime configuration a session was opened with (``MemorySession.config()``)."""
+
+    llm_extraction: bool = True
+    llm_extraction_max_items: int = 5
+    llm_extraction_max_input_chars: int = 8000
+    activation_policy: Literal["auto", "manual"] = "auto"
+    recall_k: int = 5
+    recall_max_k: int = 50
+    context_max_items: int = 12
+    context_max_tokens: int = 4000
+    context_max_items_per_source: int = 6
+    context_max_tokens_per_source: int = 2500
+    store_dir: str = ".memory-ledger"
+
+    def __post_init__(self) -> None:
+        positive = (
+            "llm_extraction_max_input_chars",
+            "recall_k",
+            "recall_max_k",
+            "context_max_items",
+            "context_max_tokens",
+            "context_max_items_per_source",
+            "context_max_tokens_per_source",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                msg = f"memory.{name} must be positive, got {getattr(self, name)}"
+                raise ValueError(msg)
+        clamped = min(max(self.llm_extraction_max_items, 1), 10)
+        if clamped != self.llm_extraction_max_items:
+            msgspec.structs.force_setattr(self, "llm_extraction_max_items", clamped)
+        if not self.store_dir.strip():
+            msg = "memory.store_dir must not be empty"
+            raise ValueError(msg)
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> MemoryConfig:
+    """Load ``[memory]`` from ``path`` (or ``./memory-ledger.toml`` when present), then
+    apply keyword ``overrides``.
+
+    A relative ``store_dir`` in the file is resolved against the file's folder.
+
+    :raises ConfigError: the file is unreadable or not TOML, a key is unknown, or a value
+        has the wrong type or range (the message names the key).
+    """
+    values: dict[str, Any] = {}
+    file = Path(path) if path is not None else Path(CONFIG_FILE)
+    if path is not None or file.is_file():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as e:
+            msg = f"cannot read configuration file {str(file)!r}: {e.strerror or e}"
+            raise ConfigError(msg) from e
+        except tomllib.TOMLDecodeError as e:
+            msg = f"configuration file {str(file)!r} is not valid TOML: {e}"
+            raise ConfigError(msg) from e
+        section = data.get("memory", {})
+        if not isinstance(section, dict):
+            msg = f"[memory] in {str(file)!r} must be a table"
+            raise ConfigError(msg)
+        values.update(section)
+        store_dir = values.get("store_dir")
+        if isinstance(store_dir, str) and not Path(store_dir).is_absolute():
+            values["store_dir"] = str(file.absolute().parent / store_dir)
+    values.update(overrides)
+    try:
+        return msgspec.convert(values, MemoryConfig)
+    except (msgspec.ValidationError, ValueError) as e:
+        msg = f"invalid memory configuration: {e}"
+        raise ConfigError(msg) from e
+
+
+def load_config_from(base: MemoryConfig, **overrides: Any) -> MemoryConfig:
+    """``base`` with keyword ``overrides`` applied and validated.
+
+    :raises ConfigError: an override names an unknown key or has a bad value.
+    """
+    values = msgspec.structs.asdict(base)
+    values.update(overrides)
+    try:
+        return msgspec.convert(values, MemoryConfig)
+    except (msgspec.ValidationError, ValueError) as e:
+        msg = f"invalid memory configuration: {e}"
+        raise ConfigError(msg) from e
