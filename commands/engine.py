@@ -14,7 +14,6 @@ process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -68,10 +67,10 @@ class MemoryEngine:
         self.recorder = recorder
         self.mapper = mapper
         self.projections = projections
+        self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
-        self.canonical = CanonicalMemory(projections.conn)
+        self.canonical = CanonicalMemory(projections.conn, self._read_lock)
         self.recall_index = NamespaceRecallIndex(self.canonical)
-        self._read_lock = threading.RLock()
         self._memory_maps: dict[str, tuple[int, str]] = {}
 
     @classmethod

@@ -147,14 +147,15 @@ def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
 def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
     """Reciprocal-rank fusion of ranked id lists: ``(id, score)``, best first.
 
-    Ties break by the best rank an id reached, then by the id (deterministic).
+    Ties break by the best rank an id reached, then by the first ranking it appeared in
+    (earlier rankings are preferred: pass the live search first), then by the id.
     """
     scores: dict[str, float] = {}
-    best: dict[str, int] = {}
-    for ranking in rankings:
+    best: dict[str, tuple[int, int]] = {}
+    for index, ranking in enumerate(rankings):
         for rank, doc_id in enumerate(ranking, start=1):
             scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
-            best[doc_id] = min(best.get(doc_id, rank), rank)
+            best[doc_id] = min(best.get(doc_id, (rank, index)), (rank, index))
     return sorted(scores.items(), key=lambda item: (-item[1], best[item[0]], item[0]))
 
 

@@ -180,24 +180,24 @@ _REGEX_PLUGINS: Final[tuple[tuple[RegexBasedDetector, _Gate], ...]] = (
     (AWSKeyDetector(), _long),
     (AzureStorageKeyDetector(), lambda s: s.has("AccountKey=")),
     (BasicAuthDetector(), lambda s: s.has("://") and s.has("@")),
-    (CloudantDetector(), _long),
+    (CloudantDetector(), lambda s: s.long_run and s.has_ci("cl")),
     (DiscordBotTokenDetector(), _long),
     (GitHubTokenDetector(), _long),
     (GitLabTokenDetector(), _long),
-    (IbmCloudIamDetector(), _long),
-    (IbmCosHmacDetector(), _long),
+    (IbmCloudIamDetector(), lambda s: s.long_run and s.has_ci("key", "pwd", "pass", "token")),
+    (IbmCosHmacDetector(), lambda s: s.long_run and s.has_ci("secret")),
     (JwtTokenDetector(), lambda s: s.has("eyJ")),
-    (MailchimpDetector(), _long),
+    (MailchimpDetector(), lambda s: s.long_run and s.has("-us")),
     (NpmDetector(), lambda s: s.has("_authToken")),
     (OpenAIDetector(), lambda s: s.has("sk-")),
     (PrivateKeyDetector(), lambda s: s.has("PRIVATE KEY", "PuTTY-User-Key-File")),
     (PypiTokenDetector(), lambda s: s.has("pypi-")),
     (SendGridDetector(), lambda s: s.has("SG.")),
     (SlackDetector(), lambda s: s.has_ci("xox", "hooks.slack.com")),
-    (SoftlayerDetector(), _long),
+    (SoftlayerDetector(), lambda s: s.long_run and s.has_ci("sl", "softlayer")),
     (SquareOAuthDetector(), lambda s: s.has("sq0csp-")),
     (StripeDetector(), lambda s: s.has("k_live_")),
-    (TelegramBotTokenDetector(), _long),
+    (TelegramBotTokenDetector(), lambda s: s.long_run and s.has(":")),
     (TwilioKeyDetector(), _long),
 )
 
@@ -309,6 +309,20 @@ def _letters_and_digits(value: str) -> bool:
     return any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
 
 
+_NOT_SECRET_WORDS: Final = frozenset(
+    "str string int integer bytes bool boolean none null nil undefined optional any unknown "
+    "true false secretstr secretbytes text varchar char".split()
+)
+_DOTTED_REFERENCE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[,;]?")
+
+
+def _names_no_secret(token: str) -> bool:
+    """An unquoted value that is a type (``str``, ``Optional[str]``), a null/boolean, or a
+    dotted reference (``settings.API_KEY``): code about a secret, not the secret."""
+    head = re.split(r"[^A-Za-z0-9_]", token, maxsplit=1)[0].lower()
+    return head in _NOT_SECRET_WORDS or _DOTTED_REFERENCE.fullmatch(token) is not None
+
+
 def _keyword_line(line: str, offset: int) -> Iterator[_Candidate]:
     for pattern, group in _KEYWORD_PATTERNS:
         for match in pattern.finditer(line):
@@ -327,7 +341,12 @@ def _keyword_line(line: str, offset: int) -> Iterator[_Candidate]:
             if key.group(0).lower() == "pwd" and value[:1] in "/~":
                 continue  # PWD=/home/me is a working directory, not a password
             quoted = start > 0 and line[start - 1] in "'\"`"
-            if plain and not quoted and "=" not in line[key.end() : start]:
+            operator = line[key.end() : start]
+            if not quoted and (
+                "==" in operator or "!=" in operator or _names_no_secret(value.split()[0])
+            ):
+                continue  # a comparison, a type annotation, null, or a dotted reference
+            if plain and not quoted and "=" not in operator:
                 # "my secret: be kind" is English; "password: hunter2" is a credential.
                 token = value.split()[0].rstrip(".,;!?")
                 if not token or not _password_like(token):
@@ -359,6 +378,8 @@ def _entropy_candidates(scan: _Scan) -> Iterator[_Candidate]:
         return  # 4.5 bits needs more than 22 characters
     for match in _ENTROPY.regex.finditer(scan.text):
         value = match.group(2)
+        if len(value) <= 22:
+            continue  # at most log2(22) < 4.5 bits
         if _ENTROPY.calculate_shannon_entropy(value) <= _ENTROPY.entropy_limit:
             continue
         if is_potential_uuid(value) or is_sequential_string(value) or is_templated_secret(value):

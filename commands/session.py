@@ -828,7 +828,7 @@ class MemorySession:
                     namespace=self.namespace,
                     session_id=self.session_id,
                     turn_id=turn_id,
-                    query=query[:2000],
+                    query=redact(query).text[:2000],
                     path=path,
                     results=tuple(
                         RecalledItem(

@@ -7,6 +7,7 @@ as history.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import duckdb
@@ -21,13 +22,27 @@ _NAMESPACE_SQL = "tenant = ? AND principal = ? AND scope_id = ?"
 
 
 class CanonicalMemory:
-    """Read access to ``canonical_memory`` through one DuckDB connection."""
+    """Read access to ``canonical_memory`` through one DuckDB connection.
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+    :param lock: serializes use of the connection (a DuckDB connection refuses concurrent
+        calls from several threads); share it with whatever else uses the connection.
+    """
+
+    def __init__(
+        self, conn: duckdb.DuckDBPyConnection, lock: threading.RLock | None = None
+    ) -> None:
         self.conn = conn
+        self.lock = lock or threading.RLock()
 
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = self.conn.sql(sql, params=params).to_arrow_table().to_pylist()
+        with self.lock:
+            table = self.conn.sql(sql, params=params).to_arrow_table()
+        rows: list[dict[str, Any]] = table.to_pylist()
+        return rows
+
+    def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.lock:
+            rows: list[tuple[Any, ...]] = self.conn.execute(sql, params or []).fetchall()
         return rows
 
     def active_memories(self, tenant: str, principal: str, scope_id: str) -> list[dict[str, Any]]:
@@ -45,28 +60,26 @@ class CanonicalMemory:
 
     def count_active(self) -> int:
         """Retrievable rows over every namespace."""
-        rows = self.conn.execute(
-            f"SELECT count(*) FROM canonical_memory WHERE {_RETRIEVABLE_SQL}"
-        ).fetchall()
+        rows = self._fetch(f"SELECT count(*) FROM canonical_memory WHERE {_RETRIEVABLE_SQL}")
         return int(rows[0][0])
 
     def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
         """Retrievable rows of one namespace."""
-        rows = self.conn.execute(
+        rows = self._fetch(
             f"SELECT count(*) FROM canonical_memory WHERE {_NAMESPACE_SQL} AND {_RETRIEVABLE_SQL}",
             [tenant, principal, scope_id],
-        ).fetchall()
+        )
         return int(rows[0][0])
 
     def same_key(
         self, tenant: str, principal: str, scope_id: str, subject: str, predicate: str
     ) -> list[str]:
         """Ids of retrievable memories whose lowercased, trimmed subject and predicate match."""
-        rows = self.conn.execute(
+        rows = self._fetch(
             f"SELECT memory_id FROM canonical_memory WHERE {_NAMESPACE_SQL} AND {_RETRIEVABLE_SQL} "
             "AND lower(trim(subject)) = ? AND lower(trim(predicate)) = ? ORDER BY memory_id",
             [tenant, principal, scope_id, subject, predicate],
-        ).fetchall()
+        )
         return [str(r[0]) for r in rows]
 
     def prunable(
@@ -87,9 +100,9 @@ class CanonicalMemory:
         self, tenant: str, principal: str, scope_id: str, field: str
     ) -> list[tuple[str, int]]:
         """``(term, records)`` of one field (``subject``/``predicate``), most frequent first."""
-        rows = self.conn.execute(
+        rows = self._fetch(
             "SELECT term, records FROM vocabulary WHERE tenant = ? AND principal = ? "
             "AND scope_id = ? AND field = ? ORDER BY records DESC, term",
             [tenant, principal, scope_id, field],
-        ).fetchall()
+        )
         return [(str(term), int(records)) for term, records in rows]

@@ -141,14 +141,15 @@ class ProjectionRunner:
         page first), nothing is applied: applying it again would count events twice.
         """
         conn = self.store.conn
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            if self.store.position() != previous:
+        with self.store.lock:
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                if self.store.position() != previous:
+                    conn.execute("ROLLBACK")
+                    return
+                fold_page(conn, events)
+                self.store.set_position(last)
+                conn.execute("COMMIT")
+            except BaseException:
                 conn.execute("ROLLBACK")
-                return
-            fold_page(conn, events)
-            self.store.set_position(last)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+                raise

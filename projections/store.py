@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from pathlib import Path
 from typing import IO
 
@@ -49,6 +50,8 @@ class ProjectionStore:
         self.path = path
         self.version = version
         self._lock = lock
+        self.lock = threading.RLock()
+        """Serializes use of :attr:`conn` across threads (DuckDB refuses concurrent calls)."""
         self.conn = duckdb.connect(path)
         self.conn.execute(_CREATE_TRACKING)
         self.conn.execute(_CREATE_META)
@@ -101,9 +104,10 @@ class ProjectionStore:
 
     def position(self) -> int:
         """The last ledger position applied to the read models (0 when none)."""
-        rows = self.conn.execute(
-            "SELECT position FROM projection_tracking WHERE projection = ?", [self.name]
-        ).fetchall()
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT position FROM projection_tracking WHERE projection = ?", [self.name]
+            ).fetchall()
         return int(rows[0][0]) if rows else 0
 
     def set_position(self, position: int) -> None:

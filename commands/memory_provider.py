@@ -1,0 +1,53 @@
+"""Memory as a context provider: a session's recall, as items for the context assembler."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from commands.context import ContextItem, ContextQuery
+from commands.session import MemorySession
+
+__all__ = ["SessionMemoryProvider"]
+
+
+class SessionMemoryProvider:
+    """Queries a session's ``recall`` for a turn and returns its hits as context items.
+
+    Relevance is the hit's score divided by the best score of the answer (so in [0, 1]);
+    canonical items carry ``memory_id`` and ``revision`` so the session can ``admit`` the
+    selected ones. Fail-open by default: a failing memory lookup never blocks a turn.
+    """
+
+    def __init__(
+        self,
+        session: MemorySession,
+        *,
+        k: int = 6,
+        name: str = "memory",
+        failure_mode: Literal["fail_open", "fail_closed"] = "fail_open",
+    ) -> None:
+        self.session = session
+        self.k = k
+        self._name = name
+        self.failure_mode: Literal["fail_open", "fail_closed"] = failure_mode
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def query(self, q: ContextQuery) -> Sequence[ContextItem]:
+        result = self.session.recall(q.query, q.turn_id, self.k)
+        best = max((h.score for h in result.results), default=0.0)
+        return [
+            ContextItem(
+                item_id=f"memory:{hit.memory_id}",
+                source=self._name,
+                kind="memory",
+                text=hit.statement,
+                relevance=min(1.0, hit.score / best) if best > 0 else 0.0,
+                memory_id=hit.memory_id,
+                revision=hit.revision,
+            )
+            for hit in result.results
+        ]
