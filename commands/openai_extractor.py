@@ -226,8 +226,9 @@ class OpenAIChatExtractor:
     ``"http://127.0.0.1:8000/v1"``); requests go to ``{base_url}/chat/completions``.
     ``api_key`` (optional) is sent as ``Authorization: Bearer ...``; ``timeout`` bounds
     each HTTP request in seconds; ``max_items`` caps the items asked for and returned;
-    ``extractor_id`` defaults to ``"openai:{model}"``. ``transport`` is an optional
-    ``httpx`` transport (tests, proxies).
+    ``extractor_id`` defaults to ``"openai:{model}"``; ``temperature`` is sent unless
+    None (some reasoning models refuse it). ``transport`` is an optional ``httpx``
+    transport (tests, proxies).
 
     The extractor holds an HTTP connection pool: use it as a context manager or call
     :meth:`close`. Raises ``ValueError`` for a ``base_url`` that is not http(s), an empty
@@ -243,10 +244,13 @@ class OpenAIChatExtractor:
         timeout: float = 30.0,
         max_items: int = 5,
         extractor_id: str | None = None,
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        url = httpx.URL(base_url.rstrip("/"))
+        try:
+            url = httpx.URL(base_url.rstrip("/"))
+        except httpx.InvalidURL:
+            raise ValueError("base_url must be an http:// or https:// URL") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError("base_url must be an http:// or https:// URL")
         if not model.strip():
@@ -342,14 +346,14 @@ class OpenAIChatExtractor:
             }
         else:
             response_format = {"type": "json_object"}
-        return _ENCODER.encode(
-            {
-                "model": self.model,
-                "messages": messages,
-                "temperature": self.temperature,
-                "response_format": response_format,
-            }
-        )
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "response_format": response_format,
+        }
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        return _ENCODER.encode(body)
 
     def _post(self, messages: list[dict[str, str]], *, json_schema: bool) -> httpx.Response:
         body = self._body(messages, json_schema=json_schema)

@@ -979,6 +979,17 @@ class MemorySession:
         if redact(text).count:
             msg = "the command's statement holds a secret-shaped value; nothing was recorded"
             raise CommandRejectedError(msg, "secret_detected")
+        cid = command_id(self.stream_id, turn_id, intent, text)
+        self.refresh()
+        previous = [c for c in self.state.commands if c.command_id == cid]
+        if previous:
+            return CommandResult(
+                command_id=cid,
+                intent=intent,
+                target=previous[0].target,
+                position=0,
+                already_applied=True,
+            )
         if self.state.sealed:
             msg = f"session {self.session_id!r} is finished; commands are not accepted"
             raise SessionSealedError(msg)
@@ -992,13 +1003,7 @@ class MemorySession:
         resolved: ExtractedItem | None = None
         if intent in ("remember", "correct"):
             resolved = self._command_item(intent, text, item, target_doc)
-        cid = command_id(self.stream_id, turn_id, intent, text)
         with self._lock:
-            self.refresh()
-            if any(c.command_id == cid for c in self.state.commands):
-                return CommandResult(
-                    command_id=cid, intent=intent, target=target, position=0, already_applied=True
-                )
 
             def applied() -> list[LedgerEvent]:
                 if any(c.command_id == cid for c in self.state.commands):

@@ -118,6 +118,8 @@ def run(
         ("sessions already reconciled", report.sessions_already_finished),
         ("memories activated", report.memories_activated),
         ("memories reinforced", report.memories_reinforced),
+        ("memories superseded", report.memories_superseded),
+        ("explicit commands", report.commands_applied),
         ("active memories", report.active_memories),
         ("time taken", f"{report.seconds:.2f} s"),
     ):

@@ -57,7 +57,7 @@ class CommandStep(msgspec.Struct, tag_field="op", tag="command", forbid_unknown_
 
     session: str
     turn: int
-    intent: str
+    intent: Literal["remember", "forget", "correct", "pin"]
     statement: str
 
 
@@ -138,6 +138,9 @@ class RunReport(msgspec.Struct, kw_only=True):
     sessions_already_finished: int = 0
     memories_activated: int = 0
     memories_reinforced: int = 0
+    memories_superseded: int = 0
+    commands_applied: int = 0
+    commands_skipped: int = 0
     recalls: int = 0
     events_written: int = 0
     first_position: int = 0
@@ -160,14 +163,18 @@ def run_script(
     head_before = engine.head
     report = RunReport(first_position=head_before)
     sessions: dict[str, tuple[MemorySession, RecordedExtractor]] = {}
-    for number, step in steps:
-        try:
-            _apply(engine, step, sessions, report)
-        except (ValueError, TypeError) as e:
-            raise ScriptError(number, f"{type(e).__name__}: {e}") from e
-        report.steps += 1
-        if on_step is not None:
-            on_step(number, step)
+    try:
+        for number, step in steps:
+            try:
+                _apply(engine, step, sessions, report)
+            except (ValueError, TypeError) as e:
+                raise ScriptError(number, f"{type(e).__name__}: {e}") from e
+            report.steps += 1
+            if on_step is not None:
+                on_step(number, step)
+    finally:
+        for session, _ in sessions.values():
+            session.close()
     report.last_position = engine.head
     report.events_written = report.last_position - head_before
     engine.catch_up()
@@ -214,6 +221,10 @@ def _apply(
             report.sessions_finished += 1
             report.memories_activated += len(result.activated)
             report.memories_reinforced += len(result.reinforced)
+            report.memories_superseded += len(result.superseded)
     else:
-        msg = f"explicit command {step.intent!r} is not supported by this version yet"
-        raise ValueError(msg)
+        result = session.apply_explicit_command(step.intent, step.statement, step.turn)
+        if result.already_applied:
+            report.commands_skipped += 1
+        else:
+            report.commands_applied += 1
