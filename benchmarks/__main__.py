@@ -7,6 +7,7 @@ import sys
 
 BENCHMARKS = {
     "catchup": "benchmarks.catchup",
+    "secrets": "benchmarks.secrets_scan",
 }
 
 

@@ -10,7 +10,6 @@ import base64
 import json
 import random
 import string
-import time
 from pathlib import Path
 
 import pytest
@@ -257,35 +256,6 @@ def test_markers_are_not_secrets() -> None:
     text = 'password = [REDACTED:password] and api_key: "[REDACTED:api_key]"'
     assert find_secrets(text) == []
     assert redact(text).count == 0
-
-
-def _transcript_2000() -> str:
-    lines = [
-        "user: I went hiking with my sister last weekend and we saw a waterfall.",
-        "assistant: That sounds lovely! Which trail did you take, and how long was it?",
-        "user: The ridge loop, about eight miles. My knee hurt a bit on the way down.",
-        "assistant: Noted. Do you want me to remember that you prefer shorter hikes?",
-        "user: Yes, and remind me that the key to success is to start early.",
-    ]
-    text = ""
-    while len(text) < 2000:
-        text += "\n".join(lines) + "\n"
-    return text[:2000]
-
-
-def test_speed_on_a_typical_transcript() -> None:
-    text = _transcript_2000()
-    for _ in range(20):
-        find_secrets(text)
-    timings = []
-    for _ in range(200):
-        start = time.perf_counter()
-        find_secrets(text)
-        timings.append(time.perf_counter() - start)
-    timings.sort()
-    median = timings[len(timings) // 2]
-    # Measured about 0.1 ms; the bound leaves room for a slow or busy CI machine.
-    assert median < 0.002, f"median {median * 1000:.3f} ms"
 
 
 # --- properties ----------------------------------------------------------------------------
