@@ -64,6 +64,11 @@ class ModelOutputError(MemoryLedgerError, ValueError):
         self.reason_code: ReasonCode = reason_code
         self.status = status
 
+    @property
+    def retryable(self) -> bool:
+        """Transport failures are worth retrying; a malformed reply is recorded instead."""
+        return self.reason_code in ("http_error", "timeout", "unreachable")
+
 
 # --- the reply schema ---------------------------------------------------------------------
 # Every field is required (nullable where the item allows null) so that the schema also

@@ -430,13 +430,23 @@ class MemorySession:
             try:
                 raw_items = list(self.extractor.extract(request))
             except Exception as e:
+                if getattr(e, "retryable", True) is False:
+                    # Malformed model output: recorded as one rejection, nothing else lost.
+                    code = str(getattr(e, "reason_code", "malformed_output"))
+                    malformed = Rejection(f"model_{code}", f"{type(e).__name__}: {code}")
+                    return self._record_extraction(observed, [malformed], frozenset())
                 msg = (
                     f"extractor {self.extractor.extractor_id!r} failed on session "
                     f"{self.session_id!r} turn {turn_id}; its evidence is recorded and its "
                     f"extraction is pending (retry the turn): {type(e).__name__}: {e}"
                 )
                 raise ExtractionFailedError(msg) from e
-        relation_ids = frozenset(r.memory_id for r in related)
+        return self._record_extraction(observed, raw_items, frozenset(r.memory_id for r in related))
+
+    def _record_extraction(
+        self, observed: TranscriptObserved, raw_items: list[Any], relation_ids: frozenset[str]
+    ) -> TurnOutcome:
+        turn_id = observed.turn_id
 
         def extraction() -> list[LedgerEvent]:
             if turn_id in self.state.extracted:
@@ -469,7 +479,9 @@ class MemorySession:
         for index, raw in enumerate(raw_items):
             cid = candidate_id(self.stream_id, observed.turn_id, index)
             outcome: ExtractedItem | Rejection
-            if index >= limit:
+            if isinstance(raw, Rejection):
+                outcome = raw
+            elif index >= limit:
                 outcome = Rejection("too_many_items", f"item {index + 1} exceeds the limit {limit}")
             else:
                 outcome = validate_item(raw, relation_ids=relation_ids)

@@ -223,8 +223,8 @@ def _apply(
             report.memories_reinforced += len(result.reinforced)
             report.memories_superseded += len(result.superseded)
     else:
-        result = session.apply_explicit_command(step.intent, step.statement, step.turn)
-        if result.already_applied:
+        command = session.apply_explicit_command(step.intent, step.statement, step.turn)
+        if command.already_applied:
             report.commands_skipped += 1
         else:
             report.commands_applied += 1

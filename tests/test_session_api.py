@@ -15,12 +15,18 @@ import pytest
 from commands import MemoryEngine, Namespace, RecordedExtractor
 from commands.config import ConfigError, load_config
 from commands.context import ContextAssembler, ContextItem, ContextQuery, StaticContextProvider
-from commands.errors import CommandRejectedError, NotAdmittedError, StoreUnavailableError
+from commands.errors import (
+    CommandRejectedError,
+    ExtractionFailedError,
+    NotAdmittedError,
+    StoreUnavailableError,
+)
 from commands.extraction import ExtractionRequest
 from commands.memory_provider import SessionMemoryProvider
 from commands.recall import RecallScope
 from ledger.events import (
     AdmissionRevoked,
+    CandidateRejected,
     ExtractionAbandoned,
     MemoryActivated,
     MemoryAdmitted,
@@ -614,3 +620,29 @@ def test_api_sequence_keeps_projection_equal_to_rebuild(
     chat2.session.flush_reads()
     engine.catch_up()
     assert table_digests(engine.projections.conn) == fresh_digests(engine)
+
+
+def test_malformed_model_output_records_one_rejection(
+    engine: MemoryEngine, namespace: Namespace
+) -> None:
+    from commands.openai_extractor import ModelOutputError
+
+    class Broken:
+        extractor_id = "model"
+
+        def __init__(self, code: str) -> None:
+            self.code = code
+
+        def extract(self, request: ExtractionRequest) -> list[Any]:
+            raise ModelOutputError(self.code, "the endpoint replied badly")  # type: ignore[arg-type]
+
+    session = engine.session(namespace, "s1", extractor=Broken("not_json"))
+    outcome = session.observe_final_transcript(1, "user: hello")
+    assert outcome.candidates == 0 and outcome.rejected == 1
+    assert session.pending_extractions() == []
+    (rejection,) = types_of(engine, CandidateRejected)
+    assert rejection.reason_code == "model_not_json"
+    flaky = engine.session(namespace, "s2", extractor=Broken("timeout"))
+    with pytest.raises(ExtractionFailedError):
+        flaky.observe_final_transcript(1, "user: hello")
+    assert flaky.pending_extractions() == [1]
