@@ -39,7 +39,12 @@ class ExtractionRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 @runtime_checkable
 class Extractor(Protocol):
-    """Proposes memory items for a turn. ``extractor_id`` names it in every event."""
+    """Proposes memory items for a turn. ``extractor_id`` names it in every event.
+
+    An extractor may set ``uses_context = False`` (as the recorded extractor does) to skip
+    the related-memory search and predicate vocabulary the session would otherwise prepare
+    for it.
+    """
 
     @property
     def extractor_id(self) -> str: ...
@@ -55,6 +60,9 @@ class RecordedExtractor:
     Items are provided per turn with :meth:`provide` before the turn is observed; a turn
     with nothing provided extracts no items.
     """
+
+    uses_context = False
+    """The recorded items do not depend on related memories or known predicates."""
 
     def __init__(self, extractor_id: str = "recorded") -> None:
         self._extractor_id = extractor_id

@@ -419,13 +419,14 @@ class MemorySession:
         raw_items: list[Any] = []
         related: tuple[RelatedMemory, ...] = ()
         if self._config.llm_extraction:
-            related = self._related(observed.transcript)
+            wants_context = getattr(self.extractor, "uses_context", True)
+            related = self._related(observed.transcript) if wants_context else ()
             request = ExtractionRequest(
                 session_id=self.session_id,
                 turn_id=turn_id,
                 transcript=observed.transcript[: self._config.llm_extraction_max_input_chars],
                 related=related,
-                known_predicates=tuple(self.known_predicates()),
+                known_predicates=tuple(self.known_predicates()) if wants_context else (),
             )
             try:
                 raw_items = list(self.extractor.extract(request))

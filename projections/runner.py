@@ -73,18 +73,29 @@ class ProjectionRunner:
         self.mapper = mapper
         self.page_size = page_size
         self.on_page = on_page
+        self._position: int | None = None
 
     @property
     def position(self) -> int:
-        """The last ledger position applied (0 when none)."""
-        return self.store.position()
+        """The last ledger position applied (0 when none).
+
+        Cached in memory after the first read: this runner is the only writer of its file
+        (the slot is locked), so the cache changes only when this runner commits a page.
+        """
+        if self._position is None:
+            self._position = self.store.position()
+        return self._position
 
     def catch_up(self, to: int | None = None) -> int:
         """Apply every notification after the tracked position up to ``to`` (or the head).
 
-        Returns the new position.
+        Returns the new position. When the ledger head equals the position, this costs one
+        LMDB read and no DuckDB work.
         """
         position = self.position
+        head = self.recorder.max_notification_id() or 0
+        if position >= head or (to is not None and position >= to):
+            return position
         while to is None or position < to:
             with gc_paused():
                 page = self.read_page(position, to)
@@ -144,12 +155,16 @@ class ProjectionRunner:
         with self.store.lock:
             conn.execute("BEGIN TRANSACTION")
             try:
-                if self.store.position() != previous:
+                current = self.store.position()
+                if current != previous:
                     conn.execute("ROLLBACK")
+                    self._position = current
                     return
                 fold_page(conn, events)
                 self.store.set_position(last)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
+                self._position = None
                 raise
+            self._position = last
