@@ -33,9 +33,10 @@ from commands.config import MemoryConfig, load_config, load_config_from
 from commands.errors import StoreUnavailableError
 from commands.extraction import Extractor, RecordedExtractor
 from commands.recall import NamespaceRecallIndex, RecallResult
+from commands.secrets import contains_secret
 from commands.session import MemorySession
 from ledger.events import LedgerEvent
-from ledger.ids import Namespace
+from ledger.ids import InvalidNamespaceError, Namespace
 from ledger.mapper import MsgspecMapper
 from projections.canonical import CanonicalMemory
 from projections.memory_map import render_memory_map
@@ -63,6 +64,8 @@ class MemoryEngine:
     ) -> None:
         self.path = path
         self.config = config or MemoryConfig()
+        self.appended = 0
+        """Events this engine object has appended (not counting other processes)."""
         self.factory = factory
         self.recorder = recorder
         self.mapper = mapper
@@ -81,17 +84,23 @@ class MemoryEngine:
         sync: bool = True,
         map_size: int | None = None,
         config: MemoryConfig | None = None,
+        create: bool = True,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
 
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
         :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
+        :param create: create the store when absent; with False a missing store is an error
+            (read-only tools such as ``memory-ledger recall`` use this).
         :raises StoreUnavailableError: the folder cannot be created or opened; names it.
         :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
         """
         config = config or load_config()
         root = Path(path if path is not None else config.store_dir).absolute()
+        if not create and not (root / "ledger" / "data.mdb").is_file():
+            msg = f"no memory store at {str(root)!r} (expected {str(root / 'ledger')!r})"
+            raise StoreUnavailableError(msg)
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -133,8 +142,9 @@ class MemoryEngine:
             (a concurrent writer); nothing of the batch is written.
         """
         stored = [self.mapper.to_stored_event(e) for e in events]
-        ids = self.recorder.insert_events(stored)
-        return list(ids or [])
+        ids = list(self.recorder.insert_events(stored) or [])
+        self.appended += len(ids)
+        return ids
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order."""
@@ -201,6 +211,16 @@ class MemoryEngine:
         :raises ConfigError: an override is invalid.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
+        namespace.validated()
+        for label, value in (
+            ("tenant", namespace.tenant),
+            ("principal", namespace.principal),
+            ("scope_id", namespace.scope_id),
+            ("session_id", session_id),
+        ):
+            if isinstance(value, str) and contains_secret(value):
+                msg = f"{label} holds a secret-shaped value; identifiers are stored in every event"
+                raise InvalidNamespaceError(msg)
         base = config or self.config
         if overrides:
             base = load_config_from(base, **overrides)

@@ -73,7 +73,13 @@ class RecordedExtractor:
         return self._extractor_id
 
     def provide(self, turn_id: int, items: Sequence[Mapping[str, Any] | Any]) -> None:
-        """Record the raw items the next extraction of ``turn_id`` returns."""
+        """Record the raw items the next extraction of ``turn_id`` returns.
+
+        :raises TypeError: ``items`` is a string or not a sequence.
+        """
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            msg = f"items must be a list of item objects, got {type(items).__name__}"
+            raise TypeError(msg)
         self._items[turn_id] = list(items)
 
     def extract(self, request: ExtractionRequest) -> Sequence[Any]:

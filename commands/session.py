@@ -190,8 +190,28 @@ class ScheduledWork(msgspec.Struct, frozen=True, kw_only=True):
     detail: str = ""
 
 
+MAX_TURN_ID = 2**63 - 1
+"""Turn ids are non-negative 64-bit integers (the read models store them as BIGINT)."""
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def check_turn_id(turn_id: object) -> int:
+    """``turn_id`` if it is an int in [0, 2**63 - 1]; otherwise ValueError naming it."""
+    if not isinstance(turn_id, int) or isinstance(turn_id, bool) or not 0 <= turn_id <= MAX_TURN_ID:
+        msg = f"turn_id must be an integer from 0 to {MAX_TURN_ID}, got {turn_id!r}"
+        raise ValueError(msg)
+    return turn_id
+
+
+def check_query(query: object) -> str:
+    """``query`` if it is a string; otherwise ValueError."""
+    if not isinstance(query, str):
+        msg = f"query must be a string, got {type(query).__name__}"
+        raise ValueError(msg)
+    return query
 
 
 def _digest(text: str) -> str:
@@ -336,9 +356,7 @@ class MemorySession:
         :raises ValueError: ``turn_id`` is negative or ``transcript`` is not a string.
         """
         self._check_open()
-        if not isinstance(turn_id, int) or isinstance(turn_id, bool) or turn_id < 0:
-            msg = f"turn_id must be a non-negative integer, got {turn_id!r}"
-            raise ValueError(msg)
+        check_turn_id(turn_id)
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
             raise ValueError(msg)
@@ -539,6 +557,7 @@ class MemorySession:
         """Complete a turn: record TurnCompleted (with buffered reads), retry any pending
         extraction, and return the work scheduled and run."""
         self._check_open()
+        check_turn_id(turn_id)
         work: list[ScheduledWork] = []
 
         def completed() -> list[LedgerEvent]:
@@ -581,6 +600,8 @@ class MemorySession:
         generation guard); otherwise returns the snapshot unpublished.
         """
         self._check_open()
+        check_turn_id(turn_id)
+        check_query(transcript)
         query = redact(transcript).text[:2000]
         generation = self.state.generation
         docs = self._live(query, SNAPSHOT_SIZE, RecallScope(), None, None)
@@ -628,6 +649,7 @@ class MemorySession:
         with it), so a retrieval landing mid-response cannot change what was remembered.
         """
         self._check_open()
+        check_turn_id(turn_id)
         result: list[int] = []
 
         def began() -> list[LedgerEvent]:
@@ -752,6 +774,9 @@ class MemorySession:
         live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed.
         """
         self._check_open()
+        check_query(query)
+        if turn_id is not None:
+            check_turn_id(turn_id)
         k = self._bounded_k(k)
         snapshot = self.state.frozen_snapshot(turn_id) if turn_id is not None else None
         live = self._live(query, k, RecallScope(), None, None)
@@ -811,14 +836,21 @@ class MemorySession:
         hints only reorder, never filter.
         """
         self._check_open()
+        check_query(query)
+        if turn_id is not None:
+            check_turn_id(turn_id)
         live = self._live(query, self._bounded_k(k), scope, about, attribute)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
         return self._served(query, turn_id, "live", hits)
 
     def _bounded_k(self, k: int | None) -> int:
+        """``k`` clamped to ``recall_max_k``; ValueError when it is not a positive int."""
         if k is None:
             return self._config.recall_k
-        return max(0, min(int(k), self._config.recall_max_k))
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            msg = f"k must be a positive integer, got {k!r}"
+            raise ValueError(msg)
+        return min(k, self._config.recall_max_k)
 
     def _served(
         self,
@@ -983,6 +1015,7 @@ class MemorySession:
             item that fails validation (the reason code is in the message).
         """
         self._check_open()
+        check_turn_id(turn_id)
         if intent not in ("remember", "forget", "correct", "pin"):
             msg = f"unknown intent {intent!r}: expected remember, forget, correct or pin"
             raise CommandRejectedError(msg, "unknown_intent")
@@ -1217,6 +1250,7 @@ class MemorySession:
         canonical memory is admitted.
         """
         self._check_open()
+        check_turn_id(turn_id)
         wanted: list[tuple[UUID, int, int]] = []
         skipped: list[str] = []
         for entry in items:
@@ -1295,6 +1329,7 @@ class MemorySession:
         :raises NotAdmittedError: the memory has no live admission in that turn.
         """
         self._check_open()
+        check_turn_id(turn_id)
         mid = UUID(str(memory_id))
         admission = self.refresh().admissions.get((turn_id, mid))
         if admission is None or admission.revoked:

@@ -35,6 +35,17 @@ class ProjectionUnavailableError(OSError):
     """No projection file can be opened (every slot locked, or the folder is unusable)."""
 
 
+def _quarantine(path: Path) -> list[str]:
+    """Rename a damaged DuckDB file (and its WAL) aside; return the new names."""
+    moved = []
+    for candidate in (path, path.with_name(path.name + ".wal")):
+        if candidate.exists():
+            target = candidate.with_name(f"{candidate.name}.damaged-{os.getpid()}")
+            os.replace(candidate, target)
+            moved.append(str(target))
+    return moved
+
+
 class ProjectionStore:
     """One DuckDB file of read models with its tracking position and projection version.
 
@@ -51,6 +62,8 @@ class ProjectionStore:
         self.version = version
         self._lock = lock
         self.lock = threading.RLock()
+        self.quarantined: list[str] = []
+        """Damaged files set aside when this slot was opened (rebuilt from the ledger)."""
         """Serializes use of :attr:`conn` across threads (DuckDB refuses concurrent calls)."""
         self.conn = duckdb.connect(path)
         self.conn.execute(_CREATE_TRACKING)
@@ -91,14 +104,24 @@ class ProjectionStore:
             except OSError:
                 lock.close()
                 continue
+            path = folder / f"slot-{slot}.duckdb"
             try:
-                return cls(str(folder / f"slot-{slot}.duckdb"), version=version, lock=lock)
+                return cls(str(path), version=version, lock=lock)
             except duckdb.Error as e:
-                lock.close()
                 if "lock" in str(e).lower():
+                    lock.close()
                     continue
-                msg = f"cannot open projection file {str(folder / f'slot-{slot}.duckdb')!r}: {e}"
-                raise ProjectionUnavailableError(msg) from e
+                # We hold the slot's lock, so nobody else uses this file: it is damaged.
+                # Read models are disposable: set it aside and rebuild from the ledger.
+                try:
+                    quarantined = _quarantine(path)
+                    store = cls(str(path), version=version, lock=lock)
+                except (OSError, duckdb.Error) as again:
+                    lock.close()
+                    msg = f"cannot open projection file {str(path)!r}: {again}"
+                    raise ProjectionUnavailableError(msg) from e
+                store.quarantined = quarantined
+                return store
         msg = f"all {MAX_SLOTS} projection slots under {str(folder)!r} are in use"
         raise ProjectionUnavailableError(msg)
 

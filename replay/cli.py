@@ -7,6 +7,7 @@ with status 2 and a one-line message on stderr, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,14 +55,20 @@ _USER_ERRORS = (
     SampleNotFoundError,
     InvalidNamespaceError,
     PersistenceError,
+    msgspec.DecodeError,
+    OverflowError,
+    ValueError,
     OSError,
 )
+"""Errors caused by input or environment: one line on stderr and exit status 2."""
 
 
 @contextmanager
 def _user_errors() -> Iterator[None]:
     try:
         yield
+    except BrokenPipeError:
+        raise
     except _USER_ERRORS as e:
         message = str(e)
         err.print(f"[bold red]error:[/] {type(e).__name__}: {message}", highlight=False)
@@ -134,13 +141,13 @@ def recall(
     tenant: Annotated[str, typer.Option("--tenant")],
     principal: Annotated[str, typer.Option("--principal")],
     scope_id: Annotated[str, typer.Option("--scope-id")],
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
+    k: Annotated[int, typer.Option("-k", min=1, max=1000, help="How many results.")] = 5,
     as_json: JsonOption = False,
 ) -> None:
     """Recall canonical memories of one namespace (BM25)."""
     with _user_errors():
         namespace = Namespace(tenant, principal, scope_id).validated()
-        with MemoryEngine.open(store) as engine:
+        with MemoryEngine.open(store, create=False) as engine:
             result = engine.recall(namespace, query, k)
     if as_json:
         payload = {
@@ -180,11 +187,11 @@ def recall(
 def events(
     store: StoreOption,
     as_json: JsonOption = False,
-    start: Annotated[int, typer.Option("--from", help="First position.")] = 1,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many.")] = None,
+    start: Annotated[int, typer.Option("--from", min=1, help="First position.")] = 1,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many.")] = None,
 ) -> None:
     """List ledger events in position order (JSON Lines with --json)."""
-    with _user_errors(), MemoryEngine.open(store) as engine:
+    with _user_errors(), MemoryEngine.open(store, create=False) as engine:
         if as_json:
             encoder = msgspec.json.Encoder()
             write = sys.stdout.buffer.write
@@ -207,6 +214,29 @@ def events(
         out.print(table)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        out.print(f"memory-ledger {version('memory-ledger')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Event-sourced long-term memory for AI agents: ledger, projections, replay."""
+
+
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. A closed output pipe (``| head``) ends quietly."""
+    try:
+        app()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -42,11 +42,14 @@ class OpenStep(msgspec.Struct, tag_field="op", tag="open", forbid_unknown_fields
     activation_policy: Literal["auto", "manual"] = "auto"
 
 
+TurnId = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
 class TurnStep(msgspec.Struct, tag_field="op", tag="turn", forbid_unknown_fields=True):
     """A finalized turn: its transcript and the items the (recorded) extractor returns."""
 
     session: str
-    turn: int
+    turn: TurnId
     transcript: str
     occurred_at: datetime | None = None
     extracted: list[Any] = msgspec.field(default_factory=list)
@@ -56,7 +59,7 @@ class CommandStep(msgspec.Struct, tag_field="op", tag="command", forbid_unknown_
     """An explicit user command (remember / forget / correct / pin)."""
 
     session: str
-    turn: int
+    turn: TurnId
     intent: Literal["remember", "forget", "correct", "pin"]
     statement: str
 
@@ -66,8 +69,8 @@ class RecallStep(msgspec.Struct, tag_field="op", tag="recall", forbid_unknown_fi
 
     session: str
     query: str
-    turn: int | None = None
-    k: int = 5
+    turn: TurnId | None = None
+    k: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 5
 
 
 class FinishStep(msgspec.Struct, tag_field="op", tag="finish", forbid_unknown_fields=True):
@@ -98,6 +101,12 @@ def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
     steps: list[tuple[int, Step]] = []
     opened: set[str] = set()
     for number, line in enumerate(lines, start=1):
+        if number == 1:
+            line = (
+                line.removeprefix(b"\xef\xbb\xbf")
+                if isinstance(line, bytes)
+                else line.removeprefix("\ufeff")
+            )
         if not line.strip():
             continue
         try:
@@ -116,7 +125,7 @@ def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
             raise ScriptError(number, f"session {step.session!r} is used before its open")
         steps.append((number, step))
     if not steps:
-        raise ScriptError(0, "the script has no steps")
+        raise ScriptError(1, "the script has no steps")
     return steps
 
 
@@ -161,6 +170,7 @@ def run_script(
     """
     started = time.perf_counter()
     head_before = engine.head
+    appended_before = engine.appended
     report = RunReport(first_position=head_before)
     sessions: dict[str, tuple[MemorySession, RecordedExtractor]] = {}
     try:
@@ -176,7 +186,7 @@ def run_script(
         for session, _ in sessions.values():
             session.close()
     report.last_position = engine.head
-    report.events_written = report.last_position - head_before
+    report.events_written = engine.appended - appended_before
     engine.catch_up()
     report.active_memories = engine.canonical.count_active()
     report.seconds = time.perf_counter() - started

@@ -165,3 +165,73 @@ def test_convert_unknown_sample_is_typed(tmp_path: Path) -> None:
         pytest.skip("LoCoMo data not found")
     result = runner.invoke(app, ["convert-locomo", str(source), "--sample", "conv-999"])
     assert result.exit_code == 2 and "conv-26" in result.stderr
+
+
+def test_cli_input_errors_are_one_line(tmp_path: Path) -> None:
+    script = tmp_path / "big.jsonl"
+    script.write_text(
+        '{"op":"open","session":"s","namespace":{"tenant":"t","principal":"p","scope_id":"a"}}\n'
+        '{"op":"turn","session":"s","turn":9223372036854775808,"transcript":"hi"}\n'
+    )
+    store = tmp_path / "s"
+    result = runner.invoke(app, ["run", str(script), "--store", str(store)])
+    assert result.exit_code == 2 and "line 2" in result.stderr and "turn" in result.stderr
+    assert not store.exists() or "Traceback" not in result.output
+
+    missing = runner.invoke(app, ["events", "--store", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no memory store" in missing.stderr
+    assert not (tmp_path / "nope").exists()
+
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(
+        b"\xef\xbb\xbf"
+        + b'{"op":"open","session":"s","namespace":{"tenant":"t","principal":"p","scope_id":"a"}}\n'
+    )
+    assert runner.invoke(app, ["run", str(bom), "--store", str(store)]).exit_code == 0
+
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    converted = runner.invoke(app, ["convert-locomo", str(empty), "--sample", "x"])
+    assert converted.exit_code == 2 and "Traceback" not in converted.output
+
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and "memory-ledger" in version.stdout
+
+
+def test_damaged_projection_file_is_rebuilt(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    cli("run", str(REPO_ROOT / "examples" / "quickstart.jsonl"), "--store", str(store))
+    before = json.loads(
+        cli(
+            "recall",
+            "--store",
+            str(store),
+            "--tenant",
+            "demo",
+            "--principal",
+            "alice",
+            "--scope-id",
+            "assistant",
+            "espresso",
+            "--json",
+        )
+    )
+    slot = store / "projections" / "slot-0.duckdb"
+    slot.write_bytes(b"garbage" * 100)
+    after = json.loads(
+        cli(
+            "recall",
+            "--store",
+            str(store),
+            "--tenant",
+            "demo",
+            "--principal",
+            "alice",
+            "--scope-id",
+            "assistant",
+            "espresso",
+            "--json",
+        )
+    )
+    assert after["results"] == before["results"]
+    assert list((store / "projections").glob("slot-0.duckdb.damaged-*"))
