@@ -761,26 +761,33 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 return cast(int, _ID.unpack(cursor.key())[0])
             return None
 
-    def iter_records(self, start: int = 1, page: int = 1000) -> Iterator[LedgerRecord]:
-        """Every raw record of the log from ``start``, with its hash and stored body.
+    def iter_log(self, start: int = 1, page: int = 1000) -> Iterator[tuple[int, bytes]]:
+        """Every raw log entry from ``start`` as ``(notification id, stored value)``.
 
-        Reads in pages of ``page`` records, each page in its own read transaction.
-        Raises :class:`msgspec.DecodeError` on a record whose body does not decode.
+        The value is the record hash followed by the body, exactly as stored. Reads in pages
+        of ``page`` entries, each page in its own read transaction.
         """
         next_id = max(start, 1)
         while True:
             with self.datastore.read() as txn:
                 cursor = txn.cursor(db=self._log)
-                rows: list[tuple[bytes, bytes]] = []
+                rows: list[tuple[int, bytes]] = []
                 found = cursor.set_range(_ID.pack(next_id))
                 while found and len(rows) < page:
-                    rows.append((bytes(cursor.key()), bytes(cursor.value())))
+                    rows.append((_ID.unpack(cursor.key())[0], bytes(cursor.value())))
                     found = cursor.next()
             if not rows:
                 return
-            for key, value in rows:
-                yield decode_record(key, value)
-            next_id = _ID.unpack(rows[-1][0])[0] + 1
+            yield from rows
+            next_id = rows[-1][0] + 1
+
+    def iter_records(self, start: int = 1, page: int = 1000) -> Iterator[LedgerRecord]:
+        """Every record of the log from ``start``, decoded, with its hash and stored body.
+
+        Raises :class:`msgspec.DecodeError` on a record whose body does not decode.
+        """
+        for nid, value in self.iter_log(start, page):
+            yield decode_record(_ID.pack(nid), value)
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()

@@ -23,7 +23,6 @@ from typing import Any, cast
 from uuid import UUID
 
 import msgspec
-
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
@@ -176,7 +175,9 @@ class MsgspecMapper(Mapper[UUID]):
             else:
                 raw = UUID(str(originator_id)).bytes
             encoded_version = (
-                _SMALL_INTS[version] if 0 <= version < len(_SMALL_INTS) else _encoder.encode(version)
+                _SMALL_INTS[version]
+                if 0 <= version < len(_SMALL_INTS)
+                else _encoder.encode(version)
             )
             event = decoder.decode(
                 b"".join(

@@ -214,6 +214,23 @@ def events(
         out.print(table)
 
 
+@app.command("verify")
+def verify(store: StoreOption, as_json: JsonOption = False) -> None:
+    """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
+    from replay.verify import verify_store
+
+    with _user_errors(), MemoryEngine.open(store, create=False) as engine:
+        report = verify_store(engine)
+    if as_json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    elif report.ok:
+        out.print(f"ok: {report.checked} records, hash chain intact, positions 1..{report.head}")
+    else:
+        err.print(f"[bold red]tampered:[/] {report.problem}", highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version

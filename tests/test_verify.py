@@ -1,0 +1,110 @@
+"""Tamper evidence: `memory-ledger verify` names the first bad position."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from commands import MemoryEngine
+from ledger.lmdb import LMDBApplicationRecorder
+from replay.cli import app
+from replay.verify import verify_store
+from tests.conftest import REPO_ROOT
+
+runner = CliRunner()
+
+
+def build(tmp_path: Path) -> Path:
+    store = tmp_path / "store"
+    result = runner.invoke(
+        app, ["run", str(REPO_ROOT / "examples" / "quickstart.jsonl"), "--store", str(store)]
+    )
+    assert result.exit_code == 0, result.output
+    return store
+
+
+def tamper(store: Path, change: Callable[[Any, Any, dict[int, bytes]], None]) -> None:
+    with MemoryEngine.open(store) as engine:
+        recorder = engine.recorder
+        assert isinstance(recorder, LMDBApplicationRecorder)
+        datastore = recorder.datastore
+        log = datastore.db(b"log")
+        values = dict(recorder.iter_log())
+        datastore.write(lambda txn: change(txn, log, values))
+
+
+def key(position: int) -> bytes:
+    return position.to_bytes(8, "big")
+
+
+def verify_json(store: Path) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["verify", "--store", str(store), "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_intact_store_verifies(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    code, report = verify_json(store)
+    assert code == 0 and report["ok"] and report["checked"] == report["head"] > 10
+
+
+@pytest.mark.parametrize("position", [1, 7, 20])
+def test_changed_byte_is_found(tmp_path: Path, position: int) -> None:
+    store = build(tmp_path)
+
+    def flip(txn: Any, log: Any, values: dict[int, bytes]) -> None:
+        value = bytearray(values[position])
+        value[-5] ^= 0x01
+        txn.put(key(position), bytes(value), db=log)
+
+    tamper(store, flip)
+    code, report = verify_json(store)
+    assert code == 1 and not report["ok"] and report["first_bad_position"] == position
+
+
+def test_deleted_record_is_found(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    tamper(store, lambda txn, log, values: txn.delete(key(9), db=log))
+    code, report = verify_json(store)
+    assert code == 1 and report["first_bad_position"] == 9 and "missing" in report["problem"]
+
+
+def test_swapped_records_are_found(tmp_path: Path) -> None:
+    store = build(tmp_path)
+
+    def swap(txn: Any, log: Any, values: dict[int, bytes]) -> None:
+        txn.put(key(12), values[13], db=log)
+        txn.put(key(13), values[12], db=log)
+
+    tamper(store, swap)
+    code, report = verify_json(store)
+    assert code == 1 and report["first_bad_position"] == 12
+
+
+def test_rehashed_but_undecodable_record_is_found(tmp_path: Path) -> None:
+    """A forger who recomputes the whole chain still cannot store a body that does not decode."""
+    import hashlib
+
+    from ledger.lmdb import GENESIS_HASH, HASH_SIZE
+
+    store = build(tmp_path)
+
+    def forge(txn: Any, log: Any, values: dict[int, bytes]) -> None:
+        previous = GENESIS_HASH
+        for position in sorted(values):
+            body = values[position][HASH_SIZE:]
+            if position == 5:
+                body = b"\x94\xc4\x10" + b"\x00" * 16 + b"\x01\xa1x\xc4\x01z"
+            digest = hashlib.sha256(previous + body).digest()
+            txn.put(key(position), digest + body, db=log)
+            previous = digest
+
+    tamper(store, forge)
+    with MemoryEngine.open(store) as engine:
+        report = verify_store(engine)
+    assert not report.ok and report.first_bad_position == 5 and "decode" in (report.problem or "")
