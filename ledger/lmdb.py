@@ -78,6 +78,7 @@ __all__ = [
     "LMDBTrackingRecorder",
     "LedgerFormatError",
     "LedgerRecord",
+    "Refused",
     "Factory",
     "decode_record",
 ]
@@ -108,6 +109,18 @@ class LedgerFormatError(DatabaseError):
     Raised on open when the store's ``format_version`` is newer than :data:`FORMAT_VERSION`,
     or is not an integer.
     """
+
+
+class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
+    """Raised inside a write transaction, before anything is written, to refuse a batch.
+
+    The transaction is committed unchanged and ``error`` (an ``IntegrityError``) is raised
+    to the caller.
+    """
+
+    def __init__(self, error: IntegrityError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class LedgerRecord(msgspec.Struct, frozen=True):
@@ -283,15 +296,34 @@ class _SharedEnvironment:
 
     # Transactions ---------------------------------------------------------------------------
 
-    def _run_write(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(txn)`` in one write transaction, growing the map and retrying when full."""
+    def _run_write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+        """Run ``fn(txn)`` in one write transaction, growing the map and retrying when full.
+
+        ``fn`` refuses a batch by raising :class:`Refused` before it writes anything; the
+        untouched transaction is then committed (a no-op), not aborted: with py-lmdb >= 2 an
+        abort waits until no other thread of this process is inside an LMDB call, which busy
+        readers can postpone indefinitely while every process waits on the writer lock.
+        ``size_hint`` (bytes about to be written) grows the map before the transaction when
+        it would not fit, so a full map rarely forces an abort either.
+        """
         with self.write_lock:
+            self._reserve(size_hint)
             while True:
                 self.gate.acquire_shared()
                 try:
-                    with self.env.begin(write=True) as txn:
+                    txn = self.env.begin(write=True)
+                    try:
                         result = fn(txn)
+                    except Refused:
+                        txn.commit()
+                        raise
+                    except BaseException:
+                        txn.abort()
+                        raise
+                    txn.commit()
                     return result
+                except Refused as refused:
+                    raise refused.error from None
                 except lmdb.MapFullError:
                     grow = True
                 except lmdb.MapResizedError:
@@ -303,9 +335,20 @@ class _SharedEnvironment:
                 else:
                     self._adopt_new_size()
 
-    def write(self, fn: Callable[[Any], T]) -> T:
+    def _reserve(self, size_hint: int) -> None:
+        """Grow the map ahead of a write of about ``size_hint`` bytes that would not fit."""
+        if size_hint <= 0:
+            return
+        info = self.env.info()
+        used = (int(info["last_pgno"]) + 1) * int(self.env.stat()["psize"])
+        # Copy-on-write may touch each page twice; keep a margin for branch pages.
+        needed = used + 2 * size_hint + (1 << 20)
+        if needed > int(info["map_size"]):
+            self._grow(needed)
+
+    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
         """Run ``fn(txn)`` in one durable write transaction, then wake in-process listeners."""
-        result = self._run_write(fn)
+        result = self._run_write(fn, size_hint)
         with self.listeners_lock:
             listeners = list(self.listeners)
         for listener in listeners:
@@ -335,10 +378,13 @@ class _SharedEnvironment:
             finally:
                 self.gate.release_shared()
 
-    def _grow(self) -> None:
+    def _grow(self, minimum: int = 0) -> None:
+        """Double the map size (more than once if needed to reach ``minimum`` bytes)."""
         with self.gate.exclusive():
-            current = int(self.env.info()["map_size"])
-            self.env.set_mapsize(current * 2)
+            size = int(self.env.info()["map_size"]) * 2
+            while size < minimum:
+                size *= 2
+            self.env.set_mapsize(size)
 
     def _adopt_new_size(self) -> None:
         with self.gate.exclusive():
@@ -436,10 +482,13 @@ class LMDBDatastore:
         """Handle of the named database ``name`` (opened once per process)."""
         return self.shared.db(name)
 
-    def write(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(txn)`` in one write transaction; durable on return when ``sync`` is on."""
+    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+        """Run ``fn(txn)`` in one write transaction; durable on return when ``sync`` is on.
+
+        ``fn`` may raise :class:`Refused` (before writing anything) to refuse the batch.
+        """
         shared = self.shared
-        result = shared.write(fn)
+        result = shared.write(fn, size_hint)
         if self.sync and not shared.sync:
             shared.env.sync(True)
         return result
@@ -582,12 +631,11 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
         ]
 
         def insert(txn: Any) -> None:
+            _refuse_existing(txn, db, [key for key, _ in rows])
             for key, body in rows:
-                if not txn.put(key, body, db=db, overwrite=False):
-                    msg = f"Stored event already recorded: {key.hex()}"
-                    raise IntegrityError(msg)
+                txn.put(key, body, db=db)
 
-        self.datastore.write(insert)
+        self.datastore.write(insert, sum(len(k) + len(b) for k, b in rows))
         return None
 
     def select_events(
@@ -643,12 +691,19 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         def insert(txn: Any) -> list[int]:
             return self._insert(txn, prepared, tracking)
 
-        return self.datastore.write(insert)
+        size = sum(len(k) + len(b) + HASH_SIZE + 16 for k, b in prepared)
+        return self.datastore.write(insert, size)
 
     def _insert(
         self, txn: Any, prepared: list[tuple[bytes, bytes]], tracking: Tracking | None
     ) -> list[int]:
         ids: list[int] = []
+        # Every check runs before the first write, so a refused batch leaves the
+        # transaction untouched (see _SharedEnvironment._run_write).
+        _refuse_existing(txn, self._index, [key for key, _ in prepared])
+        tracking_db = self.datastore.db(b"tracking")
+        if tracking is not None:
+            _check_tracking(txn, tracking_db, tracking)
         if prepared:
             cursor = txn.cursor(db=self._log)
             if cursor.last():
@@ -659,14 +714,16 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             for key, body in prepared:
                 last_id += 1
                 packed_id = _ID.pack(last_id)
-                if not txn.put(key, packed_id, db=self._index, overwrite=False):
-                    msg = f"Stored event already recorded: {key.hex()}"
-                    raise IntegrityError(msg)
+                txn.put(key, packed_id, db=self._index)
                 prev_hash = hashlib.sha256(prev_hash + body).digest()
                 txn.put(packed_id, prev_hash + body, db=self._log, append=True)
                 ids.append(last_id)
         if tracking is not None:
-            _insert_tracking(txn, self.datastore.db(b"tracking"), tracking)
+            txn.put(
+                tracking.application_name.encode("utf-8"),
+                _ID.pack(tracking.notification_id),
+                db=tracking_db,
+            )
         return ids
 
     def select_events(
@@ -830,17 +887,31 @@ class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
         self._recorder.datastore.unlisten(self._has_been_notified)
 
 
-def _insert_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
-    key = tracking.application_name.encode("utf-8")
-    current = txn.get(key, db=db)
+def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:
+    """Raise :class:`Refused` if a stream key exists in ``db`` or repeats in ``keys``."""
+    seen: set[bytes] = set()
+    for key in keys:
+        if key in seen or txn.get(key, db=db) is not None:
+            msg = f"Stored event already recorded: {key.hex()}"
+            raise Refused(IntegrityError(msg))
+        seen.add(key)
+
+
+def _check_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
+    """Raise :class:`Refused` unless ``tracking`` is newer than the recorded position."""
+    current = txn.get(tracking.application_name.encode("utf-8"), db=db)
     if current is not None and _ID.unpack(current)[0] >= tracking.notification_id:
         msg = (
             f"Tracking notification ID {tracking.notification_id} for "
             f"{tracking.application_name!r} not greater than current max tracking ID "
             f"{_ID.unpack(current)[0]}"
         )
-        raise IntegrityError(msg)
-    txn.put(key, _ID.pack(tracking.notification_id), db=db)
+        raise Refused(IntegrityError(msg))
+
+
+def _insert_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
+    _check_tracking(txn, db, tracking)
+    txn.put(tracking.application_name.encode("utf-8"), _ID.pack(tracking.notification_id), db=db)
 
 
 class LMDBTrackingRecorder(LMDBRecorder, TrackingRecorder):
@@ -907,11 +978,20 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         if map_size <= 0:
             msg = f"{self.LMDB_MAP_SIZE} must be a positive number of bytes, got {map_size}"
             raise OSError(msg)
+        raw_sync = self.env.get(self.LMDB_SYNC, "y") or "y"
         try:
-            sync = strtobool(self.env.get(self.LMDB_SYNC, "y") or "y")
-            poll_interval = float(self.env.get(self.LMDB_POLL_INTERVAL, "0.05") or "0.05")
-        except ValueError as e:
-            msg = f"invalid LMDB setting: {e}"
+            sync = strtobool(raw_sync)
+        except ValueError:
+            msg = f"LMDB environment value for key '{self.LMDB_SYNC}' is not y/n: {raw_sync!r}"
+            raise OSError(msg) from None
+        raw_poll = self.env.get(self.LMDB_POLL_INTERVAL, "0.05") or "0.05"
+        try:
+            poll_interval = float(raw_poll)
+        except ValueError:
+            msg = (
+                f"LMDB environment value for key '{self.LMDB_POLL_INTERVAL}' is not a number "
+                f"of seconds: {raw_poll!r}"
+            )
             raise OSError(msg) from None
         originator_id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
         if originator_id_type not in ("uuid", "text"):
