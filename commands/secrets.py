@@ -18,28 +18,40 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
 * Keyword assignments (``password = hunter2``) must name a credential as a whole word part
   of the key (``db_password``, ``apiKey``, ``aws_secret_access_key``; not ``secretary``),
   and an unquoted value after a plain English word and a colon ("my secret: be kind") must
-  be one token that contains a digit or a symbol. Unquoted values that are code about a
-  secret are skipped: comparisons (``password == other``), types and nulls
-  (``api_key: str | None``), dotted references (``settings.API_KEY``), and paths after
-  ``PWD=``; the library's filters skip ``${VAR}``, ``<token>``, ``{key}`` and ``f(x)``.
+  be one token of 4+ characters that contains a digit or a symbol. Unquoted values that are
+  code about a secret are skipped: comparisons (``password == other``), types and nulls
+  (``api_key: str | None``), dotted references (``settings.API_KEY``, ``os.environ[...]``),
+  and paths after ``PWD=``; the library's filters skip ``${VAR}``, ``<token>``, ``{key}``
+  and ``f(x)``.
 * Shapes the library misses: whole PEM / PuTTY private-key blocks (the library flags only
   the ``BEGIN`` line), ``sk-proj-``/``sk-svcacct-``/legacy OpenAI-style keys without the
   ``T3BlbkFJ`` marker, Anthropic ``sk-ant-`` keys, GitHub fine-grained ``github_pat_``
   tokens, Stripe test keys and webhook secrets, Google ``AIza`` API keys, unquoted AWS
   secret access keys, ``Authorization:`` headers and ``Bearer`` tokens, and "my password
   is X" / "API key: X" phrasing.
+* Token prefixes in any case (``SK-PROJ-``, ``Sk-Proj-``, ``GHP_``, ``GLPAT-``,
+  ``SK_LIVE_``, ...): an upper-cased copy of a key is still the key.
+* ``token`` / ``secret`` / ``credential`` / ``passphrase`` / ``passwd`` / ``pwd``
+  assignments (``token: <value>``, ``auth_token = <value>``, "session token is <value>")
+  whose value looks random, and password assignments in other languages (``passwort =``,
+  ``contraseña:``, ``mot de passe =``, ``senha =``, ``パスワード：``, ...).
+* Compatibility forms: text that is not NFKC-normalized (``ｓｋ-proj-...`` in full-width
+  letters) is scanned in NFKC form, and the spans are mapped back to the original text.
 * Not used: the hex high-entropy plugin (quoted commit hashes and digests are common in
   agent transcripts and are not secrets) and the public-IP plugin (an address is not a
   credential).
 
 Redaction markers ``[REDACTED:<kind>]`` are opaque to detection, so redaction is idempotent.
 Speed: about 0.1 ms for a 2,000-character conversational transcript, about 0.5 ms for
-code-heavy text (literal gates skip the patterns whose anchors are absent).
+code-heavy text (literal gates skip the patterns whose anchors are absent, and keyword
+patterns are tried only where ``str.find`` locates their keyword).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -318,12 +330,13 @@ _NOT_SECRET_WORDS: Final = frozenset(
     "str string int integer bytes bool boolean none null nil undefined optional any unknown "
     "true false secretstr secretbytes text varchar char".split()
 )
-_DOTTED_REFERENCE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[,;]?")
+_DOTTED_REFERENCE: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:[,;]|[\[(].*)?")
 
 
 def _names_no_secret(token: str) -> bool:
     """An unquoted value that is a type (``str``, ``Optional[str]``), a null/boolean, or a
-    dotted reference (``settings.API_KEY``): code about a secret, not the secret."""
+    dotted reference (``settings.API_KEY``, ``os.environ[...]``, ``cfg.get(...)``): code
+    about a secret, not the secret."""
     head = re.split(r"[^A-Za-z0-9_]", token, maxsplit=1)[0].lower()
     return head in _NOT_SECRET_WORDS or _DOTTED_REFERENCE.fullmatch(token) is not None
 
@@ -352,24 +365,58 @@ def _keyword_line(line: str, offset: int) -> Iterator[_Candidate]:
             ):
                 continue  # a comparison, a type annotation, null, or a dotted reference
             if plain and not quoted and "=" not in operator:
-                # "my secret: be kind" is English; "password: hunter2" is a credential.
+                # "my secret: be kind" and "my secret: 2 eggs" are English; "password:
+                # hunter2" is a credential.
                 token = value.split()[0].rstrip(".,;!?")
-                if not token or not _password_like(token):
+                if len(token) < 4 or not _password_like(token):
                     continue
                 end = start + len(token)
             kind = "password" if _PASSWORD_HINT.search(key.group(0)) else "secret_keyword"
             yield (offset + start, offset + end, kind, 1)
 
 
+# Every keyword of the library's DENYLIST holds one of these literals (checked at import;
+# without it the hint regex scans the whole text): ``str.find`` locates the candidate lines
+# much faster than a regex alternation, and the hint regex then runs on those lines only.
+_KEYWORD_ANCHORS: Final = ("key", "pass", "pwd", "secret", "contrase")
+_KEYWORD_ANCHORED: Final = all(any(a in word for a in _KEYWORD_ANCHORS) for word in DENYLIST)
+
+
+def _keyword_hint_offsets(scan: _Scan) -> Iterator[int]:
+    """Offsets of the keyword hits (at least one on each line holding a DENYLIST word)."""
+    folded = scan.lower
+    if folded is None or not _KEYWORD_ANCHORED:
+        yield from (hint.start() for hint in _KEYWORD_HINT.finditer(scan))
+        return
+    offsets: list[int] = []
+    for anchor in _KEYWORD_ANCHORS:
+        at = folded.find(anchor)
+        while at >= 0:
+            offsets.append(at)
+            at = folded.find(anchor, at + 1)
+    checked: set[int] = set()
+    for offset in sorted(offsets):
+        line_start = folded.rfind("\n", 0, offset) + 1
+        if line_start in checked:
+            continue
+        checked.add(line_start)
+        line_end = folded.find("\n", offset)
+        hint = _KEYWORD_HINT.plain.search(
+            folded, line_start, len(folded) if line_end < 0 else line_end
+        )
+        if hint is not None:
+            yield hint.start()
+
+
 def _keyword_candidates(scan: _Scan) -> Iterator[_Candidate]:
     text = scan.text
     seen: set[int] = set()
-    for hint in _KEYWORD_HINT.finditer(scan):
-        line_start = text.rfind("\n", 0, hint.start()) + 1
+    for offset in _keyword_hint_offsets(scan):
+        line_start = text.rfind("\n", 0, offset) + 1
         if line_start in seen:
             continue
         seen.add(line_start)
-        line_end = text.find("\n", hint.end())
+        line_end = text.find("\n", offset)
         if line_end < 0:
             line_end = len(text)
         if line_end > line_start and text[line_end - 1] == "\r":
@@ -403,24 +450,61 @@ no END (a transcript cut short) is redacted to the end of the text."""
 _P_PUTTY: Final = re.compile(r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC:[^\n]*|\Z)", re.DOTALL)
 """PuTTY key files, from the header to the Private-MAC line (library: header line only)."""
 
-_P_TOKENS: Final[tuple[tuple[str, re.Pattern[str], str], ...]] = (
+_P_TOKENS: Final[tuple[tuple[tuple[str, ...], _CiPattern, str], ...]] = (
     # OpenAI project/service/admin and legacy keys without the T3BlbkFJ marker that the
     # library's OpenAI plugin requires.
     (
-        "sk-",
-        re.compile(r"sk-(?<![\w-]sk-)(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+        ("sk-",),
+        _CiPattern(r"sk-(?<![\w-]sk-)(?!ant-)(?:proj-|svcacct-|admin-)?[a-z0-9_-]{20,}"),
         "openai_token",
     ),
     # Anthropic keys.
-    ("sk-ant-", re.compile(r"sk-ant-(?<![\w-]sk-ant-)[A-Za-z0-9_-]{20,}"), "anthropic_api_key"),
+    (("sk-ant-",), _CiPattern(r"sk-ant-(?<![\w-]sk-ant-)[a-z0-9_-]{20,}"), "anthropic_api_key"),
+    # GitHub classic tokens in any case (the library's plugin: lower-case prefixes only).
+    (
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        _CiPattern(r"(?<![a-z0-9])gh[pousr]_[a-z0-9_]{36}"),
+        "github_token",
+    ),
     # GitHub fine-grained personal access tokens (library: classic gh*_ tokens only).
-    ("github_pat_", re.compile(r"github_pat_[A-Za-z0-9_]{22,}"), "github_token"),
-    # Stripe test keys and webhook secrets (library: sk_live_/rk_live_ only).
-    ("k_test_", re.compile(r"(?:sk|rk)_test_[A-Za-z0-9]{16,}"), "stripe_access_key"),
-    ("whsec_", re.compile(r"whsec_[A-Za-z0-9]{24,}"), "stripe_access_key"),
+    (("github_pat_",), _CiPattern(r"github_pat_[a-z0-9_]{22,}"), "github_token"),
+    # GitLab tokens in any case (the library's plugin: lower-case prefixes only).
+    (
+        ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "gloas-"),
+        _CiPattern(
+            r"(?<![a-z0-9])(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|gloas)-[a-z0-9_-]{20,}"
+        ),
+        "gitlab_token",
+    ),
+    # Stripe live and test keys in any case, and webhook secrets (library: lower-case
+    # sk_live_/rk_live_ only).
+    (("k_live_", "k_test_"), _CiPattern(r"[sr]k_(?:live|test)_[a-z0-9]{16,}"), "stripe_access_key"),
+    (("whsec_",), _CiPattern(r"whsec_[a-z0-9]{24,}"), "stripe_access_key"),
     # Google Cloud / Maps / Gemini API keys.
-    ("AIza", re.compile(r"AIza[0-9A-Za-z_-]{35}"), "google_api_key"),
+    (("aiza",), _CiPattern(r"aiza[0-9a-z_-]{35}"), "google_api_key"),
+    # PyPI and SendGrid tokens with their prefixes in another case.
+    (
+        ("pypi-",),
+        _CiPattern(r"pypi-(?:ageichlwas5vcmc|agendgvzdc5wexbplm9yzw)[a-z0-9_-]{70,}"),
+        "pypi_token",
+    ),
+    (
+        ("sg.",),
+        _CiPattern(r"(?<![a-z0-9])sg\.[a-z0-9_-]{22}\.[a-z0-9_-]{43}"),
+        "sendgrid_api_key",
+    ),
 )
+"""Token prefixes are matched in any case: an upper-cased copy (``SK-PROJ-...``, ``GHP_...``)
+is still the same secret. An OpenAI-style ``sk-`` prefix not in lower case must name a key
+type (``proj-``, ...) or carry a 40-character body, as legacy keys do ("SK-" alone is also a
+product-code prefix)."""
+
+_P_OPENAI_TYPED: Final = re.compile(r"sk-(?:proj|svcacct|admin)-", re.IGNORECASE)
+
+
+def _openai_case_ok(token: str) -> bool:
+    return token.startswith("sk-") or _P_OPENAI_TYPED.match(token) is not None or len(token) >= 43
+
 
 _P_AWS_SECRET: Final = _CiPattern(
     r"aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*[\"']?([a-z0-9/+]{40})(?![a-z0-9/+])"
@@ -447,6 +531,144 @@ _P_KEY_IS_PREFIX: Final = re.compile(
 )
 """Prose: "API key: abc123def456ghi", "my access token is ...": letters and digits, 12+."""
 
+_OPEN_QUOTE: Final = "\"'`\u2018\u201c\u00ab\u300c\u300e"
+_VALUE: Final = r"[" + _OPEN_QUOTE + r"]?([!#-&(-_a-~\u00a1-\u02af\u0370-\u052f]+)"
+"""An optionally quoted value: printable ASCII, Latin, Greek and Cyrillic letters, no quote
+(so a value ends at a quote, a space, or CJK text such as a trailing ``です``)."""
+
+_P_CREDENTIAL: Final = _CiPattern(
+    r"(token|secret|credential|passphrase|passcode|passwd|password|pwd"
+    r"|passwort|kennwort|contraseña|contrasena|mot[ _-]de[ _-]passe|senha|wachtwoord"
+    r"|lösenord|losenord|passord|adgangskode|hasło|haslo|пароль|şifre|sifre"
+    r"|パスワード|密码|密碼|비밀번호)s?[\]'\"]{0,2}"
+    r"(?:\s*(:=|=>|=(?!=)|:(?!:))|\s+(?:is|was|ist|lautet|es|est|é|era|war)\b:?"
+    r"|\s*(?:は|는|은|是|为|為):?)\s*" + _VALUE
+)
+"""Keyword assignments the library misses or gates on English: ``token: <value>``,
+``auth_token = <value>``, ``session token is <value>``, ``passphrase: <value>``, and
+password assignments in other languages (German, Spanish, French, Portuguese, Dutch,
+Scandinavian, Polish, Russian, Turkish, Japanese, Chinese, Korean) with the local "is"
+(``ist``, ``es``, ``est``, ``é``, ``は``, ...); full-width colons arrive as ``:`` (the scan
+reads NFKC text). The keyword is the last part of the key name (``auth_token``,
+``accessToken``; not ``tokenizer``). A token, secret or credential value must look random
+(:func:`_random_looking`); a password value may instead be any one-token value of 4+
+characters after ``=`` (or quoted after ``:``), or one with a digit or a symbol after ``:``
+or "is". "my secret: I love jazz", "the secret is to start early" and "token of
+appreciation" stay silent."""
+
+# Where a match of _P_CREDENTIAL can start: the pattern is tried only at these literals'
+# offsets (``str.find`` is many times faster than a regex scan for a keyword alternation).
+_CREDENTIAL_ANCHORS: Final = (
+    "token",
+    "secret",
+    "credential",
+    "pass",  # passphrase, passcode, passwd, password, passwort, passord, mot de passe
+    "pwd",
+    "kennwort",
+    "contrase",
+    "senha",
+    "wachtwoord",
+    "losenord",
+    "adgangskode",
+    "haslo",
+    "sifre",
+)
+_CREDENTIAL_ANCHORS_NON_ASCII: Final = (
+    "lösenord",
+    "hasło",
+    "пароль",
+    "şifre",
+    "パスワード",
+    "密码",
+    "密碼",
+    "비밀번호",
+)
+_TOKEN_KEYWORDS: Final = frozenset({"token", "secret", "credential"})
+_RANDOM_CHARS: Final = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
+_STRONG_SYMBOLS: Final = frozenset("@#$%^&*+=~/\\|<>")
+
+
+def _random_looking(value: str) -> bool:
+    """A token (16+ characters mixing letters and digits) or a password (8+ characters with
+    a symbol and two of lower case, upper case and digits); not a path or a URL."""
+    if value[:1] in "/~." or "://" in value:
+        return False
+    if len(value) >= 16 and _RANDOM_CHARS.fullmatch(value) and _letters_and_digits(value):
+        return not is_sequential_string(value)
+    if len(value) >= 8 and any(c in _STRONG_SYMBOLS for c in value):
+        classes = (
+            any(c.islower() for c in value)
+            + any(c.isupper() for c in value)
+            + any(c.isdigit() for c in value)
+        )
+        return classes >= 2
+    return False
+
+
+def _starts_key_part(text: str, start: int) -> bool:
+    """Whether ``text[start]`` begins a part of a key name (``auth_token``, ``apiToken``);
+    CJK keywords have no word boundary to check."""
+    if start == 0 or ord(text[start]) >= 0x2E80:
+        return True
+    before = text[start - 1]
+    return not before.isalnum() or (before.islower() and text[start].isupper())
+
+
+def _credential_matches(scan: _Scan) -> Iterator[re.Match[str]]:
+    """Matches of :data:`_P_CREDENTIAL` (groups: keyword, operator, value), tried at the
+    anchors' offsets; offsets index ``scan.text``."""
+    folded = scan.lower
+    if folded is None:
+        yield from _P_CREDENTIAL.finditer(scan)
+        return
+    anchors: tuple[str, ...] = _CREDENTIAL_ANCHORS
+    if not folded.isascii():
+        anchors += _CREDENTIAL_ANCHORS_NON_ASCII
+    starts: list[int] = []
+    for anchor in anchors:
+        at = folded.find(anchor)
+        while at >= 0:
+            starts.append(at)
+            at = folded.find(anchor, at + 1)
+    pattern = _P_CREDENTIAL.plain
+    for start in sorted(starts):
+        match = pattern.match(folded, start)
+        if match is None and folded.startswith("mot", start - 7):
+            match = pattern.match(folded, start - 7)  # "mot de passe", found at "pass"
+        if match is not None:
+            yield match
+
+
+def _credential_candidates(scan: _Scan) -> Iterator[_Candidate]:
+    text = scan.text
+    for match in _credential_matches(scan):
+        if not _starts_key_part(text, match.start(1)):
+            continue
+        start, end = match.span(3)
+        value = text[start:end].rstrip(".,;!?)")
+        if not value or any(c in "()[]{}" for c in value):
+            continue  # a call, an index or a template: code about a secret
+        if _value_is_reference(value) or _names_no_secret(value):
+            continue
+        keyword = match.group(1).lower()
+        if keyword == "pwd" and value[:1] in "/~":
+            continue  # PWD=/home/me is a working directory
+        password = keyword not in _TOKEN_KEYWORDS
+        quoted = start > 0 and text[start - 1] in _OPEN_QUOTE
+        end = start + len(value)
+        if not _random_looking(value):
+            if not password or len(value) < 4:
+                continue
+            operator = match.group(2) or ""
+            if "=" in operator and not quoted:
+                # Like the library's ``password = a b c``: the value may be a passphrase of
+                # several words, so the rest of the line goes.
+                line_end = text.find("\n", end)
+                end = len(text[: len(text) if line_end < 0 else line_end].rstrip())
+            elif not (operator == ":" and quoted) and not _password_like(value):
+                continue
+        yield (start, end, "password" if password else "secret_keyword", 1)
+
 
 def _project_candidates(scan: _Scan) -> Iterator[_Candidate]:
     text = scan.text
@@ -457,11 +679,15 @@ def _project_candidates(scan: _Scan) -> Iterator[_Candidate]:
     if scan.has("PuTTY-User-Key-File-"):
         for match in _P_PUTTY.finditer(text):
             yield (match.start(), match.end(), "private_key", 0)
-    for literal, pattern, kind in _P_TOKENS:
-        if literal in text:
-            for match in pattern.finditer(text):
-                if _letters_and_digits(match.group(0)):
-                    yield (*_widen(text, *match.span()), kind, 0)
+    for literals, token_pattern, kind in _P_TOKENS if scan.long_run else ():
+        if scan.has_ci(*literals):
+            for match in token_pattern.finditer(scan):
+                token = text[match.start() : match.end()]
+                if not _letters_and_digits(token):
+                    continue
+                if kind == "openai_token" and not _openai_case_ok(token):
+                    continue
+                yield (*_widen(text, *match.span()), kind, 0)
     if scan.has_ci("aws"):
         for match in _P_AWS_SECRET.finditer(scan):
             yield (*match.span(1), "aws_secret_access_key", 0)
@@ -490,6 +716,7 @@ def _project_candidates(scan: _Scan) -> Iterator[_Candidate]:
             value = text[start:end].rstrip(".,;!?)")
             if len(value) >= 12 and _letters_and_digits(value):
                 yield (start, start + len(value), "api_key", 1)
+    yield from _credential_candidates(scan)
 
 
 _SOURCES: Final[tuple[Callable[[_Scan], Iterator[_Candidate]], ...]] = (
@@ -532,17 +759,139 @@ def _merge(candidates: list[_Candidate], masked: str) -> list[SecretSpan]:
     return spans
 
 
+# ---------------------------------------------------------------------------------------
+# Compatibility forms: text that is not NFKC-normalized (full-width ``ｓｋ-proj-...``,
+# ``パスワード：...``, ligatures, half-width kana) is scanned in its NFKC form and the spans
+# are mapped back. The text is cut into clusters (a character with the combining marks and
+# voicing marks that may compose with it), each normalized alone; a cluster that normalizes
+# to one character, or to itself, maps character for character. A span touching any other
+# cluster (``ﬁ`` -> ``fi``, ``ﾊﾟ`` -> ``パ``) is widened to the whole original token, between
+# spaces or quotes, so no part of the secret stays behind.
+
+_NON_ASCII_RUN: Final = re.compile(r"[^\x00-\x7f]+")
+_WORDS_AND_SPACES: Final = re.compile(r"\s+|\S+")
+_TOKEN_STOPS: Final = frozenset("\"'`")
+
+# (normalized start, normalized end, original start, original end, maps 1:1)
+_Segment = tuple[int, int, int, int, bool]
+
+
+def _joins_previous(char: str) -> bool:
+    """Whether ``char`` may compose with the character before it under NFKC."""
+    if unicodedata.combining(char):
+        return True
+    code = ord(char)
+    return (
+        code in (0xFF9E, 0xFF9F)  # half-width kana voicing marks
+        or 0x1160 <= code <= 0x11FF  # Hangul medial vowels and final consonants
+        or 0xD7B0 <= code <= 0xD7FF
+        or 0x3131 <= code <= 0x318E  # Hangul compatibility jamo
+        or 0xFFA0 <= code <= 0xFFDC  # half-width Hangul jamo
+    )
+
+
+def _fine_clusters(text: str) -> Iterator[tuple[int, int]]:
+    """ASCII runs (stable under NFKC) and, around non-ASCII runs, composing clusters."""
+    cursor = 0
+    for run in _NON_ASCII_RUN.finditer(text):
+        start = max(run.start() - 1, 0)  # "e" + U+0301 composes to one character
+        if start > cursor:
+            yield cursor, start
+        cluster = start
+        for i in range(start + 1, run.end()):
+            if not _joins_previous(text[i]):
+                yield cluster, i
+                cluster = i
+        yield cluster, run.end()
+        cursor = run.end()
+    if cursor < len(text):
+        yield cursor, len(text)
+
+
+def _build_view(text: str, clusters: Iterator[tuple[int, int]]) -> tuple[str, list[_Segment]]:
+    pieces: list[str] = []
+    segments: list[_Segment] = []
+    position = 0
+    for start, end in clusters:
+        chunk = text[start:end]
+        normal = chunk if chunk.isascii() else unicodedata.normalize("NFKC", chunk)
+        exact = normal == chunk or (end - start == 1 and len(normal) == 1)
+        stop = position + len(normal)
+        if exact and segments and segments[-1][4]:
+            segments[-1] = (segments[-1][0], stop, segments[-1][2], end, True)
+        else:
+            segments.append((position, stop, start, end, exact))
+        pieces.append(normal)
+        position = stop
+    return "".join(pieces), segments
+
+
+class _NfkcView:
+    """The NFKC form of a text, with a map from its offsets back to the original's."""
+
+    __slots__ = ("original", "text", "_segments", "_starts")
+
+    def __init__(self, original: str) -> None:
+        normal = unicodedata.normalize("NFKC", original)
+        text, segments = _build_view(original, _fine_clusters(original))
+        if text != normal:  # a composition across clusters: fall back to whole words
+            words = (m.span() for m in _WORDS_AND_SPACES.finditer(original))
+            text, segments = _build_view(original, words)
+        if text != normal:
+            text, segments = normal, [(0, len(normal), 0, len(original), False)]
+        self.original = original
+        self.text = text
+        self._segments = segments
+        self._starts = [segment[0] for segment in segments]
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span of ``text[start:end]`` (widened to whole tokens if not 1:1)."""
+        first = bisect_right(self._starts, start) - 1
+        last = bisect_right(self._starts, end - 1) - 1
+        head, tail = self._segments[first], self._segments[last]
+        start = head[2] + start - head[0] if head[4] else head[2]
+        end = tail[2] + end - tail[0] if tail[4] else tail[3]
+        if all(segment[4] for segment in self._segments[first : last + 1]):
+            return start, end
+        original = self.original
+        while start > 0 and not _token_stop(original[start - 1]):
+            start -= 1
+        while end < len(original) and not _token_stop(original[end]):
+            end += 1
+        return start, end
+
+
+def _token_stop(char: str) -> bool:
+    return char.isspace() or char in _TOKEN_STOPS
+
+
+def _candidates(text: str) -> list[_Candidate]:
+    scan = _Scan(text)
+    return [c for source in _SOURCES for c in source(scan)]
+
+
 def find_secrets(text: str) -> list[SecretSpan]:
     """Secret-shaped spans of ``text``: sorted, non-overlapping, offsets into ``text``.
 
     Overlapping detections merge into one span, named by the most specific detector.
-    Existing ``[REDACTED:<kind>]`` markers are never reported. Never raises for a ``str``.
+    Existing ``[REDACTED:<kind>]`` markers are never reported. Text that is not in NFKC form
+    (full-width letters, ligatures) is scanned in that form and the spans mapped back; a
+    span over a character that NFKC does not map one to one covers its whole original token.
+    Never raises for a ``str``.
     """
-    scan = _Scan(_mask_markers(text))
-    candidates = [c for source in _SOURCES for c in source(scan)]
+    masked = _mask_markers(text)
+    if masked.isascii() or unicodedata.is_normalized("NFKC", masked):
+        candidates = _candidates(masked)
+    else:
+        view = _NfkcView(masked)
+        candidates = [
+            (*view.span(start, end), kind, rank)
+            for start, end, kind, rank in _candidates(_mask_markers(view.text))
+            if start < end
+        ]
     if not candidates:
         return []
-    return _merge(candidates, scan.text)
+    return _merge(candidates, masked)
 
 
 def contains_secret(text: str) -> bool:

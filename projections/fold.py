@@ -52,7 +52,7 @@ from projections.tables import (
 _KEYED = (CANONICAL_MEMORY, TRANSCRIPTS, TURN_SNAPSHOTS, ADMISSIONS)
 _APPEND_ONLY = (CANDIDATES, CANDIDATE_OUTCOMES, EXTRACTIONS, USES, RECALLS)
 
-__all__ = ["PROJECTED_EVENTS", "fold_page"]
+__all__ = ["PROJECTED_EVENTS", "KnownKeys", "fold_page"]
 
 PROJECTED_EVENTS: tuple[type[LedgerEvent], ...] = (
     TranscriptObserved,
@@ -105,11 +105,38 @@ def _admission_key(event: MemoryAdmitted | AdmissionRevoked) -> str:
     return f"{turn}/{event.memory_id}/{event.revision}"
 
 
+class KnownKeys:
+    """What one projection file already holds: the keys of each keyed table and the position
+    of every transcript.
+
+    Lets a page skip lookups and deletes for rows that cannot exist (a rebuild creates nearly
+    every row it touches), so a page's cost does not grow with the size of the tables.
+    Loaded once per file (one key scan per table); updated only after a page commits.
+    """
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.keys: dict[str, set[str]] = {}
+        for table in _KEYED:
+            assert table.key is not None
+            rows = conn.execute(f"SELECT {table.key} FROM {table.name}").fetchall()
+            self.keys[table.name] = {str(r[0]) for r in rows}
+        rows = conn.execute("SELECT transcript_key, position FROM transcripts").fetchall()
+        self.transcripts: dict[str, int] = {str(k): int(p) for k, p in rows}
+
+    def commit(self, page: _Page) -> None:
+        """Record the rows a committed page created."""
+        for name, dirty in page.dirty.items():
+            self.keys[name] |= dirty
+        for key in page.dirty.get(TRANSCRIPTS.name, ()):
+            self.transcripts[key] = page.rows[TRANSCRIPTS.name][key]["position"]
+
+
 class _Page:
     """Rows of one page, loaded once per table and folded in position order."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, conn: duckdb.DuckDBPyConnection, known: KnownKeys) -> None:
         self.conn = conn
+        self.known = known
         self.keys: dict[str, set[str]] = {}
         self.rows: dict[str, dict[str, dict[str, Any]]] = {}
         self.appends: dict[str, list[dict[str, Any]]] = {}
@@ -121,7 +148,7 @@ class _Page:
 
     def load(self) -> None:
         for table in _KEYED:
-            keys = self.keys.get(table.name)
+            keys = self.keys.get(table.name, set()) & self.known.keys[table.name]
             loaded = table.load(self.conn, keys) if keys else {}
             self.rows[table.name] = loaded
             self.existing[table.name] = set(loaded)
@@ -157,7 +184,6 @@ class _Page:
 def _collect(page: _Page, event: LedgerEvent) -> None:
     if isinstance(event, MemoryActivated | MemoryReinforced):
         page.want(CANONICAL_MEMORY, str(event.originator_id))
-        page.want(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
     elif isinstance(
         event,
         MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
@@ -180,8 +206,12 @@ def _collect(page: _Page, event: LedgerEvent) -> None:
 
 
 def _transcript_position(page: _Page, event: MemoryActivated | MemoryReinforced) -> list[int]:
-    row = page.get(TRANSCRIPTS, _turn_key(event, event.session_id, event.turn_id))
-    return [row["position"]] if row is not None else []
+    key = _turn_key(event, event.session_id, event.turn_id)
+    row = page.get(TRANSCRIPTS, key)
+    if row is not None:
+        return [row["position"]]
+    position = page.known.transcripts.get(key)
+    return [position] if position is not None else []
 
 
 def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
@@ -487,18 +517,23 @@ def _apply_snapshot(page: _Page, position: int, event: SnapshotPrepared | TurnBe
         row["items"] = []
 
 
-def fold_page(conn: duckdb.DuckDBPyConnection, events: Sequence[tuple[int, LedgerEvent]]) -> None:
+def fold_page(
+    conn: duckdb.DuckDBPyConnection,
+    events: Sequence[tuple[int, LedgerEvent]],
+    known: KnownKeys | None = None,
+) -> _Page | None:
     """Apply ``(position, event)`` pairs (ascending positions) to the read models in ``conn``.
 
-    The caller owns the transaction. Events of classes outside :data:`PROJECTED_EVENTS`
-    are ignored.
+    The caller owns the transaction; after it commits, it passes the returned page to
+    ``known.commit``. Events of classes outside :data:`PROJECTED_EVENTS` are ignored.
     """
     if not events:
-        return
-    page = _Page(conn)
+        return None
+    page = _Page(conn, known if known is not None else KnownKeys(conn))
     for _, event in events:
         _collect(page, event)
     page.load()
     for position, event in events:
         _apply(page, position, event)
     page.write()
+    return page

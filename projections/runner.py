@@ -17,7 +17,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import get_topic
 
 from ledger.events import LedgerEvent
-from projections.fold import PROJECTED_EVENTS, fold_page
+from projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
 from projections.store import ProjectionStore
 
 __all__ = ["PROJECTION_VERSION", "ProjectionRunner"]
@@ -74,6 +74,7 @@ class ProjectionRunner:
         self.page_size = page_size
         self.on_page = on_page
         self._position: int | None = None
+        self._known: KnownKeys | None = None
 
     @property
     def position(self) -> int:
@@ -160,11 +161,16 @@ class ProjectionRunner:
                     conn.execute("ROLLBACK")
                     self._position = current
                     return
-                fold_page(conn, events)
+                if self._known is None:
+                    self._known = KnownKeys(conn)
+                page = fold_page(conn, events, self._known)
                 self.store.set_position(last)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 self._position = None
+                self._known = None
                 raise
             self._position = last
+            if page is not None:
+                self._known.commit(page)

@@ -145,11 +145,12 @@ def test_failed_batch_rolls_back_and_resumes(
         real_fold = fold_module.fold_page
         calls = {"n": 0}
 
-        def failing_fold(conn: Any, events: Any) -> None:
+        def failing_fold(conn: Any, events: Any, known: Any = None) -> Any:
             calls["n"] += 1
-            real_fold(conn, events)  # rows are written inside the transaction ...
+            page = real_fold(conn, events, known)  # rows are written inside the transaction
             if calls["n"] == 3:
                 raise RuntimeError("injected failure inside a projection batch")
+            return page
 
         monkeypatch.setattr("projections.runner.fold_page", failing_fold)
         with pytest.raises(RuntimeError, match="injected"):

@@ -182,6 +182,34 @@ NEGATIVE = [
     "password: {{ vault_db_password }}",
     "password_hash = bcrypt.hashpw(pw, salt)",
     "def get_password(self) -> str:",
+    # keyword phrasing in prose, and code about tokens (not tokens)
+    "the secret is to start early",
+    "a secret: I love jazz",
+    "My secret: 2 eggs in the batter",
+    "My secret: #blessed and happy",
+    "the secret is 24/7 support",
+    "session token is expired",
+    "the token is 42",
+    "credential: see the docs",
+    "tokenizer: bert-base-uncased-v2",
+    "token = get_token()",
+    "token: str",
+    "token = self.token",
+    "token=<your-api-token-here>",
+    "token: ${GITHUB_TOKEN}",
+    "token = /etc/app/token.txt",
+    "secret = os.environ['SECRET']",
+    "password = os.environ.get('DB_PASSWORD')",
+    # other languages: the keyword without a credential-looking value
+    "Kennwort vergessen? Kein Problem.",
+    "Das Passwort ist sicher",
+    "La contraseña es segura",
+    "le mot de passe est incorrect",
+    "a senha é fraca",
+    "resenha = 12345678",
+    "パスワードを忘れました",
+    # an upper-case "SK-" product code is not a key
+    "SK-HYNIX-2024-Q3-EARNINGS",
 ]
 
 
@@ -256,6 +284,191 @@ def test_markers_are_not_secrets() -> None:
     text = 'password = [REDACTED:password] and api_key: "[REDACTED:api_key]"'
     assert find_secrets(text) == []
     assert redact(text).count == 0
+
+
+# --- keyword assignments: token / secret / credential / passphrase -------------------------
+
+TOKEN_VALUE = rand(ALNUM, 40)
+SYMBOL_PASSWORD = rand(string.ascii_lowercase, 4) + "#" + rand(string.digits, 3) + "Q"
+
+
+@pytest.mark.parametrize(
+    ("template", "kind"),
+    [
+        ("token: {}", "secret_keyword"),
+        ("token = {}", "secret_keyword"),
+        ("TOKEN={}", "secret_keyword"),
+        ('token: "{}"', "secret_keyword"),
+        ("here is the token: {}.", "secret_keyword"),
+        ("credential = {}", "secret_keyword"),
+        ("credentials: {}", "secret_keyword"),
+        ("secret is {}", "secret_keyword"),
+        ("auth_token: {}", "api_key"),
+        ("session token is {}", "api_key"),
+        ("accessToken={}", "api_key"),
+        ("passphrase: {}", "password"),
+        ("passwd={}", "password"),
+    ],
+)
+def test_keyword_with_random_value(template: str, kind: str) -> None:
+    text = template.format(TOKEN_VALUE)
+    start = text.index(TOKEN_VALUE)
+    assert find_secrets(text) == [SecretSpan(start, start + len(TOKEN_VALUE), kind)]
+    assert redact(text).text == template.format(f"[REDACTED:{kind}]")
+
+
+@pytest.mark.parametrize(
+    "template", ["pwd: {}", "passphrase is {}", "token: {}", "my secret: {}", "credential={}"]
+)
+def test_keyword_with_short_symbol_value(template: str) -> None:
+    text = template.format(SYMBOL_PASSWORD)
+    result = redact(text)
+    assert SYMBOL_PASSWORD not in result.text
+    assert result.count == 1
+
+
+def test_passphrase_assignment_covers_the_rest_of_the_line() -> None:
+    words = " ".join(rand(string.ascii_lowercase, 6) for _ in range(4))
+    result = redact(f"passphrase = {words}\nnext line")
+    assert result.text == "passphrase = [REDACTED:password]\nnext line"
+
+
+def test_short_or_plain_values_after_token_are_prose() -> None:
+    assert find_secrets("token: " + rand(ALNUM, 12)) == []  # too short to be a token
+    assert find_secrets("token: " + rand(string.ascii_letters, 30)) == []  # a word, no digit
+    assert find_secrets("token: " + string.ascii_lowercase + string.digits) == []  # a sequence
+
+
+# --- token prefixes in any case ------------------------------------------------------------
+
+OPENAI_BODY = rand(ALNUM, 48)
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        ("SK-PROJ-" + OPENAI_BODY.upper(), "openai_token"),
+        ("Sk-Proj-" + OPENAI_BODY, "openai_token"),
+        ("SK-" + OPENAI_BODY.upper(), "openai_token"),
+        ("SK-ANT-API03-" + OPENAI_BODY.upper(), "anthropic_api_key"),
+        (GITHUB_TOKEN.upper(), "github_token"),
+        ("Ghp_" + GITHUB_TOKEN[4:], "github_token"),
+        (GITHUB_FINE.upper(), "github_token"),
+        ("GL" + "PAT-" + rand(UPPER_DIGITS, 20), "gitlab_token"),
+        (STRIPE_LONG.upper(), "stripe_access_key"),
+        ("SK" + "_TEST_" + rand(UPPER_DIGITS, 24), "stripe_access_key"),
+        (GOOGLE_KEY.upper(), "google_api_key"),
+    ],
+)
+def test_prefixes_match_in_any_case(secret: str, kind: str) -> None:
+    text = f"the key is {secret} ok"
+    start = text.index(secret)
+    assert find_secrets(text) == [SecretSpan(start, start + len(secret), kind)]
+    assert redact(text).text == f"the key is [REDACTED:{kind}] ok"
+
+
+# --- compatibility forms (NFKC) --------------------------------------------------------------
+
+
+def fullwidth(ascii_text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in ascii_text)
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        (fullwidth("sk") + "-proj-" + OPENAI_BODY, "openai_token"),
+        (fullwidth("sk-proj-" + OPENAI_BODY), "openai_token"),
+        (fullwidth(GITHUB_TOKEN), "github_token"),
+        (fullwidth(AWS_KEY_ID), "aws_access_key"),
+    ],
+)
+def test_fullwidth_secrets_map_back_to_original_offsets(secret: str, kind: str) -> None:
+    text = f"「メモ」 copy {secret} ok…"
+    start = text.index(secret)
+    assert find_secrets(text) == [SecretSpan(start, start + len(secret), kind)]
+    assert redact(text).text == f"「メモ」 copy [REDACTED:{kind}] ok…"
+
+
+def test_fullwidth_password_assignment() -> None:
+    value = fullwidth("hunter2x")
+    text = f"メモ password＝{value}"
+    start = text.index(value)
+    assert find_secrets(text) == [SecretSpan(start, start + len(value), "password")]
+
+
+def test_span_over_a_non_one_to_one_character_covers_the_whole_token() -> None:
+    # The ligature U+FB01 is two characters in NFKC form; the span widens to the token.
+    value = rand(ALNUM, 10) + "\ufb01" + rand(ALNUM, 10)
+    text = f"before token: {value} after"
+    spans = find_secrets(text)
+    assert len(spans) == 1
+    span = spans[0]
+    assert span.start <= text.index(value) and span.end >= text.index(value) + len(value)
+    assert text[span.end :] == " after"
+    result = redact(text)
+    assert value not in result.text and "\ufb01" not in result.text
+    assert result.text.startswith("before ") and result.text.endswith(" after")
+
+
+def test_half_width_kana_keyword_composes() -> None:
+    # ﾊﾟｽﾜｰﾄﾞ (half-width, voicing marks as separate characters) is パスワード in NFKC form.
+    text = "ﾊﾟｽﾜｰﾄﾞ：hunter2x です"
+    start = text.index("hunter2x")
+    assert find_secrets(text) == [SecretSpan(start, start + 8, "password")]
+    assert redact(text).text == "ﾊﾟｽﾜｰﾄﾞ：[REDACTED:password] です"
+
+
+def test_composition_across_starters_keeps_exact_spans_elsewhere() -> None:
+    # U+0B47 U+0B3E (two starters) compose to U+0B4B: the map falls back to whole words.
+    text = "\u0b47\u0b3e note token: " + TOKEN_VALUE
+    start = text.index(TOKEN_VALUE)
+    assert find_secrets(text) == [SecretSpan(start, start + len(TOKEN_VALUE), "secret_keyword")]
+
+
+def test_normalized_non_ascii_text_is_unchanged() -> None:
+    text = "Caroline: ¡Qué día! I went to the café — it was lovely 😊"
+    assert find_secrets(text) == []
+    assert find_secrets("Ｃａｒｏｌｉｎｅ： ｈｅｌｌｏ ｔｈｅｒｅ") == []
+
+
+# --- password assignments in other languages -------------------------------------------------
+
+FOREIGN_PASSWORD = rand(string.ascii_lowercase, 6) + rand(string.digits, 2)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "passwort = {}",
+        "Passwort: {}",
+        "Das WLAN-Passwort ist {}.",
+        "kennwort={}",
+        "contraseña: {}",
+        "Mi contraseña es {}",
+        "contrasena = {}",
+        "mot de passe = {}",
+        "Le mot de passe est {}",
+        "mot_de_passe: {}",
+        "senha = {}",
+        "A senha é {}",
+        "wachtwoord: {}",
+        "lösenord: {}",
+        "hasło: {}",
+        "пароль: {}",
+        "şifre: {}",
+        "パスワード：{}",
+        "パスワードは{}です",
+        "我的密码是{}。",
+        "密碼：{}",
+        "비밀번호: {}",
+    ],
+)
+def test_password_assignments_in_other_languages(template: str) -> None:
+    text = template.format(FOREIGN_PASSWORD)
+    start = text.index(FOREIGN_PASSWORD)
+    assert find_secrets(text) == [SecretSpan(start, start + len(FOREIGN_PASSWORD), "password")]
+    assert redact(text).text == template.format("[REDACTED:password]")
 
 
 # --- properties ----------------------------------------------------------------------------
@@ -343,3 +556,38 @@ def test_redaction_leaves_nothing_detectable(text: str) -> None:
 def test_plain_prose_is_returned_unchanged(text: str) -> None:
     assert find_secrets(text) == []
     assert redact(text) == Redaction(text=text, count=0, kinds=())
+
+
+NFKC_FRAGMENTS = [
+    fullwidth("sk-proj-"),
+    fullwidth("sk") + "-proj-",
+    fullwidth("token: "),
+    "パスワード：",
+    "ﾊﾟｽﾜｰﾄﾞ：",
+    "\ufb01",
+    "e\u0301",
+    "…",
+    "①",
+    "\u3000",
+    "ｈｕｎｔｅｒ２",
+    fullwidth(GITHUB_TOKEN),
+    fullwidth("[REDACTED:password]"),
+    OPENAI_BODY,
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(FRAGMENTS + NFKC_FRAGMENTS), st.text(max_size=12)),
+        max_size=12,
+    ).map("".join)
+)
+def test_redaction_of_unnormalized_text_leaves_nothing_detectable(text: str) -> None:
+    spans = find_secrets(text)
+    for left, right in zip(spans, spans[1:], strict=False):
+        assert left.end <= right.start
+    assert all(0 <= s.start < s.end <= len(text) for s in spans)
+    result = redact(text)
+    assert find_secrets(result.text) == []
+    assert redact(result.text).text == result.text
