@@ -256,9 +256,16 @@ class _SharedEnvironment:
         )
         # Clear reader slots left behind by processes that died holding a read transaction.
         self.stale_readers_cleared = self.env.reader_check()
-        for name in (b"meta", b"log", b"index", b"tracking"):
-            self.db(name)
-        self._check_format()
+        try:
+            # Check the format before creating anything, so refusing a newer store
+            # leaves it untouched.
+            self.db(b"meta")
+            self._check_format()
+            for name in (b"log", b"index", b"tracking"):
+                self.db(name)
+        except BaseException:
+            self.env.close()
+            raise
 
     def db(self, name: bytes) -> Any:
         handle = self._dbs.get(name)

@@ -106,10 +106,14 @@ def concurrent_writer(path: str, child: int, batches: int, batch_size: int) -> N
     emit(result={"ids": returned})
 
 
-def growing_writer(path: str, map_size: int, batches: int, batch_size: int, size: int) -> None:
+def growing_writer(
+    path: str, map_size: int, batches: int, batch_size: int, size: int, writer: int = 0
+) -> None:
     """Through the factory (``LMDB_MAP_SIZE``, ``LMDB_SYNC=n``), write far past ``map_size``.
 
-    Waits for the parent's go. Reports the ids, how often the map grew and the final size.
+    Waits for the parent's go. Event ``index`` of batch ``batch`` is version ``index + 1`` of
+    stream ``stream_id("grow", writer, batch)`` with state ``payload(f"{writer}:{batch}:{index}",
+    size)``. Reports the last ids, how often the map grew or was adopted, and the final size.
     """
     counter: dict[str, int] = {}
     try:
@@ -124,10 +128,10 @@ def growing_writer(path: str, map_size: int, batches: int, batch_size: int, size
         for batch in range(batches):
             events = [
                 StoredEvent(
-                    originator_id=stream_id("grow", batch),
+                    originator_id=stream_id("grow", writer, batch),
                     originator_version=index + 1,
                     topic=TOPIC,
-                    state=payload(f"{batch}:{index}", size),
+                    state=payload(f"{writer}:{batch}:{index}", size),
                 )
                 for index in range(batch_size)
             ]
@@ -194,10 +198,7 @@ def fresh_open(path: str) -> None:
         recorder = LMDBApplicationRecorder(datastore)
         originator_id = stream_id("fresh", os.getpid())
         ids = recorder.insert_events(
-            [
-                StoredEvent(originator_id, version, TOPIC, b"fresh")
-                for version in range(1, 4)
-            ]
+            [StoredEvent(originator_id, version, TOPIC, b"fresh") for version in range(1, 4)]
         )
         datastore.close()
     except BaseException as e:
@@ -216,6 +217,30 @@ def try_open(path: str) -> None:
         return
     datastore.close()
     emit(result={"opened": True})
+
+
+def raw_make_store(path: str, format_version: str) -> None:
+    """With plain ``lmdb`` (no ledger code), make a store holding only ``meta/format_version``."""
+    import lmdb
+
+    env = lmdb.open(path, subdir=True, max_dbs=32, map_size=4 * 1024**2)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"format_version", format_version.encode(), db=meta)
+    env.close()
+    emit(result={"made": True})
+
+
+def raw_store_state(path: str) -> None:
+    """With plain ``lmdb``, report the named databases and the last committed transaction id."""
+    import lmdb
+
+    env = lmdb.open(path, subdir=True, max_dbs=32, readonly=True, lock=True)
+    with env.begin() as txn:
+        names = sorted(bytes(key).decode() for key, _ in txn.cursor())
+    state = {"dbs": names, "last_txnid": int(env.info()["last_txnid"])}
+    env.close()
+    emit(result=state)
 
 
 def acknowledging_writer(path: str, batches: int, batch_size: int) -> None:
@@ -264,6 +289,8 @@ ENTRY_POINTS = {
         hold_read_transaction,
         fresh_open,
         try_open,
+        raw_make_store,
+        raw_store_state,
         acknowledging_writer,
         subscription_writer,
     )
