@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = {
     "catchup": "benchmarks.catchup",
     "secrets": "benchmarks.secrets_scan",
+    "run": "benchmarks.locomo_run",
 }
 
 

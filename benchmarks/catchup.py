@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
+from benchmarks.results import median, print_table, save
 from commands import MemoryEngine
 from ledger.events import (
     CandidateExtracted,
@@ -36,8 +37,6 @@ from ledger.events import (
 )
 from ledger.ids import Namespace, candidate_id, memory_id, normalize_statement, session_stream_id
 from projections import ProjectionRunner, ProjectionStore
-
-from benchmarks.results import median, print_table, save
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 SUBJECTS = [f"person{n}" for n in range(2000)]

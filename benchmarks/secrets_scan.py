@@ -14,10 +14,9 @@ import os
 import time
 from pathlib import Path
 
+from benchmarks.results import median, print_table, save
 from commands.secrets import find_secrets
 from projections.text_index import tokenize
-
-from benchmarks.results import median, print_table, save
 
 
 def transcripts(limit: int) -> list[str]:
