@@ -181,6 +181,12 @@ class _Page:
             table.insert(self.conn, self.appends.get(table.name, []))
 
 
+_APPEND_ONLY_EVENTS = frozenset(
+    {TranscriptObserved, ExtractionCompleted, CandidateExtracted, CandidateRejected}
+)
+"""Events that only create rows: nothing to look up before folding them."""
+
+
 def _collect(page: _Page, event: LedgerEvent) -> None:
     if isinstance(event, MemoryActivated | MemoryReinforced):
         page.want(CANONICAL_MEMORY, str(event.originator_id))
@@ -531,7 +537,8 @@ def fold_page(
         return None
     page = _Page(conn, known if known is not None else KnownKeys(conn))
     for _, event in events:
-        _collect(page, event)
+        if type(event) not in _APPEND_ONLY_EVENTS:
+            _collect(page, event)
     page.load()
     for position, event in events:
         _apply(page, position, event)
