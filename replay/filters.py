@@ -1,0 +1,246 @@
+"""Filtered reads of the ledger (``memory-ledger events`` with filters, exports, explain).
+
+:class:`EventFilter` selects events by namespace parts, session, turn, event type, position
+range and recorded-time range. Position and type filters are applied before an event is
+decoded (types are matched on the stored topic), so ``--type MemoryActivated`` over a large
+ledger decodes only the activations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, cast
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import StoredEvent
+
+from commands.engine import MemoryEngine
+from ledger.events import (
+    EVENT_CLASSES,
+    AdmissionRevoked,
+    CandidateExtracted,
+    CandidateRejected,
+    ExplicitCommandApplied,
+    ExtractionAbandoned,
+    ExtractionCompleted,
+    LedgerEvent,
+    MemoryActivated,
+    MemoryAdmitted,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryPruned,
+    MemoryReinforced,
+    MemorySuperseded,
+    MemoryUsed,
+    RecallServed,
+    SessionOpened,
+    SessionReconciled,
+    SnapshotPrepared,
+    TranscriptObserved,
+    TurnBegan,
+)
+from ledger.mapper import MsgspecMapper
+
+__all__ = [
+    "EVENT_TYPES",
+    "EventFilter",
+    "describe_event",
+    "event_decoder",
+    "filter_events",
+    "topic_type",
+]
+
+EVENT_TYPES: tuple[str, ...] = tuple(cls.__name__ for cls in EVENT_CLASSES)
+"""Names of every event class this version writes (``--type`` accepts these)."""
+
+_BY_LOWER = {name.lower(): name for name in EVENT_TYPES}
+
+
+def topic_type(topic: str) -> str:
+    """The class name in a stored topic (``ledger.events:MemoryActivated`` ->
+    ``MemoryActivated``)."""
+    return topic.rpartition(":")[2].rpartition(".")[2]
+
+
+class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`filter_events` keeps. Every field is optional; set fields must all match.
+
+    ``types`` holds event class names (case-insensitive; see :data:`EVENT_TYPES`);
+    ``start``/``stop`` is an inclusive position range; ``since``/``until`` an inclusive
+    range of ``recorded_at`` (aware datetimes). ``turn_id`` matches events that carry a turn.
+    """
+
+    tenant: str | None = None
+    principal: str | None = None
+    scope_id: str | None = None
+    session_id: str | None = None
+    turn_id: int | None = None
+    types: tuple[str, ...] = ()
+    start: int = 1
+    stop: int | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def normalized_types(self) -> frozenset[str]:
+        """The ``types`` as exact class names.
+
+        :raises ValueError: a name is not an event type (the message lists the valid ones).
+        """
+        names = set()
+        for raw in self.types:
+            for part in raw.split(","):
+                name = _BY_LOWER.get(part.strip().lower())
+                if name is None:
+                    msg = f"unknown event type {part.strip()!r}; known: {', '.join(EVENT_TYPES)}"
+                    raise ValueError(msg)
+                names.add(name)
+        return frozenset(names)
+
+    def matches(self, event: LedgerEvent) -> bool:
+        """Whether a decoded ``event`` passes the content filters (not type or position)."""
+        ns = event.namespace
+        if self.tenant is not None and ns.tenant != self.tenant:
+            return False
+        if self.principal is not None and ns.principal != self.principal:
+            return False
+        if self.scope_id is not None and ns.scope_id != self.scope_id:
+            return False
+        if self.session_id is not None and getattr(event, "session_id", None) != self.session_id:
+            return False
+        if self.turn_id is not None and getattr(event, "turn_id", None) != self.turn_id:
+            return False
+        if self.since is not None and event.recorded_at < self.since:
+            return False
+        return not (self.until is not None and event.recorded_at > self.until)
+
+
+def filter_events(
+    engine: MemoryEngine,
+    selection: EventFilter | None = None,
+    *,
+    limit: int | None = None,
+    page: int = 1000,
+) -> Iterator[tuple[int, LedgerEvent]]:
+    """Yield ``(position, event)`` of the events ``selection`` keeps, in position order.
+
+    At most ``limit`` events (after filtering). Reads pages of raw records, drops positions
+    and types outside the filter before decoding, then applies the content filters.
+
+    :raises ValueError: ``selection`` names an unknown event type or an empty range.
+    """
+    selection = selection or EventFilter()
+    types = selection.normalized_types()
+    if selection.stop is not None and selection.stop < selection.start:
+        msg = f"empty position range {selection.start}..{selection.stop}"
+        raise ValueError(msg)
+    if selection.since and selection.until and selection.until < selection.since:
+        msg = f"empty time range {selection.since.isoformat()}..{selection.until.isoformat()}"
+        raise ValueError(msg)
+    decode = event_decoder(engine)
+    select_raw = getattr(engine.recorder, "select_raw", None)
+    after = max(selection.start, 1) - 1
+    emitted = 0
+    while limit is None or emitted < limit:
+        if select_raw is not None:
+            rows = select_raw(after, page, selection.stop)
+        else:  # pragma: no cover (every engine uses the LMDB recorder)
+            rows = [
+                (n.id, n.originator_id, n.originator_version, n.topic, n.state)
+                for n in engine.recorder.select_notifications(
+                    start=after, limit=page, stop=selection.stop, inclusive_of_start=False
+                )
+            ]
+        if not rows:
+            return
+        for position, raw_id, version, topic, state in rows:
+            if types and topic_type(topic) not in types:
+                continue
+            event = decode(topic, state, raw_id, version)
+            if not selection.matches(event):
+                continue
+            yield position, event
+            emitted += 1
+            if limit is not None and emitted >= limit:
+                return
+        after = rows[-1][0]
+
+
+def event_decoder(engine: MemoryEngine) -> Callable[[str, bytes, Any, int], LedgerEvent]:
+    """``decode(topic, state, raw originator id, version) -> event`` for ``engine``.
+
+    The msgspec mapper's one-call decoder, or the library interface for other mappers.
+    """
+    mapper = engine.mapper
+    if isinstance(mapper, MsgspecMapper):
+        fast = mapper
+
+        def decode_fast(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
+            return cast(LedgerEvent, fast.decode(topic, state, raw_id, version))
+
+        return decode_fast
+
+    def decode(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
+        oid = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
+        stored = StoredEvent(
+            originator_id=oid, originator_version=version, topic=topic, state=state
+        )
+        return cast(LedgerEvent, mapper.to_domain_event(stored))
+
+    return decode
+
+
+def _short(text: str, size: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= size else flat[: size - 1] + "…"
+
+
+def describe_event(event: LedgerEvent) -> str:
+    """A one-line, human summary of ``event`` (for tables and diagrams)."""
+    if isinstance(event, SessionOpened):
+        return f"policy {event.activation_policy}, extractor {event.extractor_id}"
+    if isinstance(event, TranscriptObserved):
+        return _short(event.transcript)
+    if isinstance(event, CandidateExtracted):
+        return f"#{event.index} {_short(event.item.statement)}"
+    if isinstance(event, CandidateRejected):
+        return f"#{event.index} rejected: {event.reason_code}"
+    if isinstance(event, ExtractionCompleted):
+        return f"{event.extracted} extracted, {event.rejected} rejected by {event.extractor_id}"
+    if isinstance(event, ExtractionAbandoned):
+        return event.reason
+    if isinstance(event, MemoryActivated):
+        return f"{event.decision}: {_short(event.item.statement)}"
+    if isinstance(event, MemoryReinforced):
+        return f"importance {event.importance:g}"
+    if isinstance(event, MemorySuperseded):
+        return f"by {event.superseded_by} ({event.cause})"
+    if isinstance(event, MemoryConflictMarked):
+        return f"conflicts with {event.conflicts_with}"
+    if isinstance(event, ExplicitCommandApplied):
+        return f"{event.intent}: {_short(event.statement)}"
+    if isinstance(event, MemoryPinned | MemoryForgotten):
+        return f"command {event.command_id}"
+    if isinstance(event, MemoryPruned):
+        return event.rule
+    if isinstance(event, SnapshotPrepared):
+        return f"generation {event.generation}, {len(event.items)} items"
+    if isinstance(event, TurnBegan):
+        return f"generation {event.generation}"
+    if isinstance(event, RecallServed):
+        return f"{event.path}: {_short(event.query, 50)} -> {len(event.results)} results"
+    if isinstance(event, MemoryAdmitted):
+        return f"{event.memory_id} rev {event.revision}"
+    if isinstance(event, AdmissionRevoked):
+        return f"{event.memory_id} rev {event.revision}: {event.reason}"
+    if isinstance(event, MemoryUsed):
+        return f"{event.memory_id} rev {event.revision}"
+    if isinstance(event, SessionReconciled):
+        report = event.report
+        return (
+            f"{report.candidates} candidates: {len(report.activated)} activated, "
+            f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
+        )
+    return ""

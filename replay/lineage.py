@@ -1,0 +1,649 @@
+"""Lineage: the chain of events that made a memory item, and where it was used since.
+
+``explain(engine, memory_id)`` reads the item's own stream from the ledger (activation,
+reinforcements, supersede / conflict / pin / forget / prune), follows each activation and
+reinforcement to its session stream (the TranscriptObserved evidence of the turn, the
+CandidateExtracted item and its extractor, the turn's extraction outcome, the session's
+activation policy and reconciliation) and adds, from the read models, every turn the item
+was recalled in, admitted into and used in. Every step carries its ledger position.
+
+:func:`render_mermaid` draws the same lineage as a Mermaid flowchart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+
+from commands.engine import MemoryEngine
+from ledger.events import (
+    CandidateExtracted,
+    ExplicitCommandApplied,
+    ExtractedItem,
+    ExtractionCompleted,
+    LedgerEvent,
+    MemoryActivated,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryPruned,
+    MemoryReinforced,
+    MemorySuperseded,
+    SessionOpened,
+    SessionReconciled,
+    TranscriptObserved,
+)
+from ledger.ids import Namespace, session_stream_id
+from ledger.lmdb import LMDBApplicationRecorder, decode_record
+from replay.filters import event_decoder
+
+__all__ = [
+    "AdmissionTouch",
+    "CandidateSource",
+    "CommandSource",
+    "ExtractionOutcome",
+    "HistoryEntry",
+    "Lineage",
+    "Origin",
+    "RecallTouch",
+    "TranscriptEvidence",
+    "UnknownMemoryError",
+    "UseTouch",
+    "explain",
+    "render_mermaid",
+    "resolve_memory_id",
+    "stream_events",
+]
+
+
+class UnknownMemoryError(ValueError):
+    """No memory has the given id (or id prefix), or a prefix matches several."""
+
+
+class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
+    """The turn a memory rests on: its redacted transcript, sha256 digest and times."""
+
+    position: int
+    session_id: str
+    turn_id: int
+    digest: str
+    occurred_at: datetime | None
+    recorded_at: datetime
+    redactions: int
+    transcript: str
+
+
+class CandidateSource(msgspec.Struct, frozen=True, kw_only=True):
+    """The validated item an extractor proposed (CandidateExtracted)."""
+
+    position: int
+    candidate_id: str
+    index: int
+    extractor_id: str
+    validation: str
+    item: ExtractedItem
+
+
+class CommandSource(msgspec.Struct, frozen=True, kw_only=True):
+    """The explicit user command an item came from (ExplicitCommandApplied)."""
+
+    position: int
+    command_id: str
+    intent: str
+    statement: str
+
+
+class ExtractionOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """The extraction of the evidence turn: how many items passed and failed validation."""
+
+    position: int
+    extractor_id: str
+    extracted: int
+    rejected: int
+
+
+class Origin(msgspec.Struct, frozen=True, kw_only=True):
+    """One activation or reinforcement of the item and everything that led to it.
+
+    ``decision`` is the activation decision (auto / manual / verification; None for a
+    reinforcement); ``activation_policy`` the session's policy; ``reconciled_position`` the
+    session's SessionReconciled record.
+    """
+
+    kind: Literal["activated", "reinforced"]
+    position: int
+    recorded_at: datetime
+    session_id: str
+    turn_id: int
+    source_id: str
+    decision: str | None = None
+    decision_evidence: tuple[str, ...] = ()
+    activation_policy: str | None = None
+    candidate: CandidateSource | None = None
+    command: CommandSource | None = None
+    transcript: TranscriptEvidence | None = None
+    extraction: ExtractionOutcome | None = None
+    reconciled_position: int | None = None
+
+
+class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """An event of the item's own stream after it was made (supersede, conflict, ...)."""
+
+    position: int
+    type: str
+    revision: int
+    recorded_at: datetime
+    session_id: str | None
+    turn_id: int | None
+    detail: str
+    related_memory: str | None = None
+
+
+class RecallTouch(msgspec.Struct, frozen=True, kw_only=True):
+    """A recall that returned the item: where, the query, the path and the item's rank."""
+
+    position: int
+    session_id: str
+    turn_id: int | None
+    query: str
+    path: str
+    rank: int
+
+
+class AdmissionTouch(msgspec.Struct, frozen=True, kw_only=True):
+    """The item admitted into a turn's context (and whether that was revoked)."""
+
+    position: int
+    session_id: str
+    turn_id: int
+    revision: int
+    estimated_tokens: int
+    revoked: bool
+    revoke_reason: str | None
+    revoked_position: int | None
+
+
+class UseTouch(msgspec.Struct, frozen=True, kw_only=True):
+    """The host reported the item as used in a turn."""
+
+    position: int
+    session_id: str
+    turn_id: int
+    revision: int
+
+
+class Lineage(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole story of one memory item (JSON-ready with ``msgspec.json.encode``).
+
+    ``related`` maps every other memory id mentioned (supersedes, superseded_by,
+    conflicts_with) to its statement.
+    """
+
+    memory_id: str
+    namespace: Namespace
+    status: str
+    revision: int
+    subject: str | None
+    predicate: str | None
+    value: str | None
+    statement: str
+    evidence: tuple[str, ...]
+    importance: float
+    pinned: bool
+    position: int
+    origins: tuple[Origin, ...]
+    history: tuple[HistoryEntry, ...]
+    supersedes: tuple[str, ...]
+    superseded_by: str | None
+    conflicts_with: tuple[str, ...]
+    recalls: tuple[RecallTouch, ...]
+    admissions: tuple[AdmissionTouch, ...]
+    uses: tuple[UseTouch, ...]
+    related: dict[str, str]
+
+
+def _lmdb(engine: MemoryEngine) -> LMDBApplicationRecorder:
+    recorder = engine.recorder
+    if not isinstance(recorder, LMDBApplicationRecorder):  # pragma: no cover
+        msg = "lineage needs the LMDB application recorder"
+        raise TypeError(msg)
+    return recorder
+
+
+def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, LedgerEvent]]:
+    """Every event of one stream with its ledger position, in version order.
+
+    Reads the ledger's stream index (stream key -> notification id) in one read transaction.
+    """
+    recorder = _lmdb(engine)
+    datastore = recorder.datastore
+    prefix = datastore.stream_prefix(stream_id)
+    index, log = datastore.db(b"index"), datastore.db(b"log")
+    decode = event_decoder(engine)
+    events: list[tuple[int, LedgerEvent]] = []
+    with datastore.read() as txn:
+        cursor = txn.cursor(db=index)
+        found = cursor.set_range(prefix)
+        while found:
+            key = bytes(cursor.key())
+            if not key.startswith(prefix):
+                break
+            packed = bytes(cursor.value())
+            record = decode_record(packed, bytes(txn.get(packed, db=log)))
+            event = decode(
+                record.topic, record.state, record.originator_id, record.originator_version
+            )
+            events.append((record.notification_id, event))
+            found = cursor.next()
+    return events
+
+
+_ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
+
+
+def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
+    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits).
+
+    :raises UnknownMemoryError: no memory matches, or several do (they are named).
+    """
+    wanted = text.strip().lower()
+    if not _ID_TEXT.match(wanted):
+        msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
+        raise UnknownMemoryError(msg)
+    with engine.projections.lock:
+        engine.catch_up()
+        rows = engine.projections.conn.execute(
+            "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
+            "ORDER BY memory_id LIMIT 6",
+            [wanted],
+        ).fetchall()
+    ids = [str(r[0]) for r in rows]
+    if wanted in ids:
+        return wanted
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        msg = f"no memory with id {text!r} in {str(engine.path)!r}"
+        raise UnknownMemoryError(msg)
+    msg = f"memory id prefix {text!r} matches several memories: {', '.join(ids[:5])}"
+    raise UnknownMemoryError(msg)
+
+
+def _transcript(position: int, event: TranscriptObserved) -> TranscriptEvidence:
+    return TranscriptEvidence(
+        position=position,
+        session_id=event.session_id,
+        turn_id=event.turn_id,
+        digest=event.digest,
+        occurred_at=event.occurred_at,
+        recorded_at=event.recorded_at,
+        redactions=event.redactions,
+        transcript=event.transcript,
+    )
+
+
+class _Sessions:
+    """Session streams read once each, indexed by what lineage looks up."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+        self.cache: dict[UUID, list[tuple[int, LedgerEvent]]] = {}
+
+    def events(self, namespace: Namespace, session_id: str) -> list[tuple[int, LedgerEvent]]:
+        stream = session_stream_id(namespace, session_id)
+        if stream not in self.cache:
+            self.cache[stream] = stream_events(self.engine, stream)
+        return self.cache[stream]
+
+    def command(
+        self, namespace: Namespace, session_id: str, command_id: UUID
+    ) -> CommandSource | None:
+        for at, e in self.events(namespace, session_id):
+            if isinstance(e, ExplicitCommandApplied) and e.command_id == command_id:
+                return CommandSource(
+                    position=at,
+                    command_id=str(e.command_id),
+                    intent=e.intent,
+                    statement=e.statement,
+                )
+        return None
+
+    def origin(
+        self, position: int, event: MemoryActivated | MemoryReinforced, memory_id: str
+    ) -> Origin:
+        session = self.events(event.namespace, event.session_id)
+        source = event.candidate_id
+        candidate = command = transcript = extraction = None
+        policy = reconciled = None
+        for at, e in session:
+            if isinstance(e, CandidateExtracted) and e.candidate_id == source:
+                candidate = CandidateSource(
+                    position=at,
+                    candidate_id=str(e.candidate_id),
+                    index=e.index,
+                    extractor_id=e.extractor_id,
+                    validation="accepted",
+                    item=e.item,
+                )
+            elif isinstance(e, ExplicitCommandApplied) and e.command_id == source:
+                command = CommandSource(
+                    position=at,
+                    command_id=str(e.command_id),
+                    intent=e.intent,
+                    statement=e.statement,
+                )
+            elif isinstance(e, TranscriptObserved) and e.turn_id == event.turn_id:
+                transcript = _transcript(at, e)
+            elif isinstance(e, ExtractionCompleted) and e.turn_id == event.turn_id:
+                extraction = ExtractionOutcome(
+                    position=at,
+                    extractor_id=e.extractor_id,
+                    extracted=e.extracted,
+                    rejected=e.rejected,
+                )
+            elif isinstance(e, SessionOpened):
+                policy = e.activation_policy
+            elif isinstance(e, SessionReconciled) and reconciled is None:
+                touched = {str(m) for m in (*e.report.activated, *e.report.reinforced)}
+                if memory_id in touched:
+                    reconciled = at
+        if isinstance(event, MemoryActivated):
+            return Origin(
+                kind="activated",
+                position=position,
+                recorded_at=event.recorded_at,
+                session_id=event.session_id,
+                turn_id=event.turn_id,
+                source_id=str(source),
+                decision=event.decision,
+                decision_evidence=event.decision_evidence,
+                activation_policy=policy,
+                candidate=candidate,
+                command=command,
+                transcript=transcript,
+                extraction=extraction,
+                reconciled_position=reconciled,
+            )
+        return Origin(
+            kind="reinforced",
+            position=position,
+            recorded_at=event.recorded_at,
+            session_id=event.session_id,
+            turn_id=event.turn_id,
+            source_id=str(source),
+            activation_policy=policy,
+            candidate=candidate,
+            command=command,
+            transcript=transcript,
+            extraction=extraction,
+            reconciled_position=reconciled,
+        )
+
+
+def _history(position: int, event: LedgerEvent) -> HistoryEntry | None:
+    common: dict[str, Any] = {
+        "position": position,
+        "type": type(event).__name__,
+        "revision": event.originator_version,
+        "recorded_at": event.recorded_at,
+        "session_id": getattr(event, "session_id", None),
+        "turn_id": getattr(event, "turn_id", None),
+    }
+    if isinstance(event, MemorySuperseded):
+        return HistoryEntry(
+            **common,
+            detail=f"superseded ({event.cause.replace('_', ' ')})",
+            related_memory=str(event.superseded_by),
+        )
+    if isinstance(event, MemoryConflictMarked):
+        return HistoryEntry(
+            **common, detail="conflict marked", related_memory=str(event.conflicts_with)
+        )
+    if isinstance(event, MemoryPinned):
+        return HistoryEntry(**common, detail=f"pinned by command {event.command_id}")
+    if isinstance(event, MemoryForgotten):
+        return HistoryEntry(**common, detail=f"forgotten by command {event.command_id}")
+    if isinstance(event, MemoryPruned):
+        return HistoryEntry(**common, detail=f"pruned ({event.rule})")
+    return None
+
+
+def _rows(engine: MemoryEngine, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    with engine.projections.lock:
+        table = engine.projections.conn.sql(sql, params=params).to_arrow_table()
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+def _statements(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, str]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = _rows(
+        engine,
+        "SELECT memory_id, statement FROM canonical_memory WHERE memory_id IN (SELECT unnest(?))",
+        [wanted],
+    )
+    return {r["memory_id"]: r["statement"] for r in rows}
+
+
+def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
+    """The lineage of one memory item (a full id or a unique prefix of one).
+
+    Catches the engine's projections up to the ledger head first.
+
+    :returns: a :class:`Lineage` (origins in position order, history, recalls, admissions
+        and uses, each with its ledger position).
+    :raises UnknownMemoryError: no memory (or several) match ``memory_id``.
+    """
+    full = resolve_memory_id(engine, memory_id)
+    row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
+    position = engine.runner.position
+    sessions = _Sessions(engine)
+    origins: list[Origin] = []
+    history: list[HistoryEntry] = []
+    for at, event in stream_events(engine, UUID(full)):
+        if at > position:
+            break
+        if isinstance(event, MemoryActivated | MemoryReinforced):
+            origins.append(sessions.origin(at, event, full))
+        else:
+            entry = _history(at, event)
+            if entry is not None and isinstance(event, MemoryPinned | MemoryForgotten):
+                command = sessions.command(event.namespace, event.session_id, event.command_id)
+                if command is not None:
+                    verb = "pinned" if isinstance(event, MemoryPinned) else "forgotten"
+                    detail = f"{verb} by command @{command.position}: {command.statement!r}"
+                    entry = msgspec.structs.replace(entry, detail=detail)
+            if entry is not None:
+                history.append(entry)
+    recalls = tuple(
+        RecallTouch(
+            position=r["position"],
+            session_id=r["session_id"],
+            turn_id=r["turn_id"],
+            query=r["query"],
+            path=r["path"],
+            rank=r["memory_ids"].index(full) + 1,
+        )
+        for r in _rows(
+            engine,
+            "SELECT * FROM recalls WHERE list_contains(memory_ids, ?) ORDER BY position",
+            [full],
+        )
+    )
+    admissions = tuple(
+        AdmissionTouch(
+            position=r["admitted_position"],
+            session_id=r["session_id"],
+            turn_id=r["turn_id"],
+            revision=r["revision"],
+            estimated_tokens=r["estimated_tokens"],
+            revoked=r["revoked"],
+            revoke_reason=r["revoke_reason"],
+            revoked_position=r["revoked_position"],
+        )
+        for r in _rows(
+            engine,
+            "SELECT * FROM admissions WHERE memory_id = ? ORDER BY admitted_position",
+            [full],
+        )
+    )
+    uses = tuple(
+        UseTouch(
+            position=r["position"],
+            session_id=r["session_id"],
+            turn_id=r["turn_id"],
+            revision=r["revision"],
+        )
+        for r in _rows(engine, "SELECT * FROM uses WHERE memory_id = ? ORDER BY position", [full])
+    )
+    supersedes = tuple(row["supersedes"] or ())
+    conflicts = tuple(row["conflicts_with"] or ())
+    mentioned = [*supersedes, *conflicts, *(h.related_memory for h in history if h.related_memory)]
+    if row["superseded_by"]:
+        mentioned.append(row["superseded_by"])
+    return Lineage(
+        memory_id=full,
+        namespace=Namespace(row["tenant"], row["principal"], row["scope_id"]),
+        status=row["status"],
+        revision=row["revision"],
+        subject=row["subject"],
+        predicate=row["predicate"],
+        value=row["value"],
+        statement=row["statement"],
+        evidence=tuple(row["evidence"] or ()),
+        importance=row["importance"],
+        pinned=row["pinned"],
+        position=position,
+        origins=tuple(origins),
+        history=tuple(history),
+        supersedes=supersedes,
+        superseded_by=row["superseded_by"],
+        conflicts_with=conflicts,
+        recalls=recalls,
+        admissions=admissions,
+        uses=uses,
+        related=_statements(engine, mentioned),
+    )
+
+
+# Mermaid ------------------------------------------------------------------------------------
+
+
+def _label(*lines: str) -> str:
+    """A quoted Mermaid node label; quotes and angle brackets escaped, lines joined."""
+    escaped = []
+    for line in lines:
+        text = " ".join(line.split())
+        if len(text) > 70:
+            text = text[:69] + "…"
+        for raw, entity in (("#", "#35;"), ('"', "#quot;"), ("<", "#lt;"), (">", "#gt;")):
+            text = text.replace(raw, entity)
+        escaped.append(text)
+    return '"' + "<br/>".join(escaped) + '"'
+
+
+def _edge(text: str) -> str:
+    return _label(text)[1:-1].replace("|", "#124;")
+
+
+def _short_id(memory_id: str) -> str:
+    return memory_id[:8]
+
+
+def render_mermaid(lineage: Lineage, *, fenced: bool = True) -> str:
+    """The lineage as a Mermaid ``flowchart`` (in a ```mermaid fence unless ``fenced=False``).
+
+    Evidence turns flow into candidates, candidates into the memory (labelled with the
+    activation decision or reinforcement), the memory into later history and related items;
+    dotted edges lead to the turns that recalled, admitted and used it.
+    """
+    lines = ["flowchart TD"]
+
+    def node(name: str, *label: str) -> None:
+        lines.append(f"    {name}[{_label(*label)}]")
+
+    def edge(source: str, target: str, text: str | None = None, *, dotted: bool = False) -> None:
+        arrow = "-.->" if dotted else "-->"
+        lines.append(f"    {source} {arrow}{f'|{_edge(text)}|' if text else ''} {target}")
+
+    evidence = ", ".join(lineage.evidence) or "-"
+    node(
+        "M",
+        f"memory {_short_id(lineage.memory_id)}",
+        lineage.statement,
+        f"{lineage.status} · revision {lineage.revision} · evidence {evidence}",
+    )
+    for n, origin in enumerate(lineage.origins, start=1):
+        upstream: str | None = None
+        if origin.transcript is not None:
+            t = origin.transcript
+            when = t.occurred_at.isoformat() if t.occurred_at else "no occurred time"
+            node(
+                f"T{n}",
+                f"turn {t.turn_id} of {t.session_id} @{t.position}",
+                when,
+                f"sha256 {t.digest[:12]}",
+                t.transcript,
+            )
+            upstream = f"T{n}"
+        if origin.candidate is not None:
+            c = origin.candidate
+            node(
+                f"C{n}",
+                f"candidate #{c.index} @{c.position}",
+                c.item.statement,
+                f"validation {c.validation}",
+            )
+            if upstream:
+                edge(upstream, f"C{n}", f"extracted by {c.extractor_id}")
+            upstream = f"C{n}"
+        elif origin.command is not None:
+            command = origin.command
+            node(f"C{n}", f"command {command.intent} @{command.position}", command.statement)
+            if upstream:
+                edge(upstream, f"C{n}")
+            upstream = f"C{n}"
+        if origin.kind == "activated":
+            action = f"activated ({origin.decision}) @{origin.position}"
+        else:
+            action = f"reinforced @{origin.position}"
+        if upstream is None:
+            node(f"O{n}", f"{origin.session_id} turn {origin.turn_id}")
+            upstream = f"O{n}"
+        edge(upstream, "M", action)
+    for n, entry in enumerate(lineage.history, start=1):
+        if entry.related_memory:
+            statement = lineage.related.get(entry.related_memory, "")
+            node(f"H{n}", f"memory {_short_id(entry.related_memory)}", statement)
+            edge("M", f"H{n}", f"{entry.detail} @{entry.position}")
+        else:
+            node(f"H{n}", f"{entry.detail} @{entry.position}")
+            edge("M", f"H{n}")
+    for n, older in enumerate(lineage.supersedes, start=1):
+        node(f"S{n}", f"memory {_short_id(older)}", lineage.related.get(older, ""))
+        edge(f"S{n}", "M", "superseded by")
+    touches: list[tuple[str, str]] = []
+    for r in lineage.recalls:
+        touches.append(
+            (
+                f"recalled @{r.position} (rank {r.rank})",
+                f"{r.session_id} turn {r.turn_id}: {r.query}",
+            )
+        )
+    for a in lineage.admissions:
+        revoked = " (revoked)" if a.revoked else ""
+        touches.append((f"admitted @{a.position}{revoked}", f"{a.session_id} turn {a.turn_id}"))
+    for u in lineage.uses:
+        touches.append((f"used @{u.position}", f"{u.session_id} turn {u.turn_id}"))
+    for n, (text, label) in enumerate(touches, start=1):
+        node(f"U{n}", label)
+        edge("M", f"U{n}", text, dotted=True)
+    body = "\n".join(lines) + "\n"
+    return f"```mermaid\n{body}```\n" if fenced else body

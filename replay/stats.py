@@ -1,0 +1,208 @@
+"""Store statistics (``memory-ledger stats``): events, namespaces, memories, positions, sizes.
+
+Event counts come from the stored topics (no decoding); namespaces and sessions from the
+SessionOpened events (the only ones decoded); memory counts from the engine's projection,
+caught up to the head first. Every projection slot file is listed with its size and position;
+a slot that another process holds is reported as in use (DuckDB refuses to open it).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import msgspec
+from eventsourcing.utils import get_topic
+
+from commands.engine import MemoryEngine
+from ledger.events import LedgerEvent, SessionOpened
+from replay.filters import EventFilter, event_decoder, filter_events, topic_type
+
+__all__ = ["NamespaceStats", "SlotStats", "StoreStats", "store_stats"]
+
+
+class NamespaceStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One namespace: its sessions, and its memories by status."""
+
+    tenant: str
+    principal: str
+    scope_id: str
+    sessions: int
+    memories: dict[str, int]
+    active_memories: int
+
+
+class SlotStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One projection slot file: size, tracked position (None when unreadable or in use)."""
+
+    path: str
+    bytes: int
+    position: int | None
+    in_use: bool
+    this_process: bool
+
+
+class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything ``memory-ledger stats`` reports (see the module docstring)."""
+
+    store: str
+    ledger_head: int
+    projection_position: int
+    events: int
+    events_by_type: dict[str, int]
+    sessions: int
+    namespaces: tuple[NamespaceStats, ...]
+    memories_by_status: dict[str, int]
+    active_memories: int
+    first_recorded_at: datetime | None
+    last_recorded_at: datetime | None
+    ledger_bytes: int
+    ledger_used_bytes: int
+    projection_files: tuple[SlotStats, ...]
+    total_bytes: int
+
+
+def _first_and_last(engine: MemoryEngine, head: int) -> tuple[datetime | None, datetime | None]:
+    if head <= 0:
+        return None, None
+    first: LedgerEvent | None = next(
+        (e for _, e in filter_events(engine, EventFilter(stop=1))), None
+    )
+    last: LedgerEvent | None = next(
+        (e for _, e in filter_events(engine, EventFilter(start=head, stop=head))), None
+    )
+    return (
+        first.recorded_at if first else None,
+        last.recorded_at if last else None,
+    )
+
+
+@contextlib.contextmanager
+def _slot_lock(lock_path: Path) -> Iterator[bool]:
+    """Try the slot's flock without waiting: yields True when it was free (and is now ours)."""
+    with open(lock_path, "ab") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _slot(engine: MemoryEngine, path: Path) -> SlotStats:
+    size = path.stat().st_size + sum(
+        p.stat().st_size for p in path.parent.glob(path.name + ".wal") if p.is_file()
+    )
+    if os.path.realpath(path) == os.path.realpath(engine.projections.path):
+        return SlotStats(
+            path=str(path),
+            bytes=size,
+            position=engine.projections.position(),
+            in_use=True,
+            this_process=True,
+        )
+    lock_path = path.with_suffix(".lock")
+    with _slot_lock(lock_path) as free:
+        if not free:
+            return SlotStats(
+                path=str(path), bytes=size, position=None, in_use=True, this_process=False
+            )
+        position: int | None = None
+        try:
+            conn = duckdb.connect(str(path), read_only=True)
+            try:
+                rows = conn.execute(
+                    "SELECT position FROM projection_tracking WHERE projection = 'read_models'"
+                ).fetchall()
+                position = int(rows[0][0]) if rows else 0
+            finally:
+                conn.close()
+        except duckdb.Error:
+            position = None
+    return SlotStats(
+        path=str(path), bytes=size, position=position, in_use=False, this_process=False
+    )
+
+
+def store_stats(engine: MemoryEngine) -> StoreStats:
+    """Counts, positions and file sizes of the store ``engine`` has open.
+
+    Catches the engine's projection up to the ledger head first.
+    """
+    head = engine.head
+    with engine.projections.lock:
+        position = engine.catch_up(head)
+        memory_rows = engine.projections.conn.execute(
+            "SELECT tenant, principal, scope_id, status, count(*) FROM canonical_memory "
+            "GROUP BY ALL"
+        ).fetchall()
+    by_type: collections.Counter[str] = collections.Counter()
+    opened_topic = get_topic(SessionOpened)
+    decode = event_decoder(engine)
+    sessions: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    select_raw = getattr(engine.recorder, "select_raw", None)
+    after = 0
+    while select_raw is not None and after < head:
+        rows = select_raw(after, 5000, head)
+        if not rows:
+            break
+        for _, raw_id, version, topic, state in rows:
+            by_type[topic_type(topic)] += 1
+            if topic == opened_topic:
+                ns = decode(topic, state, raw_id, version).namespace
+                sessions[(ns.tenant, ns.principal, ns.scope_id)] += 1
+        after = rows[-1][0]
+    memories: dict[tuple[str, str, str], dict[str, int]] = collections.defaultdict(dict)
+    by_status: collections.Counter[str] = collections.Counter()
+    for tenant, principal, scope_id, status, count in memory_rows:
+        memories[(tenant, principal, scope_id)][status] = int(count)
+        by_status[status] += int(count)
+    namespaces = tuple(
+        NamespaceStats(
+            tenant=key[0],
+            principal=key[1],
+            scope_id=key[2],
+            sessions=sessions.get(key, 0),
+            memories=dict(sorted(memories.get(key, {}).items())),
+            active_memories=sum(
+                n for s, n in memories.get(key, {}).items() if s in ("active", "conflicted")
+            ),
+        )
+        for key in sorted(set(sessions) | set(memories))
+    )
+    ledger_file = engine.path / "ledger" / "data.mdb"
+    ledger_bytes = ledger_file.stat().st_size if ledger_file.is_file() else 0
+    env = getattr(getattr(engine.recorder, "datastore", None), "env", None)
+    used = 0
+    if env is not None:
+        used = (int(env.info()["last_pgno"]) + 1) * int(env.stat()["psize"])
+    slots = tuple(
+        _slot(engine, p) for p in sorted((engine.path / "projections").glob("slot-*.duckdb"))
+    )
+    first, last = _first_and_last(engine, head)
+    return StoreStats(
+        store=str(engine.path),
+        ledger_head=head,
+        projection_position=position,
+        events=sum(by_type.values()),
+        events_by_type=dict(sorted(by_type.items())),
+        sessions=sum(sessions.values()),
+        namespaces=namespaces,
+        memories_by_status=dict(sorted(by_status.items())),
+        active_memories=by_status["active"] + by_status["conflicted"],
+        first_recorded_at=first,
+        last_recorded_at=last,
+        ledger_bytes=ledger_bytes,
+        ledger_used_bytes=used,
+        projection_files=slots,
+        total_bytes=ledger_bytes + sum(s.bytes for s in slots),
+    )

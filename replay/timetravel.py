@@ -1,0 +1,254 @@
+"""Time travel: the read models as they stood at an earlier point of the ledger.
+
+``as_of(engine, 40)`` folds positions 1..40 into a fresh (in-memory) DuckDB database and
+returns an :class:`AsOf` to query it: canonical memory then, and recall as it would have
+answered then. The point may also be a timestamp:
+
+- recorded time (default): the longest prefix of the ledger recorded at or before it (the
+  ledger is in commit order; the first event recorded later ends the prefix);
+- occurred time (``occurred=True``): every event whose conversation time is at or before it,
+  whenever it was recorded. An event's conversation time is its own ``occurred_at``, else
+  that of its turn's transcript, else the latest one seen in its session, else (a host that
+  supplied no times) its ``recorded_at``.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, cast
+from uuid import UUID
+
+import duckdb
+import msgspec
+
+from commands.engine import MemoryEngine
+from commands.recall import NamespaceRecallIndex, RecallResult
+from ledger.events import LedgerEvent
+from ledger.ids import Namespace, session_stream_id
+from projections.canonical import RETRIEVABLE, CanonicalMemory
+from projections.digest import table_digests
+from projections.store import ProjectionStore
+from replay.filters import filter_events
+from replay.points import PointError, parse_point
+from replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
+
+__all__ = ["AsOf", "AsOfMode", "as_of", "memory_record", "position_at"]
+
+AsOfMode = Literal["position", "recorded", "occurred"]
+
+
+def position_at(engine: MemoryEngine, when: datetime) -> int:
+    """The last position of the ledger prefix recorded at or before ``when`` (0 if none).
+
+    :raises PointError: ``when`` has no time zone.
+    """
+    if when.tzinfo is None:
+        msg = f"timestamp {when.isoformat()} has no time zone"
+        raise PointError(msg)
+    position = 0
+    for current, event in filter_events(engine):
+        if event.recorded_at > when:
+            break
+        position = current
+    return position
+
+
+class _OccurredFilter:
+    """Keeps events whose conversation time is at or before ``until`` (see module doc)."""
+
+    def __init__(self, until: datetime) -> None:
+        self.until = until
+        self.turns: dict[tuple[UUID, int], datetime] = {}
+        self.sessions: dict[UUID, datetime] = {}
+        self.kept = 0
+        self.skipped = 0
+        self.last_kept = 0
+
+    def occurred(self, event: LedgerEvent) -> datetime:
+        session_id = getattr(event, "session_id", None)
+        stream = (
+            session_stream_id(event.namespace, session_id) if isinstance(session_id, str) else None
+        )
+        turn_id = getattr(event, "turn_id", None)
+        own = getattr(event, "occurred_at", None)
+        if isinstance(own, datetime):
+            if stream is not None:
+                if isinstance(turn_id, int):
+                    self.turns.setdefault((stream, turn_id), own)
+                latest = self.sessions.get(stream)
+                if latest is None or own > latest:
+                    self.sessions[stream] = own
+            return own
+        if stream is not None:
+            if isinstance(turn_id, int) and (stream, turn_id) in self.turns:
+                return self.turns[(stream, turn_id)]
+            if stream in self.sessions:
+                return self.sessions[stream]
+        return event.recorded_at
+
+    def __call__(self, position: int, event: LedgerEvent) -> bool:
+        if self.occurred(event) <= self.until:
+            self.kept += 1
+            self.last_kept = position
+            return True
+        self.skipped += 1
+        return False
+
+
+class AsOf:
+    """The read models at an earlier point, in their own DuckDB database (close it).
+
+    ``position`` is the last ledger position folded (for occurred time: the last position
+    scanned; ``events_skipped`` events after the point were left out). ``conn`` is a plain
+    DuckDB connection holding the same tables and views as a live projection file.
+    """
+
+    def __init__(
+        self,
+        store: ProjectionStore,
+        *,
+        at: int | datetime,
+        mode: AsOfMode,
+        position: int,
+        head: int,
+        events_skipped: int = 0,
+    ) -> None:
+        self.store = store
+        self.at = at
+        self.mode: AsOfMode = mode
+        self.position = position
+        self.head = head
+        self.events_skipped = events_skipped
+        self._lock = threading.RLock()
+        self._canonical = CanonicalMemory(store.conn, self._lock)
+        self._index = NamespaceRecallIndex(self._canonical)
+
+    @property
+    def conn(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection of the past read models (plain SQL over every read model)."""
+        return self.store.conn
+
+    def memories(
+        self, namespace: Namespace | None = None, *, include_history: bool = False
+    ) -> list[dict[str, Any]]:
+        """``canonical_memory`` rows then: retrievable ones (active, conflicted), or every row
+        with ``include_history``; of one namespace or all, ordered by namespace then
+        ``created_position``."""
+        where, params = [], []
+        if namespace is not None:
+            namespace.validated()
+            where.append("tenant = ? AND principal = ? AND scope_id = ?")
+            params += [namespace.tenant, namespace.principal, namespace.scope_id]
+        if not include_history:
+            where.append("status IN (" + ", ".join(f"'{s}'" for s in RETRIEVABLE) + ")")
+        sql = "SELECT * FROM canonical_memory"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY tenant, principal, scope_id, created_position, memory_id"
+        with self._lock:
+            rows: list[dict[str, Any]] = (
+                self.conn.sql(sql, params=params).to_arrow_table().to_pylist()
+            )
+        return rows
+
+    def memory(self, memory_id: str) -> dict[str, Any] | None:
+        """One ``canonical_memory`` row then (any status), or None if it did not exist yet."""
+        return self._canonical.get(memory_id)
+
+    def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
+        """Recall over ``namespace`` as it would have been answered then (BM25, same ranking
+        as :meth:`commands.MemoryEngine.recall`)."""
+        namespace.validated()
+        with self._lock:
+            hits = self._index.search(namespace, query, max(k, 0), self.position)
+        return RecallResult(query=query, results=tuple(hits), position=self.position)
+
+    def digests(self) -> dict[str, str]:
+        """Content digest of every table and view then (see :func:`projections.table_digests`)."""
+        with self._lock:
+            return table_digests(self.conn)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description of the point: ``at``, ``mode``, ``position``, ``head``,
+        ``events_skipped``."""
+        return {
+            "at": self.at.isoformat() if isinstance(self.at, datetime) else self.at,
+            "mode": self.mode,
+            "position": self.position,
+            "head": self.head,
+            "events_skipped": self.events_skipped,
+        }
+
+    def close(self) -> None:
+        """Drop the past read models."""
+        self.store.close()
+
+    def __enter__(self) -> AsOf:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def as_of(
+    engine: MemoryEngine,
+    at: int | datetime | str,
+    *,
+    occurred: bool = False,
+    path: str = ":memory:",
+    on_page: OnPage | None = None,
+) -> AsOf:
+    """The read models as they stood at ``at``: a position, a timestamp, or text of either.
+
+    :param occurred: read a timestamp as conversation (occurred) time, not recorded time.
+    :param path: where the past read models live: in memory (default) or a NEW DuckDB file.
+    :returns: an open :class:`AsOf` (a context manager).
+    :raises PointError: text that is neither; a position with ``occurred``; a naive datetime.
+    :raises PositionOutOfRangeError: a position beyond the ledger head.
+
+    >>> with as_of(engine, 40) as past:                      # doctest: +SKIP
+    ...     [m["statement"] for m in past.memories()]
+    """
+    point = parse_point(at) if isinstance(at, str) else at
+    if isinstance(point, bool):
+        msg = "a point is a position or a timestamp, not a boolean"
+        raise PointError(msg)
+    head = engine.head
+    if isinstance(point, int):
+        if occurred:
+            msg = "occurred time needs a timestamp, not a position"
+            raise PointError(msg)
+        if point > head:
+            msg = f"position {point} is beyond the ledger head {head}"
+            raise PositionOutOfRangeError(msg)
+        store = build_projections(engine, to=point, path=path, on_page=on_page)
+        return AsOf(store, at=point, mode="position", position=point, head=head)
+    if point.tzinfo is None:
+        msg = f"timestamp {point.isoformat()} has no time zone"
+        raise PointError(msg)
+    if not occurred:
+        position = position_at(engine, point)
+        store = build_projections(engine, to=position, path=path, on_page=on_page)
+        return AsOf(store, at=point, mode="recorded", position=position, head=head)
+    keep = _OccurredFilter(point)
+    store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
+    return AsOf(
+        store,
+        at=point,
+        mode="occurred",
+        position=head,
+        head=head,
+        events_skipped=keep.skipped,
+    )
+
+
+def memory_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-ready ``canonical_memory`` row (datetimes as ISO 8601 text)."""
+    return cast(dict[str, Any], msgspec.to_builtins(row))

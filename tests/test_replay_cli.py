@@ -1,0 +1,34 @@
+"""CLI conventions of the audit commands: every command takes --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from replay.cli import app
+from tests.conftest import locomo_path
+
+runner = CliRunner()
+
+
+def test_every_command_takes_json() -> None:
+    group = typer.main.get_command(app)
+    commands = getattr(group, "commands", {})
+    names = set(commands)
+    assert {"replay", "as-of", "explain", "export", "backup", "restore", "stats"} <= names
+    for name, command in commands.items():
+        options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+        assert "--json" in options, f"{name} has no --json"
+
+
+def test_convert_locomo_json_summary() -> None:
+    source = locomo_path()
+    if source is None:
+        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    result = runner.invoke(app, ["convert-locomo", str(source), "--sample", "conv-26", "--json"])
+    assert result.exit_code == 0
+    summary = json.loads(result.stderr)
+    assert summary["sample"] == "conv-26" and summary["facts"] == 184
