@@ -16,7 +16,9 @@ from typing import Any, cast
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import get_topic
 
-from ledger.events import LedgerEvent
+from ledger.events import LedgerEvent, MemoryActivated
+from ledger.faults import fault
+from projections.columnar import FAST_TOPICS, ROW_TOUCHING_TOPICS, ColumnarBatch, uuid_text
 from projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
 from projections.store import ProjectionStore
 
@@ -26,6 +28,7 @@ PROJECTION_VERSION = 1
 """Version of the read models' shape and fold; bump it to rebuild every projection file."""
 
 _TOPICS = frozenset(get_topic(cls) for cls in PROJECTED_EVENTS)
+_ACTIVATED = get_topic(MemoryActivated)
 
 Page = tuple[int, list[tuple[int, LedgerEvent]]]
 
@@ -99,16 +102,59 @@ class ProjectionRunner:
             return position
         while to is None or position < to:
             with gc_paused():
-                page = self.read_page(position, to)
+                page = self._read_columnar_page(position, to)
                 if page is None:
                     break
-                last, events = page
-                self.apply_events(events, previous=position, last=last)
-                del page, events
+                last, events, batch = page
+                self.apply_events(events, previous=position, last=last, batch=batch)
+                del page, events, batch
             position = last
             if self.on_page is not None:
                 self.on_page(position)
         return position
+
+    def _read_columnar_page(
+        self, after: int, to: int | None
+    ) -> tuple[int, list[tuple[int, LedgerEvent]], ColumnarBatch | None] | None:
+        """Like :meth:`read_page`, with the row-creating events set aside for the columnar
+        fast path (``projections.columnar``) when the recorder and mapper allow it."""
+        select_raw = getattr(self.recorder, "select_raw", None)
+        decode = getattr(self.mapper, "decode", None)
+        plain = not (
+            getattr(self.mapper, "cipher", None) or getattr(self.mapper, "compressor", None)
+        )
+        if select_raw is None or decode is None or not plain:
+            page = self.read_page(after, to)
+            return None if page is None else (page[0], page[1], None)
+        rows = select_raw(after, self.page_size, to)
+        if not rows:
+            return None
+        batch = ColumnarBatch()
+        # First activations may take the columnar path only when nothing else in the page
+        # changes canonical rows, and only for memories the file does not hold yet.
+        activation_ids = [row[1] for row in rows if row[3] == _ACTIVATED]
+        columnar_activations = (
+            self._known is not None
+            and len(set(activation_ids)) == len(activation_ids)
+            and not any(row[3] in ROW_TOUCHING_TOPICS for row in rows)
+        )
+        known_memories = self._known.keys["canonical_memory"] if self._known else set()
+        events: list[tuple[int, LedgerEvent]] = []
+        for nid, raw_id, version, topic, state in rows:
+            if topic not in _TOPICS:
+                continue
+            if topic in FAST_TOPICS and batch.offer(topic, nid, state):
+                continue
+            if (
+                columnar_activations
+                and topic == _ACTIVATED
+                and isinstance(raw_id, bytes)
+                and uuid_text(raw_id) not in known_memories
+                and batch.offer_activation(nid, raw_id, version, state)
+            ):
+                continue
+            events.append((nid, cast(LedgerEvent, decode(topic, state, raw_id, version))))
+        return rows[-1][0], events, batch
 
     def read_page(self, after: int, to: int | None = None) -> Page | None:
         """The page after ``after``: ``(last position read, projected events)``, or None.
@@ -145,9 +191,15 @@ class ProjectionRunner:
         self.apply_events(self.decode(notifications), previous=previous, last=notifications[-1].id)
 
     def apply_events(
-        self, events: Sequence[tuple[int, LedgerEvent]], *, previous: int, last: int
+        self,
+        events: Sequence[tuple[int, LedgerEvent]],
+        *,
+        previous: int,
+        last: int,
+        batch: ColumnarBatch | None = None,
     ) -> None:
-        """Fold ``events`` and commit rows + tracking position ``last`` in one transaction.
+        """Fold ``events`` (and the columnar ``batch`` of the same page, if any) and commit
+        rows + tracking position ``last`` in one transaction.
 
         If the file's position is no longer ``previous`` (another applier committed this
         page first), nothing is applied: applying it again would count events twice.
@@ -163,8 +215,18 @@ class ProjectionRunner:
                     return
                 if self._known is None:
                     self._known = KnownKeys(conn)
+                if batch is not None and len(batch):
+                    known_transcripts = self._known.keys["transcripts"]
+                    created = batch.write(conn, known_transcripts)
+                    # Visible to this page's fold (transcript positions of activations); on
+                    # a rollback the whole cache is dropped below.
+                    self._known.transcripts.update(created)
+                    known_transcripts.update(created)
+                    activated = batch.write_activations(conn, self._known.transcripts)
+                    self._known.keys["canonical_memory"].update(activated)
                 page = fold_page(conn, events, self._known)
                 self.store.set_position(last)
+                fault("projections.commit")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

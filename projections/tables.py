@@ -55,19 +55,28 @@ class ReadModelTable:
         self.doc = doc
         self.columns = tuple(schema.names)
 
+    @staticmethod
+    def array(field: pa.Field, values: Sequence[Any]) -> pa.Array:
+        """One column as an Arrow array (timestamps through int64 microseconds, exact)."""
+        if pa.types.is_timestamp(field.type):
+            micros = [None if v is None else (v - _EPOCH) // _MICROSECOND for v in values]
+            return pa.array(micros, type=pa.int64()).cast(field.type)
+        return pa.array(values, type=field.type)
+
     def to_arrow(self, rows: Sequence[dict[str, Any]]) -> pa.Table:
-        """``rows`` as one Arrow table, built column by column (timestamps through int64
-        microseconds: about 1.6x faster than ``Table.from_pylist`` here)."""
-        arrays = []
-        for field in self.schema:
-            name = field.name
-            values = [row[name] for row in rows]
-            if pa.types.is_timestamp(field.type):
-                micros = [None if v is None else round(v.timestamp() * 1_000_000) for v in values]
-                arrays.append(pa.array(micros, type=pa.int64()).cast(field.type))
-            else:
-                arrays.append(pa.array(values, type=field.type))
+        """``rows`` as one Arrow table, built column by column (about 1.6x faster than
+        ``Table.from_pylist`` here)."""
+        arrays = [self.array(field, [row[field.name] for row in rows]) for field in self.schema]
         return pa.Table.from_arrays(arrays, schema=self.schema)
+
+    def insert_arrow(self, conn: duckdb.DuckDBPyConnection, batch: pa.Table) -> None:
+        """Append an Arrow batch with this table's schema."""
+        view = f"_batch_{self.name}"
+        conn.register(view, batch)
+        try:
+            conn.execute(f"INSERT INTO {self.name} SELECT * FROM {view}")
+        finally:
+            conn.unregister(view)
 
     def create_sql(self) -> str:
         columns = ", ".join(f"{f.name} {_DUCKDB_TYPES[f.type]}" for f in self.schema)
@@ -105,13 +114,7 @@ class ReadModelTable:
         """Append ``rows`` (one Arrow batch)."""
         if not rows:
             return
-        batch = self.to_arrow(rows)
-        view = f"_batch_{self.name}"
-        conn.register(view, batch)
-        try:
-            conn.execute(f"INSERT INTO {self.name} SELECT * FROM {view}")
-        finally:
-            conn.unregister(view)
+        self.insert_arrow(conn, self.to_arrow(rows))
 
 
 CANONICAL_MEMORY = ReadModelTable(

@@ -119,14 +119,18 @@ def _instrument_catch_up(
         rows = store.conn.execute("SELECT count(*) FROM canonical_memory").fetchall()
         return int(rows[0][0])
 
-    def apply_events(events: Sequence[tuple[int, Any]], *, previous: int, last: int) -> None:
+    def apply_events(
+        events: Sequence[tuple[int, Any]], *, previous: int, last: int, **kwargs: Any
+    ) -> None:
         nonlocal memory_pages, stalling
-        if any(isinstance(e, MemoryActivated | MemoryReinforced) for _, e in events):
+        batch = kwargs.get("batch")
+        columnar = batch is not None and bool(batch.activations)
+        if columnar or any(isinstance(e, MemoryActivated | MemoryReinforced) for _, e in events):
             memory_pages += 1
             stalling = memory_pages == stall_page
         else:
             stalling = False
-        original_apply(events, previous=previous, last=last)
+        original_apply(events, previous=previous, last=last, **kwargs)
 
     def set_position(position: int) -> None:
         # Called inside the page's DuckDB transaction, after its rows were written.
