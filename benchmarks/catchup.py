@@ -199,7 +199,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--rebuild-events", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--page-size", type=int, default=10_000)
+    parser.add_argument("--page-size", type=int, default=25_000)
     parser.add_argument("--quick", action="store_true", help="10,000 / 50,000 events, 1 run")
     args = parser.parse_args(argv)
     if args.quick:

@@ -68,7 +68,7 @@ class ProjectionRunner:
         recorder: ApplicationRecorder,
         mapper: Mapper[Any],
         *,
-        page_size: int = 10_000,
+        page_size: int = 25_000,
         on_page: Callable[[int], None] | None = None,
     ) -> None:
         self.store = store
