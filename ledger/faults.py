@@ -1,0 +1,46 @@
+"""Named fault points for crash and fault-injection tests: off by default, free when off.
+
+The write path calls :func:`fault` at a few named points. Nothing is installed outside
+tests, and then a call costs one function call and one empty-dict check. A test installs a
+callable under a point's name in :data:`FAULTS` (in the process that is meant to fail); the
+callable may raise (an in-process fault), sleep until the process is SIGKILLed (a crash at
+that exact point), or count calls. Library code never writes to :data:`FAULTS` and no
+environment variable enables it.
+
+Points (:data:`POINTS`):
+
+- ``ledger.put``: inside an LMDB write transaction of the log, right after one event's
+  records were put (before the next event's; after the last one too);
+- ``ledger.commit``: inside an LMDB write transaction, every put done, before the commit;
+- ``session.appended``: a session command's events are committed (durable) and its caller
+  has not seen them yet: the session state, read buffer and projections are not updated;
+- ``session.finish_planned``: ``finish()`` planned its events and has not appended them;
+- ``projections.commit``: inside a projection batch's DuckDB transaction, its rows and its
+  tracking position written, before COMMIT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["FAULTS", "POINTS", "fault"]
+
+POINTS = (
+    "ledger.put",
+    "ledger.commit",
+    "session.appended",
+    "session.finish_planned",
+    "projections.commit",
+)
+"""Every fault point the code calls."""
+
+FAULTS: dict[str, Callable[[], None]] = {}
+"""Installed faults by point name (tests only; empty otherwise)."""
+
+
+def fault(name: str) -> None:
+    """Run the fault installed at point ``name``, if any (nothing is, outside tests)."""
+    if FAULTS:
+        hook = FAULTS.get(name)
+        if hook is not None:
+            hook()
