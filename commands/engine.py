@@ -73,7 +73,7 @@ class MemoryEngine:
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
         self.canonical = CanonicalMemory(projections.conn, self._read_lock)
-        self.recall_index = NamespaceRecallIndex(self.canonical)
+        self.recall_index = NamespaceRecallIndex(self.canonical, self.runner.changed_at)
         self._memory_maps: dict[str, tuple[int, str]] = {}
 
     @classmethod

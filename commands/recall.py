@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -184,17 +184,29 @@ def apply_hints(
 
 class NamespaceRecallIndex:
     """BM25 indexes of retrievable canonical memories, one per namespace, kept in step with
-    the projection position."""
+    the projection.
 
-    def __init__(self, canonical: CanonicalMemory) -> None:
+    :param changed_at: the last projection position that changed a namespace's retrievable
+        content (``ProjectionRunner.changed_at``); an index built at or after it is reused,
+        so writes to other namespaces, recall records and counters never force a rebuild.
+        Without it, any move of the position rebuilds.
+    """
+
+    def __init__(
+        self, canonical: CanonicalMemory, changed_at: Callable[[str], int] | None = None
+    ) -> None:
         self.canonical = canonical
+        self._changed_at = changed_at
         self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
 
     def docs(self, namespace: Namespace, position: int) -> tuple[BM25Index, dict[str, MemoryDoc]]:
-        """The index and documents of ``namespace`` at projection ``position``."""
+        """The index and documents of ``namespace`` as of projection ``position``."""
         key = namespace.key()
         cached = self._cache.get(key)
-        if cached is None or cached[0] != position:
+        stale = cached is None or (
+            cached[0] < self._changed_at(key) if self._changed_at else cached[0] != position
+        )
+        if cached is None or stale:
             rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id
             )

@@ -75,6 +75,7 @@ from ledger.events import (
     TurnBegan,
     TurnCompleted,
 )
+from ledger.faults import fault
 from ledger.ids import (
     Namespace,
     candidate_id,
@@ -256,6 +257,7 @@ class MemorySession:
         self._reads: list[LedgerEvent] = []
         self._reads_since = 0.0
         self._read_sequence = itertools.count()
+        self._flusher: threading.Thread | None = None
         self._queue: ThreadPoolExecutor | None = None
         self._queued: dict[int, Future[TurnOutcome]] = {}
         self._last_activity = time.monotonic()
@@ -295,6 +297,7 @@ class MemorySession:
                 except IntegrityError:
                     self.refresh()
                     continue
+                fault("session.appended")
                 del self._reads[: len(reads)]
                 for event in events:
                     if event.originator_id == self.stream_id:
@@ -779,9 +782,11 @@ class MemorySession:
             check_turn_id(turn_id)
         k = self._bounded_k(k)
         snapshot = self.state.frozen_snapshot(turn_id) if turn_id is not None else None
-        live = self._live(query, k, RecallScope(), None, None)
         if snapshot is not None and self._covers(snapshot, query):
-            by_id = {doc.memory_id: doc for doc, _ in live}
+            by_id = {
+                doc.memory_id: doc
+                for doc in self._docs_by_id({str(item.memory_id) for item in snapshot.items[:k]})
+            }
             hits: list[RecallHit] = []
             for item in snapshot.items[:k]:
                 doc = by_id.get(str(item.memory_id))
@@ -801,6 +806,7 @@ class MemorySession:
                     )
                 )
             return self._served(query, turn_id, "snapshot", hits)
+        live = self._live(query, k, RecallScope(), None, None)
         if snapshot is not None and snapshot.items:
             live_ids = [doc.memory_id for doc, _ in live]
             snapshot_ids = [str(i.memory_id) for i in snapshot.items]
@@ -817,7 +823,9 @@ class MemorySession:
         if not ids:
             return []
         overlay = self.overlay()
-        found = [d for d in self._canonical_docs() if d.memory_id in ids and overlay.visible(d)]
+        position = self.engine.catch_up()
+        _, by_id = self.engine.recall_index.docs(self.namespace, position)
+        found = [by_id[i] for i in ids if i in by_id and overlay.visible(by_id[i])]
         found += [d for d in overlay.docs if d.memory_id in ids]
         return found
 
@@ -891,11 +899,28 @@ class MemorySession:
                 or time.monotonic() - self._reads_since >= READ_FLUSH_SECONDS
             )
         if due:
-            self.flush_reads()
+            self._flush_in_background()
         self._last_activity = time.monotonic()
         return RecallResult(
             query=query, results=tuple(hits), position=position, path=path, turn_id=turn_id
         )
+
+    def _flush_in_background(self) -> None:
+        """Write the read buffer from a worker thread: the recall that found it due returns
+        without waiting for an fsync (DESIGN.md section 3)."""
+        with self._lock:
+            if self._flusher is not None and self._flusher.is_alive():
+                return
+            self._flusher = threading.Thread(
+                target=self._flush_quietly, name=f"reads-{self.session_id}", daemon=True
+            )
+            self._flusher.start()
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush_reads()
+        except Exception:  # noqa: BLE001 - read records may be lost; commands never are
+            pass
 
     def flush_reads(self) -> int:
         """Write buffered RecallServed records now (one transaction); return how many."""
@@ -1139,11 +1164,18 @@ class MemorySession:
 
     def _reconciler(self) -> Reconciler:
         ns = self.namespace
-        self.engine.catch_up()
+        position = self.engine.catch_up()
+        _, by_id = self.engine.recall_index.docs(ns, position)
+        holders: dict[tuple[str, str], list[UUID]] = {}
+        for doc in by_id.values():
+            doc_key = subject_predicate_key(doc.subject, doc.predicate)
+            if doc_key is not None:
+                holders.setdefault(doc_key, []).append(UUID(doc.memory_id))
 
         def same_key(key: tuple[str, str]) -> list[UUID]:
-            ids = self.engine.canonical.same_key(ns.tenant, ns.principal, ns.scope_id, *key)
-            return [UUID(i) for i in ids]
+            # From the in-process index of retrievable memories (no query per key); every id
+            # is re-checked against its ledger stream by the reconciler.
+            return sorted(holders.get(key, ()))
 
         return Reconciler(
             namespace=ns,
@@ -1166,7 +1198,7 @@ class MemorySession:
         def plan() -> list[LedgerEvent]:
             if self.state.report is not None:
                 return []
-            return list(
+            events = list(
                 plan_finish(
                     self._reconciler(),
                     session_stream=self.stream_id,
@@ -1175,6 +1207,8 @@ class MemorySession:
                     policy=self.activation_policy,
                 ).events
             )
+            fault("session.finish_planned")
+            return events
 
         positions = self._append_once(plan)
         report = self.state.report
@@ -1424,6 +1458,8 @@ class MemorySession:
                 ]
 
             self._append_once(abandoned)
+        if self._flusher is not None:
+            self._flusher.join(CLOSE_WAIT_SECONDS)
         self.flush_reads()
         if self._queue is not None:
             self._queue.shutdown(wait=False, cancel_futures=True)

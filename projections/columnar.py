@@ -190,6 +190,7 @@ class ColumnarBatch:
     def __init__(self) -> None:
         self.payloads: dict[str, list[tuple[int, bytes]]] = {topic: [] for topic in _VIEWS}
         self.activations: list[tuple[int, bytes, int, bytes]] = []
+        self.activated_namespaces: set[Namespace] = set()
         """``(position, memory id bytes, version, payload)`` of first activations."""
 
     def offer(self, topic: str, position: int, state: bytes) -> bool:
@@ -248,6 +249,7 @@ class ColumnarBatch:
             payload for _, _, _, payload in self.activations
         )
         views: list[_Activation] = _ACTIVATION_DECODER.decode(buffer)
+        self.activated_namespaces.update(v.namespace for v in views)
         positions = [p for p, _, _, _ in self.activations]
         ids = [uuid_text(raw) for _, raw, _, _ in self.activations]
         items = [v.item for v in views]

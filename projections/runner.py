@@ -16,7 +16,15 @@ from typing import Any, cast
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import get_topic
 
-from ledger.events import LedgerEvent, MemoryActivated
+from ledger.events import (
+    LedgerEvent,
+    MemoryActivated,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPruned,
+    MemoryReinforced,
+    MemorySuperseded,
+)
 from ledger.faults import fault
 from projections.columnar import FAST_TOPICS, ROW_TOUCHING_TOPICS, ColumnarBatch, uuid_text
 from projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
@@ -29,6 +37,16 @@ PROJECTION_VERSION = 1
 
 _TOPICS = frozenset(get_topic(cls) for cls in PROJECTED_EVENTS)
 _ACTIVATED = get_topic(MemoryActivated)
+_CONTENT_EVENTS = frozenset(
+    {
+        MemoryActivated,
+        MemoryReinforced,
+        MemorySuperseded,
+        MemoryConflictMarked,
+        MemoryForgotten,
+        MemoryPruned,
+    }
+)
 
 Page = tuple[int, list[tuple[int, LedgerEvent]]]
 
@@ -78,6 +96,14 @@ class ProjectionRunner:
         self.on_page = on_page
         self._position: int | None = None
         self._known: KnownKeys | None = None
+        self._content_changes: dict[str, int] = {}
+
+    def changed_at(self, namespace_key: str) -> int:
+        """The last position this runner applied that changed what a recall of the namespace
+        can return (activation, reinforcement, supersede, conflict, forget, prune); 0 if none
+        since this runner started. Counter-only events (recalls, admissions, uses) do not
+        count. In-process indexes built at or after this position are still valid."""
+        return self._content_changes.get(namespace_key, 0)
 
     @property
     def position(self) -> int:
@@ -236,3 +262,9 @@ class ProjectionRunner:
             self._position = last
             if page is not None:
                 self._known.commit(page)
+            for position, event in events:
+                if type(event) in _CONTENT_EVENTS:
+                    self._content_changes[event.namespace.key()] = position
+            if batch is not None:
+                for namespace in batch.activated_namespaces:
+                    self._content_changes[namespace.key()] = last

@@ -646,3 +646,63 @@ def test_malformed_model_output_records_one_rejection(
     with pytest.raises(ExtractionFailedError):
         flaky.observe_final_transcript(1, "user: hello")
     assert flaky.pending_extractions() == [1]
+
+
+def test_recall_index_survives_unrelated_writes(
+    engine: MemoryEngine, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import commands.recall as recall_module
+
+    chat = Chat(engine, namespace, "s1")
+    chat.say("u", make_item("Alice's dog is called Rex."))
+    chat.session.finish()
+    builds: list[int] = []
+    real_build = recall_module.build_index
+
+    def counting_build(docs: Any) -> Any:
+        docs = list(docs)
+        if any(d.statement.startswith("Alice") for d in docs):
+            builds.append(1)  # count only this namespace's index
+        return real_build(docs)
+
+    monkeypatch.setattr(recall_module, "build_index", counting_build)
+    assert engine.recall(namespace, "dog", 5).results
+    assert len(builds) == 1
+    other = Chat(engine, Namespace("other", "bob", "x"), "s1")
+    other.say("u", make_item("Bob's dog is called Fido."))
+    other.session.finish()  # another namespace's content changes
+    chat.session.recall("dog", 1)
+    chat.session.flush_reads()  # recall records and counters move the position too
+    assert engine.recall(namespace, "dog", 5).results[0].statement == "Alice's dog is called Rex."
+    assert len(builds) == 1  # none of that rebuilt this namespace's index
+    again = Chat(engine, namespace, "s2")
+    again.say("u", make_item("Alice's cat is called Tom."))
+    again.session.finish()
+    assert {h.statement for h in engine.recall(namespace, "called", 5).results} == {
+        "Alice's dog is called Rex.",
+        "Alice's cat is called Tom.",
+    }
+    assert len(builds) == 2  # its own content changed: rebuilt once
+
+
+def test_read_records_are_flushed_off_the_recall_path(
+    engine: MemoryEngine, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = Chat(engine, namespace, "s1")
+    chat.say("u", make_item("Alice's dog is called Rex."))
+    chat.session.finish()
+    flushed_on: list[str] = []
+    real_flush = chat.session.flush_reads
+
+    def recording_flush() -> int:
+        flushed_on.append(threading.current_thread().name)
+        return real_flush()
+
+    monkeypatch.setattr(chat.session, "flush_reads", recording_flush)
+    for _ in range(70):
+        chat.session.recall("dog", 1)
+    deadline = time.monotonic() + 10
+    while len(types_of(engine, RecallServed)) < 64 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(types_of(engine, RecallServed)) >= 64
+    assert flushed_on and all(name != threading.current_thread().name for name in flushed_on)
