@@ -9,14 +9,21 @@ BENCHMARKS = {
     "catchup": "benchmarks.catchup",
     "secrets": "benchmarks.secrets_scan",
     "run": "benchmarks.locomo_run",
+    "append": "benchmarks.append",
+    "engine": "benchmarks.engine",
+    "recall": "benchmarks.recall",
+    "memory_map": "benchmarks.memory_map",
+    "locomo": "benchmarks.locomo",
+    "memory": "benchmarks.memory",
+    "all": "benchmarks.run_all",
 }
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "list"):
         print("usage: python -m benchmarks <name> [options]\n\nbenchmarks:")
-        for name, module in BENCHMARKS.items():
-            doc = (importlib.import_module(module).__doc__ or "").strip().splitlines()[0]
+        for name, module_name in BENCHMARKS.items():
+            doc = (importlib.import_module(module_name).__doc__ or "").strip().splitlines()[0]
             print(f"  {name:12} {doc}")
         return 0
     name, rest = argv[0], argv[1:]

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.results import median, print_table, save
 from commands import MemoryEngine, Namespace
@@ -33,7 +34,7 @@ def default_data() -> Path:
     raise SystemExit("LoCoMo data not found: set LOCOMO_PATH to locomo7.json")
 
 
-def one_run(steps: list, sync: bool) -> tuple[float, int, int, int, str]:
+def one_run(steps: list[tuple[int, Any]], sync: bool) -> tuple[float, int, int, int, str]:
     folder = Path(tempfile.mkdtemp(prefix="bench_run_"))
     try:
         with MemoryEngine.open(folder, sync=sync) as engine:

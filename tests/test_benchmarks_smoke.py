@@ -1,0 +1,96 @@
+"""Smoke test: every benchmark runs at its tiny size, prints its table and writes its JSON.
+
+Figures go to a temporary folder (``BENCH_RESULTS_DIR``), never to ``results/``. The
+bm25s baseline (LoCoMo) and the matplotlib plot (recall) are optional parts: the
+benchmarks skip them, saying so, where those packages are absent (CI installs only the
+``test`` extra). Benchmarks that read LoCoMo are skipped where the data file is absent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import BENCHMARKS
+from benchmarks.run_all import NEEDS_LOCOMO, quick_args
+from benchmarks.run_all import main as run_all
+from tests.conftest import locomo_path
+
+
+def importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+HAS_MATPLOTLIB = importable("matplotlib")
+HAS_BM25S = importable("bm25s")
+
+# benchmark name -> the JSON file it writes
+OUTPUTS = {
+    "catchup": "catchup.json",
+    "secrets": "secrets.json",
+    "run": "locomo_run.json",
+    "append": "append.json",
+    "engine": "engine.json",
+    "recall": "recall.json",
+    "memory_map": "memory_map.json",
+    "locomo": "locomo.json",
+    "memory": "memory.json",
+}
+
+
+@pytest.fixture
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "results"
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(folder))
+    return folder
+
+
+def test_every_benchmark_is_covered() -> None:
+    assert set(BENCHMARKS) - {"all"} == set(OUTPUTS)
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUTS))
+def test_benchmark_quick(name: str, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if name in NEEDS_LOCOMO and locomo_path() is None:
+        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    module = importlib.import_module(BENCHMARKS[name])
+    assert module.main(quick_args(name)) == 0
+    out = capsys.readouterr().out
+    written = results / OUTPUTS[name]
+    assert f"figures written to {written}" in out
+    payload = json.loads(written.read_text())
+    assert payload["benchmark"] == written.stem
+    assert payload["figures"]
+    if name == "recall":
+        plot = results / "recall_latency.png"
+        if HAS_MATPLOTLIB:
+            assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        else:
+            assert "plot skipped" in out and not plot.exists()
+    if name == "locomo":
+        figures = payload["figures"]
+        assert figures["questions"] > 0
+        assert 0.0 <= figures["ours"]["all"]["recall@5"] <= figures["ceiling"]["all"]["recall@5"]
+        assert ("bm25s" in figures) == HAS_BM25S
+
+
+def test_all_quick_runs_each_in_its_own_process(
+    results: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import benchmarks.__main__ as runner
+
+    monkeypatch.setattr(
+        runner, "BENCHMARKS", {"memory_map": BENCHMARKS["memory_map"], "all": BENCHMARKS["all"]}
+    )
+    assert run_all(["--quick"]) == 0
+    summary = json.loads((results / "all.json").read_text())["figures"]
+    assert summary["quick"] is True
+    assert summary["memory_map"]["status"] == "ok"
+    assert (results / "memory_map.json").is_file()
