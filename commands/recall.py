@@ -20,7 +20,7 @@ from typing import Any, Literal
 import msgspec
 
 from ledger.ids import Namespace
-from projections.canonical import CanonicalMemory
+from projections.canonical import RETRIEVABLE, CanonicalMemory
 from projections.text_index import BM25Index, IndexedDoc
 
 __all__ = [
@@ -136,12 +136,15 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+def _indexed(doc: MemoryDoc) -> IndexedDoc:
+    return IndexedDoc(
+        doc_id=doc.memory_id, position=doc.position, text=f"{doc.subject or ''} {doc.statement}"
+    )
+
+
 def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
     """BM25 index over ``subject + statement`` of ``docs``."""
-    return BM25Index.build(
-        IndexedDoc(doc_id=d.memory_id, position=d.position, text=f"{d.subject or ''} {d.statement}")
-        for d in docs
-    )
+    return BM25Index.build(_indexed(d) for d in docs)
 
 
 def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
@@ -200,25 +203,54 @@ class NamespaceRecallIndex:
         self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
 
     def docs(self, namespace: Namespace, position: int) -> tuple[BM25Index, dict[str, MemoryDoc]]:
-        """The index and documents of ``namespace`` as of projection ``position``."""
+        """The index and documents of ``namespace`` as of projection ``position``.
+
+        A stale index is refreshed incrementally: only rows whose revision moved since it was
+        built are read back, removed and (when still retrievable) added again. Holds the
+        canonical lock: the index is not thread-safe.
+        """
         key = namespace.key()
-        cached = self._cache.get(key)
-        stale = cached is None or (
-            cached[0] < self._changed_at(key) if self._changed_at else cached[0] != position
-        )
-        if cached is None or stale:
+        with self.canonical.lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                built, index, by_id = cached
+                stale = built < self._changed_at(key) if self._changed_at else built != position
+                if not stale:
+                    return index, by_id
+                if self._changed_at is not None:
+                    self._refresh(namespace, built, index, by_id)
+                    self._cache[key] = (position, index, by_id)
+                    return index, by_id
             rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id
             )
             by_id = {row["memory_id"]: MemoryDoc.from_row(row) for row in rows}
-            cached = (position, build_index(by_id.values()), by_id)
-            self._cache[key] = cached
-        return cached[1], cached[2]
+            index = build_index(by_id.values())
+            self._cache[key] = (position, index, by_id)
+            return index, by_id
+
+    def _refresh(
+        self, namespace: Namespace, built: int, index: BM25Index, by_id: dict[str, MemoryDoc]
+    ) -> None:
+        changed = self.canonical.changed_since(
+            namespace.tenant, namespace.principal, namespace.scope_id, built
+        )
+        for row in changed:
+            memory_id = row["memory_id"]
+            if memory_id in by_id:
+                index.remove(memory_id)
+                del by_id[memory_id]
+            if row["status"] in RETRIEVABLE:
+                doc = MemoryDoc.from_row(row)
+                by_id[memory_id] = doc
+                index.add(_indexed(doc))
 
     def search(self, namespace: Namespace, query: str, k: int, position: int) -> list[RecallHit]:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``."""
-        index, by_id = self.docs(namespace, position)
+        with self.canonical.lock:
+            index, by_id = self.docs(namespace, position)
+            found = index.search(query, k)
         return [
             by_id[scored.doc_id].hit(rank, scored.score)
-            for rank, scored in enumerate(index.search(query, k), start=1)
+            for rank, scored in enumerate(found, start=1)
         ]

@@ -726,9 +726,11 @@ class MemorySession:
 
         if scope.source in ("canonical", "both"):
             position = self.engine.catch_up()
-            index, by_id = self.engine.recall_index.docs(self.namespace, position)
+            with self.engine.canonical.lock:  # the in-process index is not thread-safe
+                index, by_id = self.engine.recall_index.docs(self.namespace, position)
+                found = index.search(query, depth * 2)
             ranking = []
-            for scored in index.search(query, depth * 2):
+            for scored in found:
                 doc = by_id[scored.doc_id]
                 if overlay.visible(doc) and admit(doc):
                     ranking.append(doc.memory_id)

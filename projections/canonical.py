@@ -53,6 +53,16 @@ class CanonicalMemory:
             [tenant, principal, scope_id],
         )
 
+    def changed_since(
+        self, tenant: str, principal: str, scope_id: str, position: int
+    ) -> list[dict[str, Any]]:
+        """Rows of one namespace (any status) whose revision changed after ``position``."""
+        return self._rows(
+            f"SELECT * FROM canonical_memory WHERE {_NAMESPACE_SQL} AND updated_position > ? "
+            "ORDER BY updated_position, memory_id",
+            [tenant, principal, scope_id, position],
+        )
+
     def get(self, memory_id: str) -> dict[str, Any] | None:
         """One row by memory id (any status), or None."""
         rows = self._rows("SELECT * FROM canonical_memory WHERE memory_id = ?", [memory_id])

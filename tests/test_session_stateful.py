@@ -109,6 +109,19 @@ class SessionMachine(RuleBasedStateMachine):
         assert table_digests(self.engine.projections.conn) == fresh_digests(self.engine)
 
     @invariant()
+    def incremental_recall_index_equals_a_fresh_one(self) -> None:
+        from commands.recall import NamespaceRecallIndex
+        from projections import CanonicalMemory
+
+        position = self.engine.catch_up()
+        fresh = NamespaceRecallIndex(CanonicalMemory(self.engine.projections.conn))
+        for ns in NAMESPACES:
+            query = "nickname tea Lisbon Porto choir Alice"
+            assert self.engine.recall(ns, query, 20).results == tuple(
+                fresh.search(ns, query, 20, position)
+            )
+
+    @invariant()
     def recall_never_crosses_a_namespace(self) -> None:
         for index, ns in enumerate(NAMESPACES):
             other = NAMESPACES[1 - index]
