@@ -825,9 +825,11 @@ class MemorySession:
         if not ids:
             return []
         overlay = self.overlay()
-        position = self.engine.catch_up()
-        _, by_id = self.engine.recall_index.docs(self.namespace, position)
-        found = [by_id[i] for i in ids if i in by_id and overlay.visible(by_id[i])]
+        # Details only (subject, evidence, times): the in-process index as it stands serves,
+        # without a catch-up on the snapshot path.
+        with self.engine.canonical.lock:
+            _, by_id = self.engine.recall_index.docs(self.namespace, self.engine.runner.position)
+            found = [by_id[i] for i in ids if i in by_id and overlay.visible(by_id[i])]
         found += [d for d in overlay.docs if d.memory_id in ids]
         return found
 
