@@ -66,6 +66,8 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
+from ledger.faults import fault
+
 __all__ = [
     "FORMAT_VERSION",
     "GENESIS_HASH",
@@ -321,6 +323,7 @@ class _SharedEnvironment:
                     txn = self.env.begin(write=True)
                     try:
                         result = fn(txn)
+                        fault("ledger.commit")
                     except Refused:
                         txn.commit()
                         raise
@@ -725,6 +728,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 prev_hash = hashlib.sha256(prev_hash + body).digest()
                 txn.put(packed_id, prev_hash + body, db=self._log, append=True)
                 ids.append(last_id)
+                fault("ledger.put")
         if tracking is not None:
             txn.put(
                 tracking.application_name.encode("utf-8"),

@@ -102,7 +102,11 @@ class ProjectionStore:
             msg = f"cannot create projection folder {str(folder)!r}: {e.strerror or e}"
             raise ProjectionUnavailableError(msg) from e
         for slot in range(MAX_SLOTS):
-            lock = open(folder / f"slot-{slot}.lock", "ab")  # noqa: SIM115 (held while open)
+            try:
+                lock = open(folder / f"slot-{slot}.lock", "ab")  # noqa: SIM115 (held while open)
+            except OSError as e:
+                msg = f"cannot use projection folder {str(folder)!r}: {e.strerror or e}"
+                raise ProjectionUnavailableError(msg) from e
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

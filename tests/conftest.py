@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from commands import MemoryEngine, Namespace
 
@@ -66,3 +67,8 @@ def namespace() -> Namespace:
 def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
     with MemoryEngine.open(tmp_path / "store") as opened:
         yield opened
+
+
+# Hypothesis profiles: the default one runs in CI; ``pytest --hypothesis-profile=long`` runs
+# the crash property test (tests/test_crash_property.py) with thousands of crash points.
+settings.register_profile("long", max_examples=1000)
