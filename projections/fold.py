@@ -10,7 +10,6 @@ that also advances the tracking position.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 import duckdb
@@ -35,7 +34,7 @@ from ledger.events import (
     TranscriptObserved,
     TurnBegan,
 )
-from ledger.ids import Namespace, session_stream_id
+from projections.columnar import session_key
 from projections.tables import (
     ADMISSIONS,
     CANDIDATE_OUTCOMES,
@@ -87,13 +86,8 @@ def _ns(event: LedgerEvent) -> dict[str, Any]:
     return {"tenant": ns.tenant, "principal": ns.principal, "scope_id": ns.scope_id}
 
 
-@lru_cache(maxsize=65536)
-def _session_stream_key(namespace: Namespace, session_id: str) -> str:
-    return str(session_stream_id(namespace, session_id))
-
-
 def _session_key(event: LedgerEvent, session_id: str) -> str:
-    return _session_stream_key(event.namespace, session_id)
+    return session_key(event.namespace, session_id)
 
 
 def _turn_key(event: LedgerEvent, session_id: str, turn_id: int) -> str:
