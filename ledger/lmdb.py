@@ -551,8 +551,11 @@ class LMDBDatastore:
             _registry.release(shared)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        # No module globals here: at interpreter exit they may already be gone.
+        try:
             self.close()
+        except Exception:  # noqa: BLE001, S110
+            pass
 
 
 class LMDBRecorder(Recorder):
