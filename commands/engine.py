@@ -30,10 +30,19 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import get_topic
 
 from commands.config import MemoryConfig, load_config, load_config_from
+from commands.embeddings import EmbeddingProvider
 from commands.errors import StoreUnavailableError
 from commands.extraction import Extractor, RecordedExtractor
-from commands.recall import NamespaceRecallIndex, RecallResult
+from commands.lexical import SourceTranscripts, analyze_query
+from commands.recall import (
+    DEFAULT_FUSION,
+    HybridFusion,
+    MemoryDoc,
+    NamespaceRecallIndex,
+    RecallResult,
+)
 from commands.secrets import contains_secret
+from commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
 from commands.session import MemorySession
 from ledger.events import LedgerEvent
 from ledger.ids import InvalidNamespaceError, Namespace
@@ -61,6 +70,8 @@ class MemoryEngine:
         mapper: Mapper[UUID],
         projections: ProjectionStore,
         config: MemoryConfig | None = None,
+        embeddings: EmbeddingProvider | None = None,
+        index_in_background: bool = True,
     ) -> None:
         self.path = path
         self.config = config or MemoryConfig()
@@ -73,8 +84,24 @@ class MemoryEngine:
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
         self.canonical = CanonicalMemory(projections.conn, self._read_lock)
-        self.recall_index = NamespaceRecallIndex(self.canonical, self.runner.changed_at)
+        self.transcripts = SourceTranscripts(recorder, mapper)
+        self.recall_index = NamespaceRecallIndex(
+            self.canonical, self.runner.changed_at, self.transcripts
+        )
         self._memory_maps: dict[str, tuple[int, str]] = {}
+        self.fusion: HybridFusion = DEFAULT_FUSION
+        """How lexical and semantic rankings are fused (when a provider is attached)."""
+        self.semantic: SemanticChannel | None = None
+        """The semantic channel (None: lexical recall only, the default)."""
+        self.indexer: EmbeddingIndexer | None = None
+        if embeddings is not None:
+            self.semantic = SemanticChannel(
+                embeddings, self.canonical, self.runner.changed_at, lambda: self.runner.position
+            )
+            self.indexer = EmbeddingIndexer(self.semantic, self.catch_up)
+            if index_in_background:
+                self.indexer.start()
+                self.indexer.kick()
 
     @classmethod
     def open(
@@ -85,9 +112,15 @@ class MemoryEngine:
         map_size: int | None = None,
         config: MemoryConfig | None = None,
         create: bool = True,
+        embeddings: EmbeddingProvider | None = None,
+        index_in_background: bool = True,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
 
+        :param embeddings: attach a semantic channel (hybrid recall): vectors of canonical
+            memories are computed by this provider in a background thread and kept in the
+            ``memory_vectors`` read model. None (default): lexical recall only, no model.
+        :param index_in_background: run that thread (False: call :meth:`index_vectors`).
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
         :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
@@ -131,7 +164,21 @@ class MemoryEngine:
         except BaseException:
             factory.close()
             raise
-        return cls(root, factory, recorder, mapper, projections, config)
+        try:
+            return cls(
+                root,
+                factory,
+                recorder,
+                mapper,
+                projections,
+                config,
+                embeddings=embeddings,
+                index_in_background=index_in_background,
+            )
+        except BaseException:
+            projections.close()
+            factory.close()
+            raise
 
     # Write side ---------------------------------------------------------------------------
 
@@ -144,6 +191,8 @@ class MemoryEngine:
         stored = [self.mapper.to_stored_event(e) for e in events]
         ids = list(self.recorder.insert_events(stored) or [])
         self.appended += len(ids)
+        if self.indexer is not None:
+            self.indexer.kick()
         return ids
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
@@ -167,12 +216,78 @@ class MemoryEngine:
             return self.runner.catch_up(to)
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
-        """Top ``k`` active memories of ``namespace`` for ``query`` (BM25), read-your-writes."""
+        """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes.
+
+        Lexical BM25 (:mod:`commands.lexical`) alone, or, with a semantic channel attached,
+        fused with exact cosine over the namespace's verified vectors (:attr:`fusion`).
+        ``RecallResult.semantic`` reports the channel's state and coverage; a query that
+        cannot be embedded degrades to lexical recall, never to an error.
+        """
         namespace.validated()
+        k = max(k, 0)
+        vector, status = (None, OFF)
+        if self.semantic is not None:
+            vector, status = self.semantic.embed_query(query)
         with self._read_lock:
             position = self.catch_up()
-            hits = self.recall_index.search(namespace, query, max(k, 0), position)
-        return RecallResult(query=query, results=tuple(hits), position=position)
+            if self.semantic is None:
+                hits = self.recall_index.search(namespace, query, k, position)
+            else:
+                index, by_id = self.recall_index.docs(namespace, position)
+                lexical = index.search(analyze_query(query), self.fusion.depth)
+                ranked: list[tuple[MemoryDoc, float]]
+                if vector is None:
+                    ranked = [(by_id[s.doc_id], s.score) for s in lexical[:k]]
+                else:
+                    cosines = self.semantic.search(namespace, vector, by_id, self.fusion.depth)
+                    scores = self.semantic.cosines(
+                        namespace, vector, by_id, [s.doc_id for s in lexical]
+                    )
+                    scores.update(cosines)
+                    fused = self.fusion.fuse_scores(
+                        [(s.doc_id, s.score) for s in lexical],
+                        [memory_id for memory_id, _ in cosines],
+                        scores,
+                        lambda memory_id: by_id[memory_id].position,
+                    )
+                    ranked = [(by_id[memory_id], score) for memory_id, score in fused[:k]]
+                hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
+                coverage = self.semantic.status(namespace)
+                status = SemanticStatus(
+                    state=status.state if status.state == "degraded" else coverage.state,
+                    model=coverage.model,
+                    retrievable=coverage.retrievable,
+                    embedded=coverage.embedded,
+                    reason=status.reason,
+                    query_embedding_ms=status.query_embedding_ms,
+                )
+        return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
+
+    def semantic_status(self, namespace: Namespace) -> SemanticStatus:
+        """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""
+        if self.semantic is None:
+            return OFF
+        namespace.validated()
+        self.catch_up()
+        return self.semantic.status(namespace)
+
+    def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
+        """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
+        or of the store) has a vector; True when ready (also when no provider is attached:
+        there is nothing to wait for)."""
+        if self.indexer is None:
+            return True
+        return self.indexer.wait_ready(timeout, namespace)
+
+    def index_vectors(self) -> int:
+        """Embed every retrievable memory still lacking a vector now, in this thread;
+        returns how many vector rows were written (0 without a provider).
+
+        :raises commands.embeddings.EmbeddingError: the provider failed or was rejected.
+        """
+        if self.indexer is None:
+            return 0
+        return self.indexer.run_once()
 
     def memory_map(self, namespace: Namespace) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
@@ -234,7 +349,9 @@ class MemoryEngine:
         )
 
     def close(self) -> None:
-        """Close the projection file and release the ledger."""
+        """Stop the embedding indexer, close the projection file and release the ledger."""
+        if self.indexer is not None:
+            self.indexer.close()
         self.projections.close()
         self.factory.close()
 

@@ -33,6 +33,7 @@ from commands.errors import (
     TurnConflictError,
 )
 from commands.extraction import ExtractionRequest, Extractor, RelatedMemory
+from commands.lexical import analyze_query
 from commands.overlay import Overlay, build_overlay
 from commands.recall import (
     MemoryDoc,
@@ -728,7 +729,7 @@ class MemorySession:
             position = self.engine.catch_up()
             with self.engine.canonical.lock:  # the in-process index is not thread-safe
                 index, by_id = self.engine.recall_index.docs(self.namespace, position)
-                found = index.search(query, depth * 2)
+                found = index.search(analyze_query(query), depth * 2)
             ranking = []
             for scored in found:
                 doc = by_id[scored.doc_id]
@@ -744,7 +745,7 @@ class MemorySession:
             index = build_index(session_docs)
             by_session = {d.memory_id: d for d in session_docs}
             ranking = []
-            for scored in index.search(query, depth):
+            for scored in index.search(analyze_query(query), depth):
                 if scored.doc_id in docs:
                     continue  # the canonical item with the same id answers
                 docs[scored.doc_id] = by_session[scored.doc_id]

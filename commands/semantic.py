@@ -1,0 +1,477 @@
+"""The semantic recall channel: exact cosine over ``memory_vectors``, filled off the
+command path, verified against canonical memory before anything is served.
+
+- :class:`SemanticChannel` owns the provider (its descriptor locked when attached), the
+  ``memory_vectors`` read model (:class:`projections.vectors.VectorStore`) and one in-process
+  matrix per namespace, refreshed incrementally (new vector rows by ``seq``; rows of
+  memories whose revision moved or that stopped being retrievable marked dead from
+  ``canonical_memory.updated_position``).
+- Search is exact: one matrix-vector product over the namespace's live rows (unit vectors,
+  so the dot product is the cosine), ties broken by memory id. Every candidate is checked
+  against the current canonical document (same revision, same content digest) before it
+  is returned: a vector of a superseded or stale revision is never served (the rule of
+  seed 000's durable semantic recall: "requires Active status plus the exact node
+  revision and content digest").
+- :class:`EmbeddingIndexer` is a background thread: after a write (``kick``) it embeds
+  retrievable memories that lack a vector of the model, in batches, reusing a stored
+  vector of identical content (same digest, same model) instead of calling the provider.
+  Commands never wait for it; ``wait_ready`` lets a host wait with a timeout.
+- Any provider or validation failure on the query path drops the semantic channel for
+  that query: :class:`SemanticStatus` says ``degraded`` with the reason code, and recall
+  answers from the lexical channel alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from commands.embeddings import (
+    EmbeddingDescriptor,
+    EmbeddingError,
+    EmbeddingProvider,
+    content_digest,
+    embed_checked,
+    embedding_text,
+)
+from commands.semantic_status import OFF, SemanticState, SemanticStatus
+from ledger.ids import Namespace
+from projections.canonical import RETRIEVABLE, CanonicalMemory
+from projections.vectors import PendingMemory, StoredVectors, VectorStore
+
+__all__ = [
+    "OFF",
+    "EmbeddingIndexer",
+    "SemanticChannel",
+    "SemanticStatus",
+    "VerifiableDoc",
+]
+
+log = logging.getLogger(__name__)
+
+
+class VerifiableDoc(Protocol):
+    """What verification needs of a current canonical document (``MemoryDoc`` has it)."""
+
+    @property
+    def revision(self) -> int | None: ...
+
+    @property
+    def subject(self) -> str | None: ...
+
+    @property
+    def statement(self) -> str: ...
+
+
+class _NamespaceVectors:
+    """In-process copy of one namespace's vector rows: a growing matrix plus a live mask."""
+
+    def __init__(self, dimension: int, built_position: int) -> None:
+        self.dimension = dimension
+        self.ids: list[str] = []
+        self.revisions: list[int] = []
+        self.digests: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.matrix = np.zeros((64, dimension), dtype=np.float32)
+        self.alive = np.zeros(64, dtype=bool)
+        self.last_seq = 0
+        self.built_position = built_position
+        self.dead = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def extend(self, stored: StoredVectors) -> None:
+        count = len(stored.memory_ids)
+        if count == 0:
+            return
+        start = len(self.ids)
+        need = start + count
+        if need > self.matrix.shape[0]:
+            capacity = max(need, self.matrix.shape[0] * 2)
+            matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
+            matrix[:start] = self.matrix[:start]
+            alive = np.zeros(capacity, dtype=bool)
+            alive[:start] = self.alive[:start]
+            self.matrix, self.alive = matrix, alive
+        self.matrix[start:need] = stored.matrix
+        self.alive[start:need] = True
+        for offset, memory_id in enumerate(stored.memory_ids):
+            row = start + offset
+            old = self.row_of.get(memory_id)
+            if old is not None:
+                if self.revisions[old] > stored.revisions[offset]:
+                    self.alive[row] = False  # an older revision arriving late
+                    self.dead += 1
+                    self.ids.append(memory_id)
+                    self.revisions.append(stored.revisions[offset])
+                    self.digests.append(stored.digests[offset])
+                    continue
+                if self.alive[old]:
+                    self.alive[old] = False
+                    self.dead += 1
+            self.row_of[memory_id] = row
+            self.ids.append(memory_id)
+            self.revisions.append(stored.revisions[offset])
+            self.digests.append(stored.digests[offset])
+        self.last_seq = stored.last_seq
+
+    def retire(self, memory_id: str, revision: int, retrievable: bool) -> None:
+        """The canonical row moved to ``revision``: older vectors (all of them when it is no
+        longer retrievable) stop being candidates."""
+        row = self.row_of.get(memory_id)
+        if row is None or not self.alive[row]:
+            return
+        if self.revisions[row] < revision or (not retrievable and self.revisions[row] <= revision):
+            self.alive[row] = False
+            self.dead += 1
+
+    def top(self, query: npt.NDArray[np.float32], depth: int) -> list[tuple[int, float]]:
+        """Best ``depth`` live rows by dot product: ``(row, score)``, ties by memory id."""
+        size = len(self.ids)
+        if size == 0 or depth <= 0:
+            return []
+        scores = self.matrix[:size] @ query
+        scores = np.where(self.alive[:size], scores, -np.inf)
+        live = size - self.dead
+        take = min(depth, live)
+        if take <= 0:
+            return []
+        if take < size:
+            picked = np.argpartition(-scores, take - 1)[:take]
+        else:
+            picked = np.arange(size)
+        out = [(int(r), float(scores[r])) for r in picked if np.isfinite(scores[r])]
+        out.sort(key=lambda item: (-item[1], self.ids[item[0]]))
+        return out
+
+
+class SemanticChannel:
+    """Exact-cosine search over a namespace's verified vectors, plus the indexer's work.
+
+    :param provider: the embedding provider; its descriptor is read once here and every
+        later call must present the same one (``descriptor_drift`` otherwise).
+    :param canonical: canonical-memory queries; its ``lock`` guards the DuckDB connection.
+    :param changed_at: ``ProjectionRunner.changed_at`` (last content-changing position per
+        namespace key).
+    :param position: the projection position now (``ProjectionRunner.position``).
+    :raises EmbeddingError: the provider's descriptor cannot be read
+        (``provider_failed``).
+    """
+
+    def __init__(
+        self,
+        provider: EmbeddingProvider,
+        canonical: CanonicalMemory,
+        changed_at: Callable[[str], int],
+        position: Callable[[], int],
+    ) -> None:
+        self.provider = provider
+        try:
+            self.descriptor: EmbeddingDescriptor = provider.descriptor
+        except Exception as e:
+            raise EmbeddingError("provider_failed", f"provider descriptor failed: {e!r}") from e
+        self.model_key = self.descriptor.model_key()
+        self.canonical = canonical
+        self.lock = canonical.lock
+        self._changed_at = changed_at
+        self._position = position
+        with self.lock:
+            self.vectors = VectorStore(canonical.conn)
+            self._written = self.vectors.last_seq()
+        self._cache: dict[str, _NamespaceVectors] = {}
+        self._coverage: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}
+        self.last_error: EmbeddingError | None = None
+
+    # Query path -----------------------------------------------------------------------------
+
+    def embed_query(self, query: str) -> tuple[npt.NDArray[np.float32] | None, SemanticStatus]:
+        """The query's unit vector, or None with a ``degraded`` status (never raises)."""
+        started = time.perf_counter()
+        try:
+            vector = embed_checked(self.provider, self.descriptor, [query])[0]
+        except EmbeddingError as e:
+            self.last_error = e
+            elapsed = (time.perf_counter() - started) * 1000
+            log.warning("semantic channel degraded for a query: %s", e.reason_code)
+            return None, SemanticStatus(
+                state="degraded",
+                model=self.model_key,
+                reason=e.reason_code,
+                query_embedding_ms=elapsed,
+            )
+        elapsed = (time.perf_counter() - started) * 1000
+        return vector, SemanticStatus(
+            state="ready", model=self.model_key, query_embedding_ms=elapsed
+        )
+
+    def _namespace_vectors(self, namespace: Namespace) -> _NamespaceVectors:
+        key = namespace.key()
+        ns = (namespace.tenant, namespace.principal, namespace.scope_id)
+        position = self._position()
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = _NamespaceVectors(self.descriptor.dimension, position)
+            cached.extend(self.vectors.load(self.model_key, ns, 0))
+            self._cache[key] = cached
+        else:
+            if cached.last_seq < self._written:
+                cached.extend(self.vectors.load(self.model_key, ns, cached.last_seq))
+            if self._changed_at(key) > cached.built_position:
+                for row in self.canonical.changed_since(*ns, cached.built_position):
+                    cached.retire(
+                        row["memory_id"], int(row["revision"]), row["status"] in RETRIEVABLE
+                    )
+                cached.built_position = position
+        if cached.dead > 1024 and cached.dead * 4 > len(cached):
+            fresh = _NamespaceVectors(self.descriptor.dimension, position)
+            fresh.extend(self.vectors.load(self.model_key, ns, 0))
+            for row in self.canonical.changed_since(*ns, 0):
+                if row["status"] not in RETRIEVABLE:
+                    fresh.retire(row["memory_id"], int(row["revision"]), False)
+            self._cache[key] = cached = fresh
+        return cached
+
+    def search(
+        self,
+        namespace: Namespace,
+        query_vector: npt.NDArray[np.float32],
+        docs: Mapping[str, VerifiableDoc],
+        depth: int,
+    ) -> list[tuple[str, float]]:
+        """Top ``depth`` memory ids of ``namespace`` by cosine: ``(memory_id, cosine)``.
+
+        ``docs`` are the namespace's current retrievable documents by memory id (the
+        lexical index's map, at the projection position of this recall); a vector row is
+        returned only when its memory is in ``docs`` with the same revision and content
+        digest. Call with the canonical lock held.
+        """
+        vectors = self._namespace_vectors(namespace)
+        out: list[tuple[str, float]] = []
+        fetch = max(depth * 2, 16)
+        seen = 0
+        while True:
+            ranked = vectors.top(query_vector, fetch)
+            for row, score in ranked[seen:]:
+                memory_id = vectors.ids[row]
+                doc = docs.get(memory_id)
+                if doc is None or doc.revision != vectors.revisions[row]:
+                    continue
+                if (
+                    content_digest(embedding_text(doc.subject, doc.statement))
+                    != (vectors.digests[row])
+                ):
+                    continue
+                out.append((memory_id, score))
+                if len(out) >= depth:
+                    return out
+            if len(ranked) < fetch:
+                return out
+            seen = len(ranked)
+            fetch *= 4
+
+    def cosines(
+        self,
+        namespace: Namespace,
+        query_vector: npt.NDArray[np.float32],
+        docs: Mapping[str, VerifiableDoc],
+        memory_ids: Sequence[str],
+    ) -> dict[str, float]:
+        """Verified cosines of the given memories (those without a current vector are left
+        out). Call with the canonical lock held, after :meth:`search` of the same query."""
+        vectors = self._namespace_vectors(namespace)
+        rows: list[int] = []
+        ids: list[str] = []
+        for memory_id in memory_ids:
+            row = vectors.row_of.get(memory_id)
+            doc = docs.get(memory_id)
+            if row is None or doc is None or not vectors.alive[row]:
+                continue
+            if (
+                doc.revision != vectors.revisions[row]
+                or content_digest(embedding_text(doc.subject, doc.statement))
+                != vectors.digests[row]
+            ):
+                continue
+            rows.append(row)
+            ids.append(memory_id)
+        if not rows:
+            return {}
+        scores = vectors.matrix[np.asarray(rows)] @ query_vector
+        return {memory_id: float(score) for memory_id, score in zip(ids, scores, strict=True)}
+
+    def status(self, namespace: Namespace) -> SemanticStatus:
+        """Coverage of ``namespace`` now (cached until its content or the vectors move)."""
+        key = namespace.key()
+        ns = (namespace.tenant, namespace.principal, namespace.scope_id)
+        stamp = (self._changed_at(key), self._written)
+        with self.lock:
+            cached = self._coverage.get(key)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, self.vectors.coverage(self.model_key, ns))
+                self._coverage[key] = cached
+        retrievable, embedded = cached[1]
+        state: SemanticState = "ready" if embedded >= retrievable else "partial"
+        return SemanticStatus(
+            state=state, model=self.model_key, retrievable=retrievable, embedded=embedded
+        )
+
+    # Indexing ------------------------------------------------------------------------------
+
+    def pending(self, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
+        """Retrievable memories without a current vector (takes the canonical lock)."""
+        with self.lock:
+            return self.vectors.pending(self.model_key, limit, skip)
+
+    def count_pending(self, namespace: Namespace | None = None) -> int:
+        """How many retrievable memories (of ``namespace``, or all) lack a current vector."""
+        ns = (namespace.tenant, namespace.principal, namespace.scope_id) if namespace else None
+        with self.lock:
+            return self.vectors.count_pending(self.model_key, ns)
+
+    def embed_and_store(self, batch: Sequence[PendingMemory]) -> int:
+        """Embed ``batch`` (reusing stored vectors of identical content) and write it.
+
+        The provider runs without the canonical lock held.
+
+        :returns: how many vectors were computed by the provider (reused ones excluded).
+        :raises EmbeddingError: the provider failed or its answer was rejected (nothing of
+            the batch is written).
+        """
+        if not batch:
+            return 0
+        texts = [embedding_text(m.subject, m.statement) for m in batch]
+        digests = [content_digest(t) for t in texts]
+        with self.lock:
+            reused = self.vectors.reusable(self.model_key, digests)
+        missing = sorted({d: t for d, t in zip(digests, texts, strict=True) if d not in reused})
+        fresh: dict[str, npt.NDArray[np.float32]] = {}
+        if missing:
+            by_digest = dict(zip(digests, texts, strict=True))
+            computed = embed_checked(
+                self.provider, self.descriptor, [by_digest[d] for d in missing]
+            )
+            fresh = {d: computed[i] for i, d in enumerate(missing)}
+        matrix = np.stack([reused[d] if d in reused else fresh[d] for d in digests])
+        with self.lock:
+            self._written = self.vectors.write(self.model_key, batch, digests, matrix)
+        return len(missing)
+
+
+class EmbeddingIndexer:
+    """Background thread that fills ``memory_vectors`` after writes.
+
+    :param channel: the semantic channel whose model is indexed.
+    :param catch_up: brings the projections to the ledger head (``MemoryEngine.catch_up``).
+    :param batch_size: memories per provider call.
+    :param poll_seconds: how often an idle indexer looks for work written by other
+        processes (writes of this engine wake it at once through :meth:`kick`).
+    """
+
+    def __init__(
+        self,
+        channel: SemanticChannel,
+        catch_up: Callable[[], int],
+        *,
+        batch_size: int = 32,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self.channel = channel
+        self._catch_up = catch_up
+        self.batch_size = batch_size
+        self.poll_seconds = poll_seconds
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._failures = 0
+        self._skip: dict[str, float] = {}
+        self.embedded = 0
+        """Vectors computed by the provider so far (reused ones not counted)."""
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the background thread (idempotent)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="memory-ledger-embeddings", daemon=True
+            )
+            self._thread.start()
+
+    def kick(self) -> None:
+        """Ask the thread to look for work now (cheap; called after every append)."""
+        self._idle.clear()
+        self._wake.set()
+
+    def run_once(self) -> int:
+        """Index everything pending now, in this thread; returns vectors written.
+
+        :raises EmbeddingError: a batch failed (what was written before it stays).
+        """
+        self._catch_up()
+        written = 0
+        while True:
+            batch = self.channel.pending(self.batch_size)
+            if not batch:
+                return written
+            self.embedded += self.channel.embed_and_store(batch)
+            written += len(batch)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batch: list[PendingMemory] = []
+            try:
+                self._catch_up()
+                now = time.monotonic()
+                self._skip = {k: v for k, v in self._skip.items() if v > now}
+                batch = self.channel.pending(self.batch_size, tuple(self._skip))
+                if batch:
+                    self.embedded += self.channel.embed_and_store(batch)
+                    self._failures = 0
+                    continue
+                self._idle.set()
+            except EmbeddingError as e:
+                self.channel.last_error = e
+                self._failures += 1
+                delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
+                if e.reason_code != "provider_failed":  # this batch's texts: set them aside
+                    until = time.monotonic() + 60.0
+                    self._skip.update({m.memory_id: until for m in batch})
+                log.warning("embedding batch failed (%s); retrying in %.1f s", e.reason_code, delay)
+                if self._stop.wait(delay):
+                    return
+                continue
+            except Exception:  # a closed engine or a damaged file: stop quietly
+                if self._stop.is_set():
+                    return
+                log.exception("embedding indexer stopped")
+                return
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
+
+    def wait_ready(self, timeout: float, namespace: Namespace | None = None) -> bool:
+        """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
+        or of the store) has a vector of the model at the ledger head; True when ready."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            self._catch_up()
+            if self.channel.count_pending(namespace) == 0:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.kick()
+            time.sleep(min(0.05, remaining))
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread (waits up to ``timeout`` seconds for a batch in flight)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
