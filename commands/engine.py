@@ -224,44 +224,54 @@ class MemoryEngine:
         cannot be embedded degrades to lexical recall, never to an error.
         """
         namespace.validated()
-        k = max(k, 0)
+        ranked, status, position = self.canonical_candidates(namespace, query, max(k, 0))
+        hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
+        return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
+
+    def canonical_candidates(
+        self, namespace: Namespace, query: str, depth: int, *, semantic: bool = True
+    ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus, int]:
+        """The best ``depth`` retrievable canonical memories for ``query`` with their
+        scores (BM25, or fused with the semantic channel), the channel's status, and the
+        projection position they reflect (caught up to the ledger head first).
+
+        The query is embedded before the projection lock is taken. ``semantic=False`` asks
+        for lexical matches only (commands that target a memory by its words use it: a
+        nearest vector always exists, a word match may not).
+        """
+        channel = self.semantic if semantic else None
         vector, status = (None, OFF)
-        if self.semantic is not None:
-            vector, status = self.semantic.embed_query(query)
+        if channel is not None:
+            vector, status = channel.embed_query(query)
         with self._read_lock:
             position = self.catch_up()
-            if self.semantic is None:
-                hits = self.recall_index.search(namespace, query, k, position)
+            index, by_id = self.recall_index.docs(namespace, position)
+            lexical_depth = depth if channel is None else max(depth, self.fusion.depth)
+            lexical = index.search(analyze_query(query), lexical_depth)
+            if channel is None or vector is None:
+                ranked = [(by_id[s.doc_id], s.score) for s in lexical[:depth]]
             else:
-                index, by_id = self.recall_index.docs(namespace, position)
-                lexical = index.search(analyze_query(query), self.fusion.depth)
-                ranked: list[tuple[MemoryDoc, float]]
-                if vector is None:
-                    ranked = [(by_id[s.doc_id], s.score) for s in lexical[:k]]
-                else:
-                    cosines = self.semantic.search(namespace, vector, by_id, self.fusion.depth)
-                    scores = self.semantic.cosines(
-                        namespace, vector, by_id, [s.doc_id for s in lexical]
-                    )
-                    scores.update(cosines)
-                    fused = self.fusion.fuse_scores(
-                        [(s.doc_id, s.score) for s in lexical],
-                        [memory_id for memory_id, _ in cosines],
-                        scores,
-                        lambda memory_id: by_id[memory_id].position,
-                    )
-                    ranked = [(by_id[memory_id], score) for memory_id, score in fused[:k]]
-                hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
-                coverage = self.semantic.status(namespace)
+                nearest = channel.search(namespace, vector, by_id, self.fusion.depth)
+                scores = channel.cosines(namespace, vector, by_id, [s.doc_id for s in lexical])
+                scores.update(nearest)
+                fused = self.fusion.fuse_scores(
+                    [(s.doc_id, s.score) for s in lexical],
+                    [memory_id for memory_id, _ in nearest],
+                    scores,
+                    lambda memory_id: by_id[memory_id].position,
+                )
+                ranked = [(by_id[memory_id], score) for memory_id, score in fused[:depth]]
+            if channel is not None:
+                coverage = channel.status(namespace)
                 status = SemanticStatus(
-                    state=status.state if status.state == "degraded" else coverage.state,
+                    state="degraded" if status.state == "degraded" else coverage.state,
                     model=coverage.model,
                     retrievable=coverage.retrievable,
                     embedded=coverage.embedded,
                     reason=status.reason,
                     query_embedding_ms=status.query_embedding_ms,
                 )
-        return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
+        return ranked, status, position
 
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""

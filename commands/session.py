@@ -51,6 +51,7 @@ from commands.reconcile import (
     subject_predicate_key,
 )
 from commands.secrets import redact
+from commands.semantic_status import OFF, SemanticStatus
 from commands.session_state import SessionState
 from commands.validation import Rejection, validate_item
 from ledger.events import (
@@ -608,7 +609,7 @@ class MemorySession:
         check_query(transcript)
         query = redact(transcript).text[:2000]
         generation = self.state.generation
-        docs = self._live(query, SNAPSHOT_SIZE, RecallScope(), None, None)
+        docs, _ = self._live(query, SNAPSHOT_SIZE, RecallScope(), None, None)
         items = tuple(
             SnapshotItem(
                 memory_id=UUID(doc.memory_id),
@@ -714,10 +715,14 @@ class MemorySession:
         scope: RecallScope,
         about: str | None,
         attribute: str | None,
-    ) -> list[tuple[MemoryDoc, float]]:
-        """Live search: canonical and session facts (shadowing applied), fused by RRF."""
+        *,
+        semantic: bool = True,
+    ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
+        """Live search: canonical memories (lexical, or hybrid with the semantic channel)
+        and session facts (shadowing applied), fused by RRF; plus the semantic status."""
         overlay = self.overlay()
         depth = max(k * 4, 20)
+        status = OFF
         rankings: list[list[str]] = []
         docs: dict[str, MemoryDoc] = {}
         scores: dict[str, float] = {}
@@ -726,17 +731,15 @@ class MemorySession:
             return scope.item_scope is None or doc.scope == scope.item_scope
 
         if scope.source in ("canonical", "both"):
-            position = self.engine.catch_up()
-            with self.engine.canonical.lock:  # the in-process index is not thread-safe
-                index, by_id = self.engine.recall_index.docs(self.namespace, position)
-                found = index.search(analyze_query(query), depth * 2)
+            candidates, status, _ = self.engine.canonical_candidates(
+                self.namespace, query, depth * 2, semantic=semantic
+            )
             ranking = []
-            for scored in found:
-                doc = by_id[scored.doc_id]
+            for doc, score in candidates:
                 if overlay.visible(doc) and admit(doc):
                     ranking.append(doc.memory_id)
                     docs[doc.memory_id] = doc
-                    scores[doc.memory_id] = scored.score
+                    scores[doc.memory_id] = score
                 if len(ranking) >= depth:
                     break
             rankings.append(ranking)
@@ -761,7 +764,7 @@ class MemorySession:
             fused = []
         ordered = apply_hints([docs[doc_id] for doc_id, _ in fused], about, attribute)
         fused_scores = dict(fused)
-        return [(doc, fused_scores[doc.memory_id]) for doc in ordered[:k]]
+        return [(doc, fused_scores[doc.memory_id]) for doc in ordered[:k]], status
 
     def _covers(self, snapshot: SnapshotPrepared, query: str) -> bool:
         """The fast-path test: the snapshot plainly covers the query by word overlap."""
@@ -809,7 +812,7 @@ class MemorySession:
                     )
                 )
             return self._served(query, turn_id, "snapshot", hits)
-        live = self._live(query, k, RecallScope(), None, None)
+        live, semantic = self._live(query, k, RecallScope(), None, None)
         if snapshot is not None and snapshot.items:
             live_ids = [doc.memory_id for doc, _ in live]
             snapshot_ids = [str(i.memory_id) for i in snapshot.items]
@@ -818,9 +821,9 @@ class MemorySession:
                 known[doc.memory_id] = doc
             fused = [(d, s) for d, s in rrf_fuse([live_ids, snapshot_ids]) if d in known]
             hits = [known[d].hit(rank, s) for rank, (d, s) in enumerate(fused[:k], start=1)]
-            return self._served(query, turn_id, "fused", hits)
+            return self._served(query, turn_id, "fused", hits, semantic)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
-        return self._served(query, turn_id, "live", hits)
+        return self._served(query, turn_id, "live", hits, semantic)
 
     def _docs_by_id(self, ids: set[str]) -> list[MemoryDoc]:
         if not ids:
@@ -852,9 +855,9 @@ class MemorySession:
         check_query(query)
         if turn_id is not None:
             check_turn_id(turn_id)
-        live = self._live(query, self._bounded_k(k), scope, about, attribute)
+        live, semantic = self._live(query, self._bounded_k(k), scope, about, attribute)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
-        return self._served(query, turn_id, "live", hits)
+        return self._served(query, turn_id, "live", hits, semantic)
 
     def _bounded_k(self, k: int | None) -> int:
         """``k`` clamped to ``recall_max_k``; ValueError when it is not a positive int."""
@@ -871,6 +874,7 @@ class MemorySession:
         turn_id: int | None,
         path: Literal["snapshot", "live", "fused"],
         hits: Sequence[RecallHit],
+        semantic: SemanticStatus | None = None,
     ) -> RecallResult:
         position = max(self.engine.runner.position, self.last_position)
         canonical = [h for h in hits if h.origin == "canonical"]
@@ -907,7 +911,12 @@ class MemorySession:
             self._flush_in_background()
         self._last_activity = time.monotonic()
         return RecallResult(
-            query=query, results=tuple(hits), position=position, path=path, turn_id=turn_id
+            query=query,
+            results=tuple(hits),
+            position=position,
+            path=path,
+            turn_id=turn_id,
+            semantic=semantic,
         )
 
     def _flush_in_background(self) -> None:
@@ -1072,7 +1081,7 @@ class MemorySession:
         target: UUID | None = None
         target_doc: MemoryDoc | None = None
         if intent in ("forget", "pin", "correct"):
-            matches = self._live(text, 1, RecallScope(), None, None)
+            matches, _ = self._live(text, 1, RecallScope(), None, None, semantic=False)
             if matches:
                 target_doc = matches[0][0]
                 target = UUID(target_doc.memory_id)

@@ -94,7 +94,10 @@ class StoredVectors(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class VectorStore:
-    """The ``memory_vectors`` table in a projection file (created when absent)."""
+    """The ``memory_vectors`` table in a projection file (created when absent).
+
+    Every query fetches its whole result (DuckDB refuses other work on a connection that
+    holds a half-read result)."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
         self.conn = conn
@@ -102,8 +105,8 @@ class VectorStore:
 
     def last_seq(self) -> int:
         """The highest ``seq`` written (0 when empty)."""
-        row = self.conn.execute("SELECT coalesce(max(seq), 0) FROM memory_vectors").fetchone()
-        return int(row[0]) if row else 0
+        rows = self.conn.execute("SELECT coalesce(max(seq), 0) FROM memory_vectors").fetchall()
+        return int(rows[0][0])
 
     def pending(self, model_key: str, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
         """Up to ``limit`` retrievable canonical rows with no vector of ``model_key`` for
@@ -141,8 +144,8 @@ class VectorStore:
             "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
             "AND v.memory_id = c.memory_id AND v.revision = c.revision)",
             [*params, model_key],
-        ).fetchone()
-        return int(row[0]) if row else 0
+        ).fetchall()[0]
+        return int(row[0])
 
     def coverage(self, model_key: str, namespace: tuple[str, str, str]) -> tuple[int, int]:
         """``(retrievable, with a vector of the current revision)`` for one namespace."""
@@ -153,8 +156,8 @@ class VectorStore:
             "ON v.memory_id = c.memory_id AND v.revision = c.revision "
             f"WHERE {_RETRIEVABLE_SQL} AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?",
             [model_key, *namespace, *namespace],
-        ).fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        ).fetchall()[0]
+        return (int(row[0]), int(row[1]))
 
     def reusable(
         self, model_key: str, digests: Sequence[str]

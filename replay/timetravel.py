@@ -15,6 +15,7 @@ answered then. The point may also be a timestamp:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -114,6 +115,7 @@ class AsOf:
         position: int,
         head: int,
         events_skipped: int = 0,
+        context_of: Callable[[Sequence[int]], str | None] | None = None,
     ) -> None:
         self.store = store
         self.at = at
@@ -123,7 +125,7 @@ class AsOf:
         self.events_skipped = events_skipped
         self._lock = threading.RLock()
         self._canonical = CanonicalMemory(store.conn, self._lock)
-        self._index = NamespaceRecallIndex(self._canonical)
+        self._index = NamespaceRecallIndex(self._canonical, context_of=context_of)
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
@@ -229,14 +231,28 @@ def as_of(
             msg = f"position {point} is beyond the ledger head {head}"
             raise PositionOutOfRangeError(msg)
         store = build_projections(engine, to=point, path=path, on_page=on_page)
-        return AsOf(store, at=point, mode="position", position=point, head=head)
+        return AsOf(
+            store,
+            at=point,
+            mode="position",
+            position=point,
+            head=head,
+            context_of=engine.transcripts,
+        )
     if point.tzinfo is None:
         msg = f"timestamp {point.isoformat()} has no time zone"
         raise PointError(msg)
     if not occurred:
         position = position_at(engine, point)
         store = build_projections(engine, to=position, path=path, on_page=on_page)
-        return AsOf(store, at=point, mode="recorded", position=position, head=head)
+        return AsOf(
+            store,
+            at=point,
+            mode="recorded",
+            position=position,
+            head=head,
+            context_of=engine.transcripts,
+        )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
     return AsOf(
@@ -246,6 +262,7 @@ def as_of(
         position=head,
         head=head,
         events_skipped=keep.skipped,
+        context_of=engine.transcripts,
     )
 
 

@@ -114,7 +114,9 @@ class SessionMachine(RuleBasedStateMachine):
         from projections import CanonicalMemory
 
         position = self.engine.catch_up()
-        fresh = NamespaceRecallIndex(CanonicalMemory(self.engine.projections.conn))
+        fresh = NamespaceRecallIndex(
+            CanonicalMemory(self.engine.projections.conn), context_of=self.engine.transcripts
+        )
         for ns in NAMESPACES:
             query = "nickname tea Lisbon Porto choir Alice"
             assert self.engine.recall(ns, query, 20).results == tuple(
