@@ -14,6 +14,7 @@ BENCHMARKS = {
     "recall": "benchmarks.recall",
     "memory_map": "benchmarks.memory_map",
     "locomo": "benchmarks.locomo",
+    "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
     "all": "benchmarks.run_all",
 }

@@ -234,8 +234,20 @@ def recall(
         ),
     ] = None,
     occurred: OccurredOption = False,
+    embeddings: Annotated[
+        str,
+        typer.Option(
+            "--embeddings",
+            help="none: lexical BM25 only; local: hybrid with the bundled MiniLM "
+            "(the embeddings extra); vectors missing from the store are computed first.",
+        ),
+    ] = "none",
+    wait: Annotated[
+        float, typer.Option("--wait", min=0, help="Seconds to wait for vectors (local).")
+    ] = 300.0,
 ) -> None:
-    """Recall canonical memories of one namespace (BM25), now or --as-of an earlier point."""
+    """Recall canonical memories of one namespace (BM25, or hybrid with --embeddings local),
+    now or --as-of an earlier point (lexical)."""
     from replay.timetravel import as_of
 
     past: dict[str, Any] | None = None
@@ -244,8 +256,18 @@ def recall(
         if occurred and at is None:
             msg = "--occurred needs --as-of TIMESTAMP"
             raise ValueError(msg)
-        with MemoryEngine.open(store, create=False) as engine:
+        if embeddings not in ("none", "local"):
+            msg = f"--embeddings must be none or local, got {embeddings!r}"
+            raise ValueError(msg)
+        provider = None
+        if embeddings == "local" and at is None:
+            from commands.local_embeddings import SentenceTransformerProvider
+
+            provider = SentenceTransformerProvider()
+        with MemoryEngine.open(store, create=False, embeddings=provider) as engine:
             if at is None:
+                if provider is not None:
+                    engine.wait_for_vectors(wait, namespace)
                 result = engine.recall(namespace, query, k)
             else:
                 with as_of(engine, parse_point(at), occurred=occurred) as then:
@@ -270,6 +292,8 @@ def recall(
         }
         if past is not None:
             payload["as_of"] = past
+        if result.semantic is not None:
+            payload["semantic"] = msgspec.to_builtins(result.semantic)
         _print_json(payload)
         return
     title = f"recall {query!r} (position {result.position})"
