@@ -329,6 +329,12 @@ class SemanticChannel:
         with self.lock:
             return self.vectors.pending(self.model_key, limit, skip)
 
+    def content_stamp(self) -> tuple[int, int]:
+        """``(max updated_position, rows)`` of canonical memory: unchanged means no memory
+        can have become pending (a cheap check before the anti-join of :meth:`pending`)."""
+        with self.lock:
+            return self.vectors.content_stamp()
+
     def count_pending(self, namespace: Namespace | None = None) -> int:
         """How many retrievable memories (of ``namespace``, or all) lack a current vector."""
         ns = (namespace.tenant, namespace.principal, namespace.scope_id) if namespace else None
@@ -391,6 +397,7 @@ class EmbeddingIndexer:
         self._idle = threading.Event()
         self._failures = 0
         self._skip: dict[str, float] = {}
+        self._clean: tuple[int, int] | None = None
         self.embedded = 0
         """Vectors computed by the provider so far (reused ones not counted)."""
         self._thread: threading.Thread | None = None
@@ -429,11 +436,15 @@ class EmbeddingIndexer:
                 self._catch_up()
                 now = time.monotonic()
                 self._skip = {k: v for k, v in self._skip.items() if v > now}
-                batch = self.channel.pending(self.batch_size, tuple(self._skip))
-                if batch:
-                    self.embedded += self.channel.embed_and_store(batch)
-                    self._failures = 0
-                    continue
+                stamp = self.channel.content_stamp()
+                if stamp != self._clean or self._skip:
+                    batch = self.channel.pending(self.batch_size, tuple(self._skip))
+                    if batch:
+                        self.embedded += self.channel.embed_and_store(batch)
+                        self._failures = 0
+                        continue
+                    if not self._skip:
+                        self._clean = stamp  # nothing to do until canonical memory moves
                 self._idle.set()
             except EmbeddingError as e:
                 self.channel.last_error = e

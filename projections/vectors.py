@@ -108,6 +108,13 @@ class VectorStore:
         rows = self.conn.execute("SELECT coalesce(max(seq), 0) FROM memory_vectors").fetchall()
         return int(rows[0][0])
 
+    def content_stamp(self) -> tuple[int, int]:
+        """``(max(updated_position), count(*))`` of ``canonical_memory``."""
+        row = self.conn.execute(
+            "SELECT coalesce(max(updated_position), 0), count(*) FROM canonical_memory"
+        ).fetchall()[0]
+        return (int(row[0]), int(row[1]))
+
     def pending(self, model_key: str, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
         """Up to ``limit`` retrievable canonical rows with no vector of ``model_key`` for
         their current revision, oldest change first; ``skip`` lists memory ids to leave out

@@ -8,11 +8,9 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 from hypothesis import given
@@ -27,6 +25,7 @@ from commands.embeddings import (
     validate_vectors,
 )
 from commands.openai_embeddings import OpenAIEmbeddingProvider
+from tests.scripted_server import Reply, ScriptedServer
 
 DIM = 4
 UNIT = EmbeddingDescriptor(provider="fake", model_id="fake-1", dimension=DIM, normalized=True)
@@ -280,18 +279,6 @@ def test_extreme_float64_magnitudes_keep_their_direction(scale: float) -> None:
 # --- OpenAI-compatible provider against a local server ------------------------------------
 
 
-class Reply(msgspec.Struct):
-    status: int = 200
-    body: bytes = b""
-    delay: float = 0.0
-
-
-class Recorded(msgspec.Struct):
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
 def embeddings_body(rows: Sequence[Any], order: Sequence[int] | None = None) -> bytes:
     """An OpenAI ``/embeddings`` reply; ``order`` lists the indexes in reply order."""
     indexes = list(order) if order is not None else list(range(len(rows)))
@@ -301,62 +288,9 @@ def embeddings_body(rows: Sequence[Any], order: Sequence[int] | None = None) -> 
     ).encode()
 
 
-class EmbeddingServer:
-    """A stdlib HTTP server on 127.0.0.1 (ephemeral port) replying from a script."""
-
-    def __init__(self) -> None:
-        self.replies: list[Reply] = []
-        self.requests: list[Recorded] = []
-        self.release = threading.Event()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length)
-                owner.requests.append(
-                    Recorded(
-                        self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
-                    )
-                )
-                reply = owner.replies.pop(0) if owner.replies else Reply(500, b"no reply scripted")
-                if reply.delay:
-                    owner.release.wait(reply.delay)
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def play(self, *replies: Reply) -> None:
-        self.replies.extend(replies)
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server() -> Iterator[EmbeddingServer]:
-    srv = EmbeddingServer()
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer()
     try:
         yield srv
     finally:
@@ -364,7 +298,7 @@ def server() -> Iterator[EmbeddingServer]:
 
 
 @pytest.fixture
-def provider(server: EmbeddingServer) -> Iterator[OpenAIEmbeddingProvider]:
+def provider(server: ScriptedServer) -> Iterator[OpenAIEmbeddingProvider]:
     with OpenAIEmbeddingProvider(server.base_url, "embed-model", DIM, API_KEY, timeout=5) as p:
         yield p
 
@@ -388,7 +322,7 @@ def test_provider_satisfies_the_protocol(provider: OpenAIEmbeddingProvider) -> N
 
 
 def test_good_reply_out_of_order_is_reordered(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     rows = unit_rows(3)
     server.play(Reply(body=embeddings_body(rows, order=[2, 0, 1])))
@@ -398,7 +332,7 @@ def test_good_reply_out_of_order_is_reordered(
 
 
 def test_embed_checked_accepts_the_reply(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     rows = unit_rows(3)
     server.play(Reply(body=embeddings_body(rows, order=[1, 2, 0])))
@@ -408,7 +342,7 @@ def test_embed_checked_accepts_the_reply(
 
 
 def test_request_body_and_headers_with_key(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(body=embeddings_body(unit_rows(3))))
     provider.embed(TEXTS)
@@ -419,7 +353,7 @@ def test_request_body_and_headers_with_key(
     assert sent.body == {"model": "embed-model", "input": TEXTS, "encoding_format": "float"}
 
 
-def test_no_auth_header_without_key_and_dimensions_when_asked(server: EmbeddingServer) -> None:
+def test_no_auth_header_without_key_and_dimensions_when_asked(server: ScriptedServer) -> None:
     server.play(Reply(body=embeddings_body(unit_rows(1))))
     with OpenAIEmbeddingProvider(
         server.base_url + "/", "embed-model", DIM, send_dimensions=True, timeout=5
@@ -431,7 +365,7 @@ def test_no_auth_header_without_key_and_dimensions_when_asked(server: EmbeddingS
     assert sent.body["encoding_format"] == "float"
 
 
-def test_batches_go_out_in_several_requests(server: EmbeddingServer) -> None:
+def test_batches_go_out_in_several_requests(server: ScriptedServer) -> None:
     texts = [f"text {i}" for i in range(7)]
     rows = unit_rows(7)
     server.play(
@@ -445,14 +379,14 @@ def test_batches_go_out_in_several_requests(server: EmbeddingServer) -> None:
     np.testing.assert_array_equal(out, np.asarray(rows))
 
 
-def test_no_texts_sends_nothing(server: EmbeddingServer, provider: OpenAIEmbeddingProvider) -> None:
+def test_no_texts_sends_nothing(server: ScriptedServer, provider: OpenAIEmbeddingProvider) -> None:
     out = provider.embed([])
     assert np.shape(out) == (0, DIM)
     assert server.requests == []
 
 
 def test_http_500_is_provider_failed(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(500, json.dumps({"error": f"cannot embed {SECRET_TEXT}"}).encode()))
     with pytest.raises(EmbeddingError) as e:
@@ -463,7 +397,7 @@ def test_http_500_is_provider_failed(
 
 
 def test_http_401_is_provider_failed(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(401, json.dumps({"error": f"bad key {API_KEY}"}).encode()))
     with pytest.raises(EmbeddingError) as e:
@@ -486,7 +420,7 @@ def test_http_401_is_provider_failed(
     ],
 )
 def test_unreadable_reply_is_malformed(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider, body: bytes
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider, body: bytes
 ) -> None:
     server.play(Reply(body=body))
     with pytest.raises(EmbeddingError) as e:
@@ -496,7 +430,7 @@ def test_unreadable_reply_is_malformed(
 
 
 def test_duplicate_index_is_malformed(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(body=embeddings_body(unit_rows(3), order=[0, 1, 1])))
     with pytest.raises(EmbeddingError) as e:
@@ -507,7 +441,7 @@ def test_duplicate_index_is_malformed(
 
 @pytest.mark.parametrize("bad_index", [3, -1, 99])
 def test_out_of_range_index_is_malformed(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider, bad_index: int
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider, bad_index: int
 ) -> None:
     rows = unit_rows(3)
     data = [{"index": i, "embedding": rows[i]} for i in (0, 1)]
@@ -519,7 +453,7 @@ def test_out_of_range_index_is_malformed(
 
 
 def test_missing_vector_is_count_mismatch(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(body=embeddings_body(unit_rows(3), order=[0, 2])))
     with pytest.raises(EmbeddingError) as e:
@@ -528,7 +462,7 @@ def test_missing_vector_is_count_mismatch(
     assert_clean(e.value)
 
 
-def test_missing_vector_in_a_later_batch_is_count_mismatch(server: EmbeddingServer) -> None:
+def test_missing_vector_in_a_later_batch_is_count_mismatch(server: ScriptedServer) -> None:
     rows = unit_rows(4)
     server.play(
         Reply(body=embeddings_body(rows[0:2])), Reply(body=embeddings_body(rows[2:4], order=[1]))
@@ -540,7 +474,7 @@ def test_missing_vector_in_a_later_batch_is_count_mismatch(server: EmbeddingServ
 
 
 def test_wrong_dimension_is_caught_by_embed_checked(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(body=embeddings_body(unit_rows(3, dim=DIM + 2))))
     with pytest.raises(EmbeddingError) as e:
@@ -550,7 +484,7 @@ def test_wrong_dimension_is_caught_by_embed_checked(
 
 
 def test_ragged_rows_are_caught_by_embed_checked(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     rows: list[list[float]] = [*unit_rows(2), [1.0, 0.0]]
     server.play(Reply(body=embeddings_body(rows)))
@@ -560,7 +494,7 @@ def test_ragged_rows_are_caught_by_embed_checked(
 
 
 def test_empty_vectors_are_caught_by_embed_checked(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(body=embeddings_body([[], [], []])))
     with pytest.raises(EmbeddingError) as e:
@@ -569,7 +503,7 @@ def test_empty_vectors_are_caught_by_embed_checked(
 
 
 def test_non_unit_reply_of_a_normalized_model_is_rejected(
-    server: EmbeddingServer, provider: OpenAIEmbeddingProvider
+    server: ScriptedServer, provider: OpenAIEmbeddingProvider
 ) -> None:
     server.play(Reply(body=embeddings_body([[2.0, 0.0, 0.0, 0.0]])))
     with pytest.raises(EmbeddingError) as e:
@@ -577,14 +511,14 @@ def test_non_unit_reply_of_a_normalized_model_is_rejected(
     assert reason(e) == "not_normalized"
 
 
-def test_raw_model_vectors_are_normalized(server: EmbeddingServer) -> None:
+def test_raw_model_vectors_are_normalized(server: ScriptedServer) -> None:
     server.play(Reply(body=embeddings_body([[0.0, 3.0, 0.0, 4.0]])))
     with OpenAIEmbeddingProvider(server.base_url, "m", DIM, normalized=False, timeout=5) as p:
         out = embed_checked(p, p.descriptor, ["a"])
     np.testing.assert_allclose(out, [[0.0, 0.6, 0.0, 0.8]], atol=1e-7)
 
 
-def test_timeout_is_provider_failed(server: EmbeddingServer) -> None:
+def test_timeout_is_provider_failed(server: ScriptedServer) -> None:
     # The server holds the reply until the test ends (released at close), far past 0.2 s.
     server.play(Reply(body=embeddings_body(unit_rows(3)), delay=30.0))
     with OpenAIEmbeddingProvider(server.base_url, "m", DIM, API_KEY, timeout=0.2) as p:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import msgspec
 import pytest
 
 from commands.extraction import ExtractionRequest, Extractor, RelatedMemory
@@ -18,6 +15,7 @@ from commands.openai_extractor import ModelOutputError, OpenAIChatExtractor, rep
 from commands.validation import Rejection, validate_item
 from ledger.events import ExtractedItem
 from tests.conftest import make_item
+from tests.scripted_server import Reply, ScriptedServer
 
 TRANSCRIPT = (
     "user: I moved to Lisbon last month and I now prefer working from cafes.\n"
@@ -77,72 +75,9 @@ GOOD_ITEMS = [
 ]
 
 
-class Reply(msgspec.Struct):
-    status: int = 200
-    body: bytes = b""
-    delay: float = 0.0
-
-
-class Recorded(msgspec.Struct):
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-class ModelServer:
-    """A stdlib HTTP server on 127.0.0.1 (ephemeral port) replying from a script."""
-
-    def __init__(self) -> None:
-        self.replies: list[Reply] = []
-        self.requests: list[Recorded] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length)
-                owner.requests.append(
-                    Recorded(
-                        self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
-                    )
-                )
-                reply = owner.replies.pop(0) if owner.replies else Reply(500, b"no reply scripted")
-                if reply.delay:
-                    time.sleep(reply.delay)
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def play(self, *replies: Reply) -> None:
-        self.replies.extend(replies)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server() -> Iterator[ModelServer]:
-    srv = ModelServer()
+def server() -> Iterator[ScriptedServer]:
+    srv = ScriptedServer()
     try:
         yield srv
     finally:
@@ -150,7 +85,7 @@ def server() -> Iterator[ModelServer]:
 
 
 @pytest.fixture
-def extractor(server: ModelServer) -> Iterator[OpenAIChatExtractor]:
+def extractor(server: ScriptedServer) -> Iterator[OpenAIChatExtractor]:
     with OpenAIChatExtractor(server.base_url, "test-model", API_KEY, timeout=5) as ex:
         yield ex
 
@@ -167,7 +102,9 @@ def assert_clean(error: ModelOutputError) -> None:
 # --- good replies --------------------------------------------------------------------------
 
 
-def test_good_reply_returns_the_items(server: ModelServer, extractor: OpenAIChatExtractor) -> None:
+def test_good_reply_returns_the_items(
+    server: ScriptedServer, extractor: OpenAIChatExtractor
+) -> None:
     server.play(Reply(body=completion(json.dumps({"items": GOOD_ITEMS}))))
     items = extractor.extract(request())
     assert list(items) == GOOD_ITEMS
@@ -178,7 +115,7 @@ def test_good_reply_returns_the_items(server: ModelServer, extractor: OpenAIChat
 
 
 def test_request_carries_model_prompt_schema_and_key(
-    server: ModelServer, extractor: OpenAIChatExtractor
+    server: ScriptedServer, extractor: OpenAIChatExtractor
 ) -> None:
     server.play(Reply(body=completion('{"items": []}')))
     assert extractor.extract(request()) == []
@@ -207,7 +144,7 @@ def test_request_carries_model_prompt_schema_and_key(
     assert fmt["json_schema"]["schema"] == reply_schema()
 
 
-def test_no_authorization_header_without_key(server: ModelServer) -> None:
+def test_no_authorization_header_without_key(server: ScriptedServer) -> None:
     server.play(Reply(body=completion('{"items": []}')))
     with OpenAIChatExtractor(server.base_url + "/", "m", timeout=5, temperature=None) as ex:
         assert ex.extractor_id == "openai:m"
@@ -219,14 +156,14 @@ def test_no_authorization_header_without_key(server: ModelServer) -> None:
     assert "(none)" in user
 
 
-def test_fenced_json_content(server: ModelServer, extractor: OpenAIChatExtractor) -> None:
+def test_fenced_json_content(server: ScriptedServer, extractor: OpenAIChatExtractor) -> None:
     fenced = "Here you go:\n```json\n" + json.dumps({"items": GOOD_ITEMS[:1]}) + "\n```\n"
     server.play(Reply(body=completion(fenced)))
     assert list(extractor.extract(request())) == GOOD_ITEMS[:1]
 
 
 def test_malformed_items_are_returned_as_is(
-    server: ModelServer, extractor: OpenAIChatExtractor
+    server: ScriptedServer, extractor: OpenAIChatExtractor
 ) -> None:
     raw = [
         GOOD_ITEMS[0],
@@ -242,7 +179,7 @@ def test_malformed_items_are_returned_as_is(
     assert all(isinstance(o, Rejection) for o in outcomes[1:])  # rejected one by one
 
 
-def test_at_most_max_items(server: ModelServer) -> None:
+def test_at_most_max_items(server: ScriptedServer) -> None:
     many = [make_item(f"Fact number {i}.") for i in range(7)]
     server.play(Reply(body=completion(json.dumps({"items": many}))))
     with OpenAIChatExtractor(server.base_url, "m", timeout=5, max_items=3) as ex:
@@ -251,7 +188,7 @@ def test_at_most_max_items(server: ModelServer) -> None:
 
 
 def test_json_schema_rejected_falls_back_to_json_object(
-    server: ModelServer, extractor: OpenAIChatExtractor
+    server: ScriptedServer, extractor: OpenAIChatExtractor
 ) -> None:
     server.play(
         Reply(400, b'{"error": {"message": "response_format json_schema is not supported"}}'),
@@ -268,7 +205,7 @@ def test_json_schema_rejected_falls_back_to_json_object(
     assert server.requests[2].body["response_format"] == {"type": "json_object"}
 
 
-def test_400_twice_is_an_http_error(server: ModelServer, extractor: OpenAIChatExtractor) -> None:
+def test_400_twice_is_an_http_error(server: ScriptedServer, extractor: OpenAIChatExtractor) -> None:
     server.play(Reply(400, b"{}"), Reply(400, b"{}"))
     with pytest.raises(ModelOutputError) as info:
         extractor.extract(request())
@@ -314,7 +251,7 @@ def test_400_twice_is_an_http_error(server: ModelServer, extractor: OpenAIChatEx
     ],
 )
 def test_malformed_replies_raise(
-    server: ModelServer, extractor: OpenAIChatExtractor, reply: Reply, reason: str
+    server: ScriptedServer, extractor: OpenAIChatExtractor, reply: Reply, reason: str
 ) -> None:
     server.play(reply)
     with pytest.raises(ModelOutputError) as info:
@@ -327,7 +264,7 @@ def test_malformed_replies_raise(
     assert_clean(info.value)
 
 
-def test_slow_server_times_out(server: ModelServer) -> None:
+def test_slow_server_times_out(server: ScriptedServer) -> None:
     server.play(Reply(body=completion('{"items": []}'), delay=2.0))
     with OpenAIChatExtractor(server.base_url, "m", API_KEY, timeout=0.3) as ex:
         start = time.monotonic()
@@ -353,7 +290,7 @@ def test_connection_refused_is_unreachable() -> None:
 # --- construction and schema ---------------------------------------------------------------
 
 
-def test_is_an_extractor_and_hides_the_key(server: ModelServer) -> None:
+def test_is_an_extractor_and_hides_the_key(server: ScriptedServer) -> None:
     with OpenAIChatExtractor(
         server.base_url, "gpt-x", API_KEY, extractor_id="custom", timeout=5
     ) as ex:
