@@ -4,14 +4,17 @@ command path, verified against canonical memory before anything is served.
 - :class:`SemanticChannel` owns the provider (its descriptor locked when attached), the
   ``memory_vectors`` read model (:class:`projections.vectors.VectorStore`) and one in-process
   matrix per namespace, refreshed incrementally (new vector rows by ``seq``; rows of
-  memories whose revision moved or that stopped being retrievable marked dead from
+  memories that stopped being retrievable marked dead from
   ``canonical_memory.updated_position``).
 - Search is exact: one matrix-vector product over the namespace's live rows (unit vectors,
   so the dot product is the cosine), ties broken by memory id. Every candidate is checked
-  against the current canonical document (same revision, same content digest) before it
-  is returned: a vector of a superseded or stale revision is never served (the rule of
-  seed 000's durable semantic recall: "requires Active status plus the exact node
-  revision and content digest").
+  against the current canonical document before it is returned: the memory must be
+  retrievable now and its current text must have the vector's content digest, so a vector
+  of a superseded, forgotten or pruned memory, or of other text, is never served (after
+  seed 000's durable semantic recall, which re-reads every candidate and requires Active
+  status plus a matching revision and digest). A memory's embedded text (its statement)
+  never changes under its id, so revisions that only reinforce, pin or mark a conflict
+  keep their vector (``projections.vectors``).
 - :class:`EmbeddingIndexer` is a background thread: after a write (``kick``) it embeds
   retrievable memories that lack a vector of the model, in batches, reusing a stored
   vector of identical content (same digest, same model) instead of calling the provider.
@@ -122,15 +125,14 @@ class _NamespaceVectors:
             self.digests.append(stored.digests[offset])
         self.last_seq = stored.last_seq
 
-    def retire(self, memory_id: str, revision: int, retrievable: bool) -> None:
-        """The canonical row moved to ``revision``: older vectors (all of them when it is no
-        longer retrievable) stop being candidates."""
+    def retire(self, memory_id: str, retrievable: bool) -> None:
+        """The canonical row changed: when it is no longer retrievable its vector stops
+        being a candidate (verification would refuse it anyway)."""
         row = self.row_of.get(memory_id)
-        if row is None or not self.alive[row]:
+        if row is None or not self.alive[row] or retrievable:
             return
-        if self.revisions[row] < revision or (not retrievable and self.revisions[row] <= revision):
-            self.alive[row] = False
-            self.dead += 1
+        self.alive[row] = False
+        self.dead += 1
 
     def top(self, query: npt.NDArray[np.float32], depth: int) -> list[tuple[int, float]]:
         """Best ``depth`` live rows by dot product: ``(row, score)``, ties by memory id."""
@@ -225,16 +227,14 @@ class SemanticChannel:
                 cached.extend(self.vectors.load(self.model_key, ns, cached.last_seq))
             if self._changed_at(key) > cached.built_position:
                 for row in self.canonical.changed_since(*ns, cached.built_position):
-                    cached.retire(
-                        row["memory_id"], int(row["revision"]), row["status"] in RETRIEVABLE
-                    )
+                    cached.retire(row["memory_id"], row["status"] in RETRIEVABLE)
                 cached.built_position = position
         if cached.dead > 1024 and cached.dead * 4 > len(cached):
             fresh = _NamespaceVectors(self.descriptor.dimension, position)
             fresh.extend(self.vectors.load(self.model_key, ns, 0))
             for row in self.canonical.changed_since(*ns, 0):
                 if row["status"] not in RETRIEVABLE:
-                    fresh.retire(row["memory_id"], int(row["revision"]), False)
+                    fresh.retire(row["memory_id"], False)
             self._cache[key] = cached = fresh
         return cached
 
@@ -249,8 +249,8 @@ class SemanticChannel:
 
         ``docs`` are the namespace's current retrievable documents by memory id (the
         lexical index's map, at the projection position of this recall); a vector row is
-        returned only when its memory is in ``docs`` with the same revision and content
-        digest. Call with the canonical lock held.
+        returned only when its memory is in ``docs`` and its current text has the row's
+        content digest. Call with the canonical lock held.
         """
         vectors = self._namespace_vectors(namespace)
         out: list[tuple[str, float]] = []
@@ -261,12 +261,7 @@ class SemanticChannel:
             for row, score in ranked[seen:]:
                 memory_id = vectors.ids[row]
                 doc = docs.get(memory_id)
-                if doc is None or doc.revision != vectors.revisions[row]:
-                    continue
-                if (
-                    content_digest(embedding_text(doc.subject, doc.statement))
-                    != (vectors.digests[row])
-                ):
+                if doc is None or not self._verified(doc, vectors.digests[row]):
                     continue
                 out.append((memory_id, score))
                 if len(out) >= depth:
@@ -275,6 +270,11 @@ class SemanticChannel:
                 return out
             seen = len(ranked)
             fetch *= 4
+
+    @staticmethod
+    def _verified(doc: VerifiableDoc, digest: str) -> bool:
+        """The vector's digest is that of the document's current embedded text."""
+        return content_digest(embedding_text(doc.subject, doc.statement)) == digest
 
     def cosines(
         self,
@@ -293,11 +293,7 @@ class SemanticChannel:
             doc = docs.get(memory_id)
             if row is None or doc is None or not vectors.alive[row]:
                 continue
-            if (
-                doc.revision != vectors.revisions[row]
-                or content_digest(embedding_text(doc.subject, doc.statement))
-                != vectors.digests[row]
-            ):
+            if not self._verified(doc, vectors.digests[row]):
                 continue
             rows.append(row)
             ids.append(memory_id)

@@ -430,8 +430,14 @@ class MemorySession:
         return sum(1 for e in events if e.turn_id == turn_id)
 
     def _related(self, transcript: str) -> tuple[RelatedMemory, ...]:
-        hits = self.engine.recall(self.namespace, transcript[:2000], 5).results
-        return tuple(RelatedMemory(memory_id=h.memory_id, statement=h.statement) for h in hits)
+        """Up to 5 memories related to the transcript, for the extractor. Lexical only: the
+        command path never waits for an embedding provider."""
+        ranked, _, _ = self.engine.canonical_candidates(
+            self.namespace, transcript[:2000], 5, semantic=False
+        )
+        return tuple(
+            RelatedMemory(memory_id=doc.memory_id, statement=doc.statement) for doc, _ in ranked
+        )
 
     def _extract(self, turn_id: int) -> TurnOutcome:
         """Run the extractor on an observed turn and record its outcome (one transaction)."""

@@ -21,6 +21,7 @@ from ledger.events import (
     MemoryActivated,
     MemoryConflictMarked,
     MemoryForgotten,
+    MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
@@ -43,6 +44,7 @@ _CONTENT_EVENTS = frozenset(
         MemoryReinforced,
         MemorySuperseded,
         MemoryConflictMarked,
+        MemoryPinned,
         MemoryForgotten,
         MemoryPruned,
     }

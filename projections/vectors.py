@@ -15,9 +15,15 @@ Columns (one row per embedded memory revision and model)::
 Unlike the event-derived tables, ``memory_vectors`` is not dropped when the projection
 version changes and is not part of :data:`projections.tables.TABLES`: vectors are costly to
 compute and keyed by content, so a rebuild (same memory ids, revisions and texts) finds
-them again. A vector is served only while its ``(memory_id, revision, content_digest)``
-still matches a retrievable canonical row (see ``commands.semantic``); rows of older
-revisions stay as history until :meth:`VectorStore.prune_stale` removes them.
+them again.
+
+A memory is embedded once, at the revision it had then: its embedded text (the statement)
+never changes under its id (``ledger.ids.memory_id`` is derived from the normalized
+statement, and no event rewrites a statement), so later revisions (reinforced, pinned,
+marked conflicting) keep serving that vector. A vector is served only while its memory is
+retrievable and its ``content_digest`` equals the digest of the memory's current text (see
+``commands.semantic``); vectors of superseded, forgotten or pruned memories stay as history
+until :meth:`VectorStore.prune_stale` removes them.
 
 All methods expect the caller to hold the projection lock (one DuckDB connection per
 process, shared with the projections).
@@ -72,7 +78,7 @@ _SCHEMA = pa.schema(
 
 
 class PendingMemory(msgspec.Struct, frozen=True, kw_only=True):
-    """A retrievable canonical memory revision without a vector for the model."""
+    """A retrievable canonical memory without a vector for the model."""
 
     tenant: str
     principal: str
@@ -116,8 +122,8 @@ class VectorStore:
         return (int(row[0]), int(row[1]))
 
     def pending(self, model_key: str, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
-        """Up to ``limit`` retrievable canonical rows with no vector of ``model_key`` for
-        their current revision, oldest change first; ``skip`` lists memory ids to leave out
+        """Up to ``limit`` retrievable canonical rows with no vector of ``model_key``,
+        oldest change first; ``skip`` lists memory ids to leave out
         (e.g. ones whose embedding failed a moment ago)."""
         skip_sql = "AND c.memory_id NOT IN (SELECT unnest(?::VARCHAR[]))" if skip else ""
         params: list[object] = [list(skip)] if skip else []
@@ -125,7 +131,7 @@ class VectorStore:
             "SELECT c.tenant, c.principal, c.scope_id, c.memory_id, c.revision, c.subject, "
             f"c.statement FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {skip_sql} "
             "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
-            "AND v.memory_id = c.memory_id AND v.revision = c.revision) "
+            "AND v.memory_id = c.memory_id) "
             "ORDER BY c.updated_position, c.memory_id LIMIT ?",
             [*params, model_key, limit],
         ).fetchall()
@@ -143,24 +149,24 @@ class VectorStore:
         ]
 
     def count_pending(self, model_key: str, namespace: tuple[str, str, str] | None = None) -> int:
-        """How many retrievable rows (of one namespace, or all) lack a current vector."""
+        """How many retrievable rows (of one namespace, or all) lack a vector."""
         ns_sql = "AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?" if namespace else ""
         params: list[object] = [*namespace] if namespace else []
         row = self.conn.execute(
             f"SELECT count(*) FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {ns_sql} "
             "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
-            "AND v.memory_id = c.memory_id AND v.revision = c.revision)",
+            "AND v.memory_id = c.memory_id)",
             [*params, model_key],
         ).fetchall()[0]
         return int(row[0])
 
     def coverage(self, model_key: str, namespace: tuple[str, str, str]) -> tuple[int, int]:
-        """``(retrievable, with a vector of the current revision)`` for one namespace."""
+        """``(retrievable, with a vector)`` for one namespace."""
         row = self.conn.execute(
             "SELECT count(*), count(v.memory_id) FROM canonical_memory c "
-            "LEFT JOIN (SELECT DISTINCT memory_id, revision FROM memory_vectors "
+            "LEFT JOIN (SELECT DISTINCT memory_id FROM memory_vectors "
             "WHERE model_key = ? AND tenant = ? AND principal = ? AND scope_id = ?) v "
-            "ON v.memory_id = c.memory_id AND v.revision = c.revision "
+            "ON v.memory_id = c.memory_id "
             f"WHERE {_RETRIEVABLE_SQL} AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?",
             [model_key, *namespace, *namespace],
         ).fetchall()[0]
@@ -277,13 +283,13 @@ class VectorStore:
         )
 
     def prune_stale(self, model_key: str | None = None) -> int:
-        """Delete vectors whose revision is no longer a retrievable canonical row (of one
-        model, or all); returns how many were deleted. Never needed for correctness."""
+        """Delete vectors whose memory is no longer retrievable (of one model, or all);
+        returns how many were deleted. Never needed for correctness."""
         model_sql = "AND v.model_key = ?" if model_key else ""
         params = [model_key] if model_key else []
         row = self.conn.execute(
             "DELETE FROM memory_vectors v WHERE NOT EXISTS (SELECT 1 FROM canonical_memory c "
-            f"WHERE c.memory_id = v.memory_id AND c.revision = v.revision AND {_RETRIEVABLE_SQL})"
+            f"WHERE c.memory_id = v.memory_id AND {_RETRIEVABLE_SQL})"
             f" {model_sql} RETURNING 1",
             params,
         ).fetchall()
