@@ -52,7 +52,7 @@ from projections.tables import (
     ReadModelTable,
 )
 
-__all__ = ["FAST_TOPICS", "ROW_TOUCHING_TOPICS", "ColumnarBatch", "uuid_text"]
+__all__ = ["FAST_TOPICS", "ROW_TOUCHING_TOPICS", "ColumnarBatch", "uuid_array", "uuid_text"]
 
 
 class _Item(msgspec.Struct, gc=False):
