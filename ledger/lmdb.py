@@ -96,6 +96,7 @@ DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 
 HASH_SIZE = 32
 _ID = struct.Struct(">Q")
+_MAX_ID = (1 << 64) - 1
 _VERSION_BIAS = 1 << 63
 _MAX_KEY_ID_BYTES = 400
 _META_FORMAT_KEY = b"format_version"
@@ -806,22 +807,24 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         construction (a UUID originator id is returned as its 16 raw bytes).
         """
         result: list[tuple[int, bytes | str, int, str, bytes]] = []
-        if limit <= 0:
+        if limit <= 0 or (stop is not None and stop < 1):
             return result
         unpack = _ID.unpack
         decode = _body_decoder.decode
+        append = result.append
+        # Keys are big-endian ids, so comparing them as bytes compares the ids.
+        stop_key = None if stop is None else _ID.pack(min(stop, _MAX_ID))
         with self.datastore.read() as txn:
             cursor = txn.cursor(db=self._log)
-            found = cursor.set_range(_ID.pack(max(start + 1, 1)))
-            while found:
-                nid = unpack(cursor.key())[0]
-                if stop is not None and nid > stop:
+            if not cursor.set_range(_ID.pack(max(start + 1, 1))):
+                return result
+            for key, value in cursor.iternext():
+                if stop_key is not None and key > stop_key:
                     break
-                raw_id, version, topic, state = decode(cursor.value()[HASH_SIZE:])
-                result.append((nid, raw_id, version, topic, state))
+                raw_id, version, topic, state = decode(value[HASH_SIZE:])
+                append((unpack(key)[0], raw_id, version, topic, state))
                 if len(result) >= limit:
                     break
-                found = cursor.next()
         return result
 
     def max_notification_id(self) -> int | None:

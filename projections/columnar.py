@@ -52,7 +52,7 @@ from projections.tables import (
     ReadModelTable,
 )
 
-__all__ = ["FAST_TOPICS", "ROW_TOUCHING_TOPICS", "ColumnarBatch", "uuid_text"]
+__all__ = ["FAST_TOPICS", "ROW_TOUCHING_TOPICS", "ColumnarBatch", "uuid_array", "uuid_text"]
 
 
 class _Item(msgspec.Struct, gc=False):
@@ -180,6 +180,36 @@ def uuid_text(raw: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+_UUID = pa.uuid()
+_UUID_STORAGE = pa.binary(16)
+
+
+def uuid_array(raws: Sequence[bytes]) -> pa.Array:
+    """UUIDs given as 16 raw bytes each, as one Arrow ``arrow.uuid`` array.
+
+    DuckDB reads it as UUID and casts it to the canonical text form on insert into a
+    VARCHAR column, so no UUID is formatted in Python. Values that are not 16 bytes long
+    (never written by the mapper) are formatted in Python as before.
+    """
+    data = b"".join(raws)
+    if len(data) != 16 * len(raws) or (raws and set(map(len, raws)) != {16}):
+        return pa.array([uuid_text(r) for r in raws], type=pa.string())
+    storage = pa.FixedSizeBinaryArray.from_buffers(
+        _UUID_STORAGE, len(raws), [None, pa.py_buffer(data)]
+    )
+    return pa.ExtensionArray.from_storage(_UUID, storage)
+
+
+def _singletons(values: pa.Array) -> pa.Array:
+    """Each value as a one-element list (``[[v] for v in values]`` without Python objects)."""
+    offsets = pa.array(range(len(values) + 1), type=pa.int32())
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type=type_), count)
+
+
 def _array_header(count: int) -> bytes:
     return b"\xdd" + count.to_bytes(4, "big")
 
@@ -249,27 +279,28 @@ class ColumnarBatch:
             payload for _, _, _, payload in self.activations
         )
         views: list[_Activation] = _ACTIVATION_DECODER.decode(buffer)
+        count = len(views)
         self.activated_namespaces.update(v.namespace for v in views)
         positions = [p for p, _, _, _ in self.activations]
         ids = [uuid_text(raw) for _, raw, _, _ in self.activations]
+        id_array = pa.array(ids, type=pa.string())
         items = [v.item for v in views]
 
         def transcript_positions(v: _Activation) -> list[int]:
             found = transcripts.get(f"{session_key(v.namespace, v.session_id)}/{v.turn_id}")
             return [found] if found is not None else []
 
-        candidate_ids = [uuid_text(v.candidate_id) for v in views]
-        empty: list[list[str]] = [[] for _ in views]
-        zeros = [0] * len(views)
+        candidate_ids = uuid_array([v.candidate_id for v in views])
+        zeros = _constant(0, pa.int64(), count)
         _insert(
             conn,
             CANONICAL_MEMORY,
             {
-                "memory_id": ids,
+                "memory_id": id_array,
                 "tenant": [v.namespace.tenant for v in views],
                 "principal": [v.namespace.principal for v in views],
                 "scope_id": [v.namespace.scope_id for v in views],
-                "status": ["active"] * len(views),
+                "status": _constant("active", pa.string(), count),
                 "revision": [version for _, _, version, _ in self.activations],
                 "subject": [i.subject for i in items],
                 "predicate": [i.predicate for i in items],
@@ -287,12 +318,12 @@ class ColumnarBatch:
                 "session_id": [v.session_id for v in views],
                 "turn_id": [v.turn_id for v in views],
                 "decision": [v.decision for v in views],
-                "candidate_ids": [[c] for c in candidate_ids],
+                "candidate_ids": _singletons(candidate_ids),
                 "transcript_positions": [transcript_positions(v) for v in views],
                 "supersedes": [[i.supersedes] if i.supersedes else [] for i in items],
-                "superseded_by": [None] * len(views),
-                "conflicts_with": empty,
-                "pinned": [False] * len(views),
+                "superseded_by": pa.nulls(count, pa.string()),
+                "conflicts_with": _constant([], pa.list_(pa.string()), count),
+                "pinned": _constant(False, pa.bool_(), count),
                 "reinforcements": zeros,
                 "recall_count": zeros,
                 "admission_count": zeros,
@@ -308,8 +339,8 @@ class ColumnarBatch:
             CANDIDATE_OUTCOMES,
             {
                 "candidate_id": candidate_ids,
-                "outcome": ["activated"] * len(views),
-                "memory_id": ids,
+                "outcome": _constant("activated", pa.string(), count),
+                "memory_id": id_array,
                 "position": positions,
             },
         )
@@ -362,7 +393,7 @@ class ColumnarBatch:
             conn,
             CANDIDATES,
             {
-                "candidate_id": [uuid_text(v.candidate_id) for v in views],
+                "candidate_id": uuid_array([v.candidate_id for v in views]),
                 "tenant": [v.namespace.tenant for v in views],
                 "principal": [v.namespace.principal for v in views],
                 "scope_id": [v.namespace.scope_id for v in views],
@@ -406,8 +437,17 @@ class ColumnarBatch:
 
 
 def _insert(
-    conn: duckdb.DuckDBPyConnection, table: ReadModelTable, columns: dict[str, Sequence[Any]]
+    conn: duckdb.DuckDBPyConnection,
+    table: ReadModelTable,
+    columns: dict[str, Sequence[Any] | pa.Array],
 ) -> None:
-    arrays = [table.array(field, columns[field.name]) for field in table.schema]
-    batch = pa.Table.from_arrays(arrays, schema=table.schema)
+    """Insert one batch: Python sequences are converted with the table's column types;
+    ready Arrow arrays (UUIDs, constants) go in as they are and DuckDB casts them to the
+    column's type on insert (UUID to its canonical text, ``arrow.uuid`` lists likewise)."""
+    arrays = [
+        value if isinstance(value, pa.Array) else table.array(field, value)
+        for field in table.schema
+        for value in (columns[field.name],)
+    ]
+    batch = pa.Table.from_arrays(arrays, names=list(table.columns))
     table.insert_arrow(conn, batch)

@@ -128,6 +128,7 @@ class ProjectionRunner:
         head = self.recorder.max_notification_id() or 0
         if position >= head or (to is not None and position >= to):
             return position
+        self._load_known()
         while to is None or position < to:
             with gc_paused():
                 page = self._read_columnar_page(position, to)
@@ -140,6 +141,13 @@ class ProjectionRunner:
             if self.on_page is not None:
                 self.on_page(position)
         return position
+
+    def _load_known(self) -> None:
+        """Load the file's keys before the first page, so that page's first activations can
+        take the columnar path too (it needs to know which memories the file holds)."""
+        if self._known is None:
+            with self.store.lock:
+                self._known = KnownKeys(self.store.conn)
 
     def _read_columnar_page(
         self, after: int, to: int | None

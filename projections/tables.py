@@ -10,7 +10,6 @@ would otherwise slow every batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -18,8 +17,6 @@ import pyarrow as pa
 
 __all__ = ["ReadModelTable", "TABLES", "VIEWS", "create_tables", "drop_tables"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _STR = pa.string()
 _INT = pa.int64()
 _FLOAT = pa.float64()
@@ -57,10 +54,12 @@ class ReadModelTable:
 
     @staticmethod
     def array(field: pa.Field, values: Sequence[Any]) -> pa.Array:
-        """One column as an Arrow array (timestamps through int64 microseconds, exact)."""
-        if pa.types.is_timestamp(field.type):
-            micros = [None if v is None else (v - _EPOCH) // _MICROSECOND for v in values]
-            return pa.array(micros, type=pa.int64()).cast(field.type)
+        """One column as an Arrow array.
+
+        Datetimes convert exactly, in C, to UTC microseconds whatever their offset (events
+        decoded from the ledger are always timezone-aware; a naive one counts as UTC, as
+        in the session API).
+        """
         return pa.array(values, type=field.type)
 
     def to_arrow(self, rows: Sequence[dict[str, Any]]) -> pa.Table:

@@ -642,6 +642,25 @@ def test_hash_chain_recomputes_from_genesis(open_store: Callable[..., LMDBDatast
         )
 
 
+def test_select_raw_pages_agree_with_the_notifications(
+    open_store: Callable[..., LMDBDatastore],
+) -> None:
+    recorder = LMDBApplicationRecorder(open_store())
+    assert recorder.select_raw(0, 10) == []
+    _fill(recorder, 40)
+    notifications = all_notifications(recorder)
+    expected = [
+        (n.id, n.originator_id.bytes, n.originator_version, n.topic, n.state) for n in notifications
+    ]
+    assert recorder.select_raw(0, 100) == expected
+    assert recorder.select_raw(5, 7) == expected[5:12]
+    assert recorder.select_raw(5, 100, stop=9) == expected[5:9]
+    assert recorder.select_raw(39, 100, stop=1 << 70) == expected[39:]
+    assert recorder.select_raw(40, 10) == []
+    assert recorder.select_raw(0, 0) == []
+    assert recorder.select_raw(0, 10, stop=0) == recorder.select_raw(0, 10, stop=-3) == []
+
+
 @pytest.mark.parametrize("position", [1, 17, 40])
 def test_flipping_one_stored_byte_is_detected_at_that_position(
     open_store: Callable[..., LMDBDatastore], position: int
