@@ -94,6 +94,15 @@ class EmbeddingDescriptor(msgspec.Struct, frozen=True, kw_only=True):
     normalized: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.provider, str) or not isinstance(self.model_id, str):
+            msg = "an embedding descriptor's provider and model_id must be strings"
+            raise ValueError(msg)
+        if not isinstance(self.dimension, int) or isinstance(self.dimension, bool):
+            msg = f"embedding dimension must be an integer, got {self.dimension!r}"
+            raise ValueError(msg)
+        if not isinstance(self.normalized, bool):
+            msg = f"normalized must be a boolean, got {self.normalized!r}"
+            raise ValueError(msg)
         if not self.provider.strip() or not self.model_id.strip():
             msg = "an embedding descriptor needs a provider and a model_id"
             raise ValueError(msg)
@@ -163,7 +172,9 @@ def validate_vectors(
             raise EmbeddingError("malformed", "an embedding holds a non-number") from e
         if array.dtype.kind not in "iuf":  # strings, None, booleans, objects
             raise EmbeddingError("malformed", "an embedding holds a non-number")
-        array = array.reshape(count, descriptor.dimension)
+        if array.ndim != 2:  # e.g. rows of nested lists
+            msg = f"embedding response has shape {array.shape}, expected 2 dimensions"
+            raise EmbeddingError("malformed", msg)
     if array.ndim != 2:
         msg = f"embedding response has shape {array.shape}, expected 2 dimensions"
         raise EmbeddingError("malformed", msg)
@@ -219,7 +230,13 @@ def embed_checked(
     except Exception as e:
         msg = f"embedding provider {expected.model_key()} failed: {type(e).__name__}"
         raise EmbeddingError("provider_failed", msg) from e
-    return validate_vectors(expected, len(texts), raw)
+    try:
+        return validate_vectors(expected, len(texts), raw)
+    except EmbeddingError:
+        raise
+    except Exception as e:  # anything validation did not foresee is still a bad answer
+        msg = f"embedding response could not be read: {type(e).__name__}"
+        raise EmbeddingError("malformed", msg) from e
 
 
 def embedding_text(subject: str | None, statement: str) -> str:

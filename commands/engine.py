@@ -222,8 +222,17 @@ class MemoryEngine:
         fused with exact cosine over the namespace's verified vectors (:attr:`fusion`).
         ``RecallResult.semantic`` reports the channel's state and coverage; a query that
         cannot be embedded degrades to lexical recall, never to an error.
+
+        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
+        :raises InvalidNamespaceError: the namespace is invalid.
         """
         namespace.validated()
+        if not isinstance(query, str):
+            msg = f"query must be a string, got {type(query).__name__}"
+            raise ValueError(msg)
+        if not isinstance(k, int) or isinstance(k, bool):
+            msg = f"k must be an integer, got {k!r}"
+            raise ValueError(msg)
         ranked, status, position = self.canonical_candidates(namespace, query, max(k, 0))
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
         return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)

@@ -138,6 +138,15 @@ def _embedding_dimension(model: Any) -> int | None:
     return int(value) if value is not None else None
 
 
+def _quiet_transformers() -> None:
+    """No progress bar while weights load: a library must not write to the host's stderr."""
+    try:
+        logging_module = importlib.import_module("transformers.utils.logging")
+        logging_module.disable_progress_bar()
+    except (ImportError, AttributeError):
+        pass
+
+
 def _load(folder: Path, device: str) -> _LoadedModel:
     key = (str(folder), device)
     with _CACHE_LOCK:
@@ -147,6 +156,7 @@ def _load(folder: Path, device: str) -> _LoadedModel:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         st = _import("sentence_transformers")
+        _quiet_transformers()
         fingerprint = model_fingerprint(folder)
         try:
             model = st.SentenceTransformer(str(folder), device=device, local_files_only=True)

@@ -15,6 +15,7 @@ credentials) and never carry the texts, the vectors or the API key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -91,15 +92,16 @@ class OpenAIEmbeddingProvider:
             raise ValueError("base_url must be an http:// or https:// URL")
         if not model.strip():
             raise ValueError("model must not be empty")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError("timeout must be a positive number of seconds")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError("batch_size must be an integer of at least 1")
         self._descriptor = EmbeddingDescriptor(
             provider=PROVIDER_KIND, model_id=model, dimension=dimension, normalized=normalized
         )
         path = url.path if url.path.endswith("/embeddings") else url.path + "/embeddings"
-        self._url = url.copy_with(path=path, query=None, fragment=None)
+        # The query string (e.g. Azure's api-version) is kept; only the fragment goes.
+        self._url = url.copy_with(path=path, fragment=None)
         # Shown in errors: no user info, no query string.
         self._label = f"{url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{path}"
         self.model = model

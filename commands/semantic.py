@@ -126,13 +126,14 @@ class _NamespaceVectors:
         self.last_seq = stored.last_seq
 
     def retire(self, memory_id: str, retrievable: bool) -> None:
-        """The canonical row changed: when it is no longer retrievable its vector stops
-        being a candidate (verification would refuse it anyway)."""
+        """The canonical row changed: its vector is a candidate exactly while the memory is
+        retrievable (a forgotten memory remembered again serves its vector again;
+        verification still checks the text)."""
         row = self.row_of.get(memory_id)
-        if row is None or not self.alive[row] or retrievable:
+        if row is None or bool(self.alive[row]) == retrievable:
             return
-        self.alive[row] = False
-        self.dead += 1
+        self.alive[row] = retrievable
+        self.dead += -1 if retrievable else 1
 
     def top(self, query: npt.NDArray[np.float32], depth: int) -> list[tuple[int, float]]:
         """Best ``depth`` live rows by dot product: ``(row, score)``, ties by memory id."""
@@ -176,9 +177,15 @@ class SemanticChannel:
     ) -> None:
         self.provider = provider
         try:
-            self.descriptor: EmbeddingDescriptor = provider.descriptor
+            descriptor = provider.descriptor
         except Exception as e:
             raise EmbeddingError("provider_failed", f"provider descriptor failed: {e!r}") from e
+        if not isinstance(descriptor, EmbeddingDescriptor):
+            msg = (
+                f"provider descriptor is a {type(descriptor).__name__}, not an EmbeddingDescriptor"
+            )
+            raise EmbeddingError("malformed", msg)
+        self.descriptor: EmbeddingDescriptor = descriptor
         self.model_key = self.descriptor.model_key()
         self.canonical = canonical
         self.lock = canonical.lock
@@ -314,8 +321,19 @@ class SemanticChannel:
                 self._coverage[key] = cached
         retrievable, embedded = cached[1]
         state: SemanticState = "ready" if embedded >= retrievable else "partial"
+        reason: str | None = None
+        try:
+            drifted = self.provider.descriptor != self.descriptor
+        except Exception:
+            drifted = True
+        if drifted:  # every query would be refused: say so before one is asked
+            state, reason = "degraded", "descriptor_drift"
         return SemanticStatus(
-            state=state, model=self.model_key, retrievable=retrievable, embedded=embedded
+            state=state,
+            model=self.model_key,
+            retrievable=retrievable,
+            embedded=embedded,
+            reason=reason,
         )
 
     # Indexing ------------------------------------------------------------------------------
@@ -447,24 +465,34 @@ class EmbeddingIndexer:
                 self._failures += 1
                 delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
                 if e.reason_code != "provider_failed":  # this batch's texts: set them aside
-                    until = time.monotonic() + 60.0
+                    until = time.monotonic() + delay  # as long as the back-off, then retried
                     self._skip.update({m.memory_id: until for m in batch})
                 log.warning("embedding batch failed (%s); retrying in %.1f s", e.reason_code, delay)
                 if self._stop.wait(delay):
                     return
                 continue
-            except Exception:  # a closed engine or a damaged file: stop quietly
+            except Exception:  # e.g. a damaged projection file: log, back off, try again
                 if self._stop.is_set():
                     return
-                log.exception("embedding indexer stopped")
-                return
+                self._failures += 1
+                delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
+                log.exception("embedding indexer failed; retrying in %.1f s", delay)
+                if self._stop.wait(delay):
+                    return
+                continue
             self._wake.wait(self.poll_seconds)
             self._wake.clear()
 
     def wait_ready(self, timeout: float, namespace: Namespace | None = None) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
-        or of the store) has a vector of the model at the ledger head; True when ready."""
-        deadline = time.monotonic() + max(timeout, 0.0)
+        or of the store) has a vector of the model at the ledger head; True when ready.
+
+        :raises ValueError: ``timeout`` is not a number >= 0 (NaN included).
+        """
+        if not isinstance(timeout, int | float) or not timeout >= 0:
+            msg = f"timeout must be a number of seconds >= 0, got {timeout!r}"
+            raise ValueError(msg)
+        deadline = time.monotonic() + timeout
         while True:
             self._catch_up()
             if self.channel.count_pending(namespace) == 0:

@@ -695,3 +695,40 @@ def test_minilm_embed_is_thread_safe(minilm: Any) -> None:
     assert len(results) == 4
     for r in results:
         np.testing.assert_allclose(r, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"dimension": "8"},
+        {"dimension": 8.5},
+        {"dimension": True},
+        {"normalized": "yes"},
+        {"model_id": 7},
+    ],
+)
+def test_descriptor_refuses_fields_of_the_wrong_type(fields: dict[str, Any]) -> None:
+    values: dict[str, Any] = {"provider": "p", "model_id": "m", "dimension": 8, **fields}
+    with pytest.raises(ValueError):
+        EmbeddingDescriptor(**values)
+
+
+def test_rows_of_nested_lists_are_malformed() -> None:
+    nested = [[[0.5, 0.5]] * RAW.dimension]
+    with pytest.raises(EmbeddingError) as e:
+        embed_checked(FakeProvider(RAW, nested), RAW, ["a"])
+    assert reason(e) == "malformed"
+    column = [[[0.5]] * RAW.dimension]
+    with pytest.raises(EmbeddingError) as e:
+        embed_checked(FakeProvider(RAW, column), RAW, ["a"])
+    assert reason(e) == "malformed"
+
+
+def test_the_base_url_query_string_is_kept(server: ScriptedServer) -> None:
+    server.play(Reply(body=embeddings_body(unit_rows(1))))
+    with OpenAIEmbeddingProvider(
+        server.base_url + "?api-version=2024-06-01", "embed-model", DIM, timeout=5
+    ) as p:
+        p.embed(["hello"])
+    (sent,) = server.requests
+    assert sent.path == "/v1/embeddings?api-version=2024-06-01"

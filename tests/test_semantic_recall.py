@@ -487,6 +487,96 @@ def test_superseded_and_forgotten_memories_are_never_served(
         assert engine.semantic_status(namespace).retrievable == 0
 
 
+def test_a_memory_remembered_again_is_served_again_by_the_same_engine(
+    store: Path, namespace: Namespace
+) -> None:
+    provider = BagProvider()
+    with open_engine(store, provider) as engine:
+        (cat,) = remember(engine, namespace, "s1", make_item("Alice has a puppy named Miso."))
+        remember(engine, namespace, "s2", make_item(ESPRESSO))
+        engine.index_vectors()
+        assert ids(engine.recall(namespace, "canine", 1)) == [cat]
+        forget = engine.session(namespace, "s3", extractor=RecordedExtractor())
+        assert forget.apply_explicit_command("forget", "puppy Miso", 1).target is not None
+        forget.finish()
+        assert cat not in ids(engine.recall(namespace, "canine", 5))
+        again = engine.session(namespace, "s4", extractor=RecordedExtractor())
+        again.apply_explicit_command("remember", "Alice has a puppy named Miso.", 1)
+        again.finish()
+        engine.catch_up()
+        row = engine.canonical.get(cat)
+        assert row is not None and row["status"] == "active" and row["revision"] >= 3
+        assert engine.wait_for_vectors(5.0)
+        result = engine.recall(namespace, "canine", 1)  # no word shared: semantic only
+        assert ids(result) == [cat]
+        assert result.semantic is not None and result.semantic.state == "ready"
+
+
+def test_nested_vector_rows_degrade_and_the_indexer_recovers(
+    store: Path, namespace: Namespace
+) -> None:
+    class Nested(BagProvider):
+        broken = True
+
+        def embed(self, texts: Sequence[str]) -> Any:
+            if self.broken:  # right row length, but every item is a list
+                return [[[0.5, 0.5]] * DIM for _ in texts]
+            return super().embed(texts)
+
+    provider = Nested()
+    with open_engine(store, provider, background=True) as engine:
+        remember(engine, namespace, "s1", make_item(DOG))
+        result = engine.recall(namespace, "canine", 3)
+        assert result.semantic is not None
+        assert (result.semantic.state, result.semantic.reason) == ("degraded", "malformed")
+        assert engine.wait_for_vectors(0.5) is False
+        provider.broken = False
+        assert engine.wait_for_vectors(60.0)  # the background thread backed off and retried
+        assert ids(engine.recall(namespace, "canine", 1)) == [
+            r["memory_id"] for r in active_rows(engine, namespace)
+        ]
+
+
+def test_status_reports_descriptor_drift_before_a_query(
+    hybrid: MemoryEngine, provider: BagProvider, namespace: Namespace
+) -> None:
+    assert hybrid.semantic_status(namespace).state == "ready"
+    provider.mode = "drift"
+    status = hybrid.semantic_status(namespace)
+    assert (status.state, status.reason) == ("degraded", "descriptor_drift")
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1.0, "5"])
+def test_wait_for_vectors_refuses_a_timeout_that_is_not_a_duration(
+    hybrid: MemoryEngine, timeout: Any
+) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        hybrid.wait_for_vectors(timeout)
+
+
+@pytest.mark.parametrize("k", [2.5, "3", None, True])
+def test_recall_refuses_a_k_that_is_not_an_integer(
+    hybrid: MemoryEngine, namespace: Namespace, k: Any
+) -> None:
+    with pytest.raises(ValueError, match="k must be an integer"):
+        hybrid.recall(namespace, "espresso", k)
+
+
+def test_a_provider_without_a_descriptor_is_refused_at_open(store: Path) -> None:
+    from commands.embeddings import EmbeddingError
+
+    class NoDescriptor(BagProvider):
+        @property
+        def descriptor(self) -> Any:
+            return "bag-v1"
+
+    with pytest.raises(EmbeddingError) as e:
+        MemoryEngine.open(store, embeddings=NoDescriptor())
+    assert e.value.reason_code == "malformed"
+    with MemoryEngine.open(store) as engine:  # the store was released: it opens again
+        assert engine.head == 0
+
+
 def test_a_vector_whose_digest_does_not_match_is_never_served(
     hybrid: MemoryEngine, namespace: Namespace
 ) -> None:
