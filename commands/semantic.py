@@ -138,19 +138,19 @@ class _NamespaceVectors:
     def top(self, query: npt.NDArray[np.float32], depth: int) -> list[tuple[int, float]]:
         """Best ``depth`` live rows by dot product: ``(row, score)``, ties by memory id."""
         size = len(self.ids)
-        if size == 0 or depth <= 0:
-            return []
-        scores = self.matrix[:size] @ query
-        scores = np.where(self.alive[:size], scores, -np.inf)
-        live = size - self.dead
-        take = min(depth, live)
+        take = min(depth, size - self.dead)
         if take <= 0:
             return []
+        scores = self.matrix[:size] @ query  # float32: one sgemv
+        if self.dead:
+            scores[~self.alive[:size]] = -np.inf
         if take < size:
-            picked = np.argpartition(-scores, take - 1)[:take]
+            picked = np.argpartition(scores, size - take)[size - take :]
         else:
             picked = np.arange(size)
-        out = [(int(r), float(scores[r])) for r in picked if np.isfinite(scores[r])]
+        values = scores[picked]
+        keep = np.isfinite(values)
+        out = list(zip(picked[keep].tolist(), values[keep].tolist(), strict=True))
         out.sort(key=lambda item: (-item[1], self.ids[item[0]]))
         return out
 
@@ -195,6 +195,8 @@ class SemanticChannel:
             self.vectors = VectorStore(canonical.conn)
             self._written = self.vectors.last_seq()
         self._cache: dict[str, _NamespaceVectors] = {}
+        self._digests: dict[str, str] = {}
+        """content_digest by embedded text (verification runs per candidate per query)."""
         self._coverage: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}
         self.last_error: EmbeddingError | None = None
 
@@ -278,10 +280,15 @@ class SemanticChannel:
             seen = len(ranked)
             fetch *= 4
 
-    @staticmethod
-    def _verified(doc: VerifiableDoc, digest: str) -> bool:
+    def _verified(self, doc: VerifiableDoc, digest: str) -> bool:
         """The vector's digest is that of the document's current embedded text."""
-        return content_digest(embedding_text(doc.subject, doc.statement)) == digest
+        text = embedding_text(doc.subject, doc.statement)
+        known = self._digests.get(text)
+        if known is None:
+            if len(self._digests) >= 500_000:
+                self._digests.clear()
+            known = self._digests[text] = content_digest(text)
+        return known == digest
 
     def cosines(
         self,
