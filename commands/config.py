@@ -14,6 +14,14 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
     context_max_items_per_source = 6
     context_max_tokens_per_source = 2500
     store_dir = ".memory-ledger"           # relative to the TOML file's folder
+    embeddings = "none"                    # semantic channel: "none" (lexical recall only),
+                                           # "local" (bundled MiniLM; the embeddings extra)
+                                           # or "openai" (an OpenAI-compatible endpoint)
+    embeddings_base_url = ""               # openai: base URL, e.g. "http://127.0.0.1:8080/v1"
+    embeddings_model = ""                  # openai: model name
+    embeddings_dimension = 0               # openai: vector length
+    embeddings_api_key_env = "OPENAI_API_KEY"  # openai: the variable holding the key (the
+                                           # key itself never goes in the file)
 """
 
 from __future__ import annotations
@@ -49,6 +57,11 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     context_max_items_per_source: int = 6
     context_max_tokens_per_source: int = 2500
     store_dir: str = ".memory-ledger"
+    embeddings: Literal["none", "local", "openai"] = "none"
+    embeddings_base_url: str = ""
+    embeddings_model: str = ""
+    embeddings_dimension: int = 0
+    embeddings_api_key_env: str = "OPENAI_API_KEY"
 
     def __post_init__(self) -> None:
         positive = (
@@ -70,6 +83,14 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         if not self.store_dir.strip():
             msg = "memory.store_dir must not be empty"
             raise ValueError(msg)
+        if self.embeddings == "openai":
+            for name in ("embeddings_base_url", "embeddings_model"):
+                if not getattr(self, name).strip():
+                    msg = f'memory.{name} is required with embeddings = "openai"'
+                    raise ValueError(msg)
+            if self.embeddings_dimension <= 0:
+                msg = 'memory.embeddings_dimension must be positive with embeddings = "openai"'
+                raise ValueError(msg)
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> MemoryConfig:

@@ -30,6 +30,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import get_topic
 
 from commands.config import MemoryConfig, load_config, load_config_from
+from commands.embedding_config import provider_from_config
 from commands.embeddings import EmbeddingProvider
 from commands.errors import StoreUnavailableError
 from commands.extraction import Extractor, RecordedExtractor
@@ -119,7 +120,8 @@ class MemoryEngine:
 
         :param embeddings: attach a semantic channel (hybrid recall): vectors of canonical
             memories are computed by this provider in a background thread and kept in the
-            ``memory_vectors`` read model. None (default): lexical recall only, no model.
+            ``memory_vectors`` read model. None (default): the provider ``config`` names
+            (``[memory] embeddings``; its default ``"none"`` means lexical recall only).
         :param index_in_background: run that thread (False: call :meth:`index_vectors`).
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
@@ -130,6 +132,8 @@ class MemoryEngine:
         :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
         """
         config = config or load_config()
+        if embeddings is None:
+            embeddings = provider_from_config(config)
         root = Path(path if path is not None else config.store_dir).absolute()
         if not create and not (root / "ledger" / "data.mdb").is_file():
             msg = f"no memory store at {str(root)!r} (expected {str(root / 'ledger')!r})"

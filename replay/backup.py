@@ -22,6 +22,7 @@ from pathlib import Path
 
 import msgspec
 
+from commands.config import load_config, load_config_from
 from commands.engine import MemoryEngine
 from ledger.lmdb import FORMAT_VERSION, HASH_SIZE, LMDBApplicationRecorder
 from replay.verify import VerifyReport, verify_store
@@ -168,7 +169,9 @@ def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
     _fsync(partial)
     os.replace(partial, ledger / "data.mdb")
     _fsync(ledger)
-    with MemoryEngine.open(target, create=False) as engine:
+    with MemoryEngine.open(
+        target, create=False, config=load_config_from(load_config(), embeddings="none")
+    ) as engine:
         report = verify_store(engine)
         last_hash = None
         recorder = engine.recorder

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from commands.config import MemoryConfig, load_config, load_config_from
 from commands.engine import MemoryEngine
 from commands.errors import MemoryLedgerError
 from ledger.ids import InvalidNamespaceError, Namespace
@@ -81,6 +82,12 @@ def _user_errors() -> Iterator[None]:
             f"[bold red]error:[/] {type(e).__name__}: {message}", highlight=False, soft_wrap=True
         )
         raise typer.Exit(2) from None
+
+
+def _audit_config() -> MemoryConfig:
+    """The configuration audit commands open a store with: the file's, lexical only (they
+    never need an embedding model)."""
+    return load_config_from(load_config(), embeddings="none")
 
 
 @app.command("convert-locomo")
@@ -238,10 +245,11 @@ def recall(
         str,
         typer.Option(
             "--embeddings",
-            help="none: lexical BM25 only; local: hybrid with the bundled MiniLM "
-            "(the embeddings extra); vectors missing from the store are computed first.",
+            help="config: what memory-ledger.toml says (default: lexical); none: lexical "
+            "BM25 only; local: hybrid with the bundled MiniLM (the embeddings extra). "
+            "Vectors missing from the store are computed first.",
         ),
-    ] = "none",
+    ] = "config",
     wait: Annotated[
         float, typer.Option("--wait", min=0, help="Seconds to wait for vectors (local).")
     ] = 300.0,
@@ -256,17 +264,16 @@ def recall(
         if occurred and at is None:
             msg = "--occurred needs --as-of TIMESTAMP"
             raise ValueError(msg)
-        if embeddings not in ("none", "local"):
-            msg = f"--embeddings must be none or local, got {embeddings!r}"
+        if embeddings not in ("config", "none", "local"):
+            msg = f"--embeddings must be config, none or local, got {embeddings!r}"
             raise ValueError(msg)
-        provider = None
-        if embeddings == "local" and at is None:
-            from commands.local_embeddings import SentenceTransformerProvider
-
-            provider = SentenceTransformerProvider()
-        with MemoryEngine.open(store, create=False, embeddings=provider) as engine:
+        config = load_config()
+        if embeddings != "config" or at is not None:  # as-of recall is lexical
+            wanted = "local" if embeddings == "local" and at is None else "none"
+            config = load_config_from(config, embeddings=wanted)
+        with MemoryEngine.open(store, create=False, config=config) as engine:
             if at is None:
-                if provider is not None:
+                if engine.semantic is not None:
                     engine.wait_for_vectors(wait, namespace)
                 result = engine.recall(namespace, query, k)
             else:
@@ -357,7 +364,7 @@ def events(
             until=parse_timestamp(until) if until else None,
         )
         selection.normalized_types()
-        with MemoryEngine.open(store, create=False) as engine:
+        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
             selected = filter_events(engine, selection, limit=limit)
             if as_json:
                 encoder = msgspec.json.Encoder()
@@ -386,7 +393,7 @@ def verify(store: StoreOption, as_json: JsonOption = False) -> None:
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
     from replay.verify import verify_store
 
-    with _user_errors(), MemoryEngine.open(store, create=False) as engine:
+    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = verify_store(engine)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
@@ -424,7 +431,7 @@ def replay_command(
     """Rebuild every read model from the ledger into a fresh file (and --check the live one)."""
     from replay.rebuild import check_projections, rebuild_projections
 
-    with _user_errors(), MemoryEngine.open(store, create=False) as engine:
+    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         if check and keep is not None:
             msg = "--check compares in a scratch file; drop --out, or run without --check"
             raise ValueError(msg)
@@ -487,7 +494,7 @@ def as_of_command(
     with _user_errors():
         namespace = _optional_namespace(tenant, principal, scope_id)
         parsed = parse_point(point)
-        with MemoryEngine.open(store, create=False) as engine:
+        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
             total = parsed if isinstance(parsed, int) else engine.head
             with (
                 _progress("replaying", total) as on_page,
@@ -649,7 +656,7 @@ def explain_command(
         if fmt not in ("text", "json", "mermaid"):
             msg = f"unknown --format {fmt!r}; use text, json or mermaid"
             raise ValueError(msg)
-        with MemoryEngine.open(store, create=False) as engine:
+        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
             lineage = explain(engine, memory_id)
     if as_json or fmt == "json":
         _print_json(lineage)
@@ -678,7 +685,7 @@ def export_command(
         if fmt not in ("parquet", "jsonl"):
             msg = f"unknown --format {fmt!r}; use parquet or jsonl"
             raise ValueError(msg)
-        with MemoryEngine.open(store, create=False) as engine:
+        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
             report = export_store(
                 engine, keep, fmt="parquet" if fmt == "parquet" else "jsonl", to=to, force=force
             )
@@ -703,7 +710,7 @@ def backup_command(
     """Take a consistent, compacted copy of the ledger (safe while a host writes)."""
     from replay.backup import backup_store
 
-    with _user_errors(), MemoryEngine.open(store, create=False) as engine:
+    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = backup_store(engine, keep)
     if as_json:
         _print_json(report)
@@ -760,7 +767,7 @@ def stats_command(store: StoreOption, as_json: JsonOption = False) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
     from replay.stats import store_stats
 
-    with _user_errors(), MemoryEngine.open(store, create=False) as engine:
+    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = store_stats(engine)
     if as_json:
         _print_json(report)

@@ -1,0 +1,37 @@
+"""The embedding provider a configuration asks for (``[memory] embeddings = ...``)."""
+
+from __future__ import annotations
+
+import os
+
+from commands.config import MemoryConfig
+from commands.embeddings import EmbeddingProvider
+
+__all__ = ["provider_from_config"]
+
+
+def provider_from_config(config: MemoryConfig) -> EmbeddingProvider | None:
+    """None for ``embeddings = "none"`` (lexical recall only); the bundled MiniLM for
+    ``"local"``; an :class:`~commands.openai_embeddings.OpenAIEmbeddingProvider` for
+    ``"openai"``, its key read from the environment variable ``embeddings_api_key_env``
+    (none when unset: a local server may need no key).
+
+    :raises commands.local_embeddings.EmbeddingsNotInstalledError: ``"local"`` without the
+        ``embeddings`` extra installed.
+    :raises commands.embeddings.EmbeddingError: the local model cannot be loaded.
+    :raises ValueError: the endpoint settings are invalid (the message names them).
+    """
+    if config.embeddings == "local":
+        from commands.local_embeddings import SentenceTransformerProvider
+
+        return SentenceTransformerProvider()
+    if config.embeddings == "openai":
+        from commands.openai_embeddings import OpenAIEmbeddingProvider
+
+        return OpenAIEmbeddingProvider(
+            config.embeddings_base_url,
+            config.embeddings_model,
+            config.embeddings_dimension,
+            os.environ.get(config.embeddings_api_key_env) or None,
+        )
+    return None
