@@ -118,8 +118,10 @@ class EmbeddingDescriptor(msgspec.Struct, frozen=True, kw_only=True):
 
 @runtime_checkable
 class EmbeddingProvider(Protocol):
-    """Turns texts into vectors. Implementations must be thread-safe for one caller at a
-    time (the engine calls :meth:`embed` from its indexer thread and from recall).
+    """Turns texts into vectors. Implementations must be thread-safe: the engine calls
+    :meth:`embed` from its indexer thread and from recall threads, possibly at the same time
+    (the shipped providers are: the local one serializes calls on its model, the HTTP one
+    shares a thread-safe ``httpx.Client``).
 
     ``embed(texts)`` returns one vector per text, in order: a 2-D array-like of shape
     ``(len(texts), descriptor.dimension)``. It may raise any exception; the engine turns it

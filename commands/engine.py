@@ -95,6 +95,7 @@ class MemoryEngine:
         self.semantic: SemanticChannel | None = None
         """The semantic channel (None: lexical recall only, the default)."""
         self.indexer: EmbeddingIndexer | None = None
+        self._owned_provider: EmbeddingProvider | None = None
         if embeddings is not None:
             self.semantic = SemanticChannel(
                 embeddings, self.canonical, self.runner.changed_at, lambda: self.runner.position
@@ -132,8 +133,9 @@ class MemoryEngine:
         :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
         """
         config = config or load_config()
+        owned = None
         if embeddings is None:
-            embeddings = provider_from_config(config)
+            embeddings = owned = provider_from_config(config)
         root = Path(path if path is not None else config.store_dir).absolute()
         if not create and not (root / "ledger" / "data.mdb").is_file():
             msg = f"no memory store at {str(root)!r} (expected {str(root / 'ledger')!r})"
@@ -169,7 +171,7 @@ class MemoryEngine:
             factory.close()
             raise
         try:
-            return cls(
+            engine = cls(
                 root,
                 factory,
                 recorder,
@@ -182,7 +184,12 @@ class MemoryEngine:
         except BaseException:
             projections.close()
             factory.close()
+            closer = getattr(owned, "close", None)
+            if callable(closer):
+                closer()
             raise
+        engine._owned_provider = owned
+        return engine
 
     # Write side ---------------------------------------------------------------------------
 
@@ -372,11 +379,26 @@ class MemoryEngine:
         )
 
     def close(self) -> None:
-        """Stop the embedding indexer, close the projection file and release the ledger."""
-        if self.indexer is not None:
-            self.indexer.close()
-        self.projections.close()
-        self.factory.close()
+        """Stop the embedding indexer, close the projection file and release the ledger.
+
+        The projection file is closed under the projection lock (an indexer batch still in
+        flight after the indexer's 10 s grace finishes first); the ledger is released even
+        when closing the projection file fails. A provider built from the configuration is
+        closed too (one passed in belongs to the caller).
+        """
+        try:
+            if self.indexer is not None:
+                self.indexer.close()
+            with self._read_lock:
+                self.projections.close()
+        finally:
+            try:
+                if self._owned_provider is not None:
+                    closer = getattr(self._owned_provider, "close", None)
+                    if callable(closer):
+                        closer()
+            finally:
+                self.factory.close()
 
     def __enter__(self) -> MemoryEngine:
         return self

@@ -39,6 +39,7 @@ __all__ = [
     "SourceTranscripts",
     "analyze_document",
     "analyze_query",
+    "shares_term",
     "stem",
 ]
 
@@ -89,6 +90,13 @@ def analyze_query(query: str) -> str:
     tokens = tokenize(query)
     kept = [t for t in tokens if t not in QUERY_STOP_WORDS] or tokens
     return " ".join(stem(t) for t in kept)
+
+
+def shares_term(query: str, subject: str | None, statement: str) -> bool:
+    """Whether the analyzed ``query`` and the memory's own subject and statement (not its
+    source transcript) share a stem."""
+    wanted = set(analyze_query(query).split())
+    return bool(wanted & set(analyze_document(subject, statement).split()))
 
 
 class SourceTranscripts:

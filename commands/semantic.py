@@ -73,7 +73,11 @@ class VerifiableDoc(Protocol):
 
 
 class _NamespaceVectors:
-    """In-process copy of one namespace's vector rows: a growing matrix plus a live mask."""
+    """In-process copy of one namespace's vector rows: a growing matrix plus a live mask.
+
+    One row per vector row read; a newer row for the same memory retires the older one, and
+    a memory that stops being retrievable retires its row (it comes back if the memory does).
+    """
 
     def __init__(self, dimension: int, built_position: int) -> None:
         self.dimension = dimension
@@ -81,8 +85,8 @@ class _NamespaceVectors:
         self.revisions: list[int] = []
         self.digests: list[str] = []
         self.row_of: dict[str, int] = {}
-        self.matrix = np.zeros((64, dimension), dtype=np.float32)
-        self.alive = np.zeros(64, dtype=bool)
+        self.matrix = np.zeros((0, dimension), dtype=np.float32)
+        self.alive = np.zeros(0, dtype=bool)
         self.last_seq = 0
         self.built_position = built_position
         self.dead = 0
@@ -91,6 +95,7 @@ class _NamespaceVectors:
         return len(self.ids)
 
     def extend(self, stored: StoredVectors) -> None:
+        """Append rows read from ``memory_vectors`` (in seq order)."""
         count = len(stored.memory_ids)
         if count == 0:
             return
@@ -108,17 +113,9 @@ class _NamespaceVectors:
         for offset, memory_id in enumerate(stored.memory_ids):
             row = start + offset
             old = self.row_of.get(memory_id)
-            if old is not None:
-                if self.revisions[old] > stored.revisions[offset]:
-                    self.alive[row] = False  # an older revision arriving late
-                    self.dead += 1
-                    self.ids.append(memory_id)
-                    self.revisions.append(stored.revisions[offset])
-                    self.digests.append(stored.digests[offset])
-                    continue
-                if self.alive[old]:
-                    self.alive[old] = False
-                    self.dead += 1
+            if old is not None and self.alive[old]:
+                self.alive[old] = False
+                self.dead += 1
             self.row_of[memory_id] = row
             self.ids.append(memory_id)
             self.revisions.append(stored.revisions[offset])
@@ -127,16 +124,31 @@ class _NamespaceVectors:
 
     def retire(self, memory_id: str, retrievable: bool) -> None:
         """The canonical row changed: its vector is a candidate exactly while the memory is
-        retrievable (a forgotten memory remembered again serves its vector again;
-        verification still checks the text)."""
+        retrievable (verification still checks the text)."""
         row = self.row_of.get(memory_id)
         if row is None or bool(self.alive[row]) == retrievable:
             return
         self.alive[row] = retrievable
         self.dead += -1 if retrievable else 1
 
+    def compacted(self, built_position: int) -> _NamespaceVectors:
+        """A copy holding only the live rows (dead rows cost every query a multiply)."""
+        fresh = _NamespaceVectors(self.dimension, built_position)
+        keep = np.flatnonzero(self.alive[: len(self.ids)])
+        fresh.matrix = np.ascontiguousarray(self.matrix[keep])
+        fresh.alive = np.ones(len(keep), dtype=bool)
+        for new_row, old_row in enumerate(keep.tolist()):
+            fresh.ids.append(self.ids[old_row])
+            fresh.revisions.append(self.revisions[old_row])
+            fresh.digests.append(self.digests[old_row])
+            fresh.row_of[self.ids[old_row]] = new_row
+        fresh.last_seq = self.last_seq
+        return fresh
+
     def top(self, query: npt.NDArray[np.float32], depth: int) -> list[tuple[int, float]]:
-        """Best ``depth`` live rows by dot product: ``(row, score)``, ties by memory id."""
+        """Best ``depth`` live rows by dot product: ``(row, score)``, best first, ties by
+        memory id; rows tied with the last one are all included (so the result does not
+        depend on how the partition split equal scores)."""
         size = len(self.ids)
         take = min(depth, size - self.dead)
         if take <= 0:
@@ -145,7 +157,8 @@ class _NamespaceVectors:
         if self.dead:
             scores[~self.alive[:size]] = -np.inf
         if take < size:
-            picked = np.argpartition(scores, size - take)[size - take :]
+            threshold = scores[np.argpartition(scores, size - take)[size - take]]
+            picked = np.flatnonzero(scores >= threshold)
         else:
             picked = np.arange(size)
         values = scores[picked]
@@ -195,10 +208,14 @@ class SemanticChannel:
             self.vectors = VectorStore(canonical.conn)
             self._written = self.vectors.last_seq()
         self._cache: dict[str, _NamespaceVectors] = {}
+        self.max_namespaces = 256
+        """Namespaces whose vectors stay in memory (least recently used ones are dropped
+        and read back from DuckDB when asked again)."""
         self._digests: dict[str, str] = {}
         """content_digest by embedded text (verification runs per candidate per query)."""
         self._coverage: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}
         self.last_error: EmbeddingError | None = None
+        """The indexer's last failed batch (None once a batch succeeds)."""
 
     # Query path -----------------------------------------------------------------------------
 
@@ -208,7 +225,6 @@ class SemanticChannel:
         try:
             vector = embed_checked(self.provider, self.descriptor, [query])[0]
         except EmbeddingError as e:
-            self.last_error = e
             elapsed = (time.perf_counter() - started) * 1000
             log.warning("semantic channel degraded for a query: %s", e.reason_code)
             return None, SemanticStatus(
@@ -226,11 +242,10 @@ class SemanticChannel:
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
         position = self._position()
-        cached = self._cache.get(key)
+        cached = self._cache.pop(key, None)
         if cached is None:
             cached = _NamespaceVectors(self.descriptor.dimension, position)
-            cached.extend(self.vectors.load(self.model_key, ns, 0))
-            self._cache[key] = cached
+            cached.extend(self.vectors.load(self.model_key, ns, 0))  # retrievable ones
         else:
             if cached.last_seq < self._written:
                 cached.extend(self.vectors.load(self.model_key, ns, cached.last_seq))
@@ -239,12 +254,10 @@ class SemanticChannel:
                     cached.retire(row["memory_id"], row["status"] in RETRIEVABLE)
                 cached.built_position = position
         if cached.dead > 1024 and cached.dead * 4 > len(cached):
-            fresh = _NamespaceVectors(self.descriptor.dimension, position)
-            fresh.extend(self.vectors.load(self.model_key, ns, 0))
-            for row in self.canonical.changed_since(*ns, 0):
-                if row["status"] not in RETRIEVABLE:
-                    fresh.retire(row["memory_id"], False)
-            self._cache[key] = cached = fresh
+            cached = cached.compacted(cached.built_position)
+        self._cache[key] = cached  # most recently used last
+        while len(self._cache) > self.max_namespaces:
+            del self._cache[next(iter(self._cache))]
         return cached
 
     def search(
@@ -264,20 +277,18 @@ class SemanticChannel:
         vectors = self._namespace_vectors(namespace)
         out: list[tuple[str, float]] = []
         fetch = max(depth * 2, 16)
-        seen = 0
         while True:
             ranked = vectors.top(query_vector, fetch)
-            for row, score in ranked[seen:]:
-                memory_id = vectors.ids[row]
-                doc = docs.get(memory_id)
+            out = []
+            for row, score in ranked:
+                doc = docs.get(vectors.ids[row])
                 if doc is None or not self._verified(doc, vectors.digests[row]):
                     continue
-                out.append((memory_id, score))
+                out.append((vectors.ids[row], score))
                 if len(out) >= depth:
                     return out
             if len(ranked) < fetch:
                 return out
-            seen = len(ranked)
             fetch *= 4
 
     def _verified(self, doc: VerifiableDoc, digest: str) -> bool:
@@ -285,7 +296,7 @@ class SemanticChannel:
         text = embedding_text(doc.subject, doc.statement)
         known = self._digests.get(text)
         if known is None:
-            if len(self._digests) >= 500_000:
+            if len(self._digests) >= 200_000:
                 self._digests.clear()
             known = self._digests[text] = content_digest(text)
         return known == digest
@@ -335,6 +346,8 @@ class SemanticChannel:
             drifted = True
         if drifted:  # every query would be refused: say so before one is asked
             state, reason = "degraded", "descriptor_drift"
+        elif state == "partial" and self.last_error is not None:
+            reason = self.last_error.reason_code  # why the indexer is behind
         return SemanticStatus(
             state=state,
             model=self.model_key,
@@ -418,6 +431,8 @@ class EmbeddingIndexer:
         self._idle = threading.Event()
         self._failures = 0
         self._skip: dict[str, float] = {}
+        self._last_failed: str | None = None
+        self._same_batch = 0
         self._clean: tuple[int, int] | None = None
         self.embedded = 0
         """Vectors computed by the provider so far (reused ones not counted)."""
@@ -463,6 +478,7 @@ class EmbeddingIndexer:
                     if batch:
                         self.embedded += self.channel.embed_and_store(batch)
                         self._failures = 0
+                        self.channel.last_error = None
                         continue
                     if not self._skip:
                         self._clean = stamp  # nothing to do until canonical memory moves
@@ -471,9 +487,18 @@ class EmbeddingIndexer:
                 self.channel.last_error = e
                 self._failures += 1
                 delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
-                if e.reason_code != "provider_failed":  # this batch's texts: set them aside
-                    until = time.monotonic() + delay  # as long as the back-off, then retried
-                    self._skip.update({m.memory_id: until for m in batch})
+                first = batch[0].memory_id if batch else None
+                self._same_batch = self._same_batch + 1 if first == self._last_failed else 1
+                self._last_failed = first
+                # A rejected answer, or the same batch failing again, is about its texts,
+                # not an outage: embed the batch in halves so that the texts that fail are
+                # set aside (as long as the back-off) and the others go in now.
+                if batch and (e.reason_code != "provider_failed" or self._same_batch >= 2):
+                    until = time.monotonic() + delay
+                    failing = self._isolate(batch)
+                    self._skip.update({memory_id: until for memory_id in failing})
+                    if len(failing) < len(batch):
+                        continue  # some went in: no back-off
                 log.warning("embedding batch failed (%s); retrying in %.1f s", e.reason_code, delay)
                 if self._stop.wait(delay):
                     return
@@ -490,9 +515,25 @@ class EmbeddingIndexer:
             self._wake.wait(self.poll_seconds)
             self._wake.clear()
 
+    def _isolate(self, batch: Sequence[PendingMemory]) -> list[str]:
+        """Embed ``batch`` in halves, recursively; return the ids of the memories whose
+        own single-item call failed (the rest are written)."""
+        if self._stop.is_set():
+            return [m.memory_id for m in batch]
+        try:
+            self.embedded += self.channel.embed_and_store(batch)
+            return []
+        except EmbeddingError:
+            if len(batch) == 1:
+                return [batch[0].memory_id]
+        middle = len(batch) // 2
+        return self._isolate(batch[:middle]) + self._isolate(batch[middle:])
+
     def wait_ready(self, timeout: float, namespace: Namespace | None = None) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
         or of the store) has a vector of the model at the ledger head; True when ready.
+        Without the background thread the caller's thread embeds, a batch at a time (a
+        batch started before the deadline finishes); a failed batch returns False.
 
         :raises ValueError: ``timeout`` is not a number >= 0 (NaN included).
         """
@@ -500,6 +541,7 @@ class EmbeddingIndexer:
             msg = f"timeout must be a number of seconds >= 0, got {timeout!r}"
             raise ValueError(msg)
         deadline = time.monotonic() + timeout
+        background = self._thread is not None and self._thread.is_alive()
         while True:
             self._catch_up()
             if self.channel.count_pending(namespace) == 0:
@@ -507,8 +549,17 @@ class EmbeddingIndexer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            self.kick()
-            time.sleep(min(0.05, remaining))
+            if background:
+                self.kick()
+                time.sleep(min(0.05, remaining))
+                continue
+            # No background thread: do the work here, a batch at a time, until the deadline.
+            batch = self.channel.pending(self.batch_size)
+            try:
+                self.embedded += self.channel.embed_and_store(batch)
+            except EmbeddingError as e:
+                self.channel.last_error = e
+                return False
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread (waits up to ``timeout`` seconds for a batch in flight)."""

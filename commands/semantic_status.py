@@ -19,8 +19,10 @@ class SemanticStatus(msgspec.Struct, frozen=True, kw_only=True):
     namespace has a vector), ``partial`` (some still lack one; they are found lexically
     only), ``degraded`` (the query could not be embedded or its vectors were rejected:
     lexical only; ``reason`` is the :class:`~commands.embeddings.EmbeddingError` reason
-    code). ``retrievable``/``embedded`` count the namespace's retrievable memories and those
-    with a vector of the current revision. ``query_embedding_ms`` is the time spent
+    code; a ``partial`` status also carries the reason of the indexer's last failed batch,
+    if any). ``retrievable``/``embedded`` count the namespace's retrievable memories and
+    those with a vector row for their current revision (a revision that kept its text keeps
+    serving its earlier vector meanwhile). ``query_embedding_ms`` is the time spent
     embedding the query (milliseconds).
     """
 

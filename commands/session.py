@@ -33,7 +33,7 @@ from commands.errors import (
     TurnConflictError,
 )
 from commands.extraction import ExtractionRequest, Extractor, RelatedMemory
-from commands.lexical import analyze_query
+from commands.lexical import analyze_query, shares_term
 from commands.overlay import Overlay, build_overlay
 from commands.recall import (
     MemoryDoc,
@@ -1087,10 +1087,14 @@ class MemorySession:
         target: UUID | None = None
         target_doc: MemoryDoc | None = None
         if intent in ("forget", "pin", "correct"):
-            matches, _ = self._live(text, 1, RecallScope(), None, None, semantic=False)
-            if matches:
-                target_doc = matches[0][0]
-                target = UUID(target_doc.memory_id)
+            # The target must share a word with the command in its own subject or statement:
+            # a word found only in its source transcript (document expansion) does not count.
+            matches, _ = self._live(text, 10, RecallScope(), None, None, semantic=False)
+            for doc, _score in matches:
+                if shares_term(text, doc.subject, doc.statement):
+                    target_doc = doc
+                    target = UUID(doc.memory_id)
+                    break
         resolved: ExtractedItem | None = None
         if intent in ("remember", "correct"):
             resolved = self._command_item(intent, text, item, target_doc)

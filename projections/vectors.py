@@ -1,6 +1,6 @@
 """``memory_vectors``: embeddings of canonical memories, a derived DuckDB read model.
 
-Columns (one row per embedded memory revision and model)::
+Columns (one row per memory and model: the latest revision embedded)::
 
     tenant, principal, scope_id   the memory's namespace
     memory_id, revision           the canonical_memory row and the revision embedded
@@ -17,13 +17,14 @@ version changes and is not part of :data:`projections.tables.TABLES`: vectors ar
 compute and keyed by content, so a rebuild (same memory ids, revisions and texts) finds
 them again.
 
-A memory is embedded once, at the revision it had then: its embedded text (the statement)
-never changes under its id (``ledger.ids.memory_id`` is derived from the normalized
-statement, and no event rewrites a statement), so later revisions (reinforced, pinned,
-marked conflicting) keep serving that vector. A vector is served only while its memory is
-retrievable and its ``content_digest`` equals the digest of the memory's current text (see
-``commands.semantic``); vectors of superseded, forgotten or pruned memories stay as history
-until :meth:`VectorStore.prune_stale` removes them.
+Each retrievable memory gets a row for its current revision: the indexer writes one
+when the revision moves, reusing the stored vector when the text (hence the digest) is
+unchanged, and the row replaces the memory's older one. A vector is served only while
+its memory is retrievable and its ``content_digest`` equals the digest of the memory's
+current text (see ``commands.semantic``), so a revision that kept its text (reinforced,
+pinned) keeps being served while its new row is written, and a memory remembered again
+with other wording is embedded again. Vectors of superseded, forgotten or pruned memories
+stay until :meth:`VectorStore.prune_stale` removes them; they are never served.
 
 All methods expect the caller to hold the projection lock (one DuckDB connection per
 process, shared with the projections).
@@ -122,8 +123,8 @@ class VectorStore:
         return (int(row[0]), int(row[1]))
 
     def pending(self, model_key: str, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
-        """Up to ``limit`` retrievable canonical rows with no vector of ``model_key``,
-        oldest change first; ``skip`` lists memory ids to leave out
+        """Up to ``limit`` retrievable canonical rows with no vector row of ``model_key`` for
+        their current revision, oldest change first; ``skip`` lists memory ids to leave out
         (e.g. ones whose embedding failed a moment ago)."""
         skip_sql = "AND c.memory_id NOT IN (SELECT unnest(?::VARCHAR[]))" if skip else ""
         params: list[object] = [list(skip)] if skip else []
@@ -131,7 +132,7 @@ class VectorStore:
             "SELECT c.tenant, c.principal, c.scope_id, c.memory_id, c.revision, c.subject, "
             f"c.statement FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {skip_sql} "
             "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
-            "AND v.memory_id = c.memory_id) "
+            "AND v.memory_id = c.memory_id AND v.revision = c.revision) "
             "ORDER BY c.updated_position, c.memory_id LIMIT ?",
             [*params, model_key, limit],
         ).fetchall()
@@ -149,24 +150,25 @@ class VectorStore:
         ]
 
     def count_pending(self, model_key: str, namespace: tuple[str, str, str] | None = None) -> int:
-        """How many retrievable rows (of one namespace, or all) lack a vector."""
+        """How many retrievable rows (of one namespace, or all) lack a vector row for their
+        current revision."""
         ns_sql = "AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?" if namespace else ""
         params: list[object] = [*namespace] if namespace else []
         row = self.conn.execute(
             f"SELECT count(*) FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {ns_sql} "
             "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
-            "AND v.memory_id = c.memory_id)",
+            "AND v.memory_id = c.memory_id AND v.revision = c.revision)",
             [*params, model_key],
         ).fetchall()[0]
         return int(row[0])
 
     def coverage(self, model_key: str, namespace: tuple[str, str, str]) -> tuple[int, int]:
-        """``(retrievable, with a vector)`` for one namespace."""
+        """``(retrievable, with a vector row for the current revision)`` for one namespace."""
         row = self.conn.execute(
             "SELECT count(*), count(v.memory_id) FROM canonical_memory c "
-            "LEFT JOIN (SELECT DISTINCT memory_id FROM memory_vectors "
+            "LEFT JOIN (SELECT DISTINCT memory_id, revision FROM memory_vectors "
             "WHERE model_key = ? AND tenant = ? AND principal = ? AND scope_id = ?) v "
-            "ON v.memory_id = c.memory_id "
+            "ON v.memory_id = c.memory_id AND v.revision = c.revision "
             f"WHERE {_RETRIEVABLE_SQL} AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?",
             [model_key, *namespace, *namespace],
         ).fetchall()[0]
@@ -201,7 +203,8 @@ class VectorStore:
         vectors: npt.NDArray[np.float32],
     ) -> int:
         """Insert one row per memory (``vectors`` row i belongs to ``memories[i]``) in one
-        transaction; rows already present for the same key are not duplicated.
+        transaction, replacing the memory's rows of older revisions; rows already present
+        for the same key are not duplicated.
 
         :returns: the highest ``seq`` written.
         :raises ValueError: the lengths disagree.
@@ -237,6 +240,12 @@ class VectorStore:
             )
             self.conn.register("_vector_batch", batch)
             try:
+                # One row per memory and model: a newer revision replaces the older row.
+                self.conn.execute(
+                    "DELETE FROM memory_vectors v USING _vector_batch b "
+                    "WHERE v.model_key = b.model_key AND v.memory_id = b.memory_id "
+                    "AND v.revision < b.revision"
+                )
                 self.conn.execute(
                     "INSERT INTO memory_vectors SELECT b.* FROM _vector_batch b WHERE NOT EXISTS "
                     "(SELECT 1 FROM memory_vectors v WHERE v.model_key = b.model_key "
@@ -254,12 +263,21 @@ class VectorStore:
     def load(
         self, model_key: str, namespace: tuple[str, str, str], after_seq: int = 0
     ) -> StoredVectors:
-        """Vector rows of ``namespace`` and ``model_key`` with ``seq > after_seq``, by seq."""
+        """Vector rows of ``namespace`` and ``model_key`` with ``seq > after_seq`` whose
+        memory is retrievable now, by seq (``last_seq`` covers the rows left out too)."""
+        params = [model_key, *namespace, after_seq]
+        where = (
+            "v.model_key = $1 AND v.tenant = $2 AND v.principal = $3 AND v.scope_id = $4 "
+            "AND v.seq > $5"
+        )
+        last = self.conn.execute(
+            f"SELECT coalesce(max(v.seq), $5) FROM memory_vectors v WHERE {where}", params
+        ).fetchall()[0][0]
         table = self.conn.sql(
-            "SELECT memory_id, revision, content_digest, seq, dimension, vector "
-            "FROM memory_vectors WHERE model_key = $1 AND tenant = $2 AND principal = $3 "
-            "AND scope_id = $4 AND seq > $5 ORDER BY seq",
-            params=[model_key, *namespace, after_seq],
+            "SELECT v.memory_id, v.revision, v.content_digest, v.seq, v.dimension, v.vector "
+            f"FROM memory_vectors v JOIN canonical_memory c ON c.memory_id = v.memory_id "
+            f"AND {_RETRIEVABLE_SQL} WHERE {where} ORDER BY v.seq",
+            params=params,
         ).to_arrow_table()
         count = table.num_rows
         if count == 0:
@@ -267,18 +285,17 @@ class VectorStore:
                 memory_ids=(),
                 revisions=(),
                 digests=(),
-                last_seq=after_seq,
+                last_seq=int(last),
                 matrix=np.zeros((0, 0), dtype=np.float32),
             )
         dim = int(table.column("dimension")[0].as_py())
         flat = table.column("vector").combine_chunks().flatten()
         matrix = np.asarray(flat, dtype=np.float32).reshape(count, dim)
-        seqs = table.column("seq").to_pylist()
         return StoredVectors(
             memory_ids=tuple(table.column("memory_id").to_pylist()),
             revisions=tuple(int(r) for r in table.column("revision").to_pylist()),
             digests=tuple(table.column("content_digest").to_pylist()),
-            last_seq=int(seqs[-1]),
+            last_seq=int(last),
             matrix=matrix,
         )
 
