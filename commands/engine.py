@@ -13,8 +13,9 @@ process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -51,7 +52,7 @@ from ledger.mapper import MsgspecMapper
 from projections.canonical import CanonicalMemory
 from projections.memory_map import render_memory_map
 from projections.runner import PROJECTION_VERSION, ProjectionRunner
-from projections.store import ProjectionStore, ProjectionUnavailableError
+from projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
 
 __all__ = ["MemoryEngine"]
 
@@ -100,7 +101,9 @@ class MemoryEngine:
             self.semantic = SemanticChannel(
                 embeddings, self.canonical, self.runner.changed_at, lambda: self.runner.position
             )
-            self.indexer = EmbeddingIndexer(self.semantic, self.catch_up)
+            self.indexer = EmbeddingIndexer(
+                self.semantic, self.catch_up, on_damage=self.projections.mark_damaged
+            )
             if index_in_background:
                 self.indexer.start()
                 self.indexer.kick()
@@ -218,12 +221,26 @@ class MemoryEngine:
 
     # Read side ----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def projection_guard(self) -> Iterator[None]:
+        """Turn a DuckDB error that says the projection file is damaged (a short read, a bad
+        checksum) into :class:`projections.store.ProjectionDamagedError` (an ``OSError``
+        naming the file), after marking the file: the next open sets it aside and rebuilds
+        the read models from the ledger. Other errors pass unchanged.
+        """
+        try:
+            yield
+        except duckdb.Error as e:
+            if is_damage(e):
+                raise self.projections.mark_damaged(e) from e
+            raise
+
     def catch_up(self, to: int | None = None) -> int:
         """Bring the projections up to ``to`` (default: the ledger head); return position.
 
         Serialized per engine: the DuckDB connection is not shared between threads.
         """
-        with self._read_lock:
+        with self._read_lock, self.projection_guard():
             return self.runner.catch_up(to)
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
@@ -263,7 +280,7 @@ class MemoryEngine:
         vector, status = (None, OFF)
         if channel is not None:
             vector, status = channel.embed_query(query)
-        with self._read_lock:
+        with self._read_lock, self.projection_guard():
             position = self.catch_up()
             index, by_id = self.recall_index.docs(namespace, position)
             lexical_depth = depth if channel is None else max(depth, self.fusion.depth)
@@ -299,7 +316,8 @@ class MemoryEngine:
             return OFF
         namespace.validated()
         self.catch_up()
-        return self.semantic.status(namespace)
+        with self.projection_guard():
+            return self.semantic.status(namespace)
 
     def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
@@ -307,7 +325,8 @@ class MemoryEngine:
         there is nothing to wait for)."""
         if self.indexer is None:
             return True
-        return self.indexer.wait_ready(timeout, namespace)
+        with self.projection_guard():
+            return self.indexer.wait_ready(timeout, namespace)
 
     def index_vectors(self) -> int:
         """Embed every retrievable memory still lacking a vector now, in this thread;
@@ -317,12 +336,13 @@ class MemoryEngine:
         """
         if self.indexer is None:
             return 0
-        return self.indexer.run_once()
+        with self.projection_guard():
+            return self.indexer.run_once()
 
     def memory_map(self, namespace: Namespace) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
         namespace.validated()
-        with self._read_lock:
+        with self._read_lock, self.projection_guard():
             position = self.catch_up()
             key = namespace.key()
             cached = self._memory_maps.get(key)

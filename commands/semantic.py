@@ -46,6 +46,7 @@ from commands.embeddings import (
 from commands.semantic_status import OFF, SemanticState, SemanticStatus
 from ledger.ids import Namespace
 from projections.canonical import RETRIEVABLE, CanonicalMemory
+from projections.store import ProjectionDamagedError, is_damage
 from projections.vectors import PendingMemory, StoredVectors, VectorStore
 
 __all__ = [
@@ -412,6 +413,8 @@ class EmbeddingIndexer:
     :param batch_size: memories per provider call.
     :param poll_seconds: how often an idle indexer looks for work written by other
         processes (writes of this engine wake it at once through :meth:`kick`).
+    :param on_damage: called with the DuckDB error when the projection file turns out
+        damaged (the engine marks the file; the thread then stops).
     """
 
     def __init__(
@@ -421,8 +424,10 @@ class EmbeddingIndexer:
         *,
         batch_size: int = 32,
         poll_seconds: float = 1.0,
+        on_damage: Callable[[BaseException], object] | None = None,
     ) -> None:
         self.channel = channel
+        self._on_damage = on_damage
         self._catch_up = catch_up
         self.batch_size = batch_size
         self.poll_seconds = poll_seconds
@@ -503,8 +508,13 @@ class EmbeddingIndexer:
                 if self._stop.wait(delay):
                     return
                 continue
-            except Exception:  # e.g. a damaged projection file: log, back off, try again
+            except Exception as e:  # log, back off, try again; a damaged file stops it
                 if self._stop.is_set():
+                    return
+                if is_damage(e) or isinstance(e, ProjectionDamagedError):
+                    if self._on_damage is not None and not isinstance(e, ProjectionDamagedError):
+                        self._on_damage(e)
+                    log.error("embedding indexer stopped: the projection file is damaged")
                     return
                 self._failures += 1
                 delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))

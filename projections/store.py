@@ -20,7 +20,14 @@ import duckdb
 
 from projections.tables import create_tables, drop_tables
 
-__all__ = ["MAX_SLOTS", "ProjectionStore", "ProjectionUnavailableError"]
+__all__ = [
+    "MAX_SLOTS",
+    "ProjectionDamagedError",
+    "ProjectionStore",
+    "ProjectionUnavailableError",
+    "damage_marker",
+    "is_damage",
+]
 
 MAX_SLOTS = 64
 
@@ -35,6 +42,14 @@ class ProjectionUnavailableError(OSError):
     """No projection file can be opened (every slot locked, or the folder is unusable)."""
 
 
+class ProjectionDamagedError(ProjectionUnavailableError):
+    """The projection file turned out damaged while in use (a short read, a bad checksum).
+
+    It has been marked: the next open of the store sets it aside and rebuilds the read
+    models from the ledger, which is untouched. The message names the file.
+    """
+
+
 def _quarantine(path: Path) -> list[str]:
     """Rename a damaged DuckDB file (and its WAL) aside; return the new names."""
     moved = []
@@ -44,6 +59,29 @@ def _quarantine(path: Path) -> list[str]:
             os.replace(candidate, target)
             moved.append(str(target))
     return moved
+
+
+def damage_marker(path: Path) -> Path:
+    """The file that marks projection file ``path`` damaged (set aside at the next open)."""
+    return path.with_name(path.name + ".damaged")
+
+
+def _is_lock_conflict(error: duckdb.Error) -> bool:
+    """DuckDB's "Could not set lock on file ... Conflicting lock is held" (not a checksum
+    error "in block at location ...", which also contains the letters "lock")."""
+    text = str(error).lower()
+    return "could not set lock" in text or "conflicting lock" in text
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether a DuckDB error says the file itself is damaged (short read, bad checksum,
+    corrupt block), rather than a bad query or a lock."""
+    if not isinstance(error, duckdb.Error):
+        return False
+    text = str(error).lower()
+    return isinstance(error, duckdb.IOException) or any(
+        word in text for word in ("corrupt", "checksum", "could not read enough bytes")
+    )
 
 
 class ProjectionStore:
@@ -113,10 +151,22 @@ class ProjectionStore:
                 lock.close()
                 continue
             path = folder / f"slot-{slot}.duckdb"
+            marker = damage_marker(path)
+            if marker.exists():  # found damaged while in use: set it aside now, rebuild
+                try:
+                    quarantined = _quarantine(path)
+                    marker.unlink()
+                except OSError as e:
+                    lock.close()
+                    msg = f"cannot set aside damaged projection file {str(path)!r}: {e}"
+                    raise ProjectionUnavailableError(msg) from e
+                store = cls(str(path), version=version, lock=lock)
+                store.quarantined = quarantined
+                return store
             try:
                 return cls(str(path), version=version, lock=lock)
             except duckdb.Error as e:
-                if "lock" in str(e).lower():
+                if _is_lock_conflict(e):  # a process outside the engine has the file open
                     lock.close()
                     continue
                 # We hold the slot's lock, so nobody else uses this file: it is damaged.
@@ -148,6 +198,21 @@ class ProjectionStore:
             "ON CONFLICT (projection) DO UPDATE SET position = excluded.position",
             [self.name, position],
         )
+
+    def mark_damaged(self, error: BaseException) -> ProjectionDamagedError:
+        """Mark this file damaged (it is set aside at the next open) and return the error
+        to raise, naming the file and the cause."""
+        if self.path != ":memory:":
+            try:
+                damage_marker(Path(self.path)).write_text(f"{type(error).__name__}: {error}\n")
+            except OSError:
+                pass
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        msg = (
+            f"projection file {self.path!r} is damaged ({first}); it will be set aside and "
+            "rebuilt from the ledger when the store is next opened"
+        )
+        return ProjectionDamagedError(msg)
 
     def close(self) -> None:
         """Close the DuckDB file and release the slot."""

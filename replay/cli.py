@@ -437,7 +437,8 @@ def replay_command(
             raise ValueError(msg)
         with _progress("replaying", to if to is not None else engine.head) as on_page:
             if check:
-                report: Any = check_projections(engine, to=to, on_page=on_page)
+                with engine.projection_guard():
+                    report: Any = check_projections(engine, to=to, on_page=on_page)
             else:
                 report = rebuild_projections(engine, to=to, out=keep, on_page=on_page)
     if as_json:

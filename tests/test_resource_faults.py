@@ -306,3 +306,57 @@ def test_damaged_projection_file_is_rebuilt_and_the_ledger_untouched(tmp_path: P
         assert [h.statement for h in engine.recall(NAMESPACE, "green tea").results] == [
             "Alice likes green tea."
         ]
+
+
+def test_a_checksum_error_in_a_block_is_damage_not_a_lock(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    head, _ = stored_store(store)
+    slot = store / "projections" / "slot-0.duckdb"
+    data = bytearray(slot.read_bytes())
+    assert len(data) > 12_452
+    data[12_388:12_452] = b"\xff" * 64  # inside a data block: "checksum ... in block at ..."
+    slot.write_bytes(bytes(data))
+    with MemoryEngine.open(store, sync=False) as engine:
+        # set aside and rebuilt in the same slot, not skipped as if another process held it
+        assert engine.projections.path == str(slot)
+        assert engine.projections.quarantined
+        assert engine.head == head
+        assert [h.statement for h in engine.recall(NAMESPACE, "green tea").results] == [
+            "Alice likes green tea."
+        ]
+
+
+def test_damage_found_while_in_use_is_a_typed_error_and_the_next_open_rebuilds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    from projections.runner import ProjectionRunner
+    from projections.store import ProjectionDamagedError, damage_marker
+
+    store = tmp_path / "store"
+    head, digest = stored_store(store)
+    slot = store / "projections" / "slot-0.duckdb"
+
+    def short_read(self: ProjectionRunner, to: int | None = None) -> int:
+        raise duckdb.IOException(
+            f'IO Error: Could not read enough bytes from file "{slot}": attempted to read '
+            "262144 bytes from location 2633728"
+        )
+
+    with MemoryEngine.open(store, sync=False) as engine:
+        monkeypatch.setattr(ProjectionRunner, "catch_up", short_read)
+        with pytest.raises(ProjectionDamagedError, match="slot-0.duckdb") as error:
+            engine.recall(NAMESPACE, "green tea")
+        assert isinstance(error.value, OSError)
+        assert damage_marker(slot).exists()
+        monkeypatch.undo()
+    with MemoryEngine.open(store, sync=False) as engine:
+        assert engine.projections.path == str(slot)
+        assert engine.projections.quarantined
+        assert not damage_marker(slot).exists()
+        assert engine.head == head
+        assert hashlib.sha256(log_bytes(engine)).hexdigest() == digest
+        assert [h.statement for h in engine.recall(NAMESPACE, "green tea").results] == [
+            "Alice likes green tea."
+        ]
