@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from commands import MemoryEngine, Namespace
+from tests.scripted_server import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,3 +73,13 @@ def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
 # Hypothesis profiles: the default one runs in CI; ``pytest --hypothesis-profile=long`` runs
 # the crash property test (tests/test_crash_property.py) with thousands of crash points.
 settings.register_profile("long", max_examples=1000)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    """A scripted OpenAI-compatible HTTP server on 127.0.0.1 (closed after the test)."""
+    srv = ScriptedServer()
+    try:
+        yield srv
+    finally:
+        srv.close()

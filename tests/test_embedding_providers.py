@@ -289,15 +289,6 @@ def embeddings_body(rows: Sequence[Any], order: Sequence[int] | None = None) -> 
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
-@pytest.fixture
 def provider(server: ScriptedServer) -> Iterator[OpenAIEmbeddingProvider]:
     with OpenAIEmbeddingProvider(server.base_url, "embed-model", DIM, API_KEY, timeout=5) as p:
         yield p

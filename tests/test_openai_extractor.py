@@ -76,15 +76,6 @@ GOOD_ITEMS = [
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
-@pytest.fixture
 def extractor(server: ScriptedServer) -> Iterator[OpenAIChatExtractor]:
     with OpenAIChatExtractor(server.base_url, "test-model", API_KEY, timeout=5) as ex:
         yield ex

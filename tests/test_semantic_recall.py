@@ -497,19 +497,25 @@ def test_superseded_and_forgotten_memories_are_never_served(
         assert engine.semantic_status(namespace).retrievable == 0
 
 
+def remember_then_forget_miso(engine: MemoryEngine, namespace: Namespace) -> str:
+    """Remember a puppy memory and espresso, embed both, forget the puppy; its id."""
+    (cat,) = remember(engine, namespace, "s1", make_item("Alice has a puppy named Miso."))
+    remember(engine, namespace, "s2", make_item(ESPRESSO))
+    engine.index_vectors()
+    assert ids(engine.recall(namespace, "canine", 1)) == [cat]
+    forget = engine.session(namespace, "s3", extractor=RecordedExtractor())
+    assert forget.apply_explicit_command("forget", "puppy Miso", 1).target is not None
+    forget.finish()
+    assert cat not in ids(engine.recall(namespace, "canine", 5))
+    return cat
+
+
 def test_a_memory_remembered_again_is_served_again_by_the_same_engine(
     store: Path, namespace: Namespace
 ) -> None:
     provider = BagProvider()
     with open_engine(store, provider) as engine:
-        (cat,) = remember(engine, namespace, "s1", make_item("Alice has a puppy named Miso."))
-        remember(engine, namespace, "s2", make_item(ESPRESSO))
-        engine.index_vectors()
-        assert ids(engine.recall(namespace, "canine", 1)) == [cat]
-        forget = engine.session(namespace, "s3", extractor=RecordedExtractor())
-        assert forget.apply_explicit_command("forget", "puppy Miso", 1).target is not None
-        forget.finish()
-        assert cat not in ids(engine.recall(namespace, "canine", 5))
+        cat = remember_then_forget_miso(engine, namespace)
         again = engine.session(namespace, "s4", extractor=RecordedExtractor())
         again.apply_explicit_command("remember", "Alice has a puppy named Miso.", 1)
         again.finish()
@@ -592,12 +598,7 @@ def test_a_memory_remembered_again_in_other_wording_is_embedded_again(
 ) -> None:
     provider = BagProvider()
     with open_engine(store, provider) as engine:
-        (cat,) = remember(engine, namespace, "s1", make_item("Alice has a puppy named Miso."))
-        remember(engine, namespace, "s2", make_item(ESPRESSO))
-        engine.index_vectors()
-        forget = engine.session(namespace, "s3", extractor=RecordedExtractor())
-        assert forget.apply_explicit_command("forget", "puppy Miso", 1).target is not None
-        forget.finish()
+        cat = remember_then_forget_miso(engine, namespace)
         again = engine.session(namespace, "s4", extractor=RecordedExtractor())
         again.apply_explicit_command("remember", "ALICE HAS A PUPPY NAMED MISO", 1)
         again.finish()
