@@ -405,6 +405,10 @@ class SemanticChannel:
         return len(missing)
 
 
+BULK_BATCH_SIZE = 64
+"""Memories per provider call when indexing in the caller's thread (``run_once``)."""
+
+
 class EmbeddingIndexer:
     """Background thread that fills ``memory_vectors`` after writes.
 
@@ -459,14 +463,16 @@ class EmbeddingIndexer:
         self._wake.set()
 
     def run_once(self) -> int:
-        """Index everything pending now, in this thread; returns vectors written.
+        """Index everything pending now, in this thread, in batches of
+        :data:`BULK_BATCH_SIZE` (no recall waits on this thread's batches); returns vectors
+        written.
 
         :raises EmbeddingError: a batch failed (what was written before it stays).
         """
         self._catch_up()
         written = 0
         while True:
-            batch = self.channel.pending(self.batch_size)
+            batch = self.channel.pending(max(self.batch_size, BULK_BATCH_SIZE))
             if not batch:
                 return written
             self.embedded += self.channel.embed_and_store(batch)
