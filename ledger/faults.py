@@ -16,7 +16,9 @@ Points (:data:`POINTS`):
   has not seen them yet: the session state, read buffer and projections are not updated;
 - ``session.finish_planned``: ``finish()`` planned its events and has not appended them;
 - ``projections.commit``: inside a projection batch's DuckDB transaction, its rows and its
-  tracking position written, before COMMIT.
+  tracking position written, before COMMIT;
+- ``vectors.commit``: inside the DuckDB transaction that writes a batch of
+  ``memory_vectors`` rows, the rows written, before COMMIT.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ POINTS = (
     "session.appended",
     "session.finish_planned",
     "projections.commit",
+    "vectors.commit",
 )
 """Every fault point the code calls."""
 

@@ -41,6 +41,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ledger.faults import fault
+
 __all__ = ["PendingMemory", "StoredVectors", "VectorStore"]
 
 _CREATE = """
@@ -254,6 +256,7 @@ class VectorStore:
                 )
             finally:
                 self.conn.unregister("_vector_batch")
+            fault("vectors.commit")
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
