@@ -12,12 +12,12 @@ command path, verified against canonical memory before anything is served.
   retrievable now and its current text must have the vector's content digest, so a vector
   of a superseded, forgotten or pruned memory, or of other text, is never served (after
   seed 000's durable semantic recall, which re-reads every candidate and requires Active
-  status plus a matching revision and digest). A memory's embedded text (its statement)
-  never changes under its id, so revisions that only reinforce, pin or mark a conflict
-  keep their vector (``projections.vectors``).
-- :class:`EmbeddingIndexer` is a background thread: after a write (``kick``) it embeds
-  retrievable memories that lack a vector of the model, in batches, reusing a stored
-  vector of identical content (same digest, same model) instead of calling the provider.
+  status plus a matching revision and digest). A revision that kept its text (reinforced,
+  pinned) is served its earlier vector until its own row is written.
+- :class:`EmbeddingIndexer` is a background thread: after a write (``kick``) it writes a
+  vector row for every retrievable memory whose current revision lacks one, in batches,
+  reusing a stored vector of identical content (same digest, same model) instead of
+  calling the provider (``projections.vectors``).
   Commands never wait for it; ``wait_ready`` lets a host wait with a timeout.
 - Any provider or validation failure on the query path drops the semantic channel for
   that query: :class:`SemanticStatus` says ``degraded`` with the reason code, and recall
@@ -62,9 +62,6 @@ log = logging.getLogger(__name__)
 
 class VerifiableDoc(Protocol):
     """What verification needs of a current canonical document (``MemoryDoc`` has it)."""
-
-    @property
-    def revision(self) -> int | None: ...
 
     @property
     def subject(self) -> str | None: ...
@@ -439,7 +436,6 @@ class EmbeddingIndexer:
         self.poll_seconds = poll_seconds
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._idle = threading.Event()
         self._failures = 0
         self._skip: dict[str, float] = {}
         self._last_failed: str | None = None
@@ -459,7 +455,6 @@ class EmbeddingIndexer:
 
     def kick(self) -> None:
         """Ask the thread to look for work now (cheap; called after every append)."""
-        self._idle.clear()
         self._wake.set()
 
     def run_once(self) -> int:
@@ -495,7 +490,6 @@ class EmbeddingIndexer:
                         continue
                     if not self._skip:
                         self._clean = stamp  # nothing to do until canonical memory moves
-                self._idle.set()
             except EmbeddingError as e:
                 self.channel.last_error = e
                 self._failures += 1
