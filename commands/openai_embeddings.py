@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from commands.embeddings import EmbeddingDescriptor, EmbeddingError
+from commands.openai_endpoint import OpenAIEndpoint
 
 __all__ = ["PROVIDER_KIND", "OpenAIEmbeddingProvider"]
 
@@ -84,12 +85,6 @@ class OpenAIEmbeddingProvider:
         transport: httpx.BaseTransport | None = None,
         send_dimensions: bool = False,
     ) -> None:
-        try:
-            url = httpx.URL(base_url.rstrip("/"))
-        except httpx.InvalidURL:
-            raise ValueError("base_url must be an http:// or https:// URL") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError("base_url must be an http:// or https:// URL")
         if not model.strip():
             raise ValueError("model must not be empty")
         if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
@@ -99,21 +94,13 @@ class OpenAIEmbeddingProvider:
         self._descriptor = EmbeddingDescriptor(
             provider=PROVIDER_KIND, model_id=model, dimension=dimension, normalized=normalized
         )
-        path = url.path if url.path.endswith("/embeddings") else url.path + "/embeddings"
         # The query string (e.g. Azure's api-version) is kept; only the fragment goes.
-        self._url = url.copy_with(path=path, fragment=None)
-        # Shown in errors: no user info, no query string.
-        self._label = f"{url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{path}"
+        endpoint = OpenAIEndpoint(base_url, "embeddings", api_key, float(timeout), transport)
+        self._url, self._label, self._client = endpoint.url, endpoint.label, endpoint.client
         self.model = model
         self.timeout = float(timeout)
         self.batch_size = batch_size
         self.send_dimensions = send_dimensions
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(self.timeout), transport=transport
-        )
 
     def __repr__(self) -> str:
         return (

@@ -27,6 +27,7 @@ import msgspec
 
 from commands.errors import MemoryLedgerError
 from commands.extraction import ExtractionRequest
+from commands.openai_endpoint import OpenAIEndpoint
 from commands.validation import MIN_CONFIDENCE, MIN_IMPORTANCE
 from ledger.events import ItemKind, ItemScope, ItemSource
 
@@ -252,35 +253,19 @@ class OpenAIChatExtractor:
         temperature: float | None = 0.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        try:
-            url = httpx.URL(base_url.rstrip("/"))
-        except httpx.InvalidURL:
-            raise ValueError("base_url must be an http:// or https:// URL") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError("base_url must be an http:// or https:// URL")
         if not model.strip():
             raise ValueError("model must not be empty")
         if max_items < 1:
             raise ValueError("max_items must be at least 1")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        path = (
-            url.path if url.path.endswith("/chat/completions") else url.path + "/chat/completions"
-        )
-        self._url = url.copy_with(path=path)
-        # Shown in errors: no user info, no query string.
-        self._label = f"{url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{path}"
+        endpoint = OpenAIEndpoint(base_url, "chat/completions", api_key, float(timeout), transport)
+        self._url, self._label, self._client = endpoint.url, endpoint.label, endpoint.client
         self.model = model
         self.timeout = float(timeout)
         self.max_items = max_items
         self.temperature = temperature
         self._extractor_id = extractor_id if extractor_id is not None else f"openai:{model}"
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(self.timeout), transport=transport
-        )
         self._use_schema = True
         self._system = _SYSTEM_PROMPT.format(
             max_items=max_items,
