@@ -4,7 +4,8 @@ The same stored events (CandidateExtracted payloads of about 500 bytes, encoded 
 msgspec mapper outside the timing) go through four writers, in rounds that take turns so
 that noise on this shared machine hits every writer alike:
 
-- ours: ``ledger.lmdb.LMDBApplicationRecorder`` with ``LMDB_SYNC`` on (fsync per batch;
+- ours: ``memory_ledger.ledger.lmdb.LMDBApplicationRecorder`` with ``LMDB_SYNC`` on (fsync
+  per batch;
   stream index, gapless notification id and sha256 hash chain inside the transaction);
 - ``eventsourcing.sqlite.SQLiteApplicationRecorder`` on a file database (the library sets
   WAL; SQLite's default ``synchronous=FULL`` syncs the WAL on every commit);
@@ -35,9 +36,9 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from benchmarks.corpus import BENCH_NAMESPACE, memories, scratch
 from benchmarks.results import median, print_table, save
-from ledger.events import CandidateExtracted, ExtractedItem
-from ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
-from ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem
+from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
+from memory_ledger.ledger.mapper import MsgspecMapper
 
 BATCH_SIZES = (1, 10, 100)
 WRITERS = ("ours", "sqlite", "popo", "raw_lmdb")

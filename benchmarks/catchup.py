@@ -23,8 +23,8 @@ from pathlib import Path
 from uuid import UUID
 
 from benchmarks.results import median, print_table, save
-from commands import MemoryEngine
-from ledger.events import (
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExtractedItem,
     ExtractionCompleted,
@@ -35,8 +35,14 @@ from ledger.events import (
     SessionSealed,
     TranscriptObserved,
 )
-from ledger.ids import Namespace, candidate_id, memory_id, normalize_statement, session_stream_id
-from projections import ProjectionRunner, ProjectionStore
+from memory_ledger.ledger.ids import (
+    Namespace,
+    candidate_id,
+    memory_id,
+    normalize_statement,
+    session_stream_id,
+)
+from memory_ledger.projections import ProjectionRunner, ProjectionStore
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 SUBJECTS = [f"person{n}" for n in range(2000)]

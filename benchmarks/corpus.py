@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
-from commands import MemoryEngine
-from ledger.events import ExtractedItem, LedgerEvent, MemoryActivated
-from ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.events import ExtractedItem, LedgerEvent, MemoryActivated
+from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 
 __all__ = [
     "BENCH_NAMESPACE",

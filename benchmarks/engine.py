@@ -34,15 +34,15 @@ import msgspec
 from benchmarks.corpus import BENCH_NAMESPACE, Memory, activation, fill, item, memories, scratch
 from benchmarks.corpus import variant as new_value
 from benchmarks.results import median, percentile, print_table, save
-from commands import ExtractionRequest, MemoryEngine, RecordedExtractor
-from ledger.events import (
+from memory_ledger.commands import ExtractionRequest, MemoryEngine, RecordedExtractor
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExtractedItem,
     ExtractionCompleted,
     LedgerEvent,
     TranscriptObserved,
 )
-from ledger.ids import Namespace, session_stream_id
+from memory_ledger.ledger.ids import Namespace, session_stream_id
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 The synthetic corpus of the recall benchmark (``benchmarks.corpus``: facts about thousands
 of people, 30 predicates, one namespace) is appended with sync off, then the store is
-reopened durable with the bundled MiniLM provider (``commands.local_embeddings``, the
+reopened durable with the bundled MiniLM provider (``memory_ledger.commands.local_embeddings``, the
 ``embeddings`` extra) and every memory is embedded (``engine.index_vectors()``, timed:
 vectors/s). Then, for each query ("Where does Maya Chen work?", half by first name only):
 
@@ -32,9 +32,9 @@ import numpy as np
 
 from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries, scratch
 from benchmarks.results import median, percentile, print_table, save
-from commands import MemoryEngine
-from commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
-from projections.text_index import tokenize
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
+from memory_ledger.projections.text_index import tokenize
 
 
 class HashingProvider:
@@ -65,7 +65,7 @@ def make_provider(choice: str) -> EmbeddingProvider:
     if choice == "fake":
         return HashingProvider()
     try:
-        from commands.local_embeddings import SentenceTransformerProvider
+        from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
 
         return SentenceTransformerProvider()
     except ImportError:

@@ -11,7 +11,7 @@ top k memories' evidence cites a dia_id of the question's evidence (split on ``,
 and spaces); MRR counts the first hit within the top 10.
 
 With ``--embeddings local`` (the default when the ``embeddings`` extra is installed) the
-engine is opened with the bundled MiniLM provider (``commands.local_embeddings``), the
+engine is opened with the bundled MiniLM provider (``memory_ledger.commands.local_embeddings``), the
 vectors are awaited (``engine.wait_for_vectors``), and every question is answered four
 ways from the same store: lexical only (``canonical_candidates(semantic=False)``), semantic
 only (the channel's verified exact cosine ranking), fused by the default
@@ -40,11 +40,11 @@ import msgspec
 from benchmarks.corpus import scratch
 from benchmarks.locomo_run import default_data
 from benchmarks.results import print_table, save
-from commands import MemoryEngine, Namespace
-from commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
-from commands.recall import DEFAULT_FUSION, PLAIN_RRF, HybridFusion
-from replay.locomo import convert_sample, load_samples, split_dia_ids
-from replay.script import parse_script, run_script
+from memory_ledger.commands import MemoryEngine, Namespace
+from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
+from memory_ledger.commands.recall import DEFAULT_FUSION, PLAIN_RRF, HybridFusion
+from memory_ledger.replay.locomo import convert_sample, load_samples, split_dia_ids
+from memory_ledger.replay.script import parse_script, run_script
 
 KS = (1, 5, 10)
 CATEGORIES = (1, 2, 3, 4)
@@ -230,7 +230,7 @@ def local_provider(choice: str) -> EmbeddingProvider | None:
     if choice == "none":
         return None
     try:
-        from commands.local_embeddings import SentenceTransformerProvider
+        from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
 
         return SentenceTransformerProvider()
     except ImportError:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.results import median, print_table, save
-from commands import MemoryEngine, Namespace
-from replay.locomo import convert_sample, find_sample, load_samples
-from replay.script import parse_script, run_script
+from memory_ledger.commands import MemoryEngine, Namespace
+from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples
+from memory_ledger.replay.script import parse_script, run_script
 
 
 def default_data() -> Path:

@@ -60,7 +60,7 @@ def child(mode: str, store: str, size: int) -> dict[str, Any]:
     import resource
 
     from benchmarks.corpus import BENCH_NAMESPACE, fill, memories
-    from commands import MemoryEngine
+    from memory_ledger.commands import MemoryEngine
 
     if mode == "build":
         with MemoryEngine.open(store, sync=False) as engine:

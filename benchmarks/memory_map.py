@@ -15,8 +15,8 @@ from typing import Any
 
 from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, scratch
 from benchmarks.results import print_table, save
-from commands import MemoryEngine
-from projections import estimate_tokens, render_memory_map
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.projections import estimate_tokens, render_memory_map
 
 TARGET_TOKENS = 300
 

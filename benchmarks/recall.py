@@ -39,7 +39,7 @@ from benchmarks.corpus import (
     snapshot_queries,
 )
 from benchmarks.results import median, percentile, print_table, results_dir, save
-from commands import MemoryEngine, Namespace
+from memory_ledger.commands import MemoryEngine, Namespace
 
 OTHER_USER = Namespace("bench", "user-2", "assistant")
 T = TypeVar("T")

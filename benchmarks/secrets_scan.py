@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from benchmarks.results import median, print_table, save
-from commands.secrets import find_secrets
-from projections.text_index import tokenize
+from memory_ledger.commands.secrets import find_secrets
+from memory_ledger.projections.text_index import tokenize
 
 
 def transcripts(limit: int) -> list[str]:

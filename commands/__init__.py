@@ -1,18 +1,18 @@
 """Write side and API: MemoryEngine, MemorySession, extraction, validation, reconciliation."""
 
-from commands.engine import MemoryEngine
-from commands.errors import (
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import (
     ExtractionFailedError,
     MemoryLedgerError,
     SessionSealedError,
     StoreUnavailableError,
     TurnConflictError,
 )
-from commands.extraction import ExtractionRequest, Extractor, RecordedExtractor
-from commands.recall import RecallHit, RecallResult
-from commands.session import MemorySession, TurnOutcome
-from ledger.events import ReconciliationReport
-from ledger.ids import Namespace
+from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RecordedExtractor
+from memory_ledger.commands.recall import RecallHit, RecallResult
+from memory_ledger.commands.session import MemorySession, TurnOutcome
+from memory_ledger.ledger.events import ReconciliationReport
+from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
     "ExtractionFailedError",

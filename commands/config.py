@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from commands.errors import MemoryLedgerError
+from memory_ledger.commands.errors import MemoryLedgerError
 
 __all__ = ["CONFIG_FILE", "ConfigError", "MemoryConfig", "load_config", "load_config_from"]
 

@@ -46,9 +46,9 @@ from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from commands.errors import MemoryLedgerError
-from ledger.ids import normalize_statement
-from projections.memory_map import estimate_tokens
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.ids import normalize_statement
+from memory_ledger.projections.memory_map import estimate_tokens
 
 __all__ = [
     "BALANCED",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from commands.config import MemoryConfig
-from commands.embeddings import EmbeddingProvider
+from memory_ledger.commands.config import MemoryConfig
+from memory_ledger.commands.embeddings import EmbeddingProvider
 
 __all__ = ["provider_from_config"]
 
@@ -22,11 +22,11 @@ def provider_from_config(config: MemoryConfig) -> EmbeddingProvider | None:
     :raises ValueError: the endpoint settings are invalid (the message names them).
     """
     if config.embeddings == "local":
-        from commands.local_embeddings import SentenceTransformerProvider
+        from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
 
         return SentenceTransformerProvider()
     if config.embeddings == "openai":
-        from commands.openai_embeddings import OpenAIEmbeddingProvider
+        from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
 
         return OpenAIEmbeddingProvider(
             config.embeddings_base_url,

@@ -15,9 +15,11 @@ channel for that query (reported as degraded) and answers from the lexical chann
 
 Errors never carry the input texts, the vectors or a provider's credentials.
 
-Shipped providers: :class:`commands.local_embeddings.SentenceTransformerProvider` (CPU,
+Shipped providers:
+:class:`memory_ledger.commands.local_embeddings.SentenceTransformerProvider` (CPU,
 offline, extra ``memory-ledger[embeddings]``) and
-:class:`commands.openai_embeddings.OpenAIEmbeddingProvider` (``POST {base_url}/embeddings``).
+:class:`memory_ledger.commands.openai_embeddings.OpenAIEmbeddingProvider`
+(``POST {base_url}/embeddings``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from commands.errors import MemoryLedgerError
+from memory_ledger.commands.errors import MemoryLedgerError
 
 __all__ = [
     "NORM_TOLERANCE",

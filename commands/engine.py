@@ -30,29 +30,29 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic
 
-from commands.config import MemoryConfig, load_config, load_config_from
-from commands.embedding_config import provider_from_config
-from commands.embeddings import EmbeddingProvider
-from commands.errors import StoreUnavailableError
-from commands.extraction import Extractor, RecordedExtractor
-from commands.lexical import SourceTranscripts, analyze_query
-from commands.recall import (
+from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
+from memory_ledger.commands.embedding_config import provider_from_config
+from memory_ledger.commands.embeddings import EmbeddingProvider
+from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.lexical import SourceTranscripts, analyze_query
+from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     HybridFusion,
     MemoryDoc,
     NamespaceRecallIndex,
     RecallResult,
 )
-from commands.secrets import contains_secret
-from commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
-from commands.session import MemorySession
-from ledger.events import LedgerEvent
-from ledger.ids import InvalidNamespaceError, Namespace
-from ledger.mapper import MsgspecMapper
-from projections.canonical import CanonicalMemory
-from projections.memory_map import render_memory_map
-from projections.runner import PROJECTION_VERSION, ProjectionRunner
-from projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
+from memory_ledger.commands.secrets import contains_secret
+from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
+from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
+from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.memory_map import render_memory_map
+from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
+from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
 
 __all__ = ["MemoryEngine"]
 
@@ -149,7 +149,7 @@ class MemoryEngine:
             msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
             raise StoreUnavailableError(msg) from e
         env = {
-            "PERSISTENCE_MODULE": "ledger.lmdb",
+            "PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb",
             "LMDB_PATH": str(root / "ledger"),
             "LMDB_SYNC": "y" if sync else "n",
             "MAPPER_TOPIC": get_topic(MsgspecMapper),

@@ -30,8 +30,8 @@ from typing import Any
 
 import Stemmer
 
-from ledger.events import TranscriptObserved
-from projections.text_index import tokenize
+from memory_ledger.ledger.events import TranscriptObserved
+from memory_ledger.projections.text_index import tokenize
 
 __all__ = [
     "CONTEXT_CHARS",

@@ -7,7 +7,7 @@ folder (a hub name such as ``"sentence-transformers/all-MiniLM-L6-v2"`` is refus
 ``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1`` are set (unless already set) before
 sentence-transformers is first imported.
 
-The extra is optional: ``import commands.local_embeddings`` works without it, and
+The extra is optional: ``import memory_ledger.commands.local_embeddings`` works without it, and
 constructing a provider then raises :class:`EmbeddingsNotInstalledError` naming
 ``pip install "memory-ledger[embeddings]"``.
 
@@ -29,7 +29,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from commands.embeddings import EmbeddingDescriptor, EmbeddingError
+from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingError
 
 __all__ = [
     "DEFAULT_MODEL_NAME",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from commands.context import ContextItem, ContextQuery
-from commands.session import MemorySession
+from memory_ledger.commands.context import ContextItem, ContextQuery
+from memory_ledger.commands.session import MemorySession
 
 __all__ = ["SessionMemoryProvider"]
 

@@ -23,8 +23,8 @@ import httpx
 import msgspec
 import numpy as np
 
-from commands.embeddings import EmbeddingDescriptor, EmbeddingError
-from commands.openai_endpoint import OpenAIEndpoint
+from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingError
+from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
 
 __all__ = ["PROVIDER_KIND", "OpenAIEmbeddingProvider"]
 

@@ -25,11 +25,11 @@ from typing import Any, Final, Literal
 import httpx
 import msgspec
 
-from commands.errors import MemoryLedgerError
-from commands.extraction import ExtractionRequest
-from commands.openai_endpoint import OpenAIEndpoint
-from commands.validation import MIN_CONFIDENCE, MIN_IMPORTANCE
-from ledger.events import ItemKind, ItemScope, ItemSource
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.commands.extraction import ExtractionRequest
+from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
+from memory_ledger.commands.validation import MIN_CONFIDENCE, MIN_IMPORTANCE
+from memory_ledger.ledger.events import ItemKind, ItemScope, ItemSource
 
 __all__ = [
     "ExtractionReply",

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from commands.recall import MemoryDoc
-from commands.reconcile import subject_predicate_key
-from commands.session_state import SessionState
-from ledger.events import CandidateExtracted, ExplicitCommandApplied, ExtractedItem
-from ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.commands.recall import MemoryDoc
+from memory_ledger.commands.reconcile import subject_predicate_key
+from memory_ledger.commands.session_state import SessionState
+from memory_ledger.ledger.events import CandidateExtracted, ExplicitCommandApplied, ExtractedItem
+from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 
 __all__ = ["Overlay", "build_overlay"]
 

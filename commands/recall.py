@@ -19,11 +19,11 @@ from typing import Any, Literal
 
 import msgspec
 
-from commands.lexical import analyze_document, analyze_query
-from commands.semantic_status import SemanticStatus
-from ledger.ids import Namespace
-from projections.canonical import RETRIEVABLE, CanonicalMemory
-from projections.text_index import BM25Index, IndexedDoc
+from memory_ledger.commands.lexical import analyze_document, analyze_query
+from memory_ledger.commands.semantic_status import SemanticStatus
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 __all__ = [
     "DEFAULT_FUSION",

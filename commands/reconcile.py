@@ -30,7 +30,7 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.events import (
+from memory_ledger.ledger.events import (
     ActivationDecision,
     ActivationPolicy,
     CandidateExtracted,
@@ -48,7 +48,7 @@ from ledger.events import (
     SessionReconciled,
     SessionSealed,
 )
-from ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 
 __all__ = [
     "MemoryStreamState",

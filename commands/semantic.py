@@ -35,7 +35,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from commands.embeddings import (
+from memory_ledger.commands.embeddings import (
     EmbeddingDescriptor,
     EmbeddingError,
     EmbeddingProvider,
@@ -43,11 +43,11 @@ from commands.embeddings import (
     embed_checked,
     embedding_text,
 )
-from commands.semantic_status import OFF, SemanticState, SemanticStatus
-from ledger.ids import Namespace
-from projections.canonical import RETRIEVABLE, CanonicalMemory
-from projections.store import ProjectionDamagedError, is_damage
-from projections.vectors import PendingMemory, StoredVectors, VectorStore
+from memory_ledger.commands.semantic_status import OFF, SemanticState, SemanticStatus
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.store import ProjectionDamagedError, is_damage
+from memory_ledger.projections.vectors import PendingMemory, StoredVectors, VectorStore
 
 __all__ = [
     "OFF",

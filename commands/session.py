@@ -24,18 +24,18 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import IntegrityError
 
-from commands.config import MemoryConfig
-from commands.errors import (
+from memory_ledger.commands.config import MemoryConfig
+from memory_ledger.commands.errors import (
     CommandRejectedError,
     ExtractionFailedError,
     NotAdmittedError,
     SessionSealedError,
     TurnConflictError,
 )
-from commands.extraction import ExtractionRequest, Extractor, RelatedMemory
-from commands.lexical import analyze_query, shares_term
-from commands.overlay import Overlay, build_overlay
-from commands.recall import (
+from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RelatedMemory
+from memory_ledger.commands.lexical import analyze_query, shares_term
+from memory_ledger.commands.overlay import Overlay, build_overlay
+from memory_ledger.commands.recall import (
     MemoryDoc,
     RecallHit,
     RecallResult,
@@ -44,17 +44,17 @@ from commands.recall import (
     build_index,
     rrf_fuse,
 )
-from commands.reconcile import (
+from memory_ledger.commands.reconcile import (
     Reconciler,
     fold_memory_stream,
     plan_finish,
     subject_predicate_key,
 )
-from commands.secrets import redact
-from commands.semantic_status import OFF, SemanticStatus
-from commands.session_state import SessionState
-from commands.validation import Rejection, validate_item
-from ledger.events import (
+from memory_ledger.commands.secrets import redact
+from memory_ledger.commands.semantic_status import OFF, SemanticStatus
+from memory_ledger.commands.session_state import SessionState
+from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.ledger.events import (
     ActivationDecision,
     AdmissionRevoked,
     CandidateExtracted,
@@ -77,8 +77,8 @@ from ledger.events import (
     TurnBegan,
     TurnCompleted,
 )
-from ledger.faults import fault
-from ledger.ids import (
+from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.ids import (
     Namespace,
     candidate_id,
     command_id,
@@ -88,10 +88,10 @@ from ledger.ids import (
     session_stream_id,
     snapshot_id,
 )
-from projections.text_index import tokenize
+from memory_ledger.projections.text_index import tokenize
 
 if TYPE_CHECKING:
-    from commands.engine import MemoryEngine
+    from memory_ledger.commands.engine import MemoryEngine
 
 __all__ = [
     "ActivationResult",

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.events import (
+from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from commands.secrets import contains_secret
-from ledger.events import ExtractedItem
+from memory_ledger.commands.secrets import contains_secret
+from memory_ledger.ledger.events import ExtractedItem
 
 __all__ = [
     "INJECTION_MARKERS",

@@ -3,7 +3,7 @@
 Every event is a :class:`LedgerEvent`: it carries its stream (``originator_id``), its version
 in that stream (``originator_version``), ``recorded_at`` (when the command created it, UTC)
 and the ``namespace``. Events satisfy the ``eventsourcing`` library's
-``DomainEventProtocol`` and are stored by :class:`ledger.mapper.MsgspecMapper`.
+``DomainEventProtocol`` and are stored by :class:`memory_ledger.ledger.mapper.MsgspecMapper`.
 
 Streams: one per session (``ids.session_stream_id``) and one per canonical memory item
 (``ids.memory_id``). A class that gains fields raises ``class_version`` and adds a static
@@ -18,7 +18,7 @@ from uuid import UUID
 
 import msgspec
 
-from ledger.ids import Namespace
+from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
     "ActivationDecision",

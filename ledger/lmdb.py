@@ -3,7 +3,7 @@
 Selected the library's way, with settings passed as ``env=`` (never set process-wide)::
 
     InfrastructureFactory.construct(env={
-        "PERSISTENCE_MODULE": "ledger.lmdb",
+        "PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb",
         "LMDB_PATH": "/path/to/store/ledger",   # a directory, created if absent
         "LMDB_MAP_SIZE": str(256 * 1024**2),    # optional, bytes; grows when full
         "LMDB_SYNC": "y",                       # optional, y/n; fsync on commit (default y)
@@ -66,7 +66,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
-from ledger.faults import fault
+from memory_ledger.ledger.faults import fault
 
 __all__ = [
     "FORMAT_VERSION",

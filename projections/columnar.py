@@ -25,7 +25,7 @@ import msgspec
 import pyarrow as pa
 from eventsourcing.utils import get_topic
 
-from ledger.events import (
+from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
@@ -42,8 +42,8 @@ from ledger.events import (
     RecallServed,
     TranscriptObserved,
 )
-from ledger.ids import Namespace, session_stream_id
-from projections.tables import (
+from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.projections.tables import (
     CANDIDATE_OUTCOMES,
     CANDIDATES,
     CANONICAL_MEMORY,

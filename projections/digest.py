@@ -12,7 +12,7 @@ import hashlib
 import duckdb
 import msgspec
 
-from projections.tables import TABLES, VIEWS
+from memory_ledger.projections.tables import TABLES, VIEWS
 
 __all__ = ["table_digest", "table_digests"]
 

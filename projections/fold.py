@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from ledger.events import (
+from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
@@ -34,8 +34,8 @@ from ledger.events import (
     TranscriptObserved,
     TurnBegan,
 )
-from projections.columnar import session_key
-from projections.tables import (
+from memory_ledger.projections.columnar import session_key
+from memory_ledger.projections.tables import (
     ADMISSIONS,
     CANDIDATE_OUTCOMES,
     CANDIDATES,

@@ -11,7 +11,7 @@ rendering stays within 300 estimated tokens there (``benchmarks`` prints the fig
 
 from __future__ import annotations
 
-from projections.canonical import CanonicalMemory
+from memory_ledger.projections.canonical import CanonicalMemory
 
 __all__ = ["MAX_TERMS", "MAX_TOKENS", "estimate_tokens", "render_memory_map"]
 

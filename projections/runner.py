@@ -16,7 +16,7 @@ from typing import Any, cast
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import get_topic
 
-from ledger.events import (
+from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryActivated,
     MemoryConflictMarked,
@@ -26,10 +26,15 @@ from ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
 )
-from ledger.faults import fault
-from projections.columnar import FAST_TOPICS, ROW_TOUCHING_TOPICS, ColumnarBatch, uuid_text
-from projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
-from projections.store import ProjectionStore
+from memory_ledger.ledger.faults import fault
+from memory_ledger.projections.columnar import (
+    FAST_TOPICS,
+    ROW_TOUCHING_TOPICS,
+    ColumnarBatch,
+    uuid_text,
+)
+from memory_ledger.projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
+from memory_ledger.projections.store import ProjectionStore
 
 __all__ = ["PROJECTION_VERSION", "ProjectionRunner"]
 

@@ -18,7 +18,7 @@ from typing import IO
 
 import duckdb
 
-from projections.tables import create_tables, drop_tables
+from memory_ledger.projections.tables import create_tables, drop_tables
 
 __all__ = [
     "MAX_SLOTS",

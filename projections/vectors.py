@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ledger.faults import fault
+from memory_ledger.ledger.faults import fault
 
 __all__ = ["PendingMemory", "StoredVectors", "VectorStore"]
 

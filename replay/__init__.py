@@ -14,12 +14,24 @@ Audit and replay API (each function takes an open :class:`commands.MemoryEngine`
 - :func:`verify_store`: walk the ledger's hash chain.
 """
 
-from replay.backup import BackupManifest, BackupReport, RestoreReport, backup_store, restore_store
-from replay.export import ExportReport, export_store
-from replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
-from replay.lineage import Lineage, UnknownMemoryError, explain, render_mermaid, stream_events
-from replay.points import PointError, parse_point, parse_timestamp
-from replay.rebuild import (
+from memory_ledger.replay.backup import (
+    BackupManifest,
+    BackupReport,
+    RestoreReport,
+    backup_store,
+    restore_store,
+)
+from memory_ledger.replay.export import ExportReport, export_store
+from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
+from memory_ledger.replay.lineage import (
+    Lineage,
+    UnknownMemoryError,
+    explain,
+    render_mermaid,
+    stream_events,
+)
+from memory_ledger.replay.points import PointError, parse_point, parse_timestamp
+from memory_ledger.replay.rebuild import (
     CheckReport,
     PositionOutOfRangeError,
     RebuildReport,
@@ -28,9 +40,9 @@ from replay.rebuild import (
     check_projections,
     rebuild_projections,
 )
-from replay.stats import StoreStats, store_stats
-from replay.timetravel import AsOf, as_of, position_at
-from replay.verify import VerifyReport, verify_store
+from memory_ledger.replay.stats import StoreStats, store_stats
+from memory_ledger.replay.timetravel import AsOf, as_of, position_at
+from memory_ledger.replay.verify import VerifyReport, verify_store
 
 __all__ = [
     "EVENT_TYPES",

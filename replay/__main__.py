@@ -1,5 +1,5 @@
 """``python -m replay`` runs the memory-ledger CLI."""
 
-from replay.cli import main
+from memory_ledger.replay.cli import main
 
 main()

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import msgspec
 
-from commands.config import load_config, load_config_from
-from commands.engine import MemoryEngine
-from ledger.lmdb import FORMAT_VERSION, HASH_SIZE, LMDBApplicationRecorder
-from replay.verify import VerifyReport, verify_store
+from memory_ledger.commands.config import load_config, load_config_from
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.lmdb import FORMAT_VERSION, HASH_SIZE, LMDBApplicationRecorder
+from memory_ledger.replay.verify import VerifyReport, verify_store
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
 

@@ -24,12 +24,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from commands.config import MemoryConfig, load_config, load_config_from
-from commands.engine import MemoryEngine
-from commands.errors import MemoryLedgerError
-from ledger.ids import InvalidNamespaceError, Namespace
-from replay.filters import EventFilter, describe_event, filter_events
-from replay.locomo import (
+from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
+from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
+from memory_ledger.replay.locomo import (
     LocomoFormatError,
     SampleNotFoundError,
     convert_sample,
@@ -37,9 +37,9 @@ from replay.locomo import (
     load_samples,
     write_jsonl,
 )
-from replay.points import parse_point, parse_timestamp
-from replay.script import ScriptError, parse_script, run_script
-from replay.timeline import event_record
+from memory_ledger.replay.points import parse_point, parse_timestamp
+from memory_ledger.replay.script import ScriptError, parse_script, run_script
+from memory_ledger.replay.timeline import event_record
 
 app = typer.Typer(
     name="memory-ledger",
@@ -256,7 +256,7 @@ def recall(
 ) -> None:
     """Recall canonical memories of one namespace (BM25, or hybrid with --embeddings local),
     now or --as-of an earlier point (lexical)."""
-    from replay.timetravel import as_of
+    from memory_ledger.replay.timetravel import as_of
 
     past: dict[str, Any] | None = None
     with _user_errors():
@@ -391,7 +391,7 @@ def events(
 @app.command("verify")
 def verify(store: StoreOption, as_json: JsonOption = False) -> None:
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
-    from replay.verify import verify_store
+    from memory_ledger.replay.verify import verify_store
 
     with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = verify_store(engine)
@@ -429,7 +429,7 @@ def replay_command(
     as_json: JsonOption = False,
 ) -> None:
     """Rebuild every read model from the ledger into a fresh file (and --check the live one)."""
-    from replay.rebuild import check_projections, rebuild_projections
+    from memory_ledger.replay.rebuild import check_projections, rebuild_projections
 
     with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         if check and keep is not None:
@@ -490,7 +490,7 @@ def as_of_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show canonical memory as it stood at a position or time."""
-    from replay.timetravel import as_of, memory_record
+    from memory_ledger.replay.timetravel import as_of, memory_record
 
     with _user_errors():
         namespace = _optional_namespace(tenant, principal, scope_id)
@@ -651,7 +651,7 @@ def explain_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show the lineage of a memory: evidence, candidate, extractor, decision, later use."""
-    from replay.lineage import explain, render_mermaid
+    from memory_ledger.replay.lineage import explain, render_mermaid
 
     with _user_errors():
         if fmt not in ("text", "json", "mermaid"):
@@ -680,7 +680,7 @@ def export_command(
     as_json: JsonOption = False,
 ) -> None:
     """Export events and every read model as Parquet or JSON Lines files (+ manifest.json)."""
-    from replay.export import export_store
+    from memory_ledger.replay.export import export_store
 
     with _user_errors():
         if fmt not in ("parquet", "jsonl"):
@@ -709,7 +709,7 @@ def backup_command(
     as_json: JsonOption = False,
 ) -> None:
     """Take a consistent, compacted copy of the ledger (safe while a host writes)."""
-    from replay.backup import backup_store
+    from memory_ledger.replay.backup import backup_store
 
     with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = backup_store(engine, keep)
@@ -732,7 +732,7 @@ def restore_command(
     as_json: JsonOption = False,
 ) -> None:
     """Restore a backup into a new store folder and verify its hash chain."""
-    from replay.backup import restore_store
+    from memory_ledger.replay.backup import restore_store
 
     with _user_errors():
         report = restore_store(backup, store)
@@ -766,7 +766,7 @@ def _size(value: int) -> str:
 @app.command("stats")
 def stats_command(store: StoreOption, as_json: JsonOption = False) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
-    from replay.stats import store_stats
+    from memory_ledger.replay.stats import store_stats
 
     with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = store_stats(engine)

@@ -29,14 +29,14 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from commands.engine import MemoryEngine
-from ledger.lmdb import HASH_SIZE, LMDBApplicationRecorder
-from projections.digest import table_digests
-from projections.runner import PROJECTION_VERSION
-from projections.tables import TABLES, VIEWS
-from replay.filters import EventFilter, filter_events
-from replay.rebuild import build_projections
-from replay.timeline import event_record
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.lmdb import HASH_SIZE, LMDBApplicationRecorder
+from memory_ledger.projections.digest import table_digests
+from memory_ledger.projections.runner import PROJECTION_VERSION
+from memory_ledger.projections.tables import TABLES, VIEWS
+from memory_ledger.replay.filters import EventFilter, filter_events
+from memory_ledger.replay.rebuild import build_projections
+from memory_ledger.replay.timeline import event_record
 
 __all__ = ["ExportFormat", "ExportReport", "ExportedFile", "export_store"]
 

@@ -16,8 +16,8 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from commands.engine import MemoryEngine
-from ledger.events import (
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.events import (
     EVENT_CLASSES,
     AdmissionRevoked,
     CandidateExtracted,
@@ -42,7 +42,7 @@ from ledger.events import (
     TranscriptObserved,
     TurnBegan,
 )
-from ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.mapper import MsgspecMapper
 
 __all__ = [
     "EVENT_TYPES",
@@ -60,7 +60,7 @@ _BY_LOWER = {name.lower(): name for name in EVENT_TYPES}
 
 
 def topic_type(topic: str) -> str:
-    """The class name in a stored topic (``ledger.events:MemoryActivated`` ->
+    """The class name in a stored topic (``memory_ledger.ledger.events:MemoryActivated`` ->
     ``MemoryActivated``)."""
     return topic.rpartition(":")[2].rpartition(".")[2]
 

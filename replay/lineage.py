@@ -20,8 +20,8 @@ from uuid import UUID
 
 import msgspec
 
-from commands.engine import MemoryEngine
-from ledger.events import (
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExplicitCommandApplied,
     ExtractedItem,
@@ -38,9 +38,9 @@ from ledger.events import (
     SessionReconciled,
     TranscriptObserved,
 )
-from ledger.ids import Namespace, session_stream_id
-from ledger.lmdb import LMDBApplicationRecorder, decode_record
-from replay.filters import event_decoder
+from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, decode_record
+from memory_ledger.replay.filters import event_decoder
 
 __all__ = [
     "AdmissionTouch",

@@ -20,12 +20,12 @@ from typing import Any
 import duckdb
 import msgspec
 
-from commands.engine import MemoryEngine
-from ledger.events import LedgerEvent
-from projections.digest import table_digests
-from projections.runner import PROJECTION_VERSION, ProjectionRunner, gc_paused
-from projections.store import ProjectionStore
-from projections.tables import TABLES, VIEWS
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.projections.digest import table_digests
+from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner, gc_paused
+from memory_ledger.projections.store import ProjectionStore
+from memory_ledger.projections.tables import TABLES, VIEWS
 
 __all__ = [
     "CheckReport",

@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from commands.engine import MemoryEngine
-from commands.extraction import RecordedExtractor
-from commands.session import MemorySession
-from ledger.ids import InvalidNamespaceError, Namespace
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 
 __all__ = [
     "CommandStep",

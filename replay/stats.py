@@ -20,9 +20,9 @@ import duckdb
 import msgspec
 from eventsourcing.utils import get_topic
 
-from commands.engine import MemoryEngine
-from ledger.events import LedgerEvent, SessionOpened
-from replay.filters import EventFilter, event_decoder, filter_events, topic_type
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.events import LedgerEvent, SessionOpened
+from memory_ledger.replay.filters import EventFilter, event_decoder, filter_events, topic_type
 
 __all__ = ["NamespaceStats", "SlotStats", "StoreStats", "store_stats"]
 

@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import msgspec
 
-from commands.engine import MemoryEngine
-from ledger.events import LedgerEvent
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.events import LedgerEvent
 
 __all__ = ["event_record", "iter_events"]
 

@@ -24,16 +24,16 @@ from uuid import UUID
 import duckdb
 import msgspec
 
-from commands.engine import MemoryEngine
-from commands.recall import NamespaceRecallIndex, RecallResult
-from ledger.events import LedgerEvent
-from ledger.ids import Namespace, session_stream_id
-from projections.canonical import RETRIEVABLE, CanonicalMemory
-from projections.digest import table_digests
-from projections.store import ProjectionStore
-from replay.filters import filter_events
-from replay.points import PointError, parse_point
-from replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.recall import NamespaceRecallIndex, RecallResult
+from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.digest import table_digests
+from memory_ledger.projections.store import ProjectionStore
+from memory_ledger.replay.filters import filter_events
+from memory_ledger.replay.points import PointError, parse_point
+from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
 
 __all__ = ["AsOf", "AsOfMode", "as_of", "memory_record", "position_at"]
 

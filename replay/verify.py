@@ -1,7 +1,8 @@
 """Tamper evidence: walk the ledger's hash chain (``memory-ledger verify``).
 
 Each log record stores ``sha256(previous hash || body)`` followed by the body, computed in
-the write transaction over the bytes as stored (``ledger.lmdb``). Verification recomputes
+the write transaction over the bytes as stored (``memory_ledger.ledger.lmdb``).
+Verification recomputes
 the chain from the genesis hash and checks that positions run 1, 2, 3, ... without gaps,
 that every body decodes as a record, and that every event decodes with its class. The first
 bad position is reported: a changed byte breaks that record's hash, a deleted record leaves a
@@ -15,9 +16,14 @@ import hashlib
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
-from commands.engine import MemoryEngine
-from ledger.lmdb import GENESIS_HASH, HASH_SIZE, LMDBApplicationRecorder, decode_record
-from ledger.mapper import MsgspecMapper
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.lmdb import (
+    GENESIS_HASH,
+    HASH_SIZE,
+    LMDBApplicationRecorder,
+    decode_record,
+)
+from memory_ledger.ledger.mapper import MsgspecMapper
 
 __all__ = ["VerifyReport", "verify_store"]
 

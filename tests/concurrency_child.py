@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from commands.engine import MemoryEngine
-from commands.extraction import RecordedExtractor
-from ledger import faults
-from ledger.events import (
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.ledger import faults
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ExtractionCompleted,
@@ -44,7 +44,7 @@ from ledger.events import (
     SessionReconciled,
     SessionSealed,
 )
-from ledger.ids import Namespace
+from memory_ledger.ledger.ids import Namespace
 
 RECONCILIATION_EVENTS = (
     MemoryActivated,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from commands import MemoryEngine, Namespace
+from memory_ledger.commands import MemoryEngine, Namespace
 from tests.scripted_server import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -43,11 +43,18 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from commands.engine import MemoryEngine
-from commands.extraction import ExtractionRequest, RecordedExtractor
-from commands.session import MemorySession
-from ledger.events import MemoryActivated, MemoryReinforced
-from replay.script import FinishStep, OpenStep, RecallStep, TurnStep, parse_script, step_op
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import ExtractionRequest, RecordedExtractor
+from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.events import MemoryActivated, MemoryReinforced
+from memory_ledger.replay.script import (
+    FinishStep,
+    OpenStep,
+    RecallStep,
+    TurnStep,
+    parse_script,
+    step_op,
+)
 
 STALL_SECONDS = 60.0
 

@@ -45,13 +45,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from commands.engine import MemoryEngine
-from commands.errors import MemoryLedgerError
-from commands.extraction import RecordedExtractor
-from commands.session import MemorySession
-from ledger import faults
-from ledger.events import LedgerEvent
-from ledger.ids import Namespace
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger import faults
+from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.ledger.ids import Namespace
 
 NAMESPACES = [
     Namespace("acme", "alice", "chat"),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from ledger.events import (
+from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
@@ -30,7 +30,13 @@ from ledger.events import (
     TranscriptObserved,
     TurnBegan,
 )
-from ledger.ids import Namespace, candidate_id, memory_id, normalize_statement, session_stream_id
+from memory_ledger.ledger.ids import (
+    Namespace,
+    candidate_id,
+    memory_id,
+    normalize_statement,
+    session_stream_id,
+)
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.persistence import InfrastructureFactory, StoredEvent
 
-from ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
+from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
 
 TOPIC = "tests.lmdb:Event"
 
@@ -49,7 +49,7 @@ def payload(tag: str, size: int) -> bytes:
 
 
 def _factory(path: str, **settings: str) -> InfrastructureFactory[Any]:
-    env = {"PERSISTENCE_MODULE": "ledger.lmdb", "LMDB_PATH": path, **settings}
+    env = {"PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb", "LMDB_PATH": path, **settings}
     return InfrastructureFactory.construct(env=env)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from tests.conftest import make_item
 
 NAMESPACE = Namespace("acme", "alice", "assistant")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from replay.cli import app
+from memory_ledger.replay.cli import app
 from tests.conftest import REPO_ROOT
 
 runner = CliRunner()

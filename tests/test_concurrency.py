@@ -32,10 +32,10 @@ from typing import Any, cast
 
 import pytest
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from ledger.events import SessionReconciled, SessionSealed
-from projections import table_digests
-from replay.verify import verify_store
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.ledger.events import SessionReconciled, SessionSealed
+from memory_ledger.projections import table_digests
+from memory_ledger.replay.verify import verify_store
 from tests.conftest import REPO_ROOT, make_item
 from tests.test_projections import fresh_digests
 

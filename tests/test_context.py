@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import projections.memory_map
-from commands.context import (
+from memory_ledger import projections
+from memory_ledger.commands.context import (
     BALANCED,
     AssembledContext,
     AssemblyPolicy,
@@ -27,8 +27,8 @@ from commands.context import (
     estimate_tokens,
     render_context,
 )
-from commands.errors import MemoryLedgerError
-from ledger.ids import normalize_statement
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.ids import normalize_statement
 
 Q = ContextQuery(session_id="s1", turn_id=1, query="what do I like?")
 

@@ -53,9 +53,9 @@ from uuid import UUID
 
 import pytest
 
-from commands.engine import MemoryEngine
-from commands.extraction import RecordedExtractor
-from ledger.events import (
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ExtractionCompleted,
@@ -71,13 +71,25 @@ from ledger.events import (
     SessionSealed,
     TranscriptObserved,
 )
-from ledger.lmdb import GENESIS_HASH
-from projections.digest import table_digests
-from projections.runner import PROJECTION_VERSION, ProjectionRunner
-from projections.store import ProjectionStore
-from replay.locomo import DEFAULT_LOCOMO_PATH, convert_sample, encode_jsonl, find_sample
-from replay.locomo import load_samples as load_locomo_samples
-from replay.script import FinishStep, OpenStep, Step, TurnStep, parse_script, run_script
+from memory_ledger.ledger.lmdb import GENESIS_HASH
+from memory_ledger.projections.digest import table_digests
+from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
+from memory_ledger.projections.store import ProjectionStore
+from memory_ledger.replay.locomo import (
+    DEFAULT_LOCOMO_PATH,
+    convert_sample,
+    encode_jsonl,
+    find_sample,
+)
+from memory_ledger.replay.locomo import load_samples as load_locomo_samples
+from memory_ledger.replay.script import (
+    FinishStep,
+    OpenStep,
+    Step,
+    TurnStep,
+    parse_script,
+    run_script,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SEED = 20240526

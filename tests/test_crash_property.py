@@ -65,10 +65,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands.engine import MemoryEngine
-from commands.extraction import RecordedExtractor
-from commands.session import MemorySession
-from ledger.events import (
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ExplicitCommandApplied,
@@ -87,10 +87,10 @@ from ledger.events import (
     SessionSealed,
     TranscriptObserved,
 )
-from projections.digest import table_digests
-from projections.runner import PROJECTION_VERSION, ProjectionRunner
-from projections.store import ProjectionStore
-from replay.verify import verify_store
+from memory_ledger.projections.digest import table_digests
+from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
+from memory_ledger.projections.store import ProjectionStore
+from memory_ledger.replay.verify import verify_store
 from tests.conftest import make_item
 from tests.crash_property_child import NAMESPACES, OpRunner, identity
 

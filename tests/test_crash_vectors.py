@@ -22,8 +22,8 @@ import pytest
 
 from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries
 from benchmarks.hybrid import HashingProvider
-from commands import MemoryEngine
-from replay.verify import verify_store
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.replay.verify import verify_store
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = 300
@@ -32,9 +32,9 @@ BATCH = 16
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from ledger.faults import FAULTS
+    from memory_ledger.ledger.faults import FAULTS
     from benchmarks.hybrid import HashingProvider
-    from commands import MemoryEngine
+    from memory_ledger.commands import MemoryEngine
 
     store, kill_at, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     calls = 0

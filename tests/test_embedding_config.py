@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine, Namespace
-from commands.config import ConfigError, load_config, load_config_from
-from commands.embedding_config import provider_from_config
-from commands.openai_embeddings import OpenAIEmbeddingProvider
-from replay.cli import app
+from memory_ledger.commands import MemoryEngine, Namespace
+from memory_ledger.commands.config import ConfigError, load_config, load_config_from
+from memory_ledger.commands.embedding_config import provider_from_config
+from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
+from memory_ledger.replay.cli import app
 from tests.conftest import make_item
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_embedding_providers import embeddings_body, unit_rows

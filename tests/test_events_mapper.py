@@ -15,9 +15,9 @@ from eventsourcing.utils import get_topic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.events import EVENT_CLASSES, LedgerEvent
-from ledger.ids import Namespace
-from ledger.mapper import MsgspecMapper, UnsupportedEventError
+from memory_ledger.ledger.events import EVENT_CLASSES, LedgerEvent
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.mapper import MsgspecMapper, UnsupportedEventError
 
 aware_datetimes = st.datetimes(
     min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)

@@ -1,4 +1,4 @@
-"""The ``eventsourcing`` library's own abstract recorder test cases, run on ``ledger.lmdb``.
+"""The `eventsourcing` library's own abstract recorder test cases on `memory_ledger.ledger.lmdb`.
 
 Each case gets a fresh store directory; UUID and text originator ids are both covered.
 """
@@ -26,7 +26,7 @@ from eventsourcing.tests.persistence import (
 )
 from eventsourcing.utils import Environment
 
-from ledger.lmdb import (
+from memory_ledger.ledger.lmdb import (
     LMDBAggregateRecorder,
     LMDBApplicationRecorder,
     LMDBDatastore,
@@ -129,7 +129,7 @@ class TestLMDBInfrastructureFactory(InfrastructureFactoryTestCase[LMDBFactory]):
     def setUp(self) -> None:
         self.tmpdir = tempfile.mkdtemp(prefix="lmdb_factory_")
         self.env = Environment("TestCase")
-        self.env[LMDBFactory.PERSISTENCE_MODULE] = "ledger.lmdb"
+        self.env[LMDBFactory.PERSISTENCE_MODULE] = "memory_ledger.ledger.lmdb"
         self.env[LMDBFactory.LMDB_PATH] = self.tmpdir
         super().setUp()
 

@@ -1,4 +1,4 @@
-"""Behaviour of ``ledger.lmdb`` beyond the library's conformance cases.
+"""Behaviour of ``memory_ledger.ledger.lmdb`` beyond the library's conformance cases.
 
 Multi-process properties (gapless ids, map growth, stale reader slots, durability,
 cross-process subscriptions) run real child processes: fresh interpreters started with
@@ -37,7 +37,7 @@ from eventsourcing.utils import Environment
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ledger.lmdb import (
+from memory_ledger.ledger.lmdb import (
     FORMAT_VERSION,
     GENESIS_HASH,
     LedgerFormatError,
@@ -58,6 +58,8 @@ REPO_ROOT = TESTS_DIR.parent
 CHILD_FILE = TESTS_DIR / "lmdb_child.py"
 TOPIC = lmdb_child.TOPIC
 MiB = 1024**2
+
+LMDB_MODULE = "memory_ledger.ledger.lmdb"
 
 
 # Child processes ----------------------------------------------------------------------------
@@ -702,7 +704,7 @@ def test_newer_format_version_refuses_to_open(
 
     # A fresh process refuses it...
     refused = spawn("try_open", path).result()
-    assert refused["error_type"] == "ledger.lmdb.LedgerFormatError"
+    assert refused["error_type"] == "memory_ledger.ledger.lmdb.LedgerFormatError"
     assert f"format version {newer}" in refused["message"]
     assert os.path.realpath(path) in refused["message"]
     # ...and so does this one, now that it has no handle open on the path.
@@ -729,7 +731,7 @@ def test_unreadable_format_version_refuses_to_open(
     datastore.write(lambda txn: txn.put(b"format_version", b"v1", db=datastore.db(b"meta")))
     datastore.close()
     refused = spawn("try_open", path).result()
-    assert refused["error_type"] == "ledger.lmdb.LedgerFormatError"
+    assert refused["error_type"] == "memory_ledger.ledger.lmdb.LedgerFormatError"
     assert "unreadable format version" in refused["message"]
     assert os.path.realpath(path) in refused["message"]
 
@@ -742,7 +744,7 @@ def test_refused_open_leaves_a_newer_store_untouched(
     before = spawn("raw_store_state", path).result()
     assert before["dbs"] == ["meta"]
     refused = spawn("try_open", path).result()
-    assert refused["error_type"] == "ledger.lmdb.LedgerFormatError"
+    assert refused["error_type"] == "memory_ledger.ledger.lmdb.LedgerFormatError"
     assert spawn("raw_store_state", path).result() == before
 
 
@@ -776,7 +778,11 @@ def test_acknowledged_ids_survive_sigkill_with_sync_on(
 
 @pytest.mark.parametrize("sync", ["n", "y"])
 def test_factory_lmdb_sync_setting_round_trips(tmp_path: Path, sync: str) -> None:
-    env = {"PERSISTENCE_MODULE": "ledger.lmdb", "LMDB_PATH": str(tmp_path / "s"), "LMDB_SYNC": sync}
+    env = {
+        "PERSISTENCE_MODULE": LMDB_MODULE,
+        "LMDB_PATH": str(tmp_path / "s"),
+        "LMDB_SYNC": sync,
+    }
     factory = InfrastructureFactory.construct(env=env)
     assert isinstance(factory, LMDBFactory)
     try:
@@ -877,7 +883,11 @@ def test_subscription_gt_and_topics(open_store: Callable[..., LMDBDatastore]) ->
 
 
 def _construct(tmp_path: Path, **settings: str) -> InfrastructureFactory[Any]:
-    env = {"PERSISTENCE_MODULE": "ledger.lmdb", "LMDB_PATH": str(tmp_path / "s"), **settings}
+    env = {
+        "PERSISTENCE_MODULE": LMDB_MODULE,
+        "LMDB_PATH": str(tmp_path / "s"),
+        **settings,
+    }
     return InfrastructureFactory.construct(env=env)
 
 
@@ -898,7 +908,7 @@ def test_map_size_setting_is_used(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", [None, ""])
 def test_missing_lmdb_path_raises_oserror_naming_the_key(path: str | None) -> None:
-    env = {"PERSISTENCE_MODULE": "ledger.lmdb"}
+    env = {"PERSISTENCE_MODULE": LMDB_MODULE}
     if path is not None:
         env["LMDB_PATH"] = path
     with pytest.raises(OSError, match="LMDB_PATH"):
@@ -946,7 +956,10 @@ def test_uncreatable_directory_raises_operational_error_naming_it(tmp_path: Path
     assert str(store) in str(excinfo.value)
     with pytest.raises(OperationalError) as excinfo:
         InfrastructureFactory.construct(
-            env={"PERSISTENCE_MODULE": "ledger.lmdb", "LMDB_PATH": str(store / "deeper")}
+            env={
+                "PERSISTENCE_MODULE": LMDB_MODULE,
+                "LMDB_PATH": str(store / "deeper"),
+            }
         )
     assert str(store / "deeper") in str(excinfo.value)
     assert blocker.read_text() == "not a directory"

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay.locomo import (
+from memory_ledger.replay.locomo import (
     FACT_REASON,
     ConvertedScript,
     LocomoFormatError,

@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
-from commands.extraction import ExtractionRequest, Extractor, RelatedMemory
-from commands.openai_extractor import ModelOutputError, OpenAIChatExtractor, reply_schema
-from commands.validation import Rejection, validate_item
-from ledger.events import ExtractedItem
+from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RelatedMemory
+from memory_ledger.commands.openai_extractor import (
+    ModelOutputError,
+    OpenAIChatExtractor,
+    reply_schema,
+)
+from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.ledger.events import ExtractedItem
 from tests.conftest import make_item
 from tests.scripted_server import Reply, ScriptedServer
 

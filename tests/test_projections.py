@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from projections import (
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.projections import (
     PROJECTED_EVENTS,
     CanonicalMemory,
     ProjectionRunner,
@@ -24,7 +24,7 @@ from projections import (
     render_memory_map,
     table_digests,
 )
-from projections import fold as fold_module
+from memory_ledger.projections import fold as fold_module
 from tests.conftest import REPO_ROOT, make_item
 from tests.event_factory import EventFactory
 
@@ -166,11 +166,11 @@ def test_failed_batch_rolls_back_and_resumes(
                 raise RuntimeError("injected failure inside a projection batch")
             return page
 
-        monkeypatch.setattr("projections.runner.fold_page", failing_fold)
+        monkeypatch.setattr("memory_ledger.projections.runner.fold_page", failing_fold)
         with pytest.raises(RuntimeError, match="injected"):
             engine.catch_up()
         assert engine.runner.position == 8  # two pages committed, the third rolled back
-        monkeypatch.setattr("projections.runner.fold_page", real_fold)
+        monkeypatch.setattr("memory_ledger.projections.runner.fold_page", real_fold)
         assert engine.catch_up() == engine.head
         assert table_digests(engine.projections.conn) == fresh_digests(engine)
         assert engine.canonical.count_active() == 5
@@ -229,7 +229,7 @@ def test_second_engine_in_process_takes_another_slot(tmp_path: Path) -> None:
 
 CHILD = """
 import json, sys
-from commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 store, marker = sys.argv[1], sys.argv[2]
 ns = Namespace("t", "p", "s")
 with MemoryEngine.open(store) as engine:
@@ -279,7 +279,7 @@ def test_two_processes_each_read_their_own_consistent_view(tmp_path: Path) -> No
 def synthetic_corpus(records: int, subjects: int, predicates: int) -> EventFactory:
     """``records`` activations over a Zipf-like vocabulary of subjects and predicates."""
     factory = EventFactory()
-    from ledger.events import MemoryActivated
+    from memory_ledger.ledger.events import MemoryActivated
     from tests.event_factory import EPOCH, item
 
     for n in range(records):

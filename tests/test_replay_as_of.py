@@ -9,10 +9,17 @@ from datetime import timedelta
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine
-from replay import AsOf, PointError, PositionOutOfRangeError, as_of, filter_events, position_at
-from replay.cli import app
-from replay.filters import EventFilter
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.replay import (
+    AsOf,
+    PointError,
+    PositionOutOfRangeError,
+    as_of,
+    filter_events,
+    position_at,
+)
+from memory_ledger.replay.cli import app
+from memory_ledger.replay.filters import EventFilter
 from tests.replay_story import NAMESPACE, Story, build_story
 
 runner = CliRunner()
@@ -56,7 +63,7 @@ def test_superseded_memory_was_active_at_the_earlier_position(
 
 
 def test_as_of_the_head_equals_the_live_projection(engine: MemoryEngine) -> None:
-    from projections import table_digests
+    from memory_ledger.projections import table_digests
 
     engine.catch_up()
     with as_of(engine, engine.head) as now:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from replay.cli import app
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.replay.cli import app
 from tests.conftest import make_item
 from tests.replay_story import Story, build_story
 

@@ -9,12 +9,12 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine
-from ledger.lmdb import HASH_SIZE, LMDBApplicationRecorder
-from projections import TABLES, table_digests
-from projections.tables import VIEWS
-from replay import export_store
-from replay.cli import app
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.lmdb import HASH_SIZE, LMDBApplicationRecorder
+from memory_ledger.projections import TABLES, table_digests
+from memory_ledger.projections.tables import VIEWS
+from memory_ledger.replay import export_store
+from memory_ledger.replay.cli import app
 from tests.replay_story import Story, build_story
 
 runner = CliRunner()

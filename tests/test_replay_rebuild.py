@@ -9,10 +9,10 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine
-from projections import table_digests
-from replay import build_projections, check_projections, rebuild_projections
-from replay.cli import app
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.projections import table_digests
+from memory_ledger.replay import build_projections, check_projections, rebuild_projections
+from memory_ledger.replay.cli import app
 from tests.replay_story import Story, build_story
 
 runner = CliRunner()

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine
-from replay import filter_events, store_stats
-from replay.cli import app
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.replay import filter_events, store_stats
+from memory_ledger.replay.cli import app
 from tests.replay_story import Story, build_story
 
 runner = CliRunner()

@@ -15,10 +15,16 @@ import msgspec
 import pytest
 from eventsourcing.utils import get_topic
 
-import ledger.mapper
-from commands import MemoryEngine
-from ledger.events import TranscriptObserved
-from replay import EventFilter, explain, filter_events, rebuild_projections, verify_store
+from memory_ledger import ledger
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.events import TranscriptObserved
+from memory_ledger.replay import (
+    EventFilter,
+    explain,
+    filter_events,
+    rebuild_projections,
+    verify_store,
+)
 from tests.replay_story import build_story
 
 

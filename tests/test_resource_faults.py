@@ -32,11 +32,11 @@ from typing import Any
 import lmdb
 import pytest
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from commands.errors import StoreUnavailableError
-from ledger import faults
-from projections import table_digests
-from replay.verify import verify_store
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.ledger import faults
+from memory_ledger.projections import table_digests
+from memory_ledger.replay.verify import verify_store
 from tests.conftest import REPO_ROOT, make_item
 from tests.test_projections import fresh_digests
 
@@ -158,7 +158,7 @@ _DAC_CAPS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 
 _OPEN_IN_CHILD = """
 import json, sys
-from commands import MemoryEngine
+from memory_ledger.commands import MemoryEngine
 try:
     with MemoryEngine.open(sys.argv[1], sync=False) as engine:
         print(json.dumps({"opened": engine.head}))
@@ -331,8 +331,8 @@ def test_damage_found_while_in_use_is_a_typed_error_and_the_next_open_rebuilds(
 ) -> None:
     import duckdb
 
-    from projections.runner import ProjectionRunner
-    from projections.store import ProjectionDamagedError, damage_marker
+    from memory_ledger.projections.runner import ProjectionRunner
+    from memory_ledger.projections.store import ProjectionDamagedError, damage_marker
 
     store = tmp_path / "store"
     head, digest = stored_store(store)

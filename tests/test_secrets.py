@@ -16,7 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands.secrets import Redaction, SecretSpan, contains_secret, find_secrets, redact
+from memory_ledger.commands.secrets import (
+    Redaction,
+    SecretSpan,
+    contains_secret,
+    find_secrets,
+    redact,
+)
 
 _RNG = random.Random(20240517)
 ALNUM = string.ascii_letters + string.digits

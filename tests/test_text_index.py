@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.text_index import (
+from memory_ledger.projections.text_index import (
     CJK_RANGES,
     DEFAULT_B,
     DEFAULT_K1,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from commands import MemoryEngine
-from ledger.lmdb import LMDBApplicationRecorder
-from replay.cli import app
-from replay.verify import verify_store
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
+from memory_ledger.replay.cli import app
+from memory_ledger.replay.verify import verify_store
 from tests.conftest import REPO_ROOT
 
 runner = CliRunner()
@@ -90,7 +90,7 @@ def test_rehashed_but_undecodable_record_is_found(tmp_path: Path) -> None:
     """A forger who recomputes the whole chain still cannot store a body that does not decode."""
     import hashlib
 
-    from ledger.lmdb import GENESIS_HASH, HASH_SIZE
+    from memory_ledger.ledger.lmdb import GENESIS_HASH, HASH_SIZE
 
     store = build(tmp_path)
 
