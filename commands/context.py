@@ -47,6 +47,7 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 
 from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.commands.knowledge_binding import KnowledgeBinding, KnowledgeBindingError
 from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.projections.memory_map import estimate_tokens
 
@@ -284,7 +285,9 @@ class ContextAssembler:
 
     Providers are queried concurrently, each bounded by ``timeout_s`` seconds; see the module
     docstring for the failure, dedupe, rank, budget and render rules. Provider names must be
-    unique (``ValueError`` otherwise); their order is the source order.
+    unique (``ValueError`` otherwise); their order is the source order. A knowledge
+    provider (one exposing a ``KnowledgeBinding`` as ``binding``) is refused with
+    ``KnowledgeBindingError`` (``provider_refused``): a binding belongs to a session.
     """
 
     def __init__(
@@ -296,6 +299,13 @@ class ContextAssembler:
         if not math.isfinite(timeout_s) or timeout_s <= 0:
             msg = f"timeout_s must be a positive number, got {timeout_s!r}"
             raise ValueError(msg)
+        for provider in providers:
+            if isinstance(getattr(provider, "binding", None), KnowledgeBinding):
+                msg = (
+                    "a knowledge provider cannot join the generic provider list (its binding "
+                    "would not be recorded); bind it with engine.session(..., knowledge=...)"
+                )
+                raise KnowledgeBindingError("provider_refused", msg)
         names = [p.name for p in providers]
         seen: set[str] = set()
         for name in names:

@@ -99,7 +99,7 @@ MESSAGES = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     opening=goals(),
     rounds=st.lists(
