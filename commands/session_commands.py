@@ -214,10 +214,7 @@ class SessionCommands(SessionRecall):
         """
         self._check_open()
         ns = self.namespace
-        self.engine.catch_up()
-        rows = self.engine.canonical.prunable(
-            ns.tenant, ns.principal, ns.scope_id, max_importance, max_uses
-        )
+        rows = self.engine.prunable_memories(ns, max_importance, max_uses)
         if older_than is not None:
             rows = [r for r in rows if r["activated_at"] is None or r["activated_at"] < older_than]
         pruned: list[UUID] = []

@@ -46,10 +46,8 @@ class SessionFinish(SessionExtraction):
 
     def _reconciler(self) -> Reconciler:
         ns = self.namespace
-        position = self.engine.catch_up()
-        _, by_id = self.engine.recall_index.docs(ns, position)
         holders: dict[tuple[str, str], list[UUID]] = {}
-        for doc in by_id.values():
+        for doc in self.engine.retrievable_memories(ns):
             doc_key = subject_predicate_key(doc.subject, doc.predicate)
             if doc_key is not None:
                 holders.setdefault(doc_key, []).append(UUID(doc.memory_id))

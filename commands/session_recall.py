@@ -61,9 +61,7 @@ class SessionRecall(SessionStream):
             return self._overlay[1]
 
     def _canonical_docs(self) -> list[MemoryDoc]:
-        position = self.engine.catch_up()
-        _, by_id = self.engine.recall_index.docs(self.namespace, position)
-        return list(by_id.values())
+        return self.engine.retrievable_memories(self.namespace)
 
     def _live(
         self,
@@ -188,9 +186,8 @@ class SessionRecall(SessionStream):
         overlay = self.overlay()
         # Details only (subject, evidence, times): the in-process index as it stands serves,
         # without a catch-up on the snapshot path.
-        with self.engine.canonical.lock:
-            _, by_id = self.engine.recall_index.docs(self.namespace, self.engine.runner.position)
-            found = [by_id[i] for i in ids if i in by_id and overlay.visible(by_id[i])]
+        by_id = self.engine.memory_details(self.namespace, ids)
+        found = [doc for doc in by_id.values() if overlay.visible(doc)]
         found += [d for d in overlay.docs if d.memory_id in ids]
         return found
 
@@ -233,7 +230,7 @@ class SessionRecall(SessionStream):
         hits: Sequence[RecallHit],
         semantic: SemanticStatus | None = None,
     ) -> RecallResult:
-        position = max(self.engine.runner.position, self.last_position)
+        position = max(self.engine.projection_position, self.last_position)
         canonical = [h for h in hits if h.origin == "canonical"]
         sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(

@@ -36,11 +36,7 @@ class SessionVocabulary(SessionRecall):
         for doc in self.overlay().docs:
             if doc.predicate:
                 names.setdefault(doc.predicate)
-        self.engine.catch_up()
-        ns = self.namespace
-        for term, _ in self.engine.canonical.vocabulary(
-            ns.tenant, ns.principal, ns.scope_id, "predicate"
-        ):
+        for term, _ in self.engine.vocabulary(self.namespace, "predicate"):
             names.setdefault(term)
         return list(names)[:KNOWN_LIMIT]
 
