@@ -31,12 +31,14 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic
 
+from memory_ledger.commands.compaction import CompactionPolicy
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.knowledge_context import BoundKnowledge
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
@@ -47,7 +49,8 @@ from memory_ledger.commands.recall import (
 )
 from memory_ledger.commands.secrets import contains_secret
 from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.session import MemorySession, WorkspaceOptions
+from memory_ledger.commands.summarizers import Summarizer
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
@@ -581,6 +584,10 @@ class MemoryEngine:
         extractor: Extractor | None = None,
         config: MemoryConfig | None = None,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        knowledge: BoundKnowledge | None = None,
+        workspace: WorkspaceOptions | None = None,
+        summarizer: Summarizer | None = None,
+        compaction: CompactionPolicy | None = None,
         **overrides: Any,
     ) -> MemorySession:
         """Open (or resume) the session ``session_id`` under ``namespace``.
@@ -588,10 +595,15 @@ class MemoryEngine:
         Appends SessionOpened the first time. ``extractor`` defaults to a
         :class:`RecordedExtractor` (items given per turn). ``config`` defaults to the
         engine's; keyword ``overrides`` replace single keys (e.g. ``activation_policy=
-        "manual"``, ``llm_extraction_max_items=3``).
+        "manual"``, ``llm_extraction_max_items=3``). ``knowledge`` binds the session to an
+        exact knowledge package generation (recorded as KnowledgeBound when it starts);
+        ``workspace`` gives it workspace retrieval (off without); ``summarizer`` and
+        ``compaction`` set up :meth:`MemorySession.compact` (off by default).
 
         :raises ConfigError: an override is invalid.
         :raises InvalidNamespaceError: the namespace is invalid.
+        :raises KnowledgeBindingError: the binding is refused (see ``MemorySession``).
+        :raises WorkspaceError: the workspace root is not a readable folder.
         """
         namespace.validated()
         for label, value in (
@@ -613,6 +625,10 @@ class MemoryEngine:
             extractor=extractor or RecordedExtractor(),
             config=base,
             extraction_mode=extraction_mode,
+            knowledge=knowledge,
+            workspace=workspace,
+            summarizer=summarizer,
+            compaction=compaction,
         )
 
     def close(self) -> None:

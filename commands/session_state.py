@@ -2,7 +2,8 @@
 
 A session resumed in another process, or after a crash, rebuilds this from the ledger and
 so knows which turns were observed, which extractions are pending, its explicit commands,
-its turns and snapshots, its admissions, and whether it was reconciled.
+its turns and snapshots, its admissions, whether it was reconciled, the knowledge binding it
+started with, its context compactions and the workspace it last attached.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
     LedgerEvent,
     MemoryAdmitted,
     MemoryUsed,
@@ -29,6 +32,7 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
 )
 
 __all__ = ["Admission", "SessionState"]
@@ -63,6 +67,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     completed: set[int] = msgspec.field(default_factory=set)
     sealed: bool = False
     report: ReconciliationReport | None = None
+    knowledge: KnowledgeBound | None = None
+    compactions: list[ContextCompacted] = msgspec.field(default_factory=list)
+    workspace: WorkspaceAttached | None = None
 
     def apply(self, event: LedgerEvent) -> None:
         """Fold one event of the session stream."""
@@ -105,6 +112,12 @@ class SessionState(msgspec.Struct, kw_only=True):
             self.sealed = True
         elif isinstance(event, SessionReconciled):
             self.report = event.report
+        elif isinstance(event, KnowledgeBound):
+            self.knowledge = event
+        elif isinstance(event, ContextCompacted):
+            self.compactions.append(event)
+        elif isinstance(event, WorkspaceAttached):
+            self.workspace = event
 
     def pending_extractions(self) -> list[int]:
         """Turns whose evidence is recorded but whose extraction outcome is not."""

@@ -25,11 +25,14 @@ __all__ = [
     "AdmissionRevoked",
     "CandidateExtracted",
     "CandidateRejected",
+    "ContextCompacted",
     "EVENT_CLASSES",
     "ExplicitCommandApplied",
     "ExtractedItem",
     "ExtractionAbandoned",
     "ExtractionCompleted",
+    "KnowledgeBound",
+    "KnowledgeServed",
     "LedgerEvent",
     "MemoryActivated",
     "MemoryAdmitted",
@@ -51,6 +54,10 @@ __all__ = [
     "TranscriptObserved",
     "TurnBegan",
     "TurnCompleted",
+    "WorkspaceAttached",
+    "WorkspaceHitRecord",
+    "WorkspaceReleased",
+    "WorkspaceSearched",
 ]
 
 ItemKind = Literal["semantic", "procedural"]
@@ -386,6 +393,113 @@ class ExtractionAbandoned(LedgerEvent, frozen=True, kw_only=True):
     reason: str
 
 
+class KnowledgeBound(LedgerEvent, frozen=True, kw_only=True):
+    """A session was bound to one exact knowledge package generation when it started
+    (session stream, in the same transaction as SessionOpened). A resumed session must be
+    given the same binding (``binding_id`` is the digest of all the fields below)."""
+
+    session_id: str
+    binding_id: str
+    package_id: str
+    version: str
+    generation: int
+    generation_digest: str
+    capability_digest: str
+    max_documents: int
+    max_document_bytes: int
+    max_total_bytes: int
+
+
+class KnowledgeServed(LedgerEvent, frozen=True, kw_only=True):
+    """Validated documents of a bound session's package entered a turn's context
+    (read-path record: its own stream; may be buffered). ``citations`` are
+    ``package@version#generation:document_id`` labels, ``digests`` their SHA-256 digests."""
+
+    session_id: str
+    turn_id: int
+    binding_id: str
+    request_id: str
+    citations: tuple[str, ...]
+    digests: tuple[str, ...]
+    total_bytes: int
+
+
+class ContextCompacted(LedgerEvent, frozen=True, kw_only=True):
+    """The session compacted its conversation history (session stream): messages
+    ``[summarized_from, summarized_to)`` of the history it was given became ``summary``
+    (redacted; ``redactions`` counts the spans replaced), the cumulative summary message
+    that starts the next history. ``goal`` is the goal pinned outside the model and
+    ``goal_restored`` whether the summarizer lost it; token counts are estimates."""
+
+    session_id: str
+    turn_id: int | None
+    generation: int
+    summarized_from: int
+    summarized_to: int
+    summary: str
+    goal: str
+    goal_source: str
+    goal_restored: bool
+    truncated_tool_outputs: int
+    tokens_before: int
+    tokens_after: int
+    trigger_tokens: int
+    target_tokens: int
+    summarizer_id: str
+    redactions: int = 0
+
+
+class WorkspaceAttached(LedgerEvent, frozen=True, kw_only=True):
+    """The session opened workspace retrieval over ``root`` (session stream): the chunking
+    strategy, the embedding model (None: lexical only), the admission limits and the
+    search modes offered."""
+
+    session_id: str
+    root: str
+    chunking: str
+    model: str | None
+    max_file_bytes: int
+    max_files: int
+    modes: tuple[str, ...]
+
+
+class WorkspaceHitRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One verified workspace result: path, one-based line range and the file digest."""
+
+    path: str
+    line_start: int
+    line_end: int
+    digest: str
+
+
+class WorkspaceSearched(LedgerEvent, frozen=True, kw_only=True):
+    """What a workspace search served (read-path record: its own stream; may be buffered):
+    the redacted query, the mode, the verified hits, how many candidates verification
+    dropped, and the semantic degradation reason if any."""
+
+    session_id: str
+    turn_id: int | None
+    query: str
+    mode: str
+    k: int
+    hits: tuple[WorkspaceHitRecord, ...]
+    rejected: int
+    degraded: str | None
+
+
+class WorkspaceReleased(LedgerEvent, frozen=True, kw_only=True):
+    """The session closed its workspace retrieval (session stream): the index as it stood
+    and whether every vector was released (``release_rate`` is the share freed)."""
+
+    session_id: str
+    files_indexed: int
+    files_embedded: int
+    chunks: int
+    failures: int
+    release_rate: float | None
+    released: bool | None
+
+
 EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     SessionOpened,
     TranscriptObserved,
@@ -410,5 +524,11 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     AdmissionRevoked,
     MemoryUsed,
     TurnCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
+    ContextCompacted,
+    WorkspaceAttached,
+    WorkspaceSearched,
+    WorkspaceReleased,
 )
 """Every concrete event class of the catalog that this version writes."""

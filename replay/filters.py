@@ -19,9 +19,12 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -38,6 +41,9 @@ from memory_ledger.ledger.events import (
     SnapshotPrepared,
     TranscriptObserved,
     TurnBegan,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 
 __all__ = [
@@ -199,6 +205,10 @@ def describe_event(event: LedgerEvent) -> str:
         return f"{event.memory_id} rev {event.revision}: {event.reason}"
     if isinstance(event, MemoryUsed):
         return f"{event.memory_id} rev {event.revision}"
+    if isinstance(event, KnowledgeBound | KnowledgeServed | ContextCompacted):
+        return _describe_context(event)
+    if isinstance(event, WorkspaceAttached | WorkspaceSearched | WorkspaceReleased):
+        return _describe_workspace(event)
     if isinstance(event, SessionReconciled):
         report = event.report
         return (
@@ -206,3 +216,34 @@ def describe_event(event: LedgerEvent) -> str:
             f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
         )
     return ""
+
+
+def _describe_context(event: KnowledgeBound | KnowledgeServed | ContextCompacted) -> str:
+    if isinstance(event, KnowledgeBound):
+        return (
+            f"bound to {event.package_id}@{event.version}#{event.generation} "
+            f"(≤{event.max_documents} docs, ≤{event.max_document_bytes} B each, "
+            f"≤{event.max_total_bytes} B in all)"
+        )
+    if isinstance(event, KnowledgeServed):
+        return (
+            f"{len(event.citations)} documents, {event.total_bytes} B: {', '.join(event.citations)}"
+        )
+    restored = ", goal restored" if event.goal_restored else ""
+    return (
+        f"generation {event.generation}: messages {event.summarized_from}..{event.summarized_to} "
+        f"summarized, {event.tokens_before} -> {event.tokens_after} tokens{restored}; "
+        f"goal {_short(event.goal, 50)}"
+    )
+
+
+def _describe_workspace(event: WorkspaceAttached | WorkspaceSearched | WorkspaceReleased) -> str:
+    if isinstance(event, WorkspaceAttached):
+        return (
+            f"{event.root} ({', '.join(event.modes)}; {event.chunking}; model {event.model or '-'})"
+        )
+    if isinstance(event, WorkspaceSearched):
+        cited = ", ".join(f"{h.path}:L{h.line_start}-{h.line_end}" for h in event.hits[:3])
+        return f"{event.mode}: {_short(event.query, 40)} -> {len(event.hits)} hits {cited}".rstrip()
+    rate = "-" if event.release_rate is None else f"{event.release_rate:.2f}"
+    return f"{event.files_indexed} files, {event.chunks} chunks; release rate {rate}"

@@ -4,8 +4,10 @@
 reinforcements, supersede / conflict / pin / forget / prune), follows each activation and
 reinforcement to its session stream (the TranscriptObserved evidence of the turn, the
 CandidateExtracted item and its extractor, the turn's extraction outcome, the session's
-activation policy and reconciliation) and adds, from the read models, every turn the item
-was recalled in, admitted into and used in. Every step carries its ledger position.
+activation policy and reconciliation, and how the session shaped its context before then:
+knowledge binding, compactions, workspace retrieval) and adds, from the read models, every
+turn the item was recalled in, admitted into and used in. Every step carries its ledger
+position.
 
 :func:`render_mermaid` draws the same lineage as a Mermaid flowchart.
 """
@@ -23,9 +25,11 @@ import msgspec
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import (
     CandidateExtracted,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractedItem,
     ExtractionCompleted,
+    KnowledgeBound,
     LedgerEvent,
     MemoryActivated,
     MemoryConflictMarked,
@@ -37,9 +41,12 @@ from memory_ledger.ledger.events import (
     SessionOpened,
     SessionReconciled,
     TranscriptObserved,
+    WorkspaceAttached,
+    WorkspaceReleased,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.ledger.lmdb import decode_record
+from memory_ledger.replay.filters import describe_event
 
 __all__ = [
     "AdmissionTouch",
@@ -50,6 +57,7 @@ __all__ = [
     "Lineage",
     "Origin",
     "RecallTouch",
+    "SessionContextEntry",
     "TranscriptEvidence",
     "UnknownMemoryError",
     "UseTouch",
@@ -106,6 +114,19 @@ class ExtractionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     rejected: int
 
 
+class SessionContextEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """How the session shaped its context before the item was made: its knowledge binding
+    (KnowledgeBound), compactions (ContextCompacted) and workspace retrieval
+    (WorkspaceAttached / WorkspaceReleased), with their positions."""
+
+    position: int
+    type: str
+    detail: str
+
+
+_CONTEXT_EVENTS = (KnowledgeBound, ContextCompacted, WorkspaceAttached, WorkspaceReleased)
+
+
 class Origin(msgspec.Struct, frozen=True, kw_only=True):
     """One activation or reinforcement of the item and everything that led to it.
 
@@ -123,6 +144,7 @@ class Origin(msgspec.Struct, frozen=True, kw_only=True):
     decision: str | None = None
     decision_evidence: tuple[str, ...] = ()
     activation_policy: str | None = None
+    context: tuple[SessionContextEntry, ...] = ()
     candidate: CandidateSource | None = None
     command: CommandSource | None = None
     transcript: TranscriptEvidence | None = None
@@ -309,7 +331,14 @@ class _Sessions:
         source = event.candidate_id
         candidate = command = transcript = extraction = None
         policy = reconciled = None
+        context: list[SessionContextEntry] = []
         for at, e in session:
+            if at <= position and isinstance(e, _CONTEXT_EVENTS):
+                context.append(
+                    SessionContextEntry(
+                        position=at, type=type(e).__name__, detail=describe_event(e)
+                    )
+                )
             if isinstance(e, CandidateExtracted) and e.candidate_id == source:
                 candidate = CandidateSource(
                     position=at,
@@ -352,6 +381,7 @@ class _Sessions:
                 decision=event.decision,
                 decision_evidence=event.decision_evidence,
                 activation_policy=policy,
+                context=tuple(context),
                 candidate=candidate,
                 command=command,
                 transcript=transcript,
@@ -366,6 +396,7 @@ class _Sessions:
             turn_id=event.turn_id,
             source_id=str(source),
             activation_policy=policy,
+            context=tuple(context),
             candidate=candidate,
             command=command,
             transcript=transcript,
