@@ -105,12 +105,14 @@ def grep_scan(root: Path, query: str) -> int:
 
 
 def timed_ms(fn: Any, *args: Any) -> float:
+    """Wall time of ``fn(*args)`` in milliseconds."""
     start = time.perf_counter()
     fn(*args)
     return (time.perf_counter() - start) * 1000
 
 
 def ready_seconds(root: Path, **kwargs: Any) -> tuple[float, WorkspaceRetrieval]:
+    """Seconds from construction to ``wait_ready``, and the (open) retrieval."""
     start = time.perf_counter()
     ws = WorkspaceRetrieval(root, **kwargs)
     ws.wait_ready(3600)
@@ -120,6 +122,7 @@ def ready_seconds(root: Path, **kwargs: Any) -> tuple[float, WorkspaceRetrieval]
 def bench_tree(
     label: str, root: Path, provider: EmbeddingProvider, queries: list[str], repeat: int
 ) -> dict[str, Any]:
+    """Every figure of one tree (see the module docstring); prints its table."""
     construct = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -180,6 +183,7 @@ def bench_tree(
 
 
 def main(argv: list[str]) -> int:
+    """Run the benchmark; figures go to ``results/workspace.json``."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks workspace", description=__doc__)
     parser.add_argument("--files", type=int, default=2000, help="files of the synthetic tree")
     parser.add_argument("--queries", type=int, default=100)

@@ -74,9 +74,11 @@ class WorkspaceContextProvider:
 
     @property
     def name(self) -> str:
+        """The provider name, the ``source`` of its items (``workspace``)."""
         return self._name
 
     def query(self, q: ContextQuery) -> Sequence[ContextItem]:
+        """Up to ``k`` verified hits for the turn's query, as ``workspace`` items."""
         modes = self.session.workspace_modes
         mode: SearchMode = "hybrid" if "hybrid" in modes else "lexical"
         result = self.session.search_workspace(q.query, mode, self.k, turn_id=q.turn_id)
@@ -178,9 +180,10 @@ class SessionWorkspace(SessionStream):
         self._check_open()
         if turn_id is not None:
             check_turn_id(turn_id)
-        if self.workspace is None:
+        retrieval = self.workspace
+        if retrieval is None:
             raise WorkspaceError("this session has no workspace retrieval", "disabled")
-        result = self.workspace.search(query, mode, k)
+        result = retrieval.search(query, mode, k)
         sequence = f"workspace/{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
             WorkspaceSearched(

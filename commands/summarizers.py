@@ -89,9 +89,11 @@ class DeterministicSummarizer:
 
     @property
     def summarizer_id(self) -> str:
+        """``deterministic-v1`` unless named otherwise."""
         return self._id
 
     def summarize(self, request: SummaryRequest) -> str:
+        """The goal, the previous summary and one quoted line per entry, within budget."""
         head = f"{GOAL_HEADING}\n{request.goal}\n"
         lines = [
             f"- {m.role}{f' ({m.name})' if m.name else ''}: "
@@ -193,6 +195,7 @@ class OpenAISummarizer:
 
     @property
     def summarizer_id(self) -> str:
+        """``openai:{model}`` unless named otherwise."""
         return self._id
 
     def close(self) -> None:

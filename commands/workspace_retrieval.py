@@ -2,12 +2,12 @@
 verified at serve time, released on close (seed 002, "Session-owned workspace retrieval").
 
 Off by default: a session without a :class:`WorkspaceRetrieval` builds nothing, calls no
-embedding provider and offers no search mode (its status is :data:`DISABLED`). With one:
+embedding provider and offers no search mode (its status is :data:`DISABLED`). With one::
 
->>> ws = WorkspaceRetrieval("/repo", chunking=LineWindows(lines=40))   # returns at once
->>> ws.wait_ready(timeout=30)            # optional; a timeout keeps the partial index
->>> ws.search("open the ledger", mode="lexical", k=5).hits[0].citation
->>> ws.close().release_rate              # 1.0: every vector freed
+    ws = WorkspaceRetrieval("/repo", chunking=LineWindows(lines=40))  # returns at once
+    ws.wait_ready(timeout=30)         # optional; a timeout keeps the partial index serving
+    ws.search("open the ledger", mode="lexical", k=5).hits[0].citation
+    ws.close().release_rate           # 1.0: every vector freed
 
 Search modes are ``lexical`` always, and ``semantic`` / ``hybrid`` only with an embedding
 provider (:attr:`WorkspaceRetrieval.modes`). The pieces: admission

@@ -147,6 +147,7 @@ class _Verifier:
         self.stale: set[str] = set()
 
     def text(self, chunk: WorkspaceChunk) -> str | None:
+        """The chunk's text as read now, or None (counted) when the file fails the check."""
         data = self.files.get(chunk.path)
         if data is None:
             try:
