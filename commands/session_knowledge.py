@@ -9,7 +9,7 @@ provider))`` (seed 002, "Exact Cognitive Packages"):
 * a bound session suppresses memory recall, session and canonical: ``recall``,
   ``recall_scoped``, ``recall_similar``, ``memory_recent``, ``recall_by_tags`` and
   ``memory_map`` raise ``recall_suppressed``, and ``prepare`` freezes an empty snapshot;
-  extraction and reconciliation (the write side) work as in any session;
+  extraction, explicit commands and reconciliation (the write side) work as in any session;
 * :meth:`SessionKnowledge.assemble_context` accepts no other provider in a bound session
   (``provider_refused``); its context is the package's validated documents or an error,
   never a fallback. Unbound, it assembles memory, the workspace (when attached) and the
@@ -18,6 +18,7 @@ provider))`` (seed 002, "Exact Cognitive Packages"):
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -36,12 +37,16 @@ from memory_ledger.commands.knowledge_context import BoundKnowledge
 from memory_ledger.commands.recall import MemoryDoc, RecallHit, RecallResult, RecallScope
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.session_stream import check_turn_id, utc_now
-from memory_ledger.commands.session_turns import SessionTurns
+from memory_ledger.commands.session_turns import PreparedMemorySnapshot, SessionTurns
 from memory_ledger.commands.session_workspace import SessionWorkspace
 from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, LedgerEvent
 from memory_ledger.ledger.ids import recall_stream_id
 
 __all__ = ["SessionKnowledge"]
+
+_preparing = threading.local()
+"""The bound session whose ``prepare`` runs in this thread (its live search finds nothing;
+explicit commands that find their target by words still search)."""
 
 
 class SessionKnowledge(SessionWorkspace, SessionTurns):
@@ -112,9 +117,20 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
         *,
         semantic: bool = True,
     ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
-        if self.knowledge is not None:  # prepare() freezes an empty snapshot
+        if getattr(_preparing, "session", None) is self:  # a bound prepare(): no memory
             return [], OFF
         return super()._live(query, k, scope, about, attribute, semantic=semantic)
+
+    def prepare(self, turn_id: int, transcript: str) -> PreparedMemorySnapshot:
+        """As :meth:`SessionTurns.prepare`; a bound session freezes an empty snapshot
+        (memory recall is suppressed, the turn protocol goes on)."""
+        if self.knowledge is None:
+            return super().prepare(turn_id, transcript)
+        _preparing.session = self
+        try:
+            return super().prepare(turn_id, transcript)
+        finally:
+            _preparing.session = None
 
     def recall(self, query: str, turn_id: int | None = None, k: int | None = None) -> RecallResult:
         """As :meth:`SessionRecall.recall`; raises ``recall_suppressed`` when bound."""

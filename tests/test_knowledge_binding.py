@@ -218,7 +218,10 @@ def test_a_bound_session_suppresses_memory_recall(
         with pytest.raises(KnowledgeBindingError) as caught:
             session.assemble_context(1, "deploy", [other])
         assert reason(caught) == "provider_refused"
-    assert engine.recall(namespace, "deploys")[0].statement == "Alice deploys on Fridays."
+        forgotten = session.apply_explicit_command("forget", "deploys on Fridays", 1)
+        assert forgotten.target is not None  # commands still find their target by words
+        session.finish()
+    assert len(engine.recall(namespace, "deploys")) == 0
 
 
 def test_a_knowledge_provider_is_refused_in_the_generic_list_and_beside_a_workspace(
