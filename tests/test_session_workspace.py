@@ -17,7 +17,7 @@ from memory_ledger.ledger.events import (
     WorkspaceReleased,
     WorkspaceSearched,
 )
-from memory_ledger.replay import EventFilter, describe_event, filter_events
+from memory_ledger.replay import EventFilter, check_projections, describe_event, filter_events
 from memory_ledger.replay.cli import app
 from tests.workspace_helpers import WordBagProvider, write_tree
 
@@ -82,6 +82,7 @@ def test_a_session_records_attach_searches_and_release(
         ["events", "--store", str(engine.path), "--type", "WorkspaceSearched", "--json"],
     )
     assert result.exit_code == 0 and result.stdout.count("\n") == 2
+    assert check_projections(engine).ok  # the read models still equal a rebuild
 
 
 def test_the_store_is_never_indexed_and_vectors_are_reused_on_reopen(
