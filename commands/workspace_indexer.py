@@ -15,11 +15,12 @@ phases so lexical search covers the tree early:
    if its partition still has the digest they were computed for.
 
 States: ``building`` while a pass runs, then ``ready``, or ``degraded`` when a file failed
-(unreadable, or its embedding was rejected: lexical search still covers it); ``closed``
-after :meth:`WorkspaceIndexer.close`. Three provider failures in a row end the semantic
-phase of the pass (every file left is reported as failed) rather than hammering a broken
-provider. Cancellation is checked before every file and every provider call; a call in
-flight cannot be interrupted, so ``close`` waits for it up to its timeout.
+(unreadable, or its embedding was rejected: lexical search still covers it, and the next
+pass retries its embedding); ``closed`` after :meth:`WorkspaceIndexer.close`. Three
+provider failures in a row end the semantic phase of the pass (every file left is reported
+as failed) rather than hammering a broken provider. Cancellation is checked before every
+file and every provider call; a call in flight cannot be interrupted, so ``close`` waits
+for it up to its timeout.
 """
 
 from __future__ import annotations
@@ -263,10 +264,21 @@ class WorkspaceIndexer:
             self._seen.pop(path, None)
             self._pending_embed.pop(path, None)
 
+    def _needs_vectors(self, partition: FilePartition | None) -> bool:
+        return (
+            self.provider is not None
+            and partition is not None
+            and partition.vectors is None
+            and bool(partition.chunks)
+            and partition.path not in self._pending_embed
+        )
+
     def _index_file(self, path: str, stat_key: tuple[int, int] | None) -> None:
         with self._cond:
-            known = self.catalog.partition(path) is not None or path in self._content_excluded
-            if stat_key is not None and known and self._seen.get(path) == stat_key:
+            partition = self.catalog.partition(path)
+            known = partition is not None or path in self._content_excluded
+            unchanged = stat_key is not None and self._seen.get(path) == stat_key
+            if known and unchanged and not self._needs_vectors(partition):
                 return
         try:
             data = self.root.read(path, self.rules.max_file_bytes)
@@ -286,6 +298,11 @@ class WorkspaceIndexer:
         if current is not None and current.digest == digest:
             with self._cond:
                 self._seen[path] = stat_key or self._seen.get(path, (0, 0))
+                if self._needs_vectors(current):  # a file whose embedding failed: retry
+                    texts = [
+                        data[c.byte_start : c.byte_end].decode("utf-8") for c in current.chunks
+                    ]
+                    self._pending_embed[path] = (digest, texts)
             return
         text, reason = admit_content(data)
         if text is None:
@@ -378,3 +395,4 @@ class WorkspaceIndexer:
                 with self._cond:
                     if self._pending_embed.get(path, ("", []))[0] == digest:
                         del self._pending_embed[path]
+                        self._failures.pop(path, None)

@@ -233,6 +233,11 @@ def test_a_failing_provider_degrades_semantic_search_but_lexical_still_serves(
         assert semantic.hits == () and semantic.degraded == "provider_failed"
         hybrid = ws.search("car", "hybrid", 1)
         assert hybrid.degraded == "provider_failed" and hybrid.hits[0].path == "src/garage.py"
+        provider.mode = "ok"  # the provider is back: the next pass retries the failed files
+        ws.refresh()
+        status = ws.wait_ready(30)
+        assert status.state == "ready" and status.failures == ()
+        assert status.semantic_coverage == 1.0
 
 
 def test_rejected_vectors_are_failures_too(tree: Path) -> None:
