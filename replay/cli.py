@@ -28,6 +28,7 @@ from memory_ledger.commands.config import MemoryConfig, load_config, load_config
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
+from memory_ledger.replay.cli_mcp import register as register_mcp_commands
 from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
 from memory_ledger.replay.locomo import (
     LocomoFormatError,
@@ -839,6 +840,9 @@ def _root(
     ] = False,
 ) -> None:
     """Event-sourced long-term memory for AI agents: ledger, projections, replay."""
+
+
+register_mcp_commands(app)
 
 
 def main() -> None:
