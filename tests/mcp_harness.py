@@ -8,14 +8,14 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation
+from mcp_types import Implementation, InitializeResult
 
 from memory_ledger.ledger.ids import Namespace
 
@@ -65,13 +65,18 @@ async def stdio_session(store: Path, namespace: Namespace) -> AsyncIterator[Clie
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str) -> AsyncIterator[ClientSession]:
-    """An initialized ClientSession over streamable HTTP presenting ``token``."""
+async def http_session(
+    url: str, token: str, on_initialize: Callable[[InitializeResult], None] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession over streamable HTTP presenting ``token``;
+    ``on_initialize`` sees the server's initialize result."""
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as client:
         async with streamable_http_client(url, http_client=client) as (read, write):
             async with ClientSession(read, write, client_info=CLIENT) as session:
-                await session.initialize()
+                result = await session.initialize()
+                if on_initialize is not None:
+                    on_initialize(result)
                 yield session
 
 
