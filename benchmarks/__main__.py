@@ -17,6 +17,7 @@ BENCHMARKS = {
     "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
     "mcp": "benchmarks.mcp",
+    "startup": "benchmarks.startup",
     "all": "benchmarks.run_all",
 }
 

@@ -44,6 +44,7 @@ OUTPUTS = {
     "hybrid": "hybrid.json",
     "memory": "memory.json",
     "mcp": "mcp.json",
+    "startup": "startup.json",
 }
 
 
