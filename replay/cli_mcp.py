@@ -11,6 +11,7 @@ rest of the CLI starts as fast without the ``mcp`` extra.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,6 +104,10 @@ def mcp_command(
             "recall with the bundled MiniLM (the embeddings extra), loaded once.",
         ),
     ] = "config",
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="With --http: announce the URL on stderr as one JSON line."),
+    ] = False,
 ) -> None:
     """Serve this store over the Model Context Protocol (stdio, or streamable HTTP)."""
     with _one_line_errors():
@@ -126,7 +131,7 @@ def mcp_command(
         host, port = _address(http)
         source = tokens or config_file or Path(CONFIG_FILE)
         registry = TokenRegistry.from_toml(source)
-        asyncio.run(_serve_http(store, host, port, registry, config))
+        asyncio.run(_serve_http(store, host, port, registry, config, as_json))
 
 
 async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) -> None:
@@ -138,15 +143,23 @@ async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) 
 
 
 async def _serve_http(
-    store: Path, host: str, port: int, registry: TokenRegistry, config: MemoryConfig
+    store: Path,
+    host: str,
+    port: int,
+    registry: TokenRegistry,
+    config: MemoryConfig,
+    as_json: bool,
 ) -> None:
     from memory_ledger.commands.async_engine import AsyncMemoryEngine
     from memory_ledger.replay.mcp_server import MemoryMcpServer
 
     def ready(url: str) -> None:
         count = len(registry.entries)
-        print(f"memory-ledger mcp: serving {store} at {url} ({count} token(s))", file=sys.stderr)
-        sys.stderr.flush()
+        if as_json:
+            line = json.dumps({"serving": str(store), "url": url, "tokens": count})
+        else:
+            line = f"memory-ledger mcp: serving {store} at {url} ({count} token(s))"
+        print(line, file=sys.stderr, flush=True)
 
     async with AsyncMemoryEngine.open(store, config=config) as memory:
         await MemoryMcpServer(memory, tokens=registry).serve_http(host, port, on_ready=ready)
@@ -157,12 +170,18 @@ def mcp_token_command(
     tenant: Annotated[str, typer.Option("--tenant", help="Namespace tenant.")],
     principal: Annotated[str, typer.Option("--principal", help="Namespace principal.")],
     scope_id: Annotated[str, typer.Option("--scope-id", help="Namespace scope id.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"name", "token", "entry"} as JSON on stdout.')
+    ] = False,
 ) -> None:
     """Make a bearer token for `mcp --http`: prints the token once (stderr) and the
     [[mcp.token]] entry holding only its sha256 (stdout, to append to the token file)."""
     with _one_line_errors():
         token = new_token()
         entry = token_entry_toml(name, token, Namespace(tenant, principal, scope_id))
+    if as_json:
+        sys.stdout.write(json.dumps({"name": name, "token": token, "entry": entry}) + "\n")
+        return
     print(f"token for {name} (shown once, store it in the client): {token}", file=sys.stderr)
     sys.stdout.write(entry)
 

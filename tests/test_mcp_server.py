@@ -290,3 +290,26 @@ def test_token_file_rules(tmp_path: Path) -> None:
     with pytest.raises(TokenFileError, match="64 lowercase hex") as caught:
         TokenRegistry.from_toml(plain)
     assert token not in str(caught.value)
+
+
+def test_mcp_token_command_prints_the_token_once_and_stores_its_digest(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from memory_ledger.replay.cli import app
+
+    made = CliRunner().invoke(
+        app,
+        ["mcp-token", "alice-laptop", "--tenant", "acme", "--principal", "alice"]
+        + ["--scope-id", "assistant", "--json"],
+    )
+    assert made.exit_code == 0, made.output
+    printed = json.loads(made.stdout)
+    assert printed["token"] not in printed["entry"]
+    file = tmp_path / "tokens.toml"
+    file.write_text(printed["entry"])
+    entry = TokenRegistry.from_toml(file).lookup(printed["token"])
+    assert entry is not None and entry.name == "alice-laptop" and entry.namespace == ALICE
+    refused = CliRunner().invoke(app, ["mcp", "--store", str(tmp_path / "s"), "--tenant", "a"])
+    assert refused.exit_code == 2 and "give --tenant, --principal and --scope-id" in refused.output
