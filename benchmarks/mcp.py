@@ -215,6 +215,8 @@ def main(argv: list[str]) -> int:
         modes = [("lexical", "none", None)]
         if provider is not None:
             modes.append(("hybrid", "local", provider))
+        elif args.embeddings == "none":
+            rows.append(("hybrid", "skipped (--embeddings none)"))
         else:
             rows.append(("hybrid", "skipped: the embeddings extra is not installed"))
         for label, flag, chosen in modes:
