@@ -32,7 +32,12 @@ from memory_ledger.commands.errors import (
     SessionSealedError,
     TurnConflictError,
 )
-from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RelatedMemory
+from memory_ledger.commands.extraction import (
+    ExtractionRequest,
+    Extractor,
+    RelatedMemory,
+    pending_because,
+)
 from memory_ledger.commands.lexical import analyze_query, shares_term
 from memory_ledger.commands.overlay import Overlay, build_overlay
 from memory_ledger.commands.recall import (
@@ -53,7 +58,7 @@ from memory_ledger.commands.reconcile import (
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.session_state import SessionState
-from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.commands.validation import Rejection, cited_ids, validate_item
 from memory_ledger.ledger.events import (
     ActivationDecision,
     AdmissionRevoked,
@@ -67,6 +72,7 @@ from memory_ledger.ledger.events import (
     MemoryAdmitted,
     MemoryPruned,
     MemoryUsed,
+    PendingExtraction,
     RecalledItem,
     RecallServed,
     ReconciliationReport,
@@ -262,6 +268,7 @@ class MemorySession:
         self._flusher: threading.Thread | None = None
         self._queue: ThreadPoolExecutor | None = None
         self._queued: dict[int, Future[TurnOutcome]] = {}
+        self._extraction_failures: dict[int, PendingExtraction] = {}
         self._last_activity = time.monotonic()
         self._closed = False
         self._overlay: tuple[int, Overlay] | None = None
@@ -447,8 +454,8 @@ class MemorySession:
                 return self._outcome(turn_id, 0)
         raw_items: list[Any] = []
         related: tuple[RelatedMemory, ...] = ()
+        wants_context = getattr(self.extractor, "uses_context", True)
         if self._config.llm_extraction:
-            wants_context = getattr(self.extractor, "uses_context", True)
             related = self._related(observed.transcript) if wants_context else ()
             request = ExtractionRequest(
                 session_id=self.session_id,
@@ -470,8 +477,22 @@ class MemorySession:
                     f"{self.session_id!r} turn {turn_id}; its evidence is recorded and its "
                     f"extraction is pending (retry the turn): {type(e).__name__}: {e}"
                 )
+                self._extraction_failures[turn_id] = pending_because(turn_id, e)
                 raise ExtractionFailedError(msg) from e
-        return self._record_extraction(observed, raw_items, frozenset(r.memory_id for r in related))
+        relation_ids = frozenset(r.memory_id for r in related)
+        if not wants_context:
+            # Items given up front (a recorded extractor) were shown no related memories:
+            # the ids they cite must name memories this session can see.
+            relation_ids = self._visible_ids(cited_ids(raw_items))
+        return self._record_extraction(observed, raw_items, relation_ids)
+
+    def _visible_ids(self, ids: set[str]) -> frozenset[str]:
+        """The ``ids`` that name a retrievable memory of the namespace or a session fact."""
+        if not ids:
+            return frozenset()
+        visible = {doc.memory_id for doc in self._canonical_docs()}
+        visible.update(doc.memory_id for doc in self.overlay().docs)
+        return frozenset(ids & visible)
 
     def _record_extraction(
         self, observed: TranscriptObserved, raw_items: list[Any], relation_ids: frozenset[str]
@@ -484,6 +505,7 @@ class MemorySession:
             return self._extraction_events(observed, raw_items, relation_ids)
 
         positions = self._append_once(extraction)
+        self._extraction_failures.pop(turn_id, None)
         return self._outcome(turn_id, positions[-1] if positions else 0)
 
     def _outcome(self, turn_id: int, position: int) -> TurnOutcome:
@@ -557,6 +579,27 @@ class MemorySession:
     def pending_extractions(self) -> list[int]:
         """Turns with recorded evidence whose extraction is not recorded (retry them)."""
         return self.refresh().pending_extractions()
+
+    def pending_extraction_causes(self) -> tuple[PendingExtraction, ...]:
+        """:meth:`pending_extractions` with why each is pending: the error the extractor
+        raised in this process (its ``reason_code``, e.g. ``unreachable``), ``abandoned``
+        (``close()`` stopped waiting) or ``not_attempted`` (no attempt in this process)."""
+        causes = []
+        for turn in self.pending_extractions():
+            failure = self._extraction_failures.get(turn)
+            if failure is None and turn in self.state.abandoned:
+                failure = PendingExtraction(
+                    turn_id=turn, reason_code="abandoned", detail="close() stopped waiting"
+                )
+            if failure is None:
+                running = turn in self._queued and not self._queued[turn].done()
+                failure = PendingExtraction(
+                    turn_id=turn,
+                    reason_code="running" if running else "not_attempted",
+                    detail="" if running else "evidence recorded; extraction never completed",
+                )
+            causes.append(failure)
+        return tuple(causes)
 
     def is_idle(self, idle_seconds: float = 300.0) -> bool:
         """Whether the session has had no activity for ``idle_seconds`` and no queued work:
@@ -782,11 +825,19 @@ class MemorySession:
             have.update(tokenize(item.statement))
         return len(wanted & have) / len(wanted) >= SNAPSHOT_COVERAGE
 
-    def recall(self, query: str, turn_id: int | None = None, k: int | None = None) -> RecallResult:
+    def recall(
+        self,
+        query: str,
+        turn_id: int | None = None,
+        k: int | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
         """Serve a ``recall_context`` tool call.
 
         Reads the turn's frozen snapshot when it plainly covers the query; otherwise runs a
-        live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed.
+        live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed
+        unless ``record`` is False (a replay that must write nothing, e.g. a re-run).
         """
         self._check_open()
         check_query(query)
@@ -817,7 +868,7 @@ class MemorySession:
                         tags=doc.tags if doc else (),
                     )
                 )
-            return self._served(query, turn_id, "snapshot", hits)
+            return self._served(query, turn_id, "snapshot", hits, record=record)
         live, semantic = self._live(query, k, RecallScope(), None, None)
         if snapshot is not None and snapshot.items:
             live_ids = [doc.memory_id for doc, _ in live]
@@ -827,9 +878,9 @@ class MemorySession:
                 known[doc.memory_id] = doc
             fused = [(d, s) for d, s in rrf_fuse([live_ids, snapshot_ids]) if d in known]
             hits = [known[d].hit(rank, s) for rank, (d, s) in enumerate(fused[:k], start=1)]
-            return self._served(query, turn_id, "fused", hits, semantic)
+            return self._served(query, turn_id, "fused", hits, semantic, record=record)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
-        return self._served(query, turn_id, "live", hits, semantic)
+        return self._served(query, turn_id, "live", hits, semantic, record=record)
 
     def _docs_by_id(self, ids: set[str]) -> list[MemoryDoc]:
         if not ids:
@@ -881,8 +932,20 @@ class MemorySession:
         path: Literal["snapshot", "live", "fused"],
         hits: Sequence[RecallHit],
         semantic: SemanticStatus | None = None,
+        *,
+        record: bool = True,
     ) -> RecallResult:
         position = max(self.engine.runner.position, self.last_position)
+        result = RecallResult(
+            query=query,
+            results=tuple(hits),
+            position=position,
+            path=path,
+            turn_id=turn_id,
+            semantic=semantic,
+        )
+        if not record:
+            return result
         canonical = [h for h in hits if h.origin == "canonical"]
         sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
         with self._lock:
@@ -916,14 +979,7 @@ class MemorySession:
         if due:
             self._flush_in_background()
         self._last_activity = time.monotonic()
-        return RecallResult(
-            query=query,
-            results=tuple(hits),
-            position=position,
-            path=path,
-            turn_id=turn_id,
-            semantic=semantic,
-        )
+        return result
 
     def _flush_in_background(self) -> None:
         """Write the read buffer from a worker thread: the recall that found it due returns
@@ -1213,11 +1269,15 @@ class MemorySession:
         """Seal the session and reconcile its candidates and commands, exactly once.
 
         Appends SessionSealed, the memory events and SessionReconciled in one transaction.
-        Calling it again (in any process) returns the recorded report with
-        ``already_reconciled=True`` and writes nothing.
+        Waits for queued background extractions first; turns whose extraction is still
+        pending (the extractor failed) are named with the cause in the report's
+        ``pending_extractions`` and are not part of the reconciliation. Calling it again
+        (in any process) returns the recorded report with ``already_reconciled=True`` and
+        writes nothing.
         """
         self.wait_for_extractions()
         self.refresh()
+        pending = self.pending_extraction_causes() if self.state.report is None else ()
 
         def plan() -> list[LedgerEvent]:
             if self.state.report is not None:
@@ -1229,6 +1289,7 @@ class MemorySession:
                     session_version=self.state.version,
                     items=[*self.state.candidates, *self.state.commands],
                     policy=self.activation_policy,
+                    pending=pending,
                 ).events
             )
             fault("session.finish_planned")
