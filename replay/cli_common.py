@@ -159,8 +159,9 @@ def describe_error(error: BaseException) -> str:
         return f"the embeddings extra is not installed{what}; install it: {EMBEDDINGS_EXTRA}"
     kind = type(error)
     name = kind.__name__
-    if kind.__module__.split(".")[0] not in ("builtins", "memory_ledger"):
-        name = f"{kind.__module__.split('.')[0]}.{name}"  # a driver's error: say whose
+    package = kind.__module__.split(".")[0].lstrip("_")  # _duckdb -> duckdb
+    if package not in ("builtins", "memory_ledger"):
+        name = f"{package}.{name}"  # a driver's or library's error: say whose
     message = _one_line(str(error))
     return redact(f"{name}: {message}" if message else name).text
 

@@ -30,7 +30,7 @@ from memory_ledger.replay.cli_common import (
 )
 from memory_ledger.replay.points import parse_point
 
-__all__ = ["WAIT_SECONDS", "Embeddings", "endpoint_name", "recall"]
+__all__ = ["WAIT_SECONDS", "Embeddings", "endpoint_host", "recall"]
 
 WAIT_SECONDS = 2.0
 """How long ``recall`` waits by default for missing vectors before answering lexically."""
@@ -47,28 +47,28 @@ class Embeddings(StrEnum):
     local = "local"
 
 
-def endpoint_name(config: MemoryConfig) -> str:
-    """The embeddings provider as a warning may name it: ``host[:port]`` of an
-    OpenAI-compatible endpoint (never its path, query, user info or key), or the local
-    model."""
+def endpoint_host(config: MemoryConfig) -> str | None:
+    """``host[:port]`` of the configured OpenAI-compatible embeddings endpoint (never its
+    path, query, user info or key); None for the local model."""
     if config.embeddings != "openai":
-        return "the local embeddings model"
+        return None
     try:
         url = httpx.URL(config.embeddings_base_url)
     except httpx.InvalidURL:
-        return "the embeddings endpoint"
-    port = f":{url.port}" if url.port else ""
-    return f"the embeddings endpoint {url.host}{port}"
+        return "?"
+    return f"{url.host}:{url.port}" if url.port else url.host
 
 
 _URL = re.compile(r"https?://\S+")
 
 
-def _cause(error: EmbeddingError | None, host: str, reason: str | None) -> str:
-    """Why the semantic channel did not answer, with every URL replaced by ``host``."""
-    if error is None:
-        return reason or "unknown cause"
-    return f"{error.reason_code}: {_URL.sub(host, str(error))}"
+def _provider(host: str | None) -> str:
+    return "the local embeddings model" if host is None else f"embeddings endpoint {host}"
+
+
+def _cause(error: EmbeddingError, host: str | None) -> str:
+    """The error's message with every URL in it replaced by ``host`` (no path, no query)."""
+    return f"{_URL.sub(host or 'local', ' '.join(str(error).split()))} [{error.reason_code}]"
 
 
 def _lexical(engine: MemoryEngine, namespace: Namespace, query: str, k: int) -> RecallResult:
@@ -83,7 +83,7 @@ def _recall_now(
     query: str,
     k: int,
     wait: float,
-    endpoint: str,
+    host: str | None,
 ) -> tuple[RecallResult, str | None]:
     """The answer, and a warning when it had to be lexical although embeddings are on.
 
@@ -101,8 +101,9 @@ def _recall_now(
         result = engine.recall(namespace, query, k)
         status = result.semantic
         if status is not None and status.state == "degraded":
-            cause = _cause(None, endpoint, status.reason)
-            return result, f"answered lexically: {endpoint} could not embed the query ({cause})"
+            return result, (
+                f"answered lexically: {_provider(host)} could not embed the query [{status.reason}]"
+            )
         return result, None
     indexer.close(_STOP_WAITING)
     coverage = channel.status(namespace)
@@ -116,13 +117,13 @@ def _recall_now(
         reason=reason,
     )
     if failure is not None:
-        cause = _cause(failure, endpoint, None)
+        note = f"answered lexically: {_cause(failure, host)}"
     else:
-        cause = (
-            f"no vectors within {wait:g} s ({coverage.embedded} of {coverage.retrievable} "
-            "memories embedded); wait longer with --wait"
+        note = (
+            f"answered lexically: no vectors from {_provider(host)} within {wait:g} s "
+            f"({coverage.embedded} of {coverage.retrievable} memories embedded; "
+            "wait longer with --wait)"
         )
-    note = f"answered lexically: {endpoint} failed ({cause})"
     return msgspec.structs.replace(result, semantic=status), note
 
 
@@ -197,7 +198,7 @@ def recall(
         with MemoryEngine.open(folder, create=False, config=config) as engine:
             if at is None:
                 result, note = _recall_now(
-                    engine, namespace, query, count, wait, endpoint_name(config)
+                    engine, namespace, query, count, wait, endpoint_host(config)
                 )
             else:
                 with as_of(engine, parse_point(at), occurred=occurred) as then:
