@@ -195,10 +195,11 @@ class PendingExtraction(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     ``reason_code``: the extractor error's own code where it has one (``unreachable``,
     ``timeout``, ``http_error`` for the OpenAI-compatible extractor), ``extractor_failed``
-    for any other error, ``abandoned`` (``close()`` stopped waiting for it) or
-    ``not_attempted`` (no attempt in this process: a crash, or another process observed the
-    turn). ``detail`` is the error's message with secret shapes redacted (it names the
-    endpoint, never a key or the transcript).
+    for any other error, ``abandoned`` (``close()`` stopped waiting for it), ``running``
+    (queued in this process, not finished yet) or ``not_attempted`` (no attempt in this
+    process: a crash, or another process observed the turn). ``detail`` is the error's
+    message with secret shapes redacted (it names the endpoint, never a key or the
+    transcript).
     """
 
     turn_id: int
