@@ -32,13 +32,13 @@ if TYPE_CHECKING:
         ActivationResult,
         AdmissionReport,
         CommandResult,
-        Intent,
         KnownValue,
         MemorySession,
         PreparedMemorySnapshot,
         ScheduledWork,
         TurnOutcome,
     )
+    from memory_ledger.commands.session_commands import Intent
 
 __all__ = ["AsyncMemorySession"]
 

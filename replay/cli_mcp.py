@@ -61,6 +61,7 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def mcp_command(
+    ctx: typer.Context,
     store: Annotated[
         Path, typer.Option("--store", help="Store folder (LMDB ledger + DuckDB projections).")
     ],
@@ -114,6 +115,8 @@ def mcp_command(
         if embeddings not in ("config", "none", "local"):
             msg = f"--embeddings must be config, none or local, got {embeddings!r}"
             raise ValueError(msg)
+        if config_file is None and isinstance(ctx.obj, Path):
+            config_file = ctx.obj  # memory-ledger --config FILE mcp ...
         config = load_config(config_file)
         if embeddings != "config":
             config = load_config_from(config, embeddings=embeddings)
