@@ -132,10 +132,17 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
         finally:
             _preparing.session = None
 
-    def recall(self, query: str, turn_id: int | None = None, k: int | None = None) -> RecallResult:
+    def recall(
+        self,
+        query: str,
+        turn_id: int | None = None,
+        k: int | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
         """As :meth:`SessionRecall.recall`; raises ``recall_suppressed`` when bound."""
         self._suppressed("memory recall")
-        return super().recall(query, turn_id, k)
+        return super().recall(query, turn_id, k, record=record)
 
     def recall_scoped(
         self,
