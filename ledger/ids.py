@@ -12,6 +12,8 @@ from uuid import UUID, uuid5
 
 import msgspec
 
+from memory_ledger.ledger.errors import InvalidArgumentError
+
 __all__ = [
     "ID_ROOT",
     "InvalidNamespaceError",
@@ -31,8 +33,14 @@ ID_ROOT = uuid5(UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8"), "https://memory-le
 MAX_NAMESPACE_PART_BYTES = 256
 
 
-class InvalidNamespaceError(ValueError):
-    """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes."""
+class InvalidNamespaceError(InvalidArgumentError):
+    """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes.
+
+    ``parameter`` names the part (``"tenant"``, ``"principal"``, ``"scope_id"``; or
+    ``"session_id"`` for a session id refused for the same reasons).
+    """
+
+    reason_code = "invalid_namespace"
 
 
 class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -52,14 +60,16 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 msg = f"namespace {name} must be a non-empty string, got {value!r}"
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(msg, parameter=name, reason_code="empty_namespace_part")
             size = len(value.encode("utf-8"))
             if size > MAX_NAMESPACE_PART_BYTES:
                 msg = (
                     f"namespace {name} is {size} bytes long, "
                     f"at most {MAX_NAMESPACE_PART_BYTES} allowed"
                 )
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(
+                    msg, parameter=name, reason_code="namespace_part_too_long"
+                )
         return self
 
     def key(self) -> str:
