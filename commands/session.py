@@ -54,6 +54,12 @@ from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.session_state import SessionState
 from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.ledger.arguments import check_aware, check_count, check_timeout
+from memory_ledger.ledger.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LedgerIntegrityError,
+)
 from memory_ledger.ledger.events import (
     ActivationDecision,
     AdmissionRevoked,
@@ -89,6 +95,7 @@ from memory_ledger.ledger.ids import (
     snapshot_id,
 )
 from memory_ledger.projections.text_index import tokenize
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -202,18 +209,19 @@ def _now() -> datetime:
 
 
 def check_turn_id(turn_id: object) -> int:
-    """``turn_id`` if it is an int in [0, 2**63 - 1]; otherwise ValueError naming it."""
+    """``turn_id`` if it is an int in [0, 2**63 - 1]; otherwise InvalidArgumentError (a
+    ValueError) naming it."""
     if not isinstance(turn_id, int) or isinstance(turn_id, bool) or not 0 <= turn_id <= MAX_TURN_ID:
         msg = f"turn_id must be an integer from 0 to {MAX_TURN_ID}, got {turn_id!r}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="turn_id")
     return turn_id
 
 
 def check_query(query: object) -> str:
-    """``query`` if it is a string; otherwise ValueError."""
+    """``query`` if it is a string; otherwise InvalidArgumentTypeError (a ValueError)."""
     if not isinstance(query, str):
         msg = f"query must be a string, got {type(query).__name__}"
-        raise ValueError(msg)
+        raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
     return query
 
 
@@ -238,13 +246,17 @@ class MemorySession:
         extractor: Extractor,
         config: MemoryConfig,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        token_counter: TokenCounter = estimate_tokens,
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip():
             msg = f"session_id must be a non-empty string, got {session_id!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="session_id")
         if extraction_mode not in ("blocking", "background"):
             msg = f"extraction_mode must be 'blocking' or 'background', got {extraction_mode!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="extraction_mode")
+        self.token_counter: TokenCounter = token_counter
+        """``text -> estimated tokens``: sizes admissions and the memory map; give it to a
+        ``ContextAssembler`` so context budgets count alike."""
         self.engine = engine
         self.namespace = namespace
         self.session_id = session_id
@@ -308,7 +320,7 @@ class MemorySession:
                 self._last_activity = time.monotonic()
                 return positions[len(reads) :]
             msg = f"session {self.session_id!r}: too many concurrent appends, giving up"
-            raise IntegrityError(msg)
+            raise LedgerIntegrityError(msg, reason_code="too_many_conflicts")
 
     def _base(self) -> dict[str, Any]:
         """Envelope of the next session-stream event (call once per event, in order)."""
@@ -358,15 +370,16 @@ class MemorySession:
         :raises SessionSealedError: the session was finished or closed.
         :raises ExtractionFailedError: the extractor raised (blocking mode); the evidence is
             recorded and the extraction pending.
-        :raises ValueError: ``turn_id`` is negative or ``transcript`` is not a string.
+        :raises InvalidArgumentError: (a ``ValueError``) ``turn_id`` is negative,
+            ``transcript`` is not a string, or ``occurred_at`` is a naive datetime.
         """
         self._check_open()
         check_turn_id(turn_id)
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
-            raise ValueError(msg)
-        if occurred_at is not None and occurred_at.tzinfo is None:
-            occurred_at = occurred_at.replace(tzinfo=UTC)
+            raise InvalidArgumentTypeError(msg, parameter="transcript", reason_code="not_a_string")
+        if occurred_at is not None:
+            check_aware("occurred_at", occurred_at)
         redaction = redact(transcript)
         digest = _digest(redaction.text)
         with self._lock:
@@ -866,13 +879,11 @@ class MemorySession:
         return self._served(query, turn_id, "live", hits, semantic)
 
     def _bounded_k(self, k: int | None) -> int:
-        """``k`` clamped to ``recall_max_k``; ValueError when it is not a positive int."""
+        """``k`` clamped to ``recall_max_k``; InvalidArgumentError when it is not a positive
+        int."""
         if k is None:
             return self._config.recall_k
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            msg = f"k must be a positive integer, got {k!r}"
-            raise ValueError(msg)
-        return min(k, self._config.recall_max_k)
+        return min(check_count("k", k), self._config.recall_max_k)
 
     def _served(
         self,
@@ -954,7 +965,7 @@ class MemorySession:
 
     def memory_map(self) -> str:
         """The vocabulary a model needs to fill recall_context's about/attribute fields."""
-        return self.engine.memory_map(self.namespace)
+        return self.engine.memory_map(self.namespace, token_counter=self.token_counter)
 
     def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
         """Canonical and session memories similar to ``query`` (live BM25, fused)."""
@@ -962,6 +973,7 @@ class MemorySession:
 
     def memory_recent(self, k: int = 10) -> list[RecallHit]:
         """The ``k`` most recent retrievable memories (session facts first)."""
+        check_count("k", k)
         overlay = self.overlay()
         canonical = [d for d in self._canonical_docs() if overlay.visible(d)]
         canonical.sort(key=lambda d: (-d.position, d.memory_id))
@@ -971,6 +983,7 @@ class MemorySession:
     def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
         """Retrievable memories carrying any of ``tags``: most matching tags first, then the
         most recent."""
+        check_count("k", k)
         wanted = {t.strip().casefold() for t in tags if t.strip()}
         overlay = self.overlay()
         docs = [*overlay.docs, *(d for d in self._canonical_docs() if overlay.visible(d))]
@@ -1318,7 +1331,7 @@ class MemorySession:
                 mid = getattr(entry, "memory_id", None)
                 revision = getattr(entry, "revision", None)
                 text = getattr(entry, "statement", None) or getattr(entry, "text", "") or ""
-                tokens = (len(text) + 3) // 4
+                tokens = self.token_counter(text)
             if mid is None or revision is None:
                 skipped.append(str(mid))
                 continue
@@ -1418,8 +1431,12 @@ class MemorySession:
         Never prunes pinned items, frequently recalled/admitted/used ones (more than
         ``max_uses``), consolidated ones (reinforced, or superseding another) or ones carrying
         relations (supersedes, conflicts). ``older_than`` bounds the last update (recorded
-        time); None means any age. Returns the pruned memory ids.
+        time, an aware datetime); None means any age. Returns the pruned memory ids.
+
+        :raises InvalidArgumentError: ``older_than`` is naive or not a datetime.
         """
+        if older_than is not None:
+            check_aware("older_than", older_than)
         self._check_open()
         ns = self.namespace
         self.engine.catch_up()
@@ -1458,7 +1475,11 @@ class MemorySession:
     # Lifecycle ----------------------------------------------------------------------------
 
     def wait_for_extractions(self, timeout: float | None = None) -> list[int]:
-        """Wait for queued background extractions; return the turns still unfinished."""
+        """Wait for queued background extractions; return the turns still unfinished.
+
+        :raises InvalidArgumentError: ``timeout`` is NaN, infinite or negative.
+        """
+        timeout = check_timeout("timeout", timeout)
         futures = {t: f for t, f in self._queued.items() if not f.done()}
         if futures:
             wait_futures(list(futures.values()), timeout=timeout)

@@ -12,13 +12,14 @@ from uuid import UUID, uuid5
 
 import msgspec
 
-from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
     "ID_ROOT",
     "InvalidNamespaceError",
     "Namespace",
     "candidate_id",
+    "check_namespace",
     "command_id",
     "recall_stream_id",
     "snapshot_id",
@@ -75,6 +76,22 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
     def key(self) -> str:
         """Unambiguous text key of the namespace (a JSON array of its three parts)."""
         return msgspec.json.encode([self.tenant, self.principal, self.scope_id]).decode()
+
+
+def check_namespace(namespace: object, parameter: str = "namespace") -> Namespace:
+    """``namespace`` if it is a valid :class:`Namespace`.
+
+    :raises InvalidArgumentTypeError: not a ``Namespace`` (``reason_code``
+        ``"not_a_namespace"``).
+    :raises InvalidNamespaceError: a part is empty, not a string or too long.
+    """
+    if not isinstance(namespace, Namespace):
+        msg = (
+            f"{parameter} must be a Namespace(tenant, principal, scope_id), "
+            f"got {type(namespace).__name__}"
+        )
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_namespace")
+    return namespace.validated()
 
 
 _SPACE = re.compile(r"\s+")

@@ -43,7 +43,9 @@ from memory_ledger.replay.timeline import event_record
 
 app = typer.Typer(
     name="memory-ledger",
-    help="Event-sourced long-term memory for AI agents: ledger, projections, replay.",
+    help="Event-sourced long-term memory for AI agents: ledger, projections, replay. "
+    "Settings come from ./memory-ledger.toml (section [memory]) when that file exists in "
+    "the current directory.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -87,7 +89,7 @@ def _user_errors() -> Iterator[None]:
 def _audit_config() -> MemoryConfig:
     """The configuration audit commands open a store with: the file's, lexical only (they
     never need an embedding model)."""
-    return load_config_from(load_config(), embeddings="none")
+    return load_config_from(load_config(search_cwd=True), embeddings="none")
 
 
 @app.command("convert-locomo")
@@ -130,7 +132,9 @@ def run(
     with _user_errors():
         with script.open("rb") as handle:
             steps = parse_script(handle)
-        with MemoryEngine.open(store, sync=not no_sync) as engine:
+        with MemoryEngine.open(
+            store, sync=not no_sync, config=load_config(search_cwd=True)
+        ) as engine:
             report = run_script(engine, steps)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
@@ -267,7 +271,7 @@ def recall(
         if embeddings not in ("config", "none", "local"):
             msg = f"--embeddings must be config, none or local, got {embeddings!r}"
             raise ValueError(msg)
-        config = load_config()
+        config = load_config(search_cwd=True)
         if embeddings != "config" or at is not None:  # as-of recall is lexical
             wanted = "local" if embeddings == "local" and at is None else "none"
             config = load_config_from(config, embeddings=wanted)
