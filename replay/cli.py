@@ -26,7 +26,7 @@ from rich.table import Table
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.commands.errors import InvalidArgumentError, MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
 from memory_ledger.replay.locomo import (
@@ -195,7 +195,7 @@ def _optional_namespace(
         return None
     if any(p is None for p in parts):
         msg = "give all of --tenant, --principal and --scope-id, or none of them"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="--tenant")
     return Namespace(str(tenant), str(principal), str(scope_id)).validated()
 
 
@@ -267,10 +267,10 @@ def recall(
         namespace = Namespace(tenant, principal, scope_id).validated()
         if occurred and at is None:
             msg = "--occurred needs --as-of TIMESTAMP"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--occurred")
         if embeddings not in ("config", "none", "local"):
             msg = f"--embeddings must be config, none or local, got {embeddings!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--embeddings")
         config = load_config(search_cwd=True)
         if embeddings != "config" or at is not None:  # as-of recall is lexical
             wanted = "local" if embeddings == "local" and at is None else "none"
@@ -438,7 +438,7 @@ def replay_command(
     with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         if check and keep is not None:
             msg = "--check compares in a scratch file; drop --out, or run without --check"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--check")
         with _progress("replaying", to if to is not None else engine.head) as on_page:
             if check:
                 with engine.projection_guard():
@@ -660,7 +660,7 @@ def explain_command(
     with _user_errors():
         if fmt not in ("text", "json", "mermaid"):
             msg = f"unknown --format {fmt!r}; use text, json or mermaid"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--format")
         with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
             lineage = explain(engine, memory_id)
     if as_json or fmt == "json":
@@ -689,7 +689,7 @@ def export_command(
     with _user_errors():
         if fmt not in ("parquet", "jsonl"):
             msg = f"unknown --format {fmt!r}; use parquet or jsonl"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--format")
         with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
             report = export_store(
                 engine, keep, fmt="parquet" if fmt == "parquet" else "jsonl", to=to, force=force

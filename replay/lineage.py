@@ -21,6 +21,7 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExplicitCommandApplied,
@@ -61,8 +62,10 @@ __all__ = [
 ]
 
 
-class UnknownMemoryError(ValueError):
+class UnknownMemoryError(InvalidArgumentError):
     """No memory has the given id (or id prefix), or a prefix matches several."""
+
+    reason_code = "unknown_memory"
 
 
 class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -211,7 +214,7 @@ def _lmdb(engine: MemoryEngine) -> LMDBApplicationRecorder:
     recorder = engine.recorder
     if not isinstance(recorder, LMDBApplicationRecorder):  # pragma: no cover
         msg = "lineage needs the LMDB application recorder"
-        raise TypeError(msg)
+        raise InvalidArgumentTypeError(msg, parameter="engine", reason_code="not_lmdb")
     return recorder
 
 
@@ -255,7 +258,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg)
-    with engine.projections.lock:
+    with engine.projections.lock, engine.projection_guard():
         engine.catch_up()
         rows = engine.projections.conn.execute(
             "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "

@@ -17,6 +17,7 @@ import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.lmdb import (
     GENESIS_HASH,
     HASH_SIZE,
@@ -41,12 +42,13 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 def verify_store(engine: MemoryEngine) -> VerifyReport:
     """Verify the hash chain, positions and decodability of every record of ``engine``.
 
-    :raises TypeError: the engine's recorder is not the LMDB recorder.
+    :raises InvalidArgumentTypeError: (a ``TypeError``) the engine's recorder is not the LMDB
+        recorder.
     """
     recorder = engine.recorder
     if not isinstance(recorder, LMDBApplicationRecorder):
         msg = "verification needs the LMDB application recorder"
-        raise TypeError(msg)
+        raise InvalidArgumentTypeError(msg, parameter="engine", reason_code="not_lmdb")
     mapper = engine.mapper
     expected = 1
     previous = GENESIS_HASH
