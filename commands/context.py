@@ -197,6 +197,8 @@ class ContextProviderError(MemoryLedgerError, RuntimeError):
     is ``"TimeoutError"`` for a timeout). The original exception is the ``__cause__``.
     """
 
+    reason_code = "context_provider_failed"
+
     def __init__(self, provider: str, error_type: str, message: str) -> None:
         super().__init__(f"context provider {provider!r} failed: {error_type}: {message}")
         self.provider = provider

@@ -573,7 +573,11 @@ class MemorySession:
 
     def is_idle(self, idle_seconds: float = 300.0) -> bool:
         """Whether the session has had no activity for ``idle_seconds`` and no queued work:
-        long enough to seal with ``finish()``."""
+        long enough to seal with ``finish()``.
+
+        :raises InvalidArgumentError: ``idle_seconds`` is NaN, infinite or negative.
+        """
+        check_timeout("idle_seconds", idle_seconds, allow_none=False)
         busy = any(not f.done() for f in self._queued.values())
         return not busy and time.monotonic() - self._last_activity >= idle_seconds
 

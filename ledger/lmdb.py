@@ -319,9 +319,10 @@ class _SharedEnvironment:
         return handle
 
     def _open_existing_db(self, name: bytes) -> Any:
+        # Without a transaction: py-lmdb ends an explicit read-only transaction without
+        # committing it, and LMDB keeps a handle opened inside one only when it commits.
         try:
-            with self.env.begin(write=False) as txn:
-                return self.env.open_db(name, txn=txn, create=False)
+            return self.env.open_db(name, create=False)
         except lmdb.NotFoundError:
             msg = (
                 f"the LMDB ledger at {self.path!r} has no {name.decode('utf-8', 'replace')!r} "
@@ -335,8 +336,8 @@ class _SharedEnvironment:
             names = [bytes(key) for key in txn.cursor().iternext(keys=True, values=False)]
         if b"meta" not in names:
             return names, None
+        meta_db = self._open_existing_db(b"meta") if self.readonly else self.db(b"meta")
         with self.env.begin(write=False) as txn:
-            meta_db = self.env.open_db(b"meta", txn=txn, create=False)
             meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
         return names, meta
 

@@ -97,7 +97,7 @@ class ProjectionDataError(ProjectionError, DataError):
 class ProjectionOperationalError(ProjectionError, OperationalError):
     """The projection file cannot be used now (I/O, memory, a lock, an interrupted query)."""
 
-    reason_code = "projection_unavailable"
+    reason_code = "projection_operational"
 
 
 class ProjectionIntegrityError(ProjectionError, IntegrityError):
