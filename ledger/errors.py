@@ -29,7 +29,6 @@ from eventsourcing.persistence import (
     DatabaseError,
     DataError,
     IntegrityError,
-    InterfaceError,
     InternalError,
     NotSupportedError,
     OperationalError,
@@ -45,7 +44,6 @@ __all__ = [
     "LedgerError",
     "LedgerFormatError",
     "LedgerIntegrityError",
-    "LedgerInterfaceError",
     "LedgerInternalError",
     "LedgerNotSupportedError",
     "LedgerOperationalError",
@@ -111,16 +109,6 @@ class LedgerError(MemoryLedgerError, DatabaseError):
     """
 
     reason_code = "ledger_error"
-
-    def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
-        super().__init__(message, reason_code=reason_code)
-        self.path = path
-
-
-class LedgerInterfaceError(MemoryLedgerError, InterfaceError):
-    """The ledger was used in a way its interface does not allow (a closed datastore)."""
-
-    reason_code = "ledger_interface"
 
     def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
         super().__init__(message, reason_code=reason_code)
