@@ -92,7 +92,7 @@ class MemoryItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     importance: float
     confidence: float
     tags: list[str]
-    supersedes: str | None
+    supersedes: list[str]
     conflicts_with: list[str]
     evidence: list[str]
 
@@ -152,8 +152,9 @@ the predicate, or null.
 - reason: never empty; why this will be useful in a future conversation.
 - importance and confidence are numbers in [0, 1]. Only propose items with importance \
 >= {min_importance:.2f} and confidence >= {min_confidence:.2f}; leave out anything weaker.
-- supersedes (one id or null) and conflicts_with (a list of ids) may cite only ids of the \
-related memories listed in the request; use null and [] otherwise. Never invent ids.
+- supersedes (the ids this item replaces) and conflicts_with (the ids it contradicts) are \
+lists that may cite only ids of the related memories listed in the request; a \
+consolidation may name several; use [] otherwise. Never invent ids.
 - evidence: the turn or dialogue ids the item rests on (may be empty). tags: a few short \
 topic words; never tenant, principal or scope_id.
 - Never copy secrets (passwords, API keys, tokens, private keys) or [REDACTED:...] markers \

@@ -20,8 +20,9 @@ from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands import errors as commands_errors
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
+from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExplicitCommandApplied,
@@ -40,8 +41,7 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
-from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, decode_record
-from memory_ledger.replay.filters import event_decoder
+from memory_ledger.ledger.lmdb import decode_record
 
 __all__ = [
     "AdmissionTouch",
@@ -62,10 +62,16 @@ __all__ = [
 ]
 
 
-class UnknownMemoryError(InvalidArgumentError):
-    """No memory has the given id (or id prefix), or a prefix matches several."""
+class UnknownMemoryError(commands_errors.UnknownMemoryError):
+    """No memory has the given id (or id prefix), or a prefix matches several.
 
-    reason_code = "unknown_memory"
+    Also the commands' :class:`~memory_ledger.commands.errors.UnknownMemoryError` (one
+    ``except`` catches both); ``reason_code`` is ``"unknown_memory"``, ``"not_a_memory_id"``
+    or ``"ambiguous_memory_id"``.
+    """
+
+    def __init__(self, message: str, reason_code: str = "unknown_memory") -> None:
+        CommandRejectedError.__init__(self, message, reason_code)
 
 
 class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -210,24 +216,15 @@ class Lineage(msgspec.Struct, frozen=True, kw_only=True):
     related: dict[str, str]
 
 
-def _lmdb(engine: MemoryEngine) -> LMDBApplicationRecorder:
-    recorder = engine.recorder
-    if not isinstance(recorder, LMDBApplicationRecorder):  # pragma: no cover
-        msg = "lineage needs the LMDB application recorder"
-        raise InvalidArgumentTypeError(msg, parameter="engine", reason_code="not_lmdb")
-    return recorder
-
-
 def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, LedgerEvent]]:
     """Every event of one stream with its ledger position, in version order.
 
     Reads the ledger's stream index (stream key -> notification id) in one read transaction.
     """
-    recorder = _lmdb(engine)
-    datastore = recorder.datastore
+    datastore = engine.lmdb_recorder().datastore
     prefix = datastore.stream_prefix(stream_id)
     index, log = datastore.db(b"index"), datastore.db(b"log")
-    decode = event_decoder(engine)
+    decode = engine.event_decoder()
     events: list[tuple[int, LedgerEvent]] = []
     with datastore.read() as txn:
         cursor = txn.cursor(db=index)
@@ -257,10 +254,9 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     wanted = text.strip().lower()
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
-        raise UnknownMemoryError(msg)
-    with engine.projections.lock, engine.projection_guard():
-        engine.catch_up()
-        rows = engine.projections.conn.execute(
+        raise UnknownMemoryError(msg, "not_a_memory_id")
+    with engine.read_models() as live:
+        rows = live.conn.execute(
             "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
             "ORDER BY memory_id LIMIT 6",
             [wanted],
@@ -274,7 +270,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
         msg = f"no memory with id {text!r} in {str(engine.path)!r}"
         raise UnknownMemoryError(msg)
     msg = f"memory id prefix {text!r} matches several memories: {', '.join(ids[:5])}"
-    raise UnknownMemoryError(msg)
+    raise UnknownMemoryError(msg, "ambiguous_memory_id")
 
 
 def _transcript(position: int, event: TranscriptObserved) -> TranscriptEvidence:
@@ -417,8 +413,8 @@ def _history(position: int, event: LedgerEvent) -> HistoryEntry | None:
 
 
 def _rows(engine: MemoryEngine, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    with engine.projections.lock:
-        table = engine.projections.conn.sql(sql, params=params).to_arrow_table()
+    with engine.read_models(catch_up=False) as live:
+        table = live.conn.sql(sql, params=params).to_arrow_table()
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows
 
@@ -446,7 +442,7 @@ def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
     """
     full = resolve_memory_id(engine, memory_id)
     row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
-    position = engine.runner.position
+    position = engine.projection_position
     sessions = _Sessions(engine)
     origins: list[Origin] = []
     history: list[HistoryEntry] = []

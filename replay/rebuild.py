@@ -166,7 +166,7 @@ def build_projections(
         raise OutputExistsError(msg, path=path)
     store = ProjectionStore(path, version=PROJECTION_VERSION)
     try:
-        runner = ProjectionRunner(store, engine.recorder, engine.mapper, page_size=page_size)
+        runner = engine.projection_runner(store, page_size=page_size)
         with store.guard("rebuild"):
             _fold(runner, target, keep, on_page)
     except BaseException:
@@ -345,31 +345,29 @@ def check_projections(
     """
     started = time.perf_counter()
     target, _ = _target(engine, to)
-    with engine.projections.lock, engine.projection_guard():
-        position = engine.catch_up(target)
+    with engine.read_models(to=target) as live:
+        position = live.position
         if position != target:
             msg = (
                 f"the live projection is at position {position}, past {target}; check without --to"
             )
             raise PositionOutOfRangeError(msg, parameter="to")
-        live_digests = table_digests(engine.projections.conn)
+        live_digests = table_digests(live.conn)
     with _scratch("ml-check-") as path:
         rebuilt = build_projections(engine, to=position, path=str(path), on_page=on_page)
         try:
             with rebuilt.guard("read"):
                 rebuilt_digests = table_digests(rebuilt.conn)
             differing = [n for n in live_digests if live_digests[n] != rebuilt_digests.get(n)]
-            with engine.projections.lock, engine.projection_guard():
-                differences = tuple(
-                    diff_table(engine.projections.conn, rebuilt.conn, name) for name in differing
-                )
+            with engine.read_models(catch_up=False) as live:
+                differences = tuple(diff_table(live.conn, rebuilt.conn, name) for name in differing)
         finally:
             rebuilt.close()
     return CheckReport(
         ok=not differences,
         position=position,
         head=engine.head,
-        live_path=str(engine.projections.path),
+        live_path=str(engine.projection_file),
         checked=tuple(live_digests),
         differences=differences,
         seconds=time.perf_counter() - started,

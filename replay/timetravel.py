@@ -258,7 +258,7 @@ def as_of(
             mode="position",
             position=point,
             head=head,
-            context_of=engine.transcripts,
+            context_of=engine.transcript_context,
         )
     _check_timestamp("at", point)
     if not occurred:
@@ -270,7 +270,7 @@ def as_of(
             mode="recorded",
             position=position,
             head=head,
-            context_of=engine.transcripts,
+            context_of=engine.transcript_context,
         )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
@@ -281,7 +281,7 @@ def as_of(
         position=head,
         head=head,
         events_skipped=keep.skipped,
-        context_of=engine.transcripts,
+        context_of=engine.transcript_context,
     )
 
 
