@@ -2,8 +2,9 @@
 
 Compaction (:mod:`commands.compaction`) works on a list of :class:`ChatMessage` (the
 OpenAI chat shape: ``system``, ``user``, ``assistant``, ``tool``; a host serializes an
-assistant's tool calls into ``content``). Tokens are estimated with the engine's one
-estimation function, :func:`projections.memory_map.estimate_tokens`, plus
+assistant's tool calls into ``content``). Tokens are counted with the engine's token
+counter (:data:`projections.tokens.TokenCounter`, by default
+:func:`projections.tokens.estimate_tokens`; a session passes its own), plus
 :data:`MESSAGE_OVERHEAD_TOKENS` per message for the chat framing.
 """
 
@@ -14,7 +15,8 @@ from typing import Literal
 
 import msgspec
 
-from memory_ledger.projections import memory_map
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
@@ -35,7 +37,7 @@ class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
     """One message of a conversation: ``role``, ``content`` text, optional ``name`` and, for
     a ``tool`` message, the ``tool_call_id`` it answers.
 
-    :raises ValueError: an unknown role or a non-string content.
+    :raises InvalidArgumentError: (a ``ValueError``) an unknown role or a non-string content.
     """
 
     role: Role
@@ -46,30 +48,33 @@ class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.role not in ("system", "user", "assistant", "tool"):
             msg = f"unknown message role {self.role!r}; use system, user, assistant or tool"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="role")
         if not isinstance(self.content, str):
             msg = f"message content must be a string, got {type(self.content).__name__}"
-            raise ValueError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="content")
 
 
-def message_tokens(message: ChatMessage) -> int:
-    """Estimated tokens of one message: its content and name, plus the framing overhead."""
-    tokens = MESSAGE_OVERHEAD_TOKENS + memory_map.estimate_tokens(message.content)
+def message_tokens(message: ChatMessage, counter: TokenCounter = estimate_tokens) -> int:
+    """Tokens of one message by ``counter``: its content and name, plus the framing
+    overhead."""
+    tokens = MESSAGE_OVERHEAD_TOKENS + counter(message.content)
     if message.name:
-        tokens += memory_map.estimate_tokens(message.name)
+        tokens += counter(message.name)
     return tokens
 
 
-def history_tokens(messages: Iterable[ChatMessage], fixed_tokens: int = 0) -> int:
-    """Estimated tokens of a request: ``fixed_tokens`` (system prompt and tool schemas the
-    host sends beside the history) plus every message."""
-    return fixed_tokens + sum(message_tokens(m) for m in messages)
+def history_tokens(
+    messages: Iterable[ChatMessage], fixed_tokens: int = 0, counter: TokenCounter = estimate_tokens
+) -> int:
+    """Tokens of a request by ``counter``: ``fixed_tokens`` (system prompt and tool schemas
+    the host sends beside the history) plus every message."""
+    return fixed_tokens + sum(message_tokens(m, counter) for m in messages)
 
 
 def as_messages(items: Sequence[ChatMessage | dict[str, object]]) -> list[ChatMessage]:
     """``items`` as :class:`ChatMessage` (mappings are converted, strictly).
 
-    :raises ValueError: a mapping is not a valid message.
+    :raises InvalidArgumentError: a mapping is not a valid message.
     """
     out = []
     for item in items:
@@ -79,5 +84,7 @@ def as_messages(items: Sequence[ChatMessage | dict[str, object]]) -> list[ChatMe
             try:
                 out.append(msgspec.convert(item, ChatMessage))
             except msgspec.ValidationError as e:
-                raise ValueError(f"not a chat message: {e}") from None
+                raise InvalidArgumentError(
+                    f"not a chat message: {e}", parameter="messages"
+                ) from None
     return out

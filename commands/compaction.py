@@ -57,7 +57,8 @@ from memory_ledger.commands.summarizers import (
     SummaryRequest,
     previous_summary_text,
 )
-from memory_ledger.projections import memory_map
+from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "MIN_SUMMARY_TOKENS",
@@ -83,9 +84,13 @@ class CompactionError(MemoryLedgerError, ValueError):
     ``summarizer_failed`` (the summarizer raised or returned no text; its
     :class:`~commands.summarizers.SummarizerError` is the cause), ``bad_history``."""
 
-    def __init__(self, message: str, reason_code: str) -> None:
-        super().__init__(message)
-        self.reason_code = reason_code
+    reason_code = "compaction_refused"
+
+    def __init__(self, message: str, reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+
+    def __reduce__(self) -> tuple[type[CompactionError], tuple[str, str]]:
+        return (type(self), (str(self), self.reason_code))
 
 
 class CompactionPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,8 +102,8 @@ class CompactionPolicy(msgspec.Struct, frozen=True, kw_only=True):
     trigger), ``max_summary_tokens`` (8,000), ``max_tool_output_tokens`` (older tool
     outputs above this are truncated; 2,000, this module's choice).
 
-    :raises ValueError: a ratio outside (0, 1], a non-positive count, or ``enabled``
-        without ``max_context_tokens``.
+    :raises InvalidArgumentError: (a ``ValueError``) a ratio outside (0, 1], a non-positive
+        count, or ``enabled`` without ``max_context_tokens``.
     """
 
     enabled: bool = False
@@ -114,31 +119,32 @@ class CompactionPolicy(msgspec.Struct, frozen=True, kw_only=True):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or not 0 < value <= 1:
                 msg = f"CompactionPolicy.{name} must be in (0, 1], got {value!r}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter=name, reason_code="out_of_range")
         counts = ("keep_recent", "max_summary_tokens", "max_tool_output_tokens")
         for name in counts:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 msg = f"CompactionPolicy.{name} must be a positive integer, got {value!r}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter=name)
         window = self.max_context_tokens
         if window is not None and (
             isinstance(window, bool) or not isinstance(window, int) or window <= 0
         ):
             msg = f"CompactionPolicy.max_context_tokens must be a positive integer, got {window!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="max_context_tokens")
         if self.enabled and window is None:
             msg = "an enabled CompactionPolicy needs max_context_tokens (the context window)"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="max_context_tokens")
 
     def trigger_tokens(self, window: int | None = None) -> int:
         """Tokens at which compaction triggers: ``threshold`` of the window.
 
-        :raises ValueError: no window is known.
+        :raises InvalidArgumentError: no window is known.
         """
         size = window if window is not None else self.max_context_tokens
         if size is None:
-            raise ValueError("no context window: pass max_context_tokens")
+            msg = "no context window: pass max_context_tokens"
+            raise InvalidArgumentError(msg, parameter="max_context_tokens")
         return int(size * self.threshold)
 
     def target_tokens(self, window: int | None = None) -> int:
@@ -171,26 +177,30 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
     summarizer_id: str
 
 
-def truncate_tool_output(message: ChatMessage, max_tokens: int) -> ChatMessage:
+def truncate_tool_output(
+    message: ChatMessage, max_tokens: int, counter: TokenCounter = estimate_tokens
+) -> ChatMessage:
     """``message`` with its content cut to about ``max_tokens`` estimated tokens and a note
     telling the model to re-read or re-run (unchanged when it fits or is not a tool
     message)."""
-    total = memory_map.estimate_tokens(message.content)
+    total = counter(message.content)
     if message.role != "tool" or total <= max_tokens:
         return message
     low, high = 0, len(message.content)
     while low < high:  # the longest prefix within the budget
         middle = (low + high + 1) // 2
-        if memory_map.estimate_tokens(message.content[:middle]) <= max_tokens:
+        if counter(message.content[:middle]) <= max_tokens:
             low = middle
         else:
             high = middle - 1
     kept = message.content[:low]
-    note = TRUNCATION_NOTE.format(kept=memory_map.estimate_tokens(kept), total=total)
+    note = TRUNCATION_NOTE.format(kept=counter(kept), total=total)
     return msgspec.structs.replace(message, content=kept + note)
 
 
-def _keep(body: Sequence[ChatMessage], policy: CompactionPolicy, room: int) -> tuple[int, bool]:
+def _keep(
+    body: Sequence[ChatMessage], policy: CompactionPolicy, room: int, counter: TokenCounter
+) -> tuple[int, bool]:
     """How many recent messages to keep, and whether their tool outputs must be truncated.
 
     The most recent ``k`` messages (``k`` at most ``keep_recent`` and half the body, never
@@ -205,8 +215,8 @@ def _keep(body: Sequence[ChatMessage], policy: CompactionPolicy, room: int) -> t
         for k in range(1, limit + 1):
             message = body[len(body) - k]
             if truncate:
-                message = truncate_tool_output(message, cap)
-            tail += message_tokens(message)
+                message = truncate_tool_output(message, cap, counter)
+            tail += message_tokens(message, counter)
             if tail <= room and message.role != "tool":
                 fits.append(k)
         if fits:
@@ -214,19 +224,19 @@ def _keep(body: Sequence[ChatMessage], policy: CompactionPolicy, room: int) -> t
     return 0, False
 
 
-def _capped(goal: str, body: str, generation: int, budget: int) -> str:
+def _capped(goal: str, body: str, generation: int, budget: int, counter: TokenCounter) -> str:
     """The summary message content within ``budget`` tokens: the longest start of ``body``
     (cut at a line end when one is in its second half) with a note, or the goal alone (the
     goal is never cut)."""
     content = render_summary(goal, body, generation)
-    if memory_map.estimate_tokens(content) <= budget:
+    if counter(content) <= budget:
         return content
     note = "\n[summary cut to its token budget]"
     low, high = 0, len(body)
     while low < high:
         middle = (low + high + 1) // 2
         trial = render_summary(goal, body[:middle] + note, generation)
-        if memory_map.estimate_tokens(trial) <= budget:
+        if counter(trial) <= budget:
             low = middle
         else:
             high = middle - 1
@@ -246,6 +256,7 @@ def compact_history(
     force: bool = False,
     generation: int | None = None,
     max_context_tokens: int | None = None,
+    token_counter: TokenCounter = estimate_tokens,
 ) -> CompactionResult | None:
     """Compact ``messages`` if they reach the trigger (or ``force``); see the module
     docstring for the steps.
@@ -254,6 +265,8 @@ def compact_history(
         tool schemas), counted against the window.
     :param generation: the generation to record (default: the previous summary's + 1).
     :param max_context_tokens: the window, when the policy does not fix one.
+    :param token_counter: ``text -> tokens`` (a session passes its own; default the engine's
+        estimate).
     :returns: None when compaction is off or not due (never with ``force``).
     :raises CompactionError: nothing to compact (with ``force``), the summarizer failed, or
         the history is malformed; the caller's history is unchanged.
@@ -267,7 +280,8 @@ def compact_history(
         raise CompactionError("no context window: set max_context_tokens", "bad_history")
     trigger = policy.trigger_tokens(window)
     target = policy.target_tokens(window)
-    before = history_tokens(history, fixed_tokens)
+    counter = token_counter
+    before = history_tokens(history, fixed_tokens, counter)
     if not force and (not policy.enabled or before < trigger):
         return None
     lead = 0
@@ -288,22 +302,22 @@ def compact_history(
         None,
     )
     number = generation if generation is not None else (previous[0] + 1 if previous else 1)
-    base = history_tokens(history[:lead], fixed_tokens) + message_tokens(
-        ChatMessage(role="user", content=render_summary(goal.text, "", number))
+    base = history_tokens(history[:lead], fixed_tokens, counter) + message_tokens(
+        ChatMessage(role="user", content=render_summary(goal.text, "", number)), counter
     )
-    keep, truncate_tail = _keep(body, policy, target - base - MIN_SUMMARY_TOKENS)
+    keep, truncate_tail = _keep(body, policy, target - base - MIN_SUMMARY_TOKENS, counter)
     prefix, kept = body[: len(body) - keep], body[len(body) - keep :]
     cap = policy.max_tool_output_tokens
-    entries = [truncate_tool_output(m, cap) for m in prefix]
-    tail = [truncate_tool_output(m, cap) for m in kept] if truncate_tail else list(kept)
+    entries = [truncate_tool_output(m, cap, counter) for m in prefix]
+    tail = [truncate_tool_output(m, cap, counter) for m in kept] if truncate_tail else list(kept)
     truncated = sum(
         1 for new, old in zip([*entries, *tail], [*prefix, *kept], strict=True) if new is not old
     )
-    tail_tokens = history_tokens(tail)
+    tail_tokens = history_tokens(tail, 0, counter)
     budget = min(
         policy.max_summary_tokens,
         max(target - base - tail_tokens, MIN_SUMMARY_TOKENS)
-        + memory_map.estimate_tokens(render_summary(goal.text, "", number)),
+        + counter(render_summary(goal.text, "", number)),
     )
     request = SummaryRequest(
         goal=goal.text,
@@ -321,7 +335,7 @@ def compact_history(
     if not isinstance(raw, str) or not raw.strip():
         raise CompactionError("the summarizer returned no summary text", "summarizer_failed")
     rest, restored = strip_goal(raw, goal.text)
-    content = _capped(goal.text, rest, number, budget)
+    content = _capped(goal.text, rest, number, budget, counter)
     summary = ChatMessage(role="user", content=content)
     compacted = (*history[:lead], summary, *tail)
     return CompactionResult(
@@ -335,9 +349,9 @@ def compact_history(
         summarized_to=lead + len(prefix),
         truncated_tool_outputs=truncated,
         tokens_before=before,
-        tokens_after=history_tokens(compacted, fixed_tokens),
+        tokens_after=history_tokens(compacted, fixed_tokens, counter),
         trigger_tokens=trigger,
         target_tokens=target,
-        summary_tokens=message_tokens(summary),
+        summary_tokens=message_tokens(summary, counter),
         summarizer_id=summarizer.summarizer_id,
     )

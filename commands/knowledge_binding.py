@@ -83,9 +83,13 @@ class KnowledgeBindingError(MemoryLedgerError, RuntimeError):
     * ``recall_suppressed``: memory recall asked of a bound session.
     """
 
+    reason_code = "knowledge_refused"
+
     def __init__(self, reason_code: KnowledgeReason, message: str) -> None:
-        super().__init__(message)
-        self.reason_code: KnowledgeReason = reason_code
+        super().__init__(message, reason_code=reason_code)
+
+    def __reduce__(self) -> tuple[type[KnowledgeBindingError], tuple[str, str]]:
+        return (type(self), (self.reason_code, str(self)))
 
 
 _DIGEST = re.compile(r"(sha256:)?[0-9a-f]{64}")

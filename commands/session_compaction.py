@@ -4,11 +4,11 @@
 a summarizer and a policy (off unless ``enabled``). :meth:`SessionCompaction.compact` runs
 :func:`commands.compaction.compact_history` on the history the host passes and, when it
 compacts, appends ContextCompacted (the range summarised, the cumulative summary message,
-the pinned goal, token counts) durably before returning. The generation counts the
-session's compactions (across processes: it is read from the session stream), so a host
-that keeps its own history can persist the same compact generation; the summary and goal
-are redacted before they are recorded (secrets never enter the ledger), the result handed
-back is the host's own text.
+the pinned goal, token counts by the session's token counter) durably before returning.
+The generation counts the session's compactions (across processes: it is read from the
+session stream), so a host that keeps its own history can persist the same compact
+generation; the summary and goal are redacted before they are recorded (secrets never enter
+the ledger), the result handed back is the host's own text.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_stream import SessionStream, check_turn_id
 from memory_ledger.commands.summarizers import Summarizer
 from memory_ledger.ledger.events import ContextCompacted, LedgerEvent
+from memory_ledger.projections.tokens import TokenCounter
 
 __all__ = ["SessionCompaction"]
 
@@ -35,6 +36,7 @@ class SessionCompaction(SessionStream):
 
     summarizer: Summarizer | None
     compaction_policy: CompactionPolicy
+    token_counter: TokenCounter
 
     @property
     def compactions(self) -> list[ContextCompacted]:
@@ -72,6 +74,7 @@ class SessionCompaction(SessionStream):
             force=force,
             generation=generation,
             max_context_tokens=max_context_tokens,
+            token_counter=self.token_counter,
         )
         if result is None:
             return None

@@ -41,6 +41,7 @@ from memory_ledger.commands.session_turns import PreparedMemorySnapshot, Session
 from memory_ledger.commands.session_workspace import SessionWorkspace
 from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, LedgerEvent
 from memory_ledger.ledger.ids import recall_stream_id
+from memory_ledger.projections.tokens import TokenCounter
 
 __all__ = ["SessionKnowledge"]
 
@@ -53,6 +54,7 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
     """Knowledge binding rules of a session (see the module docstring)."""
 
     knowledge: BoundKnowledge | None
+    token_counter: TokenCounter
 
     def _check_binding_on_open(self) -> None:
         """Refuse a resume without, or with another, binding than the one recorded, and a
@@ -210,7 +212,8 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
             msg = f"a session bound to {label} accepts no other provider ({names})"
             raise KnowledgeBindingError("provider_refused", msg)
         answer = self.knowledge.fetch(self.session_id, turn_id, query)
-        assembled = assemble_items(self.knowledge.context_items(answer), policy)
+        items = self.knowledge.context_items(answer)
+        assembled = assemble_items(items, policy, token_counter=self.token_counter)
         chosen = {item.item_id for item in assembled.items}
         served = [d for d in answer.documents if f"knowledge:{d.citation.label()}" in chosen]
         sequence = f"knowledge/{time.time_ns()}/{next(self._read_sequence)}"
@@ -249,7 +252,7 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
             own.append(SessionMemoryProvider(self, failure_mode=memory_failure))
         if self.workspace is not None:
             own.append(self.workspace_provider())
-        assembler = ContextAssembler([*own, *providers], policy)
+        assembler = ContextAssembler([*own, *providers], policy, token_counter=self.token_counter)
         return assembler.assemble(
             ContextQuery(session_id=self.session_id, turn_id=turn_id, query=query)
         )

@@ -22,7 +22,9 @@ from memory_ledger.commands.chat_messages import ChatMessage
 from memory_ledger.commands.compaction_goal import GOAL_HEADING, split_summary
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
-from memory_ledger.projections import memory_map
+from memory_ledger.ledger.arguments import check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.projections.tokens import estimate_tokens
 
 __all__ = [
     "DeterministicSummarizer",
@@ -41,9 +43,13 @@ class SummarizerError(MemoryLedgerError, RuntimeError):
     (the reply is not a chat completion), ``empty`` (no summary text), ``failed`` (a
     summarizer raised something else). Messages never carry transcript text or keys."""
 
+    reason_code = "summary_unavailable"
+
     def __init__(self, reason_code: SummarizerReason, message: str) -> None:
-        super().__init__(message)
-        self.reason_code: SummarizerReason = reason_code
+        super().__init__(message, reason_code=reason_code)
+
+    def __reduce__(self) -> tuple[type[SummarizerError], tuple[str, str]]:
+        return (type(self), (self.reason_code, str(self)))
 
 
 class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,7 +119,7 @@ class DeterministicSummarizer:
 
         # The estimate of a whole text is at most the sum of its parts' estimates, so
         # trimming by the sum keeps the result within max_tokens (in linear time).
-        estimate = memory_map.estimate_tokens
+        estimate = estimate_tokens
         fixed = estimate(head) + estimate("\n## Conversation\n") + 12
         sizes = [estimate(line) + 1 for line in lines]
         total = fixed + estimate(earlier) + sum(sizes)
@@ -168,8 +174,8 @@ class OpenAISummarizer:
     goal, the previous summary and the entries as a JSON document; ``max_tokens`` is the
     request's budget. ``summarizer_id`` defaults to ``openai:{model}``.
 
-    :raises ValueError: a ``base_url`` that is not http(s), an empty ``model`` or a timeout
-        that is not positive.
+    :raises InvalidArgumentError: (a ``ValueError``) a ``base_url`` that is not http(s), an
+        empty ``model`` or a timeout that is not positive.
     """
 
     def __init__(
@@ -183,10 +189,10 @@ class OpenAISummarizer:
         summarizer_id: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("model must not be empty")
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+        check_non_empty("model", model)
+        if check_timeout("timeout", timeout, allow_none=False) == 0:
+            msg = "timeout must be positive"
+            raise InvalidArgumentError(msg, parameter="timeout", reason_code="out_of_range")
         self._endpoint = OpenAIEndpoint(base_url, "chat/completions", api_key, timeout, transport)
         self.model = model
         self.timeout = timeout

@@ -30,6 +30,7 @@ from typing import Literal
 import msgspec
 
 from memory_ledger.commands.secrets import contains_secret
+from memory_ledger.ledger.errors import InvalidArgumentError
 
 __all__ = [
     "BINARY_SUFFIXES",
@@ -141,7 +142,7 @@ class AdmissionRules(msgspec.Struct, frozen=True, kw_only=True):
     the number of files admitted; ``exclude`` lists further paths (absolute, or relative to
     the root) never descended into, counted as ``store`` (the engine adds its own store).
 
-    :raises ValueError: a limit is not a positive integer.
+    :raises InvalidArgumentError: (a ``ValueError``) a limit is not a positive integer.
     """
 
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
@@ -153,7 +154,7 @@ class AdmissionRules(msgspec.Struct, frozen=True, kw_only=True):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 msg = f"AdmissionRules.{name} must be a positive integer, got {value!r}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter=name)
 
 
 class FileEntry(msgspec.Struct, frozen=True):

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_ledger.commands.lexical import QUERY_STOP_WORDS, stem
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc, tokenize
 
 __all__ = [
@@ -129,11 +130,11 @@ class WorkspaceCatalog:
         (nothing after :meth:`release`).
 
         :param analyzed: the :func:`analyze_code` text of each chunk, in chunk order.
-        :raises ValueError: ``analyzed`` does not have one entry per chunk.
+        :raises InvalidArgumentError: ``analyzed`` does not have one entry per chunk.
         """
         if len(analyzed) != len(partition.chunks):
             msg = f"{len(analyzed)} analyzed texts for {len(partition.chunks)} chunks"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="analyzed")
         with self._lock:
             if self._closed:
                 return
@@ -151,7 +152,7 @@ class WorkspaceCatalog:
         """Publish ``vectors`` for the partition of ``path`` if it still has ``digest``.
 
         :returns: False when the file's partition changed or went away meanwhile.
-        :raises ValueError: not one vector per chunk.
+        :raises InvalidArgumentError: not one vector per chunk.
         """
         with self._lock:
             current = None if self._closed else self._parts.get(path)
@@ -159,7 +160,7 @@ class WorkspaceCatalog:
                 return False
             if vectors.shape[0] != len(current.chunks):
                 msg = f"{vectors.shape[0]} vectors for {len(current.chunks)} chunks of {path}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter="vectors")
             self._parts[path] = msgspec.structs.replace(current, vectors=vectors)
             self._track(vectors)
             self._matrix = None

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import msgspec
 
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
+
 __all__ = [
     "ByteWindows",
     "ChunkingStrategy",
@@ -39,13 +41,13 @@ __all__ = [
 def _positive(owner: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         msg = f"{owner}.{name} must be a positive integer, got {value!r}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter=name)
 
 
 class LineWindows(msgspec.Struct, frozen=True, kw_only=True):
     """Chunks of ``lines`` lines (default 40), each at most ``max_bytes`` bytes (4,096).
 
-    :raises ValueError: a limit is not a positive integer.
+    :raises InvalidArgumentError: a limit is not a positive integer.
     """
 
     lines: int = 40
@@ -60,7 +62,7 @@ class ByteWindows(msgspec.Struct, frozen=True, kw_only=True):
     """Fixed windows of at most ``size`` UTF-8 bytes (default 2,048), cut back to the
     nearest character boundary.
 
-    :raises ValueError: ``size`` is not a positive integer.
+    :raises InvalidArgumentError: ``size`` is not a positive integer.
     """
 
     size: int = 2048
@@ -74,7 +76,8 @@ class RecursiveSeparators(msgspec.Struct, frozen=True, kw_only=True):
     ``separators`` that makes them small enough (each separator stays at the end of the
     piece before it), neighbours merged greedily up to ``max_bytes``.
 
-    :raises ValueError: ``max_bytes`` is not positive, or a separator is empty or not a string.
+    :raises InvalidArgumentError: ``max_bytes`` is not positive, or a separator is empty or
+        not a string.
     """
 
     max_bytes: int = 2048
@@ -85,7 +88,7 @@ class RecursiveSeparators(msgspec.Struct, frozen=True, kw_only=True):
         for separator in self.separators:
             if not isinstance(separator, str) or not separator:
                 msg = f"RecursiveSeparators separators must be non-empty strings, got {separator!r}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter="separators")
 
 
 ChunkingStrategy = LineWindows | ByteWindows | RecursiveSeparators
@@ -95,8 +98,8 @@ ChunkingStrategy = LineWindows | ByteWindows | RecursiveSeparators
 def check_strategy(strategy: object) -> ChunkingStrategy:
     """``strategy`` if it is a typed strategy object.
 
-    :raises TypeError: anything else, including a primitive name such as ``"lines"``
-        (seed 002: primitive strategy names are rejected).
+    :raises InvalidArgumentTypeError: (a ``TypeError``) anything else, including a primitive
+        name such as ``"lines"`` (seed 002: primitive strategy names are rejected).
     """
     if isinstance(strategy, LineWindows | ByteWindows | RecursiveSeparators):
         return strategy
@@ -104,7 +107,7 @@ def check_strategy(strategy: object) -> ChunkingStrategy:
         "chunking must be a LineWindows, ByteWindows or RecursiveSeparators object, "
         f"got {type(strategy).__name__} {strategy!r}"
     )
-    raise TypeError(msg)
+    raise InvalidArgumentTypeError(msg, parameter="chunking", reason_code="not_a_strategy")
 
 
 def strategy_key(strategy: ChunkingStrategy) -> str:
@@ -213,7 +216,7 @@ def split_ranges(strategy: ChunkingStrategy, data: bytes) -> list[tuple[int, int
     Contiguous, non-empty, covering ``[0, len(data))``, on character boundaries (see the
     module docstring). An empty file has no ranges.
 
-    :raises TypeError: ``strategy`` is not a typed strategy object.
+    :raises InvalidArgumentTypeError: ``strategy`` is not a typed strategy object.
     """
     strategy = check_strategy(strategy)
     if not data:

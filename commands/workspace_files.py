@@ -17,7 +17,9 @@ import stat
 import threading
 from pathlib import Path
 
-__all__ = ["OutsideRootError", "WorkspaceRoot", "file_digest"]
+from memory_ledger.ledger.errors import MemoryLedgerError
+
+__all__ = ["OutsideRootError", "WorkspaceFileError", "WorkspaceRoot", "file_digest"]
 
 _DIR_FLAGS = (
     os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -25,9 +27,18 @@ _DIR_FLAGS = (
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-class OutsideRootError(OSError):
+class WorkspaceFileError(MemoryLedgerError, OSError):
+    """A workspace file cannot be read: the root is closed, the path is not a regular file
+    or it is over the size limit (``errno`` ``EFBIG``)."""
+
+    reason_code = "workspace_file_unreadable"
+
+
+class OutsideRootError(WorkspaceFileError):
     """A relative path names nothing readable under the root: an absolute path, a ``..``
     or empty component, or a symbolic link on the way."""
+
+    reason_code = "outside_workspace_root"
 
 
 def file_digest(data: bytes) -> str:
@@ -63,7 +74,7 @@ class WorkspaceRoot:
         with self._lock:
             if self._fd is None:
                 msg = "workspace root is closed"
-                raise OSError(msg)
+                raise WorkspaceFileError(msg)
             parent = os.dup(self._fd)
         try:
             for part in parts[:-1]:
@@ -87,9 +98,9 @@ class WorkspaceRoot:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 msg = f"not a regular file: {relative!r}"
-                raise OSError(msg)
+                raise WorkspaceFileError(msg)
             if info.st_size > max_bytes:
-                raise OSError(errno.EFBIG, f"file over {max_bytes} bytes: {relative!r}")
+                raise WorkspaceFileError(errno.EFBIG, f"file over {max_bytes} bytes: {relative!r}")
             chunks = []
             remaining = max_bytes + 1
             while remaining > 0:
@@ -102,7 +113,7 @@ class WorkspaceRoot:
             os.close(fd)
         data = b"".join(chunks)
         if len(data) > max_bytes:
-            raise OSError(errno.EFBIG, f"file over {max_bytes} bytes: {relative!r}")
+            raise WorkspaceFileError(errno.EFBIG, f"file over {max_bytes} bytes: {relative!r}")
         return data
 
     def close(self) -> None:

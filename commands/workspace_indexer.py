@@ -49,6 +49,7 @@ from memory_ledger.commands.workspace_catalog import (
 from memory_ledger.commands.workspace_chunking import ChunkingStrategy, split_ranges
 from memory_ledger.commands.workspace_files import WorkspaceRoot, file_digest
 from memory_ledger.commands.workspace_vector_cache import VectorCache
+from memory_ledger.ledger.arguments import check_count
 
 __all__ = ["IndexerCounts", "IndexerState", "WorkspaceFailure", "WorkspaceIndexer"]
 
@@ -117,9 +118,7 @@ class WorkspaceIndexer:
         cache: VectorCache | None,
         batch_size: int = 64,
     ) -> None:
-        if batch_size <= 0:
-            msg = f"batch_size must be positive, got {batch_size!r}"
-            raise ValueError(msg)
+        check_count("batch_size", batch_size)
         self.root = root
         self.catalog = catalog
         self.strategy = strategy

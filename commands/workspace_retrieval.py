@@ -20,7 +20,6 @@ the indexer thread (:mod:`commands.workspace_indexer`), verified search
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +44,7 @@ from memory_ledger.commands.workspace_search import (
     run_search,
 )
 from memory_ledger.commands.workspace_vector_cache import VectorCache
+from memory_ledger.ledger.arguments import check_timeout
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
@@ -71,11 +71,15 @@ class WorkspaceError(MemoryLedgerError, ValueError):
     """A workspace request was refused. ``reason_code``: ``disabled`` (the session has no
     workspace retrieval), ``mode_unavailable`` (semantic or hybrid without an embedding
     provider, or an unknown mode), ``closed``, ``bad_root`` (not a readable folder),
-    ``bad_query`` (empty query or ``k`` out of 1..50)."""
+    ``bad_query`` (empty query or ``k`` out of 1..50); ``workspace_refused`` by default."""
 
-    def __init__(self, message: str, reason_code: str) -> None:
-        super().__init__(message)
-        self.reason_code = reason_code
+    reason_code = "workspace_refused"
+
+    def __init__(self, message: str, reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+
+    def __reduce__(self) -> tuple[type[WorkspaceError], tuple[str, str]]:
+        return (type(self), (str(self), self.reason_code))
 
 
 class WorkspaceStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -202,10 +206,9 @@ class WorkspaceRetrieval:
     def wait_ready(self, timeout: float = DEFAULT_READY_TIMEOUT_S) -> WorkspaceStatus:
         """Wait until the index is ``ready`` or ``degraded`` (or closed), at most ``timeout``
         seconds; on timeout the partial index keeps serving. Returns the status then."""
-        if not math.isfinite(timeout) or timeout < 0:
-            msg = f"timeout must be a non-negative number of seconds, got {timeout!r}"
-            raise ValueError(msg)
-        self._indexer.wait_idle(timeout)
+        seconds = check_timeout("timeout", timeout, allow_none=False)
+        assert seconds is not None
+        self._indexer.wait_idle(seconds)
         return self.status()
 
     def refresh(self) -> None:

@@ -288,3 +288,26 @@ def test_binding_ids_differ_for_any_field() -> None:
     assert base.binding_id() == binding().binding_id()
     changed = msgspec.structs.replace(base, capability_digest=digest("other"))
     assert changed.binding_id() != base.binding_id()
+
+
+def test_context_errors_are_typed_and_survive_pickling() -> None:
+    import pickle
+
+    from memory_ledger.commands.compaction import CompactionError
+    from memory_ledger.commands.summarizers import SummarizerError
+    from memory_ledger.commands.workspace_files import OutsideRootError
+    from memory_ledger.commands.workspace_retrieval import WorkspaceError
+    from memory_ledger.ledger.errors import MemoryLedgerError
+
+    errors = [
+        KnowledgeBindingError("generation_drift", "drifted"),
+        WorkspaceError("closed", "closed"),
+        CompactionError("no room", "summarizer_failed"),
+        SummarizerError("timeout", "slow"),
+        OutsideRootError("a symbolic link"),
+    ]
+    for error in errors:
+        again = pickle.loads(pickle.dumps(error))
+        assert isinstance(again, MemoryLedgerError) and type(again) is type(error)
+        assert (again.reason_code, str(again)) == (error.reason_code, str(error))
+    assert isinstance(errors[4], OSError) and errors[4].reason_code == "outside_workspace_root"

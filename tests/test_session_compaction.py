@@ -103,3 +103,19 @@ def test_explain_shows_compactions_before_a_memory_was_made(
     report = session.finish()
     context = explain(engine, str(report.activated[0])).origins[0].context
     assert [c.type for c in context] == ["ContextCompacted"]
+
+
+def test_tokens_are_counted_by_the_sessions_token_counter(
+    engine: MemoryEngine, namespace: Namespace
+) -> None:
+    def by_words(text: str) -> int:
+        return len(text.split())
+
+    with engine.session(
+        namespace, "s", summarizer=DeterministicSummarizer(), token_counter=by_words
+    ) as session:
+        messages = history(3)
+        result = session.compact(messages, force=True, max_context_tokens=100_000)
+        assert result is not None
+        expected = sum(4 + by_words(m.content) for m in messages)
+        assert result.tokens_before == expected
