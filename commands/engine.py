@@ -22,6 +22,7 @@ from typing import Any, Literal, cast
 from uuid import UUID
 
 import duckdb
+from eventsourcing.dcb.api import DCBAppendCondition
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
@@ -49,6 +50,7 @@ from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.tags import TaggedRecorder, event_tags, stored_event_tagger
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
@@ -163,6 +165,7 @@ class MemoryEngine:
         try:
             recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
+            cls._ensure_tag_index(recorder, mapper)
             projections = ProjectionStore.open_slot(
                 root / "projections", version=PROJECTION_VERSION
             )
@@ -194,16 +197,37 @@ class MemoryEngine:
         engine._owned_provider = owned
         return engine
 
+    @staticmethod
+    def _ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
+        """Index the tags of a store written before the tag index (once, all at once)."""
+        if not isinstance(recorder, TaggedRecorder):
+            msg = (
+                f"{type(recorder).__name__} cannot record tags and append conditions, which "
+                "the engine's consistency boundary needs (DESIGN.md section 3)"
+            )
+            raise StoreUnavailableError(msg)
+        if not recorder.tag_index_built():
+            recorder.build_tag_index(stored_event_tagger(mapper))
+
     # Write side ---------------------------------------------------------------------------
 
-    def append(self, events: Sequence[LedgerEvent]) -> list[int]:
+    def append(
+        self, events: Sequence[LedgerEvent], *, condition: DCBAppendCondition | None = None
+    ) -> list[int]:
         """Append ``events`` in ONE durable LMDB write transaction; return their positions.
 
+        Each event is indexed under its tags (:func:`ledger.tags.event_tags`). With a
+        ``condition`` (the consistency boundary of a decision, see :mod:`commands.boundary`)
+        the batch is refused when an event matching it was appended after its position.
+
         :raises eventsourcing.persistence.IntegrityError: a stream version exists already
-            (a concurrent writer); nothing of the batch is written.
+            (a concurrent writer), or the condition failed
+            (:class:`ledger.tag_index.AppendConditionFailedError`); nothing of the batch is
+            written.
         """
         stored = [self.mapper.to_stored_event(e) for e in events]
-        ids = list(self.recorder.insert_events(stored) or [])
+        tags = [event_tags(e) for e in events]
+        ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         if self.indexer is not None:
             self.indexer.kick()

@@ -48,7 +48,12 @@ from memory_ledger.ledger.events import (
     SessionReconciled,
     SessionSealed,
 )
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import (
+    Namespace,
+    memory_id,
+    normalize_statement,
+    subject_predicate_key,
+)
 
 __all__ = [
     "MemoryStreamState",
@@ -60,13 +65,6 @@ __all__ = [
 
 Status = Literal["active", "conflicted", "superseded", "forgotten", "pruned"]
 RETRIEVABLE = frozenset({"active", "conflicted"})
-
-
-def subject_predicate_key(subject: str | None, predicate: str | None) -> tuple[str, str] | None:
-    """The (subject, predicate) match key, or None when either is null or blank."""
-    if not subject or not predicate or not subject.strip() or not predicate.strip():
-        return None
-    return subject.strip().lower(), predicate.strip().lower()
 
 
 class MemoryStreamState(msgspec.Struct, kw_only=True):

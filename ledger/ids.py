@@ -23,6 +23,7 @@ __all__ = [
     "memory_id",
     "normalize_statement",
     "session_stream_id",
+    "subject_predicate_key",
 ]
 
 ID_ROOT = uuid5(UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8"), "https://memory-ledger.dev/ids/v1")
@@ -80,6 +81,14 @@ def normalize_statement(statement: str) -> str:
     text = unicodedata.normalize("NFKC", statement).casefold()
     text = _SPACE.sub(" ", text).strip()
     return _TRAILING.sub("", text)
+
+
+def subject_predicate_key(subject: str | None, predicate: str | None) -> tuple[str, str] | None:
+    """The (subject, predicate) match key of an item: both stripped and lowercased; None
+    when either is null or blank (a null predicate never matches anything)."""
+    if not subject or not predicate or not subject.strip() or not predicate.strip():
+        return None
+    return subject.strip().lower(), predicate.strip().lower()
 
 
 def session_stream_id(namespace: Namespace, session_id: str) -> UUID:
