@@ -32,11 +32,12 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import get_topic
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
+from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
-from memory_ledger.commands.lexical import SourceTranscripts, analyze_query
+from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     HybridFusion,
@@ -333,6 +334,63 @@ class MemoryEngine:
                     query_embedding_ms=status.query_embedding_ms,
                 )
         return ranked, status, position
+
+    def retrievable_memory(self, namespace: Namespace, memory: UUID | str) -> MemoryDoc | None:
+        """The retrievable canonical memory ``memory`` of ``namespace`` (caught up to the
+        ledger head), or None. A memory of another namespace is None, exactly like an id that
+        does not exist: callers cannot tell the two apart (the namespace comes from the host).
+        """
+        namespace.validated()
+        with self._read_lock, self.projection_guard():
+            position = self.catch_up()
+            _, by_id = self.recall_index.docs(namespace, position)
+            return by_id.get(str(memory))
+
+    def best_match(self, namespace: Namespace, text: str) -> MemoryDoc | None:
+        """The retrievable memory of ``namespace`` that a command naming it by ``text``
+        targets: the best lexical (BM25) match that shares a word with ``text`` in its own
+        subject or statement (a word found only in its source transcript does not count), or
+        None. Lexical on purpose: a nearest vector always exists, a matching word may not.
+        """
+        ranked, _, _ = self.canonical_candidates(namespace, text, 10, semantic=False)
+        for doc, _score in ranked:
+            if shares_term(text, doc.subject, doc.statement):
+                return doc
+        return None
+
+    # Direct commands (the short way in; see commands/direct.py) ---------------------------
+
+    def remember(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+        tags: Sequence[str] = (),
+    ) -> DirectResult:
+        """Store ``statement`` as canonical memory of ``namespace``, durable on return
+        (:meth:`DirectCommands.remember <memory_ledger.commands.direct.DirectCommands.remember>`).
+        """
+        return DirectCommands(self).remember(
+            namespace, statement, subject=subject, predicate=predicate, value=value, tags=tags
+        )
+
+    def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Forget one memory of ``namespace`` by id or by its words, durable on return
+        (:meth:`DirectCommands.forget <memory_ledger.commands.direct.DirectCommands.forget>`).
+        """
+        return DirectCommands(self).forget(namespace, statement_or_id)
+
+    def correct(
+        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+    ) -> DirectResult:
+        """Supersede the memory ``target`` (or the best match for ``statement``) with
+        ``statement``, durable on return
+        (:meth:`DirectCommands.correct <memory_ledger.commands.direct.DirectCommands.correct>`).
+        """
+        return DirectCommands(self).correct(namespace, statement, target=target)
 
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""

@@ -10,6 +10,7 @@ __all__ = [
     "SessionSealedError",
     "StoreUnavailableError",
     "TurnConflictError",
+    "UnknownMemoryError",
 ]
 
 
@@ -42,6 +43,16 @@ class CommandRejectedError(MemoryLedgerError, ValueError):
     def __init__(self, message: str, reason_code: str) -> None:
         super().__init__(message)
         self.reason_code = reason_code
+
+
+class UnknownMemoryError(CommandRejectedError):
+    """A memory id names no retrievable memory of the caller's namespace, or a statement
+    matches none. A memory of another namespace gets exactly this error, with the same
+    message shape as an id that never existed (the namespace comes from the host)."""
+
+    def __init__(self, what: str, reason_code: str = "unknown_memory") -> None:
+        message = f"unknown memory {what}" if reason_code == "unknown_memory" else what
+        super().__init__(message, reason_code)
 
 
 class NotAdmittedError(MemoryLedgerError, ValueError):

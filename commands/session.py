@@ -31,6 +31,7 @@ from memory_ledger.commands.errors import (
     NotAdmittedError,
     SessionSealedError,
     TurnConflictError,
+    UnknownMemoryError,
 )
 from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RelatedMemory
 from memory_ledger.commands.lexical import analyze_query, shares_term
@@ -1047,6 +1048,7 @@ class MemorySession:
         turn_id: int,
         *,
         item: ExtractedItem | dict[str, Any] | None = None,
+        target: UUID | str | None = None,
     ) -> CommandResult:
         """Apply an explicit memory command from the user (remember, forget, correct, pin).
 
@@ -1054,10 +1056,13 @@ class MemorySession:
         session at once and in canonical memory at ``finish()``. ``forget``/``pin``/
         ``correct`` target the best lexical match among retrievable memories; ``correct``
         keeps the target's subject and predicate so it supersedes it. ``item`` lets a host
-        give the structured memory for remember/correct.
+        give the structured memory for remember/correct; ``target`` names the memory of a
+        forget/pin/correct by id instead of by its words.
 
         :raises CommandRejectedError: unknown intent, empty statement, a secret in it, or an
             item that fails validation (the reason code is in the message).
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this
+            session's namespace (another namespace's id behaves exactly like an unknown one).
         """
         self._check_open()
         check_turn_id(turn_id)
@@ -1084,9 +1089,13 @@ class MemorySession:
         if self.state.sealed:
             msg = f"session {self.session_id!r} is finished; commands are not accepted"
             raise SessionSealedError(msg)
-        target: UUID | None = None
         target_doc: MemoryDoc | None = None
-        if intent in ("forget", "pin", "correct"):
+        if target is not None and intent in ("forget", "pin", "correct"):
+            target_doc = self.engine.retrievable_memory(self.namespace, target)
+            if target_doc is None:
+                raise UnknownMemoryError(str(target))
+        target = None if target_doc is None else UUID(target_doc.memory_id)
+        if target is None and intent in ("forget", "pin", "correct"):
             # The target must share a word with the command in its own subject or statement:
             # a word found only in its source transcript (document expansion) does not count.
             matches, _ = self._live(text, 10, RecallScope(), None, None, semantic=False)
