@@ -35,6 +35,7 @@ from memory_ledger.commands.config import MemoryConfig, load_config, load_config
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
+from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
@@ -84,6 +85,14 @@ class MemoryEngine:
         """Events this engine object has appended (not counting other processes)."""
         self.factory = factory
         self.recorder = recorder
+        if not isinstance(recorder, TaggedRecorder):
+            msg = f"{type(recorder).__name__} cannot record tags and append conditions"
+            raise StoreUnavailableError(msg)
+        self.tagged_recorder: TaggedRecorder = recorder
+        """The recorder as the consistency boundary uses it (tags, conditions, tagged reads)."""
+        self.consistency_boundary = True
+        """Append decisions with their append condition (commands/boundary.py). False only
+        to measure its cost (``python -m benchmarks engine``): decisions are then unguarded."""
         self.mapper = mapper
         self.projections = projections
         self._read_lock = projections.lock
@@ -233,6 +242,14 @@ class MemoryEngine:
         if self.indexer is not None:
             self.indexer.kick()
         return ids
+
+    def load_positioned(self, stream_id: UUID, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
+        """``(position, event)`` of one stream with version > ``after``, in version order."""
+        decode = self.mapper.to_domain_event
+        return [
+            (e.position, cast(LedgerEvent, decode(e.stored_event)))
+            for e in self.tagged_recorder.select_positioned(stream_id, gt=after or None)
+        ]
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order."""
@@ -391,6 +408,16 @@ class MemoryEngine:
         (:meth:`DirectCommands.correct <memory_ledger.commands.direct.DirectCommands.correct>`).
         """
         return DirectCommands(self).correct(namespace, statement, target=target)
+
+    def forget_all(self, namespace: Namespace) -> int:
+        """Forget every retrievable memory of exactly ``namespace`` in one command (durable
+        on return) and return how many (:func:`commands.erasure.forget_all`): the ledger
+        records the command and each memory it forgot; other namespaces are untouched.
+
+        :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
+        :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
+        """
+        return forget_all(self, namespace)
 
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from eventsourcing.persistence import IntegrityError
+
 __all__ = [
     "CommandRejectedError",
+    "ConcurrencyConflictError",
     "ExtractionFailedError",
     "MemoryLedgerError",
+    "NaiveDatetimeError",
     "NotAdmittedError",
     "SessionSealedError",
     "StoreUnavailableError",
     "TurnConflictError",
     "UnknownMemoryError",
+    "check_aware",
 ]
 
 
@@ -57,3 +64,31 @@ class UnknownMemoryError(CommandRejectedError):
 
 class NotAdmittedError(MemoryLedgerError, ValueError):
     """``record_use`` named a memory with no live admission in that turn."""
+
+
+class ConcurrencyConflictError(MemoryLedgerError, IntegrityError):
+    """A command's decision was overtaken by concurrent appends every time it was re-read
+    and re-decided (a bounded number of attempts); nothing of it was written. Retry later.
+
+    Also an ``eventsourcing`` ``IntegrityError``, which callers of the library expect.
+    """
+
+
+class NaiveDatetimeError(MemoryLedgerError, ValueError):
+    """A datetime parameter has no time zone; ``parameter`` names it. Give an aware one
+    (e.g. ``datetime.now(UTC)``): a naive time is ambiguous and is never guessed."""
+
+    def __init__(self, parameter: str, value: object) -> None:
+        super().__init__(
+            f"{parameter} must be a timezone-aware datetime, got the naive {value!r} "
+            "(add tzinfo, e.g. datetime.now(UTC))"
+        )
+        self.parameter = parameter
+
+
+def check_aware(parameter: str, value: datetime | None) -> datetime | None:
+    """``value`` unchanged unless it is a naive datetime (then :class:`NaiveDatetimeError`
+    naming ``parameter``)."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        raise NaiveDatetimeError(parameter, value)
+    return value

@@ -63,14 +63,20 @@ class SessionState(msgspec.Struct, kw_only=True):
     completed: set[int] = msgspec.field(default_factory=set)
     sealed: bool = False
     report: ReconciliationReport | None = None
+    observed_positions: dict[int, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each turn's transcript (its evidence); 0 when not known yet."""
+    command_positions: dict[UUID, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each explicit command; 0 when not known yet."""
 
-    def apply(self, event: LedgerEvent) -> None:
-        """Fold one event of the session stream."""
+    def apply(self, event: LedgerEvent, position: int = 0) -> None:
+        """Fold one event of the session stream (``position``: its ledger position, 0 when
+        the caller does not know it yet)."""
         self.version = event.originator_version
         if isinstance(event, SessionOpened):
             self.opened = event
         elif isinstance(event, TranscriptObserved):
             self.observed[event.turn_id] = event
+            self.observed_positions[event.turn_id] = position
         elif isinstance(event, CandidateExtracted):
             self.candidates.append(event)
         elif isinstance(event, CandidateRejected):
@@ -82,6 +88,7 @@ class SessionState(msgspec.Struct, kw_only=True):
             self.abandoned.add(event.turn_id)
         elif isinstance(event, ExplicitCommandApplied):
             self.commands.append(event)
+            self.command_positions[event.command_id] = position
         elif isinstance(event, SnapshotPrepared):
             self.prepared = event
             self.snapshots[event.snapshot_id] = event
@@ -105,6 +112,15 @@ class SessionState(msgspec.Struct, kw_only=True):
             self.sealed = True
         elif isinstance(event, SessionReconciled):
             self.report = event.report
+
+    def evidence_position(self, entry: CandidateExtracted | ExplicitCommandApplied) -> int | None:
+        """The position of what ``entry`` rests on: a candidate's turn transcript, or the
+        command itself; None when unknown (commands.reconcile treats it as old)."""
+        if isinstance(entry, CandidateExtracted):
+            position = self.observed_positions.get(entry.turn_id, 0)
+        else:
+            position = self.command_positions.get(entry.command_id, 0)
+        return position or None
 
     def pending_extractions(self) -> list[int]:
         """Turns whose evidence is recorded but whose extraction outcome is not."""

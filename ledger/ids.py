@@ -16,6 +16,7 @@ __all__ = [
     "ID_ROOT",
     "InvalidNamespaceError",
     "Namespace",
+    "bulk_forget_stream_id",
     "candidate_id",
     "command_id",
     "recall_stream_id",
@@ -116,6 +117,11 @@ def command_id(session_stream: UUID, turn_id: int, intent: str, statement: str) 
 def snapshot_id(session_stream: UUID, turn_id: int, generation: int, digest: str) -> UUID:
     """Id of a prepared snapshot: its session, turn, generation and content digest."""
     return uuid5(ID_ROOT, f"snapshot\x1f{session_stream}\x1f{turn_id}\x1f{generation}\x1f{digest}")
+
+
+def bulk_forget_stream_id(namespace: Namespace, command: UUID) -> UUID:
+    """Stream id of one ``forget_all`` command over ``namespace``."""
+    return uuid5(ID_ROOT, f"forget-all\x1f{namespace.key()}\x1f{command}")
 
 
 def recall_stream_id(session_stream: UUID, sequence: str) -> UUID:

@@ -991,6 +991,27 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 result.append(StoredEvent(convert(oid), version, topic, state))
             return result
 
+    def select_positioned(
+        self, originator_id: UUID | str, *, gt: int | None = None
+    ) -> list[TaggedEvent]:
+        """Events of one stream with version > ``gt``, in version order, each with its
+        position (the stream index maps a stream key to its notification id)."""
+        prefix = self.datastore.stream_prefix(originator_id)
+        convert = self.datastore.convert_originator_id
+        result: list[TaggedEvent] = []
+        with self.datastore.read() as txn:
+            for _key, packed_id in _iter_stream(
+                txn.cursor(db=self._index), prefix, gt=gt, lte=None, desc=False, limit=None
+            ):
+                value = txn.get(packed_id, db=self._log)
+                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                result.append(
+                    TaggedEvent(
+                        _ID.unpack(packed_id)[0], StoredEvent(convert(oid), version, topic, state)
+                    )
+                )
+        return result
+
     def select_notifications(
         self,
         start: int | None,

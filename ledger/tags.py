@@ -6,8 +6,8 @@ carries tags, derived from its content only (so the index can be rebuilt from th
 
 - ``memory:<memory id>``: every event of a memory stream (activated, reinforced, superseded,
   conflict marked, pinned, forgotten, pruned);
-- ``namespace:<uuid5 of the namespace>``: the same events (a bulk decision over a namespace,
-  such as ``forget_all``, reads and is conditioned on it);
+- ``namespace:<uuid5 of the namespace>``: the same events, and ``NamespaceForgotten`` (a
+  bulk decision over a namespace, such as ``forget_all``, reads and is conditioned on it);
 - ``key:<uuid5 of namespace, subject, predicate>``: a ``MemoryActivated`` whose item has a
   (subject, predicate) match key: a new value for a key is conditioned on every activation
   under that key (two new values share no stream, so versions alone cannot see each other).
@@ -35,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    NamespaceForgotten,
 )
 from memory_ledger.ledger.ids import ID_ROOT, Namespace, subject_predicate_key
 
@@ -60,7 +61,8 @@ MEMORY_EVENTS: tuple[type[LedgerEvent], ...] = (
 )
 """Events of memory streams: each carries its memory and namespace tags."""
 
-_MEMORY_TOPICS = frozenset(get_topic(cls) for cls in MEMORY_EVENTS)
+_TAGGED_EVENTS: tuple[type[LedgerEvent], ...] = (*MEMORY_EVENTS, NamespaceForgotten)
+_MEMORY_TOPICS = frozenset(get_topic(cls) for cls in _TAGGED_EVENTS)
 
 
 def memory_tag(memory: UUID) -> str:
@@ -92,8 +94,11 @@ def _namespace_tag(namespace: Namespace) -> str:
 
 
 def event_tags(event: LedgerEvent) -> tuple[str, ...]:
-    """The tags ``event`` is indexed under (empty for events outside memory streams)."""
+    """The tags ``event`` is indexed under (empty for events outside memory streams, except
+    a ``NamespaceForgotten``, which carries its namespace tag)."""
     if type(event) not in _MEMORY_EVENT_TYPES:
+        if type(event) is NamespaceForgotten:
+            return (_namespace_tag(event.namespace),)
         return ()
     tags = (memory_tag(event.originator_id), _namespace_tag(event.namespace))
     if isinstance(event, MemoryActivated):
@@ -126,7 +131,8 @@ class TaggedRecorder(Protocol):
 
     ``insert_events(stored, tags=[...], condition=DCBAppendCondition)`` appends atomically
     unless the condition fails (raising an ``IntegrityError``); ``select_tagged`` reads the
-    events matching a query with their positions and the head it read at. Implemented by
+    events matching a query with their positions and the head it read at;
+    ``select_positioned`` reads one stream with positions. Implemented by
     :class:`memory_ledger.ledger.lmdb.LMDBApplicationRecorder`.
     """
 
@@ -137,6 +143,8 @@ class TaggedRecorder(Protocol):
     def select_tagged(
         self, query: DCBQuery | None, *, after: int | None = None, limit: int | None = None
     ) -> Any: ...
+
+    def select_positioned(self, originator_id: UUID, *, gt: int | None = None) -> Any: ...
 
     def tag_index_built(self) -> bool: ...
 

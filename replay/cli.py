@@ -29,6 +29,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
+from memory_ledger.replay.forget_cli import register as register_forget
 from memory_ledger.replay.locomo import (
     LocomoFormatError,
     SampleNotFoundError,
@@ -49,6 +50,7 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
+register_forget(app)  # ``forget --all`` (replay/forget_cli.py)
 
 StoreOption = Annotated[
     Path, typer.Option("--store", help="Store folder (LMDB ledger + DuckDB projections).")

@@ -1,0 +1,122 @@
+"""The state of one canonical memory, folded from its stream's events (read from the ledger).
+
+What a decision about a memory needs: its status and version, the match key and valid time
+(``occurred_at``) of its current value, its current item (a correction carries its metadata
+over), merged importance/tags/evidence, the candidates already reconciled into it, whether it
+is pinned, its namespace, and the position of its forget (a tombstone) if it was forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.ledger.events import (
+    ExtractedItem,
+    LedgerEvent,
+    MemoryActivated,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryPruned,
+    MemoryReinforced,
+    MemorySuperseded,
+)
+from memory_ledger.ledger.ids import Namespace, subject_predicate_key
+
+__all__ = [
+    "RETRIEVABLE",
+    "MemoryStreamState",
+    "Status",
+    "fold_memory_history",
+    "fold_memory_stream",
+]
+
+Status = Literal["active", "conflicted", "superseded", "forgotten", "pruned"]
+RETRIEVABLE = frozenset({"active", "conflicted"})
+
+
+class MemoryStreamState(msgspec.Struct, kw_only=True):
+    """The state of one memory stream that reconciliation needs.
+
+    ``forgotten_at`` is the tombstone's position (the forget command's position, see
+    ``MemoryForgotten``), kept after a later re-activation is forgotten again; None when the
+    memory was never forgotten or its positions are unknown. ``occurred_at`` is the valid
+    time of the current value (None: ledger order decides).
+    """
+
+    version: int
+    status: Status
+    importance: float
+    tags: tuple[str, ...]
+    evidence: tuple[str, ...]
+    key: tuple[str, str] | None
+    candidate_ids: set[UUID] = msgspec.field(default_factory=set)
+    pinned: bool = False
+    namespace: Namespace | None = None
+    occurred_at: datetime | None = None
+    item: ExtractedItem | None = None
+    forgotten_at: int | None = None
+
+    @property
+    def retrievable(self) -> bool:
+        return self.status in RETRIEVABLE
+
+
+def fold_memory_stream(events: Sequence[LedgerEvent]) -> MemoryStreamState | None:
+    """Fold a memory stream's events (in version order); None for an empty stream.
+
+    Without positions a forget's tombstone position is unknown unless the event names it.
+    """
+    return fold_memory_history([(0, e) for e in events])
+
+
+def fold_memory_history(events: Sequence[tuple[int, LedgerEvent]]) -> MemoryStreamState | None:
+    """Fold a memory stream's ``(position, event)`` pairs (in version order); None if empty."""
+    state: MemoryStreamState | None = None
+    for position, event in events:
+        if isinstance(event, MemoryActivated):
+            previous = state
+            state = MemoryStreamState(
+                version=event.originator_version,
+                status="active",
+                importance=event.item.importance,
+                tags=event.item.tags,
+                evidence=event.item.evidence,
+                key=subject_predicate_key(event.item.subject, event.item.predicate),
+                candidate_ids={event.candidate_id},
+                namespace=event.namespace,
+                occurred_at=event.occurred_at,
+                item=event.item,
+            )
+            if previous is not None:
+                state.candidate_ids |= previous.candidate_ids
+                state.pinned = previous.pinned
+                state.forgotten_at = previous.forgotten_at
+            continue
+        if state is None:
+            continue
+        state.version = event.originator_version
+        if isinstance(event, MemoryReinforced):
+            state.importance = event.importance
+            state.tags = event.tags
+            state.evidence = event.evidence
+            state.candidate_ids.add(event.candidate_id)
+        elif isinstance(event, MemorySuperseded):
+            state.status = "superseded"
+        elif isinstance(event, MemoryForgotten):
+            state.status = "forgotten"
+            at = event.command_position or position
+            state.forgotten_at = at or state.forgotten_at
+        elif isinstance(event, MemoryPruned):
+            state.status = "pruned"
+        elif isinstance(event, MemoryConflictMarked):
+            if state.status == "active":
+                state.status = "conflicted"
+        elif isinstance(event, MemoryPinned):
+            state.pinned = True
+    return state
