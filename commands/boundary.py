@@ -21,10 +21,10 @@ so only a condition on the key's tag makes the second see the first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBQueryItem
+from eventsourcing.dcb.api import DCBAppendCondition
 from eventsourcing.persistence import IntegrityError
 
 from memory_ledger.commands.errors import ConcurrencyConflictError
@@ -62,10 +62,7 @@ class DecisionReads:
 
     def _select(self, tag: str) -> list[tuple[int, LedgerEvent]]:
         self.tags.add(tag)
-        query = DCBQuery(items=[DCBQueryItem(tags=[tag])])
-        selection = self._engine.tagged_recorder.select_tagged(query)
-        decode = self._engine.mapper.to_domain_event
-        return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in selection.events]
+        return self._engine.read_tagged(tag)
 
     def memory(self, memory: UUID) -> MemoryStreamState | None:
         """The memory's state folded from its ledger history (with positions); None when it
