@@ -187,8 +187,7 @@ def run_script(
             session.close()
     report.last_position = engine.head
     report.events_written = engine.appended - appended_before
-    engine.catch_up()
-    report.active_memories = engine.canonical.count_active()
+    report.active_memories = engine.count_active_memories()
     report.seconds = time.perf_counter() - started
     return report
 
