@@ -5,7 +5,8 @@
 
 A child opens the store, says ``{"ready": pid}``, and per round: reads a ``round`` line,
 prepares its session (a turn whose candidate is a new value of the key, or an explicit
-``correct`` of the key's current value), calls ``finish()``, and at its first decision
+``correct`` of the key's current value; with ``first`` a new key every round, so there is no
+current value), calls ``finish()``, and at its first decision
 (fault point ``decision.planned``: read and planned, not appended) says ``{"planned": r}``
 and waits for ``go``, so the parent releases both processes' appends of decisions made from
 the same ledger state. Then it says ``{"finished": r, "retries": n}`` (``n`` refused appends).
@@ -32,30 +33,29 @@ from memory_ledger.ledger.ids import Namespace, subject_predicate_key
 from memory_ledger.ledger.tags import key_tag, memory_tag
 
 SUBJECT, PREDICATE = "Alice", "lives_in"
-KEY = subject_predicate_key(SUBJECT, PREDICATE)
-assert KEY is not None
 
 
-def active_values(engine: MemoryEngine, ns: Namespace) -> list[UUID]:
-    """The memories retrievable now under (ns, Alice, lives_in), from the LEDGER (every
+def active_values(engine: MemoryEngine, ns: Namespace, subject: str = SUBJECT) -> list[UUID]:
+    """The memories retrievable now under (ns, subject, lives_in), from the LEDGER (every
     value ever activated under the key, each folded from its own history)."""
-    assert KEY is not None
-    ids = dict.fromkeys(e.originator_id for _, e in engine.read_tagged(key_tag(ns, KEY)))
+    key = subject_predicate_key(subject, PREDICATE)
+    assert key is not None
+    ids = dict.fromkeys(e.originator_id for _, e in engine.read_tagged(key_tag(ns, key)))
     active = []
     for memory in ids:
         state = fold_memory_history(engine.read_tagged(memory_tag(memory)))
-        if state is not None and state.retrievable and state.key == KEY:
+        if state is not None and state.retrievable and state.key == key:
             active.append(memory)
     return active
 
 
-def value_item(city: str) -> dict[str, Any]:
+def value_item(city: str, subject: str = SUBJECT) -> dict[str, Any]:
     return {
         "kind": "semantic",
-        "subject": SUBJECT,
+        "subject": subject,
         "predicate": PREDICATE,
         "value": city,
-        "statement": f"{SUBJECT} lives in {city}.",
+        "statement": f"{subject} lives in {city}.",
         "source": "fact",
         "scope": "user",
         "reason": "where the user lives",
@@ -65,21 +65,29 @@ def value_item(city: str) -> dict[str, Any]:
     }
 
 
-def prepare(engine: MemoryEngine, ns: Namespace, sid: str, mode: str, city: str) -> MemorySession:
-    """A session whose ``finish()`` decides about the key: a new value (``candidate``) or a
-    correction of the current value (``correct``)."""
+def prepare(
+    engine: MemoryEngine, ns: Namespace, sid: str, mode: str, city: str, subject: str = SUBJECT
+) -> MemorySession:
+    """A session whose ``finish()`` decides about the key (``subject``, lives_in): a new
+    value (``candidate``) or a correction of the current value (``correct``)."""
     extractor = RecordedExtractor()
     session = engine.session(ns, sid, extractor=extractor)
     if mode == "candidate":
-        extractor.provide(1, [value_item(city)])
+        extractor.provide(1, [value_item(city, subject)])
         session.observe_final_transcript(1, f"user: I live in {city} now")
     else:
-        current = active_values(engine, ns)
+        current = active_values(engine, ns, subject)
         assert len(current) == 1, current
         session.apply_explicit_command(
-            "correct", f"{SUBJECT} lives in {city}.", 1, target=current[0]
+            "correct", f"{subject} lives in {city}.", 1, target=current[0]
         )
     return session
+
+
+def round_subject(variant_first: bool, number: int) -> str:
+    """The key's subject in a round: a new one every round for the "first values" variant
+    (no value yet: only the key's append condition can see the other writer), else Alice."""
+    return f"Person{number}" if variant_first else SUBJECT
 
 
 def count_refusals(engine: MemoryEngine) -> Callable[[], int]:
@@ -105,7 +113,9 @@ def emit(**message: Any) -> None:
     sys.stdout.flush()
 
 
-def run(store: str, namespace: list[str], child: int, rounds: int, mode: str) -> None:
+def run(
+    store: str, namespace: list[str], child: int, rounds: int, mode: str, first: bool = False
+) -> None:
     ns = Namespace(namespace[0], namespace[1], namespace[2])
     with MemoryEngine.open(store) as engine:
         refusals = count_refusals(engine)
@@ -113,7 +123,9 @@ def run(store: str, namespace: list[str], child: int, rounds: int, mode: str) ->
         for number in range(rounds):
             if sys.stdin.readline().strip() != "round":
                 raise SystemExit("expected 'round'")
-            session = prepare(engine, ns, f"p{child}-r{number}", mode, f"City{number}-{child}")
+            subject = round_subject(first, number)
+            city = f"City{number}-{child}"
+            session = prepare(engine, ns, f"p{child}-r{number}", mode, city, subject)
             waited = [False]
 
             def planned(number: int = number, waited: list[bool] = waited) -> None:

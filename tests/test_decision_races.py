@@ -35,17 +35,21 @@ from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger import faults
 from memory_ledger.projections import table_digests
 from tests.conftest import REPO_ROOT
-from tests.race_child import active_values, count_refusals, prepare
+from tests.race_child import active_values, count_refusals, prepare, round_subject
 from tests.test_projections import fresh_digests
 
 ROUNDS = 20
 TIMEOUT = 60.0
 NS = Namespace("acme", "alice", "races")
 VARIANTS = {
+    "two first values": ("candidate", "candidate"),
     "two new values": ("candidate", "candidate"),
     "two corrections": ("correct", "correct"),
     "a correction racing a finish": ("correct", "candidate"),
 }
+"""Each round's two decisions. "first values" uses a new key every round (no current value,
+so the two writers share no stream: only the key's append condition orders them); the others
+race on the key (Alice, lives_in), whose current value both also touch."""
 
 
 def seed(engine: MemoryEngine) -> None:
@@ -80,10 +84,12 @@ class DecisionBarrier:
         self.barrier.wait()
 
 
-def race_in_threads(engine: MemoryEngine, number: int, modes: tuple[str, str], forced: bool) -> None:
+def race_in_threads(engine: MemoryEngine, number: int, variant: str, forced: bool) -> str:
+    """One round in two threads; returns the round's subject."""
+    subject = round_subject(variant == "two first values", number)
     sessions = [
-        prepare(engine, NS, f"t{c}-r{number}", mode, f"City{number}-{c}")
-        for c, mode in enumerate(modes)
+        prepare(engine, NS, f"t{c}-r{number}", mode, f"City{number}-{c}", subject)
+        for c, mode in enumerate(VARIANTS[variant])
     ]
     start = threading.Barrier(2, timeout=TIMEOUT)
     hold = DecisionBarrier()
@@ -108,6 +114,7 @@ def race_in_threads(engine: MemoryEngine, number: int, modes: tuple[str, str], f
         faults.FAULTS.clear()
     assert not errors, errors
     assert all(s.state.report is not None for s in sessions)
+    return subject
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -119,8 +126,8 @@ def test_threads_leave_exactly_one_active_value_after_every_round(
         seed(engine)
         refusals = count_refusals(engine)
         for number in range(ROUNDS):
-            race_in_threads(engine, number, VARIANTS[variant], forced)
-            active = active_values(engine, NS)
+            subject = race_in_threads(engine, number, variant, forced)
+            active = active_values(engine, NS, subject)
             assert len(active) == 1, f"round {number}: {len(active)} active values"
         if forced:  # every round, one of the two decisions was overtaken and re-decided
             assert refusals() >= ROUNDS
@@ -132,8 +139,8 @@ def test_without_the_append_condition_the_held_race_leaves_two_values(tmp_path: 
     with MemoryEngine.open(tmp_path / "store", sync=False) as engine:
         seed(engine)
         engine.consistency_boundary = False
-        race_in_threads(engine, 0, VARIANTS["two new values"], forced=True)
-        assert len(active_values(engine, NS)) == 2
+        subject = race_in_threads(engine, 0, "two first values", forced=True)
+        assert len(active_values(engine, NS, subject)) == 2
 
 
 # Two processes ------------------------------------------------------------------------------
@@ -204,8 +211,11 @@ def test_two_processes_leave_exactly_one_active_value_after_every_round(
     with MemoryEngine.open(store, sync=False) as engine:
         seed(engine)
     namespace = [NS.tenant, NS.principal, NS.scope_id]
+    first = variant == "two first values"
     racers = [
-        RaceChild(store=str(store), namespace=namespace, child=c, rounds=ROUNDS, mode=mode)
+        RaceChild(
+            store=str(store), namespace=namespace, child=c, rounds=ROUNDS, mode=mode, first=first
+        )
         for c, mode in enumerate(VARIANTS[variant])
     ]
     children.extend(racers)
@@ -223,7 +233,7 @@ def test_two_processes_leave_exactly_one_active_value_after_every_round(
             finished = [racer.next() for racer in racers]
             assert [f["finished"] for f in finished] == [number, number]
             retries += sum(f["retries"] for f in finished)
-            active = active_values(engine, NS)
+            active = active_values(engine, NS, round_subject(first, number))
             assert len(active) == 1, f"round {number}: {len(active)} active values"
         for racer in racers:
             assert racer.proc.stdin is not None
