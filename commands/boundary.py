@@ -37,7 +37,7 @@ from memory_ledger.ledger.tags import condition_for, key_tag, memory_tag, namesp
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
 
-__all__ = ["DECISION_ATTEMPTS", "DecisionReads", "append_decision"]
+__all__ = ["DECISION_ATTEMPTS", "DecisionReads", "append_decision", "memory_of"]
 
 DECISION_ATTEMPTS = 8
 """How many times a decision is re-read and re-decided before ConcurrencyConflictError."""
@@ -134,3 +134,10 @@ def append_decision(
         "a row; nothing was written (retry later)"
     )
     raise ConcurrencyConflictError(msg)
+
+
+def memory_of(engine: MemoryEngine, namespace: Namespace, memory: UUID) -> MemoryStreamState | None:
+    """The memory's state read from the ledger now, or None when it does not exist or
+    belongs to another namespace (the two are indistinguishable to the caller). For checks
+    that are not decisions (e.g. ``record_use``); decisions use :class:`DecisionReads`."""
+    return DecisionReads(engine, namespace).memory(memory)
