@@ -81,12 +81,20 @@ class SessionExtraction(SessionVocabulary):
         :raises SessionSealedError: the session was finished or closed.
         :raises ExtractionFailedError: the extractor raised (blocking mode); the evidence is
             recorded and the extraction pending.
-        :raises ValueError: ``turn_id`` is negative or ``transcript`` is not a string.
+        :raises ValueError: ``turn_id`` is negative, ``transcript`` is not a string or
+            ``occurred_at`` is not a datetime.
+
+        ``occurred_at`` is when the turn happened in the conversation (valid time: it orders
+        supersession, see ``commands.reconcile``). A naive datetime is read as UTC (and
+        recorded as such); pass an aware one for any other zone.
         """
         self._check_open()
         check_turn_id(turn_id)
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
+            raise ValueError(msg)
+        if occurred_at is not None and not isinstance(occurred_at, datetime):
+            msg = f"occurred_at must be a datetime or None, got {type(occurred_at).__name__}"
             raise ValueError(msg)
         if occurred_at is not None and occurred_at.tzinfo is None:
             occurred_at = occurred_at.replace(tzinfo=UTC)

@@ -14,6 +14,7 @@ from datetime import datetime
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import check_aware
 from memory_ledger.ledger.events import (
     EVENT_CLASSES,
     AdmissionRevoked,
@@ -65,7 +66,9 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
 
     ``types`` holds event class names (case-insensitive; see :data:`EVENT_TYPES`);
     ``start``/``stop`` is an inclusive position range; ``since``/``until`` an inclusive
-    range of ``recorded_at`` (aware datetimes). ``turn_id`` matches events that carry a turn.
+    range of ``recorded_at`` (aware datetimes: a naive one raises
+    :class:`~memory_ledger.commands.errors.NaiveDatetimeError` naming the field). ``turn_id``
+    matches events that carry a turn.
     """
 
     tenant: str | None = None
@@ -78,6 +81,10 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     stop: int | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        check_aware("since", self.since)
+        check_aware("until", self.until)
 
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.

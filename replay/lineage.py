@@ -21,6 +21,7 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import UnknownMemoryError as CommandUnknownMemoryError
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExplicitCommandApplied,
@@ -60,8 +61,13 @@ __all__ = [
 ]
 
 
-class UnknownMemoryError(ValueError):
-    """No memory has the given id (or id prefix), or a prefix matches several."""
+class UnknownMemoryError(CommandUnknownMemoryError):
+    """No memory has the given id (or id prefix) in the namespace asked for (a memory of
+    another namespace is not there), or a prefix matches several. A ``ValueError`` and the
+    write side's ``UnknownMemoryError`` (reason code ``no_such_memory``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason_code="no_such_memory")
 
 
 class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -236,8 +242,11 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
 
 
-def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
-    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits).
+def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | None = None) -> str:
+    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits),
+    among the memories of ``namespace`` when one is given (the Python API's caller: a memory
+    of another namespace is then exactly like one that does not exist), else of the store
+    (the operator's CLI).
 
     :raises UnknownMemoryError: no memory matches, or several do (they are named).
     """
@@ -245,11 +254,16 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg)
+    where, params = "starts_with(memory_id, ?)", [wanted]
+    if namespace is not None:
+        namespace.validated()
+        where += " AND tenant = ? AND principal = ? AND scope_id = ?"
+        params += [namespace.tenant, namespace.principal, namespace.scope_id]
     with engine.read_models() as live:
         rows = live.conn.execute(
-            "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
+            f"SELECT memory_id FROM canonical_memory WHERE {where} "  # noqa: S608 (fixed text)
             "ORDER BY memory_id LIMIT 6",
-            [wanted],
+            params,
         ).fetchall()
     ids = [str(r[0]) for r in rows]
     if wanted in ids:
@@ -421,16 +435,20 @@ def _statements(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, str]:
     return {r["memory_id"]: r["statement"] for r in rows}
 
 
-def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
+def explain(engine: MemoryEngine, memory_id: str, namespace: Namespace | None = None) -> Lineage:
     """The lineage of one memory item (a full id or a unique prefix of one).
 
-    Catches the engine's projections up to the ledger head first.
+    Catches the engine's projections up to the ledger head first. A host explaining a
+    memory to its user passes the user's ``namespace`` (never taken from the request): a
+    memory of another namespace then gets exactly the error of an id that does not exist.
+    Without it (the operator's ``memory-ledger explain``) any memory of the store is found.
 
     :returns: a :class:`Lineage` (origins in position order, history, recalls, admissions
         and uses, each with its ledger position).
-    :raises UnknownMemoryError: no memory (or several) match ``memory_id``.
+    :raises UnknownMemoryError: no memory (or several) match ``memory_id`` (in
+        ``namespace``, when given).
     """
-    full = resolve_memory_id(engine, memory_id)
+    full = resolve_memory_id(engine, memory_id, namespace)
     row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
     position = engine.projection_position
     sessions = _Sessions(engine)

@@ -32,7 +32,7 @@ from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.replay.filters import filter_events
-from memory_ledger.replay.points import PointError, parse_point
+from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
 from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
 
 __all__ = ["AsOf", "AsOfMode", "as_of", "memory_record", "position_at"]
@@ -43,11 +43,10 @@ AsOfMode = Literal["position", "recorded", "occurred"]
 def position_at(engine: MemoryEngine, when: datetime) -> int:
     """The last position of the ledger prefix recorded at or before ``when`` (0 if none).
 
-    :raises PointError: ``when`` has no time zone.
+    :raises NaiveTimestampError: ``when`` has no time zone (a ``PointError``).
     """
     if when.tzinfo is None:
-        msg = f"timestamp {when.isoformat()} has no time zone"
-        raise PointError(msg)
+        raise NaiveTimestampError("when", when)
     position = 0
     for current, event in filter_events(engine):
         if event.recorded_at > when:
@@ -212,7 +211,8 @@ def as_of(
     :param occurred: read a timestamp as conversation (occurred) time, not recorded time.
     :param path: where the past read models live: in memory (default) or a NEW DuckDB file.
     :returns: an open :class:`AsOf` (a context manager).
-    :raises PointError: text that is neither; a position with ``occurred``; a naive datetime.
+    :raises PointError: text that is neither; a position with ``occurred``; a naive datetime
+        (:class:`NaiveTimestampError`, naming ``at``).
     :raises PositionOutOfRangeError: a position beyond the ledger head.
 
     >>> with as_of(engine, 40) as past:                      # doctest: +SKIP
@@ -240,8 +240,7 @@ def as_of(
             context_of=engine.transcript_context,
         )
     if point.tzinfo is None:
-        msg = f"timestamp {point.isoformat()} has no time zone"
-        raise PointError(msg)
+        raise NaiveTimestampError("at", point)
     if not occurred:
         position = position_at(engine, point)
         store = build_projections(engine, to=position, path=path, on_page=on_page)
