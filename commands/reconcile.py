@@ -26,8 +26,9 @@ section 5, issues "session engine" and 13):
   commands never carry one), ledger order decides: the value reconciled last wins;
 - a forget is a tombstone with a position (``MemoryForgotten``): a candidate or command
   whose evidence was observed before it (transcript or command position lower than the
-  forget's) never re-activates or reinforces the memory; it is declined with reason code
-  ``evidence_predates_forget``; evidence observed after it activates the memory anew;
+  forget's) never re-activates or reinforces the memory (not even once newer evidence made
+  it active again); it is declined with reason code ``evidence_predates_forget``; evidence
+  observed after it activates the memory anew;
 - explicit commands, in ledger order with the candidates: ``remember`` activates (decision
   manual), ``correct`` activates and supersedes its target, ``forget`` forgets its target,
   ``pin`` pins it;
@@ -186,8 +187,10 @@ class Reconciler:
         }
 
     def _forgotten_after(self, state: MemoryStreamState | None, evidence: int | None) -> bool:
-        """Whether ``state`` is a tombstone that ``evidence`` (a position) predates."""
-        if state is None or state.status != "forgotten" or state.forgotten_at is None:
+        """Whether the memory's latest forget (its tombstone) postdates ``evidence`` (a
+        position): such evidence never re-activates nor reinforces it, even after newer
+        evidence made it active again."""
+        if state is None or state.forgotten_at is None:
             return False
         return evidence is None or evidence < state.forgotten_at
 
