@@ -59,6 +59,8 @@ class DecisionReads:
         self.tags: set[str] = set()
         """Every tag this decision read under (its consistency boundary)."""
         self._memories: dict[UUID, MemoryStreamState | None] = {}
+        self._versions: dict[UUID, int] = {}
+        """The version of each memory stream as read (0: absent), before any planning."""
 
     def _select(self, tag: str) -> list[tuple[int, LedgerEvent]]:
         self.tags.add(tag)
@@ -69,6 +71,7 @@ class DecisionReads:
         does not exist or belongs to another namespace. Read once per attempt."""
         if memory not in self._memories:
             state = fold_memory_history(self._select(memory_tag(memory)))
+            self._versions[memory] = state.version if state is not None else 0
             if state is not None and state.namespace != self.namespace:
                 state = None
             self._memories[memory] = state
@@ -89,17 +92,32 @@ class DecisionReads:
         for memory, history in histories.items():
             # Every memory event carries the namespace tag: that one tag guards them all.
             state = fold_memory_history(history)
+            self._versions[memory] = state.version if state is not None else 0
             self._memories[memory] = state
             if state is not None:
                 states[memory] = state
         return states
 
-    def condition(self) -> DCBAppendCondition | None:
-        """ "Nothing carrying a tag I read after ``after``", or None when nothing was read
-        or the engine's condition is switched off (the benchmark's baseline)."""
+    def condition(self, events: Sequence[LedgerEvent] = ()) -> DCBAppendCondition | None:
+        """The append condition of the decision's ``events``: nothing carrying a tag it
+        read was appended after ``after``. None when nothing was read or the engine's
+        condition is switched off (the benchmark's baseline).
+
+        A memory the decision writes itself, at the version after the one it read, is left
+        out: its stream version already guards it (a concurrent append to that stream takes
+        the same version and the batch is refused), so the condition carries only what
+        versions cannot see: keys, namespaces, and memories read but not written.
+        """
         if not self.tags or not self._engine.consistency_boundary:
             return None
-        return condition_for(sorted(self.tags), self.after)
+        guarded = set()
+        for event in events:
+            memory = event.originator_id
+            if memory in self._versions and memory not in guarded:
+                if event.originator_version == self._versions[memory] + 1:
+                    guarded.add(memory)
+        tags = self.tags - {memory_tag(m) for m in guarded}
+        return condition_for(sorted(tags), self.after) if tags else None
 
 
 def append_decision(
@@ -125,7 +143,7 @@ def append_decision(
             return []
         fault("decision.planned")
         try:
-            return engine.append(events, condition=reads.condition())
+            return engine.append(events, condition=reads.condition(events))
         except IntegrityError:
             if on_conflict is not None:
                 on_conflict()

@@ -135,7 +135,7 @@ class SessionStream:
                     return []
                 condition = None
                 if decision is not None:
-                    condition = decision.condition()
+                    condition = decision.condition(events)
                     fault("decision.planned")
                 reads = list(self._reads)
                 try:

@@ -167,11 +167,27 @@ class TagIndex:
                 last = position
 
     def first_match(self, txn: Any, query: DCBQuery | None, after: int) -> int | None:
-        """The first position after ``after`` matching ``query``, or None."""
+        """The first position after ``after`` matching ``query``, or None.
+
+        Each item stops at its own first match (no merge, no scan of the others); an item of
+        one tag and no types, the shape of every engine condition, is one cursor seek.
+        """
         items = query.items if query is not None and query.items else [DCBQueryItem()]
         first: int | None = None
+        start = _ID.pack(after + 1)
+        cursor = None
         for item in items:
-            # Each item stops at its own first match: no merge, no full scan of the others.
+            if len(item.tags) == 1 and not item.types:
+                if cursor is None:
+                    cursor = txn.cursor(db=self.tags_db)
+                prefix = _tag_prefix(item.tags[0])
+                if cursor.set_range(prefix + start):
+                    key = cursor.key()
+                    if len(key) == len(prefix) + 8 and key.startswith(prefix):
+                        position = _ID.unpack(key[-8:])[0]
+                        if first is None or position < first:
+                            first = position
+                continue
             for position in self._item_matches(txn, item, after):
                 if first is None or position < first:
                     first = position

@@ -390,3 +390,37 @@ def test_a_decision_overtaken_every_time_gives_up_with_a_typed_error(
     assert all(isinstance(e, MemoryReinforced) for e in written)  # only the other writer's
     assert not any(isinstance(e, SessionSealed) for e in written)
     assert racer.finish().activated == (mid("Alice lives in Porto."),)  # later, it goes through
+
+
+def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryEngine) -> None:
+    """A finish's condition names the keys it read and the memories it read without writing
+    them; memories it writes at the next version are guarded by their stream versions."""
+    from memory_ledger.commands.boundary import DecisionReads
+    from memory_ledger.commands.reconcile import Reconciler, plan_finish
+    from memory_ledger.ledger.tags import key_tag, memory_tag
+
+    observed(engine, "seed", lives("Lisbon")).finish()
+    session = observed(engine, "next", lives("Porto"), make_item("Alice likes green tea."))
+    reads = DecisionReads(engine, NS)
+    reconciler = Reconciler(
+        namespace=NS,
+        session_id=session.session_id,
+        load_memory=reads.memory,
+        same_key=reads.activated_under,
+        recorded_at=datetime.now(UTC),
+        evidence_position=session.state.evidence_position,
+    )
+    plan = plan_finish(
+        reconciler,
+        session_stream=session.stream_id,
+        session_version=session.state.version,
+        items=list(session.state.candidates),
+        policy="auto",
+    )
+    condition = reads.condition(plan.events)
+    assert condition is not None and condition.after == reads.after
+    tags = {tag for item in condition.fail_if_events_match.items for tag in item.tags}
+    assert tags == {key_tag(NS, ("alice", "lives_in"))}
+    written = {e.originator_id for e in plan.events}
+    assert {mid("Alice lives in Lisbon."), mid("Alice lives in Porto.")} <= written
+    assert memory_tag(mid("Alice lives in Lisbon.")) in reads.tags  # read, and guarded
