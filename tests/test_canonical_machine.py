@@ -40,7 +40,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     TranscriptObserved,
 )
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.ids import memory_id, normalize_statement, session_stream_id
 from memory_ledger.projections import table_digests
 from tests.conftest import make_item
 from tests.test_projections import fresh_digests
@@ -56,7 +56,7 @@ FACTS: list[tuple[str, str | None]] = [
 ]
 TIMES = [None, datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)]
 TIMES.append(datetime(2026, 1, 1, tzinfo=UTC))
-SESSIONS = 3
+SESSIONS = 2
 
 
 def item(statement: str, predicate: str | None) -> dict[str, Any]:
@@ -179,11 +179,19 @@ class CanonicalMachine(RuleBasedStateMachine):
 
     @initialize()
     def seed(self) -> None:
-        """Start from current values (as of 2025) so that forgets and backfills bite."""
+        """Start from current values (as of 2026) so that forgets and backfills bite."""
         for fact in (FACTS[0], FACTS[3], FACTS[5]):
-            self.observe(0, fact, TIMES[2])
+            self.observe(0, fact, TIMES[3])
         self.finish(0)
         self.new_session(0)
+
+    @rule(sid=st.integers(0, SESSIONS - 1), fact=st.sampled_from(FACTS[:5]))
+    def backfill(self, sid: int, fact: tuple[str, str | None]) -> None:
+        """A late import: a turn that occurred in 2024, reconciled at once."""
+        if sid in self.finished:
+            return
+        self.observe(sid, fact, TIMES[1])
+        self.finish(sid)
 
     @rule(sid=st.integers(0, SESSIONS - 1), fact=st.sampled_from(FACTS), at=st.sampled_from(TIMES))
     def observe(self, sid: int, fact: tuple[str, str | None], at: datetime | None) -> None:
@@ -243,6 +251,36 @@ class CanonicalMachine(RuleBasedStateMachine):
             "forget", f"forget {old[0]}", self._next_turn(sid), target=mid(old[0])
         )
         self.entries[sid].append(Entry("forget", old[0], old[1], result.position, target=old[0]))
+
+    @precondition(lambda self: bool(self._active_facts()))
+    @rule(data=st.data())
+    def forget_directly(self, data: st.DataObject) -> None:
+        """The host forgets an active fact at once (``engine.forget``), while open sessions
+        may hold evidence of it observed before."""
+        old = data.draw(st.sampled_from(self._active_facts()), label="forget directly")
+        result = self.engine.forget(NS, mid(old[0]))
+        stream = session_stream_id(NS, result.session_id)
+        [command] = [
+            position
+            for position, event in self.engine.load_positioned(stream)
+            if isinstance(event, ExplicitCommandApplied)
+        ]
+        self.model.finish([Entry("forget", old[0], old[1], command, target=old[0])])
+
+    @rule()
+    def forget_everything(self) -> None:
+        """``forget_all``: each forget's own position is its tombstone's."""
+        head = self.engine.head
+        count = self.engine.forget_all(NS)
+        forgotten = {
+            event.originator_id: position
+            for position, event in self._events()
+            if position > head and isinstance(event, MemoryForgotten)
+        }
+        assert count == len(forgotten) == len(self._active_facts())
+        for statement, fact in self.model.facts.items():
+            if fact.status == "active":
+                fact.status, fact.forgotten_at = "forgotten", forgotten[mid(statement)]
 
     @rule(fact=st.sampled_from(FACTS))
     def id_of_an_inactive_fact_is_unknown(self, fact: tuple[str, str | None]) -> None:
