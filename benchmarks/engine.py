@@ -146,7 +146,13 @@ def floor_turn_events(turn: int, items: list[dict[str, Any]]) -> tuple[list[Ledg
             candidate_id=uuid5(stream, f"{turn}/{index}"),
             index=index,
             extractor_id="recorded",
-            item=ExtractedItem(**{**raw, "tags": (), "evidence": tuple(raw["evidence"])}),
+            item=ExtractedItem(
+                **{
+                    **raw,
+                    **{k: tuple(raw[k]) for k in ("tags", "supersedes", "conflicts_with")},
+                    "evidence": tuple(raw["evidence"]),
+                }
+            ),
             occurred_at=when,
         )
         for index, raw in enumerate(items)

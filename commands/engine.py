@@ -567,6 +567,12 @@ class MemoryEngine:
         """
         return DirectCommands(self).forget(namespace, statement_or_id)
 
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
+        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
+        """
+        return DirectCommands(self).pin(namespace, statement_or_id)
+
     def correct(
         self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
     ) -> DirectResult:

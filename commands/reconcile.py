@@ -16,8 +16,8 @@ section 5, issues "session engine" and 13):
   never activates anything in manual mode);
 - on activation, a memory with the same (subject, predicate) and another statement is
   superseded; a null predicate never matches anything; a fact under another predicate
-  supersedes nothing; a declared ``supersedes`` supersedes that memory; ``conflicts_with``
-  marks both items, both stay retrievable;
+  supersedes nothing; every memory named in ``supersedes`` is superseded; each one named
+  in ``conflicts_with`` is marked on both items, both stay retrievable;
 - valid time orders supersession: where both values carry ``occurred_at``, a value that
   occurred earlier than the current one never retires it: it is activated and superseded
   by the current value in the same command (history from the moment it is stored; the
@@ -65,6 +65,7 @@ from memory_ledger.ledger.events import (
     MemoryPinned,
     MemoryReinforced,
     MemorySuperseded,
+    PendingExtraction,
     ReconciliationReport,
     SessionReconciled,
     SessionSealed,
@@ -308,12 +309,12 @@ class Reconciler:
         self.activated.append(mid)
         if corrects is not None and corrects != mid:
             self.supersede(corrects, mid, turn_id, "correction")
-        if item.supersedes:
+        for raw in item.supersedes:
             try:
-                declared = UUID(item.supersedes)
+                declared = UUID(raw)
             except ValueError:
-                declared = None
-            if declared is not None and declared != mid:
+                continue
+            if declared != mid:
                 self.supersede(declared, mid, turn_id, "declared")
         if key is not None:
             self._take_key(key, mid, turn_id)
@@ -475,9 +476,11 @@ def plan_finish(
     session_version: int,
     items: Sequence[CandidateExtracted | ExplicitCommandApplied],
     policy: ActivationPolicy,
+    pending: Sequence[PendingExtraction] = (),
 ) -> ReconciliationPlan:
     """The events of ``finish()``: SessionSealed, the memory events in ledger order of the
-    session's candidates and commands, then SessionReconciled with the report."""
+    session's candidates and commands, then SessionReconciled with the report (which names
+    the turns still ``pending`` extraction)."""
     ns, sid, at = reconciler.namespace, reconciler.session_id, reconciler.recorded_at
     sealed = SessionSealed(
         originator_id=session_stream,
@@ -495,6 +498,8 @@ def plan_finish(
             commands += 1
             reconciler.command(entry)
     report = reconciler.report(candidates=candidates, commands=commands)
+    if pending:
+        report = msgspec.structs.replace(report, pending_extractions=tuple(pending))
     reconciled = SessionReconciled(
         originator_id=session_stream,
         originator_version=session_version + 2,

@@ -50,7 +50,7 @@ from memory_ledger.commands.session_turns import (
     SessionTurns,
 )
 from memory_ledger.commands.session_vocabulary import KnownValue, SessionVocabulary
-from memory_ledger.ledger.events import ExtractionAbandoned, LedgerEvent
+from memory_ledger.ledger.events import ExtractionAbandoned, LedgerEvent, PendingExtraction
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class MemorySession(
         self._flusher: threading.Thread | None = None
         self._queue: ThreadPoolExecutor | None = None
         self._queued: dict[int, Future[TurnOutcome]] = {}
+        self._extraction_failures: dict[int, PendingExtraction] = {}
         self._last_activity = time.monotonic()
         self._closed = False
         self._overlay: tuple[int, Overlay] | None = None

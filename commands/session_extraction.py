@@ -20,17 +20,18 @@ from memory_ledger.commands.errors import (
     SessionSealedError,
     TurnConflictError,
 )
-from memory_ledger.commands.extraction import ExtractionRequest, RelatedMemory
+from memory_ledger.commands.extraction import ExtractionRequest, RelatedMemory, pending_because
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_stream import check_turn_id
 from memory_ledger.commands.session_vocabulary import SessionVocabulary
-from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.commands.validation import Rejection, cited_ids, validate_item
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ExtractedItem,
     ExtractionCompleted,
     LedgerEvent,
+    PendingExtraction,
     TranscriptObserved,
 )
 from memory_ledger.ledger.ids import candidate_id
@@ -66,6 +67,7 @@ class SessionExtraction(SessionVocabulary):
 
     _queue: ThreadPoolExecutor | None
     _queued: dict[int, Future[TurnOutcome]]
+    _extraction_failures: dict[int, PendingExtraction]
 
     def observe_final_transcript(
         self, turn_id: int, transcript: str, occurred_at: datetime | None = None
@@ -178,8 +180,8 @@ class SessionExtraction(SessionVocabulary):
                 return self._outcome(turn_id, 0)
         raw_items: list[Any] = []
         related: tuple[RelatedMemory, ...] = ()
+        wants_context = getattr(self.extractor, "uses_context", True)
         if self._config.llm_extraction:
-            wants_context = getattr(self.extractor, "uses_context", True)
             related = self._related(observed.transcript) if wants_context else ()
             request = ExtractionRequest(
                 session_id=self.session_id,
@@ -201,8 +203,22 @@ class SessionExtraction(SessionVocabulary):
                     f"{self.session_id!r} turn {turn_id}; its evidence is recorded and its "
                     f"extraction is pending (retry the turn): {type(e).__name__}: {e}"
                 )
+                self._extraction_failures[turn_id] = pending_because(turn_id, e)
                 raise ExtractionFailedError(msg) from e
-        return self._record_extraction(observed, raw_items, frozenset(r.memory_id for r in related))
+        relation_ids = frozenset(r.memory_id for r in related)
+        if not wants_context:
+            # Items given up front (a recorded extractor) were shown no related memories:
+            # the ids they cite must name memories this session can see.
+            relation_ids = self._visible_ids(cited_ids(raw_items))
+        return self._record_extraction(observed, raw_items, relation_ids)
+
+    def _visible_ids(self, ids: set[str]) -> frozenset[str]:
+        """The ``ids`` that name a retrievable memory of the namespace or a session fact."""
+        if not ids:
+            return frozenset()
+        visible = {doc.memory_id for doc in self._canonical_docs()}
+        visible.update(doc.memory_id for doc in self.overlay().docs)
+        return frozenset(ids & visible)
 
     def _record_extraction(
         self, observed: TranscriptObserved, raw_items: list[Any], relation_ids: frozenset[str]
@@ -215,6 +231,7 @@ class SessionExtraction(SessionVocabulary):
             return self._extraction_events(observed, raw_items, relation_ids)
 
         positions = self._append_once(extraction)
+        self._extraction_failures.pop(turn_id, None)
         return self._outcome(turn_id, positions[-1] if positions else 0)
 
     def _outcome(self, turn_id: int, position: int) -> TurnOutcome:
@@ -288,6 +305,27 @@ class SessionExtraction(SessionVocabulary):
     def pending_extractions(self) -> list[int]:
         """Turns with recorded evidence whose extraction is not recorded (retry them)."""
         return self.refresh().pending_extractions()
+
+    def pending_extraction_causes(self) -> tuple[PendingExtraction, ...]:
+        """:meth:`pending_extractions` with why each is pending: the error the extractor
+        raised in this process (its ``reason_code``, e.g. ``unreachable``), ``abandoned``
+        (``close()`` stopped waiting) or ``not_attempted`` (no attempt in this process)."""
+        causes = []
+        for turn in self.pending_extractions():
+            failure = self._extraction_failures.get(turn)
+            if failure is None and turn in self.state.abandoned:
+                failure = PendingExtraction(
+                    turn_id=turn, reason_code="abandoned", detail="close() stopped waiting"
+                )
+            if failure is None:
+                running = turn in self._queued and not self._queued[turn].done()
+                failure = PendingExtraction(
+                    turn_id=turn,
+                    reason_code="running" if running else "not_attempted",
+                    detail="" if running else "evidence recorded; extraction never completed",
+                )
+            causes.append(failure)
+        return tuple(causes)
 
     def wait_for_extractions(self, timeout: float | None = None) -> list[int]:
         """Wait for queued background extractions; return the turns still unfinished."""

@@ -57,11 +57,15 @@ class SessionFinish(SessionExtraction):
         """Seal the session and reconcile its candidates and commands, exactly once.
 
         Appends SessionSealed, the memory events and SessionReconciled in one transaction.
-        Calling it again (in any process) returns the recorded report with
-        ``already_reconciled=True`` and writes nothing.
+        Waits for queued background extractions first; turns whose extraction is still
+        pending (the extractor failed) are named with the cause in the report's
+        ``pending_extractions`` and are not part of the reconciliation. Calling it again
+        (in any process) returns the recorded report with ``already_reconciled=True`` and
+        writes nothing.
         """
         self.wait_for_extractions()
         self.refresh()
+        pending = self.pending_extraction_causes() if self.state.report is None else ()
 
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             if self.state.report is not None:
@@ -73,6 +77,7 @@ class SessionFinish(SessionExtraction):
                     session_version=self.state.version,
                     items=[*self.state.candidates, *self.state.commands],
                     policy=self.activation_policy,
+                    pending=pending,
                 ).events
             )
             fault("session.finish_planned")

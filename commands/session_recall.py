@@ -131,11 +131,19 @@ class SessionRecall(SessionStream):
             have.update(tokenize(item.statement))
         return len(wanted & have) / len(wanted) >= SNAPSHOT_COVERAGE
 
-    def recall(self, query: str, turn_id: int | None = None, k: int | None = None) -> RecallResult:
+    def recall(
+        self,
+        query: str,
+        turn_id: int | None = None,
+        k: int | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
         """Serve a ``recall_context`` tool call.
 
         Reads the turn's frozen snapshot when it plainly covers the query; otherwise runs a
-        live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed.
+        live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed
+        unless ``record`` is False (a replay that must write nothing, e.g. a re-run).
         """
         self._check_open()
         check_query(query)
@@ -166,7 +174,7 @@ class SessionRecall(SessionStream):
                         tags=doc.tags if doc else (),
                     )
                 )
-            return self._served(query, turn_id, "snapshot", hits)
+            return self._served(query, turn_id, "snapshot", hits, record=record)
         live, semantic = self._live(query, k, RecallScope(), None, None)
         if snapshot is not None and snapshot.items:
             live_ids = [doc.memory_id for doc, _ in live]
@@ -176,9 +184,9 @@ class SessionRecall(SessionStream):
                 known[doc.memory_id] = doc
             fused = [(d, s) for d, s in rrf_fuse([live_ids, snapshot_ids]) if d in known]
             hits = [known[d].hit(rank, s) for rank, (d, s) in enumerate(fused[:k], start=1)]
-            return self._served(query, turn_id, "fused", hits, semantic)
+            return self._served(query, turn_id, "fused", hits, semantic, record=record)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
-        return self._served(query, turn_id, "live", hits, semantic)
+        return self._served(query, turn_id, "live", hits, semantic, record=record)
 
     def _docs_by_id(self, ids: set[str]) -> list[MemoryDoc]:
         if not ids:
@@ -229,8 +237,20 @@ class SessionRecall(SessionStream):
         path: Literal["snapshot", "live", "fused"],
         hits: Sequence[RecallHit],
         semantic: SemanticStatus | None = None,
+        *,
+        record: bool = True,
     ) -> RecallResult:
         position = max(self.engine.projection_position, self.last_position)
+        result = RecallResult(
+            query=query,
+            results=tuple(hits),
+            position=position,
+            path=path,
+            turn_id=turn_id,
+            semantic=semantic,
+        )
+        if not record:
+            return result
         canonical = [h for h in hits if h.origin == "canonical"]
         sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
@@ -255,14 +275,7 @@ class SessionRecall(SessionStream):
             )
         )
         self._last_activity = time.monotonic()
-        return RecallResult(
-            query=query,
-            results=tuple(hits),
-            position=position,
-            path=path,
-            turn_id=turn_id,
-            semantic=semantic,
-        )
+        return result
 
     def memory_map(self) -> str:
         """The vocabulary a model needs to fill recall_context's about/attribute fields."""

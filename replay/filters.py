@@ -208,8 +208,12 @@ def describe_event(event: LedgerEvent) -> str:
         return f"{event.memory_id} rev {event.revision}"
     if isinstance(event, SessionReconciled):
         report = event.report
-        return (
+        text = (
             f"{report.candidates} candidates: {len(report.activated)} activated, "
             f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
         )
+        if report.pending_extractions:
+            turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
+            text += f"; turns {turns} pending extraction"
+        return text
     return ""
