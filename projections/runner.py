@@ -16,15 +16,33 @@ from typing import Any, cast
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import get_topic
 
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
+    AdmissionRevoked,
+    CandidateExtracted,
+    CandidateRejected,
+    ExplicitCommandApplied,
+    ExtractionAbandoned,
+    ExtractionCompleted,
     LedgerEvent,
     MemoryActivated,
+    MemoryAdmitted,
     MemoryConflictMarked,
     MemoryForgotten,
     MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    MemoryUsed,
+    NamespaceForgotten,
+    RecallServed,
+    SessionOpened,
+    SessionReconciled,
+    SessionSealed,
+    SnapshotPrepared,
+    TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.projections.columnar import (
@@ -43,16 +61,40 @@ PROJECTION_VERSION = 1
 
 _TOPICS = frozenset(get_topic(cls) for cls in PROJECTED_EVENTS)
 _ACTIVATED = get_topic(MemoryActivated)
-_CONTENT_EVENTS = frozenset(
-    {
-        MemoryActivated,
-        MemoryReinforced,
-        MemorySuperseded,
-        MemoryConflictMarked,
-        MemoryPinned,
-        MemoryForgotten,
-        MemoryPruned,
-    }
+_CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
+    "projection runner: events that change what a recall can return",
+    dict.fromkeys(
+        (
+            MemoryActivated,
+            MemoryReinforced,
+            MemorySuperseded,
+            MemoryConflictMarked,
+            MemoryPinned,
+            MemoryForgotten,
+            MemoryPruned,
+        ),
+        True,
+    ),
+    # Counters (recalls, admissions, uses) and session bookkeeping leave indexes valid.
+    ignores=(
+        NamespaceForgotten,
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        RecallServed,
+        MemoryAdmitted,
+        AdmissionRevoked,
+        MemoryUsed,
+        TurnCompleted,
+    ),
 )
 
 Page = tuple[int, list[tuple[int, LedgerEvent]]]
@@ -278,7 +320,7 @@ class ProjectionRunner:
             if page is not None:
                 self._known.commit(page)
             for position, event in events:
-                if type(event) in _CONTENT_EVENTS:
+                if _CHANGES_CONTENT[type(event)]:
                     self._content_changes[event.namespace.key()] = position
             if batch is not None:
                 for namespace in batch.activated_namespaces:

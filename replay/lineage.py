@@ -13,7 +13,7 @@ was recalled in, admitted into and used in. Every step carries its ledger positi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -22,22 +22,34 @@ import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import UnknownMemoryError as CommandUnknownMemoryError
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
+    AdmissionRevoked,
     CandidateExtracted,
+    CandidateRejected,
     ExplicitCommandApplied,
     ExtractedItem,
+    ExtractionAbandoned,
     ExtractionCompleted,
     LedgerEvent,
     MemoryActivated,
+    MemoryAdmitted,
     MemoryConflictMarked,
     MemoryForgotten,
     MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    MemoryUsed,
+    NamespaceForgotten,
+    RecallServed,
     SessionOpened,
     SessionReconciled,
+    SessionSealed,
+    SnapshotPrepared,
     TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.ledger.lmdb import decode_record
@@ -389,31 +401,78 @@ class _Sessions:
 
 
 def _history(position: int, event: LedgerEvent) -> HistoryEntry | None:
-    common: dict[str, Any] = {
-        "position": position,
-        "type": type(event).__name__,
-        "revision": event.originator_version,
-        "recorded_at": event.recorded_at,
-        "session_id": getattr(event, "session_id", None),
-        "turn_id": getattr(event, "turn_id", None),
+    """The history entry of a memory-stream event (None for activations and
+    reinforcements: they are origins)."""
+    describe = _HISTORY[type(event)]
+    if describe is None:
+        return None
+    return HistoryEntry(
+        position=position,
+        type=type(event).__name__,
+        revision=event.originator_version,
+        recorded_at=event.recorded_at,
+        session_id=getattr(event, "session_id", None),
+        turn_id=getattr(event, "turn_id", None),
+        **describe(event),
+    )
+
+
+def _superseded(event: MemorySuperseded) -> dict[str, Any]:
+    return {
+        "detail": f"superseded ({event.cause.replace('_', ' ')})",
+        "related_memory": str(event.superseded_by),
     }
-    if isinstance(event, MemorySuperseded):
-        return HistoryEntry(
-            **common,
-            detail=f"superseded ({event.cause.replace('_', ' ')})",
-            related_memory=str(event.superseded_by),
-        )
-    if isinstance(event, MemoryConflictMarked):
-        return HistoryEntry(
-            **common, detail="conflict marked", related_memory=str(event.conflicts_with)
-        )
-    if isinstance(event, MemoryPinned):
-        return HistoryEntry(**common, detail=f"pinned by command {event.command_id}")
-    if isinstance(event, MemoryForgotten):
-        return HistoryEntry(**common, detail=f"forgotten by command {event.command_id}")
-    if isinstance(event, MemoryPruned):
-        return HistoryEntry(**common, detail=f"pruned ({event.rule})")
-    return None
+
+
+def _conflict(event: MemoryConflictMarked) -> dict[str, Any]:
+    return {"detail": "conflict marked", "related_memory": str(event.conflicts_with)}
+
+
+def _pinned(event: MemoryPinned) -> dict[str, Any]:
+    return {"detail": f"pinned by command {event.command_id}"}
+
+
+def _forgotten(event: MemoryForgotten) -> dict[str, Any]:
+    return {"detail": f"forgotten by command {event.command_id}"}
+
+
+def _pruned(event: MemoryPruned) -> dict[str, Any]:
+    return {"detail": f"pruned ({event.rule})"}
+
+
+_HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
+    "explain: history entries of a memory stream",
+    {
+        MemorySuperseded: _superseded,
+        MemoryConflictMarked: _conflict,
+        MemoryPinned: _pinned,
+        MemoryForgotten: _forgotten,
+        MemoryPruned: _pruned,
+    },
+    # Activations and reinforcements are origins; the rest never is in a memory stream.
+    ignores=(
+        NamespaceForgotten,
+        MemoryActivated,
+        MemoryReinforced,
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        RecallServed,
+        MemoryAdmitted,
+        AdmissionRevoked,
+        MemoryUsed,
+        TurnCompleted,
+    ),
+)
+"""What each event of a memory stream adds to its history (detail, related memory)."""
 
 
 def _rows(engine: MemoryEngine, sql: str, params: list[Any]) -> list[dict[str, Any]]:
