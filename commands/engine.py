@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 from uuid import UUID
 
 import duckdb
-from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBQueryItem
+from eventsourcing.dcb.api import DCBAppendCondition
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
@@ -250,22 +250,6 @@ class MemoryEngine(EngineReads):
         if self.indexer is not None:
             self.indexer.kick()
         return ids
-
-    def read_tagged(self, tag: str, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
-        """``(position, event)`` of every event after ``after`` carrying ``tag`` (see
-        :mod:`memory_ledger.ledger.tags`), in ledger order, read from the ledger's tag index."""
-        query = DCBQuery(items=[DCBQueryItem(tags=[tag])])
-        decode = self.mapper.to_domain_event
-        selection = self.tagged_recorder.select_tagged(query, after=after or None)
-        return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in selection.events]
-
-    def load_positioned(self, stream_id: UUID, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
-        """``(position, event)`` of one stream with version > ``after``, in version order."""
-        decode = self.mapper.to_domain_event
-        return [
-            (e.position, cast(LedgerEvent, decode(e.stored_event)))
-            for e in self.tagged_recorder.select_positioned(stream_id, gt=after or None)
-        ]
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order."""
