@@ -35,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     ReconciliationReport,
     SessionOpened,
@@ -84,13 +85,31 @@ class SessionState(msgspec.Struct, kw_only=True):
     knowledge: KnowledgeBound | None = None
     compactions: list[ContextCompacted] = msgspec.field(default_factory=list)
     workspace: WorkspaceAttached | None = None
+    observed_positions: dict[int, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each turn's transcript (its evidence); 0 when not known yet."""
+    command_positions: dict[UUID, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each explicit command; 0 when not known yet."""
 
-    def apply(self, event: LedgerEvent) -> None:
-        """Fold one event of the session stream."""
+    def apply(self, event: LedgerEvent, position: int = 0) -> None:
+        """Fold one event of the session stream (``position``: its ledger position, 0 when
+        the caller does not know it yet)."""
         self.version = event.originator_version
         handler = _FOLD[type(event)]
         if handler is not None:
             handler(self, event)
+        if position and type(event) is TranscriptObserved:
+            self.observed_positions[event.turn_id] = position
+        elif position and type(event) is ExplicitCommandApplied:
+            self.command_positions[event.command_id] = position
+
+    def evidence_position(self, entry: CandidateExtracted | ExplicitCommandApplied) -> int | None:
+        """The position of what ``entry`` rests on: a candidate's turn transcript, or the
+        command itself; None when unknown (commands.reconcile treats it as old)."""
+        if isinstance(entry, CandidateExtracted):
+            position = self.observed_positions.get(entry.turn_id, 0)
+        else:
+            position = self.command_positions.get(entry.command_id, 0)
+        return position or None
 
     def pending_extractions(self) -> list[int]:
         """Turns whose evidence is recorded but whose extraction outcome is not."""
@@ -208,6 +227,7 @@ _FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
     },
     # Events of memory streams and recall streams, never of a session stream.
     ignores=(
+        NamespaceForgotten,
         MemoryActivated,
         MemoryReinforced,
         MemorySuperseded,

@@ -26,6 +26,7 @@ __all__ = [
     "CandidateExtracted",
     "CandidateRejected",
     "ContextCompacted",
+    "DeclinedCandidate",
     "EVENT_CLASSES",
     "ExplicitCommandApplied",
     "ExtractedItem",
@@ -43,6 +44,7 @@ __all__ = [
     "MemoryReinforced",
     "MemorySuperseded",
     "MemoryUsed",
+    "NamespaceForgotten",
     "PendingExtraction",
     "RecallServed",
     "RecalledItem",
@@ -197,6 +199,18 @@ class SessionSealed(LedgerEvent, frozen=True, kw_only=True):
     session_id: str
 
 
+class DeclinedCandidate(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A candidate (or explicit command) reconciliation refused, with a reason code.
+
+    ``evidence_predates_forget``: its evidence was observed before the memory it would
+    re-activate or reinforce was forgotten (``MemoryForgotten`` is a tombstone).
+    """
+
+    candidate_id: UUID
+    memory_id: UUID
+    reason_code: str
+
+
 class PendingExtraction(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A turn whose evidence is recorded but whose extraction outcome is not, and why.
 
@@ -221,7 +235,8 @@ class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     the tuples hold the memory ids each outcome touched. ``pending_extractions`` lists the
     turns whose extraction was still pending at finish (their items, if extracted later,
     are not part of this reconciliation). ``already_reconciled`` is true when the report
-    is returned from an earlier finish.
+    is returned from an earlier finish. ``declined`` lists the candidates and commands
+    reconciliation refused, each with its reason code.
     """
 
     session_id: str
@@ -237,6 +252,7 @@ class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     position: int = 0
     already_reconciled: bool = False
     pending_extractions: tuple[PendingExtraction, ...] = ()
+    declined: tuple[DeclinedCandidate, ...] = ()
 
 
 class SessionReconciled(LedgerEvent, frozen=True, kw_only=True):
@@ -291,12 +307,25 @@ class MemorySuperseded(LedgerEvent, frozen=True, kw_only=True):
     ``cause`` is ``same_subject_predicate`` (a new value for the same subject and predicate),
     ``declared`` (the extractor cited it in ``supersedes``) or ``correction`` (an explicit
     correct command). The old item stays in history with status superseded.
+
+    ``occurred_at`` (class version 2) is the valid time of the value that retired it: from
+    then on the old value is history (``as-of --occurred`` answers it before then). A value
+    recorded late (a backfill) whose ``occurred_at`` is earlier than the current value's is
+    activated and superseded by the current value in the same command.
     """
+
+    class_version: ClassVar[int] = 2
 
     session_id: str
     turn_id: int
     superseded_by: UUID
     cause: Literal["same_subject_predicate", "declared", "correction"]
+    occurred_at: datetime | None = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, object]) -> None:
+        """Version 1 had no valid time of the superseding value."""
+        state["occurred_at"] = None
 
 
 class MemoryConflictMarked(LedgerEvent, frozen=True, kw_only=True):
@@ -339,11 +368,39 @@ class MemoryPinned(LedgerEvent, frozen=True, kw_only=True):
 
 
 class MemoryForgotten(LedgerEvent, frozen=True, kw_only=True):
-    """An item was forgotten by explicit command: no longer retrievable (memory stream)."""
+    """An item was forgotten by explicit command: no longer retrievable (memory stream).
+
+    A tombstone with a position: evidence observed before the forget can never re-activate
+    or reinforce the item; only evidence observed after it can (a new activation). The
+    forget's position is ``command_position`` (class version 2), the ledger position of the
+    ExplicitCommandApplied that asked for it, or, when 0 (a bulk forget, or a version-1
+    event), this event's own position.
+    """
+
+    class_version: ClassVar[int] = 2
 
     session_id: str
     turn_id: int
     command_id: UUID
+    command_position: int = 0
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, object]) -> None:
+        """Version 1 had no command position: the event's own position is the tombstone's."""
+        state["command_position"] = 0
+
+
+class NamespaceForgotten(LedgerEvent, frozen=True, kw_only=True):
+    """``forget_all``: every retrievable memory of one namespace was forgotten by ONE command.
+
+    Its own stream (``ids.bulk_forget_stream_id``); written in the same transaction as the
+    MemoryForgotten of each memory in ``forgotten`` (each carrying ``command_id``), so the
+    ledger says what was forgotten and by which command.
+    """
+
+    command_id: UUID
+    forgotten: tuple[UUID, ...]
+    requested_by: str = ""
 
 
 class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):
@@ -571,6 +628,7 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     ExplicitCommandApplied,
     MemoryPinned,
     MemoryForgotten,
+    NamespaceForgotten,
     MemoryPruned,
     SnapshotPrepared,
     TurnBegan,

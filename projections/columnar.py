@@ -45,6 +45,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -169,6 +170,7 @@ _TOUCHES_ROWS: EventDispatch[bool] = EventDispatch(
     ),
     # Activations are what the check guards; the rest creates rows or touches no table.
     ignores=(
+        NamespaceForgotten,
         MemoryActivated,
         SessionOpened,
         TranscriptObserved,

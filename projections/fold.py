@@ -35,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -213,6 +214,7 @@ _COLLECT: EventDispatch[_Collect] = EventDispatch(
     },
     # Row-creating events (nothing to look up first) and events no read model uses.
     ignores=(
+        NamespaceForgotten,
         TranscriptObserved,
         ExtractionCompleted,
         CandidateExtracted,
@@ -611,6 +613,7 @@ _APPLY: EventDispatch[_Apply] = EventDispatch(
     },
     # Session bookkeeping no read model shows.
     ignores=(
+        NamespaceForgotten,
         SessionOpened,
         ExtractionAbandoned,
         SessionSealed,

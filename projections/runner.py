@@ -35,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -80,6 +81,7 @@ _CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
     ),
     # Counters (recalls, admissions, uses) and session bookkeeping leave indexes valid.
     ignores=(
+        NamespaceForgotten,
         SessionOpened,
         TranscriptObserved,
         CandidateExtracted,

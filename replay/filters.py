@@ -39,6 +39,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -77,7 +78,9 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
 
     ``types`` holds event class names (case-insensitive; see :data:`EVENT_TYPES`);
     ``start``/``stop`` is an inclusive position range; ``since``/``until`` an inclusive
-    range of ``recorded_at`` (aware datetimes). ``turn_id`` matches events that carry a turn.
+    range of ``recorded_at`` (aware datetimes: a naive one raises
+    :class:`~memory_ledger.commands.errors.NaiveDatetimeError` naming the field). ``turn_id``
+    matches events that carry a turn.
     """
 
     tenant: str | None = None
@@ -90,6 +93,11 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     stop: int | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):
+            if getattr(self, name) is not None:
+                check_aware(name, getattr(self, name))
 
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.
@@ -258,12 +266,18 @@ def _revoked(event: AdmissionRevoked) -> str:
     return f"{event.memory_id} rev {event.revision}: {event.reason}"
 
 
+def _erased(event: NamespaceForgotten) -> str:
+    return f"forget_all: {len(event.forgotten)} memories, command {event.command_id}"
+
+
 def _reconciled(event: SessionReconciled) -> str:
     report = event.report
     text = (
         f"{report.candidates} candidates: {len(report.activated)} activated, "
         f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
     )
+    if report.declined:
+        text += f"; {len(report.declined)} declined"
     if report.pending_extractions:
         turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
         text += f"; turns {turns} pending extraction"
@@ -331,6 +345,7 @@ _DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
         WorkspaceAttached: _describe_workspace,
         WorkspaceSearched: _describe_workspace,
         WorkspaceReleased: _describe_workspace,
+        NamespaceForgotten: _erased,
     },
     # Their type says it all.
     ignores=(SessionSealed, TurnCompleted),

@@ -47,6 +47,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -281,8 +282,11 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
 
 
-def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
-    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits).
+def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | None = None) -> str:
+    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits),
+    among the memories of ``namespace`` when one is given (the Python API's caller: a memory
+    of another namespace is then exactly like one that does not exist), else of the store
+    (the operator's CLI).
 
     :raises UnknownMemoryError: no memory matches, or several do (they are named).
     """
@@ -290,11 +294,16 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg, "not_a_memory_id")
+    where, params = "starts_with(memory_id, ?)", [wanted]
+    if namespace is not None:
+        namespace.validated()
+        where += " AND tenant = ? AND principal = ? AND scope_id = ?"
+        params += [namespace.tenant, namespace.principal, namespace.scope_id]
     with engine.read_models() as live:
         rows = live.conn.execute(
-            "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
+            f"SELECT memory_id FROM canonical_memory WHERE {where} "  # noqa: S608 (fixed text)
             "ORDER BY memory_id LIMIT 6",
-            [wanted],
+            params,
         ).fetchall()
     ids = [str(r[0]) for r in rows]
     if wanted in ids:
@@ -479,6 +488,7 @@ _HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
     },
     # Activations and reinforcements are origins; the rest never is in a memory stream.
     ignores=(
+        NamespaceForgotten,
         MemoryActivated,
         MemoryReinforced,
         SessionOpened,
@@ -527,16 +537,20 @@ def _statements(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, str]:
     return {r["memory_id"]: r["statement"] for r in rows}
 
 
-def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
+def explain(engine: MemoryEngine, memory_id: str, namespace: Namespace | None = None) -> Lineage:
     """The lineage of one memory item (a full id or a unique prefix of one).
 
-    Catches the engine's projections up to the ledger head first.
+    Catches the engine's projections up to the ledger head first. A host explaining a
+    memory to its user passes the user's ``namespace`` (never taken from the request): a
+    memory of another namespace then gets exactly the error of an id that does not exist.
+    Without it (the operator's ``memory-ledger explain``) any memory of the store is found.
 
     :returns: a :class:`Lineage` (origins in position order, history, recalls, admissions
         and uses, each with its ledger position).
-    :raises UnknownMemoryError: no memory (or several) match ``memory_id``.
+    :raises UnknownMemoryError: no memory (or several) match ``memory_id`` (in
+        ``namespace``, when given).
     """
-    full = resolve_memory_id(engine, memory_id)
+    full = resolve_memory_id(engine, memory_id, namespace)
     row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
     position = engine.projection_position
     sessions = _Sessions(engine)
