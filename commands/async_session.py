@@ -235,10 +235,11 @@ class AsyncMemorySession:
 
     # Reconciliation, admission and use ------------------------------------------------------
 
-    async def finish(self) -> ReconciliationReport:
+    async def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
         """Seal the session and reconcile it into canonical memory, exactly once
-        (:meth:`MemorySession.finish`; waits for queued background extraction first)."""
-        return await self._worker.run(self.session.finish)
+        (:meth:`MemorySession.finish`; waits for queued background extraction first and
+        refuses to seal over turns pending extraction unless ``allow_pending``)."""
+        return await self._worker.run(lambda: self.session.finish(allow_pending=allow_pending))
 
     async def activate_candidate(
         self, candidate: UUID | str, decision: ActivationDecision, evidence: Sequence[str]

@@ -21,6 +21,9 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
+from memory_ledger.commands.lexical import shared_stems
+from memory_ledger.commands.secrets import redact
+from memory_ledger.commands.validation import Rejection, validate_item
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 
@@ -90,6 +93,7 @@ class DirectCommands:
         :raises InvalidNamespaceError: an empty or invalid namespace part.
         """
         text = _statement(statement, "statement")
+        namespace.validated()
         item: dict[str, Any] = {
             "kind": "semantic",
             "subject": subject,
@@ -106,6 +110,10 @@ class DirectCommands:
         if isinstance(tags, str):
             msg = "tags must be a sequence of strings, not one string"
             raise CommandRejectedError(msg, "invalid_tags")
+        checked = validate_item(item)  # before the command's session opens: nothing written
+        if isinstance(checked, Rejection):
+            msg = f"the item was rejected ({checked.reason_code}): {checked.detail}"
+            raise CommandRejectedError(msg, checked.reason_code)
         session_id, applied, report = self._run(namespace, "remember", text, item=item)
         mid = memory_id(namespace, normalize_statement(text))
         return DirectResult(
@@ -164,18 +172,28 @@ class DirectCommands:
     def correct(
         self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
     ) -> DirectResult:
-        """Replace what memory says with ``statement``: the target (by id, or the best
-        lexical match for ``statement`` when ``target`` is None) is superseded by the new
+        """Replace what memory says with ``statement``: the target is superseded by the new
         statement, which keeps the target's subject and predicate.
 
-        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
+        The target is ``target`` (an id), or else the one memory ``statement`` names (its
+        subject is mentioned and another word of it is shared:
+        :func:`~memory_ledger.commands.lexical.names_memory`). When it names none, the
+        statement is simply remembered (``target`` None in the result).
+
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
+            ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
+            ``target``).
         :raises CommandRejectedError: empty statement, a secret-shaped value.
         """
         text = _statement(statement, "statement")
-        resolved = self._target(namespace, target) if target is not None else None
+        namespace.validated()
+        if target is not None:
+            resolved: MemoryDoc | None = self._target(namespace, target)
+        else:
+            resolved = self._named(namespace, text, required=False, strict=True)
         session_id, applied, report = self._run(
             namespace,
-            "correct",
+            "correct" if resolved is not None else "remember",
             text,
             target=UUID(resolved.memory_id) if resolved is not None else None,
         )
@@ -199,11 +217,30 @@ class DirectCommands:
                 raise UnknownMemoryError(str(wanted))
             return doc
         text = _statement(statement_or_id, "statement_or_id")
-        doc = self._engine.best_match(namespace, text)
-        if doc is None:
-            msg = f"no memory of this namespace matches {text[:60]!r}"
-            raise UnknownMemoryError(msg, reason_code="no_match")
+        doc = self._named(namespace, text, required=True)
+        assert doc is not None
         return doc
+
+    def _named(
+        self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
+    ) -> MemoryDoc | None:
+        """The one retrievable memory ``text`` names (``strict``: the correction rule of
+        :meth:`MemoryEngine.named_memories`); None (or, when ``required``, an error) when it
+        names none; an error when it names several (never a silent pick). Messages never
+        repeat ``text``."""
+        named = self._engine.named_memories(namespace, text, strict=strict)
+        if len(named) > 1:  # the ones sharing the most of the text's words, if that is one
+            overlaps = [len(shared_stems(text, doc.subject, doc.statement)) for doc in named]
+            best = max(overlaps)
+            named = [doc for doc, n in zip(named, overlaps, strict=True) if n == best]
+        if len(named) > 1:
+            listed = "; ".join(f"{doc.memory_id}: {doc.statement[:60]}" for doc in named[:5])
+            msg = f"the words name {len(named)} memories, pass one memory id: {listed}"
+            raise UnknownMemoryError(msg, reason_code="ambiguous_match")
+        if not named and required:
+            msg = "no memory of this namespace matches the given words"
+            raise UnknownMemoryError(msg, reason_code="no_match")
+        return named[0] if named else None
 
     def _run(
         self,
@@ -222,12 +259,22 @@ class DirectCommands:
 
 
 def _statement(value: object, name: str) -> str:
+    """``value`` with its whitespace collapsed, checked before anything is written: a
+    string, not empty, valid Unicode, no secret-shaped value (never echoed)."""
     if not isinstance(value, str):
         msg = f"{name} must be a string, got {type(value).__name__}"
         raise CommandRejectedError(msg, "invalid_statement")
     text = " ".join(value.split())
     if not text:
         raise CommandRejectedError(f"{name} is empty", "empty_statement")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = f"{name} holds a character that is not valid Unicode text"
+        raise CommandRejectedError(msg, "not_utf8") from None
+    if redact(text).count:
+        msg = f"{name} holds a secret-shaped value; nothing was recorded"
+        raise CommandRejectedError(msg, "secret_detected")
     return text
 
 

@@ -51,7 +51,12 @@ from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.knowledge_context import BoundKnowledge
-from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
+from memory_ledger.commands.lexical import (
+    SourceTranscripts,
+    analyze_query,
+    names_memory,
+    shares_term,
+)
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     HybridFusion,
@@ -77,7 +82,22 @@ from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunne
 from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels"]
+__all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels", "check_engine"]
+
+
+def check_engine(engine: object, parameter: str = "engine") -> MemoryEngine:
+    """``engine`` if it is an open :class:`MemoryEngine` (audit functions take the engine,
+    not a path: ``with memory_ledger.open(path, create=False) as engine: ...``).
+
+    :raises InvalidArgumentTypeError: anything else, e.g. a path (``"not_an_engine"``).
+    """
+    if not isinstance(engine, MemoryEngine):
+        msg = (
+            f"{parameter} must be an open MemoryEngine (memory_ledger.open(path)), "
+            f"got {type(engine).__name__}"
+        )
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_an_engine")
+    return engine
 
 
 def _ledger_writable(ledger: Path) -> bool:
@@ -226,6 +246,9 @@ class MemoryEngine(EngineReads):
         if token_counter is not None and not callable(token_counter):
             msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
             raise InvalidArgumentTypeError(msg, parameter="token_counter")
+        if path is not None and not isinstance(path, str | os.PathLike):
+            msg = f"path must be a folder path (str or os.PathLike), got {type(path).__name__}"
+            raise InvalidArgumentTypeError(msg, parameter="path", reason_code="not_a_path")
         root = Path(path if path is not None else config.store_dir).absolute()
         ledger = root / "ledger"
         if (not create or read_only) and not (ledger / "data.mdb").is_file():
@@ -453,6 +476,19 @@ class MemoryEngine(EngineReads):
             if shares_term(text, doc.subject, doc.statement):
                 return doc
         return None
+
+    def named_memories(
+        self, namespace: Namespace, text: str, depth: int = 10, *, strict: bool = False
+    ) -> list[MemoryDoc]:
+        """The retrievable memories of ``namespace`` that ``text`` names (best BM25 first,
+        at most ``depth``): every one sharing a word of its own subject or statement with
+        ``text``, or with ``strict`` the rule a correction needs
+        (:func:`~memory_ledger.commands.lexical.names_memory`: the memory's subject is
+        mentioned and another word of its statement is shared). Lexical on purpose.
+        """
+        ranked, _, _ = self.canonical_candidates(namespace, text, depth, semantic=False)
+        rule = names_memory if strict else shares_term
+        return [doc for doc, _ in ranked if rule(text, doc.subject, doc.statement)]
 
     # Direct commands (the short way in; see commands/direct.py) ---------------------------
 

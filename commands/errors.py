@@ -7,6 +7,9 @@ Every class derives from :class:`MemoryLedgerError` (defined in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from eventsourcing.persistence import IntegrityError
 
 from memory_ledger.ledger.arguments import check_aware
@@ -16,11 +19,13 @@ from memory_ledger.ledger.errors import (
     MemoryLedgerError,
     NaiveDatetimeError,
 )
+from memory_ledger.ledger.events import PendingExtraction
 
 __all__ = [
     "CommandRejectedError",
     "ConcurrencyConflictError",
     "ExtractionFailedError",
+    "ExtractionPendingError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
     "MemoryLedgerError",
@@ -95,6 +100,27 @@ class NotAdmittedError(MemoryLedgerError, ValueError):
     """``record_use`` named a memory with no live admission in that turn."""
 
     reason_code = "not_admitted"
+
+
+class ExtractionPendingError(MemoryLedgerError, RuntimeError):
+    """``finish()`` refused to seal a session with turns still pending extraction (their
+    evidence is recorded, their extraction failed or never ran): sealed, they would never
+    become memory. ``pending`` lists each turn with its cause (``reason_code``, detail);
+    nothing was written. Retry those turns, or ``finish(allow_pending=True)``."""
+
+    reason_code = "extraction_pending"
+
+    def __init__(self, session_id: str, pending: Sequence[PendingExtraction] = ()) -> None:
+        turns = ", ".join(f"{p.turn_id} ({p.reason_code})" for p in pending)
+        super().__init__(
+            f"session {session_id!r} has turns pending extraction: {turns}; retry them "
+            "(observe_final_transcript with the same transcript) or finish(allow_pending=True)"
+        )
+        self.session_id = session_id
+        self.pending = tuple(pending)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.session_id, self.pending))
 
 
 class ConcurrencyConflictError(MemoryLedgerError, IntegrityError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -11,6 +11,7 @@ import msgspec
 from memory_ledger.commands.boundary import DecisionReads, memory_of
 from memory_ledger.commands.errors import NotAdmittedError, UnknownMemoryError
 from memory_ledger.commands.session_stream import SessionStream, check_turn_id
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
     LedgerEvent,
@@ -48,6 +49,9 @@ class SessionAdmission(SessionStream):
         """
         self._check_open()
         check_turn_id(turn_id)
+        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+            msg = f"items must be a sequence of admitted items, got {type(items).__name__}"
+            raise InvalidArgumentTypeError(msg, parameter="items", reason_code="not_a_sequence")
         wanted: list[tuple[UUID, int, int]] = []
         skipped: list[str] = []
         for entry in items:
@@ -130,7 +134,10 @@ class SessionAdmission(SessionStream):
         """
         self._check_open()
         check_turn_id(turn_id)
-        mid = UUID(str(memory_id))
+        try:
+            mid = UUID(str(memory_id))
+        except ValueError:
+            raise UnknownMemoryError(repr(str(memory_id)[:40]), "not_a_memory_id") from None
         if memory_of(self.engine, self.namespace, mid) is None:
             raise UnknownMemoryError(str(mid))
         admission = self.refresh().admissions.get((turn_id, mid))

@@ -25,7 +25,7 @@ from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_stream import check_turn_id
 from memory_ledger.commands.session_vocabulary import SessionVocabulary
 from memory_ledger.commands.validation import Rejection, cited_ids, validate_item
-from memory_ledger.ledger.arguments import check_aware, check_timeout
+from memory_ledger.ledger.arguments import check_aware, check_encodable, check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
     CandidateExtracted,
@@ -96,6 +96,7 @@ class SessionExtraction(SessionVocabulary):
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="transcript", reason_code="not_a_string")
+        check_encodable("transcript", transcript)
         if occurred_at is not None:
             check_aware("occurred_at", occurred_at)
         redaction = redact(transcript)

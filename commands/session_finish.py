@@ -9,7 +9,7 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.boundary import DecisionReads
-from memory_ledger.commands.errors import CommandRejectedError
+from memory_ledger.commands.errors import CommandRejectedError, ExtractionPendingError
 from memory_ledger.commands.reconcile import Reconciler, plan_finish
 from memory_ledger.commands.session_extraction import SessionExtraction
 from memory_ledger.commands.session_stream import utc_now
@@ -53,19 +53,27 @@ class SessionFinish(SessionExtraction):
             evidence_position=self.state.evidence_position,
         )
 
-    def finish(self) -> ReconciliationReport:
+    def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
         """Seal the session and reconcile its candidates and commands, exactly once.
 
         Appends SessionSealed, the memory events and SessionReconciled in one transaction.
-        Waits for queued background extractions first; turns whose extraction is still
-        pending (the extractor failed) are named with the cause in the report's
-        ``pending_extractions`` and are not part of the reconciliation. Calling it again
-        (in any process) returns the recorded report with ``already_reconciled=True`` and
-        writes nothing.
+        Waits for queued background extractions first. A turn whose extraction is still
+        pending (the extractor failed) would never become memory once the session is
+        sealed, so by default nothing is written and :class:`ExtractionPendingError` names
+        the turns and causes: retry them (``observe_final_transcript`` with the same
+        transcript), then finish. ``allow_pending=True`` seals anyway; the report's
+        ``pending_extractions`` then names the turns left out. Calling it again (in any
+        process) returns the recorded report with ``already_reconciled=True`` and writes
+        nothing.
+
+        :raises ExtractionPendingError: turns are pending extraction and ``allow_pending``
+            is False (nothing written).
         """
         self.wait_for_extractions()
         self.refresh()
         pending = self.pending_extraction_causes() if self.state.report is None else ()
+        if pending and not allow_pending:
+            raise ExtractionPendingError(self.session_id, pending)
 
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             if self.state.report is not None:

@@ -20,6 +20,7 @@ from memory_ledger.ledger.errors import (
 __all__ = [
     "check_aware",
     "check_count",
+    "check_encodable",
     "check_non_empty",
     "check_timeout",
 ]
@@ -85,6 +86,20 @@ def check_aware(parameter: str, value: object) -> datetime:
     return value
 
 
+def check_encodable(parameter: str, value: str) -> str:
+    """``value`` if it encodes as UTF-8 (no lone surrogate such as ``"\\ud800"``, which
+    Python strings may hold but no stored text can).
+
+    :raises InvalidArgumentError: ``"not_utf8"``, naming the character's index.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        msg = f"{parameter} holds a character that is not valid Unicode text at index {e.start}"
+        raise InvalidArgumentError(msg, parameter=parameter, reason_code="not_utf8") from None
+    return value
+
+
 def check_non_empty(parameter: str, value: object) -> str:
     """``value`` if it is a string with a non-whitespace character.
 
@@ -97,4 +112,4 @@ def check_non_empty(parameter: str, value: object) -> str:
     if not value.strip():
         msg = f"{parameter} must not be empty, got {value!r}"
         raise InvalidArgumentError(msg, parameter=parameter, reason_code="empty")
-    return value
+    return check_encodable(parameter, value)

@@ -64,7 +64,11 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
             if not isinstance(value, str) or not value.strip():
                 msg = f"namespace {name} must be a non-empty string, got {value!r}"
                 raise InvalidNamespaceError(msg, parameter=name, reason_code="empty_namespace_part")
-            size = len(value.encode("utf-8"))
+            try:
+                size = len(value.encode("utf-8"))
+            except UnicodeEncodeError:
+                msg = f"namespace {name} holds a character that is not valid Unicode text"
+                raise InvalidNamespaceError(msg, parameter=name, reason_code="not_utf8") from None
             if size > MAX_NAMESPACE_PART_BYTES:
                 msg = (
                     f"namespace {name} is {size} bytes long, "

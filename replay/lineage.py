@@ -290,7 +290,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | No
 
     :raises UnknownMemoryError: no memory matches, or several do (they are named).
     """
-    wanted = text.strip().lower()
+    wanted = str(text).strip().lower()  # a UUID object (what remember() returns) works too
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg, "not_a_memory_id")

@@ -20,7 +20,7 @@ import duckdb
 import msgspec
 from eventsourcing.utils import get_topic
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine, check_engine
 from memory_ledger.ledger.events import LedgerEvent, SessionOpened
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
 
@@ -147,6 +147,7 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
 
     Catches the engine's projection up to the ledger head first.
     """
+    check_engine(engine)
     head = engine.head
     with engine.read_models(to=head) as live:
         position = live.position

@@ -16,7 +16,7 @@ import hashlib
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine, check_engine
 from memory_ledger.ledger.lmdb import (
     GENESIS_HASH,
     HASH_SIZE,
@@ -42,7 +42,7 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
     :raises InvalidArgumentTypeError: (a ``TypeError``) the engine's recorder is not the LMDB
         recorder.
     """
-    recorder = engine.lmdb_recorder()
+    recorder = check_engine(engine).lmdb_recorder()
     decode = engine.event_decoder()
     expected = 1
     previous = GENESIS_HASH

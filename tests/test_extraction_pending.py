@@ -6,7 +6,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from memory_ledger.commands import MemoryEngine, Namespace
+from memory_ledger.commands.errors import ExtractionPendingError
 from memory_ledger.commands.openai_extractor import OpenAIChatExtractor
 from memory_ledger.ledger.events import PendingExtraction, SessionReconciled
 from memory_ledger.replay import EventFilter, filter_events
@@ -32,7 +35,12 @@ def test_finish_names_turns_pending_extraction_and_why(tmp_path: Path) -> None:
         for turn in (1, 2):
             outcome = session.observe_final_transcript(turn, f"user: turn {turn}")
             assert outcome.extraction_pending
-        report = session.finish()
+        head = engine.head
+        with pytest.raises(ExtractionPendingError) as refused:
+            session.finish()
+        assert [p.turn_id for p in refused.value.pending] == [1, 2]
+        assert API_KEY not in str(refused.value) and engine.head == head  # nothing written
+        report = session.finish(allow_pending=True)
         assert report.candidates == 0
         assert [p.turn_id for p in report.pending_extractions] == [1, 2]
         assert {p.reason_code for p in report.pending_extractions} == {"unreachable"}

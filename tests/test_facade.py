@@ -173,3 +173,74 @@ def test_correct_supersedes_in_the_ledger(tmp_path: Path) -> None:
     superseded = [e for e in events_of(store) if isinstance(e, MemorySuperseded)]
     assert [e.originator_id for e in superseded] == [old.memory_id]
     assert isinstance(old.memory_id, UUID)
+
+
+def test_correct_never_retires_another_subjects_fact(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        carol = mem.remember(NS, "Carol's birthday is in May.", subject="Carol")
+        bob = mem.remember(NS, "Bob hates espresso.", subject="Bob")
+        dave = mem.correct(NS, "Dave's birthday is on 9 June.")
+        paris = mem.correct(NS, "Bob lives in Paris.")
+        assert (dave.target, paris.target) == (None, None)  # named nothing: remembered
+        assert dave.report.superseded == () and paris.report.superseded == ()
+        kept = {h.memory_id for h in mem.recall(NS, "birthday espresso Bob Carol", k=10)}
+        assert {str(carol.memory_id), str(bob.memory_id)} <= kept
+
+
+def test_forget_by_words_naming_several_memories_is_refused(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        mem.remember(NS, "Alice only drinks espresso.", subject="Alice")
+        mem.remember(NS, "Bob hates espresso.", subject="Bob")
+        head = mem.head
+        with pytest.raises(UnknownMemoryError) as caught:
+            mem.forget(NS, "espresso")
+        assert caught.value.reason_code == "ambiguous_match"
+        assert mem.head == head
+        assert mem.forget(NS, "Bob espresso").report.forgotten  # the subject makes it one
+
+
+@pytest.mark.parametrize(
+    ("statement", "code"),
+    [
+        ("Alice's key is sk-proj-Q7h2Lm9Xc4Vb8Nz1Kp5Rt3Wy6Ud0Fg2Hj", "secret_detected"),
+        ("Alice \ud800 likes tea", "not_utf8"),
+    ],
+)
+def test_refused_statements_write_nothing_and_are_not_echoed(
+    tmp_path: Path, statement: str, code: str
+) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        for call in (mem.remember, mem.forget, mem.correct):
+            with pytest.raises(CommandRejectedError) as caught:
+                call(NS, statement)
+            assert caught.value.reason_code == code
+            assert "sk-proj" not in str(caught.value)
+        assert mem.head == 0  # not even a SessionOpened
+
+
+def test_no_match_message_does_not_repeat_the_words(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        mem.remember(NS, "Alice plays chess.")
+        with pytest.raises(UnknownMemoryError) as caught:
+            mem.forget(NS, "volcanoes of Iceland")
+        assert "volcano" not in str(caught.value)
+
+
+def test_bad_arguments_get_typed_errors(tmp_path: Path) -> None:
+    from memory_ledger.ledger.errors import InvalidArgumentTypeError
+    from memory_ledger.ledger.ids import InvalidNamespaceError
+
+    with pytest.raises(InvalidArgumentTypeError):
+        memory_ledger.open(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError):
+        memory_ledger.Namespace("t", "p", "s\ud800").validated()
+    with memory_ledger.open(tmp_path / "store") as mem:
+        done = mem.remember(NS, "Alice plays chess.")
+        assert replay.explain(mem, done.memory_id).statement == "Alice plays chess."  # a UUID
+        with pytest.raises(InvalidArgumentTypeError):
+            replay.verify_store(str(tmp_path / "store"))  # type: ignore[arg-type]
+        session = mem.session(NS, "s1")
+        with pytest.raises(UnknownMemoryError):
+            session.record_use(1, "garbage")
+        with pytest.raises(InvalidArgumentTypeError):
+            session.admit(1, None)  # type: ignore[arg-type]
