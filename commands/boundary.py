@@ -59,6 +59,7 @@ class DecisionReads:
         self.tags: set[str] = set()
         """Every tag this decision read under (its consistency boundary)."""
         self._memories: dict[UUID, MemoryStreamState | None] = {}
+        self._memory_tags: dict[UUID, str] = {}
         self._versions: dict[UUID, int] = {}
         """The version of each memory stream as read (0: absent), before any planning."""
 
@@ -70,7 +71,8 @@ class DecisionReads:
         """The memory's state folded from its ledger history (with positions); None when it
         does not exist or belongs to another namespace. Read once per attempt."""
         if memory not in self._memories:
-            state = fold_memory_history(self._select(memory_tag(memory)))
+            tag = self._memory_tags[memory] = memory_tag(memory)
+            state = fold_memory_history(self._select(tag))
             self._versions[memory] = state.version if state is not None else 0
             if state is not None and state.namespace != self.namespace:
                 state = None
@@ -110,14 +112,14 @@ class DecisionReads:
         """
         if not self.tags or not self._engine.consistency_boundary:
             return None
+        versions, memory_tags = self._versions, self._memory_tags
         guarded = set()
         for event in events:
             memory = event.originator_id
-            if memory in self._versions and memory not in guarded:
-                if event.originator_version == self._versions[memory] + 1:
-                    guarded.add(memory)
-        tags = self.tags - {memory_tag(m) for m in guarded}
-        return condition_for(sorted(tags), self.after) if tags else None
+            if memory in memory_tags and event.originator_version == versions[memory] + 1:
+                guarded.add(memory_tags[memory])
+        tags = self.tags - guarded
+        return condition_for(tags, self.after) if tags else None
 
 
 def append_decision(

@@ -18,7 +18,7 @@ they never change what is current, and no decision is refused because of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID, uuid5
 
@@ -151,9 +151,9 @@ class TaggedRecorder(Protocol):
     def build_tag_index(self, tagger: Callable[[StoredEvent], Sequence[str]]) -> int: ...
 
 
-def condition_for(tags: Sequence[str], after: int) -> DCBAppendCondition:
+def condition_for(tags: Iterable[str], after: int) -> DCBAppendCondition:
     """The append condition "no event carrying any of ``tags`` after ``after``"."""
     return DCBAppendCondition(
-        fail_if_events_match=DCBQuery(items=[DCBQueryItem(tags=[t]) for t in sorted(set(tags))]),
+        fail_if_events_match=DCBQuery(items=[DCBQueryItem(tags=[t]) for t in set(tags)]),
         after=after,
     )
