@@ -766,7 +766,7 @@ def _size(value: int) -> str:
 @app.command("stats")
 def stats_command(store: StoreOption, as_json: JsonOption = False) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
-    from memory_ledger.replay.stats import store_stats
+    from memory_ledger.replay.stats import store_stats, vector_health_table
 
     with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
         report = store_stats(engine)
@@ -821,6 +821,8 @@ def stats_command(store: StoreOption, as_json: JsonOption = False) -> None:
             state,
         )
     out.print(slots)
+    if report.vectors:
+        out.print(vector_health_table(report))
 
 
 def _version(value: bool) -> None:
