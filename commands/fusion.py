@@ -193,7 +193,7 @@ PLAIN_RRF = HybridFusion(method="rrf", fields=("statement",))
 
 TUNED_ALPHA: dict[str, float] = {
     "all-MiniLM-L6-v2": 0.65,
-    "multilingual-e5-small-q4": 0.5,
+    "multilingual-e5-small-q4": 0.6,
 }
 """The semantic share ``alpha`` chosen for a model (by the name before ``@`` in its
 descriptor's ``model_id``), by leave-one-conversation-out on LoCoMo
