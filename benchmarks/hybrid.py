@@ -9,12 +9,15 @@ vectors/s). Then, for each query ("Where does Maya Chen work?", half by first na
 - hybrid recall: ``engine.recall(namespace, query, k)`` timed whole; the query embedding
   time is ``RecallResult.semantic.query_embedding_ms``; "excluding the query embedding" is
   the difference (lexical search + exact cosine over every vector + verification + fusion);
-- baselines in the same run: lexical-only recall of the same store
+- baselines in the same run: the same recall with the previous default fusion
+  (``commands.fusion.LEGACY_FUSION``: raw scores, statement vectors only; timed alternately
+  with the new default, query by query), lexical-only recall of the same store
   (``canonical_candidates(semantic=False)``), a bare numpy product of the namespace's
   (n x 384) float32 matrix with a query vector (the floor of exact cosine), and the query
   embedding alone (``provider.embed([query])``).
 
-Target (issue 8): p50 under 10 ms at 16,000 memories, excluding the query embedding.
+Targets: p50 under 10 ms at 16,000 memories, excluding the query embedding (issue 8);
+the new default within 20% of the previous one (issue 18).
 ``--embeddings fake`` uses a deterministic hashing provider instead of the model (for the
 smoke test where the extra is not installed; ``auto``, the default, picks the model when
 the extra is installed).
@@ -34,6 +37,7 @@ from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries, scratch
 from benchmarks.results import median, percentile, print_table, save
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
+from memory_ledger.commands.fusion import LEGACY_FUSION
 from memory_ledger.projections.text_index import tokenize
 
 
@@ -110,7 +114,8 @@ def main(argv: list[str]) -> int:
             asked = queries(corpus, args.queries)
             for q in asked[:20]:  # warm: index build, caches, the model's first calls
                 engine.recall(BENCH_NAMESPACE, q, args.k)
-            total, embed, rest, lexical, states = [], [], [], [], []
+            total, embed, rest, lexical, states, legacy = [], [], [], [], [], []
+            default = engine.fusion
             for q in asked:
                 started = time.perf_counter()
                 result = engine.recall(BENCH_NAMESPACE, q, args.k)
@@ -121,12 +126,20 @@ def main(argv: list[str]) -> int:
                 embed.append(semantic.query_embedding_ms)
                 rest.append(ms - semantic.query_embedding_ms)
                 states.append(semantic.state)
+                engine.fusion = LEGACY_FUSION
+                started = time.perf_counter()
+                old = engine.recall(BENCH_NAMESPACE, q, args.k)
+                ms = (time.perf_counter() - started) * 1000
+                engine.fusion = default
+                assert old.semantic is not None and old.semantic.query_embedding_ms is not None
+                legacy.append(ms - old.semantic.query_embedding_ms)
                 started = time.perf_counter()
                 engine.canonical_candidates(BENCH_NAMESPACE, q, args.k, semantic=False)
                 lexical.append((time.perf_counter() - started) * 1000)
             figures.update(stats("hybrid_total", total))
             figures.update(stats("query_embedding", embed))
             figures.update(stats("hybrid_excluding_embedding", rest))
+            figures.update(stats("legacy_fusion_excluding_embedding", legacy))
             figures.update(stats("lexical_only", lexical))
             figures["ready_share"] = states.count("ready") / len(states)
             assert engine.semantic is not None
@@ -143,6 +156,8 @@ def main(argv: list[str]) -> int:
             figures.update(stats("bare_matmul", bare))
     p50 = figures["hybrid_excluding_embedding_p50_ms"]
     figures["target_p50_lt_10ms_met"] = p50 < 10.0
+    figures["new_over_legacy_p50"] = p50 / figures["legacy_fusion_excluding_embedding_p50_ms"]
+    figures["target_within_20pct_of_legacy_met"] = figures["new_over_legacy_p50"] <= 1.2
     figures["hybrid_over_lexical_p50"] = p50 / figures["lexical_only_p50_ms"]
     print_table(
         f"Hybrid recall at {args.size:,} memories (k = {args.k}, {len(asked)} queries)",
@@ -161,6 +176,10 @@ def main(argv: list[str]) -> int:
             ("hybrid recall, whole call", f"{median(total):.2f} / {percentile(total, 99):.2f}"),
             ("  of which query embedding", f"{median(embed):.2f} / {percentile(embed, 99):.2f}"),
             ("  excluding the query embedding", f"{p50:.2f} / {percentile(rest, 99):.2f}"),
+            (
+                "baseline: previous default fusion (excl. embedding)",
+                f"{median(legacy):.2f} / {percentile(legacy, 99):.2f}",
+            ),
             ("baseline: lexical only", f"{median(lexical):.2f} / {percentile(lexical, 99):.2f}"),
             ("baseline: bare matmul + top-k", f"{median(bare):.2f} / {percentile(bare, 99):.2f}"),
             (
@@ -168,6 +187,10 @@ def main(argv: list[str]) -> int:
                 f"{figures['hybrid_over_lexical_p50']:.2f}",
             ),
             ("target: p50 < 10 ms excluding embedding", "met" if p50 < 10.0 else "MISSED"),
+            (
+                "new default / previous default, p50 (target <= 1.20)",
+                f"{figures['new_over_legacy_p50']:.2f}",
+            ),
         ],
     )
     print(f"figures written to {save('hybrid', figures)}")
