@@ -16,6 +16,8 @@ BENCHMARKS = {
     "locomo": "benchmarks.locomo",
     "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
+    "mcp": "benchmarks.mcp",
+    "startup": "benchmarks.startup",
     "all": "benchmarks.run_all",
 }
 

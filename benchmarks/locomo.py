@@ -144,8 +144,7 @@ def replay_engine(
             started = time.perf_counter()
             run_script(engine, parse_script(lines))
             timing["replay_s"] += time.perf_counter() - started
-        engine.catch_up()
-        timing["active_memories"] = engine.canonical.count_active()
+        timing["active_memories"] = engine.count_active_memories()
         if provider is not None:
             started = time.perf_counter()
             if not engine.wait_for_vectors(3600):

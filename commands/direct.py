@@ -2,7 +2,9 @@
 
 A host that only wants "store this" and "what do we know about that" calls
 :meth:`MemoryEngine.remember` / :meth:`~MemoryEngine.forget` / :meth:`~MemoryEngine.correct`
-(which delegate here). Each call is one short session of its own (``direct-<hex>``): the
+/ :meth:`~MemoryEngine.pin` (which delegate here). Each call is one short session of its
+own (``direct-<hex>``; another prefix names another caller, e.g. ``mcp-<client>-`` for the
+MCP server, so ``explain`` shows who changed a memory): the
 explicit command (ExplicitCommandApplied) and its reconciliation into canonical memory
 (SessionSealed, MemoryActivated / MemoryForgotten / MemorySuperseded, SessionReconciled) are
 appended and fsynced before the call returns, so the ledger shows exactly the lineage a
@@ -37,13 +39,14 @@ class DirectResult(msgspec.Struct, frozen=True, kw_only=True):
     """What a direct command did.
 
     ``memory_id`` is the memory the command is about: the remembered one, the forgotten
-    one, or the corrected value (the new memory) for ``correct``; ``target`` is the memory a
-    ``forget`` or ``correct`` applied to (None when nothing matched: a ``correct`` without a
-    target then simply remembers). ``position`` is the ledger position of the last event
-    written; ``report`` the reconciliation report of the command's session.
+    one, the pinned one, or the corrected value (the new memory) for ``correct``; ``target``
+    is the memory a ``forget``, ``pin`` or ``correct`` applied to (None when nothing
+    matched: a ``correct`` without a target then simply remembers). ``position`` is the
+    ledger position of the last event written; ``report`` the reconciliation report of the
+    command's session.
     """
 
-    intent: Literal["remember", "forget", "correct"]
+    intent: Literal["remember", "forget", "correct", "pin"]
     memory_id: UUID | None
     target: UUID | None
     session_id: str
@@ -52,10 +55,19 @@ class DirectResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DirectCommands:
-    """Explicit commands against one engine, each reconciled before it returns."""
+    """Explicit commands against one engine, each reconciled before it returns.
 
-    def __init__(self, engine: MemoryEngine) -> None:
+    :param session_prefix: how the session id of each command starts (the rest is a random
+        hex id); it is recorded in every event of the command. Default ``direct-``.
+    :raises ValueError: the prefix is empty or not a string.
+    """
+
+    def __init__(self, engine: MemoryEngine, session_prefix: str = DIRECT_SESSION_PREFIX) -> None:
+        if not isinstance(session_prefix, str) or not session_prefix.strip():
+            msg = f"session_prefix must be a non-empty string, got {session_prefix!r}"
+            raise ValueError(msg)
         self._engine = engine
+        self._prefix = session_prefix
 
     def remember(
         self,
@@ -129,6 +141,26 @@ class DirectCommands:
             report=report,
         )
 
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` (by id, or the best lexical match for a
+        statement): a pinned memory is never pruned.
+
+        :raises UnknownMemoryError: as :meth:`forget`.
+        :raises CommandRejectedError: an empty statement or a secret-shaped value.
+        """
+        target = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(
+            namespace, "pin", target.statement, target=UUID(target.memory_id)
+        )
+        return DirectResult(
+            intent="pin",
+            memory_id=UUID(target.memory_id),
+            target=UUID(target.memory_id),
+            session_id=session_id,
+            position=report.position or applied.position,
+            report=report,
+        )
+
     def correct(
         self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
     ) -> DirectResult:
@@ -176,13 +208,13 @@ class DirectCommands:
     def _run(
         self,
         namespace: Namespace,
-        intent: Literal["remember", "forget", "correct"],
+        intent: Literal["remember", "forget", "correct", "pin"],
         text: str,
         *,
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
-        session_id = DIRECT_SESSION_PREFIX + uuid.uuid4().hex
+        session_id = self._prefix + uuid.uuid4().hex
         with self._engine.session(namespace, session_id) as session:
             applied = session.apply_explicit_command(intent, text, 1, item=item, target=target)
             report = session.finish()

@@ -13,9 +13,9 @@ events. Rules (DESIGN.md section 5, issue "session engine"):
   never activates anything in manual mode);
 - on activation, a memory with the same (subject, predicate) and another statement is
   superseded (the newest value wins; the old item stays as history); a null predicate never
-  matches anything; a fact under another predicate supersedes nothing; a declared
-  ``supersedes`` supersedes that memory; ``conflicts_with`` marks both items, both stay
-  retrievable;
+  matches anything; a fact under another predicate supersedes nothing; every memory
+  named in ``supersedes`` is superseded; each one named in ``conflicts_with`` is marked on
+  both items, both stay retrievable;
 - explicit commands, in ledger order with the candidates: ``remember`` activates (decision
   manual), ``correct`` activates and supersedes its target, ``forget`` forgets its target,
   ``pin`` pins it.
@@ -44,6 +44,7 @@ from memory_ledger.ledger.events import (
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    PendingExtraction,
     ReconciliationReport,
     SessionReconciled,
     SessionSealed,
@@ -289,12 +290,12 @@ class Reconciler:
         self.activated.append(mid)
         if corrects is not None and corrects != mid:
             self.supersede(corrects, mid, turn_id, "correction")
-        if item.supersedes:
+        for raw in item.supersedes:
             try:
-                declared = UUID(item.supersedes)
+                declared = UUID(raw)
             except ValueError:
-                declared = None
-            if declared is not None and declared != mid:
+                continue
+            if declared != mid:
                 self.supersede(declared, mid, turn_id, "declared")
         if key is not None:
             holders = self._holders(key)
@@ -413,9 +414,11 @@ def plan_finish(
     session_version: int,
     items: Sequence[CandidateExtracted | ExplicitCommandApplied],
     policy: ActivationPolicy,
+    pending: Sequence[PendingExtraction] = (),
 ) -> ReconciliationPlan:
     """The events of ``finish()``: SessionSealed, the memory events in ledger order of the
-    session's candidates and commands, then SessionReconciled with the report."""
+    session's candidates and commands, then SessionReconciled with the report (which names
+    the turns still ``pending`` extraction)."""
     ns, sid, at = reconciler.namespace, reconciler.session_id, reconciler.recorded_at
     sealed = SessionSealed(
         originator_id=session_stream,
@@ -433,6 +436,8 @@ def plan_finish(
             commands += 1
             reconciler.command(entry)
     report = reconciler.report(candidates=candidates, commands=commands)
+    if pending:
+        report = msgspec.structs.replace(report, pending_extractions=tuple(pending))
     reconciled = SessionReconciled(
         originator_id=session_stream,
         originator_version=session_version + 2,

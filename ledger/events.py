@@ -13,7 +13,7 @@ Streams: one per session (``ids.session_stream_id``) and one per canonical memor
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 from uuid import UUID
 
 import msgspec
@@ -40,6 +40,7 @@ __all__ = [
     "MemoryReinforced",
     "MemorySuperseded",
     "MemoryUsed",
+    "PendingExtraction",
     "RecallServed",
     "RecalledItem",
     "ReconciliationReport",
@@ -51,6 +52,7 @@ __all__ = [
     "TranscriptObserved",
     "TurnBegan",
     "TurnCompleted",
+    "upcast_item_relations",
 ]
 
 ItemKind = Literal["semantic", "procedural"]
@@ -67,8 +69,11 @@ class ExtractedItem(
 
     ``importance`` and ``confidence`` are in [0, 1]. ``predicate``/``value`` may be null; a
     null predicate never matches another item in reconciliation. ``evidence`` lists the
-    turn or dialogue ids the item rests on; ``supersedes``/``conflicts_with`` hold memory ids
-    the extractor was shown.
+    turn or dialogue ids the item rests on; ``supersedes``/``conflicts_with`` hold the memory
+    ids the extractor was shown that this item replaces or contradicts (empty: none).
+
+    Before class version 2 of the events that carry an item, ``supersedes`` was one id or
+    null; :func:`upcast_item_relations` turns such a stored item into today's shape.
     """
 
     kind: ItemKind
@@ -82,9 +87,18 @@ class ExtractedItem(
     importance: float
     confidence: float
     tags: tuple[str, ...] = ()
-    supersedes: str | None = None
+    supersedes: tuple[str, ...] = ()
     conflicts_with: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
+
+
+def upcast_item_relations(state: dict[str, Any]) -> None:
+    """Upcast the ``item`` of a stored event (class version 1 -> 2): ``supersedes`` was one
+    memory id or null and is now a list of ids (null -> [], ``"id"`` -> ``["id"]``)."""
+    item = state.get("item")
+    if isinstance(item, dict):
+        old = item.get("supersedes")
+        item["supersedes"] = [] if old is None else [old] if isinstance(old, str) else old
 
 
 class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -129,6 +143,13 @@ class TranscriptObserved(LedgerEvent, frozen=True, kw_only=True):
 class CandidateExtracted(LedgerEvent, frozen=True, kw_only=True):
     """One validated item the extractor proposed for a turn (what the model said)."""
 
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """Version 1 stored ``item.supersedes`` as one id or null."""
+        upcast_item_relations(state)
+
     session_id: str
     turn_id: int
     candidate_id: UUID
@@ -169,12 +190,31 @@ class SessionSealed(LedgerEvent, frozen=True, kw_only=True):
     session_id: str
 
 
+class PendingExtraction(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A turn whose evidence is recorded but whose extraction outcome is not, and why.
+
+    ``reason_code``: the extractor error's own code where it has one (``unreachable``,
+    ``timeout``, ``http_error`` for the OpenAI-compatible extractor), ``extractor_failed``
+    for any other error, ``abandoned`` (``close()`` stopped waiting for it), ``running``
+    (queued in this process, not finished yet) or ``not_attempted`` (no attempt in this
+    process: a crash, or another process observed the turn). ``detail`` is the error's
+    message with secret shapes redacted (it names the endpoint, never a key or the
+    transcript).
+    """
+
+    turn_id: int
+    reason_code: str
+    detail: str = ""
+
+
 class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What ``finish()`` did with a session's candidates.
 
     ``candidates`` counts the session's candidates and ``commands`` its explicit commands;
-    the tuples hold the memory ids each outcome touched. ``already_reconciled`` is true when
-    the report is returned from an earlier finish.
+    the tuples hold the memory ids each outcome touched. ``pending_extractions`` lists the
+    turns whose extraction was still pending at finish (their items, if extracted later,
+    are not part of this reconciliation). ``already_reconciled`` is true when the report
+    is returned from an earlier finish.
     """
 
     session_id: str
@@ -189,6 +229,7 @@ class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     left_as_candidates: int = 0
     position: int = 0
     already_reconciled: bool = False
+    pending_extractions: tuple[PendingExtraction, ...] = ()
 
 
 class SessionReconciled(LedgerEvent, frozen=True, kw_only=True):
@@ -205,6 +246,13 @@ class MemoryActivated(LedgerEvent, frozen=True, kw_only=True):
     in ``decision_evidence``); ``normalized`` is the exact-duplicate key the memory id
     derives from. For an explicit command, ``candidate_id`` is the command id.
     """
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """Version 1 stored ``item.supersedes`` as one id or null."""
+        upcast_item_relations(state)
 
     session_id: str
     turn_id: int
@@ -258,6 +306,13 @@ class ExplicitCommandApplied(LedgerEvent, frozen=True, kw_only=True):
     Appended before the session overlay changes; reconciled into canonical memory at finish.
     ``command_id`` is uuid5(session, turn, index of the command in the turn).
     """
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """Version 1 stored ``item.supersedes`` as one id or null."""
+        upcast_item_relations(state)
 
     session_id: str
     turn_id: int

@@ -10,6 +10,12 @@ persistence module), ``memory_ledger.projections`` (DuckDB read models),
         ns = memory_ledger.Namespace("acme", "alice", "assistant")
         mem.remember(ns, "Alice only drinks espresso.")
         print(mem.recall(ns, "what does Alice drink?")[0].statement)
+
+Hosts that run an event loop use the same operations as coroutines::
+
+    async with memory_ledger.AsyncMemoryEngine.open("./store") as mem:
+        await mem.remember(ns, "Alice only drinks espresso.")
+        print((await mem.recall(ns, "what does Alice drink?"))[0].statement)
 """
 
 from __future__ import annotations
@@ -26,9 +32,13 @@ from memory_ledger.commands import (
     RecallResult,
     RecordedExtractor,
 )
+from memory_ledger.commands.async_engine import AsyncMemoryEngine
+from memory_ledger.commands.async_session import AsyncMemorySession
 from memory_ledger.commands.direct import DirectResult
 
 __all__ = [
+    "AsyncMemoryEngine",
+    "AsyncMemorySession",
     "DirectResult",
     "MemoryEngine",
     "MemoryLedgerError",

@@ -117,7 +117,7 @@ class _FullItem(msgspec.Struct, gc=False):
     predicate: str | None = None
     value: str | None = None
     tags: list[str] = []
-    supersedes: str | None = None
+    supersedes: list[str] = []
     evidence: list[str] = []
 
 
@@ -320,7 +320,7 @@ class ColumnarBatch:
                 "decision": [v.decision for v in views],
                 "candidate_ids": _singletons(candidate_ids),
                 "transcript_positions": [transcript_positions(v) for v in views],
-                "supersedes": [[i.supersedes] if i.supersedes else [] for i in items],
+                "supersedes": [i.supersedes for i in items],
                 "superseded_by": pa.nulls(count, pa.string()),
                 "conflicts_with": _constant([], pa.list_(pa.string()), count),
                 "pinned": _constant(False, pa.bool_(), count),

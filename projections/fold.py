@@ -241,7 +241,7 @@ def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
         "decision": event.decision,
         "candidate_ids": [str(event.candidate_id)],
         "transcript_positions": _transcript_position(page, event),
-        "supersedes": [item.supersedes] if item.supersedes else [],
+        "supersedes": list(item.supersedes),
         "superseded_by": None,
         "conflicts_with": [],
         "pinned": False,

@@ -24,7 +24,7 @@ import msgspec
 
 from memory_ledger.commands.config import load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.lmdb import FORMAT_VERSION, HASH_SIZE, LMDBApplicationRecorder
+from memory_ledger.ledger.lmdb import FORMAT_VERSION, HASH_SIZE
 from memory_ledger.replay.verify import VerifyReport, verify_store
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
@@ -93,10 +93,7 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
     :raises TypeError: the engine does not use the LMDB recorder.
     """
     started = time.perf_counter()
-    recorder = engine.recorder
-    if not isinstance(recorder, LMDBApplicationRecorder):  # pragma: no cover
-        msg = "backup needs the LMDB application recorder"
-        raise TypeError(msg)
+    recorder = engine.lmdb_recorder()
     folder = Path(out)
     _empty_folder(folder, "backup folder")
     ledger = folder / "ledger"
@@ -174,9 +171,8 @@ def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
     ) as engine:
         report = verify_store(engine)
         last_hash = None
-        recorder = engine.recorder
-        if report.ok and report.head and isinstance(recorder, LMDBApplicationRecorder):
-            for nid, value in recorder.iter_log(start=report.head, page=1):
+        if report.ok and report.head:
+            for nid, value in engine.lmdb_recorder().iter_log(start=report.head, page=1):
                 if nid == report.head:
                     last_hash = value[:HASH_SIZE].hex()
     problem = report.problem

@@ -8,13 +8,10 @@ ledger decodes only the activations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, cast
-from uuid import UUID
 
 import msgspec
-from eventsourcing.persistence import StoredEvent
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import (
@@ -42,13 +39,11 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
 )
-from memory_ledger.ledger.mapper import MsgspecMapper
 
 __all__ = [
     "EVENT_TYPES",
     "EventFilter",
     "describe_event",
-    "event_decoder",
     "filter_events",
     "topic_type",
 ]
@@ -139,20 +134,11 @@ def filter_events(
     if selection.since and selection.until and selection.until < selection.since:
         msg = f"empty time range {selection.since.isoformat()}..{selection.until.isoformat()}"
         raise ValueError(msg)
-    decode = event_decoder(engine)
-    select_raw = getattr(engine.recorder, "select_raw", None)
+    decode = engine.event_decoder()
     after = max(selection.start, 1) - 1
     emitted = 0
     while limit is None or emitted < limit:
-        if select_raw is not None:
-            rows = select_raw(after, page, selection.stop)
-        else:  # pragma: no cover (every engine uses the LMDB recorder)
-            rows = [
-                (n.id, n.originator_id, n.originator_version, n.topic, n.state)
-                for n in engine.recorder.select_notifications(
-                    start=after, limit=page, stop=selection.stop, inclusive_of_start=False
-                )
-            ]
+        rows = engine.read_records(after, page, selection.stop)
         if not rows:
             return
         for position, raw_id, version, topic, state in rows:
@@ -166,30 +152,6 @@ def filter_events(
             if limit is not None and emitted >= limit:
                 return
         after = rows[-1][0]
-
-
-def event_decoder(engine: MemoryEngine) -> Callable[[str, bytes, Any, int], LedgerEvent]:
-    """``decode(topic, state, raw originator id, version) -> event`` for ``engine``.
-
-    The msgspec mapper's one-call decoder, or the library interface for other mappers.
-    """
-    mapper = engine.mapper
-    if isinstance(mapper, MsgspecMapper):
-        fast = mapper
-
-        def decode_fast(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
-            return cast(LedgerEvent, fast.decode(topic, state, raw_id, version))
-
-        return decode_fast
-
-    def decode(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
-        oid = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
-        stored = StoredEvent(
-            originator_id=oid, originator_version=version, topic=topic, state=state
-        )
-        return cast(LedgerEvent, mapper.to_domain_event(stored))
-
-    return decode
 
 
 def _short(text: str, size: int = 70) -> str:
@@ -239,8 +201,12 @@ def describe_event(event: LedgerEvent) -> str:
         return f"{event.memory_id} rev {event.revision}"
     if isinstance(event, SessionReconciled):
         report = event.report
-        return (
+        text = (
             f"{report.candidates} candidates: {len(report.activated)} activated, "
             f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
         )
+        if report.pending_extractions:
+            turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
+            text += f"; turns {turns} pending extraction"
+        return text
     return ""

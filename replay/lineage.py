@@ -39,8 +39,7 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
-from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, decode_record
-from memory_ledger.replay.filters import event_decoder
+from memory_ledger.ledger.lmdb import decode_record
 
 __all__ = [
     "AdmissionTouch",
@@ -207,24 +206,15 @@ class Lineage(msgspec.Struct, frozen=True, kw_only=True):
     related: dict[str, str]
 
 
-def _lmdb(engine: MemoryEngine) -> LMDBApplicationRecorder:
-    recorder = engine.recorder
-    if not isinstance(recorder, LMDBApplicationRecorder):  # pragma: no cover
-        msg = "lineage needs the LMDB application recorder"
-        raise TypeError(msg)
-    return recorder
-
-
 def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, LedgerEvent]]:
     """Every event of one stream with its ledger position, in version order.
 
     Reads the ledger's stream index (stream key -> notification id) in one read transaction.
     """
-    recorder = _lmdb(engine)
-    datastore = recorder.datastore
+    datastore = engine.lmdb_recorder().datastore
     prefix = datastore.stream_prefix(stream_id)
     index, log = datastore.db(b"index"), datastore.db(b"log")
-    decode = event_decoder(engine)
+    decode = engine.event_decoder()
     events: list[tuple[int, LedgerEvent]] = []
     with datastore.read() as txn:
         cursor = txn.cursor(db=index)
@@ -255,9 +245,8 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg)
-    with engine.projections.lock:
-        engine.catch_up()
-        rows = engine.projections.conn.execute(
+    with engine.read_models() as live:
+        rows = live.conn.execute(
             "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
             "ORDER BY memory_id LIMIT 6",
             [wanted],
@@ -414,8 +403,8 @@ def _history(position: int, event: LedgerEvent) -> HistoryEntry | None:
 
 
 def _rows(engine: MemoryEngine, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    with engine.projections.lock:
-        table = engine.projections.conn.sql(sql, params=params).to_arrow_table()
+    with engine.read_models(catch_up=False) as live:
+        table = live.conn.sql(sql, params=params).to_arrow_table()
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows
 
@@ -443,7 +432,7 @@ def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
     """
     full = resolve_memory_id(engine, memory_id)
     row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
-    position = engine.runner.position
+    position = engine.projection_position
     sessions = _Sessions(engine)
     origins: list[Origin] = []
     history: list[HistoryEntry] = []

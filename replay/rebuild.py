@@ -23,7 +23,7 @@ import msgspec
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.projections.digest import table_digests
-from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner, gc_paused
+from memory_ledger.projections.runner import PROJECTION_VERSION, gc_paused
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tables import TABLES, VIEWS
 
@@ -162,7 +162,7 @@ def build_projections(
         raise FileExistsError(msg)
     store = ProjectionStore(path, version=PROJECTION_VERSION)
     try:
-        runner = ProjectionRunner(store, engine.recorder, engine.mapper, page_size=page_size)
+        runner = engine.projection_runner(store, page_size=page_size)
         position = 0
         while position < target:
             with gc_paused():
@@ -335,30 +335,28 @@ def check_projections(
     """
     started = time.perf_counter()
     target, _ = _target(engine, to)
-    with engine.projections.lock:
-        position = engine.catch_up(target)
+    with engine.read_models(to=target) as live:
+        position = live.position
         if position != target:
             msg = (
                 f"the live projection is at position {position}, past {target}; check without --to"
             )
             raise PositionOutOfRangeError(msg)
-        live_digests = table_digests(engine.projections.conn)
+        live_digests = table_digests(live.conn)
     with _scratch("ml-check-") as path:
         rebuilt = build_projections(engine, to=position, path=str(path), on_page=on_page)
         try:
             rebuilt_digests = table_digests(rebuilt.conn)
             differing = [n for n in live_digests if live_digests[n] != rebuilt_digests.get(n)]
-            with engine.projections.lock:
-                differences = tuple(
-                    diff_table(engine.projections.conn, rebuilt.conn, name) for name in differing
-                )
+            with engine.read_models(catch_up=False) as live:
+                differences = tuple(diff_table(live.conn, rebuilt.conn, name) for name in differing)
         finally:
             rebuilt.close()
     return CheckReport(
         ok=not differences,
         position=position,
         head=engine.head,
-        live_path=str(engine.projections.path),
+        live_path=str(engine.projection_file),
         checked=tuple(live_digests),
         differences=differences,
         seconds=time.perf_counter() - started,

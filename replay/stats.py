@@ -28,7 +28,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
 from memory_ledger.ledger.events import LedgerEvent, SessionOpened
 from memory_ledger.projections.vectors import VectorStore
-from memory_ledger.replay.filters import EventFilter, event_decoder, filter_events, topic_type
+from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
 
 __all__ = [
     "NamespaceStats",
@@ -118,11 +118,11 @@ def _slot(engine: MemoryEngine, path: Path) -> SlotStats:
     size = path.stat().st_size + sum(
         p.stat().st_size for p in path.parent.glob(path.name + ".wal") if p.is_file()
     )
-    if os.path.realpath(path) == os.path.realpath(engine.projections.path):
+    if os.path.realpath(path) == os.path.realpath(engine.projection_file):
         return SlotStats(
             path=str(path),
             bytes=size,
-            position=engine.projections.position(),
+            position=engine.projection_position,
             in_use=True,
             this_process=True,
         )
@@ -155,20 +155,19 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     Catches the engine's projection up to the ledger head first.
     """
     head = engine.head
-    with engine.projections.lock:
-        position = engine.catch_up(head)
-        memory_rows = engine.projections.conn.execute(
+    with engine.read_models(to=head) as live:
+        position = live.position
+        memory_rows = live.conn.execute(
             "SELECT tenant, principal, scope_id, status, count(*) FROM canonical_memory "
             "GROUP BY ALL"
         ).fetchall()
     by_type: collections.Counter[str] = collections.Counter()
     opened_topic = get_topic(SessionOpened)
-    decode = event_decoder(engine)
+    decode = engine.event_decoder()
     sessions: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    select_raw = getattr(engine.recorder, "select_raw", None)
     after = 0
-    while select_raw is not None and after < head:
-        rows = select_raw(after, 5000, head)
+    while after < head:
+        rows = engine.read_records(after, 5000, head)
         if not rows:
             break
         for _, raw_id, version, topic, state in rows:
@@ -197,10 +196,8 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     )
     ledger_file = engine.path / "ledger" / "data.mdb"
     ledger_bytes = ledger_file.stat().st_size if ledger_file.is_file() else 0
-    env = getattr(getattr(engine.recorder, "datastore", None), "env", None)
-    used = 0
-    if env is not None:
-        used = (int(env.info()["last_pgno"]) + 1) * int(env.stat()["psize"])
+    env = engine.lmdb_recorder().datastore.env
+    used = (int(env.info()["last_pgno"]) + 1) * int(env.stat()["psize"])
     slots = tuple(
         _slot(engine, p) for p in sorted((engine.path / "projections").glob("slot-*.duckdb"))
     )
@@ -233,11 +230,10 @@ def vector_health(engine: MemoryEngine) -> tuple[MaintenanceHealth, ...]:
     if engine.semantic is not None:
         return (engine.maintenance_health(),)
     head = engine.head
-    position = engine.catch_up(head)
-    with engine.projections.lock:
-        vectors = VectorStore(engine.projections.conn)
+    with engine.read_models(to=head) as models:
+        vectors = VectorStore(models.conn)
         return tuple(
-            maintenance_health(vectors, key, ledger_head=head, projection_position=position)
+            maintenance_health(vectors, key, ledger_head=head, projection_position=models.position)
             for key in vectors.model_keys()
         )
 

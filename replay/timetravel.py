@@ -237,7 +237,7 @@ def as_of(
             mode="position",
             position=point,
             head=head,
-            context_of=engine.transcripts,
+            context_of=engine.transcript_context,
         )
     if point.tzinfo is None:
         msg = f"timestamp {point.isoformat()} has no time zone"
@@ -251,7 +251,7 @@ def as_of(
             mode="recorded",
             position=position,
             head=head,
-            context_of=engine.transcripts,
+            context_of=engine.transcript_context,
         )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
@@ -262,7 +262,7 @@ def as_of(
         position=head,
         head=head,
         events_skipped=keep.skipped,
-        context_of=engine.transcripts,
+        context_of=engine.transcript_context,
     )
 
 

@@ -20,10 +20,8 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.lmdb import (
     GENESIS_HASH,
     HASH_SIZE,
-    LMDBApplicationRecorder,
     decode_record,
 )
-from memory_ledger.ledger.mapper import MsgspecMapper
 
 __all__ = ["VerifyReport", "verify_store"]
 
@@ -43,11 +41,8 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
 
     :raises TypeError: the engine's recorder is not the LMDB recorder.
     """
-    recorder = engine.recorder
-    if not isinstance(recorder, LMDBApplicationRecorder):
-        msg = "verification needs the LMDB application recorder"
-        raise TypeError(msg)
-    mapper = engine.mapper
+    recorder = engine.lmdb_recorder()
+    decode = engine.event_decoder()
     expected = 1
     previous = GENESIS_HASH
     checked = 0
@@ -72,10 +67,7 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
             )
         try:
             record = decode_record(position.to_bytes(8, "big"), value)
-            if isinstance(mapper, MsgspecMapper):
-                mapper.decode(
-                    record.topic, record.state, record.originator_id, record.originator_version
-                )
+            decode(record.topic, record.state, record.originator_id, record.originator_version)
         except (msgspec.DecodeError, MapperDeserialisationError, ValueError) as e:
             return VerifyReport(
                 ok=False,

@@ -43,6 +43,8 @@ OUTPUTS = {
     "locomo": "locomo.json",
     "hybrid": "hybrid.json",
     "memory": "memory.json",
+    "mcp": "mcp.json",
+    "startup": "startup.json",
 }
 
 

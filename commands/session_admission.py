@@ -1,0 +1,140 @@
+"""Admission and use: which memory revisions entered a turn's context, which were used."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.commands.errors import NotAdmittedError
+from memory_ledger.commands.reconcile import fold_memory_stream
+from memory_ledger.commands.session_stream import SessionStream, check_turn_id
+from memory_ledger.ledger.events import (
+    AdmissionRevoked,
+    LedgerEvent,
+    MemoryAdmitted,
+    MemoryUsed,
+)
+
+__all__ = ["AdmissionReport", "SessionAdmission"]
+
+
+class AdmissionReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``admit`` recorded: admitted revisions, revocations, and skipped items."""
+
+    admitted: tuple[tuple[UUID, int], ...]
+    revoked: tuple[tuple[UUID, int], ...]
+    skipped: tuple[str, ...]
+    position: int
+
+
+class SessionAdmission(SessionStream):
+    """MemoryAdmitted / AdmissionRevoked / MemoryUsed records of a session's turns."""
+
+    def admit(self, turn_id: int, items: Sequence[Any]) -> AdmissionReport:
+        """Record MemoryAdmitted for the memory items selected into a turn's context, and
+        AdmissionRevoked for any admission of the turn whose revision is no longer the
+        active one (before the model call).
+
+        ``items``: RecallHit, context items with ``memory_id``/``revision``, or
+        ``(memory_id, revision)`` pairs. Session facts (no revision) are skipped: only
+        canonical memory is admitted.
+        """
+        self._check_open()
+        check_turn_id(turn_id)
+        wanted: list[tuple[UUID, int, int]] = []
+        skipped: list[str] = []
+        for entry in items:
+            if isinstance(entry, tuple):
+                mid, revision, tokens = entry[0], entry[1], 0
+            else:
+                mid = getattr(entry, "memory_id", None)
+                revision = getattr(entry, "revision", None)
+                text = getattr(entry, "statement", None) or getattr(entry, "text", "") or ""
+                tokens = (len(text) + 3) // 4
+            if mid is None or revision is None:
+                skipped.append(str(mid))
+                continue
+            wanted.append((UUID(str(mid)), int(revision), tokens))
+        admitted: list[tuple[UUID, int]] = []
+        revoked: list[tuple[UUID, int]] = []
+
+        def plan() -> list[LedgerEvent]:
+            admitted.clear()
+            revoked.clear()
+            self._start_plan()
+            events: list[LedgerEvent] = []
+            current: dict[UUID, tuple[int, bool]] = {}
+
+            def state_of(mid: UUID) -> tuple[int, bool]:
+                if mid not in current:
+                    state = fold_memory_stream(self.engine.load_stream(mid))
+                    current[mid] = (state.version, state.retrievable) if state else (0, False)
+                return current[mid]
+
+            for mid, revision, tokens in wanted:
+                existing = self.state.admissions.get((turn_id, mid))
+                if existing is None or existing.revision != revision or existing.revoked:
+                    events.append(
+                        MemoryAdmitted(
+                            **self._base(),
+                            turn_id=turn_id,
+                            memory_id=mid,
+                            revision=revision,
+                            estimated_tokens=tokens,
+                        )
+                    )
+                    admitted.append((mid, revision))
+            check = {(m, r) for m, r, _ in wanted}
+            check |= {
+                (a.memory_id, a.revision)
+                for (t, _), a in self.state.admissions.items()
+                if t == turn_id and not a.revoked
+            }
+            for mid, revision in sorted(check, key=lambda p: (str(p[0]), p[1])):
+                version, retrievable = state_of(mid)
+                if not retrievable or version != revision:
+                    events.append(
+                        AdmissionRevoked(
+                            **self._base(),
+                            turn_id=turn_id,
+                            memory_id=mid,
+                            revision=revision,
+                            reason="inactive" if not retrievable else "stale_revision",
+                        )
+                    )
+                    revoked.append((mid, revision))
+            return events
+
+        positions = self._append_once(plan)
+        return AdmissionReport(
+            admitted=tuple(admitted),
+            revoked=tuple(revoked),
+            skipped=tuple(skipped),
+            position=positions[-1] if positions else 0,
+        )
+
+    def record_use(self, turn_id: int, memory_id: UUID | str) -> int:
+        """Record that an admitted memory was actually used in a turn; return the position.
+
+        :raises NotAdmittedError: the memory has no live admission in that turn.
+        """
+        self._check_open()
+        check_turn_id(turn_id)
+        mid = UUID(str(memory_id))
+        admission = self.refresh().admissions.get((turn_id, mid))
+        if admission is None or admission.revoked:
+            msg = f"memory {mid} has no live admission in turn {turn_id}"
+            raise NotAdmittedError(msg)
+
+        def plan() -> list[LedgerEvent]:
+            self._start_plan()
+            return [
+                MemoryUsed(
+                    **self._base(), turn_id=turn_id, memory_id=mid, revision=admission.revision
+                )
+            ]
+
+        return self._append_once(plan)[-1]

@@ -1,0 +1,254 @@
+"""Explicit commands of a session (remember, forget, correct, pin; procedures) and pruning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.commands.errors import (
+    CommandRejectedError,
+    SessionSealedError,
+    UnknownMemoryError,
+)
+from memory_ledger.commands.lexical import shares_term
+from memory_ledger.commands.recall import (
+    MemoryDoc,
+    RecallScope,
+)
+from memory_ledger.commands.reconcile import fold_memory_stream
+from memory_ledger.commands.secrets import redact
+from memory_ledger.commands.session_recall import SessionRecall
+from memory_ledger.commands.session_stream import check_turn_id, utc_now
+from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.ledger.events import (
+    ExplicitCommandApplied,
+    ExtractedItem,
+    LedgerEvent,
+    MemoryPruned,
+)
+from memory_ledger.ledger.ids import command_id
+
+__all__ = ["CommandResult", "Intent", "SessionCommands"]
+
+Intent = Literal["remember", "forget", "correct", "pin"]
+
+
+class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of an explicit command: its id, the memory it targets, the position written."""
+
+    command_id: UUID
+    intent: Intent
+    target: UUID | None
+    position: int
+    already_applied: bool = False
+
+
+class SessionCommands(SessionRecall):
+    """What the user (or host) tells memory explicitly, and curation by pruning."""
+
+    def pending_explicit_commands(self) -> list[ExplicitCommandApplied]:
+        """The explicit commands of this session not yet reconciled into canonical memory."""
+        state = self.refresh()
+        return [] if state.report is not None else list(state.commands)
+
+    def apply_explicit_command(
+        self,
+        intent: Intent,
+        statement: str,
+        turn_id: int,
+        *,
+        item: ExtractedItem | dict[str, Any] | None = None,
+        target: UUID | str | None = None,
+    ) -> CommandResult:
+        """Apply an explicit memory command from the user (remember, forget, correct, pin).
+
+        The event is appended before the session overlay changes; it takes effect in this
+        session at once and in canonical memory at ``finish()``. ``forget``/``pin``/
+        ``correct`` target the best lexical match among retrievable memories; ``correct``
+        keeps the target's subject and predicate so it supersedes it. ``item`` lets a host
+        give the structured memory for remember/correct; ``target`` names the memory of a
+        forget/pin/correct by id instead of by its words.
+
+        :raises CommandRejectedError: unknown intent, empty statement, a secret in it, or an
+            item that fails validation (the reason code is in the message).
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this
+            session's namespace (another namespace's id behaves exactly like an unknown one).
+        """
+        self._check_open()
+        check_turn_id(turn_id)
+        if intent not in ("remember", "forget", "correct", "pin"):
+            msg = f"unknown intent {intent!r}: expected remember, forget, correct or pin"
+            raise CommandRejectedError(msg, "unknown_intent")
+        text = " ".join(str(statement).split())
+        if not text:
+            raise CommandRejectedError("the command's statement is empty", "empty_statement")
+        if redact(text).count:
+            msg = "the command's statement holds a secret-shaped value; nothing was recorded"
+            raise CommandRejectedError(msg, "secret_detected")
+        cid = command_id(self.stream_id, turn_id, intent, text)
+        self.refresh()
+        previous = [c for c in self.state.commands if c.command_id == cid]
+        if previous:
+            return CommandResult(
+                command_id=cid,
+                intent=intent,
+                target=previous[0].target,
+                position=0,
+                already_applied=True,
+            )
+        if self.state.sealed:
+            msg = f"session {self.session_id!r} is finished; commands are not accepted"
+            raise SessionSealedError(msg)
+        target_doc: MemoryDoc | None = None
+        if target is not None and intent in ("forget", "pin", "correct"):
+            target_doc = self.engine.retrievable_memory(self.namespace, target)
+            if target_doc is None:
+                raise UnknownMemoryError(str(target))
+        target = None if target_doc is None else UUID(target_doc.memory_id)
+        if target is None and intent in ("forget", "pin", "correct"):
+            # The target must share a word with the command in its own subject or statement:
+            # a word found only in its source transcript (document expansion) does not count.
+            matches, _ = self._live(text, 10, RecallScope(), None, None, semantic=False)
+            for doc, _score in matches:
+                if shares_term(text, doc.subject, doc.statement):
+                    target_doc = doc
+                    target = UUID(doc.memory_id)
+                    break
+        resolved: ExtractedItem | None = None
+        if intent in ("remember", "correct"):
+            resolved = self._command_item(intent, text, item, target_doc)
+        with self._lock:
+
+            def applied() -> list[LedgerEvent]:
+                if any(c.command_id == cid for c in self.state.commands):
+                    return []
+                self._start_plan()
+                return [
+                    ExplicitCommandApplied(
+                        **self._base(),
+                        turn_id=turn_id,
+                        command_id=cid,
+                        intent=intent,
+                        statement=text,
+                        target=target,
+                        item=resolved,
+                    )
+                ]
+
+            positions = self._append_once(applied)
+        return CommandResult(
+            command_id=cid,
+            intent=intent,
+            target=target,
+            position=positions[-1] if positions else 0,
+        )
+
+    def _command_item(
+        self,
+        intent: Intent,
+        text: str,
+        item: ExtractedItem | dict[str, Any] | None,
+        target: MemoryDoc | None,
+    ) -> ExtractedItem:
+        raw: Any = item
+        if raw is None:
+            raw = {
+                "kind": "semantic",
+                "subject": target.subject if target and intent == "correct" else None,
+                "predicate": target.predicate if target and intent == "correct" else None,
+                "value": None,
+                "statement": text,
+                "source": "fact",
+                "scope": target.scope if target else "user",
+                "reason": f"the user explicitly asked to {intent} this",
+                "importance": 0.9,
+                "confidence": 1.0,
+            }
+        outcome = validate_item(raw)
+        if isinstance(outcome, Rejection):
+            msg = f"the command's item was rejected ({outcome.reason_code}): {outcome.detail}"
+            raise CommandRejectedError(msg, outcome.reason_code)
+        return outcome
+
+    def remember_success(self, task: str, tools: Sequence[str], outcome: str) -> CommandResult:
+        """Record a reusable workflow that worked (procedural memory, explicit)."""
+        statement = f"{task}: {outcome}"
+        if tools:
+            statement += f" (tools: {', '.join(tools)})"
+        return self._remember_procedure(task, statement, "workflow", tools)
+
+    def remember_failure(self, task: str, error: str, tools: Sequence[str]) -> CommandResult:
+        """Record a failure lesson (procedural memory, explicit)."""
+        statement = f"{task} failed: {error}"
+        if tools:
+            statement += f" (tools: {', '.join(tools)})"
+        return self._remember_procedure(task, statement, "failure", tools)
+
+    def _remember_procedure(
+        self, task: str, statement: str, source: str, tools: Sequence[str]
+    ) -> CommandResult:
+        turn = self.state.current_turn or 0
+        item = {
+            "kind": "procedural",
+            "subject": task,
+            "predicate": None,
+            "value": None,
+            "statement": statement,
+            "source": source,
+            "scope": "workspace",
+            "reason": "reusable procedure recorded by the host",
+            "importance": 0.8,
+            "confidence": 0.9,
+            "tags": list(tools),
+        }
+        return self.apply_explicit_command("remember", statement, turn, item=item)
+
+    def prune(
+        self,
+        *,
+        older_than: datetime | None = None,
+        max_importance: float = 0.75,
+        max_uses: int = 2,
+    ) -> list[UUID]:
+        """Prune stale, low-importance memories of this namespace (MemoryPruned).
+
+        Never prunes pinned items, frequently recalled/admitted/used ones (more than
+        ``max_uses``), consolidated ones (reinforced, or superseding another) or ones carrying
+        relations (supersedes, conflicts). ``older_than`` bounds the last update (recorded
+        time); None means any age. Returns the pruned memory ids.
+        """
+        self._check_open()
+        ns = self.namespace
+        rows = self.engine.prunable_memories(ns, max_importance, max_uses)
+        if older_than is not None:
+            rows = [r for r in rows if r["activated_at"] is None or r["activated_at"] < older_than]
+        pruned: list[UUID] = []
+
+        def plan() -> list[LedgerEvent]:
+            pruned.clear()
+            events: list[LedgerEvent] = []
+            at = utc_now()
+            for row in rows:
+                mid = UUID(row["memory_id"])
+                state = fold_memory_stream(self.engine.load_stream(mid))
+                if state is None or state.status != "active" or state.pinned:
+                    continue
+                events.append(
+                    MemoryPruned(
+                        originator_id=mid,
+                        originator_version=state.version + 1,
+                        recorded_at=at,
+                        namespace=ns,
+                        session_id=self.session_id,
+                        rule=f"importance<{max_importance},uses<={max_uses}",
+                    )
+                )
+                pruned.append(mid)
+            return events
+
+        self._append_once(plan)
+        return list(pruned)
