@@ -98,9 +98,11 @@ class CachingProvider:
         return np.stack([self.cache[(query, t)] for t in texts])
 
     def embed(self, texts: Sequence[str]) -> Any:
+        """Passages (cached)."""
         return self._get(texts, False)
 
     def embed_queries(self, texts: Sequence[str]) -> Any:
+        """Queries (cached; the inner provider's ``embed_queries`` when it has one)."""
         return self._get(texts, True)
 
 
@@ -182,6 +184,7 @@ def plain_cosine(conversations: list[Conversation], provider: EmbeddingProvider)
 
 
 def run_bm25s(conversations: list[Conversation]) -> Scores | None:
+    """The bm25s baseline over the facts' statements (None without the ``bench`` extra)."""
     try:
         bm25s = importlib.import_module("bm25s")  # optional: the ``bench`` extra
     except ImportError:
@@ -217,6 +220,7 @@ def ceiling(conversations: list[Conversation]) -> Scores:
 
 
 def fmt(figures: dict[str, float]) -> str:
+    """``R@1 / R@5 / R@10 / MRR``."""
     return (
         f"{figures['recall@1']:.3f} / {figures['recall@5']:.3f} / {figures['recall@10']:.3f}"
         f" / {figures['mrr']:.3f}"
@@ -224,6 +228,7 @@ def fmt(figures: dict[str, float]) -> str:
 
 
 def fmt_turns(figures: dict[str, float]) -> str:
+    """Turn-level ``R@5 / R@10`` with all/any-hit and session recall at 10."""
     return " / ".join(f"{figures[f'recall@{k}']:.3f}" for k in TURN_KS) + (
         f" (all@10 {figures['all@10']:.3f}, any@10 {figures['any@10']:.3f},"
         f" session R@10 {figures['session_recall@10']:.3f})"
@@ -376,6 +381,7 @@ def evaluate_provider(
 
 
 def main(argv: list[str]) -> int:
+    """Run the benchmark (``python -m benchmarks locomo --help``)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks locomo", description=__doc__)
     parser.add_argument("--samples", default="", help="comma-separated sample ids (all)")
     parser.add_argument("--max-questions", type=int, default=0, help="per conversation (all)")

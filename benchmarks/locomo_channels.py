@@ -53,9 +53,11 @@ class Scores:
         self.ranks: list[tuple[int, int | None]] = []
 
     def add(self, category: int, rank: int | None) -> None:
+        """Record one question: its category and the 1-based rank of its first hit."""
         self.ranks.append((category, rank))
 
     def figures(self, category: int | None = None) -> dict[str, float]:
+        """Recall@1/5/10, MRR and the question count (of one category, or all)."""
         ranks = [r for c, r in self.ranks if category is None or c == category]
         n = len(ranks) or 1
         out = {f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in KS}
@@ -64,6 +66,7 @@ class Scores:
         return out
 
     def per_category(self) -> dict[str, dict[str, float]]:
+        """:meth:`figures` overall (``all``) and for each category."""
         return {"all": self.figures(), **{str(c): self.figures(c) for c in CATEGORIES}}
 
 
@@ -136,6 +139,8 @@ def fused(fusion: HybridFusion) -> Way:
 
 
 def lexical_way(plain: bool = False) -> Way:
+    """The lexical channel alone (``plain``: without the source-turn expansion)."""
+
     def way(ch: Channels) -> list[str]:
         ranking = ch.lexical_plain if plain else ch.lexical
         return [d for d, _ in ranking[: max(KS)]]
@@ -144,6 +149,8 @@ def lexical_way(plain: bool = False) -> Way:
 
 
 def semantic_way(fields: Sequence[str]) -> Way:
+    """The semantic channel alone, over the vectors of ``fields``."""
+
     def way(ch: Channels) -> list[str]:
         return rank_semantic(semantic_scores(ch, fields), max(KS))
 

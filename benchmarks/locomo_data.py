@@ -31,6 +31,8 @@ _SESSION = re.compile(r"^session_(\d+)$")
 
 @dataclass
 class Question:
+    """One LoCoMo question: its conversation, text, category and evidence dia_ids."""
+
     sample_id: str
     text: str
     category: int
@@ -39,6 +41,8 @@ class Question:
 
 @dataclass
 class Turn:
+    """One dialogue turn: its dia_id, session number and transcript (``speaker: text``)."""
+
     dia_id: str
     session: int
     transcript: str
@@ -46,6 +50,9 @@ class Turn:
 
 @dataclass
 class Conversation:
+    """One conversation: its session script, facts (statement, evidence), turns and
+    questions."""
+
     sample_id: str
     steps: list[dict[str, Any]]
     facts: list[tuple[str, tuple[str, ...]]]

@@ -34,6 +34,8 @@ TURN_KS = (5, 10)
 
 @dataclass
 class TurnRanking:
+    """One question's turns, best first, and each turn's session."""
+
     question: Question
     ranked: list[str]
     """dia_ids, best first (at least 200, or every turn)."""
