@@ -80,3 +80,15 @@ def test_vectors_of_a_file_without_the_field_column_count_as_statements(tmp_path
     VectorStore(conn)
     rows = conn.execute("SELECT memory_id, field FROM memory_vectors").fetchall()
     assert rows == [("m1", "statement")]
+
+
+def test_source_vectors_can_be_turned_off(tmp_path: Path) -> None:
+    provider = BagProvider()
+    with MemoryEngine.open(
+        tmp_path / "s", embeddings=provider, index_in_background=False, source_vectors=False
+    ) as e:
+        observe(e, "user: coffee talk", "Alice likes espresso.")
+        assert e.index_vectors() == 1  # the statement only
+        health = e.maintenance_health()
+        assert [c.field for c in health.coverage] == ["statement"]
+        assert health.state == "ready"
