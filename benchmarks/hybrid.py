@@ -20,7 +20,9 @@ Targets: p50 under 10 ms at 16,000 memories, excluding the query embedding (issu
 the new default within 20% of the previous one (issue 18).
 ``--embeddings fake`` uses a deterministic hashing provider instead of the model (for the
 smoke test where the extra is not installed; ``auto``, the default, picks the model when
-the extra is installed).
+the extra is installed). ``--sources`` gives every memory a source turn (a
+TranscriptObserved of its own, appended before the memories), so each memory also has a
+``source`` vector and the matrix has twice the rows: the cost of the second vector.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries, scratch
+from benchmarks.corpus import BENCH_NAMESPACE, EPOCH, Memory, fill, memories, queries, scratch
 from benchmarks.results import median, percentile, print_table, save
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
 from memory_ledger.commands.fusion import LEGACY_FUSION
+from memory_ledger.ledger.events import LedgerEvent, TranscriptObserved
+from memory_ledger.ledger.ids import session_stream_id
 from memory_ledger.projections.text_index import tokenize
 
 
@@ -78,6 +82,33 @@ def make_provider(choice: str) -> EmbeddingProvider:
         return HashingProvider()
 
 
+def observe_sources(engine: MemoryEngine, corpus: list[Memory], batch: int = 5000) -> None:
+    """One TranscriptObserved per memory, at the (session, turn) ``corpus.activation`` gives
+    it, so that each memory has a source transcript."""
+    events: list[LedgerEvent] = []
+    for index, m in enumerate(corpus):
+        session = f"seed-{index // 100}"
+        text = f"user: tell me about {m.subject}. assistant: noted, {m.statement}"
+        events.append(
+            TranscriptObserved(
+                originator_id=session_stream_id(BENCH_NAMESPACE, session),
+                originator_version=index % 100 + 1,
+                recorded_at=EPOCH,
+                namespace=BENCH_NAMESPACE,
+                session_id=session,
+                turn_id=index % 100 + 1,
+                transcript=text,
+                digest=hashlib.sha256(text.encode()).hexdigest(),
+                occurred_at=EPOCH,
+            )
+        )
+        if len(events) >= batch:
+            engine.append(events)
+            events = []
+    if events:
+        engine.append(events)
+
+
 def stats(prefix: str, values: list[float]) -> dict[str, float]:
     return {
         f"{prefix}_p50_ms": median(values),
@@ -93,14 +124,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-k", type=int, default=5)
     parser.add_argument("--embeddings", choices=("auto", "local", "fake"), default="auto")
     parser.add_argument("--quick", action="store_true", help="500 memories, 50 queries")
+    parser.add_argument(
+        "--sources", action="store_true", help="every memory with a source turn (2 vectors)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.size, args.queries = 500, 50
     provider = make_provider(args.embeddings)
     corpus = memories(args.size)
-    figures: dict[str, Any] = {"memories": args.size, "model": provider.descriptor.model_key()}
+    figures: dict[str, Any] = {
+        "memories": args.size,
+        "model": provider.descriptor.model_key(),
+        "sources": args.sources,
+    }
     with scratch("bench_hybrid_") as folder:
         with MemoryEngine.open(folder, sync=False) as engine:
+            if args.sources:
+                observe_sources(engine, corpus)
             fill(engine, corpus)
         with MemoryEngine.open(folder, embeddings=provider, index_in_background=False) as engine:
             started = time.perf_counter()
@@ -160,7 +200,8 @@ def main(argv: list[str]) -> int:
     figures["target_within_20pct_of_legacy_met"] = figures["new_over_legacy_p50"] <= 1.2
     figures["hybrid_over_lexical_p50"] = p50 / figures["lexical_only_p50_ms"]
     print_table(
-        f"Hybrid recall at {args.size:,} memories (k = {args.k}, {len(asked)} queries)",
+        f"Hybrid recall at {args.size:,} memories (k = {args.k}, {len(asked)} queries"
+        f"{', each with a source turn' if args.sources else ''})",
         [
             ("embedding model", figures["model"]),
             (
