@@ -2,8 +2,12 @@
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import (
+    CommandRejectedError,
     ExtractionFailedError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     MemoryLedgerError,
+    NotAdmittedError,
     SessionSealedError,
     StoreUnavailableError,
     TurnConflictError,
@@ -15,13 +19,17 @@ from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
+    "CommandRejectedError",
     "ExtractionFailedError",
     "ExtractionRequest",
     "Extractor",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",
     "Namespace",
+    "NotAdmittedError",
     "RecallHit",
     "RecallResult",
     "RecordedExtractor",

@@ -7,27 +7,36 @@ Layout of a store folder::
                                         (disposable: rebuilt from the ledger at will)
 
 The ledger is opened the ``eventsourcing`` way, with settings passed as ``env=`` (never
-process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_PATH``,
-``MAPPER_TOPIC=ledger.mapper:MsgspecMapper``.
+process-wide environment variables): ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb``,
+``LMDB_PATH``, ``MAPPER_TOPIC=memory_ledger.ledger.mapper:MsgspecMapper``.
+
+No side effects on the host process: opening a store reads no ``memory-ledger.toml``
+unless given one (``config=PATH``), sets no environment variable and leaves the garbage
+collector alone.
+
+Read-only stores: a store this process cannot write (a read-only folder or mount; an
+auditor without write access) is opened read-only when ``create=False`` (or with
+``read_only=True``): the ledger with LMDB's ``MDB_RDONLY`` (and no lock file when even
+``lock.mdb`` is not writable), the read models in the store's projection folder when it
+can be written, otherwise in a temporary file removed on close. Audits work; commands
+raise :class:`~memory_ledger.ledger.errors.LedgerReadOnlyError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, cast
 from uuid import UUID
 
-import duckdb
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
     Mapper,
     OperationalError,
-    StoredEvent,
 )
 from eventsourcing.utils import get_topic
 
@@ -35,6 +44,7 @@ from memory_ledger.commands.config import MemoryConfig, load_config, load_config
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
+from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.fusion import fusion_for
@@ -55,40 +65,52 @@ from memory_ledger.commands.recall_policy import (
 from memory_ledger.commands.secrets import contains_secret
 from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
 from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
-from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
-from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
 from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.store_identity import check_store_root
 from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
-from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
+from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels"]
 
-RawRecord = tuple[int, bytes | str | UUID, int, str, bytes]
-"""One stored ledger record, undecoded: ``(position, originator id as stored (16 raw bytes
-for a UUID), originator version, topic, state)``."""
 
-EventDecoder = Callable[[str, bytes, Any, int], LedgerEvent]
-"""``decode(topic, state, originator id as stored, version) -> event``."""
-
-
-class ReadModels(NamedTuple):
-    """The engine's projection connection, for read-only SQL, and the ledger position its
-    read models reflect. Valid only inside :meth:`MemoryEngine.read_models`."""
-
-    conn: duckdb.DuckDBPyConnection
-    position: int
+def _ledger_writable(ledger: Path) -> bool:
+    """Whether this process may write the ledger folder and its files (LMDB needs all)."""
+    paths = [ledger, *(ledger / name for name in ("data.mdb", "lock.mdb"))]
+    return all(os.access(p, os.W_OK) for p in paths if p.exists())
 
 
-class MemoryEngine:
+def _open_projections(root: Path, *, read_only: bool) -> ProjectionStore:
+    """The store's projection slot; for a read-only store whose projection folder cannot
+    be written, a temporary projection file instead (removed on close)."""
+    folder = root / "projections"
+    if not read_only:
+        return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+    writable = os.access(folder, os.W_OK) if folder.exists() else os.access(root, os.W_OK)
+    if writable:
+        try:
+            return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+        except ProjectionUnavailableError:
+            pass  # e.g. a read-only mount that os.access did not reveal
+    return ProjectionStore.open_temporary(version=PROJECTION_VERSION)
+
+
+class MemoryEngine(EngineReads):
     """An open memory store. Create with :meth:`open`; use as a context manager.
 
     Commands append through :meth:`append` (one LMDB write transaction per call, durable on
     return); reads catch the projections up to the ledger head first (read-your-writes).
 
-    Other modules use its methods only. The collaborators it holds (``factory``,
+    Other modules use its methods only: the ones here, and the ledger and read-model reads
+    of its base :class:`~memory_ledger.commands.engine_reads.EngineReads`
+    (``read_models``, ``read_records``, ...). The collaborators it holds (``factory``,
     ``recorder``, ``mapper``, ``projections``, ``runner``, ``canonical``, ``transcripts``,
     ``recall_index``) are internals, open to tests of those internals; the semantic channel
     (``semantic``, ``indexer``, ``fusion``) is documented below.
@@ -104,10 +126,18 @@ class MemoryEngine:
         config: MemoryConfig | None = None,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        *,
+        token_counter: TokenCounter | None = None,
+        read_only: bool = False,
         source_vectors: bool = True,
     ) -> None:
         self.path = path
         self.config = config or MemoryConfig()
+        self.token_counter: TokenCounter = token_counter or estimate_tokens
+        """Estimates the tokens of a text: the memory map's budget, admissions' sizes and
+        (through :meth:`session`) context assembly use this one function."""
+        self.read_only = read_only
+        """The store is open read-only (audits only; commands raise)."""
         self.appended = 0
         """Events this engine object has appended (not counting other processes)."""
         self.factory = factory
@@ -116,7 +146,7 @@ class MemoryEngine:
         self.projections = projections
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
-        self.canonical = CanonicalMemory(projections.conn, self._read_lock)
+        self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         self.transcripts = SourceTranscripts(recorder, mapper)
         self.recall_index = NamespaceRecallIndex(
             self.canonical, self.runner.changed_at, self.transcripts
@@ -154,10 +184,12 @@ class MemoryEngine:
         *,
         sync: bool = True,
         map_size: int | None = None,
-        config: MemoryConfig | None = None,
+        config: MemoryConfig | str | os.PathLike[str] | None = None,
         create: bool = True,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        read_only: bool | None = None,
+        token_counter: TokenCounter | None = None,
         source_vectors: bool = True,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
@@ -173,29 +205,54 @@ class MemoryEngine:
             (``python -m benchmarks locomo``: 0.688 vs 0.687 with MiniLM).
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
-        :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
+        :param config: runtime configuration: a :class:`MemoryConfig`, or the path of a
+            ``memory-ledger.toml`` to load. Default: the built-in defaults; the library never
+            reads a ``memory-ledger.toml`` from the current directory on its own (the CLI
+            does, and says so).
         :param create: create the store when absent; with False a missing store is an error
             (read-only tools such as ``memory-ledger recall`` use this).
-        :raises StoreUnavailableError: the folder cannot be created or opened; names it.
-        :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
+        :param read_only: open the store read-only (it must exist): audits work, commands
+            raise ``LedgerReadOnlyError``. None (default): read-only exactly when
+            ``create`` is False and this process cannot write the store's ledger.
+        :param token_counter: ``text -> estimated tokens`` used by the memory map, admissions
+            and sessions' context assembly (default: :func:`projections.tokens.estimate_tokens`).
+        :raises StoreUnavailableError: the folder cannot be created or opened, or is missing
+            with ``create=False``; names it (``reason_code`` of the cause when known).
+        :raises ForeignStoreError: the folder holds another application's LMDB, an empty or a
+            non-LMDB ``data.mdb``; names it and leaves it untouched.
+        :raises LedgerFormatError: the store was written by a newer version.
+        :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
+        :raises InvalidArgumentError: ``map_size`` is not a positive integer.
         """
-        config = config or load_config()
-        owned = None
-        if embeddings is None:
-            embeddings = owned = provider_from_config(config)
+        if config is None:
+            config = MemoryConfig()
+        elif not isinstance(config, MemoryConfig):
+            config = load_config(config)
+        if map_size is not None:
+            check_count("map_size", map_size)
+        if token_counter is not None and not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         root = Path(path if path is not None else config.store_dir).absolute()
-        if not create and not (root / "ledger" / "data.mdb").is_file():
-            msg = f"no memory store at {str(root)!r} (expected {str(root / 'ledger')!r})"
-            raise StoreUnavailableError(msg)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
-            raise StoreUnavailableError(msg) from e
+        ledger = root / "ledger"
+        if (not create or read_only) and not (ledger / "data.mdb").is_file():
+            check_store_root(root)
+            msg = f"no memory store at {str(root)!r} (expected {str(ledger)!r})"
+            raise StoreUnavailableError(msg, path=str(root), reason_code="no_store")
+        check_store_root(root)
+        if read_only is None:
+            read_only = not create and not _ledger_writable(ledger)
+        if not read_only:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
+                raise StoreUnavailableError(msg, path=str(root)) from e
         env = {
             "PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb",
-            "LMDB_PATH": str(root / "ledger"),
+            "LMDB_PATH": str(ledger),
             "LMDB_SYNC": "y" if sync else "n",
+            "LMDB_READONLY": "y" if read_only else "n",
             "MAPPER_TOPIC": get_topic(MsgspecMapper),
         }
         if map_size is not None:
@@ -203,18 +260,23 @@ class MemoryEngine:
         try:
             factory = InfrastructureFactory.construct(env=env)
         except OperationalError as e:
-            raise StoreUnavailableError(str(e)) from e
+            reason = getattr(e, "reason_code", None)
+            raise StoreUnavailableError(str(e), path=str(root), reason_code=reason) from e
+        owned = None
+        projections: ProjectionStore | None = None
         try:
             recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
-            projections = ProjectionStore.open_slot(
-                root / "projections", version=PROJECTION_VERSION
-            )
-        except (duckdb.Error, ProjectionUnavailableError) as e:
+            projections = _open_projections(root, read_only=read_only)
+            if embeddings is None:
+                embeddings = owned = provider_from_config(config)
+        except (ProjectionError, ProjectionUnavailableError) as e:
             factory.close()
             msg = f"cannot open a projection file in {str(root)!r}: {e}"
-            raise StoreUnavailableError(msg) from e
+            raise StoreUnavailableError(msg, path=str(root), reason_code=e.reason_code) from e
         except BaseException:
+            if projections is not None:
+                projections.close()
             factory.close()
             raise
         try:
@@ -227,6 +289,8 @@ class MemoryEngine:
                 config,
                 embeddings=embeddings,
                 index_in_background=index_in_background,
+                token_counter=token_counter,
+                read_only=read_only,
                 source_vectors=source_vectors,
             )
         except BaseException:
@@ -264,83 +328,20 @@ class MemoryEngine:
         """The ledger's last position (0 when empty)."""
         return self.recorder.max_notification_id() or 0
 
-    def lmdb_recorder(self) -> LMDBApplicationRecorder:
-        """The LMDB application recorder under this engine, for the tools that read records
-        exactly as stored: the hash-chained log (``iter_log``), the stream index and the
-        datastore (verify, backup, lineage, export, stats).
-
-        :raises TypeError: this engine's ledger is not the LMDB recorder.
-        """
-        if not isinstance(self.recorder, LMDBApplicationRecorder):
-            msg = "this needs the LMDB application recorder"
-            raise TypeError(msg)
-        return self.recorder
-
-    def read_records(self, after: int, limit: int, stop: int | None = None) -> list[RawRecord]:
-        """Up to ``limit`` stored records with position > ``after`` (and <= ``stop`` when
-        given), in position order, undecoded (:data:`RawRecord`; decode them with
-        :meth:`event_decoder`). [] past the head."""
-        select_raw = getattr(self.recorder, "select_raw", None)
-        if select_raw is not None:
-            return cast(list[RawRecord], select_raw(after, limit, stop))
-        return [  # pragma: no cover (every engine uses the LMDB recorder)
-            (n.id, n.originator_id, n.originator_version, n.topic, n.state)
-            for n in self.recorder.select_notifications(
-                start=after, limit=limit, stop=stop, inclusive_of_start=False
-            )
-        ]
-
-    def event_decoder(self) -> EventDecoder:
-        """A decoder for records of :meth:`read_records`: the msgspec mapper's one-call
-        decoder, or the library interface for other mappers.
-
-        :raises msgspec.DecodeError: (when called) the stored bytes do not decode.
-        """
-        mapper = self.mapper
-        if isinstance(mapper, MsgspecMapper):
-            fast = mapper
-
-            def decode_fast(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
-                return cast(LedgerEvent, fast.decode(topic, state, raw_id, version))
-
-            return decode_fast
-
-        def decode(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
-            oid = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
-            stored = StoredEvent(
-                originator_id=oid, originator_version=version, topic=topic, state=state
-            )
-            return cast(LedgerEvent, mapper.to_domain_event(stored))
-
-        return decode
-
-    def projection_runner(
-        self, store: ProjectionStore, *, page_size: int | None = None
-    ) -> ProjectionRunner:
-        """A runner that folds this engine's ledger into another projection ``store``
-        (rebuilds, as-of views, benchmarks). The caller owns ``store`` and closes it.
-
-        :param page_size: notifications per DuckDB transaction (default: the runner's).
-        """
-        if page_size is None:
-            return ProjectionRunner(store, self.recorder, self.mapper)
-        return ProjectionRunner(store, self.recorder, self.mapper, page_size=page_size)
-
     # Read side ----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def projection_guard(self) -> Iterator[None]:
-        """Turn a DuckDB error that says the projection file is damaged (a short read, a bad
-        checksum) into :class:`projections.store.ProjectionDamagedError` (an ``OSError``
-        naming the file), after marking the file: the next open sets it aside and rebuilds
-        the read models from the ledger. Other errors pass unchanged.
+    def projection_guard(self) -> contextlib.AbstractContextManager[None]:
+        """Translate DuckDB errors raised inside the block (the projection store's
+        :meth:`~memory_ledger.projections.store.ProjectionStore.guard`).
+
+        A DuckDB error that says the projection file is damaged (a short read, a bad
+        checksum) becomes :class:`~memory_ledger.projections.errors.ProjectionDamagedError`
+        (an ``OSError`` naming the file), after marking the file: the next open sets it
+        aside and rebuilds the read models from the ledger. Any other DuckDB error becomes
+        the :class:`~memory_ledger.projections.errors.ProjectionError` subclass of its
+        DB-API class, naming the file. Other errors pass unchanged.
         """
-        try:
-            yield
-        except duckdb.Error as e:
-            if is_damage(e):
-                raise self.projections.mark_damaged(e) from e
-            raise
+        return self.projections.guard()
 
     def catch_up(self, to: int | None = None) -> int:
         """Bring the projections up to ``to`` (default: the ledger head); return position.
@@ -349,81 +350,6 @@ class MemoryEngine:
         """
         with self._read_lock, self.projection_guard():
             return self.runner.catch_up(to)
-
-    @property
-    def projection_position(self) -> int:
-        """The ledger position this engine's read models reflect now (no catch-up)."""
-        return self.runner.position
-
-    @property
-    def projection_file(self) -> Path:
-        """The DuckDB file holding this engine's read models (one slot of the store)."""
-        return Path(self.projections.path)
-
-    @contextlib.contextmanager
-    def read_models(self, *, to: int | None = None, catch_up: bool = True) -> Iterator[ReadModels]:
-        """Hold the projection lock, catch the read models up to ``to`` (default: the ledger
-        head; ``catch_up=False``: leave them where they are), and yield the connection for
-        read-only SQL with the position it reflects. Other threads of this engine wait
-        while the block runs: keep it short, and do not keep the connection after it.
-        A ``to`` beyond the head stops at the head; one the read models are past leaves them
-        there (compare the yielded position).
-        """
-        with self._read_lock:
-            position = self.catch_up(to) if catch_up else self.runner.position
-            yield ReadModels(self.projections.conn, position)
-
-    def retrievable_memories(self, namespace: Namespace) -> list[MemoryDoc]:
-        """Every retrievable canonical memory of ``namespace`` (the documents of the
-        in-process recall index, caught up to the ledger head), in the index's order."""
-        position = self.catch_up()
-        with self._read_lock:
-            _, by_id = self.recall_index.docs(namespace, position)
-            return list(by_id.values())
-
-    def memory_details(self, namespace: Namespace, ids: set[str]) -> dict[str, MemoryDoc]:
-        """The retrievable canonical memories of ``namespace`` among ``ids``, by id, from the
-        in-process recall index as it stands: no catch-up (a snapshot read wants details
-        only: subject, evidence, times)."""
-        with self._read_lock:
-            _, by_id = self.recall_index.docs(namespace, self.runner.position)
-            return {i: by_id[i] for i in ids if i in by_id}
-
-    def vocabulary(
-        self, namespace: Namespace, field: Literal["subject", "predicate"]
-    ) -> list[tuple[str, int]]:
-        """``(term, records)`` of one field of ``namespace``'s memories, most frequent first
-        (caught up to the ledger head)."""
-        self.catch_up()
-        return self.canonical.vocabulary(
-            namespace.tenant, namespace.principal, namespace.scope_id, field
-        )
-
-    def prunable_memories(
-        self, namespace: Namespace, max_importance: float, max_uses: int
-    ) -> list[dict[str, Any]]:
-        """``canonical_memory`` rows of ``namespace`` that pruning may remove (active, below
-        ``max_importance``, unpinned, used at most ``max_uses`` times, never consolidated,
-        without relations), oldest first; caught up to the ledger head."""
-        self.catch_up()
-        return self.canonical.prunable(
-            namespace.tenant, namespace.principal, namespace.scope_id, max_importance, max_uses
-        )
-
-    def count_active_memories(self, namespace: Namespace | None = None) -> int:
-        """Retrievable memories of ``namespace`` (None: of every namespace), caught up to the
-        ledger head."""
-        self.catch_up()
-        if namespace is None:
-            return self.canonical.count_active()
-        return self.canonical.count_namespace(
-            namespace.tenant, namespace.principal, namespace.scope_id
-        )
-
-    def transcript_context(self, transcript_positions: Sequence[int]) -> str | None:
-        """The start of the source transcript at the first of a memory's
-        ``transcript_positions`` (document expansion for recall); None when there is none."""
-        return self.transcripts(transcript_positions)
 
     def recall(
         self,
@@ -444,21 +370,20 @@ class MemoryEngine:
         :param policy: the recall policy for this call (default :attr:`recall_policy`):
             result bound, minimum lexical score and one-hop relation reads; relations are
             returned in ``RecallHit.related``.
-        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
+        :raises InvalidArgumentError: (a ``ValueError``) ``query`` is not a string, or ``k``
+            is not an integer of at least 1; ``parameter`` names it.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
-        namespace.validated()
+        check_namespace(namespace)
         if not isinstance(query, str):
             msg = f"query must be a string, got {type(query).__name__}"
-            raise ValueError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
         policy = self.recall_policy if policy is None else policy
         if k is None:
             k = policy.limit
-        if not isinstance(k, int) or isinstance(k, bool):
-            msg = f"k must be an integer, got {k!r}"
-            raise ValueError(msg)
+        check_count("k", k)
         ranked, status, position = self.canonical_candidates(
-            namespace, query, max(k, 0), min_lexical_score=policy.min_lexical_score
+            namespace, query, k, min_lexical_score=policy.min_lexical_score
         )
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
         if policy.related_lookups and hits:
@@ -572,12 +497,6 @@ class MemoryEngine:
         """
         return DirectCommands(self).forget(namespace, statement_or_id)
 
-    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
-        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
-        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
-        """
-        return DirectCommands(self).pin(namespace, statement_or_id)
-
     def correct(
         self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
     ) -> DirectResult:
@@ -587,11 +506,17 @@ class MemoryEngine:
         """
         return DirectCommands(self).correct(namespace, statement, target=target)
 
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
+        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
+        """
+        return DirectCommands(self).pin(namespace, statement_or_id)
+
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""
         if self.semantic is None:
             return OFF
-        namespace.validated()
+        check_namespace(namespace)
         self.catch_up()
         with self.projection_guard():
             return self.semantic.status(namespace)
@@ -599,11 +524,18 @@ class MemoryEngine:
     def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
         or of the store) has a vector; True when ready (also when no provider is attached:
-        there is nothing to wait for)."""
+        there is nothing to wait for).
+
+        :raises InvalidArgumentError: ``timeout`` is NaN, infinite, negative or not a number.
+        """
+        seconds = check_timeout("timeout", timeout, allow_none=False)
+        assert seconds is not None
+        if namespace is not None:
+            check_namespace(namespace)
         if self.indexer is None:
             return True
         with self.projection_guard():
-            return self.indexer.wait_ready(timeout, namespace)
+            return self.indexer.wait_ready(seconds, namespace)
 
     def maintenance_health(self) -> MaintenanceHealth:
         """The semantic channel's maintenance health now (:mod:`commands.maintenance`):
@@ -640,17 +572,28 @@ class MemoryEngine:
         with self.projection_guard():
             return self.indexer.run_once()
 
-    def memory_map(self, namespace: Namespace) -> str:
-        """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
-        namespace.validated()
+    def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
+        """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
+        within its token budget as ``token_counter`` (default: the engine's) counts.
+
+        :raises InvalidNamespaceError: the namespace is invalid.
+        """
+        check_namespace(namespace)
+        counter = token_counter or self.token_counter
         with self._read_lock, self.projection_guard():
             position = self.catch_up()
-            key = namespace.key()
-            cached = self._memory_maps.get(key)
+            key = namespace.key() if counter is self.token_counter else None
+            cached = self._memory_maps.get(key) if key is not None else None
             if cached is None or cached[0] != position:
                 text = render_memory_map(
-                    self.canonical, namespace.tenant, namespace.principal, namespace.scope_id
+                    self.canonical,
+                    namespace.tenant,
+                    namespace.principal,
+                    namespace.scope_id,
+                    token_counter=counter,
                 )
+                if key is None:
+                    return text
                 cached = (position, text)
                 self._memory_maps[key] = cached
             return cached[1]
@@ -665,6 +608,7 @@ class MemoryEngine:
         extractor: Extractor | None = None,
         config: MemoryConfig | None = None,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        token_counter: TokenCounter | None = None,
         **overrides: Any,
     ) -> MemorySession:
         """Open (or resume) the session ``session_id`` under ``namespace``.
@@ -672,12 +616,19 @@ class MemoryEngine:
         Appends SessionOpened the first time. ``extractor`` defaults to a
         :class:`RecordedExtractor` (items given per turn). ``config`` defaults to the
         engine's; keyword ``overrides`` replace single keys (e.g. ``activation_policy=
-        "manual"``, ``llm_extraction_max_items=3``).
+        "manual"``, ``llm_extraction_max_items=3``). ``token_counter`` (default: the
+        engine's) sizes the session's admissions, memory map and context assembly
+        (``session.token_counter``, to give a ``ContextAssembler``).
 
         :raises ConfigError: an override is invalid.
-        :raises InvalidNamespaceError: the namespace is invalid.
+        :raises InvalidNamespaceError: the namespace or ``session_id`` is invalid.
+        :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
         """
-        namespace.validated()
+        check_namespace(namespace)
+        check_non_empty("session_id", session_id)
+        if token_counter is not None and not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         for label, value in (
             ("tenant", namespace.tenant),
             ("principal", namespace.principal),
@@ -686,7 +637,7 @@ class MemoryEngine:
         ):
             if isinstance(value, str) and contains_secret(value):
                 msg = f"{label} holds a secret-shaped value; identifiers are stored in every event"
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
         base = config or self.config
         if overrides:
             base = load_config_from(base, **overrides)
@@ -697,6 +648,7 @@ class MemoryEngine:
             extractor=extractor or RecordedExtractor(),
             config=base,
             extraction_mode=extraction_mode,
+            token_counter=token_counter or self.token_counter,
         )
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from typing import Literal
 
 import msgspec
 
-from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.errors import InvalidArgumentError
 
 __all__ = [
     "DEFAULT_FUSION",
@@ -53,9 +53,9 @@ RRF_K = 60
 VectorField = Literal["statement", "source"]
 
 
-class FusionError(MemoryLedgerError, ValueError):
-    """A :class:`HybridFusion` was given an invalid setting (the message names it);
-    ``reason_code`` is ``invalid_fusion``."""
+class FusionError(InvalidArgumentError):
+    """A :class:`HybridFusion` was given an invalid setting (a ``ValueError``; the message
+    and ``parameter`` name it); ``reason_code`` is ``invalid_fusion``."""
 
     reason_code = "invalid_fusion"
 
@@ -131,19 +131,24 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         if self.method not in ("minmax", "score", "rrf"):
-            raise FusionError(f"fusion method must be minmax, score or rrf, not {self.method!r}")
+            msg = f"fusion method must be minmax, score or rrf, not {self.method!r}"
+            raise FusionError(msg, parameter="method")
         if not (isinstance(self.alpha, int | float) and 0.0 <= self.alpha <= 1.0):
-            raise FusionError(f"fusion alpha must be within [0, 1], got {self.alpha!r}")
+            msg = f"fusion alpha must be within [0, 1], got {self.alpha!r}"
+            raise FusionError(msg, parameter="alpha")
         for name in ("k", "depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise FusionError(f"fusion {name} must be an integer >= 1, got {value!r}")
+                msg = f"fusion {name} must be an integer >= 1, got {value!r}"
+                raise FusionError(msg, parameter=name)
         for name in ("lexical_weight", "semantic_weight"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise FusionError(f"fusion {name} must be a finite number >= 0, got {value!r}")
+                msg = f"fusion {name} must be a finite number >= 0, got {value!r}"
+                raise FusionError(msg, parameter=name)
         if not self.fields or any(f not in ("statement", "source") for f in self.fields):
-            raise FusionError(f"fusion fields must name statement and/or source: {self.fields!r}")
+            msg = f"fusion fields must name statement and/or source: {self.fields!r}"
+            raise FusionError(msg, parameter="fields")
 
     def fuse_scores(
         self,

@@ -22,8 +22,8 @@ from typing import Any, Final
 
 import msgspec
 
-from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.commands.recall import MemoryDoc, RecallHit, RelatedMemory, RelationKind
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import CanonicalMemory
 
@@ -43,11 +43,11 @@ MAX_RELATED_LOOKUPS: Final = 64
 """The largest number of one-hop relation reads a policy accepts per recall."""
 
 
-class RecallPolicyError(MemoryLedgerError, ValueError):
-    """A :class:`RecallPolicy` setting is invalid; the message names it
-    (``reason_code`` ``invalid_recall_policy``)."""
+class RecallPolicyError(InvalidArgumentError):
+    """A :class:`RecallPolicy` setting is invalid (a ``ValueError``; the message and
+    ``parameter`` name it; ``reason_code`` ``invalid_recall_policy``)."""
 
-    reason_code: Final = "invalid_recall_policy"
+    reason_code = "invalid_recall_policy"
 
 
 class RecallPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,21 +74,21 @@ class RecallPolicy(msgspec.Struct, frozen=True, kw_only=True):
             msg = (
                 f"recall limit must be an integer from 1 to {MAX_RECALL_LIMIT}, got {self.limit!r}"
             )
-            raise RecallPolicyError(msg)
+            raise RecallPolicyError(msg, parameter="limit")
         score = self.min_lexical_score
         if isinstance(score, bool) or not isinstance(score, int | float):
             msg = f"min_lexical_score must be a number, got {score!r}"
-            raise RecallPolicyError(msg)
+            raise RecallPolicyError(msg, parameter="min_lexical_score")
         if not math.isfinite(score) or score < 0:
             msg = f"min_lexical_score must be a finite number >= 0, got {score!r}"
-            raise RecallPolicyError(msg)
+            raise RecallPolicyError(msg, parameter="min_lexical_score")
         lookups = self.related_lookups
         if not _is_int(lookups) or not 0 <= lookups <= MAX_RELATED_LOOKUPS:
             msg = (
                 f"related_lookups must be an integer from 0 to {MAX_RELATED_LOOKUPS}, "
                 f"got {lookups!r}"
             )
-            raise RecallPolicyError(msg)
+            raise RecallPolicyError(msg, parameter="related_lookups")
 
     def with_related_lookups(self, lookups: int) -> RecallPolicy:
         """This policy with ``related_lookups`` set (seed 000's ``try_with_related_lookups``).

@@ -25,29 +25,42 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
 
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     ActivationDecision,
     ActivationPolicy,
+    AdmissionRevoked,
     CandidateExtracted,
+    CandidateRejected,
     ExplicitCommandApplied,
     ExtractedItem,
+    ExtractionAbandoned,
+    ExtractionCompleted,
     LedgerEvent,
     MemoryActivated,
+    MemoryAdmitted,
     MemoryConflictMarked,
     MemoryForgotten,
     MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    MemoryUsed,
     PendingExtraction,
+    RecallServed,
     ReconciliationReport,
+    SessionOpened,
     SessionReconciled,
     SessionSealed,
+    SnapshotPrepared,
+    TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
 )
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 
@@ -91,41 +104,98 @@ def fold_memory_stream(events: Sequence[LedgerEvent]) -> MemoryStreamState | Non
     """Fold a memory stream's events (in version order); None for an empty stream."""
     state: MemoryStreamState | None = None
     for event in events:
-        if isinstance(event, MemoryActivated):
-            previous = state
-            state = MemoryStreamState(
-                version=event.originator_version,
-                status="active",
-                importance=event.item.importance,
-                tags=event.item.tags,
-                evidence=event.item.evidence,
-                key=subject_predicate_key(event.item.subject, event.item.predicate),
-                candidate_ids={event.candidate_id},
-            )
-            if previous is not None:
-                state.candidate_ids |= previous.candidate_ids
-                state.pinned = previous.pinned
-            continue
-        if state is None:
-            continue
-        state.version = event.originator_version
-        if isinstance(event, MemoryReinforced):
-            state.importance = event.importance
-            state.tags = event.tags
-            state.evidence = event.evidence
-            state.candidate_ids.add(event.candidate_id)
-        elif isinstance(event, MemorySuperseded):
-            state.status = "superseded"
-        elif isinstance(event, MemoryForgotten):
-            state.status = "forgotten"
-        elif isinstance(event, MemoryPruned):
-            state.status = "pruned"
-        elif isinstance(event, MemoryConflictMarked):
-            if state.status == "active":
-                state.status = "conflicted"
-        elif isinstance(event, MemoryPinned):
-            state.pinned = True
+        fold = _MEMORY_FOLD[type(event)]
+        if fold is not None:
+            state = fold(state, event)
     return state
+
+
+_Fold = Callable[[MemoryStreamState | None, Any], MemoryStreamState | None]
+
+
+def _activated(previous: MemoryStreamState | None, event: MemoryActivated) -> MemoryStreamState:
+    state = MemoryStreamState(
+        version=event.originator_version,
+        status="active",
+        importance=event.item.importance,
+        tags=event.item.tags,
+        evidence=event.item.evidence,
+        key=subject_predicate_key(event.item.subject, event.item.predicate),
+        candidate_ids={event.candidate_id},
+    )
+    if previous is not None:
+        state.candidate_ids |= previous.candidate_ids
+        state.pinned = previous.pinned
+    return state
+
+
+def _revision(change: Callable[[MemoryStreamState, Any], None]) -> _Fold:
+    """A fold step for an event that revises an activated memory (none before activation)."""
+
+    def fold(state: MemoryStreamState | None, event: LedgerEvent) -> MemoryStreamState | None:
+        if state is not None:
+            state.version = event.originator_version
+            change(state, event)
+        return state
+
+    return fold
+
+
+def _reinforced(state: MemoryStreamState, event: MemoryReinforced) -> None:
+    state.importance = event.importance
+    state.tags = event.tags
+    state.evidence = event.evidence
+    state.candidate_ids.add(event.candidate_id)
+
+
+def _status(status: Status) -> Callable[[MemoryStreamState, LedgerEvent], None]:
+    def change(state: MemoryStreamState, event: LedgerEvent) -> None:
+        state.status = status
+
+    return change
+
+
+def _conflict(state: MemoryStreamState, event: MemoryConflictMarked) -> None:
+    if state.status == "active":
+        state.status = "conflicted"
+
+
+def _pinned(state: MemoryStreamState, event: MemoryPinned) -> None:
+    state.pinned = True
+
+
+_MEMORY_FOLD: EventDispatch[_Fold] = EventDispatch(
+    "fold_memory_stream: state of one memory stream",
+    {
+        MemoryActivated: _activated,
+        MemoryReinforced: _revision(_reinforced),
+        MemorySuperseded: _revision(_status("superseded")),
+        MemoryForgotten: _revision(_status("forgotten")),
+        MemoryPruned: _revision(_status("pruned")),
+        MemoryConflictMarked: _revision(_conflict),
+        MemoryPinned: _revision(_pinned),
+    },
+    # Events of session and recall streams, never of a memory stream.
+    ignores=(
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        RecallServed,
+        MemoryAdmitted,
+        AdmissionRevoked,
+        MemoryUsed,
+        TurnCompleted,
+    ),
+)
+"""How each event of a memory stream changes :class:`MemoryStreamState`."""
 
 
 class ReconciliationPlan(msgspec.Struct, frozen=True):

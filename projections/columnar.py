@@ -25,10 +25,13 @@ import msgspec
 import pyarrow as pa
 from eventsourcing.utils import get_topic
 
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ExplicitCommandApplied,
+    ExtractionAbandoned,
     ExtractionCompleted,
     MemoryActivated,
     MemoryAdmitted,
@@ -40,7 +43,13 @@ from memory_ledger.ledger.events import (
     MemorySuperseded,
     MemoryUsed,
     RecallServed,
+    SessionOpened,
+    SessionReconciled,
+    SessionSealed,
+    SnapshotPrepared,
     TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.projections.tables import (
@@ -135,21 +144,41 @@ class _Activation(msgspec.Struct, gc=False):
 
 _ACTIVATED = get_topic(MemoryActivated)
 _ACTIVATION_DECODER = msgspec.msgpack.Decoder(list[_Activation])
-ROW_TOUCHING_TOPICS = frozenset(
-    get_topic(cls)
-    for cls in (
-        MemoryReinforced,
-        MemorySuperseded,
-        MemoryConflictMarked,
-        MemoryPinned,
-        MemoryForgotten,
-        MemoryPruned,
-        RecallServed,
-        MemoryAdmitted,
-        AdmissionRevoked,
-        MemoryUsed,
-    )
+_TOUCHES_ROWS: EventDispatch[bool] = EventDispatch(
+    "columnar path: events that change existing canonical rows",
+    dict.fromkeys(
+        (
+            MemoryReinforced,
+            MemorySuperseded,
+            MemoryConflictMarked,
+            MemoryPinned,
+            MemoryForgotten,
+            MemoryPruned,
+            RecallServed,
+            MemoryAdmitted,
+            AdmissionRevoked,
+            MemoryUsed,
+        ),
+        True,
+    ),
+    # Activations are what the check guards; the rest creates rows or touches no table.
+    ignores=(
+        MemoryActivated,
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        TurnCompleted,
+    ),
 )
+ROW_TOUCHING_TOPICS = frozenset(get_topic(cls) for cls in _TOUCHES_ROWS.handled)
 """Topics whose events change existing canonical rows: a page holding any of them folds its
 activations through the general fold, so those changes see the rows they change."""
 

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.faults import fault
 
 __all__ = ["FIELDS", "PendingMemory", "StoredVectors", "VectorStore"]
@@ -309,12 +310,12 @@ class VectorStore:
         same field; rows already present for the same key are not duplicated.
 
         :returns: the highest ``seq`` written.
-        :raises ValueError: the lengths disagree.
+        :raises InvalidArgumentError: (a ``ValueError``) the lengths disagree.
         """
         count = len(memories)
         if len(digests) != count or vectors.shape[0] != count:
             msg = f"{count} memories, {len(digests)} digests, {vectors.shape[0]} vectors"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="vectors")
         if count == 0:
             return self.last_seq()
         dim = int(vectors.shape[1])

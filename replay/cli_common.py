@@ -21,6 +21,7 @@ from rich.text import Text
 
 from memory_ledger.commands.config import CONFIG_FILE, MemoryConfig, load_config
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
@@ -250,7 +251,7 @@ def optional_namespace(
         return None
     if any(p is None for p in parts):
         msg = "give all of --tenant, --principal and --scope-id, or none of them"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="--tenant")
     return Namespace(str(tenant), str(principal), str(scope_id)).validated()
 
 

@@ -169,7 +169,9 @@ async def _serve_http(
 
 
 def mcp_token_command(
-    name: Annotated[str, typer.Argument(help="Who holds the token (e.g. alice-laptop).")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Who holds the token (e.g. alice-laptop).")
+    ],
     tenant: Annotated[str, typer.Option("--tenant", help="Namespace tenant.")],
     principal: Annotated[str, typer.Option("--principal", help="Namespace principal.")],
     scope_id: Annotated[str, typer.Option("--scope-id", help="Namespace scope id.")],

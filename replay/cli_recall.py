@@ -19,6 +19,7 @@ from memory_ledger.commands.embeddings import EmbeddingError
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.recall import RecallResult
 from memory_ledger.commands.semantic_status import SemanticStatus
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
@@ -188,7 +189,7 @@ def recall(
         namespace = Namespace(tenant, principal, scope_id).validated()
         if occurred and at is None:
             msg = "--occurred needs --as-of TIMESTAMP"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--occurred")
         config = common.settings(ctx)
         if embeddings is not Embeddings.config or at is not None:  # as-of recall is lexical
             wanted = "local" if embeddings is Embeddings.local and at is None else "none"

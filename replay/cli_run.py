@@ -16,6 +16,7 @@ from rich.table import Table
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.extraction import Extractor
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import JsonOption, StoreOption
 from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples, write_jsonl
@@ -66,7 +67,7 @@ def _model_extractor(
         return None
     if url is None or model is None:
         msg = "give both --llm-url and --llm-model, or neither"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="--llm-url")
     from memory_ledger.commands.openai_extractor import OpenAIChatExtractor
 
     return OpenAIChatExtractor(

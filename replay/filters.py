@@ -8,12 +8,16 @@ ledger decodes only the activations.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.arguments import check_aware, check_count
+from memory_ledger.ledger.dispatch import EventDispatch
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import (
     EVENT_CLASSES,
     AdmissionRevoked,
@@ -35,9 +39,11 @@ from memory_ledger.ledger.events import (
     RecallServed,
     SessionOpened,
     SessionReconciled,
+    SessionSealed,
     SnapshotPrepared,
     TranscriptObserved,
     TurnBegan,
+    TurnCompleted,
 )
 
 __all__ = [
@@ -82,7 +88,8 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.
 
-        :raises ValueError: a name is not an event type (the message lists the valid ones).
+        :raises InvalidArgumentError: (a ``ValueError``) a name is not an event type (the
+            message lists the valid ones).
         """
         names = set()
         for raw in self.types:
@@ -90,7 +97,7 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
                 name = _BY_LOWER.get(part.strip().lower())
                 if name is None:
                     msg = f"unknown event type {part.strip()!r}; known: {', '.join(EVENT_TYPES)}"
-                    raise ValueError(msg)
+                    raise InvalidArgumentError(msg, parameter="types")
                 names.add(name)
         return frozenset(names)
 
@@ -124,16 +131,23 @@ def filter_events(
     At most ``limit`` events (after filtering). Reads pages of raw records, drops positions
     and types outside the filter before decoding, then applies the content filters.
 
-    :raises ValueError: ``selection`` names an unknown event type or an empty range.
+    :raises InvalidArgumentError: (a ``ValueError``) ``selection`` names an unknown event
+        type, an empty range or a naive ``since``/``until``; or ``limit`` is below 1.
     """
     selection = selection or EventFilter()
     types = selection.normalized_types()
+    if limit is not None:
+        check_count("limit", limit)
+    check_count("page", page)
+    for name in ("since", "until"):
+        if getattr(selection, name) is not None:
+            check_aware(name, getattr(selection, name))
     if selection.stop is not None and selection.stop < selection.start:
         msg = f"empty position range {selection.start}..{selection.stop}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="stop", reason_code="empty_range")
     if selection.since and selection.until and selection.until < selection.since:
         msg = f"empty time range {selection.since.isoformat()}..{selection.until.isoformat()}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="until", reason_code="empty_range")
     decode = engine.event_decoder()
     after = max(selection.start, 1) - 1
     emitted = 0
@@ -160,53 +174,122 @@ def _short(text: str, size: int = 70) -> str:
 
 
 def describe_event(event: LedgerEvent) -> str:
-    """A one-line, human summary of ``event`` (for tables and diagrams)."""
-    if isinstance(event, SessionOpened):
-        return f"policy {event.activation_policy}, extractor {event.extractor_id}"
-    if isinstance(event, TranscriptObserved):
-        return _short(event.transcript)
-    if isinstance(event, CandidateExtracted):
-        return f"#{event.index} {_short(event.item.statement)}"
-    if isinstance(event, CandidateRejected):
-        return f"#{event.index} rejected: {event.reason_code}"
-    if isinstance(event, ExtractionCompleted):
-        return f"{event.extracted} extracted, {event.rejected} rejected by {event.extractor_id}"
-    if isinstance(event, ExtractionAbandoned):
-        return event.reason
-    if isinstance(event, MemoryActivated):
-        return f"{event.decision}: {_short(event.item.statement)}"
-    if isinstance(event, MemoryReinforced):
-        return f"importance {event.importance:g}"
-    if isinstance(event, MemorySuperseded):
-        return f"by {event.superseded_by} ({event.cause})"
-    if isinstance(event, MemoryConflictMarked):
-        return f"conflicts with {event.conflicts_with}"
-    if isinstance(event, ExplicitCommandApplied):
-        return f"{event.intent}: {_short(event.statement)}"
-    if isinstance(event, MemoryPinned | MemoryForgotten):
-        return f"command {event.command_id}"
-    if isinstance(event, MemoryPruned):
-        return event.rule
-    if isinstance(event, SnapshotPrepared):
-        return f"generation {event.generation}, {len(event.items)} items"
-    if isinstance(event, TurnBegan):
-        return f"generation {event.generation}"
-    if isinstance(event, RecallServed):
-        return f"{event.path}: {_short(event.query, 50)} -> {len(event.results)} results"
-    if isinstance(event, MemoryAdmitted):
-        return f"{event.memory_id} rev {event.revision}"
-    if isinstance(event, AdmissionRevoked):
-        return f"{event.memory_id} rev {event.revision}: {event.reason}"
-    if isinstance(event, MemoryUsed):
-        return f"{event.memory_id} rev {event.revision}"
-    if isinstance(event, SessionReconciled):
-        report = event.report
-        text = (
-            f"{report.candidates} candidates: {len(report.activated)} activated, "
-            f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
-        )
-        if report.pending_extractions:
-            turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
-            text += f"; turns {turns} pending extraction"
-        return text
-    return ""
+    """A one-line, human summary of ``event`` (for tables and diagrams); "" for events with
+    nothing to say beyond their type."""
+    describe = _DESCRIBE[type(event)]
+    return describe(event) if describe is not None else ""
+
+
+def _opened(event: SessionOpened) -> str:
+    return f"policy {event.activation_policy}, extractor {event.extractor_id}"
+
+
+def _observed(event: TranscriptObserved) -> str:
+    return _short(event.transcript)
+
+
+def _extracted(event: CandidateExtracted) -> str:
+    return f"#{event.index} {_short(event.item.statement)}"
+
+
+def _rejected(event: CandidateRejected) -> str:
+    return f"#{event.index} rejected: {event.reason_code}"
+
+
+def _extraction(event: ExtractionCompleted) -> str:
+    return f"{event.extracted} extracted, {event.rejected} rejected by {event.extractor_id}"
+
+
+def _abandoned(event: ExtractionAbandoned) -> str:
+    return event.reason
+
+
+def _activated(event: MemoryActivated) -> str:
+    return f"{event.decision}: {_short(event.item.statement)}"
+
+
+def _reinforced(event: MemoryReinforced) -> str:
+    return f"importance {event.importance:g}"
+
+
+def _superseded(event: MemorySuperseded) -> str:
+    return f"by {event.superseded_by} ({event.cause})"
+
+
+def _conflict(event: MemoryConflictMarked) -> str:
+    return f"conflicts with {event.conflicts_with}"
+
+
+def _command(event: ExplicitCommandApplied) -> str:
+    return f"{event.intent}: {_short(event.statement)}"
+
+
+def _by_command(event: MemoryPinned | MemoryForgotten) -> str:
+    return f"command {event.command_id}"
+
+
+def _pruned(event: MemoryPruned) -> str:
+    return event.rule
+
+
+def _prepared(event: SnapshotPrepared) -> str:
+    return f"generation {event.generation}, {len(event.items)} items"
+
+
+def _began(event: TurnBegan) -> str:
+    return f"generation {event.generation}"
+
+
+def _recall(event: RecallServed) -> str:
+    return f"{event.path}: {_short(event.query, 50)} -> {len(event.results)} results"
+
+
+def _revision(event: MemoryAdmitted | MemoryUsed) -> str:
+    return f"{event.memory_id} rev {event.revision}"
+
+
+def _revoked(event: AdmissionRevoked) -> str:
+    return f"{event.memory_id} rev {event.revision}: {event.reason}"
+
+
+def _reconciled(event: SessionReconciled) -> str:
+    report = event.report
+    text = (
+        f"{report.candidates} candidates: {len(report.activated)} activated, "
+        f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
+    )
+    if report.pending_extractions:
+        turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
+        text += f"; turns {turns} pending extraction"
+    return text
+
+
+_DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
+    "describe_event: one-line summaries",
+    {
+        SessionOpened: _opened,
+        TranscriptObserved: _observed,
+        CandidateExtracted: _extracted,
+        CandidateRejected: _rejected,
+        ExtractionCompleted: _extraction,
+        ExtractionAbandoned: _abandoned,
+        MemoryActivated: _activated,
+        MemoryReinforced: _reinforced,
+        MemorySuperseded: _superseded,
+        MemoryConflictMarked: _conflict,
+        ExplicitCommandApplied: _command,
+        MemoryPinned: _by_command,
+        MemoryForgotten: _by_command,
+        MemoryPruned: _pruned,
+        SnapshotPrepared: _prepared,
+        TurnBegan: _began,
+        RecallServed: _recall,
+        MemoryAdmitted: _revision,
+        AdmissionRevoked: _revoked,
+        MemoryUsed: _revision,
+        SessionReconciled: _reconciled,
+    },
+    # Their type says it all.
+    ignores=(SessionSealed, TurnCompleted),
+)
+"""The summary of each event class."""

@@ -13,30 +13,43 @@ was recalled in, admitted into and used in. Every step carries its ledger positi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands import errors as commands_errors
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import CommandRejectedError
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
+    AdmissionRevoked,
     CandidateExtracted,
+    CandidateRejected,
     ExplicitCommandApplied,
     ExtractedItem,
+    ExtractionAbandoned,
     ExtractionCompleted,
     LedgerEvent,
     MemoryActivated,
+    MemoryAdmitted,
     MemoryConflictMarked,
     MemoryForgotten,
     MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    MemoryUsed,
+    RecallServed,
     SessionOpened,
     SessionReconciled,
+    SessionSealed,
+    SnapshotPrepared,
     TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.ledger.lmdb import decode_record
@@ -60,8 +73,16 @@ __all__ = [
 ]
 
 
-class UnknownMemoryError(ValueError):
-    """No memory has the given id (or id prefix), or a prefix matches several."""
+class UnknownMemoryError(commands_errors.UnknownMemoryError):
+    """No memory has the given id (or id prefix), or a prefix matches several.
+
+    Also the commands' :class:`~memory_ledger.commands.errors.UnknownMemoryError` (one
+    ``except`` catches both); ``reason_code`` is ``"unknown_memory"``, ``"not_a_memory_id"``
+    or ``"ambiguous_memory_id"``.
+    """
+
+    def __init__(self, message: str, reason_code: str = "unknown_memory") -> None:
+        CommandRejectedError.__init__(self, message, reason_code)
 
 
 class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -244,7 +265,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     wanted = text.strip().lower()
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
-        raise UnknownMemoryError(msg)
+        raise UnknownMemoryError(msg, "not_a_memory_id")
     with engine.read_models() as live:
         rows = live.conn.execute(
             "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
@@ -260,7 +281,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
         msg = f"no memory with id {text!r} in {str(engine.path)!r}"
         raise UnknownMemoryError(msg)
     msg = f"memory id prefix {text!r} matches several memories: {', '.join(ids[:5])}"
-    raise UnknownMemoryError(msg)
+    raise UnknownMemoryError(msg, "ambiguous_memory_id")
 
 
 def _transcript(position: int, event: TranscriptObserved) -> TranscriptEvidence:
@@ -375,31 +396,77 @@ class _Sessions:
 
 
 def _history(position: int, event: LedgerEvent) -> HistoryEntry | None:
-    common: dict[str, Any] = {
-        "position": position,
-        "type": type(event).__name__,
-        "revision": event.originator_version,
-        "recorded_at": event.recorded_at,
-        "session_id": getattr(event, "session_id", None),
-        "turn_id": getattr(event, "turn_id", None),
+    """The history entry of a memory-stream event (None for activations and
+    reinforcements: they are origins)."""
+    describe = _HISTORY[type(event)]
+    if describe is None:
+        return None
+    return HistoryEntry(
+        position=position,
+        type=type(event).__name__,
+        revision=event.originator_version,
+        recorded_at=event.recorded_at,
+        session_id=getattr(event, "session_id", None),
+        turn_id=getattr(event, "turn_id", None),
+        **describe(event),
+    )
+
+
+def _superseded(event: MemorySuperseded) -> dict[str, Any]:
+    return {
+        "detail": f"superseded ({event.cause.replace('_', ' ')})",
+        "related_memory": str(event.superseded_by),
     }
-    if isinstance(event, MemorySuperseded):
-        return HistoryEntry(
-            **common,
-            detail=f"superseded ({event.cause.replace('_', ' ')})",
-            related_memory=str(event.superseded_by),
-        )
-    if isinstance(event, MemoryConflictMarked):
-        return HistoryEntry(
-            **common, detail="conflict marked", related_memory=str(event.conflicts_with)
-        )
-    if isinstance(event, MemoryPinned):
-        return HistoryEntry(**common, detail=f"pinned by command {event.command_id}")
-    if isinstance(event, MemoryForgotten):
-        return HistoryEntry(**common, detail=f"forgotten by command {event.command_id}")
-    if isinstance(event, MemoryPruned):
-        return HistoryEntry(**common, detail=f"pruned ({event.rule})")
-    return None
+
+
+def _conflict(event: MemoryConflictMarked) -> dict[str, Any]:
+    return {"detail": "conflict marked", "related_memory": str(event.conflicts_with)}
+
+
+def _pinned(event: MemoryPinned) -> dict[str, Any]:
+    return {"detail": f"pinned by command {event.command_id}"}
+
+
+def _forgotten(event: MemoryForgotten) -> dict[str, Any]:
+    return {"detail": f"forgotten by command {event.command_id}"}
+
+
+def _pruned(event: MemoryPruned) -> dict[str, Any]:
+    return {"detail": f"pruned ({event.rule})"}
+
+
+_HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
+    "explain: history entries of a memory stream",
+    {
+        MemorySuperseded: _superseded,
+        MemoryConflictMarked: _conflict,
+        MemoryPinned: _pinned,
+        MemoryForgotten: _forgotten,
+        MemoryPruned: _pruned,
+    },
+    # Activations and reinforcements are origins; the rest never is in a memory stream.
+    ignores=(
+        MemoryActivated,
+        MemoryReinforced,
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        RecallServed,
+        MemoryAdmitted,
+        AdmissionRevoked,
+        MemoryUsed,
+        TurnCompleted,
+    ),
+)
+"""What each event of a memory stream adds to its history (detail, related memory)."""
 
 
 def _rows(engine: MemoryEngine, sql: str, params: list[Any]) -> list[dict[str, Any]]:
