@@ -19,6 +19,7 @@ from benchmarks.locomo_data import CATEGORIES, Conversation, Question
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.fusion import HybridFusion
 from memory_ledger.commands.lexical import analyze_document, analyze_query
+from memory_ledger.commands.recall import build_index
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 KS = (1, 5, 10)
@@ -73,10 +74,8 @@ class Scores:
 def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) -> list[Channels]:
     """Read every question's channels of ``conversation`` from ``engine``."""
     ns = Namespace("locomo", conversation.sample_id, "conversation")
-    position = engine.catch_up()
-    with engine.canonical.lock:
-        index, by_id = engine.recall_index.docs(ns, position)
-        docs = dict(by_id)
+    docs = {doc.memory_id: doc for doc in engine.retrievable_memories(ns)}
+    index = build_index(docs.values())  # what the engine's recall index holds
     plain = BM25Index.build(
         IndexedDoc(
             doc_id=d.memory_id, position=d.position, text=analyze_document(d.subject, d.statement)
@@ -88,8 +87,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
     out = []
     for q in conversation.questions:
         analyzed = analyze_query(q.text)
-        with engine.canonical.lock:
-            lexical = [(s.doc_id, s.score) for s in index.search(analyzed, DEPTH)]
+        lexical = [(s.doc_id, s.score) for s in index.search(analyzed, DEPTH)]
         lexical_plain = [(s.doc_id, s.score) for s in plain.search(analyzed, DEPTH)]
         statement: dict[str, float] = {}
         source: dict[str, float] = {}
@@ -98,7 +96,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
             vector, _ = channel.embed_query(q.text)
             if vector is not None:
                 ids = [d for d, _ in lexical]
-                with engine.canonical.lock:
+                with engine.read_models(catch_up=False):  # the channel reads the file
                     for field, into in (("statement", statement), ("source", source)):
                         into.update(channel.cosines(ns, vector, docs, ids, (field,)))
                         into.update(channel.search(ns, vector, docs, DEPTH, (field,)))
