@@ -18,6 +18,7 @@ BENCHMARKS = {
     "memory": "benchmarks.memory",
     "mcp": "benchmarks.mcp",
     "startup": "benchmarks.startup",
+    "workspace": "benchmarks.workspace",
     "all": "benchmarks.run_all",
 }
 

@@ -45,6 +45,7 @@ OUTPUTS = {
     "memory": "memory.json",
     "mcp": "mcp.json",
     "startup": "startup.json",
+    "workspace": "workspace.json",
 }
 
 
