@@ -19,7 +19,9 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
     context_max_tokens_per_source = 2500
     store_dir = ".memory-ledger"           # relative to the TOML file's folder
     embeddings = "none"                    # semantic channel: "none" (lexical recall only),
-                                           # "local" (bundled MiniLM; the embeddings extra)
+                                           # "local" (bundled MiniLM; the embeddings extra),
+                                           # "lite" (bundled multilingual e5, no PyTorch;
+                                           # the embeddings-lite extra)
                                            # or "openai" (an OpenAI-compatible endpoint)
     embeddings_base_url = ""               # openai: base URL, e.g. "http://127.0.0.1:8080/v1"
     embeddings_model = ""                  # openai: model name
@@ -68,7 +70,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     context_max_items_per_source: int = 6
     context_max_tokens_per_source: int = 2500
     store_dir: str = ".memory-ledger"
-    embeddings: Literal["none", "local", "openai"] = "none"
+    embeddings: Literal["none", "local", "lite", "openai"] = "none"
     embeddings_base_url: str = ""
     embeddings_model: str = ""
     embeddings_dimension: int = 0

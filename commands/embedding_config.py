@@ -12,12 +12,16 @@ __all__ = ["provider_from_config"]
 
 def provider_from_config(config: MemoryConfig) -> EmbeddingProvider | None:
     """None for ``embeddings = "none"`` (lexical recall only); the bundled MiniLM for
-    ``"local"``; an :class:`~commands.openai_embeddings.OpenAIEmbeddingProvider` for
-    ``"openai"``, its key read from the environment variable ``embeddings_api_key_env``
-    (none when unset: a local server may need no key).
+    ``"local"``; the bundled multilingual e5 without PyTorch for ``"lite"``
+    (:class:`~commands.lite_embeddings.E5LiteProvider`); an
+    :class:`~commands.openai_embeddings.OpenAIEmbeddingProvider` for ``"openai"``, its key
+    read from the environment variable ``embeddings_api_key_env`` (none when unset: a local
+    server may need no key).
 
     :raises commands.local_embeddings.EmbeddingsNotInstalledError: ``"local"`` without the
         ``embeddings`` extra installed.
+    :raises commands.lite_embeddings.EmbeddingsLiteNotInstalledError: ``"lite"`` without
+        the ``embeddings-lite`` extra installed.
     :raises commands.embeddings.EmbeddingError: the local model cannot be loaded.
     :raises ValueError: the endpoint settings are invalid (the message names them).
     """
@@ -25,6 +29,10 @@ def provider_from_config(config: MemoryConfig) -> EmbeddingProvider | None:
         from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
 
         return SentenceTransformerProvider()
+    if config.embeddings == "lite":
+        from memory_ledger.commands.lite_embeddings import E5LiteProvider
+
+        return E5LiteProvider()
     if config.embeddings == "openai":
         from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
 

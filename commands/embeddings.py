@@ -130,7 +130,9 @@ class EmbeddingProvider(Protocol):
 
     ``embed(texts)`` returns one vector per text, in order: a 2-D array-like of shape
     ``(len(texts), descriptor.dimension)``. It may raise any exception; the engine turns it
-    into :class:`EmbeddingError` (``provider_failed``).
+    into :class:`EmbeddingError` (``provider_failed``). A provider may also offer
+    ``embed_queries(texts)`` (same shape): recall queries then go through it (E5 models
+    embed queries and passages with different prefixes).
     """
 
     @property
@@ -212,10 +214,17 @@ def validate_vectors(
 
 
 def embed_checked(
-    provider: EmbeddingProvider, expected: EmbeddingDescriptor, texts: Sequence[str]
+    provider: EmbeddingProvider,
+    expected: EmbeddingDescriptor,
+    texts: Sequence[str],
+    *,
+    query: bool = False,
 ) -> npt.NDArray[np.float32]:
     """Call ``provider.embed(texts)`` and validate the answer (:func:`validate_vectors`).
 
+    :param query: the texts are search queries: a provider with an ``embed_queries``
+        method (models trained with a query prefix, such as E5) is called through it;
+        others through ``embed``.
     :param expected: the descriptor recorded when the provider was attached; a provider
         whose descriptor differs now is refused (``descriptor_drift``) before it is called.
     :raises EmbeddingError: the provider raised (``provider_failed``, the original
@@ -231,7 +240,8 @@ def embed_checked(
     if not texts:
         return np.zeros((0, expected.dimension), dtype=np.float32)
     try:
-        raw = provider.embed(list(texts))
+        embed = getattr(provider, "embed_queries", None) if query else None
+        raw = embed(list(texts)) if callable(embed) else provider.embed(list(texts))
     except EmbeddingError:
         raise
     except Exception as e:

@@ -5,8 +5,10 @@
   BM25 search over the in-process index costs microseconds). Documents are
   ``subject + " " + statement``; ties break by score, then the memory's creation position,
   then its id (DESIGN.md section 5).
-- Fusion is reciprocal-rank fusion (Cormack, Clarke and Buettcher, SIGIR 2009) with
-  ``k = 60``: ``score(d) = sum over rankings of 1 / (k + rank(d))``.
+- Canonical memory's lexical and semantic channels are fused by :mod:`commands.fusion`
+  (per-query min-max normalisation by default); rankings whose scores are not comparable
+  (session facts, snapshots) by reciprocal-rank fusion (Cormack, Clarke and Buettcher,
+  SIGIR 2009) with ``k = 60``: ``score(d) = sum over rankings of 1 / (k + rank(d))``.
 - ``about``/``attribute`` hints only reorder (a stable partition), never filter (seed 004:
   a hint that filtered would turn a wrong guess into a missed memory).
 """
@@ -19,6 +21,14 @@ from typing import Any, Literal
 
 import msgspec
 
+from memory_ledger.commands.fusion import (
+    DEFAULT_FUSION,
+    LEGACY_FUSION,
+    PLAIN_RRF,
+    RRF_K,
+    HybridFusion,
+    rrf_fuse,
+)
 from memory_ledger.commands.lexical import analyze_document, analyze_query
 from memory_ledger.commands.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
@@ -27,6 +37,7 @@ from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 __all__ = [
     "DEFAULT_FUSION",
+    "LEGACY_FUSION",
     "PLAIN_RRF",
     "RRF_K",
     "HybridFusion",
@@ -35,12 +46,11 @@ __all__ = [
     "RecallHit",
     "RecallResult",
     "RecallScope",
+    "RelatedMemory",
+    "RelationKind",
     "apply_hints",
     "rrf_fuse",
 ]
-
-RRF_K = 60
-"""The reciprocal-rank-fusion constant (Cormack et al. 2009)."""
 
 
 class RecallScope(msgspec.Struct, frozen=True):
@@ -54,11 +64,29 @@ class RecallScope(msgspec.Struct, frozen=True):
     item_scope: Literal["user", "workspace"] | None = None
 
 
+RelationKind = Literal["supersedes", "superseded_by", "conflicts_with"]
+"""How a related memory relates to a hit: the hit ``supersedes`` it, is ``superseded_by``
+it, or ``conflicts_with`` it (relations recorded by ``supersedes`` / ``conflicts_with``)."""
+
+
+class RelatedMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """A one-hop relation annotation on a hit (read only when the recall policy allows
+    ``related_lookups``; seed 000): the related memory's id, statement, status and
+    revision."""
+
+    relation: RelationKind
+    memory_id: str
+    statement: str
+    status: str
+    revision: int
+
+
 class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     """One recalled memory: 1-based ``rank``, ``score`` and its provenance.
 
     ``origin`` is ``canonical`` or ``session`` (a provisional fact of this session, not yet
-    reconciled); ``revision`` is the canonical revision (None for session facts).
+    reconciled); ``revision`` is the canonical revision (None for session facts);
+    ``related``: relation annotations (empty unless the recall policy allows lookups).
     """
 
     rank: int
@@ -72,6 +100,7 @@ class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
     origin: Literal["canonical", "session"] = "canonical"
     revision: int | None = None
     tags: tuple[str, ...] = ()
+    related: tuple[RelatedMemory, ...] = ()
 
 
 class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -120,6 +149,9 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
     importance: float
     context: str | None = None
     """The start of the transcript the memory was extracted from (indexed, not returned)."""
+    supersedes: tuple[str, ...] = ()
+    superseded_by: str | None = None
+    conflicts_with: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, row: dict[str, Any], context: str | None = None) -> MemoryDoc:
@@ -139,9 +171,13 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
             revision=row["revision"],
             importance=row["importance"],
             context=context,
+            supersedes=tuple(row.get("supersedes") or ()),
+            superseded_by=row.get("superseded_by"),
+            conflicts_with=tuple(row.get("conflicts_with") or ()),
         )
 
     def hit(self, rank: int, score: float) -> RecallHit:
+        """This memory as the ``rank``-th hit with ``score`` (no relation annotations)."""
         return RecallHit(
             rank=rank,
             memory_id=self.memory_id,
@@ -170,88 +206,6 @@ def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
     (:func:`commands.lexical.analyze_document`); search it with
     :func:`commands.lexical.analyze_query` of the query."""
     return BM25Index.build(_indexed(d) for d in docs)
-
-
-def rrf_fuse(
-    rankings: Sequence[Sequence[str]],
-    k: int = RRF_K,
-    weights: Sequence[float] | None = None,
-) -> list[tuple[str, float]]:
-    """Reciprocal-rank fusion of ranked id lists: ``(id, score)``, best first.
-
-    ``score(d) = sum_i weights[i] / (k + rank_i(d))`` (Cormack et al. 2009; weights 1.0 by
-    default). Ties break by the best rank an id reached, then by the first ranking it
-    appeared in (earlier rankings are preferred: pass the live search first), then by the id.
-    """
-    scores: dict[str, float] = {}
-    best: dict[str, tuple[int, int]] = {}
-    for index, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[index]
-        for rank, doc_id in enumerate(ranking, start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + weight / (k + rank)
-            best[doc_id] = min(best.get(doc_id, (rank, index)), (rank, index))
-    return sorted(scores.items(), key=lambda item: (-item[1], best[item[0]], item[0]))
-
-
-class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
-    """How the lexical and semantic rankings of canonical memory are fused.
-
-    ``method="score"`` (the default, :data:`DEFAULT_FUSION`): a convex combination of the
-    cosine and the max-normalized BM25 score, ``alpha * cosine + (1 - alpha) * bm25 /
-    max(bm25)`` over the union of both channels' top ``depth`` (a memory missing from a
-    channel scores 0 there); ties by ledger position, then id.
-
-    ``method="rrf"``: weighted reciprocal-rank fusion, ``lexical_weight / (k + lexical
-    rank) + semantic_weight / (k + semantic rank)``; ``k = 60`` with equal weights is plain
-    RRF (Cormack, Clarke and Buettcher, SIGIR 2009), :data:`PLAIN_RRF`.
-
-    On LoCoMo (``python -m benchmarks locomo``, 1,035 questions) score fusion with
-    ``alpha = 0.7`` reached Recall@5 0.69 where plain RRF reached about 0.65; RRF stays the
-    fusion for rankings whose scores are not comparable (session facts, snapshots).
-    """
-
-    method: Literal["score", "rrf"] = "score"
-    alpha: float = 0.7
-    k: int = RRF_K
-    lexical_weight: float = 1.0
-    semantic_weight: float = 1.0
-    depth: int = 100
-
-    def fuse_scores(
-        self,
-        lexical: Sequence[tuple[str, float]],
-        semantic: Sequence[str],
-        cosines: dict[str, float],
-        position: Callable[[str], int],
-    ) -> list[tuple[str, float]]:
-        """Fuse a lexical ranking ``(id, bm25)`` (best first) with a semantic ranking of
-        ids (best first); ``cosines`` holds the verified cosine of any id known to the
-        semantic channel. Returns ``(id, fused score)``, best first."""
-        lexical = lexical[: self.depth]
-        semantic = semantic[: self.depth]
-        if self.method == "rrf":
-            return rrf_fuse(
-                [[doc_id for doc_id, _ in lexical], semantic],
-                self.k,
-                (self.lexical_weight, self.semantic_weight),
-            )
-        top = lexical[0][1] if lexical and lexical[0][1] > 0 else 0.0
-        bm25 = dict(lexical)
-        scores: dict[str, float] = {}
-        for doc_id in [*(d for d, _ in lexical), *semantic]:
-            if doc_id not in scores:
-                lexical_part = bm25.get(doc_id, 0.0) / top if top else 0.0
-                scores[doc_id] = (
-                    self.alpha * cosines.get(doc_id, 0.0) + (1.0 - self.alpha) * lexical_part
-                )
-        return sorted(scores.items(), key=lambda item: (-item[1], position(item[0]), item[0]))
-
-
-DEFAULT_FUSION = HybridFusion()
-"""The fusion recall uses when a semantic channel is attached (score fusion, alpha 0.7)."""
-
-PLAIN_RRF = HybridFusion(method="rrf")
-"""Unweighted RRF with k = 60 (the design's documented rank fusion), for comparison."""
 
 
 def _norm(text: str | None) -> str:

@@ -6,6 +6,10 @@ command path, verified against canonical memory before anything is served.
   matrix per namespace, refreshed incrementally (new vector rows by ``seq``; rows of
   memories that stopped being retrievable marked dead from
   ``canonical_memory.updated_position``).
+- A memory has up to two vectors: its statement and, when it has provenance, the start of
+  the transcript turn it was extracted from (``field`` ``source``; more evidence per memory,
+  the transcript says what the one-line statement leaves out). A memory's semantic score is
+  the better of its vectors' cosines.
 - Search is exact: one matrix-vector product over the namespace's live rows (unit vectors,
   so the dot product is the cosine), ties broken by memory id. Every candidate is checked
   against the current canonical document before it is returned: the memory must be
@@ -30,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Protocol
 
 import numpy as np
@@ -48,7 +53,7 @@ from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.store import ProjectionDamagedError, is_damage
-from memory_ledger.projections.vectors import PendingMemory, StoredVectors, VectorStore
+from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
 
 __all__ = [
     "OFF",
@@ -56,6 +61,7 @@ __all__ = [
     "SemanticChannel",
     "SemanticStatus",
     "VerifiableDoc",
+    "source_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,6 +76,15 @@ class VerifiableDoc(Protocol):
     @property
     def statement(self) -> str: ...
 
+    @property
+    def context(self) -> str | None: ...
+
+
+def source_text(doc: VerifiableDoc) -> str:
+    """The text a memory's ``source`` vector embeds: the start of its source transcript
+    (``MemoryDoc.context``), or its statement when the transcript cannot be read."""
+    return doc.context if doc.context else embedding_text(doc.subject, doc.statement)
+
 
 class _NamespaceVectors:
     """In-process copy of one namespace's vector rows: a growing matrix plus a live mask.
@@ -83,9 +98,12 @@ class _NamespaceVectors:
         self.ids: list[str] = []
         self.revisions: list[int] = []
         self.digests: list[str] = []
-        self.row_of: dict[str, int] = {}
+        self.fields: list[str] = []
+        self.row_of: dict[tuple[str, str], int] = {}
+        self.rows_of: dict[str, list[int]] = {}
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
         self.alive = np.zeros(0, dtype=bool)
+        self.source = np.zeros(0, dtype=bool)
         self.last_seq = 0
         self.built_position = built_position
         self.dead = 0
@@ -106,29 +124,37 @@ class _NamespaceVectors:
             matrix[:start] = self.matrix[:start]
             alive = np.zeros(capacity, dtype=bool)
             alive[:start] = self.alive[:start]
-            self.matrix, self.alive = matrix, alive
+            source = np.zeros(capacity, dtype=bool)
+            source[:start] = self.source[:start]
+            self.matrix, self.alive, self.source = matrix, alive, source
         self.matrix[start:need] = stored.matrix
         self.alive[start:need] = True
+        fields = stored.fields or ("statement",) * count
         for offset, memory_id in enumerate(stored.memory_ids):
             row = start + offset
-            old = self.row_of.get(memory_id)
+            field = fields[offset]
+            old = self.row_of.get((memory_id, field))
             if old is not None and self.alive[old]:
                 self.alive[old] = False
                 self.dead += 1
-            self.row_of[memory_id] = row
+            self.row_of[(memory_id, field)] = row
+            self.rows_of.setdefault(memory_id, []).append(row)
+            self.source[row] = field == "source"
             self.ids.append(memory_id)
             self.revisions.append(stored.revisions[offset])
             self.digests.append(stored.digests[offset])
+            self.fields.append(field)
         self.last_seq = stored.last_seq
 
     def retire(self, memory_id: str, retrievable: bool) -> None:
-        """The canonical row changed: its vector is a candidate exactly while the memory is
-        retrievable (verification still checks the text)."""
-        row = self.row_of.get(memory_id)
-        if row is None or bool(self.alive[row]) == retrievable:
-            return
-        self.alive[row] = retrievable
-        self.dead += -1 if retrievable else 1
+        """The canonical row changed: its vectors are candidates exactly while the memory
+        is retrievable (verification still checks the text)."""
+        for field in FIELDS:
+            row = self.row_of.get((memory_id, field))
+            if row is None or bool(self.alive[row]) == retrievable:
+                continue
+            self.alive[row] = retrievable
+            self.dead += -1 if retrievable else 1
 
     def compacted(self, built_position: int) -> _NamespaceVectors:
         """A copy holding only the live rows (dead rows cost every query a multiply)."""
@@ -136,18 +162,27 @@ class _NamespaceVectors:
         keep = np.flatnonzero(self.alive[: len(self.ids)])
         fresh.matrix = np.ascontiguousarray(self.matrix[keep])
         fresh.alive = np.ones(len(keep), dtype=bool)
+        fresh.source = np.ascontiguousarray(self.source[keep])
         for new_row, old_row in enumerate(keep.tolist()):
-            fresh.ids.append(self.ids[old_row])
+            memory_id, field = self.ids[old_row], self.fields[old_row]
+            fresh.ids.append(memory_id)
             fresh.revisions.append(self.revisions[old_row])
             fresh.digests.append(self.digests[old_row])
-            fresh.row_of[self.ids[old_row]] = new_row
+            fresh.fields.append(field)
+            fresh.row_of[(memory_id, field)] = new_row
+            fresh.rows_of.setdefault(memory_id, []).append(new_row)
         fresh.last_seq = self.last_seq
         return fresh
 
-    def top(self, query: npt.NDArray[np.float32], depth: int) -> list[tuple[int, float]]:
-        """Best ``depth`` live rows by dot product: ``(row, score)``, best first, ties by
-        memory id; rows tied with the last one are all included (so the result does not
-        depend on how the partition split equal scores)."""
+    def top(
+        self,
+        query: npt.NDArray[np.float32],
+        depth: int,
+        fields: Sequence[str] = FIELDS,
+    ) -> list[tuple[int, float]]:
+        """Best ``depth`` live rows of ``fields`` by dot product: ``(row, score)``, best
+        first, ties by memory id then field; rows tied with the last one are all included
+        (so the result does not depend on how the partition split equal scores)."""
         size = len(self.ids)
         take = min(depth, size - self.dead)
         if take <= 0:
@@ -155,6 +190,10 @@ class _NamespaceVectors:
         scores = self.matrix[:size] @ query  # float32: one sgemv
         if self.dead:
             scores[~self.alive[:size]] = -np.inf
+        if "source" not in fields:
+            scores[self.source[:size]] = -np.inf
+        elif "statement" not in fields:
+            scores[~self.source[:size]] = -np.inf
         if take < size:
             threshold = scores[np.argpartition(scores, size - take)[size - take]]
             picked = np.flatnonzero(scores >= threshold)
@@ -163,7 +202,7 @@ class _NamespaceVectors:
         values = scores[picked]
         keep = np.isfinite(values)
         out = list(zip(picked[keep].tolist(), values[keep].tolist(), strict=True))
-        out.sort(key=lambda item: (-item[1], self.ids[item[0]]))
+        out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
         return out
 
 
@@ -176,6 +215,9 @@ class SemanticChannel:
     :param changed_at: ``ProjectionRunner.changed_at`` (last content-changing position per
         namespace key).
     :param position: the projection position now (``ProjectionRunner.position``).
+    :param source_of: reads a memory's source transcript from its
+        ``transcript_positions`` (``commands.lexical.SourceTranscripts``); with it each
+        memory with provenance also gets a ``source`` vector.
     :raises EmbeddingError: the provider's descriptor cannot be read
         (``provider_failed``).
     """
@@ -186,8 +228,12 @@ class SemanticChannel:
         canonical: CanonicalMemory,
         changed_at: Callable[[str], int],
         position: Callable[[], int],
+        source_of: Callable[[Sequence[int]], str | None] | None = None,
     ) -> None:
         self.provider = provider
+        self._source_of = source_of
+        self.fields: tuple[str, ...] = FIELDS if source_of is not None else ("statement",)
+        """The vector fields indexed (``source`` only with a transcript reader)."""
         try:
             descriptor = provider.descriptor
         except Exception as e:
@@ -222,7 +268,7 @@ class SemanticChannel:
         """The query's unit vector, or None with a ``degraded`` status (never raises)."""
         started = time.perf_counter()
         try:
-            vector = embed_checked(self.provider, self.descriptor, [query])[0]
+            vector = embed_checked(self.provider, self.descriptor, [query], query=True)[0]
         except EmbeddingError as e:
             elapsed = (time.perf_counter() - started) * 1000
             log.warning("semantic channel degraded for a query: %s", e.reason_code)
@@ -265,34 +311,43 @@ class SemanticChannel:
         query_vector: npt.NDArray[np.float32],
         docs: Mapping[str, VerifiableDoc],
         depth: int,
+        fields: Sequence[str] | None = None,
     ) -> list[tuple[str, float]]:
-        """Top ``depth`` memory ids of ``namespace`` by cosine: ``(memory_id, cosine)``.
+        """Top ``depth`` memory ids of ``namespace`` by semantic score: ``(memory_id,
+        score)``, best first; a memory's score is the best cosine of its vectors of
+        ``fields`` (default: every field indexed).
 
         ``docs`` are the namespace's current retrievable documents by memory id (the
         lexical index's map, at the projection position of this recall); a vector row is
-        returned only when its memory is in ``docs`` and its current text has the row's
-        content digest. Call with the canonical lock held.
+        used only when its memory is in ``docs`` and the document's current text of that
+        field has the row's content digest. Call with the canonical lock held.
         """
+        wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
-        out: list[tuple[str, float]] = []
-        fetch = max(depth * 2, 16)
+        out: dict[str, float] = {}
+        fetch = max(depth * 2 * len(wanted), 16)
         while True:
-            ranked = vectors.top(query_vector, fetch)
-            out = []
+            ranked = vectors.top(query_vector, fetch, wanted)
+            out = {}
             for row, score in ranked:
-                doc = docs.get(vectors.ids[row])
-                if doc is None or not self._verified(doc, vectors.digests[row]):
+                memory_id = vectors.ids[row]
+                if memory_id in out:
+                    continue  # rows come best first: the memory's best vector is in
+                doc = docs.get(memory_id)
+                if doc is None or not self._verified(
+                    doc, vectors.digests[row], vectors.fields[row]
+                ):
                     continue
-                out.append((vectors.ids[row], score))
+                out[memory_id] = score
                 if len(out) >= depth:
-                    return out
+                    return list(out.items())
             if len(ranked) < fetch:
-                return out
+                return list(out.items())
             fetch *= 4
 
-    def _verified(self, doc: VerifiableDoc, digest: str) -> bool:
-        """The vector's digest is that of the document's current embedded text."""
-        text = embedding_text(doc.subject, doc.statement)
+    def _verified(self, doc: VerifiableDoc, digest: str, field: str = "statement") -> bool:
+        """The vector's digest is that of the document's current text of ``field``."""
+        text = source_text(doc) if field == "source" else embedding_text(doc.subject, doc.statement)
         known = self._digests.get(text)
         if known is None:
             if len(self._digests) >= 200_000:
@@ -306,25 +361,36 @@ class SemanticChannel:
         query_vector: npt.NDArray[np.float32],
         docs: Mapping[str, VerifiableDoc],
         memory_ids: Sequence[str],
+        fields: Sequence[str] | None = None,
     ) -> dict[str, float]:
-        """Verified cosines of the given memories (those without a current vector are left
-        out). Call with the canonical lock held, after :meth:`search` of the same query."""
+        """Verified semantic scores of the given memories: the best cosine of each one's
+        vectors of ``fields`` (default: every field indexed); memories without a current
+        vector are left out. Call with the canonical lock held, after :meth:`search` of the
+        same query."""
+        wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
         rows: list[int] = []
         ids: list[str] = []
         for memory_id in memory_ids:
-            row = vectors.row_of.get(memory_id)
             doc = docs.get(memory_id)
-            if row is None or doc is None or not vectors.alive[row]:
+            if doc is None:
                 continue
-            if not self._verified(doc, vectors.digests[row]):
-                continue
-            rows.append(row)
-            ids.append(memory_id)
+            for field in wanted:
+                row = vectors.row_of.get((memory_id, field))
+                if row is None or not vectors.alive[row]:
+                    continue
+                if not self._verified(doc, vectors.digests[row], field):
+                    continue
+                rows.append(row)
+                ids.append(memory_id)
         if not rows:
             return {}
         scores = vectors.matrix[np.asarray(rows)] @ query_vector
-        return {memory_id: float(score) for memory_id, score in zip(ids, scores, strict=True)}
+        out: dict[str, float] = {}
+        for memory_id, score in zip(ids, scores.tolist(), strict=True):
+            if memory_id not in out or score > out[memory_id]:
+                out[memory_id] = float(score)
+        return out
 
     def status(self, namespace: Namespace) -> SemanticStatus:
         """Coverage of ``namespace`` now (cached until its content or the vectors move)."""
@@ -358,9 +424,10 @@ class SemanticChannel:
     # Indexing ------------------------------------------------------------------------------
 
     def pending(self, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
-        """Retrievable memories without a current vector (takes the canonical lock)."""
+        """Retrievable memories without a current vector of a field indexed (takes the
+        canonical lock)."""
         with self.lock:
-            return self.vectors.pending(self.model_key, limit, skip)
+            return self.vectors.pending(self.model_key, limit, skip, self.fields)
 
     def content_stamp(self) -> tuple[int, int]:
         """``(max updated_position, rows)`` of canonical memory: unchanged means no memory
@@ -372,7 +439,15 @@ class SemanticChannel:
         """How many retrievable memories (of ``namespace``, or all) lack a current vector."""
         ns = (namespace.tenant, namespace.principal, namespace.scope_id) if namespace else None
         with self.lock:
-            return self.vectors.count_pending(self.model_key, ns)
+            return self.vectors.count_pending(self.model_key, ns, self.fields)
+
+    def _text(self, memory: PendingMemory) -> str:
+        """What ``memory``'s pending vector embeds (see :func:`source_text`)."""
+        statement = embedding_text(memory.subject, memory.statement)
+        if memory.field != "source":
+            return statement
+        context = self._source_of(memory.transcript_positions) if self._source_of else None
+        return context if context else statement
 
     def embed_and_store(self, batch: Sequence[PendingMemory]) -> int:
         """Embed ``batch`` (reusing stored vectors of identical content) and write it.
@@ -385,7 +460,7 @@ class SemanticChannel:
         """
         if not batch:
             return 0
-        texts = [embedding_text(m.subject, m.statement) for m in batch]
+        texts = [self._text(m) for m in batch]
         digests = [content_digest(t) for t in texts]
         with self.lock:
             reused = self.vectors.reusable(self.model_key, digests)
@@ -444,6 +519,11 @@ class EmbeddingIndexer:
         self._clean: tuple[int, int] | None = None
         self.embedded = 0
         """Vectors computed by the provider so far (reused ones not counted)."""
+        self.failed_batches = 0
+        """Provider calls that failed or were rejected since the indexer started."""
+        self.last_refresh: tuple[datetime, int] | None = None
+        """When (UTC) and at which projection position the indexer last found every
+        retrievable memory embedded (None: not yet in this process)."""
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -453,6 +533,14 @@ class EmbeddingIndexer:
                 target=self._run, name="memory-ledger-embeddings", daemon=True
             )
             self._thread.start()
+
+    @property
+    def consecutive_failures(self) -> int:
+        """Failed batches since the last one that succeeded."""
+        return self._failures
+
+    def _completed(self, position: int) -> None:
+        self.last_refresh = (datetime.now(UTC), position)
 
     def kick(self) -> None:
         """Ask the thread to look for work now (cheap; called after every append)."""
@@ -465,20 +553,29 @@ class EmbeddingIndexer:
 
         :raises EmbeddingError: a batch failed (what was written before it stays).
         """
-        self._catch_up()
+        position = self._catch_up()
         written = 0
         while True:
             batch = self.channel.pending(max(self.batch_size, BULK_BATCH_SIZE))
             if not batch:
+                self._completed(position)
                 return written
-            self.embedded += self.channel.embed_and_store(batch)
+            try:
+                self.embedded += self.channel.embed_and_store(batch)
+            except EmbeddingError as e:
+                self.channel.last_error = e
+                self.failed_batches += 1
+                self._failures += 1
+                raise
+            self._failures = 0
+            self.channel.last_error = None
             written += len(batch)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             batch: list[PendingMemory] = []
             try:
-                self._catch_up()
+                position = self._catch_up()
                 now = time.monotonic()
                 self._skip = {k: v for k, v in self._skip.items() if v > now}
                 stamp = self.channel.content_stamp()
@@ -491,9 +588,11 @@ class EmbeddingIndexer:
                         continue
                     if not self._skip:
                         self._clean = stamp  # nothing to do until canonical memory moves
+                        self._completed(position)
             except EmbeddingError as e:
                 self.channel.last_error = e
                 self._failures += 1
+                self.failed_batches += 1
                 delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
                 first = batch[0].memory_id if batch else None
                 self._same_batch = self._same_batch + 1 if first == self._last_failed else 1
@@ -556,8 +655,10 @@ class EmbeddingIndexer:
         deadline = time.monotonic() + seconds
         background = self._thread is not None and self._thread.is_alive()
         while True:
-            self._catch_up()
+            position = self._catch_up()
             if self.channel.count_pending(namespace) == 0:
+                if namespace is None:
+                    self._completed(position)
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -572,6 +673,7 @@ class EmbeddingIndexer:
                 self.embedded += self.channel.embed_and_store(batch)
             except EmbeddingError as e:
                 self.channel.last_error = e
+                self.failed_batches += 1
                 return False
 
     def close(self, timeout: float = 10.0) -> None:

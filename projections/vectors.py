@@ -1,6 +1,6 @@
 """``memory_vectors``: embeddings of canonical memories, a derived DuckDB read model.
 
-Columns (one row per memory and model: the latest revision embedded)::
+Columns (one row per memory, model and field: the latest revision embedded)::
 
     tenant, principal, scope_id   the memory's namespace
     memory_id, revision           the canonical_memory row and the revision embedded
@@ -11,6 +11,9 @@ Columns (one row per memory and model: the latest revision embedded)::
     embedded_at                   when the vector was written (wall clock, UTC)
     seq                           insertion order in this file (in-process indexes read
                                   only rows with a higher seq than they hold)
+    field                         what was embedded: ``statement`` (the memory's own text)
+                                  or ``source`` (the start of the transcript turn it was
+                                  extracted from; only memories with provenance have one)
 
 Unlike the event-derived tables, ``memory_vectors`` is not dropped when the projection
 version changes and is not part of :data:`projections.tables.TABLES`: vectors are costly to
@@ -44,7 +47,7 @@ import pyarrow as pa
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.faults import fault
 
-__all__ = ["PendingMemory", "StoredVectors", "VectorStore"]
+__all__ = ["FIELDS", "PendingMemory", "StoredVectors", "VectorStore"]
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS memory_vectors (
@@ -58,9 +61,18 @@ CREATE TABLE IF NOT EXISTS memory_vectors (
     dimension INTEGER NOT NULL,
     vector FLOAT[] NOT NULL,
     embedded_at TIMESTAMPTZ NOT NULL,
-    seq BIGINT NOT NULL
+    seq BIGINT NOT NULL,
+    field VARCHAR NOT NULL DEFAULT 'statement'
 )
 """
+
+# Files written before source vectors existed: their rows are statement vectors.
+_ADD_FIELD = "ALTER TABLE memory_vectors ADD COLUMN IF NOT EXISTS field VARCHAR DEFAULT 'statement'"
+
+FIELDS = ("statement", "source")
+"""What a vector row embeds: the memory's statement, or its source transcript turn."""
+
+_HAS_SOURCE_SQL = "coalesce(len(c.transcript_positions), 0) > 0"
 
 _RETRIEVABLE_SQL = "c.status IN ('active', 'conflicted')"
 
@@ -77,12 +89,14 @@ _SCHEMA = pa.schema(
         ("vector", pa.list_(pa.float32())),
         ("embedded_at", pa.timestamp("us", tz="UTC")),
         ("seq", pa.int64()),
+        ("field", pa.string()),
     ]
 )
 
 
 class PendingMemory(msgspec.Struct, frozen=True, kw_only=True):
-    """A retrievable canonical memory without a vector for the model."""
+    """A retrievable canonical memory without a vector of ``field`` for the model
+    (``transcript_positions``: where its source transcript is, for ``source``)."""
 
     tenant: str
     principal: str
@@ -91,6 +105,8 @@ class PendingMemory(msgspec.Struct, frozen=True, kw_only=True):
     revision: int
     subject: str | None
     statement: str
+    field: str = "statement"
+    transcript_positions: tuple[int, ...] = ()
 
 
 class StoredVectors(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +117,8 @@ class StoredVectors(msgspec.Struct, frozen=True, kw_only=True):
     digests: tuple[str, ...]
     last_seq: int
     matrix: npt.NDArray[np.float32]
+    fields: tuple[str, ...] = ()
+    """Each row's field (``statement`` or ``source``); empty means all statements."""
 
 
 class VectorStore:
@@ -112,6 +130,7 @@ class VectorStore:
     def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
         self.conn = conn
         conn.execute(_CREATE)
+        conn.execute(_ADD_FIELD)
 
     def last_seq(self) -> int:
         """The highest ``seq`` written (0 when empty)."""
@@ -125,19 +144,42 @@ class VectorStore:
         ).fetchall()[0]
         return (int(row[0]), int(row[1]))
 
-    def pending(self, model_key: str, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
-        """Up to ``limit`` retrievable canonical rows with no vector row of ``model_key`` for
-        their current revision, oldest change first; ``skip`` lists memory ids to leave out
-        (e.g. ones whose embedding failed a moment ago)."""
-        skip_sql = "AND c.memory_id NOT IN (SELECT unnest(?::VARCHAR[]))" if skip else ""
-        params: list[object] = [list(skip)] if skip else []
+    def _missing_sql(self, fields: Sequence[str]) -> str:
+        """A UNION of ``(memory columns, field)`` rows lacking a vector of each field."""
+        parts = []
+        for field in fields:
+            extra = f"AND {_HAS_SOURCE_SQL}" if field == "source" else ""
+            parts.append(
+                "SELECT c.tenant, c.principal, c.scope_id, c.memory_id, c.revision, c.subject, "
+                f"c.statement, '{field}' AS field, c.transcript_positions, c.updated_position "
+                f"FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {extra} "
+                "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = $model "
+                f"AND v.memory_id = c.memory_id AND v.revision = c.revision "
+                f"AND v.field = '{field}')"
+            )
+        return " UNION ALL ".join(parts)
+
+    def pending(
+        self,
+        model_key: str,
+        limit: int,
+        skip: Sequence[str] = (),
+        fields: Sequence[str] = ("statement",),
+    ) -> list[PendingMemory]:
+        """Up to ``limit`` (memory, field) pairs of retrievable canonical rows with no
+        vector row of ``model_key`` and that field for their current revision, oldest change
+        first (statements before sources of the same change); ``skip`` lists memory ids to
+        leave out (e.g. ones whose embedding failed a moment ago). ``source`` pairs exist
+        only for memories with a source transcript."""
+        _check_fields(fields)
+        skip_sql = "WHERE memory_id NOT IN (SELECT unnest($skip::VARCHAR[]))" if skip else ""
+        params: dict[str, object] = {"model": model_key, "limit": limit}
+        if skip:
+            params["skip"] = list(skip)
         rows = self.conn.execute(
-            "SELECT c.tenant, c.principal, c.scope_id, c.memory_id, c.revision, c.subject, "
-            f"c.statement FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {skip_sql} "
-            "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
-            "AND v.memory_id = c.memory_id AND v.revision = c.revision) "
-            "ORDER BY c.updated_position, c.memory_id LIMIT ?",
-            [*params, model_key, limit],
+            f"SELECT * FROM ({self._missing_sql(fields)}) {skip_sql} "
+            "ORDER BY updated_position, memory_id, field DESC LIMIT $limit",
+            params,
         ).fetchall()
         return [
             PendingMemory(
@@ -148,34 +190,92 @@ class VectorStore:
                 revision=int(r[4]),
                 subject=r[5],
                 statement=r[6],
+                field=r[7],
+                transcript_positions=tuple(int(p) for p in (r[8] or ())),
             )
             for r in rows
         ]
 
-    def count_pending(self, model_key: str, namespace: tuple[str, str, str] | None = None) -> int:
-        """How many retrievable rows (of one namespace, or all) lack a vector row for their
-        current revision."""
-        ns_sql = "AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?" if namespace else ""
-        params: list[object] = [*namespace] if namespace else []
+    def count_pending(
+        self,
+        model_key: str,
+        namespace: tuple[str, str, str] | None = None,
+        fields: Sequence[str] = ("statement",),
+    ) -> int:
+        """How many (memory, field) pairs of retrievable rows (of one namespace, or all)
+        lack a vector row for their current revision."""
+        _check_fields(fields)
+        ns_sql = "WHERE tenant = $t AND principal = $p AND scope_id = $s" if namespace else ""
+        params: dict[str, object] = {"model": model_key}
+        if namespace:
+            params.update(t=namespace[0], p=namespace[1], s=namespace[2])
         row = self.conn.execute(
-            f"SELECT count(*) FROM canonical_memory c WHERE {_RETRIEVABLE_SQL} {ns_sql} "
-            "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
-            "AND v.memory_id = c.memory_id AND v.revision = c.revision)",
-            [*params, model_key],
+            f"SELECT count(*) FROM ({self._missing_sql(fields)}) {ns_sql}", params
         ).fetchall()[0]
         return int(row[0])
 
-    def coverage(self, model_key: str, namespace: tuple[str, str, str]) -> tuple[int, int]:
-        """``(retrievable, with a vector row for the current revision)`` for one namespace."""
+    def coverage(
+        self, model_key: str, namespace: tuple[str, str, str], field: str = "statement"
+    ) -> tuple[int, int]:
+        """``(eligible, with a vector row of ``field`` for the current revision)`` for one
+        namespace: eligible are the retrievable memories (for ``source``: those with a
+        source transcript)."""
+        _check_fields((field,))
+        extra = f"AND {_HAS_SOURCE_SQL}" if field == "source" else ""
         row = self.conn.execute(
             "SELECT count(*), count(v.memory_id) FROM canonical_memory c "
             "LEFT JOIN (SELECT DISTINCT memory_id, revision FROM memory_vectors "
-            "WHERE model_key = ? AND tenant = ? AND principal = ? AND scope_id = ?) v "
+            "WHERE model_key = ? AND tenant = ? AND principal = ? AND scope_id = ? "
+            "AND field = ?) v "
             "ON v.memory_id = c.memory_id AND v.revision = c.revision "
-            f"WHERE {_RETRIEVABLE_SQL} AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?",
-            [model_key, *namespace, *namespace],
+            f"WHERE {_RETRIEVABLE_SQL} {extra} "
+            "AND c.tenant = ? AND c.principal = ? AND c.scope_id = ?",
+            [model_key, *namespace, field, *namespace],
         ).fetchall()[0]
         return (int(row[0]), int(row[1]))
+
+    def store_coverage(self, model_key: str) -> dict[str, tuple[int, int]]:
+        """``{field: (eligible, embedded)}`` over the whole store (every namespace), as
+        :meth:`coverage` counts them."""
+        out: dict[str, tuple[int, int]] = {}
+        for field in FIELDS:
+            extra = f"AND {_HAS_SOURCE_SQL}" if field == "source" else ""
+            row = self.conn.execute(
+                "SELECT count(*), count(v.memory_id) FROM canonical_memory c "
+                "LEFT JOIN (SELECT DISTINCT memory_id, revision FROM memory_vectors "
+                "WHERE model_key = ? AND field = ?) v "
+                "ON v.memory_id = c.memory_id AND v.revision = c.revision "
+                f"WHERE {_RETRIEVABLE_SQL} {extra}",
+                [model_key, field],
+            ).fetchall()[0]
+            out[field] = (int(row[0]), int(row[1]))
+        return out
+
+    def model_keys(self) -> list[str]:
+        """The model keys that have vector rows in this file, sorted."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT model_key FROM memory_vectors ORDER BY model_key"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def oldest_pending_position(self, model_key: str, fields: Sequence[str] = FIELDS) -> int | None:
+        """The smallest ``updated_position`` of a retrievable memory still lacking a vector
+        of one of ``fields`` (None when nothing is pending): the indexer's lag is measured
+        from it."""
+        _check_fields(fields)
+        row = self.conn.execute(
+            f"SELECT min(updated_position) FROM ({self._missing_sql(fields)})",
+            {"model": model_key},
+        ).fetchall()[0]
+        return None if row[0] is None else int(row[0])
+
+    def last_embedded_at(self, model_key: str) -> datetime | None:
+        """When the newest vector row of ``model_key`` was written (None: never)."""
+        row = self.conn.execute(
+            "SELECT max(embedded_at) FROM memory_vectors WHERE model_key = ?", [model_key]
+        ).fetchall()[0]
+        value = row[0]
+        return value if isinstance(value, datetime) else None
 
     def reusable(
         self, model_key: str, digests: Sequence[str]
@@ -205,9 +305,9 @@ class VectorStore:
         digests: Sequence[str],
         vectors: npt.NDArray[np.float32],
     ) -> int:
-        """Insert one row per memory (``vectors`` row i belongs to ``memories[i]``) in one
-        transaction, replacing the memory's rows of older revisions; rows already present
-        for the same key are not duplicated.
+        """Insert one row per memory (``vectors`` row i belongs to ``memories[i]``, of its
+        ``field``) in one transaction, replacing the memory's rows of older revisions of the
+        same field; rows already present for the same key are not duplicated.
 
         :returns: the highest ``seq`` written.
         :raises InvalidArgumentError: (a ``ValueError``) the lengths disagree.
@@ -238,6 +338,7 @@ class VectorStore:
                     pa.ListArray.from_arrays(offsets, pa.array(flat)),
                     pa.array([now] * count, pa.timestamp("us", tz="UTC")),
                     pa.array(range(base + 1, base + count + 1), pa.int64()),
+                    pa.array([m.field for m in memories], pa.string()),
                 ],
                 schema=_SCHEMA,
             )
@@ -247,13 +348,14 @@ class VectorStore:
                 self.conn.execute(
                     "DELETE FROM memory_vectors v USING _vector_batch b "
                     "WHERE v.model_key = b.model_key AND v.memory_id = b.memory_id "
-                    "AND v.revision < b.revision"
+                    "AND v.field = b.field AND v.revision < b.revision"
                 )
                 self.conn.execute(
-                    "INSERT INTO memory_vectors SELECT b.* FROM _vector_batch b WHERE NOT EXISTS "
-                    "(SELECT 1 FROM memory_vectors v WHERE v.model_key = b.model_key "
+                    "INSERT INTO memory_vectors BY NAME SELECT b.* FROM _vector_batch b "
+                    "WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v "
+                    "WHERE v.model_key = b.model_key "
                     "AND v.memory_id = b.memory_id AND v.revision = b.revision "
-                    "AND v.content_digest = b.content_digest)"
+                    "AND v.field = b.field AND v.content_digest = b.content_digest)"
                 )
             finally:
                 self.conn.unregister("_vector_batch")
@@ -278,7 +380,8 @@ class VectorStore:
             f"SELECT coalesce(max(v.seq), $5) FROM memory_vectors v WHERE {where}", params
         ).fetchall()[0][0]
         table = self.conn.sql(
-            "SELECT v.memory_id, v.revision, v.content_digest, v.seq, v.dimension, v.vector "
+            "SELECT v.memory_id, v.revision, v.content_digest, v.seq, v.dimension, v.vector, "
+            "v.field "
             f"FROM memory_vectors v JOIN canonical_memory c ON c.memory_id = v.memory_id "
             f"AND {_RETRIEVABLE_SQL} WHERE {where} ORDER BY v.seq",
             params=params,
@@ -301,6 +404,7 @@ class VectorStore:
             digests=tuple(table.column("content_digest").to_pylist()),
             last_seq=int(last),
             matrix=matrix,
+            fields=tuple(table.column("field").to_pylist()),
         )
 
     def prune_stale(self, model_key: str | None = None) -> int:
@@ -315,3 +419,10 @@ class VectorStore:
             params,
         ).fetchall()
         return len(row)
+
+
+def _check_fields(fields: Sequence[str]) -> None:
+    unknown = [f for f in fields if f not in FIELDS]
+    if unknown or not fields:
+        msg = f"vector fields must be among {FIELDS}, got {tuple(fields)!r}"
+        raise ValueError(msg)

@@ -120,7 +120,7 @@ def stats_command(
     ctx: typer.Context, store: StoreOption = None, as_json: JsonOption = False
 ) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
-    from memory_ledger.replay.stats import store_stats
+    from memory_ledger.replay.stats import store_stats, vector_health_table
 
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
         report = store_stats(engine)
@@ -175,6 +175,8 @@ def stats_command(
             state,
         )
     common.out.print(slots)
+    if report.vectors:
+        common.out.print(vector_health_table(report))
 
 
 def _explain_tree(lineage: Any) -> Any:

@@ -1,4 +1,7 @@
-"""Store statistics (``memory-ledger stats``): events, namespaces, memories, positions, sizes.
+"""Store statistics (``memory-ledger stats``): events, namespaces, memories, positions, sizes,
+and the semantic channel's maintenance health (vector coverage, indexer lag, failures, last
+refresh; :mod:`commands.maintenance`) for every embedding model with vectors in this
+process's projection file.
 
 Event counts come from the stored topics (no decoding); namespaces and sessions from the
 SessionOpened events (the only ones decoded); memory counts from the engine's projection,
@@ -19,12 +22,22 @@ from pathlib import Path
 import duckdb
 import msgspec
 from eventsourcing.utils import get_topic
+from rich.table import Table
 
 from memory_ledger.commands.engine import MemoryEngine, check_engine
+from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
 from memory_ledger.ledger.events import LedgerEvent, SessionOpened
+from memory_ledger.projections.vectors import VectorStore
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
 
-__all__ = ["NamespaceStats", "SlotStats", "StoreStats", "store_stats"]
+__all__ = [
+    "NamespaceStats",
+    "SlotStats",
+    "StoreStats",
+    "store_stats",
+    "vector_health",
+    "vector_health_table",
+]
 
 
 class NamespaceStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,6 +79,9 @@ class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
     ledger_used_bytes: int
     projection_files: tuple[SlotStats, ...]
     total_bytes: int
+    vectors: tuple[MaintenanceHealth, ...] = ()
+    """Maintenance health per embedding model (the attached provider's, else every model
+    with vectors in the projection file; empty: no vectors)."""
 
 
 def _first_and_last(engine: MemoryEngine, head: int) -> tuple[datetime | None, datetime | None]:
@@ -196,6 +212,7 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
         _slot(engine, p) for p in sorted((engine.path / "projections").glob("slot-*.duckdb"))
     )
     first, last = _first_and_last(engine, head)
+    health = vector_health(engine)
     return StoreStats(
         store=str(engine.path),
         ledger_head=head,
@@ -212,4 +229,38 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
         ledger_used_bytes=used,
         projection_files=slots,
         total_bytes=ledger_bytes + sum(s.bytes for s in slots),
+        vectors=health,
     )
+
+
+def vector_health(engine: MemoryEngine) -> tuple[MaintenanceHealth, ...]:
+    """Maintenance health of the engine's provider (with its indexer's failure counts), or,
+    without one, of every model that has vectors in the projection file (failures unknown:
+    they belong to the process that indexes)."""
+    if engine.semantic is not None:
+        return (engine.maintenance_health(),)
+    head = engine.head
+    with engine.read_models(to=head) as models:
+        vectors = VectorStore(models.conn)
+        return tuple(
+            maintenance_health(vectors, key, ledger_head=head, projection_position=models.position)
+            for key in vectors.model_keys()
+        )
+
+
+def vector_health_table(report: StoreStats) -> Table:
+    """The ``vectors`` part of ``memory-ledger stats`` as a table (one row per model)."""
+    table = Table(title="semantic vectors (maintenance health)")
+    for column in ("model", "state", "coverage", "pending", "lag", "failures", "last refresh"):
+        table.add_column(column)
+    for health in report.vectors:
+        table.add_row(
+            health.model or "",
+            health.state,
+            ", ".join(f"{c.field} {c.embedded}/{c.eligible}" for c in health.coverage),
+            str(health.pending),
+            f"{health.lag_positions} positions",
+            "unknown" if health.failures is None else str(health.failures),
+            "" if health.last_refresh_at is None else health.last_refresh_at.isoformat(),
+        )
+    return table

@@ -68,7 +68,7 @@ def test_an_openai_configuration_attaches_that_endpoint(
         provider = provider_from_config(config)
         assert isinstance(provider, OpenAIEmbeddingProvider)
         assert provider.descriptor.model_key() == "openai-compatible/embed-model/4/n"
-        server.play(Reply(body=embeddings_body(unit_rows(1))))
+        server.play(Reply(body=embeddings_body(unit_rows(2))))  # statement and source turn
         with MemoryEngine.open(
             tmp_path / "store", config=config, index_in_background=False
         ) as engine:
@@ -77,7 +77,7 @@ def test_an_openai_configuration_attaches_that_endpoint(
             session.extractor.provide(1, [make_item("Alice likes espresso.")])  # type: ignore[attr-defined]
             session.observe_final_transcript(1, "user: espresso")
             session.finish()
-            assert engine.index_vectors() == 1
+            assert engine.index_vectors() == 2
         (sent,) = server.requests
         assert sent.headers["authorization"] == "Bearer sk-config-test-key"
         assert sent.body["model"] == "embed-model"

@@ -196,11 +196,11 @@ def test_k_below_one_or_not_an_int_is_refused_everywhere(engine: MemoryEngine, k
     head = engine.head
     session = engine.session(NS, "s2")
     calls: list[tuple[str, Callable[[], object]]] = [
-        ("k", lambda: engine.recall(NS, "tea", k=k)),
         ("k", lambda: session.memory_recent(k=k)),
         ("k", lambda: session.recall_by_tags(["drinks"], k=k)),
     ]
-    if k is not None:  # None means "the default" for these
+    if k is not None:  # None means "the default" for these (the recall policy's limit)
+        calls.append(("k", lambda: engine.recall(NS, "tea", k=k)))
         calls.append(("k", lambda: session.recall("tea", k=k)))
         calls.append(("k", lambda: session.recall_similar("tea", k=k)))
         calls.append(("limit", lambda: list(filter_events(engine, limit=k))))

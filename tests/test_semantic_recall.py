@@ -190,7 +190,8 @@ def active_rows(engine: MemoryEngine, ns: Namespace) -> list[dict[str, Any]]:
 def vector_rows(engine: MemoryEngine) -> list[tuple[str, int, str, str]]:
     with engine.projections.lock:
         rows = engine.projections.conn.execute(
-            "SELECT memory_id, revision, content_digest, model_key FROM memory_vectors ORDER BY seq"
+            "SELECT memory_id, revision, content_digest, model_key FROM memory_vectors "
+            "WHERE field = 'statement' ORDER BY seq"
         ).fetchall()
     return [(str(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows]
 
@@ -218,7 +219,7 @@ def hybrid(store: Path, provider: BagProvider, namespace: Namespace) -> Iterator
     """A hybrid engine (no background thread) holding FACTS, every vector written."""
     with open_engine(store, provider) as engine:
         remember(engine, namespace, "seed", *(make_item(s) for s in FACTS))
-        assert engine.index_vectors() == len(FACTS)
+        assert engine.index_vectors() == 2 * len(FACTS)  # statements and their source turn
         yield engine
 
 
@@ -418,7 +419,7 @@ def test_identical_text_elsewhere_reuses_the_vector_by_digest(
     (copy,) = remember(hybrid, other, "s1", make_item(ESPRESSO))
     provider.calls = 0  # observe embedded its transcript as a query: not counted here
     provider.texts.clear()
-    assert hybrid.index_vectors() == 1
+    assert hybrid.index_vectors() == 2  # its statement and its source turn, both reused
     assert provider.calls == 0 and provider.texts == []
     rows = {r[0]: r for r in vector_rows(hybrid)}
     assert rows[copy][2] == content_digest(embedding_text("Alice", ESPRESSO))
@@ -443,8 +444,8 @@ def test_another_model_gets_its_own_rows(
         status = engine.semantic_status(namespace)
         assert (status.state, status.model, status.embedded) == ("partial", key, 0)
         assert engine.recall(namespace, "coffee drinks", 5).results == ()  # none of v1's
-        assert engine.index_vectors() == len(FACTS)
-        assert sorted(second.texts[-len(FACTS) :]) == sorted(FACTS)
+        assert engine.index_vectors() == 2 * len(FACTS)
+        assert sorted(second.texts[-len(FACTS) - 1 :]) == sorted([*FACTS, "u"])  # "u": turns
         keys = [r[3] for r in vector_rows(engine)]
         assert keys.count("fake/bag-v1/64/n") == len(FACTS) and keys.count(key) == len(FACTS)
         assert set(statements(engine.recall(namespace, "coffee", 2))) == {ESPRESSO, LATTE}
@@ -570,12 +571,18 @@ def test_wait_for_vectors_refuses_a_timeout_that_is_not_a_duration(
         hybrid.wait_for_vectors(timeout)
 
 
-@pytest.mark.parametrize("k", [2.5, "3", None, True])
+@pytest.mark.parametrize("k", [2.5, "3", True])
 def test_recall_refuses_a_k_that_is_not_an_integer(
     hybrid: MemoryEngine, namespace: Namespace, k: Any
 ) -> None:
     with pytest.raises(ValueError, match="k must be an integer"):
         hybrid.recall(namespace, "espresso", k)
+
+
+def test_recall_without_k_returns_the_policy_limit(
+    hybrid: MemoryEngine, namespace: Namespace
+) -> None:
+    assert len(hybrid.recall(namespace, "Alice", None)) == hybrid.recall_policy.limit == 5
 
 
 def test_a_provider_without_a_descriptor_is_refused_at_open(store: Path) -> None:
@@ -608,7 +615,7 @@ def test_a_memory_remembered_again_in_other_wording_is_embedded_again(
         assert row["statement"] != "Alice has a puppy named Miso."
         assert engine.semantic_status(namespace).state == "partial"
         provider.texts.clear()
-        assert engine.index_vectors() == 1
+        assert engine.index_vectors() == 2  # the new statement; its source turn is reused
         assert provider.texts == [row["statement"]]  # new text: embedded again
         assert ids(engine.recall(namespace, "canine", 1)) == [cat]
         assert engine.semantic_status(namespace).state == "ready"
@@ -747,7 +754,7 @@ def test_a_new_revision_with_the_same_text_keeps_its_vector(
     old = next(h for h in before.results if h.memory_id == espresso)
     assert hit.revision == revision and hit.score == pytest.approx(old.score)
     provider.calls = 0
-    assert hybrid.index_vectors() == 1  # the new revision's row ...
+    assert hybrid.index_vectors() == 2  # the new revision's rows (statement, source) ...
     assert provider.calls == 0  # ... reuses the stored vector by its digest
     rows = [r for r in vector_rows(hybrid) if r[0] == espresso]
     assert [r[1] for r in rows] == [revision]  # and replaces the older row
@@ -900,7 +907,7 @@ POSITIONS = {"a": 3, "b": 1, "c": 2, "d": 4, "x": 7, "y": 5}
 
 
 def test_score_fusion_on_a_hand_example() -> None:
-    fusion = HybridFusion(alpha=0.7)
+    fusion = HybridFusion(method="score", alpha=0.7)
     lexical = [("a", 4.0), ("b", 2.0)]
     semantic = ["c", "a"]
     cosines = {"a": 0.5, "c": 0.9, "b": 0.1}
@@ -911,7 +918,7 @@ def test_score_fusion_on_a_hand_example() -> None:
 
 
 def test_a_missing_channel_scores_zero() -> None:
-    fusion = HybridFusion(alpha=0.6)
+    fusion = HybridFusion(method="score", alpha=0.6)
     fused = dict(fusion.fuse_scores([("a", 2.0)], ["d"], {}, POSITIONS.__getitem__))
     assert fused == pytest.approx({"a": 0.4, "d": 0.0})
     only_semantic = fusion.fuse_scores([], ["c", "a"], {"c": 0.5, "a": 0.25}, POSITIONS.get)
@@ -964,7 +971,9 @@ def test_score_fusion_matches_the_formula(
     lexical: dict[str, float], semantic: list[str], cos: dict[str, float], alpha: float
 ) -> None:
     ranked = sorted(lexical.items(), key=lambda item: -item[1])
-    fused = HybridFusion(alpha=alpha).fuse_scores(ranked, semantic, cos, "abcdefgh".index)
+    fused = HybridFusion(method="score", alpha=alpha).fuse_scores(
+        ranked, semantic, cos, "abcdefgh".index
+    )
     top = max(lexical.values(), default=0.0)
     assert {d for d, _ in fused} == set(lexical) | set(semantic)
     for doc_id, score in fused:
