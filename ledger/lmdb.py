@@ -50,7 +50,6 @@ import msgspec
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
-    DatabaseError,
     DataError,
     InfrastructureFactory,
     IntegrityError,
@@ -67,10 +66,23 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.records import (
+    FORMAT_VERSION,
+    GENESIS_HASH,
+    HASH_SIZE,
+    LedgerFormatError,
+    LedgerRecord,
+    chain_hash,
+    check_format_version,
+    decode_body,
+    decode_entry,
+    encode_body,
+)
 
 __all__ = [
     "FORMAT_VERSION",
     "GENESIS_HASH",
+    "HASH_SIZE",
     "LMDBAggregateRecorder",
     "LMDBApplicationRecorder",
     "LMDBDatastore",
@@ -85,16 +97,9 @@ __all__ = [
     "decode_record",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the on-disk record format written by this module."""
-
-GENESIS_HASH = bytes(32)
-"""The previous hash of notification 1 (32 zero bytes)."""
-
 DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 """Initial map size in bytes when ``LMDB_MAP_SIZE`` is not set (sparse on Linux)."""
 
-HASH_SIZE = 32
 _ID = struct.Struct(">Q")
 _MAX_ID = (1 << 64) - 1
 _VERSION_BIAS = 1 << 63
@@ -104,14 +109,6 @@ _META_FORMAT_KEY = b"format_version"
 T = TypeVar("T")
 
 OriginatorIdType = Literal["uuid", "text"]
-
-
-class LedgerFormatError(DatabaseError):
-    """The store was written in a record format this version cannot read.
-
-    Raised on open when the store's ``format_version`` is newer than :data:`FORMAT_VERSION`,
-    or is not an integer.
-    """
 
 
 class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
@@ -126,46 +123,9 @@ class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``e
         self.error = error
 
 
-class LedgerRecord(msgspec.Struct, frozen=True):
-    """One decoded record of the ``log`` database.
-
-    ``record_hash`` is ``sha256(prev_hash || body)``; ``body`` is the stored msgpack bytes.
-    """
-
-    notification_id: int
-    record_hash: bytes
-    body: bytes
-    originator_id: UUID | str
-    originator_version: int
-    topic: str
-    state: bytes
-
-
-_body_encoder = msgspec.msgpack.Encoder()
 _body_decoder = msgspec.msgpack.Decoder()
-
-
-def _encode_body(originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
-    raw_id: bytes | str = originator_id.bytes if isinstance(originator_id, UUID) else originator_id
-    return _body_encoder.encode((raw_id, version, topic, state))
-
-
-def _decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
-    decoded = _body_decoder.decode(body)
-    if not (isinstance(decoded, list) and len(decoded) == 4):
-        msg = "ledger record body is not a 4-element msgpack array"
-        raise msgspec.DecodeError(msg)
-    raw_id, version, topic, state = decoded
-    if not (
-        isinstance(raw_id, bytes | str)
-        and isinstance(version, int)
-        and isinstance(topic, str)
-        and isinstance(state, bytes)
-    ):
-        msg = "ledger record body has fields of the wrong types"
-        raise msgspec.DecodeError(msg)
-    originator_id: UUID | str = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
-    return originator_id, version, topic, state
+_encode_body = encode_body
+_decode_body = decode_body
 
 
 def decode_record(key: bytes, value: bytes) -> LedgerRecord:
@@ -173,17 +133,7 @@ def decode_record(key: bytes, value: bytes) -> LedgerRecord:
 
     Raises :class:`msgspec.DecodeError` (a ``ValueError``) when the body is not a valid record.
     """
-    body = bytes(value[HASH_SIZE:])
-    originator_id, version, topic, state = _decode_body(body)
-    return LedgerRecord(
-        notification_id=_ID.unpack(key)[0],
-        record_hash=bytes(value[:HASH_SIZE]),
-        body=body,
-        originator_id=originator_id,
-        originator_version=version,
-        topic=topic,
-        state=state,
-    )
+    return decode_entry(_ID.unpack(key)[0], value)
 
 
 def _pack_version(version: int) -> bytes:
@@ -291,18 +241,7 @@ class _SharedEnvironment:
             return cast(bytes, stored)
 
         stored = self._run_write(ensure)
-        try:
-            version = int(stored.decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            msg = f"LMDB store at {self.path!r} has an unreadable format version {stored!r}"
-            raise LedgerFormatError(msg) from None
-        if version > FORMAT_VERSION:
-            msg = (
-                f"LMDB store at {self.path!r} has format version {version}, newer than "
-                f"version {FORMAT_VERSION} that this memory-ledger can read: upgrade "
-                "memory-ledger to open it"
-            )
-            raise LedgerFormatError(msg)
+        check_format_version(stored, f"LMDB store at {self.path!r}")
 
     # Transactions ---------------------------------------------------------------------------
 
@@ -862,6 +801,59 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         """
         for nid, value in self.iter_log(start, page):
             yield decode_record(_ID.pack(nid), value)
+
+    def stream_records(self, originator_id: UUID | str) -> list[LedgerRecord]:
+        """Every record of one stream in version order, with its position and hash.
+
+        Reads the stream index (stream key -> notification id) in one read transaction.
+        """
+        prefix = self.datastore.stream_prefix(originator_id)
+        with self.datastore.read() as txn:
+            return [
+                decode_record(bytes(packed), bytes(txn.get(packed, db=self._log)))
+                for _key, packed in _iter_stream(
+                    txn.cursor(db=self._index), prefix, gt=None, lte=None, desc=False, limit=None
+                )
+            ]
+
+    def append_log(self, entries: Sequence[tuple[int, bytes]]) -> None:
+        """Append records verbatim, as a copy of another ledger (backups, migration).
+
+        ``entries`` are ``(position, hash + body)`` continuing this log: positions follow
+        its head without gaps and each hash chains to the previous record's.
+
+        :raises IntegrityError: a position or hash does not continue the log, or a stream
+            version exists; nothing of the batch is written.
+        """
+        prepared = []
+        for position, entry in entries:
+            record = decode_entry(position, entry)
+            key = self.datastore.stream_prefix(record.originator_id) + _pack_version(
+                record.originator_version
+            )
+            prepared.append((position, key, bytes(entry)))
+
+        def insert(txn: Any) -> None:
+            _refuse_existing(txn, self._index, [key for _, key, _ in prepared])
+            cursor = txn.cursor(db=self._log)
+            if cursor.last():
+                last_id, prev_hash = _ID.unpack(cursor.key())[0], bytes(cursor.value()[:HASH_SIZE])
+            else:
+                last_id, prev_hash = 0, GENESIS_HASH
+            for position, _key, entry in prepared:
+                if (
+                    position != last_id + 1
+                    or chain_hash(prev_hash, entry[HASH_SIZE:]) != entry[:HASH_SIZE]
+                ):
+                    msg = f"record {position} does not continue the log at {last_id}"
+                    raise Refused(IntegrityError(msg))
+                last_id, prev_hash = position, entry[:HASH_SIZE]
+            for position, key, entry in prepared:
+                packed = _ID.pack(position)
+                txn.put(key, packed, db=self._index)
+                txn.put(packed, entry, db=self._log, append=True)
+
+        self.datastore.write(insert, sum(len(e) + 64 for _, _, e in prepared))
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
