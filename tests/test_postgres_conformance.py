@@ -102,9 +102,7 @@ class TestPostgresLedgerApplicationRecorder(
         pass  # a timing printout; benchmarks/append.py measures throughput
 
 
-class TestPostgresLedgerApplicationRecorderTextIds(
-    _TextIds, TestPostgresLedgerApplicationRecorder
-):
+class TestPostgresLedgerApplicationRecorderTextIds(_TextIds, TestPostgresLedgerApplicationRecorder):
     def test_concurrent_no_conflicts(self, initial_position: int = 0) -> None:
         pass  # covered with UUID ids above; 10,000 events per id type is CI time for nothing
 
@@ -136,9 +134,7 @@ class TestPostgresLedgerNonInterleavingNotificationIDs(
         return recorder
 
 
-class TestPostgresLedgerInfrastructureFactory(
-    InfrastructureFactoryTestCase[PostgresLedgerFactory]
-):
+class TestPostgresLedgerInfrastructureFactory(InfrastructureFactoryTestCase[PostgresLedgerFactory]):
     def expected_factory_class(self) -> type[PostgresLedgerFactory]:
         return PostgresLedgerFactory
 
