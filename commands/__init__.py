@@ -3,6 +3,7 @@
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import (
     ExtractionFailedError,
+    LedgerUnavailableError,
     MemoryLedgerError,
     SessionSealedError,
     StoreUnavailableError,
@@ -18,6 +19,7 @@ __all__ = [
     "ExtractionFailedError",
     "ExtractionRequest",
     "Extractor",
+    "LedgerUnavailableError",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",

@@ -1,14 +1,17 @@
-"""``MemoryEngine``: one store (LMDB ledger + DuckDB projections under one folder).
+"""``MemoryEngine``: one store (a ledger + this process's DuckDB projections).
 
 Layout of a store folder::
 
-    <store>/ledger/                     LMDB environment (the source of truth)
+    <store>/ledger/                     LMDB environment (the source of truth), unless the
+                                        ledger is on PostgreSQL (``ledger="postgresql://..."``)
     <store>/projections/slot-N.duckdb   read models owned by one process at a time
                                         (disposable: rebuilt from the ledger at will)
 
 The ledger is opened the ``eventsourcing`` way, with settings passed as ``env=`` (never
-process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_PATH``,
-``MAPPER_TOPIC=ledger.mapper:MsgspecMapper``.
+process-wide environment variables): ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb`` with
+``LMDB_PATH``, or ``memory_ledger.ledger.postgres`` with the ``POSTGRES_*`` settings of the
+ledger URL; ``MAPPER_TOPIC`` names the msgspec mapper. With a PostgreSQL ledger several hosts
+share one ledger and each keeps its own projections in its own store folder.
 """
 
 from __future__ import annotations
@@ -25,16 +28,17 @@ import duckdb
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
+    InterfaceError,
     Mapper,
     OperationalError,
 )
-from eventsourcing.utils import get_topic
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
-from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.commands.errors import LedgerUnavailableError, StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.ledger_url import open_ledger, redact
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
@@ -48,7 +52,7 @@ from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChann
 from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
-from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.records import LedgerLog
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
@@ -79,6 +83,9 @@ class MemoryEngine:
         self.config = config or MemoryConfig()
         self.appended = 0
         """Events this engine object has appended (not counting other processes)."""
+        self.ledger_name = str(path / "ledger")
+        """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
+        self._ledger_secret = ""
         self.factory = factory
         self.recorder = recorder
         self.mapper = mapper
@@ -113,6 +120,7 @@ class MemoryEngine:
         cls,
         path: str | os.PathLike[str] | None = None,
         *,
+        ledger: str | None = None,
         sync: bool = True,
         map_size: int | None = None,
         config: MemoryConfig | None = None,
@@ -121,6 +129,12 @@ class MemoryEngine:
         index_in_background: bool = True,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
+
+        :param ledger: where the ledger is: None or ``""`` for the LMDB ledger inside the
+            store folder (default: ``config.ledger``), or a ``postgresql://`` URL (see
+            :class:`memory_ledger.ledger.postgres.PostgresLedgerURL`); the store folder then
+            holds only this host's projection files. The password comes from the URL, the
+            variable its ``password_env`` names, or ``PGPASSWORD``, and is never shown.
 
         :param embeddings: attach a semantic channel (hybrid recall): vectors of canonical
             memories are computed by this provider in a background thread and kept in the
@@ -133,35 +147,20 @@ class MemoryEngine:
         :param create: create the store when absent; with False a missing store is an error
             (read-only tools such as ``memory-ledger recall`` use this).
         :raises StoreUnavailableError: the folder cannot be created or opened; names it.
-        :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
+        :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached (or, with
+            ``create=False``, holds no ledger); names it without its password.
+        :raises memory_ledger.ledger.records.LedgerFormatError: the ledger was written by a
+            newer version.
         """
         config = config or load_config()
         owned = None
         if embeddings is None:
             embeddings = owned = provider_from_config(config)
         root = Path(path if path is not None else config.store_dir).absolute()
-        if not create and not (root / "ledger" / "data.mdb").is_file():
-            msg = f"no memory store at {str(root)!r} (expected {str(root / 'ledger')!r})"
-            raise StoreUnavailableError(msg)
+        url = ledger if ledger is not None else config.ledger
+        opened = open_ledger(root, url or None, sync=sync, map_size=map_size, create=create)
+        factory, recorder = opened.factory, opened.recorder
         try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
-            raise StoreUnavailableError(msg) from e
-        env = {
-            "PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb",
-            "LMDB_PATH": str(root / "ledger"),
-            "LMDB_SYNC": "y" if sync else "n",
-            "MAPPER_TOPIC": get_topic(MsgspecMapper),
-        }
-        if map_size is not None:
-            env["LMDB_MAP_SIZE"] = str(map_size)
-        try:
-            factory = InfrastructureFactory.construct(env=env)
-        except OperationalError as e:
-            raise StoreUnavailableError(str(e)) from e
-        try:
-            recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
             projections = ProjectionStore.open_slot(
                 root / "projections", version=PROJECTION_VERSION
@@ -192,6 +191,8 @@ class MemoryEngine:
                 closer()
             raise
         engine._owned_provider = owned
+        engine.ledger_name = opened.name
+        engine._ledger_secret = opened.secret
         return engine
 
     # Write side ---------------------------------------------------------------------------
@@ -201,9 +202,12 @@ class MemoryEngine:
 
         :raises eventsourcing.persistence.IntegrityError: a stream version exists already
             (a concurrent writer); nothing of the batch is written.
+        :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
+            entirely written or not at all (retrying the command is safe).
         """
         stored = [self.mapper.to_stored_event(e) for e in events]
-        ids = list(self.recorder.insert_events(stored) or [])
+        with self.ledger_guard():
+            ids = list(self.recorder.insert_events(stored) or [])
         self.appended += len(ids)
         if self.indexer is not None:
             self.indexer.kick()
@@ -211,13 +215,34 @@ class MemoryEngine:
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order."""
-        stored = self.recorder.select_events(stream_id, gt=after if after else None)
+        with self.ledger_guard():
+            stored = self.recorder.select_events(stream_id, gt=after if after else None)
         return [cast(LedgerEvent, self.mapper.to_domain_event(s)) for s in stored]
 
     @property
     def head(self) -> int:
         """The ledger's last position (0 when empty)."""
-        return self.recorder.max_notification_id() or 0
+        with self.ledger_guard():
+            return self.recorder.max_notification_id() or 0
+
+    @property
+    def log(self) -> LedgerLog:
+        """The ledger's hash-chained log (what verify, backup, export and explain read)."""
+        if not isinstance(self.recorder, LedgerLog):  # pragma: no cover (both modules are)
+            msg = f"{type(self.recorder).__name__} does not provide the ledger log"
+            raise TypeError(msg)
+        return self.recorder
+
+    @contextlib.contextmanager
+    def ledger_guard(self) -> Iterator[None]:
+        """Turn the ledger's "cannot reach the server" errors (the library's
+        ``OperationalError``/``InterfaceError``, raised after its retries) into
+        :class:`LedgerUnavailableError` naming the ledger; other errors pass unchanged."""
+        try:
+            yield
+        except (OperationalError, InterfaceError) as e:
+            msg = f"ledger {self.ledger_name} is unavailable: {redact(str(e), self._ledger_secret)}"
+            raise LedgerUnavailableError(msg) from None
 
     # Read side ----------------------------------------------------------------------------
 
@@ -240,7 +265,7 @@ class MemoryEngine:
 
         Serialized per engine: the DuckDB connection is not shared between threads.
         """
-        with self._read_lock, self.projection_guard():
+        with self._read_lock, self.projection_guard(), self.ledger_guard():
             return self.runner.catch_up(to)
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:

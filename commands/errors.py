@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CommandRejectedError",
     "ExtractionFailedError",
+    "LedgerUnavailableError",
     "MemoryLedgerError",
     "NotAdmittedError",
     "SessionSealedError",
@@ -19,6 +20,15 @@ class MemoryLedgerError(Exception):
 
 class StoreUnavailableError(MemoryLedgerError, OSError):
     """The store directory cannot be created, opened or locked; the message names it."""
+
+
+class LedgerUnavailableError(StoreUnavailableError):
+    """The ledger's server cannot be reached (down, restarting, unreachable), or holds no
+    ledger where one was expected. The message names the ledger without its password.
+
+    A command that raised it is entirely written or not at all, never in part; retrying it
+    is safe (the engine reconnects by itself once the server is back).
+    """
 
 
 class TurnConflictError(MemoryLedgerError, ValueError):

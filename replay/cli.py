@@ -51,9 +51,25 @@ out = Console()
 err = Console(stderr=True)
 
 StoreOption = Annotated[
-    Path, typer.Option("--store", help="Store folder (LMDB ledger + DuckDB projections).")
+    Path,
+    typer.Option(
+        "--store",
+        help="Store folder: its LMDB ledger (unless --ledger names one) and this host's "
+        "DuckDB projections.",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+LedgerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        envvar="MEMORY_LEDGER_LEDGER",
+        help="Ledger URL (postgresql://user@host:port/db?schema=NAME); default: the "
+        "configuration's, else the LMDB ledger in --store. Password: PGPASSWORD or "
+        "&password_env=VAR.",
+        show_envvar=False,
+    ),
+]
 
 _USER_ERRORS = (
     MemoryLedgerError,
@@ -125,12 +141,13 @@ def run(
     no_sync: Annotated[
         bool, typer.Option("--no-sync", help="Skip fsync per command (not durable).")
     ] = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Replay a session script into a store. Re-running it is a no-op."""
     with _user_errors():
         with script.open("rb") as handle:
             steps = parse_script(handle)
-        with MemoryEngine.open(store, sync=not no_sync) as engine:
+        with MemoryEngine.open(store, ledger=ledger, sync=not no_sync) as engine:
             report = run_script(engine, steps)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
@@ -253,6 +270,7 @@ def recall(
     wait: Annotated[
         float, typer.Option("--wait", min=0, help="Seconds to wait for vectors (local).")
     ] = 300.0,
+    ledger: LedgerOption = None,
 ) -> None:
     """Recall canonical memories of one namespace (BM25, or hybrid with --embeddings local),
     now or --as-of an earlier point (lexical)."""
@@ -271,7 +289,7 @@ def recall(
         if embeddings != "config" or at is not None:  # as-of recall is lexical
             wanted = "local" if embeddings == "local" and at is None else "none"
             config = load_config_from(config, embeddings=wanted)
-        with MemoryEngine.open(store, create=False, config=config) as engine:
+        with MemoryEngine.open(store, ledger=ledger, create=False, config=config) as engine:
             if at is None:
                 if engine.semantic is not None:
                     engine.wait_for_vectors(wait, namespace)
@@ -348,6 +366,7 @@ def events(
     until: Annotated[
         str | None, typer.Option("--until", help="Recorded at or before (ISO 8601).")
     ] = None,
+    ledger: LedgerOption = None,
 ) -> None:
     """List ledger events in position order, filtered (JSON Lines with --json)."""
     with _user_errors():
@@ -364,7 +383,9 @@ def events(
             until=parse_timestamp(until) if until else None,
         )
         selection.normalized_types()
-        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+        with MemoryEngine.open(
+            store, ledger=ledger, create=False, config=_audit_config()
+        ) as engine:
             selected = filter_events(engine, selection, limit=limit)
             if as_json:
                 encoder = msgspec.json.Encoder()
@@ -389,11 +410,14 @@ def events(
 
 
 @app.command("verify")
-def verify(store: StoreOption, as_json: JsonOption = False) -> None:
+def verify(store: StoreOption, as_json: JsonOption = False, ledger: LedgerOption = None) -> None:
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
     from memory_ledger.replay.verify import verify_store
 
-    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+    with (
+        _user_errors(),
+        MemoryEngine.open(store, ledger=ledger, create=False, config=_audit_config()) as engine,
+    ):
         report = verify_store(engine)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
@@ -427,11 +451,15 @@ def replay_command(
         typer.Option("--out", help="Keep the rebuilt DuckDB file here (a new file)."),
     ] = None,
     as_json: JsonOption = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Rebuild every read model from the ledger into a fresh file (and --check the live one)."""
     from memory_ledger.replay.rebuild import check_projections, rebuild_projections
 
-    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+    with (
+        _user_errors(),
+        MemoryEngine.open(store, ledger=ledger, create=False, config=_audit_config()) as engine,
+    ):
         if check and keep is not None:
             msg = "--check compares in a scratch file; drop --out, or run without --check"
             raise ValueError(msg)
@@ -488,6 +516,7 @@ def as_of_command(
         bool, typer.Option("--all", help="Also list superseded, forgotten and pruned items.")
     ] = False,
     as_json: JsonOption = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Show canonical memory as it stood at a position or time."""
     from memory_ledger.replay.timetravel import as_of, memory_record
@@ -495,7 +524,9 @@ def as_of_command(
     with _user_errors():
         namespace = _optional_namespace(tenant, principal, scope_id)
         parsed = parse_point(point)
-        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+        with MemoryEngine.open(
+            store, ledger=ledger, create=False, config=_audit_config()
+        ) as engine:
             total = parsed if isinstance(parsed, int) else engine.head
             with (
                 _progress("replaying", total) as on_page,
@@ -649,6 +680,7 @@ def explain_command(
         str, typer.Option("--format", help="text, json or mermaid (a Markdown diagram).")
     ] = "text",
     as_json: JsonOption = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Show the lineage of a memory: evidence, candidate, extractor, decision, later use."""
     from memory_ledger.replay.lineage import explain, render_mermaid
@@ -657,7 +689,9 @@ def explain_command(
         if fmt not in ("text", "json", "mermaid"):
             msg = f"unknown --format {fmt!r}; use text, json or mermaid"
             raise ValueError(msg)
-        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+        with MemoryEngine.open(
+            store, ledger=ledger, create=False, config=_audit_config()
+        ) as engine:
             lineage = explain(engine, memory_id)
     if as_json or fmt == "json":
         _print_json(lineage)
@@ -678,6 +712,7 @@ def export_command(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder.")] = False,
     as_json: JsonOption = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Export events and every read model as Parquet or JSON Lines files (+ manifest.json)."""
     from memory_ledger.replay.export import export_store
@@ -686,7 +721,9 @@ def export_command(
         if fmt not in ("parquet", "jsonl"):
             msg = f"unknown --format {fmt!r}; use parquet or jsonl"
             raise ValueError(msg)
-        with MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+        with MemoryEngine.open(
+            store, ledger=ledger, create=False, config=_audit_config()
+        ) as engine:
             report = export_store(
                 engine, keep, fmt="parquet" if fmt == "parquet" else "jsonl", to=to, force=force
             )
@@ -707,11 +744,15 @@ def backup_command(
     store: StoreOption,
     keep: Annotated[Path, typer.Option("--out", help="Backup folder to create (new or empty).")],
     as_json: JsonOption = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Take a consistent, compacted copy of the ledger (safe while a host writes)."""
     from memory_ledger.replay.backup import backup_store
 
-    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+    with (
+        _user_errors(),
+        MemoryEngine.open(store, ledger=ledger, create=False, config=_audit_config()) as engine,
+    ):
         report = backup_store(engine, keep)
     if as_json:
         _print_json(report)
@@ -754,6 +795,45 @@ def restore_command(
         raise typer.Exit(1)
 
 
+@app.command("migrate")
+def migrate_command(
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="The PostgreSQL ledger URL to copy into (empty, or an interrupted copy).",
+        ),
+    ],
+    store: Annotated[
+        Path, typer.Option("--store", help="Store folder whose LMDB ledger is copied.")
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Copy a store's LMDB ledger into PostgreSQL (positions, bytes and hashes kept), then
+    verify the copy; exit 1 if it does not verify."""
+    from memory_ledger.replay.migrate import migrate_store
+
+    with _user_errors():
+        report = migrate_store(store, to)
+    if as_json:
+        _print_json(report)
+    elif report.ok:
+        out.print(
+            f"copied {report.copied} records into {report.target} (positions 1..{report.head}"
+            f"{f', resumed after {report.resumed_after}' if report.resumed_after else ''}); "
+            f"hash chain verified ({report.seconds:.2f} s)",
+            highlight=False,
+        )
+    else:
+        err.print(
+            f"[bold red]migration failed verification:[/] {escape(report.problem or '')}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 def _size(value: int) -> str:
     size = float(value)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -764,11 +844,16 @@ def _size(value: int) -> str:
 
 
 @app.command("stats")
-def stats_command(store: StoreOption, as_json: JsonOption = False) -> None:
+def stats_command(
+    store: StoreOption, as_json: JsonOption = False, ledger: LedgerOption = None
+) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
     from memory_ledger.replay.stats import store_stats
 
-    with _user_errors(), MemoryEngine.open(store, create=False, config=_audit_config()) as engine:
+    with (
+        _user_errors(),
+        MemoryEngine.open(store, ledger=ledger, create=False, config=_audit_config()) as engine,
+    ):
         report = store_stats(engine)
     if as_json:
         _print_json(report)

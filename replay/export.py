@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.lmdb import HASH_SIZE, LMDBApplicationRecorder
+from memory_ledger.ledger.records import HASH_SIZE
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.tables import TABLES, VIEWS
@@ -98,10 +98,9 @@ def _quoted(path: Path) -> str:
 
 
 def _record_hash(engine: MemoryEngine, position: int) -> str | None:
-    recorder = engine.recorder
-    if position <= 0 or not isinstance(recorder, LMDBApplicationRecorder):
+    if position <= 0:
         return None
-    for nid, value in recorder.iter_log(start=position, page=1):
+    for nid, value in engine.log.iter_log(start=position, page=1):
         return value[:HASH_SIZE].hex() if nid == position else None
     return None
 

@@ -39,7 +39,6 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
-from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, decode_record
 from memory_ledger.replay.filters import event_decoder
 
 __all__ = [
@@ -207,40 +206,21 @@ class Lineage(msgspec.Struct, frozen=True, kw_only=True):
     related: dict[str, str]
 
 
-def _lmdb(engine: MemoryEngine) -> LMDBApplicationRecorder:
-    recorder = engine.recorder
-    if not isinstance(recorder, LMDBApplicationRecorder):  # pragma: no cover
-        msg = "lineage needs the LMDB application recorder"
-        raise TypeError(msg)
-    return recorder
-
-
 def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, LedgerEvent]]:
     """Every event of one stream with its ledger position, in version order.
 
-    Reads the ledger's stream index (stream key -> notification id) in one read transaction.
+    Reads the ledger's stream (LMDB: its stream index; PostgreSQL: the stream's rows).
     """
-    recorder = _lmdb(engine)
-    datastore = recorder.datastore
-    prefix = datastore.stream_prefix(stream_id)
-    index, log = datastore.db(b"index"), datastore.db(b"log")
     decode = event_decoder(engine)
-    events: list[tuple[int, LedgerEvent]] = []
-    with datastore.read() as txn:
-        cursor = txn.cursor(db=index)
-        found = cursor.set_range(prefix)
-        while found:
-            key = bytes(cursor.key())
-            if not key.startswith(prefix):
-                break
-            packed = bytes(cursor.value())
-            record = decode_record(packed, bytes(txn.get(packed, db=log)))
-            event = decode(
-                record.topic, record.state, record.originator_id, record.originator_version
-            )
-            events.append((record.notification_id, event))
-            found = cursor.next()
-    return events
+    with engine.ledger_guard():
+        records = engine.log.stream_records(stream_id)
+    return [
+        (
+            record.notification_id,
+            decode(record.topic, record.state, record.originator_id, record.originator_version),
+        )
+        for record in records
+    ]
 
 
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")

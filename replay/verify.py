@@ -1,7 +1,8 @@
 """Tamper evidence: walk the ledger's hash chain (``memory-ledger verify``).
 
 Each log record stores ``sha256(previous hash || body)`` followed by the body, computed in
-the write transaction over the bytes as stored (``memory_ledger.ledger.lmdb``).
+the write transaction over the bytes as stored (``memory_ledger.ledger.lmdb``, and
+``memory_ledger.ledger.postgres``, where the body is re-encoded from the row's columns).
 Verification recomputes
 the chain from the genesis hash and checks that positions run 1, 2, 3, ... without gaps,
 that every body decodes as a record, and that every event decodes with its class. The first
@@ -17,13 +18,8 @@ import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.lmdb import (
-    GENESIS_HASH,
-    HASH_SIZE,
-    LMDBApplicationRecorder,
-    decode_record,
-)
 from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, decode_entry
 
 __all__ = ["VerifyReport", "verify_store"]
 
@@ -39,14 +35,17 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def verify_store(engine: MemoryEngine) -> VerifyReport:
-    """Verify the hash chain, positions and decodability of every record of ``engine``.
+    """Verify the hash chain, positions and decodability of every record of ``engine``'s
+    ledger (LMDB or PostgreSQL).
 
-    :raises TypeError: the engine's recorder is not the LMDB recorder.
+    :raises LedgerUnavailableError: the ledger's server cannot be reached.
     """
-    recorder = engine.recorder
-    if not isinstance(recorder, LMDBApplicationRecorder):
-        msg = "verification needs the LMDB application recorder"
-        raise TypeError(msg)
+    with engine.ledger_guard():
+        return _verify(engine)
+
+
+def _verify(engine: MemoryEngine) -> VerifyReport:
+    recorder = engine.log
     mapper = engine.mapper
     expected = 1
     previous = GENESIS_HASH
@@ -71,7 +70,7 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
                 problem=f"record {position} does not match its hash (changed or reordered)",
             )
         try:
-            record = decode_record(position.to_bytes(8, "big"), value)
+            record = decode_entry(position, value)
             if isinstance(mapper, MsgspecMapper):
                 mapper.decode(
                     record.topic, record.state, record.originator_id, record.originator_version
