@@ -60,6 +60,7 @@ from eventsourcing.persistence import (
     InterfaceError,
     OperationalError,
     PersistenceError,
+    ProcessRecorder,
     ProgrammingError,
     StoredEvent,
     Tracking,
@@ -102,7 +103,9 @@ __all__ = [
 ]
 
 _RETRYABLE = (InterfaceError, OperationalError)
-_QUERY_KEYS = frozenset({"schema", "password_env", "pool_size", "connect_timeout"})
+_QUERY_KEYS = frozenset(
+    {"schema", "password_env", "pool_size", "connect_timeout", "append_attempts"}
+)
 
 
 class LedgerURLError(ValueError):
@@ -114,7 +117,8 @@ class PostgresLedgerURL:
     """A parsed ``postgresql://user[:password]@host[:port]/dbname[?schema=...]`` URL.
 
     Query parameters: ``schema`` (default ``public``), ``password_env`` (the name of an
-    environment variable holding the password), ``pool_size``, ``connect_timeout`` (seconds).
+    environment variable holding the password), ``pool_size``, ``connect_timeout`` (seconds),
+    ``append_attempts`` (tries of one append across broken connections, default 10).
     The password comes from the URL, else the variable ``password_env`` names, else
     ``PGPASSWORD``, else none (trust or peer authentication). ``repr`` and :attr:`redacted`
     never show it.
@@ -128,6 +132,7 @@ class PostgresLedgerURL:
     schema: str
     pool_size: int
     connect_timeout: int
+    append_attempts: int = 10
 
     @property
     def redacted(self) -> str:
@@ -194,7 +199,7 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
     if password is None:
         password = environ.get("PGPASSWORD", "")
     numbers: dict[str, int] = {}
-    for key, default in (("pool_size", 2), ("connect_timeout", 5)):
+    for key, default in (("pool_size", 2), ("connect_timeout", 5), ("append_attempts", 10)):
         raw = query.get(key, "")
         try:
             numbers[key] = int(raw) if raw else default
@@ -213,6 +218,7 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
         schema=query.get("schema", "") or "public",
         pool_size=numbers["pool_size"],
         connect_timeout=numbers["connect_timeout"],
+        append_attempts=numbers["append_attempts"],
     )
 
 
@@ -229,6 +235,7 @@ def settings_from_url(url: PostgresLedgerURL) -> dict[str, str]:
         "POSTGRES_POOL_SIZE": str(url.pool_size),
         "POSTGRES_MAX_OVERFLOW": str(url.pool_size * 2),
         "POSTGRES_CONNECT_TIMEOUT": str(url.connect_timeout),
+        PostgresLedgerFactory.POSTGRES_APPEND_ATTEMPTS: str(url.append_attempts),
     }
 
 
@@ -705,6 +712,9 @@ class PostgresLedgerFactory(es_postgres.PostgresFactory):
     # (The library's factory is not imported by name: ``InfrastructureFactory.construct``
     # expects exactly one factory class in a persistence module's namespace.)
 
+    POSTGRES_APPEND_ATTEMPTS = "POSTGRES_APPEND_ATTEMPTS"
+    """Tries of one append across broken connections (default 10)."""
+
     aggregate_recorder_class = PostgresAggregateRecorder
     application_recorder_class = PostgresLedgerApplicationRecorder
     tracking_recorder_class = PostgresTrackingRecorder
@@ -712,10 +722,29 @@ class PostgresLedgerFactory(es_postgres.PostgresFactory):
 
     def application_recorder(self) -> ApplicationRecorder:
         recorder = super().application_recorder()
-        if isinstance(recorder, PostgresLedgerApplicationRecorder) and not recorder.store_id:
-            with contextlib.suppress(ProgrammingError):
-                recorder.open_store()
+        if isinstance(recorder, PostgresLedgerApplicationRecorder):
+            recorder.max_attempts = self._attempts()
+            if not recorder.store_id:
+                with contextlib.suppress(ProgrammingError):
+                    recorder.open_store()
         return recorder
+
+    def process_recorder(self) -> ProcessRecorder:
+        recorder = super().process_recorder()
+        if isinstance(recorder, PostgresLedgerApplicationRecorder):
+            recorder.max_attempts = self._attempts()
+        return recorder
+
+    def _attempts(self) -> int:
+        raw = self.env.get(self.POSTGRES_APPEND_ATTEMPTS) or "10"
+        try:
+            attempts = int(raw)
+        except ValueError:
+            attempts = 0
+        if attempts <= 0:
+            msg = f"{self.POSTGRES_APPEND_ATTEMPTS} must be a positive integer, got {raw!r}"
+            raise OSError(msg)
+        return attempts
 
 
 Factory = PostgresLedgerFactory
