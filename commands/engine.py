@@ -38,6 +38,7 @@ from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.errors import LedgerUnavailableError, StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.ledger_url import open_ledger, redact
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query
 from memory_ledger.commands.recall import (
@@ -86,6 +87,8 @@ class MemoryEngine:
         self.ledger_name = str(path / "ledger")
         """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
         self._ledger_secret = ""
+        self.follower: Follower | None = None
+        """The background follower (see :meth:`follow`), or None."""
         self.factory = factory
         self.recorder = recorder
         self.mapper = mapper
@@ -127,6 +130,7 @@ class MemoryEngine:
         create: bool = True,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        follow: bool | None = None,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
 
@@ -141,6 +145,9 @@ class MemoryEngine:
             ``memory_vectors`` read model. None (default): the provider ``config`` names
             (``[memory] embeddings``; its default ``"none"`` means lexical recall only).
         :param index_in_background: run that thread (False: call :meth:`index_vectors`).
+        :param follow: keep the projections following the ledger in a background thread,
+            woken by other hosts' appends (:class:`~memory_ledger.commands.follower.Follower`);
+            default: on for a PostgreSQL ledger opened with ``create=True``.
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
         :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
@@ -193,6 +200,8 @@ class MemoryEngine:
         engine._owned_provider = owned
         engine.ledger_name = opened.name
         engine._ledger_secret = opened.secret
+        if follow if follow is not None else bool(url) and create:
+            engine.follow()
         return engine
 
     # Write side ---------------------------------------------------------------------------
@@ -267,6 +276,14 @@ class MemoryEngine:
         """
         with self._read_lock, self.projection_guard(), self.ledger_guard():
             return self.runner.catch_up(to)
+
+    def follow(self, poll_interval: float = 1.0) -> Follower:
+        """Start (once) the background thread that keeps the projections following the
+        ledger: woken by appends of any host (LISTEN/NOTIFY on PostgreSQL), polling every
+        ``poll_interval`` seconds otherwise. Stopped by :meth:`close`."""
+        if self.follower is None:
+            self.follower = Follower(self.catch_up, self.recorder, poll_interval)
+        return self.follower
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes.
@@ -432,6 +449,8 @@ class MemoryEngine:
         closed too (one passed in belongs to the caller).
         """
         try:
+            if self.follower is not None:
+                self.follower.close()
             if self.indexer is not None:
                 self.indexer.close()
             with self._read_lock:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -90,6 +91,7 @@ from memory_ledger.ledger.records import (
 )
 
 __all__ = [
+    "AppendListener",
     "Factory",
     "LedgerURLError",
     "PostgresLedgerApplicationRecorder",
@@ -374,6 +376,15 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             curs.execute(self._sql_meta_init, (str(FORMAT_VERSION), str(uuid.uuid4())))
         self.open_store()
 
+    def _create_table(self, curs: psycopg.Cursor[Any]) -> None:
+        # Hosts starting together would race on CREATE TABLE IF NOT EXISTS (PostgreSQL
+        # then fails on its catalog's unique index): serialize creation per table.
+        curs.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))",
+            (f"memory-ledger:{self.datastore.schema}.{self.events_table_name}",),
+        )
+        super()._create_table(curs)
+
     def open_store(self) -> str:
         """Read and check the store's identity and format version; return the ``store_id``.
 
@@ -655,9 +666,60 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             return record.record_hash if record.notification_id == position else None
         return None
 
+    def listen_for_appends(self) -> AppendListener:
+        """A listener that wakes when any host appends to this ledger (LISTEN/NOTIFY)."""
+        return AppendListener(self)
+
     def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> PostgresSubscription:
         """Iterate notifications after ``gt``, woken by LISTEN/NOTIFY (the library's)."""
         return PostgresSubscription(recorder=self, gt=gt, topics=topics)
+
+
+class AppendListener:
+    """Waits for appends to one ledger from any host: LISTEN on the ledger's channel over a
+    dedicated connection (outside the pool), reopened after a failure.
+
+    :meth:`wait` never raises on a broken connection: it reports no notification after a
+    pause, so a caller that polls on timeout keeps working while the server is away.
+    """
+
+    def __init__(self, recorder: PostgresLedgerApplicationRecorder) -> None:
+        self._recorder = recorder
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        kwargs = self._recorder.datastore.pool.kwargs
+        kwargs = kwargs() if callable(kwargs) else kwargs
+        params = {k: v for k, v in (kwargs or {}).items() if k != "row_factory"}
+        conn = psycopg.connect(**params, autocommit=True, connect_timeout=5)
+        conn.execute(SQL("LISTEN {0}").format(Identifier(self._recorder.channel_name)))
+        return conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True when an append was notified meanwhile."""
+        with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = self._connect()
+                for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                    return True
+                return False
+            except psycopg.Error:
+                self._close()
+                time.sleep(min(timeout, 1.0))
+                return False
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        """Close the listening connection (a :meth:`wait` in progress ends first)."""
+        with self._lock:
+            self._close()
 
 
 def _record(row: tuple[Any, ...]) -> LedgerRecord:

@@ -5,6 +5,7 @@ hosts sharing one ledger, and the audit commands (migrate, verify, backup, expor
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from uuid import uuid4
 
@@ -227,3 +228,18 @@ def test_migrate_refuses_a_foreign_ledger(conv26_store: Path, pg_url: str, tmp_p
 
 def test_url_for_is_well_formed(pg_schema: str) -> None:
     assert parse_ledger_url(url_for(pg_schema)).schema == pg_schema
+
+
+def test_a_host_follows_other_hosts_appends(pg_url: str, tmp_path: Path) -> None:
+    with (
+        MemoryEngine.open(tmp_path / "follower", ledger=pg_url) as follower,
+        MemoryEngine.open(tmp_path / "writer", ledger=pg_url, follow=False) as writer,
+    ):
+        assert follower.follower is not None and writer.follower is None
+        remember(writer, "s1", "Alice plays the cello")
+        deadline = time.monotonic() + 10
+        while follower.runner.position < writer.head and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Caught up without any read on the follower, woken by the writer's NOTIFY.
+        assert follower.runner.position == writer.head
+        assert follower.follower.wakeups >= 1
