@@ -383,6 +383,9 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             "SELECT pg_advisory_xact_lock(hashtext(%s))",
             (f"memory-ledger:{self.datastore.schema}.{self.events_table_name}",),
         )
+        curs.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.datastore.schema,))
+        if curs.fetchone() is None:  # a ledger URL may name a new schema
+            curs.execute(SQL("CREATE SCHEMA {0}").format(Identifier(self.datastore.schema)))
         super()._create_table(curs)
 
     def open_store(self) -> str:
