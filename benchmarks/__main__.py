@@ -16,6 +16,9 @@ BENCHMARKS = {
     "locomo": "benchmarks.locomo",
     "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
+    "mcp": "benchmarks.mcp",
+    "startup": "benchmarks.startup",
+    "workspace": "benchmarks.workspace",
     "all": "benchmarks.run_all",
 }
 

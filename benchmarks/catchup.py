@@ -42,7 +42,7 @@ from memory_ledger.ledger.ids import (
     normalize_statement,
     session_stream_id,
 )
-from memory_ledger.projections import ProjectionRunner, ProjectionStore
+from memory_ledger.projections import ProjectionStore
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 SUBJECTS = [f"person{n}" for n in range(2000)]
@@ -179,10 +179,9 @@ def measure(engine: MemoryEngine, page_size: int) -> tuple[float, float]:
     """(baseline seconds: read + decode, catch-up seconds into a fresh file)."""
     started = time.perf_counter()
     position = 0
-    runner_for_decode = ProjectionRunner(
-        ProjectionStore(":memory:", version=1), engine.recorder, engine.mapper
+    runner_for_decode = engine.projection_runner(
+        ProjectionStore(":memory:", version=1), page_size=page_size
     )
-    runner_for_decode.page_size = page_size
     while True:
         page = runner_for_decode.read_page(position)
         if page is None:
@@ -192,7 +191,7 @@ def measure(engine: MemoryEngine, page_size: int) -> tuple[float, float]:
     runner_for_decode.store.close()
     with tempfile.TemporaryDirectory() as scratch:
         store = ProjectionStore(str(Path(scratch) / "p.duckdb"), version=1)
-        runner = ProjectionRunner(store, engine.recorder, engine.mapper, page_size=page_size)
+        runner = engine.projection_runner(store, page_size=page_size)
         started = time.perf_counter()
         runner.catch_up()
         seconds = time.perf_counter() - started

@@ -253,7 +253,7 @@ def item(m: Memory, evidence: str, importance: float = 0.8) -> dict[str, Any]:
         "importance": importance,
         "confidence": 0.9,
         "tags": [],
-        "supersedes": None,
+        "supersedes": [],
         "conflicts_with": [],
         "evidence": [evidence],
     }

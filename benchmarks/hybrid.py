@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
             figures.update(stats("lexical_only", lexical))
             figures["ready_share"] = states.count("ready") / len(states)
             assert engine.semantic is not None
-            with engine.canonical.lock:
+            with engine.read_models(catch_up=False):
                 vectors = engine.semantic._namespace_vectors(BENCH_NAMESPACE)
                 matrix = np.ascontiguousarray(vectors.matrix[: len(vectors)])
             query = matrix[0].copy()

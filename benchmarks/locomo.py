@@ -163,8 +163,7 @@ def run_engine(
             started = time.perf_counter()
             run_script(engine, parse_script(lines))
             timing["replay_s"] += time.perf_counter() - started
-        engine.catch_up()
-        timing["active_memories"] = engine.canonical.count_active()
+        timing["active_memories"] = engine.count_active_memories()
         if provider is not None:
             started = time.perf_counter()
             ready = engine.wait_for_vectors(1800)
@@ -193,8 +192,8 @@ def answer(engine: MemoryEngine, ns: Namespace, query: str, way: str) -> list[tu
         vector, _ = engine.semantic.embed_query(query)
         if vector is None:
             return []
-        with engine.canonical.lock:
-            _, by_id = engine.recall_index.docs(ns, engine.catch_up())
+        by_id = {doc.memory_id: doc for doc in engine.retrievable_memories(ns)}
+        with engine.read_models(catch_up=False):  # the channel reads the projection file
             found = engine.semantic.search(ns, vector, by_id, depth)
         return [by_id[memory_id].evidence for memory_id, _ in found]
     fusion: HybridFusion = DEFAULT_FUSION if way == "fused" else PLAIN_RRF

@@ -77,7 +77,7 @@ def child(mode: str, store: str, size: int) -> dict[str, Any]:
         caught_up_now = rss_now_kib()
         result = engine.recall(BENCH_NAMESPACE, "Where does Maya Chen work?", 5)
         seconds = time.perf_counter() - started
-        active = engine.canonical.count_active()
+        active = engine.count_active_memories()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         peak_hwm = hwm_kib()
         now = rss_now_kib()

@@ -34,7 +34,7 @@ def measure(size: int, parent: str | None) -> dict[str, Any]:
             started = time.perf_counter()
             engine.memory_map(ns)
             cached_ms = (time.perf_counter() - started) * 1000
-            unbounded = render_memory_map(
+            unbounded = render_memory_map(  # the renderer itself, without its bounds
                 engine.canonical,
                 ns.tenant,
                 ns.principal,
@@ -42,7 +42,7 @@ def measure(size: int, parent: str | None) -> dict[str, Any]:
                 limit=10**9,
                 max_tokens=10**9,
             )
-            records = engine.canonical.count_namespace(ns.tenant, ns.principal, ns.scope_id)
+            records = engine.count_active_memories(ns)
     subjects = len({m.subject for m in corpus})
     return {
         "records": records,

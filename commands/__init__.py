@@ -2,9 +2,13 @@
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import (
+    CommandRejectedError,
     ExtractionFailedError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     LedgerUnavailableError,
     MemoryLedgerError,
+    NotAdmittedError,
     SessionSealedError,
     StoreUnavailableError,
     TurnConflictError,
@@ -16,14 +20,18 @@ from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
+    "CommandRejectedError",
     "ExtractionFailedError",
     "ExtractionRequest",
     "Extractor",
     "LedgerUnavailableError",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",
     "Namespace",
+    "NotAdmittedError",
     "RecallHit",
     "RecallResult",
     "RecordedExtractor",

@@ -12,6 +12,17 @@ process-wide environment variables): ``PERSISTENCE_MODULE=memory_ledger.ledger.l
 ``LMDB_PATH``, or ``memory_ledger.ledger.postgres`` with the ``POSTGRES_*`` settings of the
 ledger URL; ``MAPPER_TOPIC`` names the msgspec mapper. With a PostgreSQL ledger several hosts
 share one ledger and each keeps its own projections in its own store folder.
+
+No side effects on the host process: opening a store reads no ``memory-ledger.toml``
+unless given one (``config=PATH``), sets no environment variable and leaves the garbage
+collector alone.
+
+Read-only stores: a store this process cannot write (a read-only folder or mount; an
+auditor without write access) is opened read-only when ``create=False`` (or with
+``read_only=True``): the ledger with LMDB's ``MDB_RDONLY`` (and no lock file when even
+``lock.mdb`` is not writable), the read models in the store's projection folder when it
+can be written, otherwise in a temporary file removed on close. Audits work; commands
+raise :class:`~memory_ledger.ledger.errors.LedgerReadOnlyError`.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from types import TracebackType
 from typing import Any, Literal, cast
 from uuid import UUID
 
-import duckdb
+from eventsourcing.dcb.api import DCBAppendCondition
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
@@ -33,14 +44,19 @@ from eventsourcing.persistence import (
     OperationalError,
 )
 
+from memory_ledger.commands.compaction import CompactionPolicy
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
+from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
+from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
+from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import LedgerUnavailableError, StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.follower import Follower
+from memory_ledger.commands.knowledge_context import BoundKnowledge
 from memory_ledger.commands.ledger_url import open_ledger, redact
-from memory_ledger.commands.lexical import SourceTranscripts, analyze_query
+from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     HybridFusion,
@@ -50,23 +66,50 @@ from memory_ledger.commands.recall import (
 )
 from memory_ledger.commands.secrets import contains_secret
 from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.session import MemorySession, WorkspaceOptions
+from memory_ledger.commands.summarizers import Summarizer
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
-from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
-from memory_ledger.ledger.records import LedgerLog
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
+from memory_ledger.ledger.tags import TaggedRecorder, event_tags, stored_event_tagger
 from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
-from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
+from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["MemoryEngine"]
+__all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels"]
 
 
-class MemoryEngine:
+def _open_projections(root: Path, *, read_only: bool) -> ProjectionStore:
+    """The store's projection slot; for a read-only store whose projection folder cannot
+    be written, a temporary projection file instead (removed on close)."""
+    folder = root / "projections"
+    if not read_only:
+        return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+    writable = os.access(folder, os.W_OK) if folder.exists() else os.access(root, os.W_OK)
+    if writable:
+        try:
+            return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+        except ProjectionUnavailableError:
+            pass  # e.g. a read-only mount that os.access did not reveal
+    return ProjectionStore.open_temporary(version=PROJECTION_VERSION)
+
+
+class MemoryEngine(EngineReads):
     """An open memory store. Create with :meth:`open`; use as a context manager.
 
     Commands append through :meth:`append` (one LMDB write transaction per call, durable on
     return); reads catch the projections up to the ledger head first (read-your-writes).
+
+    Other modules use its methods only: the ones here, and the ledger and read-model reads
+    of its base :class:`~memory_ledger.commands.engine_reads.EngineReads`
+    (``read_models``, ``read_records``, ...). The collaborators it holds (``factory``,
+    ``recorder``, ``mapper``, ``projections``, ``runner``, ``canonical``, ``transcripts``,
+    ``recall_index``) are internals, open to tests of those internals; the semantic channel
+    (``semantic``, ``indexer``, ``fusion``) is documented below.
     """
 
     def __init__(
@@ -79,9 +122,17 @@ class MemoryEngine:
         config: MemoryConfig | None = None,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        *,
+        token_counter: TokenCounter | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.config = config or MemoryConfig()
+        self.token_counter: TokenCounter = token_counter or estimate_tokens
+        """Estimates the tokens of a text: the memory map's budget, admissions' sizes and
+        (through :meth:`session`) context assembly use this one function."""
+        self.read_only = read_only
+        """The store is open read-only (audits only; commands raise)."""
         self.appended = 0
         """Events this engine object has appended (not counting other processes)."""
         self.ledger_name = str(path / "ledger")
@@ -91,11 +142,19 @@ class MemoryEngine:
         """The background follower (see :meth:`follow`), or None."""
         self.factory = factory
         self.recorder = recorder
+        if not isinstance(recorder, TaggedRecorder):
+            msg = f"{type(recorder).__name__} cannot record tags and append conditions"
+            raise StoreUnavailableError(msg)
+        self.tagged_recorder: TaggedRecorder = recorder
+        """The recorder as the consistency boundary uses it (tags, conditions, tagged reads)."""
+        self.consistency_boundary = True
+        """Append decisions with their append condition (commands/boundary.py). False only
+        to measure its cost (``python -m benchmarks engine``): decisions are then unguarded."""
         self.mapper = mapper
         self.projections = projections
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
-        self.canonical = CanonicalMemory(projections.conn, self._read_lock)
+        self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         self.transcripts = SourceTranscripts(recorder, mapper)
         self.recall_index = NamespaceRecallIndex(
             self.canonical, self.runner.changed_at, self.transcripts
@@ -126,10 +185,12 @@ class MemoryEngine:
         ledger: str | None = None,
         sync: bool = True,
         map_size: int | None = None,
-        config: MemoryConfig | None = None,
+        config: MemoryConfig | str | os.PathLike[str] | None = None,
         create: bool = True,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        read_only: bool | None = None,
+        token_counter: TokenCounter | None = None,
         follow: bool | None = None,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
@@ -150,33 +211,57 @@ class MemoryEngine:
             default: on for a PostgreSQL ledger opened with ``create=True``.
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
-        :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
+        :param config: runtime configuration: a :class:`MemoryConfig`, or the path of a
+            ``memory-ledger.toml`` to load. Default: the built-in defaults; the library never
+            reads a ``memory-ledger.toml`` from the current directory on its own (the CLI
+            does, and says so).
         :param create: create the store when absent; with False a missing store is an error
             (read-only tools such as ``memory-ledger recall`` use this).
-        :raises StoreUnavailableError: the folder cannot be created or opened; names it.
+        :param read_only: open the store read-only (it must exist): audits work, commands
+            raise ``LedgerReadOnlyError``. None (default): read-only exactly when
+            ``create`` is False and this process cannot write the store's ledger.
+        :param token_counter: ``text -> estimated tokens`` used by the memory map, admissions
+            and sessions' context assembly (default: :func:`projections.tokens.estimate_tokens`).
+        :raises StoreUnavailableError: the folder cannot be created or opened, or is missing
+            with ``create=False``; names it (``reason_code`` of the cause when known).
+        :raises ForeignStoreError: the folder holds another application's LMDB, an empty or a
+            non-LMDB ``data.mdb``; names it and leaves it untouched.
         :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached (or, with
             ``create=False``, holds no ledger); names it without its password.
-        :raises memory_ledger.ledger.records.LedgerFormatError: the ledger was written by a
-            newer version.
+        :raises LedgerFormatError: the ledger was written by a newer version.
+        :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
+        :raises InvalidArgumentError: ``map_size`` is not a positive integer.
         """
-        config = config or load_config()
-        owned = None
-        if embeddings is None:
-            embeddings = owned = provider_from_config(config)
+        if config is None:
+            config = MemoryConfig()
+        elif not isinstance(config, MemoryConfig):
+            config = load_config(config)
+        if map_size is not None:
+            check_count("map_size", map_size)
+        if token_counter is not None and not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         root = Path(path if path is not None else config.store_dir).absolute()
         url = ledger if ledger is not None else config.ledger
-        opened = open_ledger(root, url or None, sync=sync, map_size=map_size, create=create)
-        factory, recorder = opened.factory, opened.recorder
+        opened = open_ledger(
+            root, url or None, sync=sync, map_size=map_size, create=create, read_only=read_only
+        )
+        factory, recorder, read_only = opened.factory, opened.recorder, opened.read_only
+        owned = None
+        projections: ProjectionStore | None = None
         try:
             mapper = cast(Mapper[UUID], factory.mapper())
-            projections = ProjectionStore.open_slot(
-                root / "projections", version=PROJECTION_VERSION
-            )
-        except (duckdb.Error, ProjectionUnavailableError) as e:
+            cls._ensure_tag_index(recorder, mapper)
+            projections = _open_projections(root, read_only=read_only)
+            if embeddings is None:
+                embeddings = owned = provider_from_config(config)
+        except (ProjectionError, ProjectionUnavailableError) as e:
             factory.close()
             msg = f"cannot open a projection file in {str(root)!r}: {e}"
-            raise StoreUnavailableError(msg) from e
+            raise StoreUnavailableError(msg, path=str(root), reason_code=e.reason_code) from e
         except BaseException:
+            if projections is not None:
+                projections.close()
             factory.close()
             raise
         try:
@@ -189,6 +274,8 @@ class MemoryEngine:
                 config,
                 embeddings=embeddings,
                 index_in_background=index_in_background,
+                token_counter=token_counter,
+                read_only=read_only,
             )
         except BaseException:
             projections.close()
@@ -204,19 +291,40 @@ class MemoryEngine:
             engine.follow()
         return engine
 
+    @staticmethod
+    def _ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
+        """Index the tags of a store written before the tag index (once, all at once)."""
+        if not isinstance(recorder, TaggedRecorder):
+            msg = (
+                f"{type(recorder).__name__} cannot record tags and append conditions, which "
+                "the engine's consistency boundary needs (DESIGN.md section 3)"
+            )
+            raise StoreUnavailableError(msg)
+        if not recorder.tag_index_built():
+            recorder.build_tag_index(stored_event_tagger(mapper))
+
     # Write side ---------------------------------------------------------------------------
 
-    def append(self, events: Sequence[LedgerEvent]) -> list[int]:
+    def append(
+        self, events: Sequence[LedgerEvent], *, condition: DCBAppendCondition | None = None
+    ) -> list[int]:
         """Append ``events`` in ONE durable LMDB write transaction; return their positions.
 
+        Each event is indexed under its tags (:func:`ledger.tags.event_tags`). With a
+        ``condition`` (the consistency boundary of a decision, see :mod:`commands.boundary`)
+        the batch is refused when an event matching it was appended after its position.
+
         :raises eventsourcing.persistence.IntegrityError: a stream version exists already
-            (a concurrent writer); nothing of the batch is written.
+            (a concurrent writer), or the condition failed
+            (:class:`ledger.tag_index.AppendConditionFailedError`); nothing of the batch is
+            written.
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
         """
         stored = [self.mapper.to_stored_event(e) for e in events]
+        tags = [event_tags(e) for e in events]
         with self.ledger_guard():
-            ids = list(self.recorder.insert_events(stored) or [])
+            ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         if self.indexer is not None:
             self.indexer.kick()
@@ -234,14 +342,6 @@ class MemoryEngine:
         with self.ledger_guard():
             return self.recorder.max_notification_id() or 0
 
-    @property
-    def log(self) -> LedgerLog:
-        """The ledger's hash-chained log (what verify, backup, export and explain read)."""
-        if not isinstance(self.recorder, LedgerLog):  # pragma: no cover (both modules are)
-            msg = f"{type(self.recorder).__name__} does not provide the ledger log"
-            raise TypeError(msg)
-        return self.recorder
-
     @contextlib.contextmanager
     def ledger_guard(self) -> Iterator[None]:
         """Turn the ledger's "cannot reach the server" errors (the library's
@@ -255,19 +355,18 @@ class MemoryEngine:
 
     # Read side ----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def projection_guard(self) -> Iterator[None]:
-        """Turn a DuckDB error that says the projection file is damaged (a short read, a bad
-        checksum) into :class:`projections.store.ProjectionDamagedError` (an ``OSError``
-        naming the file), after marking the file: the next open sets it aside and rebuilds
-        the read models from the ledger. Other errors pass unchanged.
+    def projection_guard(self) -> contextlib.AbstractContextManager[None]:
+        """Translate DuckDB errors raised inside the block (the projection store's
+        :meth:`~memory_ledger.projections.store.ProjectionStore.guard`).
+
+        A DuckDB error that says the projection file is damaged (a short read, a bad
+        checksum) becomes :class:`~memory_ledger.projections.errors.ProjectionDamagedError`
+        (an ``OSError`` naming the file), after marking the file: the next open sets it
+        aside and rebuilds the read models from the ledger. Any other DuckDB error becomes
+        the :class:`~memory_ledger.projections.errors.ProjectionError` subclass of its
+        DB-API class, naming the file. Other errors pass unchanged.
         """
-        try:
-            yield
-        except duckdb.Error as e:
-            if is_damage(e):
-                raise self.projections.mark_damaged(e) from e
-            raise
+        return self.projections.guard()
 
     def catch_up(self, to: int | None = None) -> int:
         """Bring the projections up to ``to`` (default: the ledger head); return position.
@@ -293,17 +392,16 @@ class MemoryEngine:
         ``RecallResult.semantic`` reports the channel's state and coverage; a query that
         cannot be embedded degrades to lexical recall, never to an error.
 
-        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
+        :raises InvalidArgumentError: (a ``ValueError``) ``query`` is not a string, or ``k``
+            is not an integer of at least 1; ``parameter`` names it.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
-        namespace.validated()
+        check_namespace(namespace)
         if not isinstance(query, str):
             msg = f"query must be a string, got {type(query).__name__}"
-            raise ValueError(msg)
-        if not isinstance(k, int) or isinstance(k, bool):
-            msg = f"k must be an integer, got {k!r}"
-            raise ValueError(msg)
-        ranked, status, position = self.canonical_candidates(namespace, query, max(k, 0))
+            raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
+        check_count("k", k)
+        ranked, status, position = self.canonical_candidates(namespace, query, k)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
         return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
 
@@ -352,11 +450,84 @@ class MemoryEngine:
                 )
         return ranked, status, position
 
+    def retrievable_memory(self, namespace: Namespace, memory: UUID | str) -> MemoryDoc | None:
+        """The retrievable canonical memory ``memory`` of ``namespace`` (caught up to the
+        ledger head), or None. A memory of another namespace is None, exactly like an id that
+        does not exist: callers cannot tell the two apart (the namespace comes from the host).
+        """
+        namespace.validated()
+        with self._read_lock, self.projection_guard():
+            position = self.catch_up()
+            _, by_id = self.recall_index.docs(namespace, position)
+            return by_id.get(str(memory))
+
+    def best_match(self, namespace: Namespace, text: str) -> MemoryDoc | None:
+        """The retrievable memory of ``namespace`` that a command naming it by ``text``
+        targets: the best lexical (BM25) match that shares a word with ``text`` in its own
+        subject or statement (a word found only in its source transcript does not count), or
+        None. Lexical on purpose: a nearest vector always exists, a matching word may not.
+        """
+        ranked, _, _ = self.canonical_candidates(namespace, text, 10, semantic=False)
+        for doc, _score in ranked:
+            if shares_term(text, doc.subject, doc.statement):
+                return doc
+        return None
+
+    # Direct commands (the short way in; see commands/direct.py) ---------------------------
+
+    def remember(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+        tags: Sequence[str] = (),
+    ) -> DirectResult:
+        """Store ``statement`` as canonical memory of ``namespace``, durable on return
+        (:meth:`DirectCommands.remember <memory_ledger.commands.direct.DirectCommands.remember>`).
+        """
+        return DirectCommands(self).remember(
+            namespace, statement, subject=subject, predicate=predicate, value=value, tags=tags
+        )
+
+    def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Forget one memory of ``namespace`` by id or by its words, durable on return
+        (:meth:`DirectCommands.forget <memory_ledger.commands.direct.DirectCommands.forget>`).
+        """
+        return DirectCommands(self).forget(namespace, statement_or_id)
+
+    def correct(
+        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+    ) -> DirectResult:
+        """Supersede the memory ``target`` (or the best match for ``statement``) with
+        ``statement``, durable on return
+        (:meth:`DirectCommands.correct <memory_ledger.commands.direct.DirectCommands.correct>`).
+        """
+        return DirectCommands(self).correct(namespace, statement, target=target)
+
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
+        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
+        """
+        return DirectCommands(self).pin(namespace, statement_or_id)
+
+    def forget_all(self, namespace: Namespace) -> int:
+        """Forget every retrievable memory of exactly ``namespace`` in one command (durable
+        on return) and return how many (:func:`commands.erasure.forget_all`): the ledger
+        records the command and each memory it forgot; other namespaces are untouched.
+
+        :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
+        :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
+        """
+        return forget_all(self, namespace)
+
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""
         if self.semantic is None:
             return OFF
-        namespace.validated()
+        check_namespace(namespace)
         self.catch_up()
         with self.projection_guard():
             return self.semantic.status(namespace)
@@ -364,11 +535,18 @@ class MemoryEngine:
     def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
         or of the store) has a vector; True when ready (also when no provider is attached:
-        there is nothing to wait for)."""
+        there is nothing to wait for).
+
+        :raises InvalidArgumentError: ``timeout`` is NaN, infinite, negative or not a number.
+        """
+        seconds = check_timeout("timeout", timeout, allow_none=False)
+        assert seconds is not None
+        if namespace is not None:
+            check_namespace(namespace)
         if self.indexer is None:
             return True
         with self.projection_guard():
-            return self.indexer.wait_ready(timeout, namespace)
+            return self.indexer.wait_ready(seconds, namespace)
 
     def index_vectors(self) -> int:
         """Embed every retrievable memory still lacking a vector now, in this thread;
@@ -381,17 +559,28 @@ class MemoryEngine:
         with self.projection_guard():
             return self.indexer.run_once()
 
-    def memory_map(self, namespace: Namespace) -> str:
-        """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
-        namespace.validated()
+    def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
+        """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
+        within its token budget as ``token_counter`` (default: the engine's) counts.
+
+        :raises InvalidNamespaceError: the namespace is invalid.
+        """
+        check_namespace(namespace)
+        counter = token_counter or self.token_counter
         with self._read_lock, self.projection_guard():
             position = self.catch_up()
-            key = namespace.key()
-            cached = self._memory_maps.get(key)
+            key = namespace.key() if counter is self.token_counter else None
+            cached = self._memory_maps.get(key) if key is not None else None
             if cached is None or cached[0] != position:
                 text = render_memory_map(
-                    self.canonical, namespace.tenant, namespace.principal, namespace.scope_id
+                    self.canonical,
+                    namespace.tenant,
+                    namespace.principal,
+                    namespace.scope_id,
+                    token_counter=counter,
                 )
+                if key is None:
+                    return text
                 cached = (position, text)
                 self._memory_maps[key] = cached
             return cached[1]
@@ -406,6 +595,11 @@ class MemoryEngine:
         extractor: Extractor | None = None,
         config: MemoryConfig | None = None,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        token_counter: TokenCounter | None = None,
+        knowledge: BoundKnowledge | None = None,
+        workspace: WorkspaceOptions | None = None,
+        summarizer: Summarizer | None = None,
+        compaction: CompactionPolicy | None = None,
         **overrides: Any,
     ) -> MemorySession:
         """Open (or resume) the session ``session_id`` under ``namespace``.
@@ -413,12 +607,24 @@ class MemoryEngine:
         Appends SessionOpened the first time. ``extractor`` defaults to a
         :class:`RecordedExtractor` (items given per turn). ``config`` defaults to the
         engine's; keyword ``overrides`` replace single keys (e.g. ``activation_policy=
-        "manual"``, ``llm_extraction_max_items=3``).
+        "manual"``, ``llm_extraction_max_items=3``). ``token_counter`` (default: the
+        engine's) sizes the session's admissions, memory map and context assembly
+        (``session.token_counter``, to give a ``ContextAssembler``). ``knowledge`` binds the
+        session to an exact knowledge package generation (recorded as KnowledgeBound when it
+        starts); ``workspace`` gives it workspace retrieval (off without); ``summarizer``
+        and ``compaction`` set up :meth:`MemorySession.compact` (off by default).
 
         :raises ConfigError: an override is invalid.
-        :raises InvalidNamespaceError: the namespace is invalid.
+        :raises InvalidNamespaceError: the namespace or ``session_id`` is invalid.
+        :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
+        :raises KnowledgeBindingError: the binding is refused (see ``MemorySession``).
+        :raises WorkspaceError: the workspace root is not a readable folder.
         """
-        namespace.validated()
+        check_namespace(namespace)
+        check_non_empty("session_id", session_id)
+        if token_counter is not None and not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         for label, value in (
             ("tenant", namespace.tenant),
             ("principal", namespace.principal),
@@ -427,7 +633,7 @@ class MemoryEngine:
         ):
             if isinstance(value, str) and contains_secret(value):
                 msg = f"{label} holds a secret-shaped value; identifiers are stored in every event"
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
         base = config or self.config
         if overrides:
             base = load_config_from(base, **overrides)
@@ -438,6 +644,11 @@ class MemoryEngine:
             extractor=extractor or RecordedExtractor(),
             config=base,
             extraction_mode=extraction_mode,
+            token_counter=token_counter or self.token_counter,
+            knowledge=knowledge,
+            workspace=workspace,
+            summarizer=summarizer,
+            compaction=compaction,
         )
 
     def close(self) -> None:

@@ -12,7 +12,21 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-__all__ = ["ExtractionRequest", "Extractor", "RecordedExtractor", "RelatedMemory"]
+from memory_ledger.commands.secrets import redact
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
+from memory_ledger.ledger.events import PendingExtraction
+
+__all__ = [
+    "DETAIL_CHARS",
+    "ExtractionRequest",
+    "Extractor",
+    "RecordedExtractor",
+    "RelatedMemory",
+    "pending_because",
+]
+
+DETAIL_CHARS = 500
+"""How much of an extractor error's message a :class:`PendingExtraction` keeps."""
 
 
 class RelatedMemory(msgspec.Struct, frozen=True):
@@ -75,12 +89,26 @@ class RecordedExtractor:
     def provide(self, turn_id: int, items: Sequence[Mapping[str, Any] | Any]) -> None:
         """Record the raw items the next extraction of ``turn_id`` returns.
 
-        :raises TypeError: ``items`` is a string or not a sequence.
+        :raises InvalidArgumentTypeError: (a ``TypeError``) ``items`` is a string or not a
+            sequence.
         """
         if isinstance(items, str | bytes) or not isinstance(items, Sequence):
             msg = f"items must be a list of item objects, got {type(items).__name__}"
-            raise TypeError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="items")
         self._items[turn_id] = list(items)
 
     def extract(self, request: ExtractionRequest) -> Sequence[Any]:
         return self._items.pop(request.turn_id, [])
+
+
+def pending_because(turn_id: int, error: BaseException) -> PendingExtraction:
+    """Why ``turn_id``'s extraction is pending after the extractor raised ``error``: its
+    ``reason_code`` when it has one (else ``extractor_failed``), and its message with secret
+    shapes redacted, cut to :data:`DETAIL_CHARS` characters."""
+    code = getattr(error, "reason_code", None)
+    detail = redact(f"{type(error).__name__}: {error}").text
+    return PendingExtraction(
+        turn_id=turn_id,
+        reason_code=code if isinstance(code, str) and code else "extractor_failed",
+        detail=" ".join(detail.split())[:DETAIL_CHARS],
+    )

@@ -15,7 +15,6 @@ credentials) and never carry the texts, the vectors or the API key.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -25,6 +24,8 @@ import numpy as np
 
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingError
 from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
 
 __all__ = ["PROVIDER_KIND", "OpenAIEmbeddingProvider"]
 
@@ -59,14 +60,17 @@ class OpenAIEmbeddingProvider:
     :param timeout: seconds allowed for each HTTP request (connect, read, write, pool).
     :param batch_size: texts per request; more are sent in several requests.
     :param transport: an optional ``httpx`` transport (tests, proxies).
+    :param async_transport: the same for :meth:`aembed`'s ``httpx.AsyncClient``.
     :param send_dimensions: also send ``"dimensions": dimension`` (for models with
         Matryoshka truncation, e.g. ``text-embedding-3-*``).
 
     :meth:`embed` returns a float64 array of shape ``(len(texts), width)`` (or, when the
     server returned rows of different lengths, a list of rows, left for
     :func:`~commands.embeddings.validate_vectors` to reject). The provider holds an HTTP
-    connection pool: use it as a context manager or call :meth:`close`. It is
-    thread-safe (``httpx.Client`` is).
+    connection pool: use it as a context manager or call :meth:`close` (and :meth:`aclose`
+    once :meth:`aembed` was used). It is thread-safe (``httpx.Client`` is).
+    :meth:`aembed` is the coroutine form of :meth:`embed` on an ``httpx.AsyncClient`` (what
+    :class:`~memory_ledger.commands.async_engine.AsyncMemoryEngine` calls on its loop).
 
     :raises ValueError: ``base_url`` is not http(s), ``model`` is empty, ``dimension``,
         ``timeout`` or ``batch_size`` is not positive.
@@ -84,18 +88,22 @@ class OpenAIEmbeddingProvider:
         batch_size: int = 256,
         transport: httpx.BaseTransport | None = None,
         send_dimensions: bool = False,
+        async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("model must not be empty")
-        if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError("timeout must be a positive number of seconds")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError("batch_size must be an integer of at least 1")
+        check_non_empty("model", model)
+        check_timeout("timeout", timeout, allow_none=False)
+        if timeout <= 0:
+            msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+            raise InvalidArgumentError(msg, parameter="timeout", reason_code="out_of_range")
+        check_count("batch_size", batch_size)
         self._descriptor = EmbeddingDescriptor(
             provider=PROVIDER_KIND, model_id=model, dimension=dimension, normalized=normalized
         )
         # The query string (e.g. Azure's api-version) is kept; only the fragment goes.
-        endpoint = OpenAIEndpoint(base_url, "embeddings", api_key, float(timeout), transport)
+        endpoint = OpenAIEndpoint(
+            base_url, "embeddings", api_key, float(timeout), transport, async_transport
+        )
+        self._endpoint = endpoint
         self._url, self._label, self._client = endpoint.url, endpoint.label, endpoint.client
         self.model = model
         self.timeout = float(timeout)
@@ -114,8 +122,12 @@ class OpenAIEmbeddingProvider:
         return self._descriptor
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the blocking HTTP connection pool."""
         self._client.close()
+
+    async def aclose(self) -> None:
+        """Close both HTTP connection pools (blocking and async)."""
+        await self._endpoint.aclose()
 
     def __enter__(self) -> OpenAIEmbeddingProvider:
         return self
@@ -138,11 +150,24 @@ class OpenAIEmbeddingProvider:
             return np.zeros((0, self._descriptor.dimension), dtype=np.float64)
         rows: list[list[float]] = []
         for start in range(0, len(batch), self.batch_size):
-            rows.extend(self._embed_batch(batch[start : start + self.batch_size]))
-        widths = {len(row) for row in rows}
-        if len(widths) != 1:
-            return rows  # ragged: validate_vectors names the bad dimension
-        return np.asarray(rows, dtype=np.float64).reshape(len(rows), widths.pop())
+            texts_part = batch[start : start + self.batch_size]
+            rows.extend(self._rows(self._post(texts_part), len(texts_part)))
+        return _matrix(rows)
+
+    async def aembed(self, texts: Sequence[str]) -> Any:
+        """Coroutine form of :meth:`embed` (same requests, checks and errors) on an
+        ``httpx.AsyncClient``.
+
+        :raises EmbeddingError: as :meth:`embed`.
+        """
+        batch = list(texts)
+        if not batch:
+            return np.zeros((0, self._descriptor.dimension), dtype=np.float64)
+        rows: list[list[float]] = []
+        for start in range(0, len(batch), self.batch_size):
+            texts_part = batch[start : start + self.batch_size]
+            rows.extend(self._rows(await self._apost(texts_part), len(texts_part)))
+        return _matrix(rows)
 
     # --- internals ------------------------------------------------------------------------
 
@@ -155,18 +180,27 @@ class OpenAIEmbeddingProvider:
     def _post(self, texts: list[str]) -> httpx.Response:
         try:
             return self._client.post(self._url, content=self._body(texts))
-        except httpx.TimeoutException as e:
-            msg = f"embedding endpoint {self._label} gave no reply within {self.timeout:g} s"
-            raise EmbeddingError("provider_failed", msg) from e
-        except httpx.NetworkError as e:
-            msg = f"embedding endpoint {self._label} is unreachable ({type(e).__name__})"
-            raise EmbeddingError("provider_failed", msg) from e
         except httpx.HTTPError as e:
-            msg = f"embedding endpoint {self._label} failed ({type(e).__name__})"
-            raise EmbeddingError("provider_failed", msg) from e
+            raise self._failure(e) from e
 
-    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        response = self._post(texts)
+    async def _apost(self, texts: list[str]) -> httpx.Response:
+        try:
+            return await self._endpoint.async_client.post(self._url, content=self._body(texts))
+        except httpx.HTTPError as e:
+            raise self._failure(e) from e
+
+    def _failure(self, e: httpx.HTTPError) -> EmbeddingError:
+        """The typed error for a failed HTTP exchange (names the endpoint, never the key)."""
+        if isinstance(e, httpx.TimeoutException):
+            msg = f"embedding endpoint {self._label} gave no reply within {self.timeout:g} s"
+        elif isinstance(e, httpx.NetworkError):
+            msg = f"embedding endpoint {self._label} is unreachable ({type(e).__name__})"
+        else:
+            msg = f"embedding endpoint {self._label} failed ({type(e).__name__})"
+        return EmbeddingError("provider_failed", msg)
+
+    def _rows(self, response: httpx.Response, count: int) -> list[list[float]]:
+        """The vectors of one reply, in input order (``count`` texts were sent)."""
         if not response.is_success:
             msg = (
                 f"embedding endpoint {self._label} answered HTTP {response.status_code} "
@@ -181,7 +215,6 @@ class OpenAIEmbeddingProvider:
             raise EmbeddingError("malformed", msg) from None
         except msgspec.DecodeError:
             raise EmbeddingError("malformed", f"reply body of {self._label} is not JSON") from None
-        count = len(texts)
         ordered: list[list[float] | None] = [None] * count
         for datum in reply.data:
             if not 0 <= datum.index < count:
@@ -196,3 +229,11 @@ class OpenAIEmbeddingProvider:
             msg = f"reply of {self._label} has {count - missing} vectors for {count} texts"
             raise EmbeddingError("count_mismatch", msg)
         return [row for row in ordered if row is not None]
+
+
+def _matrix(rows: list[list[float]]) -> Any:
+    """A float64 array of ``rows``, or the ragged list itself (validate_vectors names it)."""
+    widths = {len(row) for row in rows}
+    if len(widths) != 1:
+        return rows
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), widths.pop())

@@ -29,6 +29,8 @@ from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.commands.extraction import ExtractionRequest
 from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
 from memory_ledger.commands.validation import MIN_CONFIDENCE, MIN_IMPORTANCE
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ItemKind, ItemScope, ItemSource
 
 __all__ = [
@@ -90,7 +92,7 @@ class MemoryItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     importance: float
     confidence: float
     tags: list[str]
-    supersedes: str | None
+    supersedes: list[str]
     conflicts_with: list[str]
     evidence: list[str]
 
@@ -150,8 +152,9 @@ the predicate, or null.
 - reason: never empty; why this will be useful in a future conversation.
 - importance and confidence are numbers in [0, 1]. Only propose items with importance \
 >= {min_importance:.2f} and confidence >= {min_confidence:.2f}; leave out anything weaker.
-- supersedes (one id or null) and conflicts_with (a list of ids) may cite only ids of the \
-related memories listed in the request; use null and [] otherwise. Never invent ids.
+- supersedes (the ids this item replaces) and conflicts_with (the ids it contradicts) are \
+lists that may cite only ids of the related memories listed in the request; a \
+consolidation may name several; use [] otherwise. Never invent ids.
 - evidence: the turn or dialogue ids the item rests on (may be empty). tags: a few short \
 topic words; never tenant, principal or scope_id.
 - Never copy secrets (passwords, API keys, tokens, private keys) or [REDACTED:...] markers \
@@ -234,10 +237,13 @@ class OpenAIChatExtractor:
     each HTTP request in seconds; ``max_items`` caps the items asked for and returned;
     ``extractor_id`` defaults to ``"openai:{model}"``; ``temperature`` is sent unless
     None (some reasoning models refuse it). ``transport`` is an optional ``httpx``
-    transport (tests, proxies).
+    transport (tests, proxies); ``async_transport`` the same for :meth:`aextract`.
 
-    The extractor holds an HTTP connection pool: use it as a context manager or call
-    :meth:`close`. Raises ``ValueError`` for a ``base_url`` that is not http(s), an empty
+    :meth:`extract` blocks (``httpx.Client``); :meth:`aextract` is its coroutine form on an
+    ``httpx.AsyncClient`` (what :class:`~memory_ledger.commands.async_engine.AsyncMemoryEngine`
+    sessions call, on their event loop). The extractor holds HTTP connection pools: use it
+    as a context manager or call :meth:`close` (and :meth:`aclose` once :meth:`aextract`
+    was used). Raises ``ValueError`` for a ``base_url`` that is not http(s), an empty
     ``model``, or ``max_items``/``timeout`` that are not positive.
     """
 
@@ -252,14 +258,18 @@ class OpenAIChatExtractor:
         extractor_id: str | None = None,
         temperature: float | None = 0.0,
         transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("model must not be empty")
-        if max_items < 1:
-            raise ValueError("max_items must be at least 1")
+        check_non_empty("model", model)
+        check_count("max_items", max_items)
+        check_timeout("timeout", timeout, allow_none=False)
         if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        endpoint = OpenAIEndpoint(base_url, "chat/completions", api_key, float(timeout), transport)
+            msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+            raise InvalidArgumentError(msg, parameter="timeout", reason_code="out_of_range")
+        endpoint = OpenAIEndpoint(
+            base_url, "chat/completions", api_key, float(timeout), transport, async_transport
+        )
+        self._endpoint = endpoint
         self._url, self._label, self._client = endpoint.url, endpoint.label, endpoint.client
         self.model = model
         self.timeout = float(timeout)
@@ -291,8 +301,12 @@ class OpenAIChatExtractor:
         return self._use_schema
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the blocking HTTP connection pool."""
         self._client.close()
+
+    async def aclose(self) -> None:
+        """Close both HTTP connection pools (blocking and async)."""
+        await self._endpoint.aclose()
 
     def __enter__(self) -> OpenAIChatExtractor:
         return self
@@ -325,6 +339,23 @@ class OpenAIChatExtractor:
             response = self._post(messages, json_schema=False)
         return self._items(response)
 
+    async def aextract(self, request: ExtractionRequest) -> Sequence[Any]:
+        """Coroutine form of :meth:`extract` (same request, reply handling and errors) on an
+        ``httpx.AsyncClient``: the event loop stays free while the model answers.
+
+        :raises ModelOutputError: as :meth:`extract`.
+        """
+        messages = self.messages(request)
+        if self._use_schema:
+            response = await self._apost(messages, json_schema=True)
+            if response.status_code == 400:
+                response = await self._apost(messages, json_schema=False)
+                if response.is_success:
+                    self._use_schema = False
+        else:
+            response = await self._apost(messages, json_schema=False)
+        return self._items(response)
+
     # --- internals ------------------------------------------------------------------------
 
     def _body(self, messages: list[dict[str, str]], *, json_schema: bool) -> bytes:
@@ -349,19 +380,30 @@ class OpenAIChatExtractor:
         body = self._body(messages, json_schema=json_schema)
         try:
             return self._client.post(self._url, content=body)
-        except httpx.TimeoutException as e:
-            raise ModelOutputError(
+        except httpx.HTTPError as e:
+            raise self._failure(e) from e
+
+    async def _apost(self, messages: list[dict[str, str]], *, json_schema: bool) -> httpx.Response:
+        body = self._body(messages, json_schema=json_schema)
+        try:
+            return await self._endpoint.async_client.post(self._url, content=body)
+        except httpx.HTTPError as e:
+            raise self._failure(e) from e
+
+    def _failure(self, e: httpx.HTTPError) -> ModelOutputError:
+        """The typed error for a failed HTTP exchange (names the endpoint, never the key)."""
+        if isinstance(e, httpx.TimeoutException):
+            return ModelOutputError(
                 "timeout", f"model endpoint {self._label} gave no reply within {self.timeout:g} s"
-            ) from e
-        except httpx.NetworkError as e:
-            raise ModelOutputError(
+            )
+        if isinstance(e, httpx.NetworkError):
+            return ModelOutputError(
                 "unreachable",
                 f"model endpoint {self._label} is unreachable ({type(e).__name__})",
-            ) from e
-        except httpx.HTTPError as e:
-            raise ModelOutputError(
-                "http_error", f"model endpoint {self._label} failed ({type(e).__name__})"
-            ) from e
+            )
+        return ModelOutputError(
+            "http_error", f"model endpoint {self._label} failed ({type(e).__name__})"
+        )
 
     def _items(self, response: httpx.Response) -> list[Any]:
         if not response.is_success:

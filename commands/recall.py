@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -89,6 +89,17 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
     turn_id: int | None = None
     semantic: SemanticStatus | None = None
     """The semantic channel's part in this answer (None or state ``off``: lexical only)."""
+
+    # A recall result reads like the list of its hits: ``result[0].statement``,
+    # ``len(result)``, ``for hit in result``.
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[RecallHit]:
+        return iter(self.results)
+
+    def __getitem__(self, index: int) -> RecallHit:
+        return self.results[index]
 
 
 class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,25 +2,41 @@
 
 A session resumed in another process, or after a crash, rebuilds this from the ledger and
 so knows which turns were observed, which extractions are pending, its explicit commands,
-its turns and snapshots, its admissions, and whether it was reconciled.
+its turns and snapshots, its admissions, whether it was reconciled, the knowledge binding it
+started with, its context compactions and the workspace it last attached.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 import msgspec
 
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
+    MemoryActivated,
     MemoryAdmitted,
+    MemoryConflictMarked,
+    MemoryForgotten,
+    MemoryPinned,
+    MemoryPruned,
+    MemoryReinforced,
+    MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
+    RecallServed,
     ReconciliationReport,
     SessionOpened,
     SessionReconciled,
@@ -29,6 +45,9 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 
 __all__ = ["Admission", "SessionState"]
@@ -63,48 +82,34 @@ class SessionState(msgspec.Struct, kw_only=True):
     completed: set[int] = msgspec.field(default_factory=set)
     sealed: bool = False
     report: ReconciliationReport | None = None
+    knowledge: KnowledgeBound | None = None
+    compactions: list[ContextCompacted] = msgspec.field(default_factory=list)
+    workspace: WorkspaceAttached | None = None
+    observed_positions: dict[int, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each turn's transcript (its evidence); 0 when not known yet."""
+    command_positions: dict[UUID, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each explicit command; 0 when not known yet."""
 
-    def apply(self, event: LedgerEvent) -> None:
-        """Fold one event of the session stream."""
+    def apply(self, event: LedgerEvent, position: int = 0) -> None:
+        """Fold one event of the session stream (``position``: its ledger position, 0 when
+        the caller does not know it yet)."""
         self.version = event.originator_version
-        if isinstance(event, SessionOpened):
-            self.opened = event
-        elif isinstance(event, TranscriptObserved):
-            self.observed[event.turn_id] = event
-        elif isinstance(event, CandidateExtracted):
-            self.candidates.append(event)
-        elif isinstance(event, CandidateRejected):
-            self.rejected.append(event)
-        elif isinstance(event, ExtractionCompleted):
-            self.extracted.add(event.turn_id)
-            self.abandoned.discard(event.turn_id)
-        elif isinstance(event, ExtractionAbandoned):
-            self.abandoned.add(event.turn_id)
-        elif isinstance(event, ExplicitCommandApplied):
-            self.commands.append(event)
-        elif isinstance(event, SnapshotPrepared):
-            self.prepared = event
-            self.snapshots[event.snapshot_id] = event
-        elif isinstance(event, TurnBegan):
-            self.generation = max(self.generation, event.generation)
-            self.current_turn = event.turn_id
-            self.frozen[event.turn_id] = event
-        elif isinstance(event, MemoryAdmitted):
-            self.admissions[(event.turn_id, event.memory_id)] = Admission(
-                memory_id=event.memory_id, revision=event.revision
-            )
-        elif isinstance(event, AdmissionRevoked):
-            admission = self.admissions.get((event.turn_id, event.memory_id))
-            if admission is not None and admission.revision == event.revision:
-                admission.revoked = True
-        elif isinstance(event, MemoryUsed):
-            self.uses.append(event)
-        elif isinstance(event, TurnCompleted):
-            self.completed.add(event.turn_id)
-        elif isinstance(event, SessionSealed):
-            self.sealed = True
-        elif isinstance(event, SessionReconciled):
-            self.report = event.report
+        handler = _FOLD[type(event)]
+        if handler is not None:
+            handler(self, event)
+        if position and type(event) is TranscriptObserved:
+            self.observed_positions[event.turn_id] = position
+        elif position and type(event) is ExplicitCommandApplied:
+            self.command_positions[event.command_id] = position
+
+    def evidence_position(self, entry: CandidateExtracted | ExplicitCommandApplied) -> int | None:
+        """The position of what ``entry`` rests on: a candidate's turn transcript, or the
+        command itself; None when unknown (commands.reconcile treats it as old)."""
+        if isinstance(entry, CandidateExtracted):
+            position = self.observed_positions.get(entry.turn_id, 0)
+        else:
+            position = self.command_positions.get(entry.command_id, 0)
+        return position or None
 
     def pending_extractions(self) -> list[int]:
         """Turns whose evidence is recorded but whose extraction outcome is not."""
@@ -116,3 +121,125 @@ class SessionState(msgspec.Struct, kw_only=True):
         if began is None or began.snapshot_id is None:
             return None
         return self.snapshots.get(began.snapshot_id)
+
+
+def _opened(state: SessionState, event: SessionOpened) -> None:
+    state.opened = event
+
+
+def _observed(state: SessionState, event: TranscriptObserved) -> None:
+    state.observed[event.turn_id] = event
+
+
+def _candidate(state: SessionState, event: CandidateExtracted) -> None:
+    state.candidates.append(event)
+
+
+def _rejected(state: SessionState, event: CandidateRejected) -> None:
+    state.rejected.append(event)
+
+
+def _extracted(state: SessionState, event: ExtractionCompleted) -> None:
+    state.extracted.add(event.turn_id)
+    state.abandoned.discard(event.turn_id)
+
+
+def _abandoned(state: SessionState, event: ExtractionAbandoned) -> None:
+    state.abandoned.add(event.turn_id)
+
+
+def _command(state: SessionState, event: ExplicitCommandApplied) -> None:
+    state.commands.append(event)
+
+
+def _prepared(state: SessionState, event: SnapshotPrepared) -> None:
+    state.prepared = event
+    state.snapshots[event.snapshot_id] = event
+
+
+def _began(state: SessionState, event: TurnBegan) -> None:
+    state.generation = max(state.generation, event.generation)
+    state.current_turn = event.turn_id
+    state.frozen[event.turn_id] = event
+
+
+def _admitted(state: SessionState, event: MemoryAdmitted) -> None:
+    state.admissions[(event.turn_id, event.memory_id)] = Admission(
+        memory_id=event.memory_id, revision=event.revision
+    )
+
+
+def _revoked(state: SessionState, event: AdmissionRevoked) -> None:
+    admission = state.admissions.get((event.turn_id, event.memory_id))
+    if admission is not None and admission.revision == event.revision:
+        admission.revoked = True
+
+
+def _used(state: SessionState, event: MemoryUsed) -> None:
+    state.uses.append(event)
+
+
+def _completed(state: SessionState, event: TurnCompleted) -> None:
+    state.completed.add(event.turn_id)
+
+
+def _sealed(state: SessionState, event: SessionSealed) -> None:
+    state.sealed = True
+
+
+def _reconciled(state: SessionState, event: SessionReconciled) -> None:
+    state.report = event.report
+
+
+def _bound(state: SessionState, event: KnowledgeBound) -> None:
+    state.knowledge = event
+
+
+def _compacted(state: SessionState, event: ContextCompacted) -> None:
+    state.compactions.append(event)
+
+
+def _attached(state: SessionState, event: WorkspaceAttached) -> None:
+    state.workspace = event
+
+
+_FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
+    "session state: fold of a session stream",
+    {
+        SessionOpened: _opened,
+        TranscriptObserved: _observed,
+        CandidateExtracted: _candidate,
+        CandidateRejected: _rejected,
+        ExtractionCompleted: _extracted,
+        ExtractionAbandoned: _abandoned,
+        ExplicitCommandApplied: _command,
+        SnapshotPrepared: _prepared,
+        TurnBegan: _began,
+        MemoryAdmitted: _admitted,
+        AdmissionRevoked: _revoked,
+        MemoryUsed: _used,
+        TurnCompleted: _completed,
+        SessionSealed: _sealed,
+        SessionReconciled: _reconciled,
+        KnowledgeBound: _bound,
+        ContextCompacted: _compacted,
+        WorkspaceAttached: _attached,
+    },
+    # Events of memory streams and recall streams, never of a session stream.
+    ignores=(
+        NamespaceForgotten,
+        MemoryActivated,
+        MemoryReinforced,
+        MemorySuperseded,
+        MemoryConflictMarked,
+        MemoryPinned,
+        MemoryForgotten,
+        MemoryPruned,
+        RecallServed,
+        KnowledgeServed,
+        WorkspaceSearched,
+        # The session stream's record of a workspace closed: nothing the session reads.
+        WorkspaceReleased,
+    ),
+)
+"""How each event of a session stream changes :class:`SessionState`."""

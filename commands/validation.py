@@ -3,14 +3,15 @@
 Rules follow the A3S memory extraction contract (seed 000): semantic items are facts,
 preferences or decisions; procedural items are workflows, failures or decisions; each
 carries a scope, a non-empty future-value reason, importance >= 0.70 and confidence >= 0.75;
-relation ids must be ones the extractor was shown; namespace keys inside tags are refused
+relation ids (``supersedes``, ``conflicts_with``: one id, a list of ids, or null) must be
+ones the extractor was shown; namespace keys inside tags are refused
 (DESIGN.md section 6). Rejection details never echo the item's text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -24,7 +25,9 @@ __all__ = [
     "MIN_CONFIDENCE",
     "MIN_IMPORTANCE",
     "MIN_STATEMENT_CHARS",
+    "RELATION_FIELDS",
     "Rejection",
+    "cited_ids",
     "has_injection_marker",
     "validate_item",
 ]
@@ -77,6 +80,49 @@ def _clean(text: str | None) -> str | None:
     return stripped or None
 
 
+RELATION_FIELDS = ("supersedes", "conflicts_with")
+"""Item fields that cite memory ids: each takes one id, a list of ids, or null/[] (none)."""
+
+
+def _relations_as_lists(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with each relation field as a list: null -> [], ``"id"`` -> ``["id"]``.
+
+    Models emit either shape (and a consolidation names several ids); anything else is left
+    for the schema check to reject.
+    """
+    fixed = dict(raw)
+    for name in RELATION_FIELDS:
+        value = fixed.get(name)
+        if value is None:
+            fixed[name] = []
+        elif isinstance(value, str):
+            fixed[name] = [value]
+    return fixed
+
+
+def _ids(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Memory ids stripped, blanks dropped, duplicates dropped (first wins)."""
+    return tuple(dict.fromkeys(v.strip() for v in values if v.strip()))
+
+
+def cited_ids(raw_items: Iterable[Any]) -> set[str]:
+    """Every memory id the relation fields of ``raw_items`` cite (raw mappings or items)."""
+    ids: set[str] = set()
+    for raw in raw_items:
+        if isinstance(raw, ExtractedItem):
+            ids.update(raw.supersedes, raw.conflicts_with)
+            continue
+        if not isinstance(raw, dict):
+            continue
+        for name in RELATION_FIELDS:
+            value = raw.get(name)
+            values = [value] if isinstance(value, str) else value
+            if isinstance(values, list | tuple):
+                ids.update(v.strip() for v in values if isinstance(v, str))
+    ids.discard("")
+    return ids
+
+
 def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedItem | Rejection:
     """Validate one raw item; return the normalized item or a :class:`Rejection`.
 
@@ -90,7 +136,7 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         item = raw
     elif isinstance(raw, dict):
         try:
-            item = msgspec.convert(raw, ExtractedItem)
+            item = msgspec.convert(_relations_as_lists(raw), ExtractedItem)
         except msgspec.ValidationError as e:
             return Rejection("schema_invalid", str(e))
     else:
@@ -133,8 +179,9 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         return Rejection("secret_detected", "the item holds a secret-shaped value")
     if any(has_injection_marker(text) for text in texts if text):
         return Rejection("prompt_injection", "the item carries a prompt-injection marker")
-    relations = [r for r in (item.supersedes, *item.conflicts_with) if r]
-    for relation in relations:
+    supersedes = _ids(item.supersedes)
+    conflicts_with = _ids(item.conflicts_with)
+    for relation in (*supersedes, *conflicts_with):
         if relation not in relation_ids:
             return Rejection(
                 "unknown_relation_id", "a relation cites a memory id the extractor was not shown"
@@ -147,5 +194,7 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         predicate=_clean(item.predicate),
         value=_clean(item.value),
         tags=tags,
+        supersedes=supersedes,
+        conflicts_with=conflicts_with,
         evidence=tuple(dict.fromkeys(e for e in item.evidence if e)),
     )

@@ -25,6 +25,22 @@ Layout of one LMDB environment (named databases):
   :class:`~eventsourcing.persistence.IntegrityError` and aborts the whole batch.
 - ``tracking``: application name (UTF-8) -> highest tracked notification id.
 - ``agg:<purpose>``: stream key -> body, for plain aggregate recorders (e.g. snapshots).
+- ``tags`` and ``event_tags``: the tag index (:mod:`memory_ledger.ledger.tag_index`): which
+  records carry which tags, written in the same transaction as the records.
+
+Tags and append conditions (the ``eventsourcing`` library's dynamic consistency boundary,
+``eventsourcing/dcb/api.py``): :meth:`LMDBApplicationRecorder.insert_events` accepts
+``tags=`` (one list of tags per stored event) and ``condition=`` (a ``DCBAppendCondition``)
+and refuses the whole batch, before writing anything, when a record matching the condition's
+query was appended after the condition's position. :meth:`LMDBApplicationRecorder.select_tagged`
+reads the records matching a query with their positions. The library's DCB recorder
+interface over the same log is :class:`memory_ledger.ledger.lmdb_dcb.LMDBDCBRecorder`.
+
+Format versions: 1 has no tag index; 2 (this version) indexes every record's tags. A store of
+version 1 opens, and :meth:`LMDBApplicationRecorder.build_tag_index` upgrades it (indexing
+the tags a caller derives from each record, in one write transaction); conditional appends
+are refused until then. A version-1 reader refuses a version-2 store, so no older process can
+append records without their tags.
 
 LMDB facts this module relies on (LMDB docs, ``mdb_env_open``/``mdb_env_set_mapsize``):
 one write transaction at a time across all processes (so ids assigned inside it are gapless
@@ -37,25 +53,26 @@ transaction gate); after another process grows the map, ``mdb_txn_begin`` fails 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import math
 import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 from uuid import UUID
 
 import lmdb
 import msgspec
+from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBRecorder
+from eventsourcing.dcb.persistence import DCBInfrastructureFactory
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
-    DataError,
     InfrastructureFactory,
-    IntegrityError,
     ListenNotifySubscription,
     Notification,
-    OperationalError,
     ProcessRecorder,
     Recorder,
     StoredEvent,
@@ -65,22 +82,40 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
+from memory_ledger.ledger.errors import (
+    LedgerDataError,
+    LedgerError,
+    LedgerFormatError,
+    LedgerIntegrityError,
+    LedgerOperationalError,
+    LedgerReadOnlyError,
+    LedgerRecordError,
+    LedgerSettingError,
+)
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
 from memory_ledger.ledger.records import (
-    FORMAT_VERSION,
     GENESIS_HASH,
     HASH_SIZE,
-    LedgerFormatError,
     LedgerRecord,
     chain_hash,
-    check_format_version,
     decode_body,
     decode_entry,
     encode_body,
 )
+from memory_ledger.ledger.store_identity import (
+    FORMAT_KEY,
+    check_data_file,
+    identity_to_record,
+)
+from memory_ledger.ledger.tag_index import AppendConditionFailedError, TagIndex
 
 __all__ = [
+    "AppendConditionFailedError",
     "FORMAT_VERSION",
+    "encode_body",
+    "pack_position",
+    "pack_version",
     "GENESIS_HASH",
     "HASH_SIZE",
     "LMDBAggregateRecorder",
@@ -93,9 +128,18 @@ __all__ = [
     "LedgerFormatError",
     "LedgerRecord",
     "Refused",
+    "TAG_INDEX_FORMAT",
+    "TaggedEvent",
+    "TaggedSelection",
     "Factory",
     "decode_record",
 ]
+
+FORMAT_VERSION = 2
+"""Version of the on-disk record format written by this module (2: with the tag index)."""
+
+TAG_INDEX_FORMAT = 2
+"""The first format version whose stores index every record's tags."""
 
 DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 """Initial map size in bytes when ``LMDB_MAP_SIZE`` is not set (sparse on Linux)."""
@@ -104,7 +148,6 @@ _ID = struct.Struct(">Q")
 _MAX_ID = (1 << 64) - 1
 _VERSION_BIAS = 1 << 63
 _MAX_KEY_ID_BYTES = 400
-_META_FORMAT_KEY = b"format_version"
 
 T = TypeVar("T")
 
@@ -114,34 +157,40 @@ OriginatorIdType = Literal["uuid", "text"]
 class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
     """Raised inside a write transaction, before anything is written, to refuse a batch.
 
-    The transaction is committed unchanged and ``error`` (an ``IntegrityError``) is raised
-    to the caller.
+    The transaction is committed unchanged and ``error`` (an ``IntegrityError``, or another
+    ``DatabaseError`` such as a missing tag index) is raised to the caller.
     """
 
-    def __init__(self, error: IntegrityError) -> None:
+    def __init__(self, error: LedgerError) -> None:
         super().__init__(str(error))
         self.error = error
 
 
 _body_decoder = msgspec.msgpack.Decoder()
-_encode_body = encode_body
 _decode_body = decode_body
 
 
 def decode_record(key: bytes, value: bytes) -> LedgerRecord:
     """Decode one ``log`` entry (``key`` = 8-byte id, ``value`` = hash + body).
 
-    Raises :class:`msgspec.DecodeError` (a ``ValueError``) when the body is not a valid record.
+    Raises :class:`~memory_ledger.ledger.errors.LedgerRecordError` (a
+    ``msgspec.DecodeError``, a ``ValueError``) when the body is not a valid record.
     """
     return decode_entry(_ID.unpack(key)[0], value)
 
 
-def _pack_version(version: int) -> bytes:
+def pack_position(position: int) -> bytes:
+    """A position (notification id) as its 8-byte big-endian key in ``log``."""
+    return _ID.pack(position)
+
+
+def pack_version(version: int) -> bytes:
+    """A stream version as the 8-byte sign-flipped suffix of its ``index`` key."""
     try:
         return _ID.pack(version + _VERSION_BIAS)
     except struct.error:
         msg = f"originator_version {version} is outside the signed 64-bit range"
-        raise DataError(msg) from None
+        raise LedgerDataError(msg) from None
 
 
 class _TransactionGate:
@@ -184,12 +233,27 @@ class _TransactionGate:
                 self._cond.notify_all()
 
 
-class _SharedEnvironment:
-    """One open LMDB environment, shared by every datastore of this process on that path."""
+def _lock_file_writable(path: str) -> bool:
+    """Whether this process may write the environment's ``lock.mdb`` (or create it)."""
+    lock_file = os.path.join(path, "lock.mdb")
+    if os.path.exists(lock_file):
+        return os.access(lock_file, os.W_OK)
+    return os.access(path, os.W_OK)
 
-    def __init__(self, path: str, map_size: int, *, sync: bool) -> None:
+
+class _SharedEnvironment:
+    """One open LMDB environment, shared by every datastore of this process on that path.
+
+    ``readonly``: opened with ``MDB_RDONLY`` for audits of a store this process cannot
+    write; when even ``lock.mdb`` is not writable (a read-only folder or mount) the
+    environment is opened without the lock file (``lock=False``): reads then see a
+    consistent snapshot only while no other process writes the store.
+    """
+
+    def __init__(self, path: str, map_size: int, *, sync: bool, readonly: bool = False) -> None:
         self.path = path
         self.sync = sync
+        self.readonly = readonly
         self.refcount = 0
         self.gate = _TransactionGate()
         self.write_lock = threading.Lock()
@@ -197,6 +261,10 @@ class _SharedEnvironment:
         self.listeners_lock = threading.Lock()
         self._dbs_lock = threading.Lock()
         self._dbs: dict[bytes, Any] = {}
+        check_data_file(path)
+        self.locked = not readonly or _lock_file_writable(path)
+        self.tag_index_built = False
+        """Whether the store indexes every record's tags (format >= 2), as last seen."""
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -205,43 +273,122 @@ class _SharedEnvironment:
             max_readers=254,
             sync=sync,
             metasync=sync,
-            lock=True,
+            lock=self.locked,
+            readonly=readonly,
+            create=not readonly,
         )
-        # Clear reader slots left behind by processes that died holding a read transaction.
-        self.stale_readers_cleared = self.env.reader_check()
         try:
-            # Check the format before creating anything, so refusing a newer store
-            # leaves it untouched.
-            self.db(b"meta")
-            self._check_format()
-            for name in (b"log", b"index", b"tracking"):
+            # Clear reader slots left behind by processes that died holding a read
+            # transaction (only a writer may; without a lock file there are none).
+            self.stale_readers_cleared = 0 if readonly else self.env.reader_check()
+            # Check the identity and format before creating anything, so refusing a
+            # foreign or newer store leaves it untouched.
+            self._check_identity()
+            names: tuple[bytes, ...] = (b"meta", b"log", b"index", b"tracking")
+            if not readonly:  # a read-only open finds the tag index lazily (format >= 2)
+                names += (b"tags", b"event_tags")
+            for name in names:
                 self.db(name)
+        except lmdb.Error as e:
+            self.env.close()
+            raise translate_lmdb_error(e, path, "open") from e
         except BaseException:
             self.env.close()
             raise
 
     def db(self, name: bytes) -> Any:
+        """Handle of the named database ``name``; created when absent (read-only: refused).
+
+        :raises LedgerReadOnlyError: read-only and the database does not exist.
+        """
         handle = self._dbs.get(name)
         if handle is None:
             with self._dbs_lock:
                 handle = self._dbs.get(name)
                 if handle is None:
-                    handle = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
+                    if self.readonly:
+                        handle = self._open_existing_db(name)
+                    else:
+                        handle = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
                     self._dbs[name] = handle
         return handle
 
-    def _check_format(self) -> None:
-        meta = self._dbs[b"meta"]
+    def _open_existing_db(self, name: bytes) -> Any:
+        # Without a transaction: py-lmdb ends an explicit read-only transaction without
+        # committing it, and LMDB keeps a handle opened inside one only when it commits.
+        try:
+            return self.env.open_db(name, create=False)
+        except lmdb.NotFoundError:
+            msg = (
+                f"the LMDB ledger at {self.path!r} has no {name.decode('utf-8', 'replace')!r} "
+                "database, and it is open read-only"
+            )
+            raise LedgerReadOnlyError(msg, path=self.path) from None
 
-        def ensure(txn: Any) -> bytes:
-            stored = txn.get(_META_FORMAT_KEY, db=meta)
-            if stored is None:
-                stored = str(FORMAT_VERSION).encode()
-                txn.put(_META_FORMAT_KEY, stored, db=meta)
-            return cast(bytes, stored)
+    def _read_identity(self) -> tuple[list[bytes], dict[bytes, bytes] | None]:
+        """The main database's keys and the ``meta`` entries (None without ``meta``)."""
+        with self.env.begin(write=False) as txn:
+            names = [bytes(key) for key in txn.cursor().iternext(keys=True, values=False)]
+        if b"meta" not in names:
+            return names, None
+        meta_db = self._open_existing_db(b"meta") if self.readonly else self.db(b"meta")
+        with self.env.begin(write=False) as txn:
+            meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
+        return names, meta
 
-        stored = self._run_write(ensure)
-        check_format_version(stored, f"LMDB store at {self.path!r}")
+    def _check_identity(self) -> None:
+        """Refuse a foreign, empty or newer store; record a missing identity when writable.
+
+        :raises ForeignStoreError: not a memory-ledger ledger (see
+            :mod:`memory_ledger.ledger.store_identity`).
+        :raises LedgerFormatError: a newer or unreadable format version.
+        """
+        names, meta = self._read_identity()
+        missing = identity_to_record(self.path, names, meta, format_version=FORMAT_VERSION)
+        if missing and not self.readonly:
+
+            def record(txn: Any) -> None:
+                meta_db = self.env.open_db(b"meta", txn=txn)
+                for key, value in missing.items():
+                    txn.put(key, value, db=meta_db, overwrite=False)
+
+            self._run_write(record)
+        stored = (meta or {}).get(FORMAT_KEY) or missing.get(FORMAT_KEY)
+        self.tag_index_built = self.parse_format(stored) >= TAG_INDEX_FORMAT
+
+    def _log_is_empty(self, txn: Any) -> bool:
+        try:
+            log = self.env.open_db(b"log", txn=txn, create=False)
+        except lmdb.NotFoundError:
+            return True
+        return not txn.cursor(db=log).first()
+
+    def parse_format(self, stored: bytes | None) -> int:
+        """The format version stored in ``meta`` (``stored``; None reads as 0)."""
+        if stored is None:
+            return 0
+        try:
+            return int(bytes(stored).decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            msg = f"LMDB store at {self.path!r} has an unreadable format version {stored!r}"
+            raise LedgerFormatError(msg) from None
+
+    def check_tag_index(self, txn: Any) -> None:
+        """Raise :class:`Refused` inside a write transaction when the store has no tag index.
+
+        Cached once seen built (in this process, or re-read from ``meta`` in ``txn``).
+        """
+        if self.tag_index_built:
+            return
+        stored = txn.get(FORMAT_KEY, db=self._dbs[b"meta"])
+        if self.parse_format(stored) >= TAG_INDEX_FORMAT:
+            self.tag_index_built = True
+            return
+        msg = (
+            f"LMDB store at {self.path!r} has no tag index yet (format version 1): "
+            "build it (LMDBApplicationRecorder.build_tag_index) before conditional appends"
+        )
+        raise Refused(LedgerOperationalError(msg, path=self.path))
 
     # Transactions ---------------------------------------------------------------------------
 
@@ -255,6 +402,15 @@ class _SharedEnvironment:
         ``size_hint`` (bytes about to be written) grows the map before the transaction when
         it would not fit, so a full map rarely forces an abort either.
         """
+        if self.readonly:
+            msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
+            raise LedgerReadOnlyError(msg, path=self.path)
+        try:
+            return self._run_write_once(fn, size_hint)
+        except lmdb.Error as e:
+            raise translate_lmdb_error(e, self.path, "write") from e
+
+    def _run_write_once(self, fn: Callable[[Any], T], size_hint: int) -> T:
         with self.write_lock:
             self._reserve(size_hint)
             while True:
@@ -307,21 +463,33 @@ class _SharedEnvironment:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Any]:
-        """A read-only transaction over one consistent snapshot of the store."""
+        """A read-only transaction over one consistent snapshot of the store.
+
+        An LMDB error met while beginning it or inside the ``with`` block is raised as the
+        typed error of :func:`~memory_ledger.ledger.lmdb_errors.translate_lmdb_error`.
+        """
         while True:
             self.gate.acquire_shared()
             try:
                 txn = self.env.begin(write=False, buffers=False)
             except lmdb.MapResizedError:
                 self.gate.release_shared()
-                self._adopt_new_size()
+                try:
+                    self._adopt_new_size()
+                except lmdb.Error as e:
+                    raise translate_lmdb_error(e, self.path, "read") from e
                 continue
+            except lmdb.Error as e:
+                self.gate.release_shared()
+                raise translate_lmdb_error(e, self.path, "read") from e
             except BaseException:
                 self.gate.release_shared()
                 raise
             break
         try:
             yield txn
+        except lmdb.Error as e:
+            raise translate_lmdb_error(e, self.path, "read") from e
         finally:
             try:
                 txn.abort()
@@ -352,21 +520,39 @@ class _Registry:
         self._lock = threading.Lock()
         self._envs: dict[str, _SharedEnvironment] = {}
 
-    def acquire(self, path: str, map_size: int, *, sync: bool) -> _SharedEnvironment:
+    def acquire(
+        self, path: str, map_size: int, *, sync: bool, readonly: bool = False
+    ) -> _SharedEnvironment:
+        """The process's environment on ``path``, opened now if needed.
+
+        A read-only request shares an environment this process already has open for
+        writing; a writable request on an environment open read-only is refused.
+
+        :raises LedgerOperationalError: the directory cannot be created or opened, or it
+            is open read-only in this process and a writable one was asked for.
+        """
         key = os.path.realpath(path)
         with self._lock:
             shared = self._envs.get(key)
+            if shared is not None and shared.readonly and not readonly:
+                msg = (
+                    f"the LMDB ledger at {key!r} is open read-only in this process; close "
+                    "it before opening it for writing"
+                )
+                raise LedgerOperationalError(msg, path=key, reason_code="ledger_read_only")
             if shared is None:
+                if not readonly:
+                    try:
+                        os.makedirs(key, exist_ok=True)
+                    except OSError as e:
+                        msg = f"cannot create LMDB store directory {key!r}: {e.strerror}"
+                        raise LedgerOperationalError(
+                            msg, path=key, reason_code=_errno_reason(e)
+                        ) from e
                 try:
-                    os.makedirs(key, exist_ok=True)
-                except OSError as e:
-                    msg = f"cannot create LMDB store directory {key!r}: {e.strerror}"
-                    raise OperationalError(msg) from e
-                try:
-                    shared = _SharedEnvironment(key, map_size, sync=sync)
+                    shared = _SharedEnvironment(key, map_size, sync=sync, readonly=readonly)
                 except lmdb.Error as e:
-                    msg = f"cannot open LMDB store at {key!r}: {e}"
-                    raise OperationalError(msg) from e
+                    raise translate_lmdb_error(e, key, "open") from e
                 self._envs[key] = shared
             shared.refcount += 1
             return shared
@@ -384,6 +570,17 @@ class _Registry:
         self._envs = {}
 
 
+def _errno_reason(error: OSError) -> str:
+    """A reason code for an ``OSError`` met on the store directory."""
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission_denied"
+    if error.errno == errno.EROFS:
+        return "read_only_file_system"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no_space"
+    return "ledger_unavailable"
+
+
 _registry = _Registry()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_registry.forget_after_fork)
@@ -397,7 +594,13 @@ class LMDBDatastore:
     :param sync: fsync on commit (durable on return) when true.
     :param originator_id_type: ``"uuid"`` or ``"text"``: the type of originator ids returned.
     :param poll_interval: seconds between polls for other processes' writes (subscriptions).
-    :raises OperationalError: the directory cannot be created or opened.
+    :param readonly: open the store read-only (it must exist): every write raises
+        :class:`~memory_ledger.ledger.errors.LedgerReadOnlyError`. Audits of a store the
+        user can only read use it.
+    :raises LedgerOperationalError: (an ``OperationalError``) the directory cannot be
+        created or opened; the message names it.
+    :raises ForeignStoreError: the directory holds another application's LMDB, an empty
+        or a non-LMDB ``data.mdb`` (see :mod:`memory_ledger.ledger.store_identity`).
     :raises LedgerFormatError: the store has a newer record format.
     """
 
@@ -409,18 +612,22 @@ class LMDBDatastore:
         sync: bool = True,
         originator_id_type: OriginatorIdType = "uuid",
         poll_interval: float = 0.05,
+        readonly: bool = False,
     ) -> None:
         self.path = path
         self.sync = sync
+        self.readonly = readonly
         self.originator_id_type: OriginatorIdType = originator_id_type
         self.poll_interval = poll_interval
-        self._shared: _SharedEnvironment | None = _registry.acquire(path, map_size, sync=sync)
+        self._shared: _SharedEnvironment | None = _registry.acquire(
+            path, map_size, sync=sync, readonly=readonly
+        )
 
     @property
     def shared(self) -> _SharedEnvironment:
         if self._shared is None:
             msg = f"LMDB datastore at {self.path!r} is closed"
-            raise OperationalError(msg)
+            raise LedgerOperationalError(msg, path=self.path, reason_code="ledger_closed")
         return self._shared
 
     @property
@@ -438,9 +645,15 @@ class LMDBDatastore:
         ``fn`` may raise :class:`Refused` (before writing anything) to refuse the batch.
         """
         shared = self.shared
+        if self.readonly:
+            msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
+            raise LedgerReadOnlyError(msg, path=self.path)
         result = shared.write(fn, size_hint)
         if self.sync and not shared.sync:
-            shared.env.sync(True)
+            try:
+                shared.env.sync(True)
+            except lmdb.Error as e:
+                raise translate_lmdb_error(e, self.path, "sync") from e
         return result
 
     def read(self) -> contextlib.AbstractContextManager[Any]:
@@ -462,7 +675,7 @@ class LMDBDatastore:
     def stream_prefix(self, originator_id: UUID | str) -> bytes:
         """Key prefix of one stream in the ``index`` database.
 
-        :raises DataError: the id is not a valid UUID (uuid mode) or is too long (text mode).
+        :raises LedgerDataError: the id is not a valid UUID (uuid mode) or is too long (text mode).
         """
         if self.originator_id_type == "uuid":
             if not isinstance(originator_id, UUID):
@@ -470,12 +683,12 @@ class LMDBDatastore:
                     originator_id = UUID(str(originator_id))
                 except ValueError:
                     msg = f"originator_id {originator_id!r} is not a UUID"
-                    raise DataError(msg) from None
+                    raise LedgerDataError(msg, path=self.path) from None
             return b"\x01" + originator_id.bytes
         raw = str(originator_id).encode("utf-8")
         if len(raw) > _MAX_KEY_ID_BYTES:
             msg = f"originator_id is {len(raw)} bytes long, at most {_MAX_KEY_ID_BYTES} allowed"
-            raise DataError(msg)
+            raise LedgerDataError(msg, path=self.path)
         return b"\x02" + struct.pack(">H", len(raw)) + raw
 
     def convert_originator_id(self, originator_id: UUID | str) -> UUID | str:
@@ -521,8 +734,8 @@ def _iter_stream(
     """Yield ``(key, value)`` of one stream's index entries within ``(gt, lte]``."""
     if limit is not None and limit <= 0:
         return
-    low = prefix + (_pack_version(gt + 1) if gt is not None else b"")
-    high = prefix + (_pack_version(lte) if lte is not None else b"\xff" * 8)
+    low = prefix + (pack_version(gt + 1) if gt is not None else b"")
+    high = prefix + (pack_version(lte) if lte is not None else b"\xff" * 8)
     count = 0
     if not desc:
         found = cursor.set_range(low)
@@ -577,8 +790,8 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
         db = self.datastore.db(self._db_name)
         rows = [
             (
-                self.datastore.stream_prefix(s.originator_id) + _pack_version(s.originator_version),
-                _encode_body(s.originator_id, s.originator_version, s.topic, s.state),
+                self.datastore.stream_prefix(s.originator_id) + pack_version(s.originator_version),
+                encode_body(s.originator_id, s.originator_version, s.topic, s.state),
             )
             for s in stored_events
         ]
@@ -614,13 +827,42 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
             return result
 
 
+class TaggedEvent(NamedTuple):
+    """A stored event read through the tag index, with its position (notification id)."""
+
+    position: int
+    stored_event: StoredEvent
+
+
+class TaggedSelection(NamedTuple):
+    """What :meth:`LMDBApplicationRecorder.select_tagged` read in one snapshot: the matching
+    events in position order and ``head``, the log's last position then (0 when empty).
+
+    ``head`` is the position a decision made from these events read: append its events with
+    a ``DCBAppendCondition(query, after=head)``.
+    """
+
+    head: int
+    events: list[TaggedEvent]
+
+
+def _topic_of_value(value: bytes) -> str:
+    """The topic of a stored ``log`` value (hash + body)."""
+    return _decode_body(bytes(value[HASH_SIZE:]))[2]
+
+
 class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
-    """Records stored events in streams and in one gapless, hash-chained notification log."""
+    """Records stored events in streams and in one gapless, hash-chained notification log,
+    with an optional tag per event and an optional append condition (see the module doc)."""
 
     def __init__(self, datastore: LMDBDatastore) -> None:
         super().__init__(datastore)
         self._log = datastore.db(b"log")
         self._index = datastore.db(b"index")
+        self._meta = datastore.db(b"meta")
+        self.tag_index = TagIndex(
+            datastore.db(b"tags"), datastore.db(b"event_tags"), self._log, _topic_of_value
+        )
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -628,28 +870,56 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         """Append all events in ONE write transaction and return their notification ids.
 
         Ids continue the log without gaps; each record's hash chains to the previous one.
+        Keyword arguments (all optional): ``tracking`` (a ``Tracking``, process recorders),
+        ``tags`` (one sequence of tag strings per stored event, indexed with the records) and
+        ``condition`` (a ``DCBAppendCondition``: the batch is refused when a record matching
+        its query was appended after ``condition.after``; DESIGN.md section 3).
 
         :raises IntegrityError: an (originator id, version) exists already or twice in the
-            batch (or, for process recorders, the tracking id is not new); nothing is written.
+            batch, or (process recorders) the tracking id is not new; nothing is written.
+        :raises AppendConditionFailedError: the condition failed (an ``IntegrityError``);
+            nothing is written.
+        :raises OperationalError: a condition was given but the store's tag index is not
+            built (a format-1 store); nothing is written.
+        :raises DataError: ``tags`` does not hold one sequence per event, or a tag is not a
+            string or is longer than 400 UTF-8 bytes.
         """
         prepared = [
             (
-                self.datastore.stream_prefix(s.originator_id) + _pack_version(s.originator_version),
-                _encode_body(s.originator_id, s.originator_version, s.topic, s.state),
+                self.datastore.stream_prefix(s.originator_id) + pack_version(s.originator_version),
+                encode_body(s.originator_id, s.originator_version, s.topic, s.state),
             )
             for s in stored_events
         ]
         tracking: Tracking | None = kwargs.get("tracking")
+        tags: Sequence[Sequence[str]] | None = kwargs.get("tags")
+        condition: DCBAppendCondition | None = kwargs.get("condition")
+        if tags is not None:
+            if len(tags) != len(prepared):
+                msg = f"tags holds {len(tags)} sequences for {len(prepared)} events"
+                raise LedgerDataError(msg)
+            for event_tags in tags:
+                TagIndex.check(event_tags)
 
         def insert(txn: Any) -> list[int]:
-            return self._insert(txn, prepared, tracking)
+            return self.insert_in_transaction(txn, prepared, tracking, tags, condition)
 
         size = sum(len(k) + len(b) + HASH_SIZE + 16 for k, b in prepared)
+        if tags is not None:
+            size += sum(len(t) + 32 for event_tags in tags for t in event_tags)
         return self.datastore.write(insert, size)
 
-    def _insert(
-        self, txn: Any, prepared: list[tuple[bytes, bytes]], tracking: Tracking | None
+    def insert_in_transaction(
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tracking: Tracking | None,
+        tags: Sequence[Sequence[str]] | None = None,
+        condition: DCBAppendCondition | None = None,
     ) -> list[int]:
+        """The body of :meth:`insert_events` inside the caller's write transaction ``txn``:
+        ``prepared`` holds ``(stream key, body)`` per record. Raises :class:`Refused` (before
+        writing anything) to refuse the batch."""
         ids: list[int] = []
         # Every check runs before the first write, so a refused batch leaves the
         # transaction untouched (see _SharedEnvironment._run_write).
@@ -657,6 +927,11 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         tracking_db = self.datastore.db(b"tracking")
         if tracking is not None:
             _check_tracking(txn, tracking_db, tracking)
+        if condition is not None:
+            self.datastore.shared.check_tag_index(txn)
+            failed = self.tag_index.refuse(txn, condition)
+            if failed is not None:
+                raise Refused(failed)
         if prepared:
             cursor = txn.cursor(db=self._log)
             if cursor.last():
@@ -664,12 +939,14 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 prev_hash = bytes(cursor.value()[:HASH_SIZE])
             else:
                 last_id, prev_hash = 0, GENESIS_HASH
-            for key, body in prepared:
+            for n, (key, body) in enumerate(prepared):
                 last_id += 1
                 packed_id = _ID.pack(last_id)
                 txn.put(key, packed_id, db=self._index)
                 prev_hash = hashlib.sha256(prev_hash + body).digest()
                 txn.put(packed_id, prev_hash + body, db=self._log, append=True)
+                if tags is not None and tags[n]:
+                    self.tag_index.put(txn, packed_id, tags[n])
                 ids.append(last_id)
                 fault("ledger.put")
         if tracking is not None:
@@ -679,6 +956,99 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 db=tracking_db,
             )
         return ids
+
+    def select_tagged(
+        self, query: DCBQuery | None, *, after: int | None = None, limit: int | None = None
+    ) -> TaggedSelection:
+        """The events after ``after`` matching ``query`` (the library's DCB matching: any
+        item; an item's types and all of its tags), in position order, at most ``limit``,
+        with the log's head, all read in one snapshot.
+
+        :raises OperationalError: the store's tag index is not built (format 1).
+        """
+        convert = self.datastore.convert_originator_id
+        events: list[TaggedEvent] = []
+        with self.datastore.read() as txn:
+            self._require_tag_index(txn)
+            head = self.last_position(txn)
+            if limit is not None and limit <= 0:
+                return TaggedSelection(head, events)
+            for position in self.tag_index.matches(txn, query, after or 0):
+                value = txn.get(_ID.pack(position), db=self._log)
+                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                events.append(
+                    TaggedEvent(position, StoredEvent(convert(oid), version, topic, state))
+                )
+                if limit is not None and len(events) >= limit:
+                    break
+        return TaggedSelection(head, events)
+
+    def _require_tag_index(self, txn: Any) -> None:
+        shared = self.datastore.shared
+        if shared.tag_index_built:
+            return
+        if shared.parse_format(txn.get(FORMAT_KEY, db=self._meta)) >= TAG_INDEX_FORMAT:
+            shared.tag_index_built = True
+            return
+        msg = (
+            f"LMDB store at {self.datastore.path!r} has no tag index yet (format version 1): "
+            "build it with build_tag_index() first"
+        )
+        raise LedgerOperationalError(msg, path=shared.path)
+
+    def last_position(self, txn: Any) -> int:
+        """The log's last position in ``txn`` (0 when empty)."""
+        cursor = txn.cursor(db=self._log)
+        return cast(int, _ID.unpack(cursor.key())[0]) if cursor.last() else 0
+
+    def require_tag_index(self, txn: Any) -> None:
+        """Raise ``OperationalError`` when the store's tag index is not built (format 1)."""
+        self._require_tag_index(txn)
+
+    def tag_index_built(self) -> bool:
+        """Whether every record's tags are indexed (format version >= 2)."""
+        with self.datastore.read() as txn:
+            try:
+                self._require_tag_index(txn)
+            except LedgerOperationalError:
+                return False
+            return True
+
+    def tags_of(self, position: int) -> list[str]:
+        """The tags of the record at ``position`` (empty when none, or no such record)."""
+        with self.datastore.read() as txn:
+            return self.tag_index.tags_of(txn, _ID.pack(position))
+
+    def build_tag_index(self, tagger: Callable[[StoredEvent], Sequence[str]]) -> int:
+        """Upgrade a format-1 store: index ``tagger(stored_event)`` of every record, then
+        record format version 2, in ONE write transaction (all or nothing; a concurrent
+        upgrader finds it done and writes nothing). Returns how many records were tagged
+        (0 when the index was already built).
+
+        :raises DataError: ``tagger`` returned a tag that is not a string or is too long.
+        """
+        convert = self.datastore.convert_originator_id
+        shared = self.datastore.shared
+
+        def upgrade(txn: Any) -> int:
+            stored = txn.get(FORMAT_KEY, db=self._meta)
+            if shared.parse_format(stored) >= TAG_INDEX_FORMAT:
+                return 0
+            tagged = 0
+            cursor = txn.cursor(db=self._log)
+            for key, value in cursor.iternext():
+                oid, version, topic, state = _decode_body(bytes(value[HASH_SIZE:]))
+                tags = tagger(StoredEvent(convert(oid), version, topic, state))
+                if tags:
+                    TagIndex.check(tags)
+                    self.tag_index.put(txn, bytes(key), tags)
+                    tagged += 1
+            txn.put(FORMAT_KEY, str(TAG_INDEX_FORMAT).encode(), db=self._meta)
+            return tagged
+
+        tagged = self.datastore.write(upgrade)
+        shared.tag_index_built = True
+        return tagged
 
     def select_events(
         self,
@@ -701,6 +1071,27 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 oid, version, topic, state = _decode_body(value[HASH_SIZE:])
                 result.append(StoredEvent(convert(oid), version, topic, state))
             return result
+
+    def select_positioned(
+        self, originator_id: UUID | str, *, gt: int | None = None
+    ) -> list[TaggedEvent]:
+        """Events of one stream with version > ``gt``, in version order, each with its
+        position (the stream index maps a stream key to its notification id)."""
+        prefix = self.datastore.stream_prefix(originator_id)
+        convert = self.datastore.convert_originator_id
+        result: list[TaggedEvent] = []
+        with self.datastore.read() as txn:
+            for _key, packed_id in _iter_stream(
+                txn.cursor(db=self._index), prefix, gt=gt, lte=None, desc=False, limit=None
+            ):
+                value = txn.get(packed_id, db=self._log)
+                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                result.append(
+                    TaggedEvent(
+                        _ID.unpack(packed_id)[0], StoredEvent(convert(oid), version, topic, state)
+                    )
+                )
+        return result
 
     def select_notifications(
         self,
@@ -757,13 +1148,18 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             cursor = txn.cursor(db=self._log)
             if not cursor.set_range(_ID.pack(max(start + 1, 1))):
                 return result
-            for key, value in cursor.iternext():
-                if stop_key is not None and key > stop_key:
-                    break
-                raw_id, version, topic, state = decode(value[HASH_SIZE:])
-                append((unpack(key)[0], raw_id, version, topic, state))
-                if len(result) >= limit:
-                    break
+            try:
+                for key, value in cursor.iternext():
+                    if stop_key is not None and key > stop_key:
+                        break
+                    raw_id, version, topic, state = decode(value[HASH_SIZE:])
+                    append((unpack(key)[0], raw_id, version, topic, state))
+                    if len(result) >= limit:
+                        break
+            except (msgspec.DecodeError, ValueError, TypeError) as e:
+                at = unpack(key)[0]
+                msg = f"ledger record {at} at {self.datastore.path!r} does not decode: {e}"
+                raise LedgerRecordError(msg, path=self.datastore.path) from e
         return result
 
     def max_notification_id(self) -> int | None:
@@ -797,7 +1193,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
     def iter_records(self, start: int = 1, page: int = 1000) -> Iterator[LedgerRecord]:
         """Every record of the log from ``start``, decoded, with its hash and stored body.
 
-        Raises :class:`msgspec.DecodeError` on a record whose body does not decode.
+        Raises :class:`~memory_ledger.ledger.errors.LedgerRecordError` (a
+        ``msgspec.DecodeError``) on a record whose body does not decode.
         """
         for nid, value in self.iter_log(start, page):
             yield decode_record(_ID.pack(nid), value)
@@ -822,13 +1219,17 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         ``entries`` are ``(position, hash + body)`` continuing this log: positions follow
         its head without gaps and each hash chains to the previous record's.
 
+        Tags are not copied: a non-empty copy records format version 1 (no tag index) in the
+        same transaction, so the engine re-derives every record's tags when it opens the copy
+        (``build_tag_index``), exactly as for a store written before the tag index.
+
         :raises IntegrityError: a position or hash does not continue the log, or a stream
             version exists; nothing of the batch is written.
         """
         prepared = []
         for position, entry in entries:
             record = decode_entry(position, entry)
-            key = self.datastore.stream_prefix(record.originator_id) + _pack_version(
+            key = self.datastore.stream_prefix(record.originator_id) + pack_version(
                 record.originator_version
             )
             prepared.append((position, key, bytes(entry)))
@@ -846,14 +1247,18 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                     or chain_hash(prev_hash, entry[HASH_SIZE:]) != entry[:HASH_SIZE]
                 ):
                     msg = f"record {position} does not continue the log at {last_id}"
-                    raise Refused(IntegrityError(msg))
+                    raise Refused(LedgerIntegrityError(msg, path=self.datastore.path))
                 last_id, prev_hash = position, entry[:HASH_SIZE]
             for position, key, entry in prepared:
                 packed = _ID.pack(position)
                 txn.put(key, packed, db=self._index)
                 txn.put(packed, entry, db=self._log, append=True)
+            if prepared:
+                txn.put(FORMAT_KEY, b"1", db=self._meta)
 
         self.datastore.write(insert, sum(len(e) + 64 for _, _, e in prepared))
+        if prepared:
+            self.datastore.shared.tag_index_built = False
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
@@ -902,7 +1307,7 @@ def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:
     for key in keys:
         if key in seen or txn.get(key, db=db) is not None:
             msg = f"Stored event already recorded: {key.hex()}"
-            raise Refused(IntegrityError(msg))
+            raise Refused(LedgerIntegrityError(msg))
         seen.add(key)
 
 
@@ -915,7 +1320,7 @@ def _check_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
             f"{tracking.application_name!r} not greater than current max tracking ID "
             f"{_ID.unpack(current)[0]}"
         )
-        raise Refused(IntegrityError(msg))
+        raise Refused(LedgerIntegrityError(msg))
 
 
 def _insert_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
@@ -951,21 +1356,29 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
         super().__init__(datastore)
 
 
-class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
-    """Infrastructure factory of the LMDB persistence module.
+class LMDBFactory(
+    InfrastructureFactory[LMDBTrackingRecorder], DCBInfrastructureFactory[LMDBTrackingRecorder]
+):
+    """Infrastructure factory of the LMDB persistence module (also the library's DCB
+    infrastructure factory: :meth:`dcb_recorder` over the same ledger).
 
     Settings (from the ``env`` given to the factory, optionally prefixed by an application
     name): ``LMDB_PATH`` (required, a directory), ``LMDB_MAP_SIZE`` (bytes),
     ``LMDB_SYNC`` (y/n, default y), ``LMDB_POLL_INTERVAL`` (seconds),
+    ``LMDB_READONLY`` (y/n, default n: open an existing store read-only),
     ``ORIGINATOR_ID_TYPE`` (``uuid`` or ``text``).
 
-    :raises OSError: a setting is missing or invalid (as the library's SQLite factory does).
+    :raises LedgerSettingError: (an ``OSError``, as the library's SQLite factory raises) a
+        setting is missing or invalid; the message names its key.
+    :raises LedgerOperationalError: the store cannot be opened (see :class:`LMDBDatastore`).
+    :raises ForeignStoreError: the directory does not hold a memory-ledger ledger.
     """
 
     LMDB_PATH = "LMDB_PATH"
     LMDB_MAP_SIZE = "LMDB_MAP_SIZE"
     LMDB_SYNC = "LMDB_SYNC"
     LMDB_POLL_INTERVAL = "LMDB_POLL_INTERVAL"
+    LMDB_READONLY = "LMDB_READONLY"
     ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
     CREATE_TABLE = "CREATE_TABLE"
 
@@ -982,39 +1395,51 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
                 "LMDB store directory not found in environment with keys: "
                 f"{', '.join(self.env.create_keys(self.LMDB_PATH))}"
             )
-            raise OSError(msg)
+            raise LedgerSettingError(msg)
         map_size = self._int_setting(self.LMDB_MAP_SIZE, DEFAULT_MAP_SIZE)
         if map_size <= 0:
             msg = f"{self.LMDB_MAP_SIZE} must be a positive number of bytes, got {map_size}"
-            raise OSError(msg)
+            raise LedgerSettingError(msg)
         raw_sync = self.env.get(self.LMDB_SYNC, "y") or "y"
         try:
             sync = strtobool(raw_sync)
         except ValueError:
             msg = f"LMDB environment value for key '{self.LMDB_SYNC}' is not y/n: {raw_sync!r}"
-            raise OSError(msg) from None
+            raise LedgerSettingError(msg) from None
         raw_poll = self.env.get(self.LMDB_POLL_INTERVAL, "0.05") or "0.05"
         try:
             poll_interval = float(raw_poll)
         except ValueError:
+            poll_interval = math.nan
+        if not (math.isfinite(poll_interval) and poll_interval > 0):
             msg = (
-                f"LMDB environment value for key '{self.LMDB_POLL_INTERVAL}' is not a number "
-                f"of seconds: {raw_poll!r}"
+                f"LMDB environment value for key '{self.LMDB_POLL_INTERVAL}' is not a positive "
+                f"number of seconds: {raw_poll!r}"
             )
-            raise OSError(msg) from None
+            raise LedgerSettingError(msg) from None
+        raw_readonly = self.env.get(self.LMDB_READONLY, "n") or "n"
+        try:
+            readonly = bool(strtobool(raw_readonly))
+        except ValueError:
+            msg = (
+                f"LMDB environment value for key '{self.LMDB_READONLY}' is not y/n: "
+                f"{raw_readonly!r}"
+            )
+            raise LedgerSettingError(msg) from None
         originator_id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
         if originator_id_type not in ("uuid", "text"):
             msg = (
                 f"Invalid {self.ORIGINATOR_ID_TYPE} '{originator_id_type}', "
                 "must be 'uuid' or 'text'"
             )
-            raise OSError(msg)
+            raise LedgerSettingError(msg)
         self.datastore = LMDBDatastore(
             path,
             map_size=map_size,
             sync=sync,
             originator_id_type=cast(OriginatorIdType, originator_id_type),
             poll_interval=poll_interval,
+            readonly=readonly,
         )
 
     def _int_setting(self, key: str, default: int) -> int:
@@ -1025,7 +1450,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
             return int(raw)
         except ValueError:
             msg = f"LMDB environment value for key '{key}' is not an integer: {raw!r}"
-            raise OSError(msg) from None
+            raise LedgerSettingError(msg) from None
 
     def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
         recorder = self.aggregate_recorder_class(datastore=self.datastore, purpose=purpose)
@@ -1060,6 +1485,12 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         )
         assert issubclass(recorder_class, LMDBProcessRecorder)
         return recorder_class(datastore=self.datastore)
+
+    def dcb_recorder(self) -> DCBRecorder:
+        """The library's DCB recorder interface over this ledger (same log and positions)."""
+        from memory_ledger.ledger.lmdb_dcb import LMDBDCBRecorder  # noqa: PLC0415 (cycle)
+
+        return LMDBDCBRecorder(self.datastore)
 
     def env_create_table(self) -> bool:
         """Whether recorders create their named databases now (``CREATE_TABLE``, default y)."""

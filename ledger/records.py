@@ -20,7 +20,8 @@ from typing import Protocol, runtime_checkable
 from uuid import UUID
 
 import msgspec
-from eventsourcing.persistence import DatabaseError
+
+from memory_ledger.ledger.errors import LedgerFormatError, LedgerRecordError
 
 __all__ = [
     "FORMAT_VERSION",
@@ -37,8 +38,9 @@ __all__ = [
     "encode_body",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the record format written by this memory-ledger."""
+FORMAT_VERSION = 2
+"""Version of the record format written by this memory-ledger (2: every record's tags are
+indexed for the append condition; the LMDB module's ``FORMAT_VERSION`` is the same)."""
 
 GENESIS_HASH = bytes(32)
 """The previous hash of notification 1 (32 zero bytes)."""
@@ -47,14 +49,6 @@ HASH_SIZE = 32
 
 RawRow = tuple[int, bytes | str, int, str, bytes]
 """``(position, raw originator id, version, topic, state)``: a UUID id as its 16 bytes."""
-
-
-class LedgerFormatError(DatabaseError):
-    """The store was written in a record format this version cannot read.
-
-    Raised on open when the store's ``format_version`` is newer than :data:`FORMAT_VERSION`,
-    or is not an integer.
-    """
 
 
 class LedgerRecord(msgspec.Struct, frozen=True):
@@ -85,12 +79,17 @@ def encode_body(originator_id: UUID | str, version: int, topic: str, state: byte
 def decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
     """``(originator_id, version, topic, state)`` of a record body.
 
-    :raises msgspec.DecodeError: the body is not a 4-element msgpack array of those types.
+    :raises LedgerRecordError: (a ``msgspec.DecodeError``) the body is not a 4-element
+        msgpack array of those types.
     """
-    decoded = _body_decoder.decode(body)
+    try:
+        decoded = _body_decoder.decode(body)
+    except msgspec.DecodeError as e:
+        msg = f"ledger record body is not msgpack: {e}"
+        raise LedgerRecordError(msg) from e
     if not (isinstance(decoded, list) and len(decoded) == 4):
         msg = "ledger record body is not a 4-element msgpack array"
-        raise msgspec.DecodeError(msg)
+        raise LedgerRecordError(msg)
     raw_id, version, topic, state = decoded
     if not (
         isinstance(raw_id, bytes | str)
@@ -99,7 +98,7 @@ def decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
         and isinstance(state, bytes)
     ):
         msg = "ledger record body has fields of the wrong types"
-        raise msgspec.DecodeError(msg)
+        raise LedgerRecordError(msg)
     originator_id: UUID | str = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
     return originator_id, version, topic, state
 
@@ -113,7 +112,7 @@ def decode_raw_body(body: bytes) -> tuple[bytes | str, int, str, bytes]:
 def decode_entry(position: int, entry: bytes) -> LedgerRecord:
     """Decode one log entry (``entry`` = 32-byte hash followed by the body).
 
-    :raises msgspec.DecodeError: the body is not a valid record.
+    :raises LedgerRecordError: (a ``msgspec.DecodeError``) the body is not a valid record.
     """
     body = bytes(entry[HASH_SIZE:])
     originator_id, version, topic, state = decode_body(body)
@@ -143,14 +142,14 @@ def check_format_version(stored: bytes | str, where: str) -> int:
         version = int(text)
     except (UnicodeDecodeError, ValueError):
         msg = f"{where} has an unreadable format version {stored!r}"
-        raise LedgerFormatError(msg) from None
+        raise LedgerFormatError(msg, reason_code="unreadable_format") from None
     if version > FORMAT_VERSION:
         msg = (
             f"{where} has format version {version}, newer than "
             f"version {FORMAT_VERSION} that this memory-ledger can read: upgrade "
             "memory-ledger to open it"
         )
-        raise LedgerFormatError(msg)
+        raise LedgerFormatError(msg, reason_code="newer_format")
     return version
 
 

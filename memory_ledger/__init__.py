@@ -10,9 +10,18 @@ persistence module), ``memory_ledger.projections`` (DuckDB read models),
         ns = memory_ledger.Namespace("acme", "alice", "assistant")
         mem.remember(ns, "Alice only drinks espresso.")
         print(mem.recall(ns, "what does Alice drink?")[0].statement)
+
+Hosts that run an event loop use the same operations as coroutines::
+
+    async with memory_ledger.AsyncMemoryEngine.open("./store") as mem:
+        await mem.remember(ns, "Alice only drinks espresso.")
+        print((await mem.recall(ns, "what does Alice drink?"))[0].statement)
 """
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 from memory_ledger.commands import (
     MemoryEngine,
@@ -23,8 +32,14 @@ from memory_ledger.commands import (
     RecallResult,
     RecordedExtractor,
 )
+from memory_ledger.commands.async_engine import AsyncMemoryEngine
+from memory_ledger.commands.async_session import AsyncMemorySession
+from memory_ledger.commands.direct import DirectResult
 
 __all__ = [
+    "AsyncMemoryEngine",
+    "AsyncMemorySession",
+    "DirectResult",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",
@@ -32,4 +47,20 @@ __all__ = [
     "RecallHit",
     "RecallResult",
     "RecordedExtractor",
+    "open",
 ]
+
+
+def open(path: str | os.PathLike[str] | None = None, **options: Any) -> MemoryEngine:  # noqa: A001
+    """Open (or create) the memory store in folder ``path``; use it as a context manager.
+
+    The same as :meth:`MemoryEngine.open` (its keyword ``options``: ``sync``, ``config``,
+    ``create``, ``embeddings``, ...). The engine it returns offers the direct commands
+    ``remember`` / ``forget`` / ``correct`` (durable before they return) and
+    ``recall(namespace, query, k=5)`` (a list-like :class:`RecallResult` of hits carrying
+    ``memory_id``, ``statement``, ``score``, ``evidence``, ``occurred_at``); hosts that drive
+    turns use ``engine.session(...)``.
+
+    :raises MemoryLedgerError: the store cannot be opened (the error names the path and why).
+    """
+    return MemoryEngine.open(path, **options)

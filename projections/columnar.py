@@ -25,11 +25,17 @@ import msgspec
 import pyarrow as pa
 from eventsourcing.utils import get_topic
 
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
+    ExplicitCommandApplied,
+    ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     MemoryActivated,
     MemoryAdmitted,
     MemoryConflictMarked,
@@ -39,8 +45,18 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
+    SessionOpened,
+    SessionReconciled,
+    SessionSealed,
+    SnapshotPrepared,
     TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.projections.tables import (
@@ -117,7 +133,7 @@ class _FullItem(msgspec.Struct, gc=False):
     predicate: str | None = None
     value: str | None = None
     tags: list[str] = []
-    supersedes: str | None = None
+    supersedes: list[str] = []
     evidence: list[str] = []
 
 
@@ -135,21 +151,48 @@ class _Activation(msgspec.Struct, gc=False):
 
 _ACTIVATED = get_topic(MemoryActivated)
 _ACTIVATION_DECODER = msgspec.msgpack.Decoder(list[_Activation])
-ROW_TOUCHING_TOPICS = frozenset(
-    get_topic(cls)
-    for cls in (
-        MemoryReinforced,
-        MemorySuperseded,
-        MemoryConflictMarked,
-        MemoryPinned,
-        MemoryForgotten,
-        MemoryPruned,
-        RecallServed,
-        MemoryAdmitted,
-        AdmissionRevoked,
-        MemoryUsed,
-    )
+_TOUCHES_ROWS: EventDispatch[bool] = EventDispatch(
+    "columnar path: events that change existing canonical rows",
+    dict.fromkeys(
+        (
+            MemoryReinforced,
+            MemorySuperseded,
+            MemoryConflictMarked,
+            MemoryPinned,
+            MemoryForgotten,
+            MemoryPruned,
+            RecallServed,
+            MemoryAdmitted,
+            AdmissionRevoked,
+            MemoryUsed,
+        ),
+        True,
+    ),
+    # Activations are what the check guards; the rest creates rows or touches no table.
+    ignores=(
+        NamespaceForgotten,
+        MemoryActivated,
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
+    ),
 )
+ROW_TOUCHING_TOPICS = frozenset(get_topic(cls) for cls in _TOUCHES_ROWS.handled)
 """Topics whose events change existing canonical rows: a page holding any of them folds its
 activations through the general fold, so those changes see the rows they change."""
 
@@ -320,7 +363,7 @@ class ColumnarBatch:
                 "decision": [v.decision for v in views],
                 "candidate_ids": _singletons(candidate_ids),
                 "transcript_positions": [transcript_positions(v) for v in views],
-                "supersedes": [[i.supersedes] if i.supersedes else [] for i in items],
+                "supersedes": [i.supersedes for i in items],
                 "superseded_by": pa.nulls(count, pa.string()),
                 "conflicts_with": _constant([], pa.list_(pa.string()), count),
                 "pinned": _constant(False, pa.bool_(), count),

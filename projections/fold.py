@@ -9,16 +9,22 @@ that also advances the tracking position.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
 
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
+    ExplicitCommandApplied,
+    ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -29,10 +35,18 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
+    SessionOpened,
+    SessionReconciled,
+    SessionSealed,
     SnapshotPrepared,
     TranscriptObserved,
     TurnBegan,
+    TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.projections.columnar import session_key
 from memory_ledger.projections.tables import (
@@ -52,33 +66,6 @@ _KEYED = (CANONICAL_MEMORY, TRANSCRIPTS, TURN_SNAPSHOTS, ADMISSIONS)
 _APPEND_ONLY = (CANDIDATES, CANDIDATE_OUTCOMES, EXTRACTIONS, USES, RECALLS)
 
 __all__ = ["PROJECTED_EVENTS", "KnownKeys", "fold_page"]
-
-PROJECTED_EVENTS: tuple[type[LedgerEvent], ...] = (
-    TranscriptObserved,
-    CandidateExtracted,
-    CandidateRejected,
-    ExtractionCompleted,
-    MemoryActivated,
-    MemoryReinforced,
-    MemorySuperseded,
-    MemoryConflictMarked,
-    MemoryPinned,
-    MemoryForgotten,
-    MemoryPruned,
-    SnapshotPrepared,
-    TurnBegan,
-    RecallServed,
-    MemoryAdmitted,
-    AdmissionRevoked,
-    MemoryUsed,
-)
-"""Event classes that change some read model; other events only advance the position."""
-
-_MEMORY_STATUS_EVENTS: dict[type[LedgerEvent], str] = {
-    MemorySuperseded: "superseded",
-    MemoryForgotten: "forgotten",
-    MemoryPruned: "pruned",
-}
 
 
 def _ns(event: LedgerEvent) -> dict[str, Any]:
@@ -175,34 +162,78 @@ class _Page:
             table.insert(self.conn, self.appends.get(table.name, []))
 
 
-_APPEND_ONLY_EVENTS = frozenset(
-    {TranscriptObserved, ExtractionCompleted, CandidateExtracted, CandidateRejected}
+def _collect_memory(page: _Page, event: LedgerEvent) -> None:
+    page.want(CANONICAL_MEMORY, str(event.originator_id))
+
+
+def _collect_superseded(page: _Page, event: MemorySuperseded) -> None:
+    page.want(CANONICAL_MEMORY, str(event.originator_id))
+    page.want(CANONICAL_MEMORY, str(event.superseded_by))
+
+
+def _collect_snapshot(page: _Page, event: SnapshotPrepared | TurnBegan) -> None:
+    page.want(TURN_SNAPSHOTS, _turn_key(event, event.session_id, event.turn_id))
+
+
+def _collect_recall(page: _Page, event: RecallServed) -> None:
+    for result in event.results:
+        page.want(CANONICAL_MEMORY, str(result.memory_id))
+
+
+def _collect_admitted(page: _Page, event: MemoryAdmitted) -> None:
+    page.want(CANONICAL_MEMORY, str(event.memory_id))
+    page.want(ADMISSIONS, _admission_key(event))
+
+
+def _collect_revoked(page: _Page, event: AdmissionRevoked) -> None:
+    page.want(ADMISSIONS, _admission_key(event))
+
+
+def _collect_used(page: _Page, event: MemoryUsed) -> None:
+    page.want(CANONICAL_MEMORY, str(event.memory_id))
+
+
+_Collect = Callable[[_Page, Any], None]
+
+_COLLECT: EventDispatch[_Collect] = EventDispatch(
+    "projection fold: rows to load before a page",
+    {
+        MemoryActivated: _collect_memory,
+        MemoryReinforced: _collect_memory,
+        MemorySuperseded: _collect_superseded,
+        MemoryConflictMarked: _collect_memory,
+        MemoryPinned: _collect_memory,
+        MemoryForgotten: _collect_memory,
+        MemoryPruned: _collect_memory,
+        SnapshotPrepared: _collect_snapshot,
+        TurnBegan: _collect_snapshot,
+        RecallServed: _collect_recall,
+        MemoryAdmitted: _collect_admitted,
+        AdmissionRevoked: _collect_revoked,
+        MemoryUsed: _collect_used,
+    },
+    # Row-creating events (nothing to look up first) and events no read model uses.
+    ignores=(
+        NamespaceForgotten,
+        TranscriptObserved,
+        ExtractionCompleted,
+        CandidateExtracted,
+        CandidateRejected,
+        SessionOpened,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
+    ),
 )
-"""Events that only create rows: nothing to look up before folding them."""
-
-
-def _collect(page: _Page, event: LedgerEvent) -> None:
-    if isinstance(event, MemoryActivated | MemoryReinforced):
-        page.want(CANONICAL_MEMORY, str(event.originator_id))
-    elif isinstance(
-        event,
-        MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
-    ):
-        page.want(CANONICAL_MEMORY, str(event.originator_id))
-        if isinstance(event, MemorySuperseded):
-            page.want(CANONICAL_MEMORY, str(event.superseded_by))
-    elif isinstance(event, SnapshotPrepared | TurnBegan):
-        page.want(TURN_SNAPSHOTS, _turn_key(event, event.session_id, event.turn_id))
-    elif isinstance(event, RecallServed):
-        for result in event.results:
-            page.want(CANONICAL_MEMORY, str(result.memory_id))
-    elif isinstance(event, MemoryAdmitted):
-        page.want(CANONICAL_MEMORY, str(event.memory_id))
-        page.want(ADMISSIONS, _admission_key(event))
-    elif isinstance(event, AdmissionRevoked):
-        page.want(ADMISSIONS, _admission_key(event))
-    elif isinstance(event, MemoryUsed):
-        page.want(CANONICAL_MEMORY, str(event.memory_id))
+"""What each event needs loaded before a page is folded."""
 
 
 def _transcript_position(page: _Page, event: MemoryActivated | MemoryReinforced) -> list[int]:
@@ -241,7 +272,7 @@ def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
         "decision": event.decision,
         "candidate_ids": [str(event.candidate_id)],
         "transcript_positions": _transcript_position(page, event),
-        "supersedes": [item.supersedes] if item.supersedes else [],
+        "supersedes": list(item.supersedes),
         "superseded_by": None,
         "conflicts_with": [],
         "pinned": False,
@@ -287,7 +318,7 @@ def _resolve_candidate(page: _Page, position: int, candidate: Any, outcome: str,
 
 
 def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int) -> dict[str, Any]:
-    row: dict[str, Any] = {
+    return {
         "candidate_id": str(event.candidate_id),
         **_ns(event),
         "session_id": event.session_id,
@@ -306,192 +337,232 @@ def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int)
         "confidence": None,
         "position": position,
     }
-    if isinstance(event, CandidateExtracted):
-        item = event.item
-        row.update(
-            subject=item.subject,
-            predicate=item.predicate,
-            value=item.value,
-            statement=item.statement,
-            kind=item.kind,
-            source=item.source,
-            importance=item.importance,
-            confidence=item.confidence,
-        )
-    else:
-        row.update(validation="rejected", reason_code=event.reason_code)
+
+
+def _apply_extracted(page: _Page, position: int, event: CandidateExtracted) -> None:
+    row = _candidate_row(event, position)
+    item = event.item
+    row.update(
+        subject=item.subject,
+        predicate=item.predicate,
+        value=item.value,
+        statement=item.statement,
+        kind=item.kind,
+        source=item.source,
+        importance=item.importance,
+        confidence=item.confidence,
+    )
+    page.append(CANDIDATES, row)
+
+
+def _apply_rejected(page: _Page, position: int, event: CandidateRejected) -> None:
+    row = _candidate_row(event, position)
+    row.update(validation="rejected", reason_code=event.reason_code)
+    page.append(CANDIDATES, row)
+
+
+def _apply_transcript(page: _Page, position: int, event: TranscriptObserved) -> None:
+    key = _turn_key(event, event.session_id, event.turn_id)
+    page.put(
+        TRANSCRIPTS,
+        key,
+        {
+            "transcript_key": key,
+            **_ns(event),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "digest": event.digest,
+            "redactions": event.redactions,
+            "occurred_at": event.occurred_at,
+            "recorded_at": event.recorded_at,
+            "position": position,
+        },
+    )
+
+
+def _apply_extraction(page: _Page, position: int, event: ExtractionCompleted) -> None:
+    page.append(
+        EXTRACTIONS,
+        {
+            "transcript_key": _turn_key(event, event.session_id, event.turn_id),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "extractor_id": event.extractor_id,
+            "extracted": event.extracted,
+            "rejected": event.rejected,
+            "position": position,
+        },
+    )
+
+
+def _apply_reinforced(page: _Page, position: int, event: MemoryReinforced) -> None:
+    key = str(event.originator_id)
+    row = page.touch(CANONICAL_MEMORY, key)
+    if row is not None:
+        row["importance"] = event.importance
+        row["tags"] = list(event.tags)
+        row["evidence"] = list(event.evidence)
+        row["candidate_ids"] = [*row["candidate_ids"], str(event.candidate_id)]
+        row["transcript_positions"] = [
+            *row["transcript_positions"],
+            *_transcript_position(page, event),
+        ]
+        row["reinforcements"] += 1
+        row["revision"] = event.originator_version
+        row["updated_position"] = position
+    _resolve_candidate(page, position, event.candidate_id, "reinforced", key)
+
+
+def _revise(page: _Page, position: int, event: LedgerEvent) -> dict[str, Any] | None:
+    """The memory row an event of its stream revises (revision and position moved), or None
+    when the file does not hold it."""
+    row = page.touch(CANONICAL_MEMORY, str(event.originator_id))
+    if row is not None:
+        row["revision"] = event.originator_version
+        row["updated_position"] = position
     return row
 
 
-def _apply(page: _Page, position: int, event: LedgerEvent) -> None:
-    if isinstance(event, TranscriptObserved):
-        key = _turn_key(event, event.session_id, event.turn_id)
-        page.put(
-            TRANSCRIPTS,
-            key,
-            {
-                "transcript_key": key,
-                **_ns(event),
-                "session_id": event.session_id,
-                "turn_id": event.turn_id,
-                "digest": event.digest,
-                "redactions": event.redactions,
-                "occurred_at": event.occurred_at,
-                "recorded_at": event.recorded_at,
-                "position": position,
-            },
-        )
-    elif isinstance(event, ExtractionCompleted):
-        page.append(
-            EXTRACTIONS,
-            {
-                "transcript_key": _turn_key(event, event.session_id, event.turn_id),
-                "session_id": event.session_id,
-                "turn_id": event.turn_id,
-                "extractor_id": event.extractor_id,
-                "extracted": event.extracted,
-                "rejected": event.rejected,
-                "position": position,
-            },
-        )
-    elif isinstance(event, CandidateExtracted | CandidateRejected):
-        page.append(CANDIDATES, _candidate_row(event, position))
-    elif isinstance(event, MemoryActivated):
-        _activate(page, position, event)
-    elif isinstance(event, MemoryReinforced):
-        key = str(event.originator_id)
-        row = page.touch(CANONICAL_MEMORY, key)
-        if row is not None:
-            row["importance"] = event.importance
-            row["tags"] = list(event.tags)
-            row["evidence"] = list(event.evidence)
-            row["candidate_ids"] = [*row["candidate_ids"], str(event.candidate_id)]
-            row["transcript_positions"] = [
-                *row["transcript_positions"],
-                *_transcript_position(page, event),
-            ]
-            row["reinforcements"] += 1
-            row["revision"] = event.originator_version
-            row["updated_position"] = position
-        _resolve_candidate(page, position, event.candidate_id, "reinforced", key)
-    elif isinstance(
-        event,
-        MemorySuperseded | MemoryConflictMarked | MemoryPinned | MemoryForgotten | MemoryPruned,
-    ):
-        key = str(event.originator_id)
-        row = page.touch(CANONICAL_MEMORY, key)
-        if row is None:
-            return
-        row["revision"] = event.originator_version
-        row["updated_position"] = position
-        if isinstance(event, MemorySuperseded):
-            row["superseded_by"] = str(event.superseded_by)
-            newer = page.touch(CANONICAL_MEMORY, str(event.superseded_by))
-            if newer is not None and key not in newer["supersedes"]:
-                newer["supersedes"] = [*newer["supersedes"], key]
-        if isinstance(event, MemoryConflictMarked):
-            other = str(event.conflicts_with)
-            if other not in row["conflicts_with"]:
-                row["conflicts_with"] = [*row["conflicts_with"], other]
-            if row["status"] == "active":
-                row["status"] = "conflicted"
-        elif isinstance(event, MemoryPinned):
-            row["pinned"] = True
-        else:
-            row["status"] = _MEMORY_STATUS_EVENTS[type(event)]
-    elif isinstance(event, SnapshotPrepared | TurnBegan):
-        _apply_snapshot(page, position, event)
-    elif isinstance(event, RecallServed):
-        for result in event.results:
-            row = page.touch(CANONICAL_MEMORY, str(result.memory_id))
-            if row is not None:
-                row["recall_count"] += 1
-        page.append(
-            RECALLS,
-            {
-                **_ns(event),
-                "session_id": event.session_id,
-                "turn_id": event.turn_id,
-                "query": event.query,
-                "path": event.path,
-                "memory_ids": [str(r.memory_id) for r in event.results],
-                "position": position,
-            },
-        )
-    elif isinstance(event, MemoryAdmitted):
-        row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
-        if row is not None:
-            row["admission_count"] += 1
-        key = _admission_key(event)
-        page.put(
-            ADMISSIONS,
-            key,
-            {
-                "admission_key": key,
-                **_ns(event),
-                "session_id": event.session_id,
-                "turn_id": event.turn_id,
-                "memory_id": str(event.memory_id),
-                "revision": event.revision,
-                "estimated_tokens": event.estimated_tokens,
-                "revoked": False,
-                "revoke_reason": None,
-                "admitted_position": position,
-                "revoked_position": None,
-            },
-        )
-    elif isinstance(event, AdmissionRevoked):
-        row = page.touch(ADMISSIONS, _admission_key(event))
-        if row is not None:
-            row["revoked"] = True
-            row["revoke_reason"] = event.reason
-            row["revoked_position"] = position
-    elif isinstance(event, MemoryUsed):
-        row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
-        if row is not None:
-            row["use_count"] += 1
-        page.append(
-            USES,
-            {
-                **_ns(event),
-                "session_id": event.session_id,
-                "turn_id": event.turn_id,
-                "memory_id": str(event.memory_id),
-                "revision": event.revision,
-                "position": position,
-            },
-        )
-
-
-def _apply_snapshot(page: _Page, position: int, event: SnapshotPrepared | TurnBegan) -> None:
-    key = _turn_key(event, event.session_id, event.turn_id)
-    if isinstance(event, SnapshotPrepared):
-        page.put(
-            TURN_SNAPSHOTS,
-            key,
-            {
-                "snapshot_key": key,
-                **_ns(event),
-                "session_id": event.session_id,
-                "turn_id": event.turn_id,
-                "snapshot_id": str(event.snapshot_id),
-                "generation": event.generation,
-                "query": event.query,
-                "items": [
-                    {
-                        "memory_id": str(i.memory_id),
-                        "revision": i.revision,
-                        "statement": i.statement,
-                        "score": i.score,
-                    }
-                    for i in event.items
-                ],
-                "frozen": False,
-                "prepared_position": position,
-                "frozen_position": None,
-            },
-        )
+def _apply_superseded(page: _Page, position: int, event: MemorySuperseded) -> None:
+    row = _revise(page, position, event)
+    if row is None:
         return
+    key = str(event.originator_id)
+    row["superseded_by"] = str(event.superseded_by)
+    newer = page.touch(CANONICAL_MEMORY, str(event.superseded_by))
+    if newer is not None and key not in newer["supersedes"]:
+        newer["supersedes"] = [*newer["supersedes"], key]
+    row["status"] = "superseded"
+
+
+def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> None:
+    row = _revise(page, position, event)
+    if row is None:
+        return
+    other = str(event.conflicts_with)
+    if other not in row["conflicts_with"]:
+        row["conflicts_with"] = [*row["conflicts_with"], other]
+    if row["status"] == "active":
+        row["status"] = "conflicted"
+
+
+def _apply_pinned(page: _Page, position: int, event: MemoryPinned) -> None:
+    row = _revise(page, position, event)
+    if row is not None:
+        row["pinned"] = True
+
+
+def _apply_forgotten(page: _Page, position: int, event: MemoryForgotten) -> None:
+    row = _revise(page, position, event)
+    if row is not None:
+        row["status"] = "forgotten"
+
+
+def _apply_pruned(page: _Page, position: int, event: MemoryPruned) -> None:
+    row = _revise(page, position, event)
+    if row is not None:
+        row["status"] = "pruned"
+
+
+def _apply_recall(page: _Page, position: int, event: RecallServed) -> None:
+    for result in event.results:
+        row = page.touch(CANONICAL_MEMORY, str(result.memory_id))
+        if row is not None:
+            row["recall_count"] += 1
+    page.append(
+        RECALLS,
+        {
+            **_ns(event),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "query": event.query,
+            "path": event.path,
+            "memory_ids": [str(r.memory_id) for r in event.results],
+            "position": position,
+        },
+    )
+
+
+def _apply_admitted(page: _Page, position: int, event: MemoryAdmitted) -> None:
+    row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
+    if row is not None:
+        row["admission_count"] += 1
+    key = _admission_key(event)
+    page.put(
+        ADMISSIONS,
+        key,
+        {
+            "admission_key": key,
+            **_ns(event),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "memory_id": str(event.memory_id),
+            "revision": event.revision,
+            "estimated_tokens": event.estimated_tokens,
+            "revoked": False,
+            "revoke_reason": None,
+            "admitted_position": position,
+            "revoked_position": None,
+        },
+    )
+
+
+def _apply_revoked(page: _Page, position: int, event: AdmissionRevoked) -> None:
+    row = page.touch(ADMISSIONS, _admission_key(event))
+    if row is not None:
+        row["revoked"] = True
+        row["revoke_reason"] = event.reason
+        row["revoked_position"] = position
+
+
+def _apply_used(page: _Page, position: int, event: MemoryUsed) -> None:
+    row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
+    if row is not None:
+        row["use_count"] += 1
+    page.append(
+        USES,
+        {
+            **_ns(event),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "memory_id": str(event.memory_id),
+            "revision": event.revision,
+            "position": position,
+        },
+    )
+
+
+def _apply_prepared(page: _Page, position: int, event: SnapshotPrepared) -> None:
+    key = _turn_key(event, event.session_id, event.turn_id)
+    page.put(
+        TURN_SNAPSHOTS,
+        key,
+        {
+            "snapshot_key": key,
+            **_ns(event),
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "snapshot_id": str(event.snapshot_id),
+            "generation": event.generation,
+            "query": event.query,
+            "items": [
+                {
+                    "memory_id": str(i.memory_id),
+                    "revision": i.revision,
+                    "statement": i.statement,
+                    "score": i.score,
+                }
+                for i in event.items
+            ],
+            "frozen": False,
+            "prepared_position": position,
+            "frozen_position": None,
+        },
+    )
+
+
+def _apply_began(page: _Page, position: int, event: TurnBegan) -> None:
+    key = _turn_key(event, event.session_id, event.turn_id)
     row = page.touch(TURN_SNAPSHOTS, key)
     if row is None:
         row = {
@@ -517,6 +588,52 @@ def _apply_snapshot(page: _Page, position: int, event: SnapshotPrepared | TurnBe
         row["items"] = []
 
 
+_Apply = Callable[[_Page, int, Any], None]
+
+_APPLY: EventDispatch[_Apply] = EventDispatch(
+    "projection fold: apply an event to the read models",
+    {
+        TranscriptObserved: _apply_transcript,
+        CandidateExtracted: _apply_extracted,
+        CandidateRejected: _apply_rejected,
+        ExtractionCompleted: _apply_extraction,
+        MemoryActivated: _activate,
+        MemoryReinforced: _apply_reinforced,
+        MemorySuperseded: _apply_superseded,
+        MemoryConflictMarked: _apply_conflict,
+        MemoryPinned: _apply_pinned,
+        MemoryForgotten: _apply_forgotten,
+        MemoryPruned: _apply_pruned,
+        SnapshotPrepared: _apply_prepared,
+        TurnBegan: _apply_began,
+        RecallServed: _apply_recall,
+        MemoryAdmitted: _apply_admitted,
+        AdmissionRevoked: _apply_revoked,
+        MemoryUsed: _apply_used,
+    },
+    # Session bookkeeping no read model shows.
+    ignores=(
+        NamespaceForgotten,
+        SessionOpened,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
+    ),
+)
+"""How each event changes the read models."""
+
+PROJECTED_EVENTS: tuple[type[LedgerEvent], ...] = _APPLY.handled
+"""Event classes that change some read model; other events only advance the position."""
+
+
 def fold_page(
     conn: duckdb.DuckDBPyConnection,
     events: Sequence[tuple[int, LedgerEvent]],
@@ -530,11 +647,15 @@ def fold_page(
     if not events:
         return None
     page = _Page(conn, known if known is not None else KnownKeys(conn))
+    collect, apply = _COLLECT, _APPLY
     for _, event in events:
-        if type(event) not in _APPEND_ONLY_EVENTS:
-            _collect(page, event)
+        wants = collect[type(event)]
+        if wants is not None:
+            wants(page, event)
     page.load()
     for position, event in events:
-        _apply(page, position, event)
+        handler = apply[type(event)]
+        if handler is not None:
+            handler(page, position, event)
     page.write()
     return page

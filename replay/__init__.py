@@ -21,6 +21,12 @@ from memory_ledger.replay.backup import (
     backup_store,
     restore_store,
 )
+from memory_ledger.replay.errors import (
+    BackupManifestError,
+    NotABackupError,
+    OutputExistsError,
+    OutputNotADirectoryError,
+)
 from memory_ledger.replay.export import ExportReport, export_store
 from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
 from memory_ledger.replay.lineage import (
@@ -48,11 +54,15 @@ __all__ = [
     "EVENT_TYPES",
     "AsOf",
     "BackupManifest",
+    "BackupManifestError",
     "BackupReport",
     "CheckReport",
     "EventFilter",
     "ExportReport",
     "Lineage",
+    "NotABackupError",
+    "OutputExistsError",
+    "OutputNotADirectoryError",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",

@@ -27,8 +27,9 @@ import msgspec
 
 from memory_ledger.commands.config import load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
-from memory_ledger.ledger.records import FORMAT_VERSION, HASH_SIZE, LedgerLog
+from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore
+from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
+from memory_ledger.replay.errors import BackupManifestError, NotABackupError, OutputExistsError
 from memory_ledger.replay.verify import VerifyReport, verify_store
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
@@ -83,7 +84,7 @@ def _fsync(path: Path) -> None:
 def _empty_folder(path: Path, what: str) -> None:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         msg = f"{what} {str(path)!r} exists and is not an empty folder"
-        raise FileExistsError(msg)
+        raise OutputExistsError(msg, path=str(path))
     path.mkdir(parents=True, exist_ok=True)
 
 
@@ -93,7 +94,8 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
     Safe while other threads or processes append: the copy is one read transaction's
     snapshot. Writes ``out/ledger/data.mdb`` and ``out/backup.json`` and fsyncs both.
 
-    :raises FileExistsError: ``out`` exists and is not an empty folder.
+    :raises OutputExistsError: (a ``FileExistsError``) ``out`` exists and is not an empty
+        folder.
     :raises LedgerUnavailableError: a PostgreSQL ledger's server cannot be reached.
     """
     started = time.perf_counter()
@@ -106,7 +108,7 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
         position, record_hash = _copy_lmdb(recorder, ledger)
     else:
         with engine.ledger_guard():
-            position, record_hash = copy_log(engine.log, ledger)
+            position, record_hash = copy_log(engine.ledger_log(), ledger)
     data = ledger / "data.mdb"
     _fsync(data)
     source = (
@@ -178,15 +180,21 @@ def _copy_lmdb(recorder: LMDBApplicationRecorder, ledger: Path) -> tuple[int, st
 def read_manifest(backup: str | Path) -> BackupManifest:
     """The manifest of a backup folder.
 
-    :raises FileNotFoundError: the folder holds no backup (names what is missing).
-    :raises msgspec.ValidationError: the manifest is malformed.
+    :raises NotABackupError: (a ``FileNotFoundError``) the folder holds no backup (names
+        what is missing).
+    :raises BackupManifestError: (a ``ValueError``) the manifest is malformed.
     """
     folder = Path(backup)
     for needed in (folder / "ledger" / "data.mdb", folder / MANIFEST):
         if not needed.is_file():
             msg = f"{str(folder)!r} is not a memory-ledger backup ({needed.name} is missing)"
-            raise FileNotFoundError(msg)
-    return msgspec.json.decode((folder / MANIFEST).read_bytes(), type=BackupManifest)
+            raise NotABackupError(msg, path=str(folder))
+    manifest = folder / MANIFEST
+    try:
+        return msgspec.json.decode(manifest.read_bytes(), type=BackupManifest)
+    except msgspec.DecodeError as e:
+        msg = f"backup manifest {str(manifest)!r} is malformed: {e}"
+        raise BackupManifestError(msg, path=str(manifest)) from e
 
 
 def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
@@ -215,7 +223,7 @@ def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
         report = verify_store(engine)
         last_hash = None
         if report.ok and report.head:
-            for nid, value in engine.log.iter_log(start=report.head, page=1):
+            for nid, value in engine.ledger_log().iter_log(start=report.head, page=1):
                 if nid == report.head:
                     last_hash = value[:HASH_SIZE].hex()
     problem = report.problem

@@ -10,21 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, cast
-from uuid import UUID
+from typing import Any
 
 import msgspec
-from eventsourcing.persistence import StoredEvent
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.arguments import check_aware, check_count
+from memory_ledger.ledger.dispatch import EventDispatch
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import (
     EVENT_CLASSES,
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -35,20 +39,24 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
+    SessionSealed,
     SnapshotPrepared,
     TranscriptObserved,
     TurnBegan,
+    TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
-from memory_ledger.ledger.mapper import MsgspecMapper
 
 __all__ = [
     "EVENT_TYPES",
     "EventFilter",
     "describe_event",
-    "event_decoder",
     "filter_events",
     "topic_type",
 ]
@@ -70,7 +78,9 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
 
     ``types`` holds event class names (case-insensitive; see :data:`EVENT_TYPES`);
     ``start``/``stop`` is an inclusive position range; ``since``/``until`` an inclusive
-    range of ``recorded_at`` (aware datetimes). ``turn_id`` matches events that carry a turn.
+    range of ``recorded_at`` (aware datetimes: a naive one raises
+    :class:`~memory_ledger.commands.errors.NaiveDatetimeError` naming the field). ``turn_id``
+    matches events that carry a turn.
     """
 
     tenant: str | None = None
@@ -84,10 +94,16 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     since: datetime | None = None
     until: datetime | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):
+            if getattr(self, name) is not None:
+                check_aware(name, getattr(self, name))
+
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.
 
-        :raises ValueError: a name is not an event type (the message lists the valid ones).
+        :raises InvalidArgumentError: (a ``ValueError``) a name is not an event type (the
+            message lists the valid ones).
         """
         names = set()
         for raw in self.types:
@@ -95,7 +111,7 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
                 name = _BY_LOWER.get(part.strip().lower())
                 if name is None:
                     msg = f"unknown event type {part.strip()!r}; known: {', '.join(EVENT_TYPES)}"
-                    raise ValueError(msg)
+                    raise InvalidArgumentError(msg, parameter="types")
                 names.add(name)
         return frozenset(names)
 
@@ -129,30 +145,28 @@ def filter_events(
     At most ``limit`` events (after filtering). Reads pages of raw records, drops positions
     and types outside the filter before decoding, then applies the content filters.
 
-    :raises ValueError: ``selection`` names an unknown event type or an empty range.
+    :raises InvalidArgumentError: (a ``ValueError``) ``selection`` names an unknown event
+        type, an empty range or a naive ``since``/``until``; or ``limit`` is below 1.
     """
     selection = selection or EventFilter()
     types = selection.normalized_types()
+    if limit is not None:
+        check_count("limit", limit)
+    check_count("page", page)
+    for name in ("since", "until"):
+        if getattr(selection, name) is not None:
+            check_aware(name, getattr(selection, name))
     if selection.stop is not None and selection.stop < selection.start:
         msg = f"empty position range {selection.start}..{selection.stop}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="stop", reason_code="empty_range")
     if selection.since and selection.until and selection.until < selection.since:
         msg = f"empty time range {selection.since.isoformat()}..{selection.until.isoformat()}"
-        raise ValueError(msg)
-    decode = event_decoder(engine)
-    select_raw = getattr(engine.recorder, "select_raw", None)
+        raise InvalidArgumentError(msg, parameter="until", reason_code="empty_range")
+    decode = engine.event_decoder()
     after = max(selection.start, 1) - 1
     emitted = 0
     while limit is None or emitted < limit:
-        if select_raw is not None:
-            rows = select_raw(after, page, selection.stop)
-        else:  # pragma: no cover (every engine uses the LMDB recorder)
-            rows = [
-                (n.id, n.originator_id, n.originator_version, n.topic, n.state)
-                for n in engine.recorder.select_notifications(
-                    start=after, limit=page, stop=selection.stop, inclusive_of_start=False
-                )
-            ]
+        rows = engine.read_records(after, page, selection.stop)
         if not rows:
             return
         for position, raw_id, version, topic, state in rows:
@@ -168,79 +182,172 @@ def filter_events(
         after = rows[-1][0]
 
 
-def event_decoder(engine: MemoryEngine) -> Callable[[str, bytes, Any, int], LedgerEvent]:
-    """``decode(topic, state, raw originator id, version) -> event`` for ``engine``.
-
-    The msgspec mapper's one-call decoder, or the library interface for other mappers.
-    """
-    mapper = engine.mapper
-    if isinstance(mapper, MsgspecMapper):
-        fast = mapper
-
-        def decode_fast(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
-            return cast(LedgerEvent, fast.decode(topic, state, raw_id, version))
-
-        return decode_fast
-
-    def decode(topic: str, state: bytes, raw_id: Any, version: int) -> LedgerEvent:
-        oid = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
-        stored = StoredEvent(
-            originator_id=oid, originator_version=version, topic=topic, state=state
-        )
-        return cast(LedgerEvent, mapper.to_domain_event(stored))
-
-    return decode
-
-
 def _short(text: str, size: int = 70) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= size else flat[: size - 1] + "…"
 
 
 def describe_event(event: LedgerEvent) -> str:
-    """A one-line, human summary of ``event`` (for tables and diagrams)."""
-    if isinstance(event, SessionOpened):
-        return f"policy {event.activation_policy}, extractor {event.extractor_id}"
-    if isinstance(event, TranscriptObserved):
-        return _short(event.transcript)
-    if isinstance(event, CandidateExtracted):
-        return f"#{event.index} {_short(event.item.statement)}"
-    if isinstance(event, CandidateRejected):
-        return f"#{event.index} rejected: {event.reason_code}"
-    if isinstance(event, ExtractionCompleted):
-        return f"{event.extracted} extracted, {event.rejected} rejected by {event.extractor_id}"
-    if isinstance(event, ExtractionAbandoned):
-        return event.reason
-    if isinstance(event, MemoryActivated):
-        return f"{event.decision}: {_short(event.item.statement)}"
-    if isinstance(event, MemoryReinforced):
-        return f"importance {event.importance:g}"
-    if isinstance(event, MemorySuperseded):
-        return f"by {event.superseded_by} ({event.cause})"
-    if isinstance(event, MemoryConflictMarked):
-        return f"conflicts with {event.conflicts_with}"
-    if isinstance(event, ExplicitCommandApplied):
-        return f"{event.intent}: {_short(event.statement)}"
-    if isinstance(event, MemoryPinned | MemoryForgotten):
-        return f"command {event.command_id}"
-    if isinstance(event, MemoryPruned):
-        return event.rule
-    if isinstance(event, SnapshotPrepared):
-        return f"generation {event.generation}, {len(event.items)} items"
-    if isinstance(event, TurnBegan):
-        return f"generation {event.generation}"
-    if isinstance(event, RecallServed):
-        return f"{event.path}: {_short(event.query, 50)} -> {len(event.results)} results"
-    if isinstance(event, MemoryAdmitted):
-        return f"{event.memory_id} rev {event.revision}"
-    if isinstance(event, AdmissionRevoked):
-        return f"{event.memory_id} rev {event.revision}: {event.reason}"
-    if isinstance(event, MemoryUsed):
-        return f"{event.memory_id} rev {event.revision}"
-    if isinstance(event, SessionReconciled):
-        report = event.report
+    """A one-line, human summary of ``event`` (for tables and diagrams); "" for events with
+    nothing to say beyond their type."""
+    describe = _DESCRIBE[type(event)]
+    return describe(event) if describe is not None else ""
+
+
+def _opened(event: SessionOpened) -> str:
+    return f"policy {event.activation_policy}, extractor {event.extractor_id}"
+
+
+def _observed(event: TranscriptObserved) -> str:
+    return _short(event.transcript)
+
+
+def _extracted(event: CandidateExtracted) -> str:
+    return f"#{event.index} {_short(event.item.statement)}"
+
+
+def _rejected(event: CandidateRejected) -> str:
+    return f"#{event.index} rejected: {event.reason_code}"
+
+
+def _extraction(event: ExtractionCompleted) -> str:
+    return f"{event.extracted} extracted, {event.rejected} rejected by {event.extractor_id}"
+
+
+def _abandoned(event: ExtractionAbandoned) -> str:
+    return event.reason
+
+
+def _activated(event: MemoryActivated) -> str:
+    return f"{event.decision}: {_short(event.item.statement)}"
+
+
+def _reinforced(event: MemoryReinforced) -> str:
+    return f"importance {event.importance:g}"
+
+
+def _superseded(event: MemorySuperseded) -> str:
+    return f"by {event.superseded_by} ({event.cause})"
+
+
+def _conflict(event: MemoryConflictMarked) -> str:
+    return f"conflicts with {event.conflicts_with}"
+
+
+def _command(event: ExplicitCommandApplied) -> str:
+    return f"{event.intent}: {_short(event.statement)}"
+
+
+def _by_command(event: MemoryPinned | MemoryForgotten) -> str:
+    return f"command {event.command_id}"
+
+
+def _pruned(event: MemoryPruned) -> str:
+    return event.rule
+
+
+def _prepared(event: SnapshotPrepared) -> str:
+    return f"generation {event.generation}, {len(event.items)} items"
+
+
+def _began(event: TurnBegan) -> str:
+    return f"generation {event.generation}"
+
+
+def _recall(event: RecallServed) -> str:
+    return f"{event.path}: {_short(event.query, 50)} -> {len(event.results)} results"
+
+
+def _revision(event: MemoryAdmitted | MemoryUsed) -> str:
+    return f"{event.memory_id} rev {event.revision}"
+
+
+def _revoked(event: AdmissionRevoked) -> str:
+    return f"{event.memory_id} rev {event.revision}: {event.reason}"
+
+
+def _erased(event: NamespaceForgotten) -> str:
+    return f"forget_all: {len(event.forgotten)} memories, command {event.command_id}"
+
+
+def _reconciled(event: SessionReconciled) -> str:
+    report = event.report
+    text = (
+        f"{report.candidates} candidates: {len(report.activated)} activated, "
+        f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
+    )
+    if report.declined:
+        text += f"; {len(report.declined)} declined"
+    if report.pending_extractions:
+        turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
+        text += f"; turns {turns} pending extraction"
+    return text
+
+
+def _describe_context(event: KnowledgeBound | KnowledgeServed | ContextCompacted) -> str:
+    if isinstance(event, KnowledgeBound):
         return (
-            f"{report.candidates} candidates: {len(report.activated)} activated, "
-            f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
+            f"bound to {event.package_id}@{event.version}#{event.generation} "
+            f"(≤{event.max_documents} docs, ≤{event.max_document_bytes} B each, "
+            f"≤{event.max_total_bytes} B in all)"
         )
-    return ""
+    if isinstance(event, KnowledgeServed):
+        return (
+            f"{len(event.citations)} documents, {event.total_bytes} B: {', '.join(event.citations)}"
+        )
+    restored = ", goal restored" if event.goal_restored else ""
+    return (
+        f"generation {event.generation}: messages {event.summarized_from}..{event.summarized_to} "
+        f"summarized, {event.tokens_before} -> {event.tokens_after} tokens{restored}; "
+        f"goal {_short(event.goal, 50)}"
+    )
+
+
+def _describe_workspace(event: WorkspaceAttached | WorkspaceSearched | WorkspaceReleased) -> str:
+    if isinstance(event, WorkspaceAttached):
+        return (
+            f"{event.root} ({', '.join(event.modes)}; {event.chunking}; model {event.model or '-'})"
+        )
+    if isinstance(event, WorkspaceSearched):
+        cited = ", ".join(f"{h.path}:L{h.line_start}-{h.line_end}" for h in event.hits[:3])
+        return f"{event.mode}: {_short(event.query, 40)} -> {len(event.hits)} hits {cited}".rstrip()
+    rate = "-" if event.release_rate is None else f"{event.release_rate:.2f}"
+    return f"{event.files_indexed} files, {event.chunks} chunks; release rate {rate}"
+
+
+_DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
+    "describe_event: one-line summaries",
+    {
+        SessionOpened: _opened,
+        TranscriptObserved: _observed,
+        CandidateExtracted: _extracted,
+        CandidateRejected: _rejected,
+        ExtractionCompleted: _extraction,
+        ExtractionAbandoned: _abandoned,
+        MemoryActivated: _activated,
+        MemoryReinforced: _reinforced,
+        MemorySuperseded: _superseded,
+        MemoryConflictMarked: _conflict,
+        ExplicitCommandApplied: _command,
+        MemoryPinned: _by_command,
+        MemoryForgotten: _by_command,
+        MemoryPruned: _pruned,
+        SnapshotPrepared: _prepared,
+        TurnBegan: _began,
+        RecallServed: _recall,
+        MemoryAdmitted: _revision,
+        AdmissionRevoked: _revoked,
+        MemoryUsed: _revision,
+        SessionReconciled: _reconciled,
+        KnowledgeBound: _describe_context,
+        KnowledgeServed: _describe_context,
+        ContextCompacted: _describe_context,
+        WorkspaceAttached: _describe_workspace,
+        WorkspaceSearched: _describe_workspace,
+        WorkspaceReleased: _describe_workspace,
+        NamespaceForgotten: _erased,
+    },
+    # Their type says it all.
+    ignores=(SessionSealed, TurnCompleted),
+)
+"""The summary of each event class."""

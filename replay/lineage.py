@@ -4,8 +4,10 @@
 reinforcements, supersede / conflict / pin / forget / prune), follows each activation and
 reinforcement to its session stream (the TranscriptObserved evidence of the turn, the
 CandidateExtracted item and its extractor, the turn's extraction outcome, the session's
-activation policy and reconciliation) and adds, from the read models, every turn the item
-was recalled in, admitted into and used in. Every step carries its ledger position.
+activation policy and reconciliation, and how the session shaped its context before then:
+knowledge binding, compactions, workspace retrieval) and adds, from the read models, every
+turn the item was recalled in, admitted into and used in. Every step carries its ledger
+position.
 
 :func:`render_mermaid` draws the same lineage as a Mermaid flowchart.
 """
@@ -13,33 +15,53 @@ was recalled in, admitted into and used in. Every step carries its ledger positi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands import errors as commands_errors
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import CommandRejectedError
+from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
+    AdmissionRevoked,
     CandidateExtracted,
+    CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractedItem,
+    ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
+    MemoryAdmitted,
     MemoryConflictMarked,
     MemoryForgotten,
     MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    MemoryUsed,
+    NamespaceForgotten,
+    RecallServed,
     SessionOpened,
     SessionReconciled,
+    SessionSealed,
+    SnapshotPrepared,
     TranscriptObserved,
+    TurnBegan,
+    TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
-from memory_ledger.replay.filters import event_decoder
+from memory_ledger.replay.filters import describe_event
 
 __all__ = [
     "AdmissionTouch",
@@ -50,6 +72,7 @@ __all__ = [
     "Lineage",
     "Origin",
     "RecallTouch",
+    "SessionContextEntry",
     "TranscriptEvidence",
     "UnknownMemoryError",
     "UseTouch",
@@ -60,8 +83,16 @@ __all__ = [
 ]
 
 
-class UnknownMemoryError(ValueError):
-    """No memory has the given id (or id prefix), or a prefix matches several."""
+class UnknownMemoryError(commands_errors.UnknownMemoryError):
+    """No memory has the given id (or id prefix), or a prefix matches several.
+
+    Also the commands' :class:`~memory_ledger.commands.errors.UnknownMemoryError` (one
+    ``except`` catches both); ``reason_code`` is ``"unknown_memory"``, ``"not_a_memory_id"``
+    or ``"ambiguous_memory_id"``.
+    """
+
+    def __init__(self, message: str, reason_code: str = "unknown_memory") -> None:
+        CommandRejectedError.__init__(self, message, reason_code)
 
 
 class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,6 +137,19 @@ class ExtractionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     rejected: int
 
 
+class SessionContextEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """How the session shaped its context before the item was made: its knowledge binding
+    (KnowledgeBound), compactions (ContextCompacted) and workspace retrieval
+    (WorkspaceAttached / WorkspaceReleased), with their positions."""
+
+    position: int
+    type: str
+    detail: str
+
+
+_CONTEXT_EVENTS = (KnowledgeBound, ContextCompacted, WorkspaceAttached, WorkspaceReleased)
+
+
 class Origin(msgspec.Struct, frozen=True, kw_only=True):
     """One activation or reinforcement of the item and everything that led to it.
 
@@ -123,6 +167,7 @@ class Origin(msgspec.Struct, frozen=True, kw_only=True):
     decision: str | None = None
     decision_evidence: tuple[str, ...] = ()
     activation_policy: str | None = None
+    context: tuple[SessionContextEntry, ...] = ()
     candidate: CandidateSource | None = None
     command: CommandSource | None = None
     transcript: TranscriptEvidence | None = None
@@ -211,9 +256,9 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 
     Reads the ledger's stream (LMDB: its stream index; PostgreSQL: the stream's rows).
     """
-    decode = event_decoder(engine)
+    decode = engine.event_decoder()
     with engine.ledger_guard():
-        records = engine.log.stream_records(stream_id)
+        records = engine.ledger_log().stream_records(stream_id)
     return [
         (
             record.notification_id,
@@ -226,21 +271,28 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
 
 
-def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
-    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits).
+def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | None = None) -> str:
+    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits),
+    among the memories of ``namespace`` when one is given (the Python API's caller: a memory
+    of another namespace is then exactly like one that does not exist), else of the store
+    (the operator's CLI).
 
     :raises UnknownMemoryError: no memory matches, or several do (they are named).
     """
     wanted = text.strip().lower()
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
-        raise UnknownMemoryError(msg)
-    with engine.projections.lock:
-        engine.catch_up()
-        rows = engine.projections.conn.execute(
-            "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
+        raise UnknownMemoryError(msg, "not_a_memory_id")
+    where, params = "starts_with(memory_id, ?)", [wanted]
+    if namespace is not None:
+        namespace.validated()
+        where += " AND tenant = ? AND principal = ? AND scope_id = ?"
+        params += [namespace.tenant, namespace.principal, namespace.scope_id]
+    with engine.read_models() as live:
+        rows = live.conn.execute(
+            f"SELECT memory_id FROM canonical_memory WHERE {where} "  # noqa: S608 (fixed text)
             "ORDER BY memory_id LIMIT 6",
-            [wanted],
+            params,
         ).fetchall()
     ids = [str(r[0]) for r in rows]
     if wanted in ids:
@@ -251,7 +303,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
         msg = f"no memory with id {text!r} in {str(engine.path)!r}"
         raise UnknownMemoryError(msg)
     msg = f"memory id prefix {text!r} matches several memories: {', '.join(ids[:5])}"
-    raise UnknownMemoryError(msg)
+    raise UnknownMemoryError(msg, "ambiguous_memory_id")
 
 
 def _transcript(position: int, event: TranscriptObserved) -> TranscriptEvidence:
@@ -300,7 +352,14 @@ class _Sessions:
         source = event.candidate_id
         candidate = command = transcript = extraction = None
         policy = reconciled = None
+        context: list[SessionContextEntry] = []
         for at, e in session:
+            if at <= position and isinstance(e, _CONTEXT_EVENTS):
+                context.append(
+                    SessionContextEntry(
+                        position=at, type=type(e).__name__, detail=describe_event(e)
+                    )
+                )
             if isinstance(e, CandidateExtracted) and e.candidate_id == source:
                 candidate = CandidateSource(
                     position=at,
@@ -343,6 +402,7 @@ class _Sessions:
                 decision=event.decision,
                 decision_evidence=event.decision_evidence,
                 activation_policy=policy,
+                context=tuple(context),
                 candidate=candidate,
                 command=command,
                 transcript=transcript,
@@ -357,6 +417,7 @@ class _Sessions:
             turn_id=event.turn_id,
             source_id=str(source),
             activation_policy=policy,
+            context=tuple(context),
             candidate=candidate,
             command=command,
             transcript=transcript,
@@ -366,36 +427,89 @@ class _Sessions:
 
 
 def _history(position: int, event: LedgerEvent) -> HistoryEntry | None:
-    common: dict[str, Any] = {
-        "position": position,
-        "type": type(event).__name__,
-        "revision": event.originator_version,
-        "recorded_at": event.recorded_at,
-        "session_id": getattr(event, "session_id", None),
-        "turn_id": getattr(event, "turn_id", None),
+    """The history entry of a memory-stream event (None for activations and
+    reinforcements: they are origins)."""
+    describe = _HISTORY[type(event)]
+    if describe is None:
+        return None
+    return HistoryEntry(
+        position=position,
+        type=type(event).__name__,
+        revision=event.originator_version,
+        recorded_at=event.recorded_at,
+        session_id=getattr(event, "session_id", None),
+        turn_id=getattr(event, "turn_id", None),
+        **describe(event),
+    )
+
+
+def _superseded(event: MemorySuperseded) -> dict[str, Any]:
+    return {
+        "detail": f"superseded ({event.cause.replace('_', ' ')})",
+        "related_memory": str(event.superseded_by),
     }
-    if isinstance(event, MemorySuperseded):
-        return HistoryEntry(
-            **common,
-            detail=f"superseded ({event.cause.replace('_', ' ')})",
-            related_memory=str(event.superseded_by),
-        )
-    if isinstance(event, MemoryConflictMarked):
-        return HistoryEntry(
-            **common, detail="conflict marked", related_memory=str(event.conflicts_with)
-        )
-    if isinstance(event, MemoryPinned):
-        return HistoryEntry(**common, detail=f"pinned by command {event.command_id}")
-    if isinstance(event, MemoryForgotten):
-        return HistoryEntry(**common, detail=f"forgotten by command {event.command_id}")
-    if isinstance(event, MemoryPruned):
-        return HistoryEntry(**common, detail=f"pruned ({event.rule})")
-    return None
+
+
+def _conflict(event: MemoryConflictMarked) -> dict[str, Any]:
+    return {"detail": "conflict marked", "related_memory": str(event.conflicts_with)}
+
+
+def _pinned(event: MemoryPinned) -> dict[str, Any]:
+    return {"detail": f"pinned by command {event.command_id}"}
+
+
+def _forgotten(event: MemoryForgotten) -> dict[str, Any]:
+    return {"detail": f"forgotten by command {event.command_id}"}
+
+
+def _pruned(event: MemoryPruned) -> dict[str, Any]:
+    return {"detail": f"pruned ({event.rule})"}
+
+
+_HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
+    "explain: history entries of a memory stream",
+    {
+        MemorySuperseded: _superseded,
+        MemoryConflictMarked: _conflict,
+        MemoryPinned: _pinned,
+        MemoryForgotten: _forgotten,
+        MemoryPruned: _pruned,
+    },
+    # Activations and reinforcements are origins; the rest never is in a memory stream.
+    ignores=(
+        NamespaceForgotten,
+        MemoryActivated,
+        MemoryReinforced,
+        SessionOpened,
+        TranscriptObserved,
+        CandidateExtracted,
+        CandidateRejected,
+        ExtractionCompleted,
+        ExtractionAbandoned,
+        SessionSealed,
+        SessionReconciled,
+        ExplicitCommandApplied,
+        SnapshotPrepared,
+        TurnBegan,
+        RecallServed,
+        MemoryAdmitted,
+        AdmissionRevoked,
+        MemoryUsed,
+        TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
+    ),
+)
+"""What each event of a memory stream adds to its history (detail, related memory)."""
 
 
 def _rows(engine: MemoryEngine, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    with engine.projections.lock:
-        table = engine.projections.conn.sql(sql, params=params).to_arrow_table()
+    with engine.read_models(catch_up=False) as live:
+        table = live.conn.sql(sql, params=params).to_arrow_table()
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows
 
@@ -412,18 +526,22 @@ def _statements(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, str]:
     return {r["memory_id"]: r["statement"] for r in rows}
 
 
-def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
+def explain(engine: MemoryEngine, memory_id: str, namespace: Namespace | None = None) -> Lineage:
     """The lineage of one memory item (a full id or a unique prefix of one).
 
-    Catches the engine's projections up to the ledger head first.
+    Catches the engine's projections up to the ledger head first. A host explaining a
+    memory to its user passes the user's ``namespace`` (never taken from the request): a
+    memory of another namespace then gets exactly the error of an id that does not exist.
+    Without it (the operator's ``memory-ledger explain``) any memory of the store is found.
 
     :returns: a :class:`Lineage` (origins in position order, history, recalls, admissions
         and uses, each with its ledger position).
-    :raises UnknownMemoryError: no memory (or several) match ``memory_id``.
+    :raises UnknownMemoryError: no memory (or several) match ``memory_id`` (in
+        ``namespace``, when given).
     """
-    full = resolve_memory_id(engine, memory_id)
+    full = resolve_memory_id(engine, memory_id, namespace)
     row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
-    position = engine.runner.position
+    position = engine.projection_position
     sessions = _Sessions(engine)
     origins: list[Origin] = []
     history: list[HistoryEntry] = []

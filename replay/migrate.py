@@ -76,14 +76,14 @@ def migrate_store(
     config = load_config_from(load_config(), embeddings="none", ledger="")
     root = Path(store)
     with MemoryEngine.open(root, create=False, config=config) as source:
-        source_log = source.log
+        source_log = source.ledger_log()
         with source.ledger_guard():
             head = source_log.max_notification_id() or 0
         with (
             tempfile.TemporaryDirectory(prefix="ml-migrate-") as scratch,
             MemoryEngine.open(scratch, ledger=to, config=config) as target,
         ):
-            target_log = target.log
+            target_log = target.ledger_log()
             with target.ledger_guard():
                 resumed = target_log.max_notification_id() or 0
                 if resumed > head or (

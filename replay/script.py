@@ -3,7 +3,8 @@
 Each line is one step, a msgspec Struct tagged by ``op``: ``open``, ``turn``, ``command``,
 ``recall``, ``finish``. Every session starts with its own ``open``; the first line of a
 script is an ``open``. Replaying a script twice into one store is a no-op the second time:
-already observed turns and reconciled sessions are skipped, not errors.
+already observed turns, applied commands and reconciled sessions are skipped, not errors,
+and ``recall`` steps write nothing unless asked to (``record_recalls``).
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 
 __all__ = [
     "CommandStep",
     "FinishStep",
     "OpenStep",
+    "PendingTurn",
     "RecallStep",
+    "RejectedItem",
     "RunReport",
     "ScriptError",
     "Step",
@@ -84,8 +88,10 @@ Step = OpenStep | TurnStep | CommandStep | RecallStep | FinishStep
 _step_decoder = msgspec.json.Decoder(Step)
 
 
-class ScriptError(ValueError):
+class ScriptError(MemoryLedgerError, ValueError):
     """A script line is malformed or out of order; ``line`` is 1-based."""
+
+    reason_code = "bad_script"
 
     def __init__(self, line: int, message: str) -> None:
         super().__init__(f"line {line}: {message}")
@@ -134,8 +140,37 @@ def step_op(step: Step) -> str:
     return str(type(step).__struct_config__.tag)
 
 
+class RejectedItem(msgspec.Struct, frozen=True, kw_only=True):
+    """An extracted item validation refused: where it was and its reason code."""
+
+    session: str
+    turn: int
+    index: int
+    reason_code: str
+    detail: str
+
+
+class PendingTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """A turn whose evidence is recorded but whose extraction is not, and why."""
+
+    session: str
+    turn: int
+    reason_code: str
+    detail: str
+
+
 class RunReport(msgspec.Struct, kw_only=True):
-    """What :func:`run_script` did (counts of this run; a re-run reports skips)."""
+    """What :func:`run_script` did: counts of this run (a re-run counts skips instead).
+
+    ``head_before``/``head_after`` are the ledger head (last position, 0 when empty) before
+    and after the run; ``events_written`` the events this run appended. ``rejections``
+    names every item of this run's turns that validation refused, with its reason code;
+    ``pending_extractions`` every turn whose extraction failed (the cause in
+    ``reason_code``/``detail``); ``sessions_left_open`` the sessions whose ``finish`` was
+    not run because of them (run the script again to retry and reconcile them).
+    ``recalls_recorded`` counts the recall steps written as RecallServed
+    (``record_recalls``).
+    """
 
     steps: int = 0
     sessions_opened: int = 0
@@ -151,11 +186,26 @@ class RunReport(msgspec.Struct, kw_only=True):
     commands_applied: int = 0
     commands_skipped: int = 0
     recalls: int = 0
+    recalls_recorded: int = 0
+    recorded_items_ignored: int = 0
     events_written: int = 0
-    first_position: int = 0
-    last_position: int = 0
+    head_before: int = 0
+    head_after: int = 0
     active_memories: int = 0
     seconds: float = 0.0
+    rejections: list[RejectedItem] = msgspec.field(default_factory=list)
+    pending_extractions: list[PendingTurn] = msgspec.field(default_factory=list)
+    sessions_left_open: list[str] = msgspec.field(default_factory=list)
+
+
+class _Opened:
+    """A session the script opened, its recorded items, and the turns this run observed."""
+
+    def __init__(self, session: MemorySession, recorded: RecordedExtractor | None) -> None:
+        self.session = session
+        self.recorded = recorded
+        self.observed: set[int] = set()
+        self.collected = False
 
 
 def run_script(
@@ -163,67 +213,123 @@ def run_script(
     steps: Sequence[tuple[int, Step]],
     *,
     on_step: Callable[[int, Step], None] | None = None,
+    extractor: Extractor | None = None,
+    record_recalls: bool = False,
 ) -> RunReport:
     """Replay ``steps`` into ``engine``; return counts, positions and time taken.
 
+    :param on_step: called after each step with its line number and the step.
+    :param extractor: extract every turn with this extractor (e.g. a model behind
+        :class:`~memory_ledger.commands.openai_extractor.OpenAIChatExtractor`), in the
+        background, instead of the items recorded in the script (which are then ignored).
+        A turn whose extraction fails stays pending: it is reported, and its session's
+        ``finish`` is not run, so running the script again retries it.
+    :param record_recalls: write a RecallServed record for each ``recall`` step. Off by
+        default, so a re-run of a script writes nothing new.
     :raises ScriptError: a step cannot be applied (names the line and the cause).
     """
     started = time.perf_counter()
-    head_before = engine.head
     appended_before = engine.appended
-    report = RunReport(first_position=head_before)
-    sessions: dict[str, tuple[MemorySession, RecordedExtractor]] = {}
+    report = RunReport(head_before=engine.head)
+    sessions: dict[str, _Opened] = {}
     try:
         for number, step in steps:
             try:
-                _apply(engine, step, sessions, report)
+                _apply(engine, step, sessions, report, extractor, record_recalls)
             except (ValueError, TypeError) as e:
                 raise ScriptError(number, f"{type(e).__name__}: {e}") from e
             report.steps += 1
             if on_step is not None:
                 on_step(number, step)
+        for sid, opened in sessions.items():
+            _collect(sid, opened, report)
     finally:
-        for session, _ in sessions.values():
-            session.close()
-    report.last_position = engine.head
+        for opened in sessions.values():
+            opened.session.close()
+    report.head_after = engine.head
     report.events_written = engine.appended - appended_before
-    engine.catch_up()
-    report.active_memories = engine.canonical.count_active()
+    report.active_memories = engine.count_active_memories()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _collect(sid: str, opened: _Opened, report: RunReport) -> list[PendingTurn]:
+    """Add the outcome of the session's turns observed in this run to ``report`` once
+    (waiting for its background extractions); return its turns pending extraction."""
+    session = opened.session
+    session.wait_for_extractions()
+    pending = [
+        PendingTurn(session=sid, turn=p.turn_id, reason_code=p.reason_code, detail=p.detail)
+        for p in session.pending_extraction_causes()
+    ]
+    if opened.collected:
+        return pending
+    opened.collected = True
+    state = session.refresh()
+    report.candidates += sum(1 for c in state.candidates if c.turn_id in opened.observed)
+    rejections = [
+        RejectedItem(
+            session=sid,
+            turn=r.turn_id,
+            index=r.index,
+            reason_code=r.reason_code,
+            detail=r.detail,
+        )
+        for r in state.rejected
+        if r.turn_id in opened.observed
+    ]
+    report.rejections.extend(sorted(rejections, key=lambda r: (r.turn, r.index)))
+    report.rejected += len(rejections)
+    report.pending_extractions.extend(pending)
+    return pending
 
 
 def _apply(
     engine: MemoryEngine,
     step: Step,
-    sessions: dict[str, tuple[MemorySession, RecordedExtractor]],
+    sessions: dict[str, _Opened],
     report: RunReport,
+    extractor: Extractor | None,
+    record_recalls: bool,
 ) -> None:
     if isinstance(step, OpenStep):
-        extractor = RecordedExtractor()
+        previous = sessions.pop(step.session, None)
+        if previous is not None:
+            _collect(step.session, previous, report)
+            previous.session.close()
+        recorded = RecordedExtractor() if extractor is None else None
         session = engine.session(
             step.namespace,
             step.session,
-            extractor=extractor,
+            extractor=extractor or recorded,
             activation_policy=step.activation_policy,
+            extraction_mode="blocking" if extractor is None else "background",
         )
-        sessions[step.session] = (session, extractor)
+        sessions[step.session] = _Opened(session, recorded)
         report.sessions_opened += 1
         return
-    session, extractor = sessions[step.session]
+    opened = sessions[step.session]
+    session = opened.session
     if isinstance(step, TurnStep):
-        extractor.provide(step.turn, step.extracted)
+        if opened.recorded is not None:
+            opened.recorded.provide(step.turn, step.extracted)
         outcome = session.observe_final_transcript(step.turn, step.transcript, step.occurred_at)
-        if outcome.already_observed and not outcome.extraction_position:
+        extracted_now = outcome.extraction_position or outcome.extraction_pending
+        if outcome.already_observed and not extracted_now:
             report.turns_skipped += 1
         else:
             report.turns_observed += 1
-            report.candidates += outcome.candidates
-            report.rejected += outcome.rejected
+            opened.observed.add(step.turn)
+            if opened.recorded is None:
+                report.recorded_items_ignored += len(step.extracted)
     elif isinstance(step, RecallStep):
-        session.recall(step.query, step.turn, step.k)
+        session.recall(step.query, step.turn, step.k, record=record_recalls)
         report.recalls += 1
+        report.recalls_recorded += int(record_recalls)
     elif isinstance(step, FinishStep):
+        if _collect(step.session, opened, report):
+            report.sessions_left_open.append(step.session)
+            return
         result = session.finish()
         if result.already_reconciled:
             report.sessions_already_finished += 1

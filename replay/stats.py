@@ -22,7 +22,7 @@ from eventsourcing.utils import get_topic
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import LedgerEvent, SessionOpened
-from memory_ledger.replay.filters import EventFilter, event_decoder, filter_events, topic_type
+from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
 
 __all__ = ["NamespaceStats", "SlotStats", "StoreStats", "store_stats"]
 
@@ -85,8 +85,17 @@ def _first_and_last(engine: MemoryEngine, head: int) -> tuple[datetime | None, d
 
 @contextlib.contextmanager
 def _slot_lock(lock_path: Path) -> Iterator[bool]:
-    """Try the slot's flock without waiting: yields True when it was free (and is now ours)."""
-    with open(lock_path, "ab") as handle:
+    """Try the slot's flock without waiting: yields True when it was free (and is now ours).
+
+    A lock file this process cannot open (a read-only store) yields True: the caller's
+    read-only DuckDB open then fails on its own if a process writes the file.
+    """
+    try:
+        handle = open(lock_path, "rb" if lock_path.exists() else "ab")  # noqa: SIM115
+    except OSError:
+        yield True
+        return
+    with handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -102,11 +111,11 @@ def _slot(engine: MemoryEngine, path: Path) -> SlotStats:
     size = path.stat().st_size + sum(
         p.stat().st_size for p in path.parent.glob(path.name + ".wal") if p.is_file()
     )
-    if os.path.realpath(path) == os.path.realpath(engine.projections.path):
+    if os.path.realpath(path) == os.path.realpath(engine.projection_file):
         return SlotStats(
             path=str(path),
             bytes=size,
-            position=engine.projections.position(),
+            position=engine.projection_position,
             in_use=True,
             this_process=True,
         )
@@ -139,20 +148,19 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     Catches the engine's projection up to the ledger head first.
     """
     head = engine.head
-    with engine.projections.lock:
-        position = engine.catch_up(head)
-        memory_rows = engine.projections.conn.execute(
+    with engine.read_models(to=head) as live:
+        position = live.position
+        memory_rows = live.conn.execute(
             "SELECT tenant, principal, scope_id, status, count(*) FROM canonical_memory "
             "GROUP BY ALL"
         ).fetchall()
     by_type: collections.Counter[str] = collections.Counter()
     opened_topic = get_topic(SessionOpened)
-    decode = event_decoder(engine)
+    decode = engine.event_decoder()
     sessions: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    select_raw = getattr(engine.recorder, "select_raw", None)
     after = 0
-    while select_raw is not None and after < head:
-        rows = select_raw(after, 5000, head)
+    while after < head:
+        rows = engine.read_records(after, 5000, head)
         if not rows:
             break
         for _, raw_id, version, topic, state in rows:
@@ -181,9 +189,9 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     )
     ledger_file = engine.path / "ledger" / "data.mdb"
     ledger_bytes = ledger_file.stat().st_size if ledger_file.is_file() else 0
-    env = getattr(getattr(engine.recorder, "datastore", None), "env", None)
     used = 0
-    if env is not None:
+    if ledger_file.is_file():  # an LMDB ledger (a PostgreSQL one has no file here)
+        env = engine.lmdb_recorder().datastore.env
         used = (int(env.info()["last_pgno"]) + 1) * int(env.stat()["psize"])
     slots = tuple(
         _slot(engine, p) for p in sorted((engine.path / "projections").glob("slot-*.duckdb"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
@@ -17,20 +17,19 @@ def iter_events(
     engine: MemoryEngine, *, start: int = 1, limit: int | None = None, page: int = 1000
 ) -> Iterator[tuple[int, LedgerEvent]]:
     """Yield ``(position, event)`` from ``start`` on, at most ``limit``, reading in pages."""
+    decode = engine.event_decoder()
     position = max(start, 1) - 1
     remaining = limit
     while remaining is None or remaining > 0:
         size = page if remaining is None else min(page, remaining)
-        notifications = engine.recorder.select_notifications(
-            start=position, limit=size, inclusive_of_start=False
-        )
-        if not notifications:
+        records = engine.read_records(position, size)
+        if not records:
             return
-        for n in notifications:
-            yield n.id, cast(LedgerEvent, engine.mapper.to_domain_event(n))
-        position = notifications[-1].id
+        for at, raw_id, version, topic, state in records:
+            yield at, decode(topic, state, raw_id, version)
+        position = records[-1][0]
         if remaining is not None:
-            remaining -= len(notifications)
+            remaining -= len(records)
 
 
 def event_record(position: int, event: LedgerEvent) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, decode_entry
 
 __all__ = ["VerifyReport", "verify_store"]
@@ -45,8 +44,8 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
 
 
 def _verify(engine: MemoryEngine) -> VerifyReport:
-    recorder = engine.log
-    mapper = engine.mapper
+    recorder = engine.ledger_log()
+    decode = engine.event_decoder()
     expected = 1
     previous = GENESIS_HASH
     checked = 0
@@ -71,10 +70,7 @@ def _verify(engine: MemoryEngine) -> VerifyReport:
             )
         try:
             record = decode_entry(position, value)
-            if isinstance(mapper, MsgspecMapper):
-                mapper.decode(
-                    record.topic, record.state, record.originator_id, record.originator_version
-                )
+            decode(record.topic, record.state, record.originator_id, record.originator_version)
         except (msgspec.DecodeError, MapperDeserialisationError, ValueError) as e:
             return VerifyReport(
                 ok=False,

@@ -43,6 +43,9 @@ OUTPUTS = {
     "locomo": "locomo.json",
     "hybrid": "hybrid.json",
     "memory": "memory.json",
+    "mcp": "mcp.json",
+    "startup": "startup.json",
+    "workspace": "workspace.json",
 }
 
 

@@ -1,0 +1,197 @@
+"""The ``memory-ledger mcp`` and ``memory-ledger mcp-token`` commands.
+
+``mcp`` serves one store to MCP clients (:mod:`memory_ledger.replay.mcp_server`): over
+stdio by default, for one namespace fixed by ``--tenant/--principal/--scope-id``; over
+streamable HTTP with ``--http HOST:PORT``, where each bearer token maps to one namespace
+(``--tokens FILE``, or the ``[mcp]`` section of the configuration file). ``mcp-token`` makes
+a token and prints the entry to add. The SDK is imported only when a command runs, so the
+rest of the CLI starts as fast without the ``mcp`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memory_ledger.commands.config import (
+    CONFIG_FILE,
+    MemoryConfig,
+    load_config,
+    load_config_from,
+)
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.mcp_tokens import TokenRegistry, new_token, token_entry_toml
+
+__all__ = ["mcp_command", "mcp_token_command", "register"]
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Errors of input or environment: one line on stderr, exit status 2."""
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn", "starlette"):
+            raise
+        print(
+            "error: the MCP server needs the mcp extra: pip install 'memory-ledger[mcp]'",
+            file=sys.stderr,
+        )
+        raise typer.Exit(2) from None
+    except (MemoryLedgerError, ValueError, OSError) as e:
+        print(f"error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        msg = f"--http must be HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}"
+        raise ValueError(msg)
+    return host, int(port)
+
+
+def mcp_command(
+    ctx: typer.Context,
+    store: Annotated[
+        Path, typer.Option("--store", help="Store folder (LMDB ledger + DuckDB projections).")
+    ],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Namespace tenant (stdio only).")
+    ] = None,
+    principal: Annotated[
+        str | None, typer.Option("--principal", help="Namespace principal (stdio only).")
+    ] = None,
+    scope_id: Annotated[
+        str | None, typer.Option("--scope-id", help="Namespace scope id (stdio only).")
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; every "
+            "request needs a bearer token (see mcp-token).",
+        ),
+    ] = None,
+    tokens: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokens",
+            help="TOML file of [[mcp.token]] (or [[token]]) entries for --http (default: "
+            "the [mcp] section of --config or ./memory-ledger.toml).",
+        ),
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="Configuration file (default: ./memory-ledger.toml if present)."
+        ),
+    ] = None,
+    embeddings: Annotated[
+        str,
+        typer.Option(
+            "--embeddings",
+            help="config: what the configuration says; none: lexical recall; local: hybrid "
+            "recall with the bundled MiniLM (the embeddings extra), loaded once.",
+        ),
+    ] = "config",
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="With --http: announce the URL on stderr as one JSON line."),
+    ] = False,
+) -> None:
+    """Serve this store over the Model Context Protocol (stdio, or streamable HTTP)."""
+    with _one_line_errors():
+        if embeddings not in ("config", "none", "local"):
+            msg = f"--embeddings must be config, none or local, got {embeddings!r}"
+            raise ValueError(msg)
+        if config_file is None and isinstance(ctx.obj, Path):
+            config_file = ctx.obj  # memory-ledger --config FILE mcp ...
+        config = load_config(config_file)
+        if embeddings != "config":
+            config = load_config_from(config, embeddings=embeddings)
+        parts = (tenant, principal, scope_id)
+        if http is None:
+            if None in parts:
+                msg = "stdio serves one namespace: give --tenant, --principal and --scope-id"
+                raise ValueError(msg)
+            namespace = Namespace(*(p or "" for p in parts)).validated()
+            asyncio.run(_serve_stdio(store, namespace, config))
+            return
+        if any(p is not None for p in parts):
+            msg = "--http takes the namespace from each request's token, not from --tenant etc."
+            raise ValueError(msg)
+        host, port = _address(http)
+        source = tokens or config_file or Path(CONFIG_FILE)
+        registry = TokenRegistry.from_toml(source)
+        asyncio.run(_serve_http(store, host, port, registry, config, as_json))
+
+
+async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) -> None:
+    from memory_ledger.commands.async_engine import AsyncMemoryEngine
+    from memory_ledger.replay.mcp_server import MemoryMcpServer
+
+    async with AsyncMemoryEngine.open(store, config=config) as memory:
+        await MemoryMcpServer(memory, namespace=namespace).serve_stdio()
+
+
+async def _serve_http(
+    store: Path,
+    host: str,
+    port: int,
+    registry: TokenRegistry,
+    config: MemoryConfig,
+    as_json: bool,
+) -> None:
+    from memory_ledger.commands.async_engine import AsyncMemoryEngine
+    from memory_ledger.replay.mcp_server import MemoryMcpServer
+
+    def ready(url: str) -> None:
+        count = len(registry.entries)
+        if as_json:
+            line = json.dumps({"serving": str(store), "url": url, "tokens": count})
+        else:
+            line = f"memory-ledger mcp: serving {store} at {url} ({count} token(s))"
+        print(line, file=sys.stderr, flush=True)
+
+    async with AsyncMemoryEngine.open(store, config=config) as memory:
+        await MemoryMcpServer(memory, tokens=registry).serve_http(host, port, on_ready=ready)
+
+
+def mcp_token_command(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Who holds the token (e.g. alice-laptop).")
+    ],
+    tenant: Annotated[str, typer.Option("--tenant", help="Namespace tenant.")],
+    principal: Annotated[str, typer.Option("--principal", help="Namespace principal.")],
+    scope_id: Annotated[str, typer.Option("--scope-id", help="Namespace scope id.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"name", "token", "entry"} as JSON on stdout.')
+    ] = False,
+) -> None:
+    """Make a bearer token for `mcp --http`: prints the token once (stderr) and the
+    [[mcp.token]] entry holding only its sha256 (stdout, to append to the token file)."""
+    with _one_line_errors():
+        token = new_token()
+        entry = token_entry_toml(name, token, Namespace(tenant, principal, scope_id))
+    if as_json:
+        sys.stdout.write(json.dumps({"name": name, "token": token, "entry": entry}) + "\n")
+        return
+    print(f"token for {name} (shown once, store it in the client): {token}", file=sys.stderr)
+    sys.stdout.write(entry)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``mcp`` and ``mcp-token`` to the ``memory-ledger`` command line."""
+    app.command("mcp")(mcp_command)
+    app.command("mcp-token")(mcp_token_command)

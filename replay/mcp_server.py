@@ -1,0 +1,551 @@
+"""The MCP server: one memory store served to agents over the Model Context Protocol.
+
+Built on the official ``mcp`` SDK (``MCPServer``), over stdio or streamable HTTP, on an
+:class:`~memory_ledger.commands.async_engine.AsyncMemoryEngine` that stays open (and keeps any
+embedding model loaded) for the server's lifetime.
+
+Tools: ``remember``, ``recall`` (with ``about`` / ``attribute`` hints and ``as_of``),
+``forget``, ``correct``, ``pin``, ``explain`` and ``memory_map``; the memory map is also the
+resource ``memory://map`` and is summarised in the instructions each client gets when it
+connects.
+
+The namespace is never a tool argument. Over stdio it is fixed when the server starts; over
+HTTP each request carries a bearer token that maps to exactly one namespace
+(:mod:`memory_ledger.replay.mcp_tokens`); a request without a known token is answered 401
+with an empty body before the SDK sees it. A tool call that names an argument the tool does
+not have (``tenant``, ``namespace``, ...) is refused as a tool error and does nothing.
+
+Recording: each command tool runs as a direct command whose session id names the caller,
+``mcp-<client>-<hex>`` (over HTTP ``mcp-<token name>-<client>-<hex>``, the client being the
+name the MCP client sent when it connected), so ``explain`` shows which MCP call created,
+corrected, pinned or forgot a memory. Recalls go through one session per caller
+(``mcp-<client>-<hex>``) and are recorded as RecallServed like any session's (buffered, written
+within about a second). ``as_of`` recalls, ``explain`` and ``memory_map`` are audit reads and
+record nothing.
+
+Errors raised on purpose (a bad argument, an unknown memory, a secret in a statement) reach
+the client as tool errors carrying the typed error's message; nothing else of an exception
+(no traceback) leaves the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import re
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
+
+import msgspec
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST, CallToolResult, TextContent, ToolAnnotations
+from starlette.authentication import AuthCredentials
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memory_ledger.commands.async_engine import AsyncMemoryEngine
+from memory_ledger.commands.async_session import AsyncMemorySession
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import MemoryLedgerError, UnknownMemoryError
+from memory_ledger.commands.recall import RecallResult, RecallScope
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay import lineage
+from memory_ledger.replay.lineage_text import render_text
+from memory_ledger.replay.mcp_tokens import TokenRegistry
+from memory_ledger.replay.points import parse_point
+from memory_ledger.replay.timetravel import as_of
+
+__all__ = ["MAP_URI", "Caller", "MemoryMcpServer", "TokenGate"]
+
+MAP_URI: Final = "memory://map"
+"""The memory map resource."""
+
+READ_FLUSH_SECONDS: Final = 1.0
+"""A caller's buffered recall records are written at most about this long after a recall."""
+
+INSTRUCTIONS: Final = """\
+Long-term memory of the user you are talking to (one namespace, chosen by the server).
+- recall(query, k, about, attribute): look things up before answering questions about the \
+user, their people, projects and preferences. Set `about` to a subject and `attribute` to a \
+predicate from the memory map below when one fits (they rank matching memories first).
+- remember(statement, ...): store one self-contained fact the user wants kept; subject + \
+predicate + value make it a keyed fact that a later value supersedes.
+- correct(statement, target): replace what memory says; forget(memory): drop one memory; \
+pin(memory): keep one forever. memory is a memory id or words matching it.
+- explain(memory_id): where a memory came from and what changed it.
+Never store secrets (passwords, API keys, tokens)."""
+
+T = TypeVar("T")
+
+_CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "memory_ledger_mcp_caller", default=None
+)
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
+
+
+class Caller(msgspec.Struct, frozen=True, kw_only=True):
+    """Who a request comes from: the namespace it may touch and the client label recorded in
+    session ids (``mcp-<label>-<hex>``)."""
+
+    namespace: Namespace
+    label: str
+
+    @property
+    def prefix(self) -> str:
+        """The session-id prefix of this caller's commands."""
+        return f"mcp-{self.label}-"
+
+
+def _label(*parts: str | None) -> str:
+    cleaned = [_LABEL_UNSAFE.sub("-", p).strip("-")[:40] for p in parts if p]
+    return "-".join(p for p in cleaned if p) or "client"
+
+
+def _result(text: str, data: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=msgspec.to_builtins(data),
+    )
+
+
+class MemoryMcpServer:
+    """An MCP server over one open :class:`AsyncMemoryEngine`.
+
+    :param memory: the engine (the server does not close it).
+    :param namespace: the fixed namespace (stdio); exactly one of ``namespace`` and
+        ``tokens`` is given.
+    :param tokens: the bearer tokens of the HTTP transport, each mapping to one namespace.
+    :raises ValueError: both or neither of ``namespace`` and ``tokens``.
+
+    ``mcp`` is the SDK's ``MCPServer`` (run it with :meth:`serve_stdio` or
+    :meth:`serve_http`, or mount :meth:`http_app`). Note that the SDK configures the root
+    logger (WARNING) when this object is made: meant for a server process of its own.
+    """
+
+    def __init__(
+        self,
+        memory: AsyncMemoryEngine,
+        *,
+        namespace: Namespace | None = None,
+        tokens: TokenRegistry | None = None,
+        name: str = "memory-ledger",
+    ) -> None:
+        if (namespace is None) == (tokens is None):
+            msg = "give exactly one of namespace (stdio) and tokens (HTTP)"
+            raise ValueError(msg)
+        self.memory = memory
+        self.namespace = namespace.validated() if namespace is not None else None
+        self.tokens = tokens
+        self._readers: dict[tuple[str, str], AsyncMemorySession] = {}
+        self._reader_lock = asyncio.Lock()
+        self._flushing: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._arguments: dict[str, frozenset[str]] = {}
+        self.mcp: MCPServer[Any] = MCPServer(
+            name, instructions=INSTRUCTIONS, log_level="WARNING", middleware=[self._middleware]
+        )
+        read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+        change = ToolAnnotations(read_only_hint=False, destructive_hint=False)
+        for tool, hints in (
+            (self.remember, change),
+            (self.recall, ToolAnnotations(read_only_hint=False, idempotent_hint=True)),
+            (self.forget, ToolAnnotations(read_only_hint=False, destructive_hint=True)),
+            (self.correct, change),
+            (self.pin, change),
+            (self.explain, read_only),
+            (self.memory_map, read_only),
+        ):
+            self._add_tool(tool, hints)
+        self.mcp.resource(
+            MAP_URI,
+            name="memory_map",
+            title="Memory map",
+            description="Subjects and attributes this memory holds, with counts.",
+            mime_type="text/plain",
+        )(self._map_resource)
+
+    def _add_tool(self, fn: Callable[..., Awaitable[Any]], annotations: ToolAnnotations) -> None:
+        self._arguments[fn.__name__] = frozenset(inspect.signature(fn).parameters)
+        self.mcp.add_tool(fn, annotations=annotations, structured_output=False)
+
+    # Who is calling ------------------------------------------------------------------------
+
+    def _caller_of(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
+        client: str | None = None
+        params = ctx.session.client_params
+        if params is not None and params.client_info is not None:
+            client = params.client_info.name
+        elif ctx.method == "initialize" and isinstance(ctx.params, Mapping):
+            info = ctx.params.get("clientInfo")
+            client = info.get("name") if isinstance(info, Mapping) else None
+        if self.namespace is not None:
+            return Caller(namespace=self.namespace, label=_label(client))
+        request = ctx.request
+        user = getattr(request, "scope", {}).get("user") if request is not None else None
+        if not isinstance(user, AuthenticatedUser) or not user.access_token.claims:
+            raise MCPError(code=INVALID_REQUEST, message="unauthenticated request")
+        namespace = user.access_token.claims.get("namespace")
+        if not isinstance(namespace, Namespace):
+            raise MCPError(code=INVALID_REQUEST, message="unauthenticated request")
+        return Caller(namespace=namespace, label=_label(user.access_token.client_id, client))
+
+    async def _middleware(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Resolve the caller of every tool call, resource read and handshake; refuse
+        tool arguments a tool does not declare; put the memory map in the instructions."""
+        if ctx.method not in ("initialize", "tools/call", "resources/read"):
+            return await call_next(ctx)
+        caller = self._caller_of(ctx)
+        if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
+            refusal = self._refuse_unknown_arguments(ctx.params)
+            if refusal is not None:
+                return refusal
+        token = _CALLER.set(caller)
+        try:
+            result = await call_next(ctx)
+        finally:
+            _CALLER.reset(token)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            memory_map = await self.memory.memory_map(caller.namespace)
+            result["instructions"] = f"{INSTRUCTIONS}\n\nMemory map:\n{memory_map}"
+        return result
+
+    def _refuse_unknown_arguments(self, params: Mapping[str, Any]) -> CallToolResult | None:
+        allowed = self._arguments.get(str(params.get("name")))
+        arguments = params.get("arguments")
+        if allowed is None or not isinstance(arguments, Mapping):
+            return None
+        extra = sorted(str(key)[:40] for key in arguments if key not in allowed)
+        if not extra:
+            return None
+        text = (
+            f"unexpected argument(s) {', '.join(map(repr, extra[:5]))}: the namespace is fixed "
+            "by the server (its configuration or your token) and is never a tool argument; "
+            "nothing was done"
+        )
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    @staticmethod
+    def _caller() -> Caller:
+        caller = _CALLER.get()
+        if caller is None:  # only reachable if the middleware was bypassed
+            raise ToolError("unauthenticated request")
+        return caller
+
+    @staticmethod
+    async def _typed(call: Awaitable[T]) -> T:
+        """Await ``call``; an error raised on purpose becomes a tool error with its message."""
+        try:
+            return await call
+        except (MemoryLedgerError, ValueError) as e:
+            raise ToolError(" ".join(str(e).split())) from None
+
+    async def _reader(self, caller: Caller) -> AsyncMemorySession:
+        key = (caller.namespace.key(), caller.label)
+        async with self._reader_lock:
+            reader = self._readers.get(key)
+            if reader is None:
+                session_id = caller.prefix + uuid.uuid4().hex
+                reader = await self.memory.session(caller.namespace, session_id)
+                self._readers[key] = reader
+            return reader
+
+    def _flush_soon(self, caller: Caller, reader: AsyncMemorySession) -> None:
+        key = (caller.namespace.key(), caller.label)
+        running = self._flushing.get(key)
+        if running is None or running.done():
+            self._flushing[key] = asyncio.get_running_loop().create_task(self._flush(reader))
+
+    @staticmethod
+    async def _flush(reader: AsyncMemorySession) -> None:
+        await asyncio.sleep(READ_FLUSH_SECONDS)
+        try:
+            await reader.flush_reads()
+        except Exception:  # noqa: BLE001 - read records may be lost, never commands
+            pass
+
+    # Tools ---------------------------------------------------------------------------------
+
+    async def remember(
+        self,
+        statement: str,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+    ) -> CallToolResult:
+        """Store one self-contained statement in long-term memory (durable on return).
+
+        Give subject + predicate + value for a keyed fact ("Alice" / "lives in" /
+        "Porto"): a later remember of the same subject and predicate supersedes it.
+        Remembering an active statement again reinforces it.
+        """
+        caller = self._caller()
+        done = await self._typed(
+            self.memory.direct(caller.prefix).remember(
+                caller.namespace, statement, subject=subject, predicate=predicate, value=value
+            )
+        )
+        superseded = [str(m) for m in done.report.superseded]
+        text = f"remembered {done.memory_id}: {' '.join(statement.split())}"
+        if superseded:
+            text += f" (supersedes {', '.join(superseded)})"
+        return _result(
+            text,
+            {
+                "memory_id": done.memory_id,
+                "superseded": superseded,
+                "session_id": done.session_id,
+                "position": done.position,
+            },
+        )
+
+    async def recall(
+        self,
+        query: str,
+        k: int = 5,
+        about: str | None = None,
+        attribute: str | None = None,
+        as_of: str | None = None,
+    ) -> CallToolResult:
+        """Recall the memories that best match ``query`` (at most ``k``).
+
+        ``about`` (a subject) and ``attribute`` (a predicate) from the memory map rank
+        matching memories first; they never filter. ``as_of`` (a ledger position or an ISO
+        8601 time) answers as memory stood then (lexical).
+        """
+        caller = self._caller()
+        if as_of is not None:
+            result = await self._typed(
+                self.memory.run(
+                    _recall_as_of, self.memory.engine, caller.namespace, query, k, as_of
+                )
+            )
+        else:
+            reader = await self._reader(caller)
+            result = await self._typed(
+                reader.recall_scoped(query, None, RecallScope(), about, attribute, k)
+            )
+            self._flush_soon(caller, reader)
+        lines = [
+            f"{hit.rank}. {hit.statement} (id {hit.memory_id}, score {hit.score:.3f}"
+            + (f", occurred {hit.occurred_at:%Y-%m-%d}" if hit.occurred_at else "")
+            + ")"
+            for hit in result
+        ]
+        text = "\n".join(lines) if lines else f"no memory matches {query!r}"
+        semantic = result.semantic.state if result.semantic is not None else "off"
+        return _result(
+            text,
+            {
+                "query": query,
+                "position": result.position,
+                "semantic": semantic,
+                "results": [
+                    {
+                        "rank": hit.rank,
+                        "memory_id": hit.memory_id,
+                        "statement": hit.statement,
+                        "subject": hit.subject,
+                        "predicate": hit.predicate,
+                        "score": hit.score,
+                        "evidence": list(hit.evidence),
+                        "occurred_at": hit.occurred_at,
+                    }
+                    for hit in result
+                ],
+            },
+        )
+
+    async def forget(self, memory: str) -> CallToolResult:
+        """Forget one memory: ``memory`` is its id or words that match it. A forgotten memory
+        is never recalled again (its history stays auditable)."""
+        caller = self._caller()
+        done = await self._typed(self.memory.direct(caller.prefix).forget(caller.namespace, memory))
+        return _result(
+            f"forgot {done.memory_id}",
+            {"memory_id": done.memory_id, "session_id": done.session_id, "position": done.position},
+        )
+
+    async def correct(self, statement: str, target: str | None = None) -> CallToolResult:
+        """Replace what memory says with ``statement``: ``target`` (a memory id, or by
+        default the best match for ``statement``) is superseded and the new statement keeps
+        its subject and predicate."""
+        caller = self._caller()
+        done = await self._typed(
+            self.memory.direct(caller.prefix).correct(caller.namespace, statement, target=target)
+        )
+        text = f"now {done.memory_id}: {' '.join(statement.split())}"
+        if done.target is not None:
+            text += f" (replaces {done.target})"
+        return _result(
+            text,
+            {
+                "memory_id": done.memory_id,
+                "replaced": done.target,
+                "session_id": done.session_id,
+                "position": done.position,
+            },
+        )
+
+    async def pin(self, memory: str) -> CallToolResult:
+        """Pin one memory (its id or matching words): it is never pruned."""
+        caller = self._caller()
+        done = await self._typed(self.memory.direct(caller.prefix).pin(caller.namespace, memory))
+        return _result(
+            f"pinned {done.memory_id}",
+            {"memory_id": done.memory_id, "session_id": done.session_id, "position": done.position},
+        )
+
+    async def explain(self, memory_id: str) -> str:
+        """The lineage of one memory (its id, or a prefix of 4+ hex digits): the evidence and
+        the command or extraction it came from, every change since (with the session, e.g.
+        ``mcp-<client>-...``, that made it) and how often it was recalled."""
+        caller = self._caller()
+        reader = self._readers.get((caller.namespace.key(), caller.label))
+        if reader is not None:  # this caller's own recalls show up at once
+            await self._typed(reader.flush_reads())
+        return await self._typed(
+            self.memory.run(_explain_in, self.memory.engine, caller.namespace, memory_id)
+        )
+
+    async def memory_map(self) -> str:
+        """The subjects and attributes memory holds (with counts): use them as recall's
+        ``about`` and ``attribute``."""
+        caller = self._caller()
+        return await self._typed(self.memory.memory_map(caller.namespace))
+
+    async def _map_resource(self) -> str:
+        return await self.memory_map()
+
+    # Serving -------------------------------------------------------------------------------
+
+    def http_app(self, host: str = "127.0.0.1", path: str = "/mcp") -> ASGIApp:
+        """The streamable HTTP app at ``path``, behind the bearer-token gate.
+
+        :raises ValueError: this server has no tokens (it was made for stdio).
+        """
+        if self.tokens is None:
+            raise ValueError("an HTTP server needs bearer tokens")
+        app = self.mcp.streamable_http_app(streamable_http_path=path, json_response=True, host=host)
+        return TokenGate(app, self.tokens)
+
+    async def serve_stdio(self) -> None:
+        """Serve one client over this process's stdin/stdout until it disconnects."""
+        try:
+            await self.mcp.run_stdio_async()
+        finally:
+            await self.aclose()
+
+    async def serve_http(
+        self, host: str, port: int, *, on_ready: Callable[[str], None] | None = None
+    ) -> None:
+        """Serve streamable HTTP on ``host:port`` (path ``/mcp``) until cancelled;
+        ``on_ready(url)`` is called once it listens."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.http_app(host),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+
+        async def announce() -> None:
+            while not server.started and not server.should_exit:
+                await asyncio.sleep(0.05)
+            if server.started and on_ready is not None:
+                on_ready(f"http://{host}:{port}/mcp")
+
+        watcher = asyncio.get_running_loop().create_task(announce())
+        try:
+            await server.serve()
+        finally:
+            watcher.cancel()
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Flush and close the recall sessions (the engine stays open)."""
+        for task in self._flushing.values():
+            task.cancel()
+        readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            try:
+                await reader.aclose()
+            except Exception as e:  # noqa: BLE001 - shutting down: say so, go on
+                print(f"memory-ledger mcp: closing a session failed: {e}", file=sys.stderr)
+
+
+class TokenGate:
+    """ASGI middleware: an HTTP request must carry ``Authorization: Bearer <token>`` with a
+    token of the registry, else it is answered 401 with an empty body (and nothing about
+    why). A known token becomes the request's authenticated user, carrying its namespace;
+    the token itself is kept nowhere (the user's ``token`` field holds its digest prefix)."""
+
+    def __init__(self, app: ASGIApp, tokens: TokenRegistry) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        entry = None
+        for key, value in scope.get("headers", ()):
+            if key.lower() == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer" and token.strip():
+                    entry = self.tokens.lookup(token.strip())
+                break
+        if entry is None:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"www-authenticate", b"Bearer"), (b"content-length", b"0")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        access = AccessToken(
+            token=entry.sha256[:12],
+            client_id=entry.name,
+            scopes=[],
+            claims={"namespace": entry.namespace},
+        )
+        scope = dict(scope)
+        scope["user"] = AuthenticatedUser(access)
+        scope["auth"] = AuthCredentials([])
+        await self.app(scope, receive, send)
+
+
+def _recall_as_of(
+    engine: MemoryEngine, namespace: Namespace, query: str, k: int, point: str
+) -> RecallResult:
+    """Recall as memory stood at ``point`` (a position or an ISO 8601 time); blocking."""
+    if not isinstance(k, int) or k < 1:
+        msg = f"k must be a positive integer, got {k!r}"
+        raise ValueError(msg)
+    with as_of(engine, parse_point(point)) as then:
+        return then.recall(namespace, query, min(k, engine.config.recall_max_k))
+
+
+def _explain_in(engine: MemoryEngine, namespace: Namespace, text: str) -> str:
+    """The lineage text of memory ``text`` (id or prefix) of ``namespace``; a memory of
+    another namespace is unknown, exactly like one that does not exist."""
+    try:
+        found = lineage.explain(engine, text, namespace=namespace)
+    except lineage.UnknownMemoryError:
+        raise UnknownMemoryError(repr(text[:80])) from None
+    if found.namespace != namespace:
+        raise UnknownMemoryError(repr(text[:80]))
+    return render_text(found)

