@@ -47,7 +47,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -55,8 +55,10 @@ from uuid import UUID
 
 import eventsourcing.postgres as es_postgres
 import psycopg
+from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery
 from eventsourcing.persistence import (
     ApplicationRecorder,
+    DataError,
     IntegrityError,
     InterfaceError,
     OperationalError,
@@ -79,6 +81,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.lmdb import TaggedEvent, TaggedSelection
 from memory_ledger.ledger.records import (
     FORMAT_VERSION,
     GENESIS_HASH,
@@ -89,6 +92,7 @@ from memory_ledger.ledger.records import (
     decode_entry,
     encode_body,
 )
+from memory_ledger.ledger.tag_index import MAX_TAG_BYTES, AppendConditionFailedError
 
 __all__ = [
     "AppendListener",
@@ -98,11 +102,15 @@ __all__ = [
     "PostgresLedgerFactory",
     "PostgresLedgerProcessRecorder",
     "PostgresLedgerURL",
+    "TAG_INDEX_FORMAT",
     "is_postgres_url",
     "parse_ledger_url",
     "scrub",
     "settings_from_url",
 ]
+
+TAG_INDEX_FORMAT = 2
+"""The first format version whose ledgers index every record's tags (the tags table)."""
 
 _RETRYABLE = (InterfaceError, OperationalError)
 _QUERY_KEYS = frozenset(
@@ -260,7 +268,7 @@ def scrub(error: BaseException, password: str) -> BaseException:
 class _Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
     """Raised under the table lock, before anything is written, to refuse a batch."""
 
-    def __init__(self, error: IntegrityError) -> None:
+    def __init__(self, error: PersistenceError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -285,12 +293,18 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         super().__init__(datastore, events_table_name=events_table_name)
         self.meta_table_name = f"{events_table_name}_meta"
         self.check_identifier_length(self.meta_table_name)
+        self.tags_table_name = f"{events_table_name}_tags"
+        self.check_identifier_length(self.tags_table_name)
+        self.tags_index_name = f"{events_table_name}_tags_position"
+        self.check_identifier_length(self.tags_index_name)
         self.max_attempts = max_attempts
         self.channel_name = f"{datastore.schema}_{events_table_name}".replace(".", "_")[:63]
         kw: dict[str, Any] = {
             "schema": Identifier(datastore.schema),
             "table": Identifier(events_table_name),
             "meta": Identifier(self.meta_table_name),
+            "tags": Identifier(self.tags_table_name),
+            "tags_index": Identifier(self.tags_index_name),
             "index": Identifier(self.notification_id_index_name),
             "id_type": Identifier(datastore.originator_id_type),
             "channel": Identifier(self.channel_name),
@@ -314,7 +328,41 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS {schema}.{meta} ("
                 "name text PRIMARY KEY, value text NOT NULL)"
             ).format(**kw),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {schema}.{tags} ("
+                "tag text NOT NULL, notification_id bigint NOT NULL, "
+                "PRIMARY KEY (tag, notification_id))"
+            ).format(**kw),
+            SQL(
+                "CREATE INDEX IF NOT EXISTS {tags_index} ON {schema}.{tags} (notification_id ASC)"
+            ).format(**kw),
         ]
+        self._kw = kw
+        self._sql_tags_insert = SQL(
+            "INSERT INTO {schema}.{tags} (tag, notification_id) "
+            "SELECT * FROM unnest(%s::text[], %s::bigint[])"
+        ).format(**kw)
+        self._sql_tags_of = SQL(
+            "SELECT tag FROM {schema}.{tags} WHERE notification_id = %s ORDER BY tag"
+        ).format(**kw)
+        self._sql_format = SQL(
+            "UPDATE {schema}.{meta} SET value = %s WHERE name = 'format_version'"
+        ).format(**kw)
+        self._sql_format_select = SQL(
+            "SELECT value FROM {schema}.{meta} WHERE name = 'format_version'"
+        ).format(**kw)
+        self._sql_head = SQL(
+            "SELECT COALESCE(MAX(notification_id), 0) FROM {schema}.{table}"
+        ).format(**kw)
+        self._sql_positioned = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE originator_id = %s AND originator_version > %s "
+            "ORDER BY originator_version"
+        ).format(**kw)
+        self._sql_all_rows = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+        ).format(**kw)
         self._sql_meta_init = SQL(
             "INSERT INTO {schema}.{meta} (name, value) VALUES "
             "('format_version', %s), ('store_id', %s) ON CONFLICT (name) DO NOTHING"
@@ -443,6 +491,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             encode_body(s.originator_id, s.originator_version, s.topic, s.state)
             for s in stored_events
         ]
+        self._check_tags(kwargs.get("tags"), len(stored_events))
         sent = False
         delay = 0.1
         for attempt in range(1, self.max_attempts + 1):
@@ -512,6 +561,9 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                             hashes,
                         ),
                     )
+                    tags: Sequence[Sequence[str]] | None = kwargs.get("tags")
+                    if tags is not None:
+                        self._insert_tags(curs, ids, tags)
                     curs.execute(self._sql_notify)
                 fault("ledger.commit")
             except psycopg.errors.UniqueViolation as e:
@@ -559,17 +611,237 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         kwargs: dict[str, Any],
     ) -> None:
-        """Refuse the batch (raise ``_Refused``) when its append condition fails.
+        """Refuse the batch (raise ``_Refused``) when its append condition fails: a record
+        matching ``condition.fail_if_events_match`` after ``condition.after``.
 
-        Runs under the table lock, before anything is inserted. No condition is defined yet:
-        the consistency boundary (issue 13) plugs in here.
+        Runs under the table lock, before anything is inserted, so no record can land
+        between the check and the insert (the library's ``postgres_tt`` checks in the same
+        way, inside its append function). Refused, not checked, on a ledger whose tags are
+        not indexed yet (format 1).
         """
+        condition: DCBAppendCondition | None = kwargs.get("condition")
+        if condition is None:
+            return
+        curs.execute(self._sql_format_select)
+        row = curs.fetchone()
+        if row is None or int(row[0]) < TAG_INDEX_FORMAT:
+            msg = (
+                f"{self._where()} has no tag index yet (format version 1): build it "
+                "(build_tag_index) before conditional appends"
+            )
+            raise _Refused(OperationalError(msg))
+        sql, params = self._match_sql(condition.fail_if_events_match, condition.after or 0)
+        curs.execute(SQL("SELECT min(p) FROM ({0}) AS m(p)").format(sql), params)
+        found = curs.fetchone()
+        if found is not None and found[0] is not None:
+            raise _Refused(AppendConditionFailedError(condition, int(found[0])))
+
+    def _where(self) -> str:
+        return f"PostgreSQL ledger {self.datastore.schema}.{self.events_table_name}"
+
+    def _match_sql(
+        self, query: DCBQuery | None, after: int, upper: int | None = None
+    ) -> tuple[Any, list[Any]]:
+        """SQL selecting the positions in ``(after, upper]`` of the records matching
+        ``query`` (the library's DCB matching: any item; an item's types, if it names any,
+        and all of its tags; no items: every record), and its parameters."""
+        kw = self._kw
+        bound = SQL("") if upper is None else SQL(" AND {0} <= %s")
+        items = list(query.items) if query is not None and query.items else []
+        if not items:
+            items_sql: list[Any] = [
+                SQL(
+                    "SELECT notification_id FROM {schema}.{table} WHERE notification_id > %s"
+                ).format(**kw)
+                + bound.format(SQL("notification_id"))
+            ]
+            params: list[Any] = [after] + ([] if upper is None else [upper])
+            return items_sql[0], params
+        parts: list[Any] = []
+        params = []
+        for item in items:
+            tags = sorted(set(item.tags))
+            types = list(item.types)
+            if tags:
+                join = (
+                    SQL(" JOIN {schema}.{table} e ON e.notification_id = t.notification_id").format(
+                        **kw
+                    )
+                    + SQL(" AND e.topic = ANY(%s::text[])")
+                    if types
+                    else SQL("")
+                )
+                part = (
+                    SQL("SELECT t.notification_id FROM {schema}.{tags} t").format(**kw)
+                    + join
+                    + SQL(" WHERE t.tag = ANY(%s::text[]) AND t.notification_id > %s")
+                    + bound.format(SQL("t.notification_id"))
+                    + SQL(" GROUP BY t.notification_id HAVING count(*) = %s")
+                )
+                params += [*([types] if types else []), tags, after]
+                params += [] if upper is None else [upper]
+                params.append(len(tags))
+            else:
+                part = (
+                    SQL(
+                        "SELECT notification_id FROM {schema}.{table} WHERE notification_id > %s"
+                    ).format(**kw)
+                    + bound.format(SQL("notification_id"))
+                    + (SQL(" AND topic = ANY(%s::text[])") if types else SQL(""))
+                )
+                params += [after, *([] if upper is None else [upper]), *([types] if types else [])]
+            parts.append(part)
+        return SQL(" UNION ").join(parts), params
+
+    @staticmethod
+    def _check_tags(tags: Sequence[Sequence[str]] | None, count: int) -> None:
+        if tags is None:
+            return
+        if len(tags) != count:
+            msg = f"tags holds {len(tags)} sequences for {count} events"
+            raise DataError(msg)
+        for event_tags in tags:
+            for tag in event_tags:
+                if not isinstance(tag, str):
+                    msg = f"a tag must be a string, got {type(tag).__name__}"
+                    raise DataError(msg)
+                if len(tag.encode("utf-8")) > MAX_TAG_BYTES:
+                    msg = f"tag is longer than {MAX_TAG_BYTES} UTF-8 bytes"
+                    raise DataError(msg)
+
+    def _insert_tags(
+        self, curs: psycopg.Cursor[Any], ids: Sequence[int], tags: Sequence[Sequence[str]]
+    ) -> None:
+        names: list[str] = []
+        positions: list[int] = []
+        for position, event_tags in zip(ids, tags, strict=True):
+            for tag in dict.fromkeys(event_tags):
+                names.append(tag)
+                positions.append(position)
+        if names:
+            curs.execute(self._sql_tags_insert, (names, positions))
+
+    # Tags -----------------------------------------------------------------------------------
+
+    @retry(_RETRYABLE, max_attempts=10, wait=0.2)
+    def tag_index_built(self) -> bool:
+        """Whether every record's tags are indexed (format version >= 2)."""
+        with self.datastore.get_connection() as conn:
+            curs = conn.cursor(row_factory=tuple_row)
+            curs.execute(self._sql_format_select)
+            row = curs.fetchone()
+        return row is not None and int(row[0]) >= TAG_INDEX_FORMAT
+
+    def _require_tag_index(self, curs: psycopg.Cursor[Any]) -> None:
+        curs.execute(self._sql_format_select)
+        row = curs.fetchone()
+        if row is None or int(row[0]) < TAG_INDEX_FORMAT:
+            msg = f"{self._where()} has no tag index yet: build it with build_tag_index() first"
+            raise OperationalError(msg)
+
+    def build_tag_index(self, tagger: Callable[[StoredEvent], Sequence[str]]) -> int:
+        """Index ``tagger(stored_event)`` of every record, then record format version 2, in
+        ONE transaction under the table lock (a concurrent upgrader finds it done). Returns
+        how many records were tagged (0 when the index was built already)."""
+        tagged = 0
+        with self.datastore.get_connection() as conn, conn.transaction():
+            curs = conn.cursor(row_factory=tuple_row)
+            try:
+                self._lock(curs)
+                curs.execute(self._sql_format_select)
+                row = curs.fetchone()
+                if row is not None and int(row[0]) >= TAG_INDEX_FORMAT:
+                    return 0
+                next_id = 0
+                while True:
+                    curs.execute(self._sql_all_rows, (next_id, 2000))
+                    rows = curs.fetchall()
+                    if not rows:
+                        break
+                    ids: list[int] = []
+                    tags: list[Sequence[str]] = []
+                    for nid, oid, version, topic, state in rows:
+                        found = tagger(StoredEvent(oid, version, topic, bytes(state)))
+                        if found:
+                            self._check_tags([found], 1)
+                            ids.append(nid)
+                            tags.append(found)
+                    self._insert_tags(curs, ids, tags)
+                    tagged += len(ids)
+                    next_id = rows[-1][0]
+                curs.execute(self._sql_format, (str(TAG_INDEX_FORMAT),))
+            except psycopg.Error as e:
+                raise self._translate(e) from None
+        self.format_version = TAG_INDEX_FORMAT
+        return tagged
+
+    @retry(_RETRYABLE, max_attempts=10, wait=0.2)
+    def select_tagged(
+        self, query: DCBQuery | None, *, after: int | None = None, limit: int | None = None
+    ) -> TaggedSelection:
+        """The events after ``after`` matching ``query`` (the library's DCB matching), in
+        position order, at most ``limit``, with the log's head they were read at.
+
+        Positions are assigned under the table lock in commit order, so the records up to
+        the head read first are exactly those committed then: the selection is one snapshot.
+
+        :raises OperationalError: the ledger's tags are not indexed (format 1).
+        """
+        with self.datastore.get_connection() as conn:
+            curs = conn.cursor(row_factory=tuple_row, binary=True)
+            self._require_tag_index(curs)
+            curs.execute(self._sql_head)
+            row = curs.fetchone()
+            head = int(row[0]) if row is not None else 0
+            if (limit is not None and limit <= 0) or head <= (after or 0):
+                return TaggedSelection(head, [])
+            sql, params = self._match_sql(query, after or 0, head)
+            full = SQL(
+                "SELECT notification_id, originator_id, originator_version, topic, state "
+                "FROM {schema}.{table} WHERE notification_id IN ({0}) ORDER BY notification_id"
+            ).format(sql, **self._kw)
+            if limit is not None:
+                full += SQL(" LIMIT %s")
+                params.append(limit)
+            curs.execute(full, params)
+            events = [
+                TaggedEvent(nid, StoredEvent(oid, version, topic, bytes(state)))
+                for nid, oid, version, topic, state in curs.fetchall()
+            ]
+        return TaggedSelection(head, events)
+
+    @retry(_RETRYABLE, max_attempts=10, wait=0.2)
+    def select_positioned(
+        self, originator_id: UUID | str, *, gt: int | None = None
+    ) -> list[TaggedEvent]:
+        """Events of one stream with version > ``gt``, in version order, with positions."""
+        if self.datastore.originator_id_type == "uuid":
+            originator_id = UUID(str(originator_id))
+        with self.datastore.get_connection() as conn:
+            curs = conn.cursor(row_factory=tuple_row, binary=True)
+            curs.execute(self._sql_positioned, (originator_id, gt if gt is not None else -1))
+            return [
+                TaggedEvent(nid, StoredEvent(oid, version, topic, bytes(state)))
+                for nid, oid, version, topic, state in curs.fetchall()
+            ]
+
+    @retry(_RETRYABLE, max_attempts=10, wait=0.2)
+    def tags_of(self, position: int) -> list[str]:
+        """The tags of the record at ``position`` (empty when none, or no such record)."""
+        with self.datastore.get_connection() as conn:
+            curs = conn.cursor(row_factory=tuple_row)
+            curs.execute(self._sql_tags_of, (position,))
+            return [r[0] for r in curs.fetchall()]
 
     def append_log(self, entries: Sequence[tuple[int, bytes]]) -> None:
         """Append records verbatim, as a copy of another ledger (migration, restore).
 
         ``entries`` are ``(position, hash + body)`` continuing this log: positions follow its
         head without gaps and each hash chains to the previous record's.
+
+        Tags are not copied: a non-empty copy records format version 1 in the same
+        transaction, so the engine re-derives every record's tags when it opens the ledger
+        (``build_tag_index``), as for a ledger written before the tag index.
 
         :raises IntegrityError: a position or hash does not continue the log, or a stream
             version exists; nothing of the batch is written.
@@ -607,6 +879,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                         [r.record_hash for r in records],
                     ),
                 )
+                curs.execute(self._sql_format, ("1",))
                 curs.execute(self._sql_notify)
             except psycopg.Error as e:
                 raise self._translate(e) from None
