@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -39,9 +39,7 @@ from eventsourcing.dcb.api import DCBAppendCondition
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
-    InterfaceError,
     Mapper,
-    OperationalError,
 )
 
 from memory_ledger.commands.compaction import CompactionPolicy
@@ -51,11 +49,11 @@ from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.erasure import forget_all
-from memory_ledger.commands.errors import LedgerUnavailableError, StoreUnavailableError
+from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.knowledge_context import BoundKnowledge
-from memory_ledger.commands.ledger_url import open_ledger, redact
+from memory_ledger.commands.ledger_url import open_ledger
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
@@ -341,17 +339,6 @@ class MemoryEngine(EngineReads):
         """The ledger's last position (0 when empty)."""
         with self.ledger_guard():
             return self.recorder.max_notification_id() or 0
-
-    @contextlib.contextmanager
-    def ledger_guard(self) -> Iterator[None]:
-        """Turn the ledger's "cannot reach the server" errors (the library's
-        ``OperationalError``/``InterfaceError``, raised after its retries) into
-        :class:`LedgerUnavailableError` naming the ledger; other errors pass unchanged."""
-        try:
-            yield
-        except (OperationalError, InterfaceError) as e:
-            msg = f"ledger {self.ledger_name} is unavailable: {redact(str(e), self._ledger_secret)}"
-            raise LedgerUnavailableError(msg) from None
 
     # Read side ----------------------------------------------------------------------------
 

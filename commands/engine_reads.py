@@ -19,8 +19,16 @@ from uuid import UUID
 
 import duckdb
 from eventsourcing.dcb.api import DCBQuery, DCBQueryItem
-from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    InterfaceError,
+    Mapper,
+    OperationalError,
+    StoredEvent,
+)
 
+from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
+from memory_ledger.commands.ledger_url import redact
 from memory_ledger.commands.lexical import SourceTranscripts
 from memory_ledger.commands.recall import MemoryDoc, NamespaceRecallIndex
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
@@ -72,23 +80,42 @@ class EngineReads:
     catch_up: _CatchUp
     """``MemoryEngine.catch_up``: bring the read models up to a position (default: head)."""
 
+    ledger_name: str
+    """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
+    _ledger_secret: str
+
     # Ledger records -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def ledger_guard(self) -> Iterator[None]:
+        """Turn the ledger's "cannot reach the server" errors (the library's
+        ``OperationalError``/``InterfaceError``, raised after its retries) into
+        :class:`LedgerUnavailableError` naming the ledger; other errors, and the ledger's
+        own typed errors (an LMDB ``LedgerOperationalError`` such as ``LedgerReadOnlyError``),
+        pass unchanged."""
+        try:
+            yield
+        except MemoryLedgerError:
+            raise
+        except (OperationalError, InterfaceError) as e:
+            msg = f"ledger {self.ledger_name} is unavailable: {redact(str(e), self._ledger_secret)}"
+            raise LedgerUnavailableError(msg) from None
 
     def read_tagged(self, tag: str, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
         """``(position, event)`` of every event after ``after`` carrying ``tag`` (see
         :mod:`memory_ledger.ledger.tags`), in ledger order, read from the ledger's tag index."""
         query = DCBQuery(items=[DCBQueryItem(tags=[tag])])
         decode = self.mapper.to_domain_event
-        selection = self.tagged_recorder.select_tagged(query, after=after or None)
+        with self.ledger_guard():
+            selection = self.tagged_recorder.select_tagged(query, after=after or None)
         return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in selection.events]
 
     def load_positioned(self, stream_id: UUID, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
         """``(position, event)`` of one stream with version > ``after``, in version order."""
         decode = self.mapper.to_domain_event
-        return [
-            (e.position, cast(LedgerEvent, decode(e.stored_event)))
-            for e in self.tagged_recorder.select_positioned(stream_id, gt=after or None)
-        ]
+        with self.ledger_guard():
+            found = self.tagged_recorder.select_positioned(stream_id, gt=after or None)
+        return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in found]
 
     def lmdb_recorder(self) -> LMDBApplicationRecorder:
         """The LMDB application recorder under this engine, for the tools that need its
@@ -121,7 +148,8 @@ class EngineReads:
         :meth:`event_decoder`). [] past the head."""
         select_raw = getattr(self.recorder, "select_raw", None)
         if select_raw is not None:
-            return cast(list[RawRecord], select_raw(after, limit, stop))
+            with self.ledger_guard():
+                return cast(list[RawRecord], select_raw(after, limit, stop))
         return [  # pragma: no cover (every engine uses the LMDB recorder)
             (n.id, n.originator_id, n.originator_version, n.topic, n.state)
             for n in self.recorder.select_notifications(
