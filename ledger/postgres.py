@@ -345,6 +345,10 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         self._sql_tags_of = SQL(
             "SELECT tag FROM {schema}.{tags} WHERE notification_id = %s ORDER BY tag"
         ).format(**kw)
+        self._sql_tags_at = SQL(
+            "SELECT notification_id, tag FROM {schema}.{tags} "
+            "WHERE notification_id = ANY(%s::bigint[]) ORDER BY notification_id, ctid"
+        ).format(**kw)
         self._sql_format = SQL(
             "UPDATE {schema}.{meta} SET value = %s WHERE name = 'format_version'"
         ).format(**kw)
@@ -824,6 +828,20 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                 TaggedEvent(nid, StoredEvent(oid, version, topic, bytes(state)))
                 for nid, oid, version, topic, state in curs.fetchall()
             ]
+
+    @retry(_RETRYABLE, max_attempts=10, wait=0.2)
+    def tags_at(self, positions: Sequence[int]) -> dict[int, list[str]]:
+        """The tags of the records at ``positions``, by position (records without tags are
+        absent), each record's tags in the order they were given."""
+        if not positions:
+            return {}
+        with self.datastore.get_connection() as conn:
+            curs = conn.cursor(row_factory=tuple_row)
+            curs.execute(self._sql_tags_at, (list(positions),))
+            found: dict[int, list[str]] = {}
+            for position, tag in curs.fetchall():
+                found.setdefault(position, []).append(tag)
+            return found
 
     @retry(_RETRYABLE, max_attempts=10, wait=0.2)
     def tags_of(self, position: int) -> list[str]:
