@@ -31,7 +31,7 @@ from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerEr
 from memory_ledger.commands.ledger_url import redact
 from memory_ledger.commands.lexical import SourceTranscripts
 from memory_ledger.commands.recall import MemoryDoc, NamespaceRecallIndex
-from memory_ledger.ledger.errors import InvalidArgumentTypeError
+from memory_ledger.ledger.errors import InvalidArgumentTypeError, LedgerConnectionError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
@@ -95,6 +95,9 @@ class EngineReads:
         pass unchanged."""
         try:
             yield
+        except LedgerConnectionError as e:
+            msg = f"ledger {self.ledger_name} is unavailable: {redact(str(e), self._ledger_secret)}"
+            raise LedgerUnavailableError(msg) from None
         except MemoryLedgerError:
             raise
         except (OperationalError, InterfaceError) as e:

@@ -36,13 +36,23 @@ Tables (schema ``POSTGRES_SCHEMA``, default ``public``; names as the library's f
 them): ``stored_events`` (originator_id, originator_version, topic, state, notification_id,
 record_hash), ``stored_events_meta`` (name, value), ``notification_tracking``.
 
-Errors are the library's classes (``OperationalError`` when the server cannot be reached,
-``IntegrityError`` for a duplicate stream version); no message carries the password.
+Tags (``<events table>_tags``: tag, notification_id) are written in the appending
+transaction; an append condition (``insert_events(..., tags=, condition=)``, the library's
+``DCBAppendCondition``) is checked under the table lock before anything is inserted;
+:mod:`memory_ledger.ledger.postgres_dcb` is the library's ``DCBRecorder`` over this log.
+
+Errors are typed (``memory_ledger.ledger.errors``), each also the library's class of the
+same meaning: :class:`~memory_ledger.ledger.errors.LedgerConnectionError` (an
+``OperationalError``/``InterfaceError``) when the server cannot be reached,
+``LedgerIntegrityError`` for a duplicate stream version or a failed append condition
+(``AppendConditionFailedError``), ``LedgerProgrammingError`` for a schema without a ledger.
+Each names the ledger without its password; no message carries the password.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -61,6 +71,8 @@ from eventsourcing.persistence import (
     DataError,
     IntegrityError,
     InterfaceError,
+    InternalError,
+    NotSupportedError,
     OperationalError,
     PersistenceError,
     ProcessRecorder,
@@ -80,6 +92,16 @@ from eventsourcing.utils import retry
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
+from memory_ledger.ledger.errors import (
+    LedgerConnectionError,
+    LedgerDataError,
+    LedgerError,
+    LedgerIntegrityError,
+    LedgerInternalError,
+    LedgerNotSupportedError,
+    LedgerOperationalError,
+    LedgerProgrammingError,
+)
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.lmdb import TaggedEvent, TaggedSelection
 from memory_ledger.ledger.records import (
@@ -105,7 +127,6 @@ __all__ = [
     "TAG_INDEX_FORMAT",
     "is_postgres_url",
     "parse_ledger_url",
-    "scrub",
     "settings_from_url",
 ]
 
@@ -113,6 +134,27 @@ TAG_INDEX_FORMAT = 2
 """The first format version whose ledgers index every record's tags (the tags table)."""
 
 _RETRYABLE = (InterfaceError, OperationalError)
+
+_TYPED: tuple[tuple[type[BaseException], type[LedgerError]], ...] = (
+    (psycopg.errors.LockNotAvailable, LedgerOperationalError),
+    (psycopg.errors.QueryCanceled, LedgerOperationalError),
+    (psycopg.IntegrityError, LedgerIntegrityError),
+    (IntegrityError, LedgerIntegrityError),
+    (psycopg.DataError, LedgerDataError),
+    (DataError, LedgerDataError),
+    (psycopg.InterfaceError, LedgerConnectionError),
+    (InterfaceError, LedgerConnectionError),
+    (psycopg.OperationalError, LedgerConnectionError),
+    (OperationalError, LedgerConnectionError),
+    (psycopg.ProgrammingError, LedgerProgrammingError),
+    (ProgrammingError, LedgerProgrammingError),
+    (psycopg.NotSupportedError, LedgerNotSupportedError),
+    (NotSupportedError, LedgerNotSupportedError),
+    (psycopg.InternalError, LedgerInternalError),
+    (InternalError, LedgerInternalError),
+)
+"""A driver's or the library's error class -> the typed ledger error of the same meaning
+(first match wins; a lock or statement timeout is not a lost connection)."""
 _QUERY_KEYS = frozenset(
     {"schema", "password_env", "pool_size", "connect_timeout", "append_attempts"}
 )
@@ -247,22 +289,6 @@ def settings_from_url(url: PostgresLedgerURL) -> dict[str, str]:
         "POSTGRES_CONNECT_TIMEOUT": str(url.connect_timeout),
         PostgresLedgerFactory.POSTGRES_APPEND_ATTEMPTS: str(url.append_attempts),
     }
-
-
-def scrub(error: BaseException, password: str) -> BaseException:
-    """``error`` itself, or a copy of the same class without ``password`` in its message.
-
-    The copy has no cause or context (they might carry the password too).
-    """
-    text = str(error)
-    if not password or password not in text:
-        return error
-    try:
-        clean = type(error)(text.replace(password, "***"))
-    except Exception:  # noqa: BLE001 (a class with another signature)
-        clean = PersistenceError(text.replace(password, "***"))
-    clean.__suppress_context__ = True
-    return clean
 
 
 class _Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
@@ -452,7 +478,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         where = f"PostgreSQL ledger {self.datastore.schema}.{self.events_table_name}"
         if "format_version" not in meta or "store_id" not in meta:
             msg = f"{where} has no identity (its {self.meta_table_name} table is empty)"
-            raise ProgrammingError(msg)
+            raise LedgerProgrammingError(msg, path=self.ledger_path, reason_code="no_ledger")
         self.format_version = check_format_version(meta["format_version"], where)
         self.store_id = meta["store_id"]
         return self.store_id
@@ -470,7 +496,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             curs.execute(self._sql_last)
             if curs.fetchone() is not None:
                 msg = "the ledger is not empty; its identity cannot change"
-                raise IntegrityError(msg)
+                raise LedgerIntegrityError(msg, path=self.ledger_path)
             curs.execute(sql, (str(UUID(store_id)),))
         self.store_id = str(UUID(store_id))
 
@@ -509,7 +535,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                 # looks for it under the table lock before inserting anything.
                 sent = True
                 if attempt >= self.max_attempts:
-                    raise scrub(e, self._password()) from None
+                    raise self._typed(e) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
         raise AssertionError  # pragma: no cover (the loop returns or raises)
@@ -572,22 +598,41 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                 fault("ledger.commit")
             except psycopg.errors.UniqueViolation as e:
                 msg = f"Stored event already recorded: {e.diag.message_detail or e}"
-                raise _Refused(IntegrityError(msg)) from None
+                raise _Refused(LedgerIntegrityError(msg, path=self.ledger_path)) from None
             except psycopg.Error as e:
-                raise self._translate(e) from None
+                raise self._typed(e) from None
         return ids
 
-    def _translate(self, error: psycopg.Error) -> PersistenceError:
-        """The library's error class for a psycopg error raised inside a transaction."""
-        for psycopg_class, ours in (
-            (psycopg.InterfaceError, InterfaceError),
-            (psycopg.OperationalError, OperationalError),
-            (psycopg.IntegrityError, IntegrityError),
-            (psycopg.ProgrammingError, ProgrammingError),
-        ):
-            if isinstance(error, psycopg_class):
-                return cast(PersistenceError, scrub(ours(str(error)), self._password()))
-        return cast(PersistenceError, scrub(PersistenceError(str(error)), self._password()))
+    @property
+    def ledger_path(self) -> str:
+        """The ledger named without password: ``postgresql://user@host:port/db?schema=S``
+        (and the events table when it is not the default one)."""
+        kwargs = self.datastore.pool.kwargs
+        kwargs = kwargs() if callable(kwargs) else (kwargs or {})
+        user = kwargs.get("user") or ""
+        where = f"{kwargs.get('host', '')}:{kwargs.get('port', '')}/{kwargs.get('dbname', '')}"
+        path = f"postgresql://{user + '@' if user else ''}{where}?schema={self.datastore.schema}"
+        if self.events_table_name != "stored_events":
+            path += f" (table {self.events_table_name})"
+        return path
+
+    def _typed(self, error: BaseException) -> LedgerError:
+        """``error`` as the typed ledger error of the same meaning (itself when it is one),
+        naming the ledger, without the password, its cause or its context."""
+        if isinstance(error, LedgerError):
+            return error
+        text = str(error)
+        password = self._password()
+        if password:
+            text = text.replace(password, "***")
+        for source, ours in _TYPED:
+            if isinstance(error, source):
+                typed = ours(f"{self._where()}: {text}", path=self.ledger_path)
+                break
+        else:
+            typed = LedgerError(f"{self._where()}: {text}", path=self.ledger_path)
+        typed.__suppress_context__ = True
+        return typed
 
     def _already_committed(
         self, curs: psycopg.Cursor[Any], stored_events: Sequence[StoredEvent]
@@ -633,7 +678,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                 f"{self._where()} has no tag index yet (format version 1): build it "
                 "(build_tag_index) before conditional appends"
             )
-            raise _Refused(OperationalError(msg))
+            raise _Refused(LedgerOperationalError(msg, path=self.ledger_path))
         sql, params = self._match_sql(condition.fail_if_events_match, condition.after or 0)
         curs.execute(SQL("SELECT min(p) FROM ({0}) AS m(p)").format(sql), params)
         found = curs.fetchone()
@@ -703,15 +748,15 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             return
         if len(tags) != count:
             msg = f"tags holds {len(tags)} sequences for {count} events"
-            raise DataError(msg)
+            raise LedgerDataError(msg)
         for event_tags in tags:
             for tag in event_tags:
                 if not isinstance(tag, str):
                     msg = f"a tag must be a string, got {type(tag).__name__}"
-                    raise DataError(msg)
+                    raise LedgerDataError(msg)
                 if len(tag.encode("utf-8")) > MAX_TAG_BYTES:
                     msg = f"tag is longer than {MAX_TAG_BYTES} UTF-8 bytes"
-                    raise DataError(msg)
+                    raise LedgerDataError(msg)
 
     def _insert_tags(
         self, curs: psycopg.Cursor[Any], ids: Sequence[int], tags: Sequence[Sequence[str]]
@@ -741,7 +786,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         row = curs.fetchone()
         if row is None or int(row[0]) < TAG_INDEX_FORMAT:
             msg = f"{self._where()} has no tag index yet: build it with build_tag_index() first"
-            raise OperationalError(msg)
+            raise LedgerOperationalError(msg, path=self.ledger_path)
 
     def build_tag_index(self, tagger: Callable[[StoredEvent], Sequence[str]]) -> int:
         """Index ``tagger(stored_event)`` of every record, then record format version 2, in
@@ -775,7 +820,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                     next_id = rows[-1][0]
                 curs.execute(self._sql_format, (str(TAG_INDEX_FORMAT),))
             except psycopg.Error as e:
-                raise self._translate(e) from None
+                raise self._typed(e) from None
         self.format_version = TAG_INDEX_FORMAT
         return tagged
 
@@ -884,7 +929,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                             f"record {record.notification_id} does not continue the log "
                             f"at {last_id}"
                         )
-                        raise IntegrityError(msg)
+                        raise LedgerIntegrityError(msg, path=self.ledger_path)
                     last_id, prev_hash = record.notification_id, record.record_hash
                 curs.execute(
                     self._sql_insert,
@@ -900,7 +945,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                 curs.execute(self._sql_format, ("1",))
                 curs.execute(self._sql_notify)
             except psycopg.Error as e:
-                raise self._translate(e) from None
+                raise self._typed(e) from None
 
     # Read side ------------------------------------------------------------------------------
 
@@ -1055,7 +1100,49 @@ class PostgresLedgerProcessRecorder(PostgresProcessRecorder, PostgresLedgerAppli
             try:
                 self._insert_tracking(curs, tracking=tracking)
             except IntegrityError as e:
-                raise _Refused(e) from None
+                raise _Refused(self._typed(e)) from None
+
+
+def _typed_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` raising the typed ledger errors (``memory_ledger.ledger.errors``) in place
+    of the library's or the driver's (without the password)."""
+
+    @functools.wraps(method)
+    def typed(self: PostgresLedgerApplicationRecorder, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except LedgerError:
+            raise
+        except (PersistenceError, psycopg.Error) as e:
+            raise self._typed(e) from None
+
+    return typed
+
+
+for _name in (
+    "create_table",
+    "open_store",
+    "adopt_store_id",
+    "insert_events",
+    "append_log",
+    "select_raw",
+    "_log_page",
+    "stream_records",
+    "tag_index_built",
+    "build_tag_index",
+    "select_tagged",
+    "select_positioned",
+    "tags_at",
+    "tags_of",
+    "max_notification_id",
+    "select_notifications",
+    "select_events",
+):
+    setattr(
+        PostgresLedgerApplicationRecorder,
+        _name,
+        _typed_errors(getattr(PostgresLedgerApplicationRecorder, _name)),
+    )
 
 
 class PostgresLedgerFactory(es_postgres.PostgresFactory):

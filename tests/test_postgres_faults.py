@@ -13,13 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
 
 from memory_ledger.commands import (
     LedgerUnavailableError,
     MemoryEngine,
+    MemoryLedgerError,
     Namespace,
     RecordedExtractor,
 )
+from memory_ledger.ledger.errors import LedgerConnectionError, LedgerIntegrityError
 from memory_ledger.ledger.events import SessionOpened, SessionReconciled
 from memory_ledger.ledger.faults import FAULTS
 from memory_ledger.ledger.postgres import parse_ledger_url
@@ -146,3 +149,36 @@ def test_server_away_gives_a_typed_error_then_reconnects(
         assert time.monotonic() - started < 15
         assert engine.head > head + 1
         check_store(engine, ["s1", "s2"])
+
+
+def test_recorder_errors_are_typed_and_never_show_the_password(
+    proxy: ProxyServer, pg_url: str, tmp_path: Path
+) -> None:
+    secret = "s3cret-Pa55word"
+    url = through(proxy, pg_url, connect_timeout="1", append_attempts="1")
+    user = parse_ledger_url(url).user
+    url = url.replace(f"://{user}@", f"://{user}:{secret}@", 1)
+    assert secret in url
+    with MemoryEngine.open(tmp_path / "a", ledger=url, follow=False) as engine:
+        remember(engine, "s1", "Alice fact s1")
+        recorder = engine.recorder
+        first = recorder.select_notifications(start=1, limit=1)[0]
+        again = StoredEvent(first.originator_id, first.originator_version, first.topic, b"x")
+        with pytest.raises(LedgerIntegrityError) as conflict:
+            recorder.insert_events([again])
+        assert isinstance(conflict.value, IntegrityError | MemoryLedgerError)
+        proxy.down()
+        try:
+            with pytest.raises(LedgerConnectionError) as away:
+                recorder.max_notification_id()
+            error = away.value
+            assert isinstance(error, OperationalError) and isinstance(error, MemoryLedgerError)
+            assert error.reason_code == "ledger_connection"
+            assert secret not in str(error) and secret not in error.path
+            assert error.__cause__ is None and error.__suppress_context__
+            with pytest.raises(LedgerUnavailableError) as unavailable:
+                _ = engine.head
+            assert secret not in str(unavailable.value)
+        finally:
+            proxy.up()
+        assert engine.head == recorder.max_notification_id()
