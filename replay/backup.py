@@ -103,17 +103,15 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
     _empty_folder(folder, "backup folder")
     ledger = folder / "ledger"
     ledger.mkdir()
-    recorder = engine.recorder
-    if isinstance(recorder, LMDBApplicationRecorder):
-        position, record_hash = _copy_lmdb(recorder, ledger)
+    log = engine.ledger_log()
+    if isinstance(log, LMDBApplicationRecorder):
+        position, record_hash = _copy_lmdb(log, ledger)
     else:
         with engine.ledger_guard():
-            position, record_hash = copy_log(engine.ledger_log(), ledger)
+            position, record_hash = copy_log(log, ledger)
     data = ledger / "data.mdb"
     _fsync(data)
-    source = (
-        str(engine.path) if isinstance(recorder, LMDBApplicationRecorder) else engine.ledger_name
-    )
+    source = str(engine.path) if isinstance(log, LMDBApplicationRecorder) else engine.ledger_name
     manifest = BackupManifest(
         position=position,
         record_hash=record_hash,
