@@ -16,6 +16,9 @@ that noise on this shared machine hits every writer alike:
 
 Figures are medians of per-batch times, reported as events/s. Targets (issue 7, item 1):
 at 100-event batches ours >= 2x SQLite and >= 0.5x raw LMDB.
+
+``--ledger postgres`` runs ``benchmarks.append_postgres`` instead (ours on PostgreSQL beside
+the library's PostgreSQL recorder, and catch-up from PostgreSQL beside LMDB).
 """
 
 from __future__ import annotations
@@ -175,6 +178,18 @@ def sqlite_settings(folder: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if "--ledger" in argv:
+        at = argv.index("--ledger")
+        ledger = argv[at + 1] if at + 1 < len(argv) else ""
+        rest = argv[:at] + argv[at + 2 :]
+        if ledger == "postgres":
+            from benchmarks.append_postgres import main as postgres_main
+
+            return postgres_main(rest)
+        if ledger != "lmdb":
+            print(f"--ledger must be lmdb or postgres, got {ledger!r}")
+            return 2
+        argv = rest
     parser = argparse.ArgumentParser(prog="python -m benchmarks append", description=__doc__)
     parser.add_argument(
         "--rounds", type=int, default=0, help="batches per size (default: 300/200/100)"

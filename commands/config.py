@@ -18,6 +18,10 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
     context_max_items_per_source = 6
     context_max_tokens_per_source = 2500
     store_dir = ".memory-ledger"           # relative to the TOML file's folder
+    ledger = ""                            # "" (LMDB inside store_dir) or a PostgreSQL URL,
+                                           # "postgresql://user@host:5432/db?schema=memory";
+                                           # its password from PGPASSWORD or the variable
+                                           # named by "&password_env=NAME" (not the file)
     embeddings = "none"                    # semantic channel: "none" (lexical recall only),
                                            # "local" (bundled MiniLM; the embeddings extra),
                                            # "lite" (bundled multilingual e5, no PyTorch;
@@ -70,6 +74,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     context_max_items_per_source: int = 6
     context_max_tokens_per_source: int = 2500
     store_dir: str = ".memory-ledger"
+    ledger: str = ""
     embeddings: Literal["none", "local", "lite", "openai"] = "none"
     embeddings_base_url: str = ""
     embeddings_model: str = ""
@@ -95,6 +100,9 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             msgspec.structs.force_setattr(self, "llm_extraction_max_items", clamped)
         if not self.store_dir.strip():
             msg = "memory.store_dir must not be empty"
+            raise ConfigError(msg)
+        if self.ledger and not self.ledger.startswith(("postgresql://", "postgres://")):
+            msg = 'memory.ledger must be "" (LMDB in store_dir) or a postgresql:// URL'
             raise ConfigError(msg)
         if self.embeddings == "openai":
             for name in ("embeddings_base_url", "embeddings_model"):

@@ -1,14 +1,17 @@
-"""``MemoryEngine``: one store (LMDB ledger + DuckDB projections under one folder).
+"""``MemoryEngine``: one store (a ledger + this process's DuckDB projections).
 
 Layout of a store folder::
 
-    <store>/ledger/                     LMDB environment (the source of truth)
+    <store>/ledger/                     LMDB environment (the source of truth), unless the
+                                        ledger is on PostgreSQL (``ledger="postgresql://..."``)
     <store>/projections/slot-N.duckdb   read models owned by one process at a time
                                         (disposable: rebuilt from the ledger at will)
 
 The ledger is opened the ``eventsourcing`` way, with settings passed as ``env=`` (never
-process-wide environment variables): ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb``,
-``LMDB_PATH``, ``MAPPER_TOPIC=memory_ledger.ledger.mapper:MsgspecMapper``.
+process-wide environment variables): ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb`` with
+``LMDB_PATH``, or ``memory_ledger.ledger.postgres`` with the ``POSTGRES_*`` settings of the
+ledger URL; ``MAPPER_TOPIC`` names the msgspec mapper. With a PostgreSQL ledger several hosts
+share one ledger and each keeps its own projections in its own store folder.
 
 No side effects on the host process: opening a store reads no ``memory-ledger.toml``
 unless given one (``config=PATH``), sets no environment variable and leaves the garbage
@@ -37,9 +40,7 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
     Mapper,
-    OperationalError,
 )
-from eventsourcing.utils import get_topic
 
 from memory_ledger.commands.compaction import CompactionPolicy
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
@@ -50,8 +51,10 @@ from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRe
 from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.fusion import fusion_for
 from memory_ledger.commands.knowledge_context import BoundKnowledge
+from memory_ledger.commands.ledger_url import open_ledger
 from memory_ledger.commands.lexical import (
     SourceTranscripts,
     analyze_query,
@@ -79,8 +82,6 @@ from memory_ledger.ledger.arguments import check_count, check_non_empty, check_t
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
-from memory_ledger.ledger.mapper import MsgspecMapper
-from memory_ledger.ledger.store_identity import check_store_root
 from memory_ledger.ledger.tags import TaggedRecorder, event_tags, stored_event_tagger
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.errors import ProjectionError
@@ -105,12 +106,6 @@ def check_engine(engine: object, parameter: str = "engine") -> MemoryEngine:
         )
         raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_an_engine")
     return engine
-
-
-def _ledger_writable(ledger: Path) -> bool:
-    """Whether this process may write the ledger folder and its files (LMDB needs all)."""
-    paths = [ledger, *(ledger / name for name in ("data.mdb", "lock.mdb"))]
-    return all(os.access(p, os.W_OK) for p in paths if p.exists())
 
 
 def _open_projections(root: Path, *, read_only: bool) -> ProjectionStore:
@@ -166,6 +161,11 @@ class MemoryEngine(EngineReads):
         """The store is open read-only (audits only; commands raise)."""
         self.appended = 0
         """Events this engine object has appended (not counting other processes)."""
+        self.ledger_name = str(path / "ledger")
+        """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
+        self._ledger_secret = ""
+        self.follower: Follower | None = None
+        """The background follower (see :meth:`follow`), or None."""
         self.factory = factory
         self.recorder = recorder
         if not isinstance(recorder, TaggedRecorder):
@@ -216,6 +216,7 @@ class MemoryEngine(EngineReads):
         cls,
         path: str | os.PathLike[str] | None = None,
         *,
+        ledger: str | None = None,
         sync: bool = True,
         map_size: int | None = None,
         config: MemoryConfig | str | os.PathLike[str] | None = None,
@@ -225,8 +226,15 @@ class MemoryEngine(EngineReads):
         read_only: bool | None = None,
         token_counter: TokenCounter | None = None,
         source_vectors: bool = True,
+        follow: bool | None = None,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
+
+        :param ledger: where the ledger is: None or ``""`` for the LMDB ledger inside the
+            store folder (default: ``config.ledger``), or a ``postgresql://`` URL (see
+            :class:`memory_ledger.ledger.postgres.PostgresLedgerURL`); the store folder then
+            holds only this host's projection files. The password comes from the URL, the
+            variable its ``password_env`` names, or ``PGPASSWORD``, and is never shown.
 
         :param embeddings: attach a semantic channel (hybrid recall): vectors of canonical
             memories are computed by this provider in a background thread and kept in the
@@ -237,6 +245,9 @@ class MemoryEngine(EngineReads):
             extracted from (its ``source`` vector; the better cosine counts). False embeds
             statements only: half the vectors, and on LoCoMo the same fused Recall@5
             (``python -m benchmarks locomo``: 0.688 vs 0.687 with MiniLM).
+        :param follow: keep the projections following the ledger in a background thread,
+            woken by other hosts' appends (:class:`~memory_ledger.commands.follower.Follower`);
+            default: on for a PostgreSQL ledger opened with ``create=True``.
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
         :param config: runtime configuration: a :class:`MemoryConfig`, or the path of a
@@ -254,7 +265,9 @@ class MemoryEngine(EngineReads):
             with ``create=False``; names it (``reason_code`` of the cause when known).
         :raises ForeignStoreError: the folder holds another application's LMDB, an empty or a
             non-LMDB ``data.mdb``; names it and leaves it untouched.
-        :raises LedgerFormatError: the store was written by a newer version.
+        :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached (or, with
+            ``create=False``, holds no ledger); names it without its password.
+        :raises LedgerFormatError: the ledger was written by a newer version.
         :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
         :raises InvalidArgumentError: ``map_size`` is not a positive integer.
         """
@@ -271,38 +284,14 @@ class MemoryEngine(EngineReads):
             msg = f"path must be a folder path (str or os.PathLike), got {type(path).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="path", reason_code="not_a_path")
         root = Path(path if path is not None else config.store_dir).absolute()
-        ledger = root / "ledger"
-        if (not create or read_only) and not (ledger / "data.mdb").is_file():
-            check_store_root(root)
-            msg = f"no memory store at {str(root)!r} (expected {str(ledger)!r})"
-            raise StoreUnavailableError(msg, path=str(root), reason_code="no_store")
-        check_store_root(root)
-        if read_only is None:
-            read_only = not create and not _ledger_writable(ledger)
-        if not read_only:
-            try:
-                root.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
-                raise StoreUnavailableError(msg, path=str(root)) from e
-        env = {
-            "PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb",
-            "LMDB_PATH": str(ledger),
-            "LMDB_SYNC": "y" if sync else "n",
-            "LMDB_READONLY": "y" if read_only else "n",
-            "MAPPER_TOPIC": get_topic(MsgspecMapper),
-        }
-        if map_size is not None:
-            env["LMDB_MAP_SIZE"] = str(map_size)
-        try:
-            factory = InfrastructureFactory.construct(env=env)
-        except OperationalError as e:
-            reason = getattr(e, "reason_code", None)
-            raise StoreUnavailableError(str(e), path=str(root), reason_code=reason) from e
+        url = ledger if ledger is not None else config.ledger
+        opened = open_ledger(
+            root, url or None, sync=sync, map_size=map_size, create=create, read_only=read_only
+        )
+        factory, recorder, read_only = opened.factory, opened.recorder, opened.read_only
         owned = None
         projections: ProjectionStore | None = None
         try:
-            recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
             cls._ensure_tag_index(recorder, mapper)
             projections = _open_projections(root, read_only=read_only)
@@ -339,6 +328,10 @@ class MemoryEngine(EngineReads):
                 closer()
             raise
         engine._owned_provider = owned
+        engine.ledger_name = opened.name
+        engine._ledger_secret = opened.secret
+        if follow if follow is not None else bool(url) and create:
+            engine.follow()
         return engine
 
     @staticmethod
@@ -368,10 +361,13 @@ class MemoryEngine(EngineReads):
             (a concurrent writer), or the condition failed
             (:class:`ledger.tag_index.AppendConditionFailedError`); nothing of the batch is
             written.
+        :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
+            entirely written or not at all (retrying the command is safe).
         """
         stored = [self.mapper.to_stored_event(e) for e in events]
         tags = [event_tags(e) for e in events]
-        ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
+        with self.ledger_guard():
+            ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         if self.indexer is not None:
             self.indexer.kick()
@@ -379,13 +375,15 @@ class MemoryEngine(EngineReads):
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order."""
-        stored = self.recorder.select_events(stream_id, gt=after if after else None)
+        with self.ledger_guard():
+            stored = self.recorder.select_events(stream_id, gt=after if after else None)
         return [cast(LedgerEvent, self.mapper.to_domain_event(s)) for s in stored]
 
     @property
     def head(self) -> int:
         """The ledger's last position (0 when empty)."""
-        return self.recorder.max_notification_id() or 0
+        with self.ledger_guard():
+            return self.recorder.max_notification_id() or 0
 
     # Read side ----------------------------------------------------------------------------
 
@@ -407,8 +405,16 @@ class MemoryEngine(EngineReads):
 
         Serialized per engine: the DuckDB connection is not shared between threads.
         """
-        with self._read_lock, self.projection_guard():
+        with self._read_lock, self.projection_guard(), self.ledger_guard():
             return self.runner.catch_up(to)
+
+    def follow(self, poll_interval: float = 1.0) -> Follower:
+        """Start (once) the background thread that keeps the projections following the
+        ledger: woken by appends of any host (LISTEN/NOTIFY on PostgreSQL), polling every
+        ``poll_interval`` seconds otherwise. Stopped by :meth:`close`."""
+        if self.follower is None:
+            self.follower = Follower(self.catch_up, self.recorder, poll_interval)
+        return self.follower
 
     def recall(
         self,
@@ -755,6 +761,8 @@ class MemoryEngine(EngineReads):
         closed too (one passed in belongs to the caller).
         """
         try:
+            if self.follower is not None:
+                self.follower.close()
             if self.indexer is not None:
                 self.indexer.close()
             with self._read_lock:

@@ -1,8 +1,9 @@
 """What other modules may read of an open store: ledger records and read models.
 
 :class:`EngineReads` is the part of ``MemoryEngine`` that replay tools, sessions and
-benchmarks read through: raw ledger records and a decoder for them, the LMDB recorder for
-the tools that check records exactly as stored, projection runners for rebuilds, and
+benchmarks read through: raw ledger records and a decoder for them, the hash-chained log
+(LMDB or PostgreSQL) for the tools that check records exactly as stored, the LMDB recorder
+for the few that need its files (stats), projection runners for rebuilds, and
 locked, caught-up access to the read models (SQL and the in-process recall index). They use
 these methods, never the collaborators the engine holds.
 """
@@ -18,15 +19,24 @@ from uuid import UUID
 
 import duckdb
 from eventsourcing.dcb.api import DCBQuery, DCBQueryItem
-from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    InterfaceError,
+    Mapper,
+    OperationalError,
+    StoredEvent,
+)
 
+from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
+from memory_ledger.commands.ledger_url import redact
 from memory_ledger.commands.lexical import SourceTranscripts
 from memory_ledger.commands.recall import MemoryDoc, NamespaceRecallIndex
-from memory_ledger.ledger.errors import InvalidArgumentTypeError
+from memory_ledger.ledger.errors import InvalidArgumentTypeError, LedgerConnectionError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
 from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.records import LedgerLog
 from memory_ledger.ledger.tags import TaggedRecorder
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.runner import ProjectionRunner
@@ -70,28 +80,50 @@ class EngineReads:
     catch_up: _CatchUp
     """``MemoryEngine.catch_up``: bring the read models up to a position (default: head)."""
 
+    ledger_name: str
+    """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
+    _ledger_secret: str
+
     # Ledger records -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def ledger_guard(self) -> Iterator[None]:
+        """Turn the ledger's "cannot reach the server" errors (the library's
+        ``OperationalError``/``InterfaceError``, raised after its retries) into
+        :class:`LedgerUnavailableError` naming the ledger; other errors, and the ledger's
+        own typed errors (an LMDB ``LedgerOperationalError`` such as ``LedgerReadOnlyError``),
+        pass unchanged."""
+        try:
+            yield
+        except LedgerConnectionError as e:
+            msg = f"ledger {self.ledger_name} is unavailable: {redact(str(e), self._ledger_secret)}"
+            raise LedgerUnavailableError(msg) from None
+        except MemoryLedgerError:
+            raise
+        except (OperationalError, InterfaceError) as e:
+            msg = f"ledger {self.ledger_name} is unavailable: {redact(str(e), self._ledger_secret)}"
+            raise LedgerUnavailableError(msg) from None
 
     def read_tagged(self, tag: str, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
         """``(position, event)`` of every event after ``after`` carrying ``tag`` (see
         :mod:`memory_ledger.ledger.tags`), in ledger order, read from the ledger's tag index."""
         query = DCBQuery(items=[DCBQueryItem(tags=[tag])])
         decode = self.mapper.to_domain_event
-        selection = self.tagged_recorder.select_tagged(query, after=after or None)
+        with self.ledger_guard():
+            selection = self.tagged_recorder.select_tagged(query, after=after or None)
         return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in selection.events]
 
     def load_positioned(self, stream_id: UUID, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
         """``(position, event)`` of one stream with version > ``after``, in version order."""
         decode = self.mapper.to_domain_event
-        return [
-            (e.position, cast(LedgerEvent, decode(e.stored_event)))
-            for e in self.tagged_recorder.select_positioned(stream_id, gt=after or None)
-        ]
+        with self.ledger_guard():
+            found = self.tagged_recorder.select_positioned(stream_id, gt=after or None)
+        return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in found]
 
     def lmdb_recorder(self) -> LMDBApplicationRecorder:
-        """The LMDB application recorder under this engine, for the tools that read records
-        exactly as stored: the hash-chained log (``iter_log``), the stream index and the
-        datastore (verify, backup, lineage, export, stats).
+        """The LMDB application recorder under this engine, for the tools that need its
+        datastore (stats: the environment's file sizes; a local backup's compacting copy).
+        Tools that only read the log use :meth:`ledger_log`.
 
         :raises InvalidArgumentTypeError: (a ``TypeError``) this engine's ledger is not the
             LMDB recorder.
@@ -101,13 +133,26 @@ class EngineReads:
             raise InvalidArgumentTypeError(msg, parameter="engine", reason_code="not_lmdb")
         return self.recorder
 
+    def ledger_log(self) -> LedgerLog:
+        """The ledger's hash-chained log, whatever the backend (LMDB or PostgreSQL): what the
+        tools that read records exactly as stored use (verify, backup, export, explain,
+        migrate). Call it under ``MemoryEngine.ledger_guard`` to get typed errors.
+
+        :raises InvalidArgumentTypeError: (a ``TypeError``) the recorder keeps no such log.
+        """
+        if not isinstance(self.recorder, LedgerLog):
+            msg = f"{type(self.recorder).__name__} does not provide the ledger's log"
+            raise InvalidArgumentTypeError(msg, parameter="engine", reason_code="no_ledger_log")
+        return self.recorder
+
     def read_records(self, after: int, limit: int, stop: int | None = None) -> list[RawRecord]:
         """Up to ``limit`` stored records with position > ``after`` (and <= ``stop`` when
         given), in position order, undecoded (:data:`RawRecord`; decode them with
         :meth:`event_decoder`). [] past the head."""
         select_raw = getattr(self.recorder, "select_raw", None)
         if select_raw is not None:
-            return cast(list[RawRecord], select_raw(after, limit, stop))
+            with self.ledger_guard():
+                return cast(list[RawRecord], select_raw(after, limit, stop))
         return [  # pragma: no cover (every engine uses the LMDB recorder)
             (n.id, n.originator_id, n.originator_version, n.topic, n.state)
             for n in self.recorder.select_notifications(

@@ -26,6 +26,7 @@ __all__ = [
     "ConcurrencyConflictError",
     "ExtractionFailedError",
     "ExtractionPendingError",
+    "LedgerUnavailableError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
     "MemoryLedgerError",
@@ -52,6 +53,17 @@ class StoreUnavailableError(MemoryLedgerError, OSError):
     def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
         super().__init__(message, reason_code=reason_code)
         self.path = path
+
+
+class LedgerUnavailableError(StoreUnavailableError):
+    """The ledger's server cannot be reached (down, restarting, unreachable), or holds no
+    ledger where one was expected. The message names the ledger without its password.
+
+    A command that raised it is entirely written or not at all, never in part; retrying it
+    is safe (the engine reconnects by itself once the server is back).
+    """
+
+    reason_code = "ledger_server_unavailable"
 
 
 class TurnConflictError(MemoryLedgerError, ValueError):

@@ -15,7 +15,9 @@ Families defined here:
   (also a ``TypeError``): a call's argument is wrong; ``parameter`` names it.
 - :class:`LedgerError` and its DB-API-shaped subclasses (:class:`LedgerOperationalError`,
   :class:`LedgerIntegrityError`, ...): what the LMDB ledger raises, each also the
-  ``eventsourcing.persistence`` class of the same meaning, each naming the store path.
+  ``eventsourcing.persistence`` class of the same meaning, each naming the store path
+  (the PostgreSQL ledger raises them too, naming the ledger without its password;
+  :class:`LedgerConnectionError` when its server cannot be reached).
 - :class:`LedgerFormatError` and :class:`ForeignStoreError`: the folder does not hold a
   memory-ledger store this version can read.
 - :class:`LedgerSettingError` (an ``OSError``, as the library's own factories raise): a
@@ -29,6 +31,7 @@ from eventsourcing.persistence import (
     DatabaseError,
     DataError,
     IntegrityError,
+    InterfaceError,
     InternalError,
     NotSupportedError,
     OperationalError,
@@ -39,6 +42,7 @@ __all__ = [
     "ForeignStoreError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
+    "LedgerConnectionError",
     "LedgerDamagedError",
     "LedgerDataError",
     "LedgerError",
@@ -140,6 +144,14 @@ class LedgerReadOnlyError(LedgerOperationalError):
     """A write was attempted on a ledger opened read-only (an audit of a read-only store)."""
 
     reason_code = "ledger_read_only"
+
+
+class LedgerConnectionError(LedgerOperationalError, InterfaceError):
+    """The ledger's server cannot be reached, or the connection broke (a PostgreSQL ledger
+    down, restarting or unreachable), after the recorder's own retries. ``path`` names the
+    ledger without its password. The engine reports it as ``LedgerUnavailableError``."""
+
+    reason_code = "ledger_connection"
 
 
 class LedgerIntegrityError(LedgerError, IntegrityError):

@@ -94,6 +94,15 @@ from memory_ledger.ledger.errors import (
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
+from memory_ledger.ledger.records import (
+    GENESIS_HASH,
+    HASH_SIZE,
+    LedgerRecord,
+    chain_hash,
+    decode_body,
+    decode_entry,
+    encode_body,
+)
 from memory_ledger.ledger.store_identity import (
     FORMAT_KEY,
     check_data_file,
@@ -108,6 +117,7 @@ __all__ = [
     "pack_position",
     "pack_version",
     "GENESIS_HASH",
+    "HASH_SIZE",
     "LMDBAggregateRecorder",
     "LMDBApplicationRecorder",
     "LMDBDatastore",
@@ -131,13 +141,9 @@ FORMAT_VERSION = 2
 TAG_INDEX_FORMAT = 2
 """The first format version whose stores index every record's tags."""
 
-GENESIS_HASH = bytes(32)
-"""The previous hash of notification 1 (32 zero bytes)."""
-
 DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 """Initial map size in bytes when ``LMDB_MAP_SIZE`` is not set (sparse on Linux)."""
 
-HASH_SIZE = 32
 _ID = struct.Struct(">Q")
 _MAX_ID = (1 << 64) - 1
 _VERSION_BIAS = 1 << 63
@@ -160,51 +166,8 @@ class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``e
         self.error = error
 
 
-class LedgerRecord(msgspec.Struct, frozen=True):
-    """One decoded record of the ``log`` database.
-
-    ``record_hash`` is ``sha256(prev_hash || body)``; ``body`` is the stored msgpack bytes.
-    """
-
-    notification_id: int
-    record_hash: bytes
-    body: bytes
-    originator_id: UUID | str
-    originator_version: int
-    topic: str
-    state: bytes
-
-
-_body_encoder = msgspec.msgpack.Encoder()
 _body_decoder = msgspec.msgpack.Decoder()
-
-
-def encode_body(originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
-    """The stored body of a record: msgpack ``[originator id, version, topic, state]``."""
-    raw_id: bytes | str = originator_id.bytes if isinstance(originator_id, UUID) else originator_id
-    return _body_encoder.encode((raw_id, version, topic, state))
-
-
-def _decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
-    try:
-        decoded = _body_decoder.decode(body)
-    except msgspec.DecodeError as e:
-        msg = f"ledger record body is not msgpack: {e}"
-        raise LedgerRecordError(msg) from e
-    if not (isinstance(decoded, list) and len(decoded) == 4):
-        msg = "ledger record body is not a 4-element msgpack array"
-        raise LedgerRecordError(msg)
-    raw_id, version, topic, state = decoded
-    if not (
-        isinstance(raw_id, bytes | str)
-        and isinstance(version, int)
-        and isinstance(topic, str)
-        and isinstance(state, bytes)
-    ):
-        msg = "ledger record body has fields of the wrong types"
-        raise LedgerRecordError(msg)
-    originator_id: UUID | str = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
-    return originator_id, version, topic, state
+_decode_body = decode_body
 
 
 def decode_record(key: bytes, value: bytes) -> LedgerRecord:
@@ -213,17 +176,7 @@ def decode_record(key: bytes, value: bytes) -> LedgerRecord:
     Raises :class:`~memory_ledger.ledger.errors.LedgerRecordError` (a
     ``msgspec.DecodeError``, a ``ValueError``) when the body is not a valid record.
     """
-    body = bytes(value[HASH_SIZE:])
-    originator_id, version, topic, state = _decode_body(body)
-    return LedgerRecord(
-        notification_id=_ID.unpack(key)[0],
-        record_hash=bytes(value[:HASH_SIZE]),
-        body=body,
-        originator_id=originator_id,
-        originator_version=version,
-        topic=topic,
-        state=state,
-    )
+    return decode_entry(_ID.unpack(key)[0], value)
 
 
 def pack_position(position: int) -> bytes:
@@ -1245,6 +1198,67 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         """
         for nid, value in self.iter_log(start, page):
             yield decode_record(_ID.pack(nid), value)
+
+    def stream_records(self, originator_id: UUID | str) -> list[LedgerRecord]:
+        """Every record of one stream in version order, with its position and hash.
+
+        Reads the stream index (stream key -> notification id) in one read transaction.
+        """
+        prefix = self.datastore.stream_prefix(originator_id)
+        with self.datastore.read() as txn:
+            return [
+                decode_record(bytes(packed), bytes(txn.get(packed, db=self._log)))
+                for _key, packed in _iter_stream(
+                    txn.cursor(db=self._index), prefix, gt=None, lte=None, desc=False, limit=None
+                )
+            ]
+
+    def append_log(self, entries: Sequence[tuple[int, bytes]]) -> None:
+        """Append records verbatim, as a copy of another ledger (backups, migration).
+
+        ``entries`` are ``(position, hash + body)`` continuing this log: positions follow
+        its head without gaps and each hash chains to the previous record's.
+
+        Tags are not copied: a non-empty copy records format version 1 (no tag index) in the
+        same transaction, so the engine re-derives every record's tags when it opens the copy
+        (``build_tag_index``), exactly as for a store written before the tag index.
+
+        :raises IntegrityError: a position or hash does not continue the log, or a stream
+            version exists; nothing of the batch is written.
+        """
+        prepared = []
+        for position, entry in entries:
+            record = decode_entry(position, entry)
+            key = self.datastore.stream_prefix(record.originator_id) + pack_version(
+                record.originator_version
+            )
+            prepared.append((position, key, bytes(entry)))
+
+        def insert(txn: Any) -> None:
+            _refuse_existing(txn, self._index, [key for _, key, _ in prepared])
+            cursor = txn.cursor(db=self._log)
+            if cursor.last():
+                last_id, prev_hash = _ID.unpack(cursor.key())[0], bytes(cursor.value()[:HASH_SIZE])
+            else:
+                last_id, prev_hash = 0, GENESIS_HASH
+            for position, _key, entry in prepared:
+                if (
+                    position != last_id + 1
+                    or chain_hash(prev_hash, entry[HASH_SIZE:]) != entry[:HASH_SIZE]
+                ):
+                    msg = f"record {position} does not continue the log at {last_id}"
+                    raise Refused(LedgerIntegrityError(msg, path=self.datastore.path))
+                last_id, prev_hash = position, entry[:HASH_SIZE]
+            for position, key, entry in prepared:
+                packed = _ID.pack(position)
+                txn.put(key, packed, db=self._index)
+                txn.put(packed, entry, db=self._log, append=True)
+            if prepared:
+                txn.put(FORMAT_KEY, b"1", db=self._meta)
+
+        self.datastore.write(insert, sum(len(e) + 64 for _, _, e in prepared))
+        if prepared:
+            self.datastore.shared.tag_index_built = False
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()

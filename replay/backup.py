@@ -3,7 +3,10 @@
 A backup is LMDB's compacting copy (``mdb_env_copy2`` with ``MDB_CP_COMPACT``) taken inside
 one read transaction: it holds exactly the records committed when that transaction began,
 however many writers append meanwhile, and writers are never blocked. The backup folder is
-itself a store folder without projections (they are disposable and rebuilt on open)::
+itself a store folder without projections (they are disposable and rebuilt on open). A
+PostgreSQL ledger is backed up into the same layout: its records up to the head when the
+backup starts (the log is append-only and gapless, so that prefix is a consistent state) are
+copied verbatim (positions, bodies, hashes) into a new LMDB ledger::
 
     <backup>/ledger/data.mdb     the copied ledger
     <backup>/backup.json         position, hash of the last record, format, source, time
@@ -24,7 +27,8 @@ import msgspec
 
 from memory_ledger.commands.config import load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.lmdb import FORMAT_VERSION, HASH_SIZE
+from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore
+from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
 from memory_ledger.replay.errors import BackupManifestError, NotABackupError, OutputExistsError
 from memory_ledger.replay.verify import VerifyReport, verify_store
 
@@ -92,32 +96,27 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
 
     :raises OutputExistsError: (a ``FileExistsError``) ``out`` exists and is not an empty
         folder.
-    :raises InvalidArgumentTypeError: (a ``TypeError``) the engine does not use the LMDB
-        recorder.
+    :raises LedgerUnavailableError: a PostgreSQL ledger's server cannot be reached.
     """
     started = time.perf_counter()
-    recorder = engine.lmdb_recorder()
     folder = Path(out)
     _empty_folder(folder, "backup folder")
     ledger = folder / "ledger"
     ledger.mkdir()
-    datastore = recorder.datastore
-    log = datastore.db(b"log")
-    with datastore.read() as txn:
-        cursor = txn.cursor(db=log)
-        if cursor.last():
-            position = int.from_bytes(bytes(cursor.key()), "big")
-            record_hash: str | None = bytes(cursor.value())[:HASH_SIZE].hex()
-        else:
-            position, record_hash = 0, None
-        datastore.env.copy(str(ledger), compact=True, txn=txn)
+    log = engine.ledger_log()
+    if isinstance(log, LMDBApplicationRecorder):
+        position, record_hash = _copy_lmdb(log, ledger)
+    else:
+        with engine.ledger_guard():
+            position, record_hash = copy_log(log, ledger)
     data = ledger / "data.mdb"
     _fsync(data)
+    source = str(engine.path) if isinstance(log, LMDBApplicationRecorder) else engine.ledger_name
     manifest = BackupManifest(
         position=position,
         record_hash=record_hash,
         ledger_format=FORMAT_VERSION,
-        source=str(engine.path),
+        source=source,
         created_at=datetime.now(UTC),
     )
     (folder / MANIFEST).write_bytes(
@@ -133,6 +132,47 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
         head_after=engine.head,
         seconds=time.perf_counter() - started,
     )
+
+
+def copy_log(source: LedgerLog, ledger: Path, page: int = 2000) -> tuple[int, str | None]:
+    """Copy every record of ``source`` up to its head now into a NEW LMDB ledger folder
+    ``ledger``, verbatim (positions, bodies, hashes); return ``(head, hash of the head)``.
+
+    :raises IntegrityError: a record does not chain (the source is damaged).
+    """
+    head = source.max_notification_id() or 0
+    datastore = LMDBDatastore(str(ledger))
+    try:
+        target = LMDBApplicationRecorder(datastore)
+        batch: list[tuple[int, bytes]] = []
+        last_hash: str | None = None
+        for position, entry in source.iter_log(1, page):
+            if position > head:
+                break
+            batch.append((position, entry))
+            last_hash = entry[:HASH_SIZE].hex()
+            if len(batch) >= page:
+                target.append_log(batch)
+                batch = []
+        target.append_log(batch)
+    finally:
+        datastore.close()
+    return head, last_hash
+
+
+def _copy_lmdb(recorder: LMDBApplicationRecorder, ledger: Path) -> tuple[int, str | None]:
+    """LMDB's compacting copy of the whole environment in one read transaction."""
+    datastore = recorder.datastore
+    log = datastore.db(b"log")
+    with datastore.read() as txn:
+        cursor = txn.cursor(db=log)
+        if cursor.last():
+            position = int.from_bytes(bytes(cursor.key()), "big")
+            record_hash: str | None = bytes(cursor.value())[:HASH_SIZE].hex()
+        else:
+            position, record_hash = 0, None
+        datastore.env.copy(str(ledger), compact=True, txn=txn)
+    return position, record_hash
 
 
 def read_manifest(backup: str | Path) -> BackupManifest:
@@ -181,7 +221,7 @@ def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
         report = verify_store(engine)
         last_hash = None
         if report.ok and report.head:
-            for nid, value in engine.lmdb_recorder().iter_log(start=report.head, page=1):
+            for nid, value in engine.ledger_log().iter_log(start=report.head, page=1):
                 if nid == report.head:
                     last_hash = value[:HASH_SIZE].hex()
     problem = report.problem

@@ -2,9 +2,11 @@
 
 Commands, by module: ``convert-locomo`` and ``run`` (:mod:`.cli_run`), ``recall``
 (:mod:`.cli_recall`), ``events``, ``verify``, ``stats`` and ``explain``
-(:mod:`.cli_audit`), ``replay``, ``as-of``, ``export``, ``backup`` and ``restore``
-(:mod:`.cli_replay`); what they share is in :mod:`.cli_common`. Every command that
-reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file);
+(:mod:`.cli_audit`), ``replay``, ``as-of``, ``export``, ``backup``, ``restore`` and
+``migrate`` (:mod:`.cli_replay`); what they share is in :mod:`.cli_common`. Every command that
+reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file) and
+``--ledger URL`` (a PostgreSQL ledger shared by several hosts; default: ``ledger`` of the
+settings file, else the LMDB ledger in the store folder);
 ``--json`` prints machine-readable output. Settings come from ``--config FILE``, else
 ``./memory-ledger.toml`` when it exists (the CLI looks in the current directory; the
 library reads only a file it is given). Exit status: 0 ok, 1 a check failed (``verify``,
@@ -31,6 +33,7 @@ from memory_ledger.replay.cli_replay import (
     as_of_command,
     backup_command,
     export_command,
+    migrate_command,
     replay_command,
     restore_command,
 )
@@ -56,6 +59,7 @@ COMMANDS = (
     ("export", export_command),
     ("backup", backup_command),
     ("restore", restore_command),
+    ("migrate", migrate_command),
     ("stats", stats_command),
 )
 """Every command by name, in the order ``--help`` lists them."""

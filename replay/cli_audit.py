@@ -16,6 +16,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
+    LedgerOption,
     PrincipalFilter,
     ScopeFilter,
     StoreOption,
@@ -35,6 +36,7 @@ __all__ = ["events", "explain_command", "stats_command", "verify"]
 def events(
     ctx: typer.Context,
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     as_json: JsonOption = False,
     start: Annotated[int, typer.Option("--from", min=1, help="First position.")] = 1,
     stop: Annotated[int | None, typer.Option("--to", min=1, help="Last position.")] = None,
@@ -94,7 +96,12 @@ def events(
     common.out.print(table)
 
 
-def verify(ctx: typer.Context, store: StoreOption = None, as_json: JsonOption = False) -> None:
+def verify(
+    ctx: typer.Context,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    ledger: LedgerOption = None,
+) -> None:
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
     from memory_ledger.replay.verify import verify_store
 
@@ -117,7 +124,10 @@ def verify(ctx: typer.Context, store: StoreOption = None, as_json: JsonOption = 
 
 
 def stats_command(
-    ctx: typer.Context, store: StoreOption = None, as_json: JsonOption = False
+    ctx: typer.Context,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    ledger: LedgerOption = None,
 ) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
     from memory_ledger.replay.stats import store_stats, vector_health_table
@@ -285,6 +295,7 @@ def explain_command(
         typer.Argument(metavar="MEMORY_ID", help="Memory id (or a unique prefix of one)."),
     ],
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     fmt: Annotated[
         str, typer.Option("--format", help="text, json or mermaid (a Markdown diagram).")
     ] = "text",

@@ -27,6 +27,7 @@ from memory_ledger.ledger.ids import Namespace
 __all__ = [
     "EMBEDDINGS_EXTRA",
     "JsonOption",
+    "LedgerOption",
     "RateColumn",
     "PrincipalFilter",
     "PrincipalOption",
@@ -69,9 +70,34 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         metavar="DIR",
-        help="Store folder (LMDB ledger + DuckDB projections). Default: store_dir of "
-        "memory-ledger.toml, else ./.memory-ledger.",
+        help="Store folder: its LMDB ledger (unless --ledger names one) and this host's "
+        "DuckDB projections. Default: store_dir of memory-ledger.toml, else ./.memory-ledger.",
         show_default=False,
+    ),
+]
+
+_LEDGER_META = "memory_ledger.ledger_url"
+
+
+def _remember_ledger(ctx: typer.Context, value: str | None) -> str | None:
+    """Keep ``--ledger`` where :func:`settings` finds it (every command reads it there)."""
+    if value:
+        ctx.meta[_LEDGER_META] = value
+    return value
+
+
+LedgerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        metavar="URL",
+        envvar="MEMORY_LEDGER_LEDGER",
+        callback=_remember_ledger,
+        help="Ledger URL (postgresql://user@host:port/db?schema=NAME); default: ledger of "
+        "memory-ledger.toml, else the LMDB ledger in --store. Password: PGPASSWORD or "
+        "&password_env=VAR (never in the URL on a shared machine).",
+        show_default=False,
+        show_envvar=False,
     ),
 ]
 JsonOption = Annotated[
@@ -121,6 +147,9 @@ def settings(ctx: typer.Context, **overrides: Any) -> MemoryConfig:
 
     :raises memory_ledger.commands.config.ConfigError: the file or an override is invalid.
     """
+    ledger = ctx.meta.get(_LEDGER_META)
+    if ledger:
+        overrides.setdefault("ledger", ledger)
     return load_config(settings_file(ctx), **overrides)
 
 

@@ -24,6 +24,7 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
+    LedgerOption,
     PrincipalOption,
     ScopeOption,
     StoreOption,
@@ -135,6 +136,7 @@ def recall(
     principal: PrincipalOption,
     scope_id: ScopeOption,
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     k: Annotated[
         int | None,
         typer.Option(

@@ -1,6 +1,6 @@
 """The commands that re-run the ledger: ``replay`` (rebuild the read models, or check
 them), ``as-of`` (canonical memory at an earlier point), and the archive commands
-``export``, ``backup`` and ``restore``."""
+``export``, ``backup`` and ``restore``, and ``migrate`` (an LMDB ledger into PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
+    LedgerOption,
     PrincipalFilter,
     ScopeFilter,
     StoreOption,
@@ -27,6 +28,7 @@ from memory_ledger.replay.points import parse_point
 
 __all__ = [
     "as_of_command",
+    "migrate_command",
     "backup_command",
     "export_command",
     "replay_command",
@@ -51,6 +53,7 @@ OccurredOption = Annotated[
 def replay_command(
     ctx: typer.Context,
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Stop at this position (default: head).")
     ] = None,
@@ -119,6 +122,7 @@ def as_of_command(
     ctx: typer.Context,
     point: PointArgument,
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     occurred: OccurredOption = False,
     tenant: TenantFilter = None,
     principal: PrincipalFilter = None,
@@ -189,6 +193,7 @@ def export_command(
         Path, typer.Option("--out", metavar="DIR", help="Folder to write (new or empty).")
     ],
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl.")] = "parquet",
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Export the state at this position.")
@@ -226,6 +231,7 @@ def backup_command(
         typer.Option("--out", metavar="DIR", help="Backup folder to create (new or empty)."),
     ],
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Take a consistent, compacted copy of the ledger (safe while a host writes)."""
@@ -272,6 +278,46 @@ def restore_command(
     else:
         common.err.print(
             f"[bold red]restore failed verification:[/] {escape(report.problem or '')}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def migrate_command(
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="The PostgreSQL ledger URL to copy into (empty, or an interrupted copy).",
+        ),
+    ],
+    store: Annotated[
+        Path,
+        typer.Option("--store", metavar="DIR", help="Store folder whose LMDB ledger is copied."),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Copy a store's LMDB ledger into PostgreSQL (positions, bytes and hashes kept), then
+    verify the copy; exit 1 if it does not verify."""
+    from memory_ledger.replay.migrate import migrate_store
+
+    with common.user_errors():
+        report = migrate_store(store, to)
+    if as_json:
+        print_json(report)
+    elif report.ok:
+        common.out.print(
+            f"copied {report.copied} records into {report.target} (positions 1..{report.head}"
+            f"{f', resumed after {report.resumed_after}' if report.resumed_after else ''}); "
+            f"hash chain verified ({report.seconds:.2f} s)",
+            highlight=False,
+        )
+    else:
+        common.err.print(
+            f"[bold red]migration failed verification:[/] {escape(report.problem or '')}",
             highlight=False,
             soft_wrap=True,
         )

@@ -18,7 +18,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.extraction import Extractor
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
-from memory_ledger.replay.cli_common import JsonOption, StoreOption
+from memory_ledger.replay.cli_common import JsonOption, LedgerOption, StoreOption
 from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples, write_jsonl
 from memory_ledger.replay.script import RunReport, Step, TurnStep, parse_script, run_script
 
@@ -85,6 +85,7 @@ def run(
         Path, typer.Argument(metavar="SCRIPT", help="Session script (JSON Lines) to replay.")
     ],
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     as_json: JsonOption = False,
     no_sync: Annotated[
         bool, typer.Option("--no-sync", help="Skip the fsync of each command (not durable).")

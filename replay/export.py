@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
-from memory_ledger.ledger.lmdb import HASH_SIZE
+from memory_ledger.ledger.records import HASH_SIZE
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.tables import TABLES, VIEWS
@@ -102,7 +102,7 @@ def _quoted(path: Path) -> str:
 def _record_hash(engine: MemoryEngine, position: int) -> str | None:
     if position <= 0:
         return None
-    for nid, value in engine.lmdb_recorder().iter_log(start=position, page=1):
+    for nid, value in engine.ledger_log().iter_log(start=position, page=1):
         return value[:HASH_SIZE].hex() if nid == position else None
     return None
 

@@ -24,6 +24,7 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
+    LedgerOption,
     PrincipalOption,
     ScopeOption,
     StoreOption,
@@ -43,6 +44,7 @@ def forget(
         typer.Option("--all", help="Forget every retrievable memory of the namespace (required)."),
     ] = False,
     store: StoreOption = None,
+    ledger: LedgerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Forget every memory of ONE namespace (--all), recorded as one auditable command."""

@@ -61,7 +61,6 @@ from memory_ledger.ledger.events import (
     WorkspaceSearched,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
-from memory_ledger.ledger.lmdb import decode_record
 from memory_ledger.replay.filters import describe_event
 
 __all__ = [
@@ -255,28 +254,18 @@ class Lineage(msgspec.Struct, frozen=True, kw_only=True):
 def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, LedgerEvent]]:
     """Every event of one stream with its ledger position, in version order.
 
-    Reads the ledger's stream index (stream key -> notification id) in one read transaction.
+    Reads the ledger's stream (LMDB: its stream index; PostgreSQL: the stream's rows).
     """
-    datastore = engine.lmdb_recorder().datastore
-    prefix = datastore.stream_prefix(stream_id)
-    index, log = datastore.db(b"index"), datastore.db(b"log")
     decode = engine.event_decoder()
-    events: list[tuple[int, LedgerEvent]] = []
-    with datastore.read() as txn:
-        cursor = txn.cursor(db=index)
-        found = cursor.set_range(prefix)
-        while found:
-            key = bytes(cursor.key())
-            if not key.startswith(prefix):
-                break
-            packed = bytes(cursor.value())
-            record = decode_record(packed, bytes(txn.get(packed, db=log)))
-            event = decode(
-                record.topic, record.state, record.originator_id, record.originator_version
-            )
-            events.append((record.notification_id, event))
-            found = cursor.next()
-    return events
+    with engine.ledger_guard():
+        records = engine.ledger_log().stream_records(stream_id)
+    return [
+        (
+            record.notification_id,
+            decode(record.topic, record.state, record.originator_id, record.originator_version),
+        )
+        for record in records
+    ]
 
 
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")

@@ -206,8 +206,10 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     )
     ledger_file = engine.path / "ledger" / "data.mdb"
     ledger_bytes = ledger_file.stat().st_size if ledger_file.is_file() else 0
-    env = engine.lmdb_recorder().datastore.env
-    used = (int(env.info()["last_pgno"]) + 1) * int(env.stat()["psize"])
+    used = 0
+    if ledger_file.is_file():  # an LMDB ledger (a PostgreSQL one has no file here)
+        env = engine.lmdb_recorder().datastore.env
+        used = (int(env.info()["last_pgno"]) + 1) * int(env.stat()["psize"])
     slots = tuple(
         _slot(engine, p) for p in sorted((engine.path / "projections").glob("slot-*.duckdb"))
     )

@@ -1,7 +1,8 @@
 """Tamper evidence: walk the ledger's hash chain (``memory-ledger verify``).
 
 Each log record stores ``sha256(previous hash || body)`` followed by the body, computed in
-the write transaction over the bytes as stored (``memory_ledger.ledger.lmdb``).
+the write transaction over the bytes as stored (``memory_ledger.ledger.lmdb``, and
+``memory_ledger.ledger.postgres``, where the body is re-encoded from the row's columns).
 Verification recomputes
 the chain from the genesis hash and checks that positions run 1, 2, 3, ... without gaps,
 that every body decodes as a record, and that every event decodes with its class. The first
@@ -17,11 +18,7 @@ import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.engine import MemoryEngine, check_engine
-from memory_ledger.ledger.lmdb import (
-    GENESIS_HASH,
-    HASH_SIZE,
-    decode_record,
-)
+from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, decode_entry
 
 __all__ = ["VerifyReport", "verify_store"]
 
@@ -37,12 +34,17 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def verify_store(engine: MemoryEngine) -> VerifyReport:
-    """Verify the hash chain, positions and decodability of every record of ``engine``.
+    """Verify the hash chain, positions and decodability of every record of ``engine``'s
+    ledger (LMDB or PostgreSQL).
 
-    :raises InvalidArgumentTypeError: (a ``TypeError``) the engine's recorder is not the LMDB
-        recorder.
+    :raises LedgerUnavailableError: the ledger's server cannot be reached.
     """
-    recorder = check_engine(engine).lmdb_recorder()
+    with check_engine(engine).ledger_guard():
+        return _verify(engine)
+
+
+def _verify(engine: MemoryEngine) -> VerifyReport:
+    recorder = engine.ledger_log()
     decode = engine.event_decoder()
     expected = 1
     previous = GENESIS_HASH
@@ -67,7 +69,7 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
                 problem=f"record {position} does not match its hash (changed or reordered)",
             )
         try:
-            record = decode_record(position.to_bytes(8, "big"), value)
+            record = decode_entry(position, value)
             decode(record.topic, record.state, record.originator_id, record.originator_version)
         except (msgspec.DecodeError, MapperDeserialisationError, ValueError) as e:
             return VerifyReport(

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from memory_ledger.commands import MemoryEngine, Namespace
+from tests.pg import pg_schema, pg_url  # noqa: F401 (fixtures for the PostgreSQL tests)
 from tests.scripted_server import ScriptedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

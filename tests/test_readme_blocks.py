@@ -1,12 +1,15 @@
 """Every Python block of the README runs as written, each in a fresh folder of its own.
 
 A block that talks to an OpenAI-compatible endpoint runs against the scripted local server
-(its address replaces the README's ``http://127.0.0.1:8000/v1``); a block that needs an
+(its address replaces the README's ``http://127.0.0.1:8000/v1``); a block that opens the
+README's example PostgreSQL ledger runs against a fresh schema of the test server (dropped
+after); a block that needs an
 optional extra that is not installed is skipped, saying which.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -22,6 +25,7 @@ from tests.scripted_server import Reply, ScriptedServer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CHAT_URL = "http://127.0.0.1:8000/v1"
+LEDGER_URL = "postgresql://agent@db.internal:5432/memory?schema=team"
 
 
 def python_blocks() -> list[tuple[int, str]]:
@@ -75,8 +79,13 @@ def test_block_runs_as_written(
         server.play(chat_reply([item]))
         source = source.replace(CHAT_URL, server.base_url)
     path = fresh_folder / f"readme_line_{line}.py"
-    path.write_text(source, encoding="utf-8")
-    runpy.run_path(str(path), run_name="__main__")
+    with contextlib.ExitStack() as stack:
+        if LEDGER_URL in source:
+            from tests.pg import fresh_schema, url_for
+
+            source = source.replace(LEDGER_URL, url_for(stack.enter_context(fresh_schema())))
+        path.write_text(source, encoding="utf-8")
+        runpy.run_path(str(path), run_name="__main__")
     printed = capsys.readouterr().out
     if "print(" in source:
         assert printed.strip(), "the block prints nothing"

@@ -1,0 +1,133 @@
+"""Moving up: copy a store's LMDB ledger into a PostgreSQL ledger (``memory-ledger migrate``).
+
+Records are copied verbatim, page by page, each page one PostgreSQL transaction: positions,
+stored bytes and hashes are preserved, and the target checks that every page continues its
+log (positions without gaps, hashes chaining) before writing it. The target must be empty,
+or hold a prefix of this very ledger (an interrupted migration): the copy then resumes after
+it. Afterwards the copy is verified (hash chain, positions, decodability) and its head and
+head hash are compared with the source's.
+
+The store folder keeps working with the copy: ``MemoryEngine.open(store, ledger=URL)`` finds
+its projection files at the same positions of the same records.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from memory_ledger.commands.config import load_config, load_config_from
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
+from memory_ledger.replay.verify import VerifyReport, verify_store
+
+__all__ = ["MigrateError", "MigrateReport", "migrate_store"]
+
+
+class MigrateError(MemoryLedgerError, ValueError):
+    """The target ledger holds records that are not a prefix of the source ledger."""
+
+
+class MigrateReport(msgspec.Struct, frozen=True, kw_only=True):
+    """A migration: source folder, target URL (no password), records copied, where it
+    resumed (0: from the start), the verification of the copy, and whether the copy's head
+    and head hash equal the source's."""
+
+    ok: bool
+    source: str
+    target: str
+    copied: int
+    resumed_after: int
+    head: int
+    head_hash: str | None
+    verify: VerifyReport
+    problem: str | None = None
+    seconds: float
+
+
+def _hash_at(log: LedgerLog, position: int) -> bytes | None:
+    for nid, entry in log.iter_log(start=position, page=1):
+        return entry[:HASH_SIZE] if nid == position else None
+    return None
+
+
+def migrate_store(
+    store: str | Path,
+    to: str,
+    *,
+    page: int = 5000,
+    on_page: Callable[[int], None] | None = None,
+) -> MigrateReport:
+    """Copy the LMDB ledger of the store folder ``store`` into the PostgreSQL ledger ``to``.
+
+    :param page: records per PostgreSQL transaction.
+    :param on_page: progress callback ``(last position copied)``.
+    :raises StoreUnavailableError: ``store`` holds no LMDB ledger.
+    :raises LedgerUnavailableError: the PostgreSQL server cannot be reached.
+    :raises MigrateError: the target holds records that are not a prefix of the source.
+    :raises ValueError: ``to`` is not a PostgreSQL URL.
+    """
+    started = time.perf_counter()
+    config = load_config_from(load_config(), embeddings="none", ledger="")
+    root = Path(store)
+    with MemoryEngine.open(root, create=False, config=config) as source:
+        source_log = source.ledger_log()
+        with source.ledger_guard():
+            head = source_log.max_notification_id() or 0
+        with (
+            tempfile.TemporaryDirectory(prefix="ml-migrate-") as scratch,
+            MemoryEngine.open(scratch, ledger=to, config=config) as target,
+        ):
+            target_log = target.ledger_log()
+            with target.ledger_guard():
+                resumed = target_log.max_notification_id() or 0
+                if resumed > head or (
+                    resumed and _hash_at(target_log, resumed) != _hash_at(source_log, resumed)
+                ):
+                    msg = (
+                        f"ledger {target.ledger_name} holds {resumed} records that are not a "
+                        f"prefix of the ledger in {str(root)!r}; migrate into an empty ledger"
+                    )
+                    raise MigrateError(msg)
+                copied = 0
+                batch: list[tuple[int, bytes]] = []
+                for position, entry in source_log.iter_log(resumed + 1, page):
+                    if position > head:
+                        break
+                    batch.append((position, entry))
+                    if len(batch) >= page:
+                        target_log.append_log(batch)
+                        copied += len(batch)
+                        if on_page is not None:
+                            on_page(position)
+                        batch = []
+                if batch:
+                    target_log.append_log(batch)
+                    copied += len(batch)
+                    if on_page is not None:
+                        on_page(batch[-1][0])
+            report = verify_store(target)
+            source_hash = _hash_at(source_log, head) if head else None
+            with target.ledger_guard():
+                target_hash = _hash_at(target_log, head) if head else None
+            name = target.ledger_name
+    problem = report.problem
+    if report.ok and (report.head != head or target_hash != source_hash):
+        problem = f"the copy's head {report.head} or its hash differs from the source's {head}"
+    return MigrateReport(
+        ok=report.ok and problem is None,
+        source=str(root.absolute()),
+        target=name,
+        copied=copied,
+        resumed_after=resumed,
+        head=head,
+        head_hash=source_hash.hex() if source_hash else None,
+        verify=report,
+        problem=problem,
+        seconds=time.perf_counter() - started,
+    )

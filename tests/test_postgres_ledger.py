@@ -1,0 +1,245 @@
+"""The ledger on PostgreSQL beyond the library's cases: chain, identity, format, passwords,
+hosts sharing one ledger, and the audit commands (migrate, verify, backup, export, replay
+--check, explain) against it. Each test uses its own schema, dropped after."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from uuid import uuid4
+
+import psycopg
+import pytest
+from eventsourcing.persistence import IntegrityError, StoredEvent
+from psycopg import sql
+from typer.testing import CliRunner
+
+from memory_ledger.commands import (
+    LedgerUnavailableError,
+    MemoryEngine,
+    Namespace,
+    RecordedExtractor,
+)
+from memory_ledger.ledger.postgres import (
+    LedgerURLError,
+    PostgresLedgerApplicationRecorder,
+    parse_ledger_url,
+)
+from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_hash
+from memory_ledger.replay.cli import app
+from memory_ledger.replay.verify import verify_store
+from tests.conftest import locomo_path, make_item
+from tests.pg import BASE_URL, url_for
+
+runner = CliRunner()
+NS = Namespace("acme", "alice", "assistant")
+
+
+def cli(*args: str, code: int = 0) -> str:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return result.stdout
+
+
+def remember(engine: MemoryEngine, session: str, *statements: str) -> None:
+    extractor = RecordedExtractor()
+    chat = engine.session(NS, session, extractor=extractor)
+    for turn, statement in enumerate(statements, 1):
+        extractor.provide(turn, [make_item(statement)])
+        chat.observe_final_transcript(turn, f"user: {statement}")
+    chat.finish()
+
+
+def recorder_of(engine: MemoryEngine) -> PostgresLedgerApplicationRecorder:
+    assert isinstance(engine.recorder, PostgresLedgerApplicationRecorder)
+    return engine.recorder
+
+
+def test_chain_is_computed_over_the_body_and_ids_stay_gapless(pg_url: str, tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
+        remember(engine, "s1", "Alice likes tea", "Alice owns a bike")
+        recorder = recorder_of(engine)
+        head = engine.head
+        # A refused batch (a stream version that exists) leaves no gap behind.
+        first = recorder.select_notifications(start=1, limit=1)[0]
+        duplicate = StoredEvent(first.originator_id, first.originator_version, "t", b"x")
+        fresh = StoredEvent(uuid4(), 1, "t", b"y")
+        with pytest.raises(IntegrityError):
+            recorder.insert_events([fresh, duplicate])
+        assert engine.head == head
+        assert list(recorder.insert_events([fresh])) == [head + 1]
+        previous = GENESIS_HASH
+        for position, (nid, entry) in enumerate(recorder.iter_log(), 1):
+            assert nid == position
+            assert entry[:32] == chain_hash(previous, entry[32:])
+            previous = entry[:32]
+        assert position == head + 1
+
+
+def test_tampering_is_found_by_verify(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
+        remember(engine, "s1", "Alice likes tea")
+        with psycopg.connect(BASE_URL.split("?")[0], autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {0}.stored_events SET state = state || '\\x00'::bytea "
+                    "WHERE notification_id = 3"
+                ).format(sql.Identifier(pg_schema))
+            )
+        report = verify_store(engine)
+        assert not report.ok and report.first_bad_position == 3
+
+
+def test_identity_and_newer_format(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
+        store_id = recorder_of(engine).store_id
+        assert store_id
+    with MemoryEngine.open(tmp_path / "b", ledger=pg_url) as engine:
+        assert recorder_of(engine).store_id == store_id
+    with psycopg.connect(BASE_URL.split("?")[0], autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {0}.stored_events_meta SET value = '99' WHERE name = 'format_version'"
+            ).format(sql.Identifier(pg_schema))
+        )
+    with pytest.raises(LedgerFormatError, match="format version 99"):
+        MemoryEngine.open(tmp_path / "c", ledger=pg_url)
+
+
+def test_missing_ledger_with_create_false(pg_url: str, tmp_path: Path) -> None:
+    with pytest.raises(LedgerUnavailableError, match="no memory ledger"):
+        MemoryEngine.open(tmp_path / "a", ledger=pg_url, create=False)
+
+
+def test_passwords_never_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-Pa55word"
+    url = f"postgresql://agent:{secret}@127.0.0.1:9/memory?schema=x&connect_timeout=1"
+    with pytest.raises(LedgerUnavailableError) as info:
+        MemoryEngine.open(tmp_path / "a", ledger=url)
+    text = str(info.value) + repr(info.value)
+    assert secret not in text and "postgresql://agent@127.0.0.1:9/memory" in text
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "b"), "--ledger", url])
+    assert result.exit_code == 2 and secret not in result.output
+    assert "LedgerUnavailableError" in result.output
+    with pytest.raises(LedgerURLError) as bad:
+        parse_ledger_url(f"postgresql://agent:{secret}@127.0.0.1/memory?colour=red")
+    assert secret not in str(bad.value)
+    monkeypatch.setenv("ML_PW", secret)
+    parsed = parse_ledger_url("postgresql://agent@h/db?password_env=ML_PW")
+    assert parsed.password == secret and secret not in repr(parsed)
+    monkeypatch.setenv("PGPASSWORD", "other")
+    assert parse_ledger_url("postgresql://agent@h/db").password == "other"
+    with pytest.raises(LedgerURLError, match="NOT_SET_HERE"):
+        parse_ledger_url("postgresql://agent@h/db?password_env=NOT_SET_HERE")
+
+
+def test_two_hosts_read_each_others_writes(pg_url: str, tmp_path: Path) -> None:
+    with (
+        MemoryEngine.open(tmp_path / "host-a", ledger=pg_url) as a,
+        MemoryEngine.open(tmp_path / "host-b", ledger=pg_url) as b,
+    ):
+        remember(a, "s1", "Alice plays the cello")
+        assert [h.statement for h in b.recall(NS, "cello").results] == ["Alice plays the cello"]
+        remember(b, "s2", "Alice grows tomatoes")
+        assert [h.statement for h in a.recall(NS, "tomatoes").results] == ["Alice grows tomatoes"]
+        assert not (tmp_path / "host-a" / "ledger").exists()
+        assert sorted(p.name for p in (tmp_path / "host-b").iterdir()) == ["projections"]
+
+
+@pytest.fixture(scope="module")
+def conv26_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = locomo_path()
+    if source is None:
+        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    folder = tmp_path_factory.mktemp("conv26")
+    script = folder / "conv26.jsonl"
+    script.write_text(cli("convert-locomo", str(source), "--sample", "conv-26"))
+    cli("run", str(script), "--store", str(folder / "store"), "--no-sync")
+    return folder / "store"
+
+
+def test_migrate_conv26_round_trip(conv26_store: Path, pg_url: str, tmp_path: Path) -> None:
+    store = str(conv26_store)
+    report = json.loads(cli("migrate", "--to", pg_url, "--store", store, "--json"))
+    assert report["ok"] and report["copied"] == report["head"] > 1000
+    # Migrating again finds the copy complete (a prefix of the source): nothing to copy.
+    again = json.loads(cli("migrate", "--to", pg_url, "--store", store, "--json"))
+    assert again["ok"] and again["copied"] == 0 and again["resumed_after"] == report["head"]
+
+    host = str(tmp_path / "host")
+    verify = json.loads(cli("verify", "--store", host, "--ledger", pg_url, "--json"))
+    assert verify["ok"] and verify["head"] == report["head"]
+    source_rebuild = json.loads(cli("replay", "--store", store, "--json"))
+    copy_rebuild = json.loads(cli("replay", "--store", host, "--ledger", pg_url, "--json"))
+    assert copy_rebuild["digests"] == source_rebuild["digests"]
+    check = json.loads(cli("replay", "--check", "--store", host, "--ledger", pg_url, "--json"))
+    assert check["ok"]
+
+    # Export: the same events and read models, tied to the same record hash.
+    cli("export", "--store", store, "--out", str(tmp_path / "x1"), "--format", "jsonl")
+    cli("export", "--store", host, "--ledger", pg_url, "--out", str(tmp_path / "x2"),
+        "--format", "jsonl")  # fmt: skip
+    m1 = json.loads((tmp_path / "x1" / "manifest.json").read_text())
+    m2 = json.loads((tmp_path / "x2" / "manifest.json").read_text())
+    assert m1["record_hash"] == m2["record_hash"] == report["head_hash"]
+    assert [f["digest"] for f in m1["files"]] == [f["digest"] for f in m2["files"]]
+    assert (tmp_path / "x1" / "events.jsonl").read_bytes() == (
+        tmp_path / "x2" / "events.jsonl"
+    ).read_bytes()
+
+    # Explain a memory through the PostgreSQL ledger: the same lineage as from LMDB.
+    memory_id = json.loads(
+        cli(
+            "recall",
+            "--store",
+            store,
+            "--tenant",
+            "locomo",
+            "--principal",
+            "conv-26",
+            "--scope-id",
+            "conversation",
+            "support group",
+            "--json",
+        )  # fmt: skip
+    )["results"][0]["memory_id"]
+    assert json.loads(cli("explain", memory_id, "--store", store, "--format", "json")) == (
+        json.loads(
+            cli("explain", memory_id, "--store", host, "--ledger", pg_url, "--format", "json")
+        )  # fmt: skip
+    )
+
+    # Backup of the PostgreSQL ledger: an LMDB backup folder that restores and verifies.
+    cli("backup", "--store", host, "--ledger", pg_url, "--out", str(tmp_path / "bk"))
+    restored = json.loads(
+        cli("restore", str(tmp_path / "bk"), "--store", str(tmp_path / "r"), "--json")
+    )
+    assert restored["ok"] and restored["verify"]["head"] == report["head"]
+
+
+def test_migrate_refuses_a_foreign_ledger(conv26_store: Path, pg_url: str, tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
+        remember(engine, "other", "Bob likes jazz")
+    result = runner.invoke(app, ["migrate", "--to", pg_url, "--store", str(conv26_store)])
+    assert result.exit_code == 2 and "not a prefix" in result.output
+
+
+def test_url_for_is_well_formed(pg_schema: str) -> None:
+    assert parse_ledger_url(url_for(pg_schema)).schema == pg_schema
+
+
+def test_a_host_follows_other_hosts_appends(pg_url: str, tmp_path: Path) -> None:
+    with (
+        MemoryEngine.open(tmp_path / "follower", ledger=pg_url) as follower,
+        MemoryEngine.open(tmp_path / "writer", ledger=pg_url, follow=False) as writer,
+    ):
+        assert follower.follower is not None and writer.follower is None
+        remember(writer, "s1", "Alice plays the cello")
+        deadline = time.monotonic() + 10
+        while follower.runner.position < writer.head and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Caught up without any read on the follower, woken by the writer's NOTIFY.
+        assert follower.runner.position == writer.head
+        assert follower.follower.wakeups >= 1
