@@ -17,7 +17,7 @@ BENCHMARKS = {
     "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
     "mcp": "benchmarks.mcp",
-    "startup": "benchmarks.startup",
+    "cli": "benchmarks.cli",
     "all": "benchmarks.run_all",
 }
 

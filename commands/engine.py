@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from uuid import UUID
 
 import duckdb
@@ -33,10 +33,8 @@ from eventsourcing.utils import get_topic
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
-from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.errors import StoreUnavailableError
-from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
@@ -45,9 +43,7 @@ from memory_ledger.commands.recall import (
     NamespaceRecallIndex,
     RecallResult,
 )
-from memory_ledger.commands.secrets import contains_secret
-from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 from memory_ledger.ledger.mapper import MsgspecMapper
@@ -55,6 +51,14 @@ from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
+
+if TYPE_CHECKING:
+    # Imported where used: a lexical recall (the CLI's) needs neither the semantic channel
+    # (numpy) nor sessions and secret scanning (detect_secrets).
+    from memory_ledger.commands.embeddings import EmbeddingProvider
+    from memory_ledger.commands.extraction import Extractor
+    from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
+    from memory_ledger.commands.session import MemorySession
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels"]
 
@@ -107,6 +111,8 @@ class MemoryEngine(EngineReads):
         self.indexer: EmbeddingIndexer | None = None
         self._owned_provider: EmbeddingProvider | None = None
         if embeddings is not None:
+            from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
+
             self.semantic = SemanticChannel(
                 embeddings, self.canonical, self.runner.changed_at, lambda: self.runner.position
             )
@@ -448,6 +454,10 @@ class MemoryEngine(EngineReads):
         :raises ConfigError: an override is invalid.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
+        from memory_ledger.commands.extraction import RecordedExtractor
+        from memory_ledger.commands.secrets import contains_secret
+        from memory_ledger.commands.session import MemorySession
+
         namespace.validated()
         for label, value in (
             ("tenant", namespace.tenant),

@@ -18,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import msgspec
-import pyarrow as pa
 from eventsourcing.utils import get_topic
 
 from memory_ledger.ledger.dispatch import EventDispatch
@@ -60,6 +59,9 @@ from memory_ledger.projections.tables import (
     TRANSCRIPTS,
     ReadModelTable,
 )
+
+if TYPE_CHECKING:  # pyarrow (and numpy behind it) loads with the first page written
+    import pyarrow as pa
 
 __all__ = ["FAST_TOPICS", "ROW_TOUCHING_TOPICS", "ColumnarBatch", "uuid_array", "uuid_text"]
 
@@ -209,10 +211,6 @@ def uuid_text(raw: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-_UUID = pa.uuid()
-_UUID_STORAGE = pa.binary(16)
-
-
 def uuid_array(raws: Sequence[bytes]) -> pa.Array:
     """UUIDs given as 16 raw bytes each, as one Arrow ``arrow.uuid`` array.
 
@@ -220,22 +218,28 @@ def uuid_array(raws: Sequence[bytes]) -> pa.Array:
     VARCHAR column, so no UUID is formatted in Python. Values that are not 16 bytes long
     (never written by the mapper) are formatted in Python as before.
     """
+    import pyarrow as pa
+
     data = b"".join(raws)
     if len(data) != 16 * len(raws) or (raws and set(map(len, raws)) != {16}):
         return pa.array([uuid_text(r) for r in raws], type=pa.string())
     storage = pa.FixedSizeBinaryArray.from_buffers(
-        _UUID_STORAGE, len(raws), [None, pa.py_buffer(data)]
+        pa.binary(16), len(raws), [None, pa.py_buffer(data)]
     )
-    return pa.ExtensionArray.from_storage(_UUID, storage)
+    return pa.ExtensionArray.from_storage(pa.uuid(), storage)
 
 
 def _singletons(values: pa.Array) -> pa.Array:
     """Each value as a one-element list (``[[v] for v in values]`` without Python objects)."""
+    import pyarrow as pa
+
     offsets = pa.array(range(len(values) + 1), type=pa.int32())
     return pa.ListArray.from_arrays(offsets, values)
 
 
 def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
+    import pyarrow as pa
+
     return pa.repeat(pa.scalar(value, type=type_), count)
 
 
@@ -302,6 +306,8 @@ class ColumnarBatch:
     ) -> list[str]:
         """Insert canonical rows and candidate outcomes of the first activations taken by
         :meth:`offer_activation`; return their memory ids. Call after :meth:`write`."""
+        import pyarrow as pa
+
         if not self.activations:
             return []
         buffer = _array_header(len(self.activations)) + b"".join(
@@ -473,6 +479,8 @@ def _insert(
     """Insert one batch: Python sequences are converted with the table's column types;
     ready Arrow arrays (UUIDs, constants) go in as they are and DuckDB casts them to the
     column's type on insert (UUID to its canonical text, ``arrow.uuid`` lists likewise)."""
+    import pyarrow as pa
+
     arrays = [
         value if isinstance(value, pa.Array) else table.array(field, value)
         for field in table.schema

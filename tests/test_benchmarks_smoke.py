@@ -44,7 +44,7 @@ OUTPUTS = {
     "hybrid": "hybrid.json",
     "memory": "memory.json",
     "mcp": "mcp.json",
-    "startup": "startup.json",
+    "cli": "cli.json",
 }
 
 
