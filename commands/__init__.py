@@ -12,8 +12,12 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
     from memory_ledger.commands.errors import (
+        CommandRejectedError,
         ExtractionFailedError,
+        InvalidArgumentError,
+        InvalidArgumentTypeError,
         MemoryLedgerError,
+        NotAdmittedError,
         SessionSealedError,
         StoreUnavailableError,
         TurnConflictError,
@@ -25,13 +29,17 @@ if TYPE_CHECKING:
     from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
+    "CommandRejectedError",
     "ExtractionFailedError",
     "ExtractionRequest",
     "Extractor",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",
     "Namespace",
+    "NotAdmittedError",
     "RecallHit",
     "RecallResult",
     "RecordedExtractor",
@@ -45,17 +53,21 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "CommandRejectedError": "memory_ledger.commands.errors",
         "ExtractionFailedError": "memory_ledger.commands.errors",
         "ExtractionRequest": "memory_ledger.commands.extraction",
         "Extractor": "memory_ledger.commands.extraction",
+        "InvalidArgumentError": "memory_ledger.commands.errors",
+        "InvalidArgumentTypeError": "memory_ledger.commands.errors",
         "MemoryEngine": "memory_ledger.commands.engine",
         "MemoryLedgerError": "memory_ledger.commands.errors",
         "MemorySession": "memory_ledger.commands.session",
         "Namespace": "memory_ledger.ledger.ids",
+        "NotAdmittedError": "memory_ledger.commands.errors",
         "RecallHit": "memory_ledger.commands.recall",
         "RecallResult": "memory_ledger.commands.recall",
-        "RecordedExtractor": "memory_ledger.commands.extraction",
         "ReconciliationReport": "memory_ledger.ledger.events",
+        "RecordedExtractor": "memory_ledger.commands.extraction",
         "SessionSealedError": "memory_ledger.commands.errors",
         "StoreUnavailableError": "memory_ledger.commands.errors",
         "TurnConflictError": "memory_ledger.commands.errors",

@@ -1,5 +1,9 @@
 """Runtime configuration: ``memory-ledger.toml``, section ``[memory]``, plus code overrides.
 
+The library reads a file only when given one (``load_config(path)``,
+``MemoryEngine.open(..., config=path)``) or told to look in the current directory
+(``load_config(search_cwd=True)``, which the ``memory-ledger`` CLI does).
+
 Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
 
     [memory]
@@ -26,6 +30,7 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -42,9 +47,15 @@ CONFIG_FILE = "memory-ledger.toml"
 class ConfigError(MemoryLedgerError, ValueError):
     """The configuration file or an override is invalid; the message names the key."""
 
+    reason_code = "invalid_config"
+
 
 class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The runtime configuration a session was opened with (``MemorySession.config()``)."""
+    """The runtime configuration a session was opened with (``MemorySession.config()``).
+
+    :raises ConfigError: (a ``ValueError``) a value is out of range; the message names the
+        key.
+    """
 
     llm_extraction: bool = True
     llm_extraction_max_items: int = 5
@@ -76,35 +87,39 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         for name in positive:
             if getattr(self, name) <= 0:
                 msg = f"memory.{name} must be positive, got {getattr(self, name)}"
-                raise ValueError(msg)
+                raise ConfigError(msg)
         clamped = min(max(self.llm_extraction_max_items, 1), 10)
         if clamped != self.llm_extraction_max_items:
             msgspec.structs.force_setattr(self, "llm_extraction_max_items", clamped)
         if not self.store_dir.strip():
             msg = "memory.store_dir must not be empty"
-            raise ValueError(msg)
+            raise ConfigError(msg)
         if self.embeddings == "openai":
             for name in ("embeddings_base_url", "embeddings_model"):
                 if not getattr(self, name).strip():
                     msg = f'memory.{name} is required with embeddings = "openai"'
-                    raise ValueError(msg)
+                    raise ConfigError(msg)
             if self.embeddings_dimension <= 0:
                 msg = 'memory.embeddings_dimension must be positive with embeddings = "openai"'
-                raise ValueError(msg)
+                raise ConfigError(msg)
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> MemoryConfig:
-    """Load ``[memory]`` from ``path`` (or ``./memory-ledger.toml`` when present), then
-    apply keyword ``overrides``.
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, search_cwd: bool = False, **overrides: Any
+) -> MemoryConfig:
+    """Load ``[memory]`` from ``path``, then apply keyword ``overrides``.
 
-    A relative ``store_dir`` in the file is resolved against the file's folder.
+    Without ``path`` the built-in defaults are used, unless ``search_cwd`` is true: then
+    ``./memory-ledger.toml`` is read when present (the CLI's behaviour; a library call never
+    reads the current directory unasked). A relative ``store_dir`` in the file is resolved
+    against the file's folder.
 
     :raises ConfigError: the file is unreadable or not TOML, a key is unknown, or a value
         has the wrong type or range (the message names the key).
     """
     values: dict[str, Any] = {}
     file = Path(path) if path is not None else Path(CONFIG_FILE)
-    if path is not None or file.is_file():
+    if path is not None or (search_cwd and file.is_file()):
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except OSError as e:

@@ -31,8 +31,11 @@ Rules, in pipeline order:
   order: ``"## <source>\\n- <text>\\n..."``, groups separated by a blank line; continuation
   lines of a multi-line text are indented by two spaces.
 
-Tokens are estimated with :func:`projections.memory_map.estimate_tokens` (one token per CJK
-character, otherwise about four characters per token), re-exported here.
+Tokens are counted by a pluggable ``token_counter`` (``text -> int``): by default
+:func:`memory_ledger.projections.tokens.estimate_tokens` (one token per CJK character,
+otherwise about four characters per token), re-exported here. Give the assembler the
+engine's or session's counter (``ContextAssembler(..., token_counter=session.token_counter)``)
+so the memory map and context budgets count alike.
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 
 from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.arguments import check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import normalize_statement
-from memory_ledger.projections.memory_map import estimate_tokens
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "BALANCED",
@@ -90,7 +95,8 @@ class ContextItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``required`` items are always selected. Memory items carry ``memory_id`` and ``revision``
     so the session can record which memories were admitted to the turn.
 
-    Raises ``ValueError`` when ``relevance`` is not a finite number in ``[0, 1]``.
+    Raises :class:`InvalidArgumentError` (a ``ValueError``) when ``relevance`` is not a
+    finite number in ``[0, 1]``.
     """
 
     item_id: str
@@ -109,7 +115,7 @@ class ContextItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 f"context item {self.item_id!r}: relevance must be in [0, 1], "
                 f"got {self.relevance!r}"
             )
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="relevance")
 
 
 class ContextQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -123,8 +129,9 @@ class ContextQuery(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class AssemblyPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Budgets of one assembly: items and estimated tokens, globally and per source.
 
-    All four limits are non-negative integers (``ValueError`` otherwise). Required items may
-    exceed them; see the module docstring.
+    All four limits are non-negative integers (:class:`InvalidArgumentError`, a
+    ``ValueError``, naming the limit, otherwise). Required items may exceed them; see the
+    module docstring.
     """
 
     max_items: int
@@ -137,7 +144,7 @@ class AssemblyPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 msg = f"assembly policy {name} must be a non-negative int, got {value!r}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter=name)
 
 
 BALANCED = AssemblyPolicy(
@@ -190,6 +197,8 @@ class ContextProviderError(MemoryLedgerError, RuntimeError):
     is ``"TimeoutError"`` for a timeout). The original exception is the ``__cause__``.
     """
 
+    reason_code = "context_provider_failed"
+
     def __init__(self, provider: str, error_type: str, message: str) -> None:
         super().__init__(f"context provider {provider!r} failed: {error_type}: {message}")
         self.provider = provider
@@ -234,7 +243,7 @@ class StaticContextProvider:
     ) -> None:
         if failure_mode not in _FAILURE_MODES:
             msg = f"failure_mode must be 'fail_open' or 'fail_closed', got {failure_mode!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="failure_mode")
         self._name = name
         self._failure_mode: FailureMode = failure_mode
         self._items = tuple(
@@ -261,7 +270,7 @@ def _failure_mode_of(provider: ContextProvider) -> FailureMode:
     if mode == "fail_closed":
         return "fail_closed"
     msg = f"context provider {provider.name!r}: unknown failure_mode {mode!r}"
-    raise ValueError(msg)
+    raise InvalidArgumentError(msg, parameter="failure_mode")
 
 
 def _call_provider(provider: ContextProvider, name: str, q: ContextQuery) -> list[ContextItem]:
@@ -284,7 +293,12 @@ class ContextAssembler:
 
     Providers are queried concurrently, each bounded by ``timeout_s`` seconds; see the module
     docstring for the failure, dedupe, rank, budget and render rules. Provider names must be
-    unique (``ValueError`` otherwise); their order is the source order.
+    unique; their order is the source order. ``token_counter`` (``text -> int``, default
+    :func:`estimate_tokens`) sizes items against the policy's token budgets.
+
+    :raises InvalidArgumentError: (a ``ValueError``) ``timeout_s`` is not a positive finite
+        number, a provider name repeats, or a failure mode is unknown; names the parameter.
+    :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
     """
 
     def __init__(
@@ -292,22 +306,29 @@ class ContextAssembler:
         providers: Sequence[ContextProvider],
         policy: AssemblyPolicy = BALANCED,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        token_counter: TokenCounter = estimate_tokens,
     ) -> None:
-        if not math.isfinite(timeout_s) or timeout_s <= 0:
+        check_timeout("timeout_s", timeout_s, allow_none=False)
+        if timeout_s <= 0:
             msg = f"timeout_s must be a positive number, got {timeout_s!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="timeout_s", reason_code="out_of_range")
+        if not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         names = [p.name for p in providers]
         seen: set[str] = set()
         for name in names:
             if name in seen:
                 msg = f"duplicate context provider name {name!r}"
-                raise ValueError(msg)
+                raise InvalidArgumentError(msg, parameter="providers")
             seen.add(name)
         self._providers = tuple(providers)
         self._names = tuple(names)
         self._modes = tuple(_failure_mode_of(p) for p in providers)
         self.policy = policy
         self.timeout_s = timeout_s
+        self.token_counter = token_counter
 
     @property
     def provider_names(self) -> tuple[str, ...]:
@@ -331,7 +352,7 @@ class ContextAssembler:
                 skipped.append(SkippedProvider(name, error_type, message))
             else:
                 gathered.extend(outcome)
-        assembled = assemble_items(gathered, self.policy)
+        assembled = assemble_items(gathered, self.policy, token_counter=self.token_counter)
         return msgspec.structs.replace(assembled, skipped=tuple(skipped))
 
     def _query_all(self, q: ContextQuery) -> list[list[ContextItem] | BaseException]:
@@ -368,12 +389,16 @@ def _rank_key(item: ContextItem, position: int) -> tuple[bool, float, str, str, 
 
 
 def assemble_items(
-    items: Sequence[ContextItem], policy: AssemblyPolicy = BALANCED
+    items: Sequence[ContextItem],
+    policy: AssemblyPolicy = BALANCED,
+    *,
+    token_counter: TokenCounter = estimate_tokens,
 ) -> AssembledContext:
     """Dedupe, rank, budget and render ``items`` (already gathered; no providers involved).
 
-    Source order is the order in which sources first appear in ``items``. Every input item
-    ends up in exactly one of ``items`` or ``dropped`` of the result; ``skipped`` is empty.
+    Item sizes are ``token_counter(item.text)``. Source order is the order in which sources
+    first appear in ``items``. Every input item ends up in exactly one of ``items`` or
+    ``dropped`` of the result; ``skipped`` is empty.
     """
     source_index: dict[str, int] = {}
     for item in items:
@@ -404,7 +429,7 @@ def assemble_items(
     dropped = [DroppedItem(items[p].item_id, items[p].source, "duplicate") for p in duplicates]
     for position in ranked:
         item = items[position]
-        tokens = estimate_tokens(item.text)
+        tokens = token_counter(item.text)
         s_items = source_items.get(item.source, 0)
         s_tokens = source_tokens.get(item.source, 0)
         if not item.required:

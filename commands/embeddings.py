@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
     "NORM_TOLERANCE",
@@ -77,9 +78,10 @@ class EmbeddingError(MemoryLedgerError, ValueError):
     * ``provider_failed``: the provider raised (transport, timeout, model error).
     """
 
+    reason_code: EmbeddingReason
+
     def __init__(self, reason_code: EmbeddingReason, message: str) -> None:
-        super().__init__(message)
-        self.reason_code: EmbeddingReason = reason_code
+        super().__init__(message, reason_code=reason_code)
 
 
 class EmbeddingDescriptor(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,7 +89,8 @@ class EmbeddingDescriptor(msgspec.Struct, frozen=True, kw_only=True):
     ``model_id`` (the exact model, with a revision or weights digest where known),
     ``dimension`` (vector length, > 0) and ``normalized`` (vectors come with L2 norm 1).
 
-    :raises ValueError: dimension is not positive or an id is empty.
+    :raises InvalidArgumentError: (a ``ValueError``) dimension is not positive or an id is
+        empty; ``parameter`` names the field.
     """
 
     provider: str
@@ -98,19 +101,19 @@ class EmbeddingDescriptor(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if not isinstance(self.provider, str) or not isinstance(self.model_id, str):
             msg = "an embedding descriptor's provider and model_id must be strings"
-            raise ValueError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="model_id")
         if not isinstance(self.dimension, int) or isinstance(self.dimension, bool):
             msg = f"embedding dimension must be an integer, got {self.dimension!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="dimension")
         if not isinstance(self.normalized, bool):
             msg = f"normalized must be a boolean, got {self.normalized!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="normalized")
         if not self.provider.strip() or not self.model_id.strip():
             msg = "an embedding descriptor needs a provider and a model_id"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="model_id")
         if self.dimension <= 0:
             msg = f"embedding dimension must be positive, got {self.dimension}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="dimension")
 
     def model_key(self) -> str:
         """The key vectors are stored under: ``provider/model_id/dimension/n|r``."""

@@ -7,21 +7,31 @@ Layout of a store folder::
                                         (disposable: rebuilt from the ledger at will)
 
 The ledger is opened the ``eventsourcing`` way, with settings passed as ``env=`` (never
-process-wide environment variables): ``PERSISTENCE_MODULE=ledger.lmdb``, ``LMDB_PATH``,
-``MAPPER_TOPIC=ledger.mapper:MsgspecMapper``.
+process-wide environment variables): ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb``,
+``LMDB_PATH``, ``MAPPER_TOPIC=memory_ledger.ledger.mapper:MsgspecMapper``.
+
+No side effects on the host process: opening a store reads no ``memory-ledger.toml``
+unless given one (``config=PATH``), sets no environment variable and leaves the garbage
+collector alone.
+
+Read-only stores: a store this process cannot write (a read-only folder or mount; an
+auditor without write access) is opened read-only when ``create=False`` (or with
+``read_only=True``): the ledger with LMDB's ``MDB_RDONLY`` (and no lock file when even
+``lock.mdb`` is not writable), the read models in the store's projection folder when it
+can be written, otherwise in a temporary file removed on close. Audits work; commands
+raise :class:`~memory_ledger.ledger.errors.LedgerReadOnlyError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
 from uuid import UUID
 
-import duckdb
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
@@ -44,13 +54,18 @@ from memory_ledger.commands.recall import (
     RecallResult,
 )
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
-from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
 from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.store_identity import check_store_root
 from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
-from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError, is_damage
+from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
     # Imported where used: a lexical recall (the CLI's) needs neither the semantic channel
@@ -61,6 +76,27 @@ if TYPE_CHECKING:
     from memory_ledger.commands.session import MemorySession
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels"]
+
+
+def _ledger_writable(ledger: Path) -> bool:
+    """Whether this process may write the ledger folder and its files (LMDB needs all)."""
+    paths = [ledger, *(ledger / name for name in ("data.mdb", "lock.mdb"))]
+    return all(os.access(p, os.W_OK) for p in paths if p.exists())
+
+
+def _open_projections(root: Path, *, read_only: bool) -> ProjectionStore:
+    """The store's projection slot; for a read-only store whose projection folder cannot
+    be written, a temporary projection file instead (removed on close)."""
+    folder = root / "projections"
+    if not read_only:
+        return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+    writable = os.access(folder, os.W_OK) if folder.exists() else os.access(root, os.W_OK)
+    if writable:
+        try:
+            return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+        except ProjectionUnavailableError:
+            pass  # e.g. a read-only mount that os.access did not reveal
+    return ProjectionStore.open_temporary(version=PROJECTION_VERSION)
 
 
 class MemoryEngine(EngineReads):
@@ -87,9 +123,17 @@ class MemoryEngine(EngineReads):
         config: MemoryConfig | None = None,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        *,
+        token_counter: TokenCounter | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.config = config or MemoryConfig()
+        self.token_counter: TokenCounter = token_counter or estimate_tokens
+        """Estimates the tokens of a text: the memory map's budget, admissions' sizes and
+        (through :meth:`session`) context assembly use this one function."""
+        self.read_only = read_only
+        """The store is open read-only (audits only; commands raise)."""
         self.appended = 0
         """Events this engine object has appended (not counting other processes)."""
         self.factory = factory
@@ -98,7 +142,7 @@ class MemoryEngine(EngineReads):
         self.projections = projections
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
-        self.canonical = CanonicalMemory(projections.conn, self._read_lock)
+        self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         self.transcripts = SourceTranscripts(recorder, mapper)
         self.recall_index = NamespaceRecallIndex(
             self.canonical, self.runner.changed_at, self.transcripts
@@ -130,10 +174,12 @@ class MemoryEngine(EngineReads):
         *,
         sync: bool = True,
         map_size: int | None = None,
-        config: MemoryConfig | None = None,
+        config: MemoryConfig | str | os.PathLike[str] | None = None,
         create: bool = True,
         embeddings: EmbeddingProvider | None = None,
         index_in_background: bool = True,
+        read_only: bool | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
 
@@ -144,29 +190,54 @@ class MemoryEngine(EngineReads):
         :param index_in_background: run that thread (False: call :meth:`index_vectors`).
         :param sync: fsync every command before it returns (LMDB_SYNC).
         :param map_size: initial LMDB map size in bytes (it grows when full).
-        :param config: runtime configuration (default: ``memory-ledger.toml`` if present).
+        :param config: runtime configuration: a :class:`MemoryConfig`, or the path of a
+            ``memory-ledger.toml`` to load. Default: the built-in defaults; the library never
+            reads a ``memory-ledger.toml`` from the current directory on its own (the CLI
+            does, and says so).
         :param create: create the store when absent; with False a missing store is an error
             (read-only tools such as ``memory-ledger recall`` use this).
-        :raises StoreUnavailableError: the folder cannot be created or opened; names it.
-        :raises ledger.lmdb.LedgerFormatError: the store was written by a newer version.
+        :param read_only: open the store read-only (it must exist): audits work, commands
+            raise ``LedgerReadOnlyError``. None (default): read-only exactly when
+            ``create`` is False and this process cannot write the store's ledger.
+        :param token_counter: ``text -> estimated tokens`` used by the memory map, admissions
+            and sessions' context assembly (default: :func:`projections.tokens.estimate_tokens`).
+        :raises StoreUnavailableError: the folder cannot be created or opened, or is missing
+            with ``create=False``; names it (``reason_code`` of the cause when known).
+        :raises ForeignStoreError: the folder holds another application's LMDB, an empty or a
+            non-LMDB ``data.mdb``; names it and leaves it untouched.
+        :raises LedgerFormatError: the store was written by a newer version.
+        :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
+        :raises InvalidArgumentError: ``map_size`` is not a positive integer.
         """
-        config = config or load_config()
-        owned = None
-        if embeddings is None:
-            embeddings = owned = provider_from_config(config)
+        if config is None:
+            config = MemoryConfig()
+        elif not isinstance(config, MemoryConfig):
+            config = load_config(config)
+        if map_size is not None:
+            check_count("map_size", map_size)
+        if token_counter is not None and not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         root = Path(path if path is not None else config.store_dir).absolute()
-        if not create and not (root / "ledger" / "data.mdb").is_file():
-            msg = f"no memory store at {str(root)!r} (expected {str(root / 'ledger')!r})"
-            raise StoreUnavailableError(msg)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
-            raise StoreUnavailableError(msg) from e
+        ledger = root / "ledger"
+        if (not create or read_only) and not (ledger / "data.mdb").is_file():
+            check_store_root(root)
+            msg = f"no memory store at {str(root)!r} (expected {str(ledger)!r})"
+            raise StoreUnavailableError(msg, path=str(root), reason_code="no_store")
+        check_store_root(root)
+        if read_only is None:
+            read_only = not create and not _ledger_writable(ledger)
+        if not read_only:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                msg = f"cannot create memory store directory {str(root)!r}: {e.strerror or e}"
+                raise StoreUnavailableError(msg, path=str(root)) from e
         env = {
             "PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb",
-            "LMDB_PATH": str(root / "ledger"),
+            "LMDB_PATH": str(ledger),
             "LMDB_SYNC": "y" if sync else "n",
+            "LMDB_READONLY": "y" if read_only else "n",
             "MAPPER_TOPIC": get_topic(MsgspecMapper),
         }
         if map_size is not None:
@@ -174,18 +245,23 @@ class MemoryEngine(EngineReads):
         try:
             factory = InfrastructureFactory.construct(env=env)
         except OperationalError as e:
-            raise StoreUnavailableError(str(e)) from e
+            reason = getattr(e, "reason_code", None)
+            raise StoreUnavailableError(str(e), path=str(root), reason_code=reason) from e
+        owned = None
+        projections: ProjectionStore | None = None
         try:
             recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
-            projections = ProjectionStore.open_slot(
-                root / "projections", version=PROJECTION_VERSION
-            )
-        except (duckdb.Error, ProjectionUnavailableError) as e:
+            projections = _open_projections(root, read_only=read_only)
+            if embeddings is None:
+                embeddings = owned = provider_from_config(config)
+        except (ProjectionError, ProjectionUnavailableError) as e:
             factory.close()
             msg = f"cannot open a projection file in {str(root)!r}: {e}"
-            raise StoreUnavailableError(msg) from e
+            raise StoreUnavailableError(msg, path=str(root), reason_code=e.reason_code) from e
         except BaseException:
+            if projections is not None:
+                projections.close()
             factory.close()
             raise
         try:
@@ -198,6 +274,8 @@ class MemoryEngine(EngineReads):
                 config,
                 embeddings=embeddings,
                 index_in_background=index_in_background,
+                token_counter=token_counter,
+                read_only=read_only,
             )
         except BaseException:
             projections.close()
@@ -236,19 +314,18 @@ class MemoryEngine(EngineReads):
 
     # Read side ----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def projection_guard(self) -> Iterator[None]:
-        """Turn a DuckDB error that says the projection file is damaged (a short read, a bad
-        checksum) into :class:`projections.store.ProjectionDamagedError` (an ``OSError``
-        naming the file), after marking the file: the next open sets it aside and rebuilds
-        the read models from the ledger. Other errors pass unchanged.
+    def projection_guard(self) -> contextlib.AbstractContextManager[None]:
+        """Translate DuckDB errors raised inside the block (the projection store's
+        :meth:`~memory_ledger.projections.store.ProjectionStore.guard`).
+
+        A DuckDB error that says the projection file is damaged (a short read, a bad
+        checksum) becomes :class:`~memory_ledger.projections.errors.ProjectionDamagedError`
+        (an ``OSError`` naming the file), after marking the file: the next open sets it
+        aside and rebuilds the read models from the ledger. Any other DuckDB error becomes
+        the :class:`~memory_ledger.projections.errors.ProjectionError` subclass of its
+        DB-API class, naming the file. Other errors pass unchanged.
         """
-        try:
-            yield
-        except duckdb.Error as e:
-            if is_damage(e):
-                raise self.projections.mark_damaged(e) from e
-            raise
+        return self.projections.guard()
 
     def catch_up(self, to: int | None = None) -> int:
         """Bring the projections up to ``to`` (default: the ledger head); return position.
@@ -266,17 +343,16 @@ class MemoryEngine(EngineReads):
         ``RecallResult.semantic`` reports the channel's state and coverage; a query that
         cannot be embedded degrades to lexical recall, never to an error.
 
-        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
+        :raises InvalidArgumentError: (a ``ValueError``) ``query`` is not a string, or ``k``
+            is not an integer of at least 1; ``parameter`` names it.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
-        namespace.validated()
+        check_namespace(namespace)
         if not isinstance(query, str):
             msg = f"query must be a string, got {type(query).__name__}"
-            raise ValueError(msg)
-        if not isinstance(k, int) or isinstance(k, bool):
-            msg = f"k must be an integer, got {k!r}"
-            raise ValueError(msg)
-        ranked, status, position = self.canonical_candidates(namespace, query, max(k, 0))
+            raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
+        check_count("k", k)
+        ranked, status, position = self.canonical_candidates(namespace, query, k)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
         return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
 
@@ -373,12 +449,6 @@ class MemoryEngine(EngineReads):
         """
         return DirectCommands(self).forget(namespace, statement_or_id)
 
-    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
-        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
-        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
-        """
-        return DirectCommands(self).pin(namespace, statement_or_id)
-
     def correct(
         self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
     ) -> DirectResult:
@@ -388,11 +458,17 @@ class MemoryEngine(EngineReads):
         """
         return DirectCommands(self).correct(namespace, statement, target=target)
 
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
+        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
+        """
+        return DirectCommands(self).pin(namespace, statement_or_id)
+
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""
         if self.semantic is None:
             return OFF
-        namespace.validated()
+        check_namespace(namespace)
         self.catch_up()
         with self.projection_guard():
             return self.semantic.status(namespace)
@@ -400,11 +476,18 @@ class MemoryEngine(EngineReads):
     def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
         or of the store) has a vector; True when ready (also when no provider is attached:
-        there is nothing to wait for)."""
+        there is nothing to wait for).
+
+        :raises InvalidArgumentError: ``timeout`` is NaN, infinite, negative or not a number.
+        """
+        seconds = check_timeout("timeout", timeout, allow_none=False)
+        assert seconds is not None
+        if namespace is not None:
+            check_namespace(namespace)
         if self.indexer is None:
             return True
         with self.projection_guard():
-            return self.indexer.wait_ready(timeout, namespace)
+            return self.indexer.wait_ready(seconds, namespace)
 
     def index_vectors(self) -> int:
         """Embed every retrievable memory still lacking a vector now, in this thread;
@@ -417,17 +500,28 @@ class MemoryEngine(EngineReads):
         with self.projection_guard():
             return self.indexer.run_once()
 
-    def memory_map(self, namespace: Namespace) -> str:
-        """The vocabulary map of ``namespace`` (recomputed only when the projection moved)."""
-        namespace.validated()
+    def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
+        """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
+        within its token budget as ``token_counter`` (default: the engine's) counts.
+
+        :raises InvalidNamespaceError: the namespace is invalid.
+        """
+        check_namespace(namespace)
+        counter = token_counter or self.token_counter
         with self._read_lock, self.projection_guard():
             position = self.catch_up()
-            key = namespace.key()
-            cached = self._memory_maps.get(key)
+            key = namespace.key() if counter is self.token_counter else None
+            cached = self._memory_maps.get(key) if key is not None else None
             if cached is None or cached[0] != position:
                 text = render_memory_map(
-                    self.canonical, namespace.tenant, namespace.principal, namespace.scope_id
+                    self.canonical,
+                    namespace.tenant,
+                    namespace.principal,
+                    namespace.scope_id,
+                    token_counter=counter,
                 )
+                if key is None:
+                    return text
                 cached = (position, text)
                 self._memory_maps[key] = cached
             return cached[1]
@@ -442,6 +536,7 @@ class MemoryEngine(EngineReads):
         extractor: Extractor | None = None,
         config: MemoryConfig | None = None,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        token_counter: TokenCounter | None = None,
         **overrides: Any,
     ) -> MemorySession:
         """Open (or resume) the session ``session_id`` under ``namespace``.
@@ -449,16 +544,23 @@ class MemoryEngine(EngineReads):
         Appends SessionOpened the first time. ``extractor`` defaults to a
         :class:`RecordedExtractor` (items given per turn). ``config`` defaults to the
         engine's; keyword ``overrides`` replace single keys (e.g. ``activation_policy=
-        "manual"``, ``llm_extraction_max_items=3``).
+        "manual"``, ``llm_extraction_max_items=3``). ``token_counter`` (default: the
+        engine's) sizes the session's admissions, memory map and context assembly
+        (``session.token_counter``, to give a ``ContextAssembler``).
 
         :raises ConfigError: an override is invalid.
-        :raises InvalidNamespaceError: the namespace is invalid.
+        :raises InvalidNamespaceError: the namespace or ``session_id`` is invalid.
+        :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
         """
         from memory_ledger.commands.extraction import RecordedExtractor
         from memory_ledger.commands.secrets import contains_secret
         from memory_ledger.commands.session import MemorySession
 
-        namespace.validated()
+        check_namespace(namespace)
+        check_non_empty("session_id", session_id)
+        if token_counter is not None and not callable(token_counter):
+            msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
+            raise InvalidArgumentTypeError(msg, parameter="token_counter")
         for label, value in (
             ("tenant", namespace.tenant),
             ("principal", namespace.principal),
@@ -467,7 +569,7 @@ class MemoryEngine(EngineReads):
         ):
             if isinstance(value, str) and contains_secret(value):
                 msg = f"{label} holds a secret-shaped value; identifiers are stored in every event"
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
         base = config or self.config
         if overrides:
             base = load_config_from(base, **overrides)
@@ -478,6 +580,7 @@ class MemoryEngine(EngineReads):
             extractor=extractor or RecordedExtractor(),
             config=base,
             extraction_mode=extraction_mode,
+            token_counter=token_counter or self.token_counter,
         )
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent
 
 from memory_ledger.commands.lexical import SourceTranscripts
 from memory_ledger.commands.recall import MemoryDoc, NamespaceRecallIndex
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
@@ -73,11 +74,12 @@ class EngineReads:
         exactly as stored: the hash-chained log (``iter_log``), the stream index and the
         datastore (verify, backup, lineage, export, stats).
 
-        :raises TypeError: this engine's ledger is not the LMDB recorder.
+        :raises InvalidArgumentTypeError: (a ``TypeError``) this engine's ledger is not the
+            LMDB recorder.
         """
         if not isinstance(self.recorder, LMDBApplicationRecorder):
             msg = "this needs the LMDB application recorder"
-            raise TypeError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="engine", reason_code="not_lmdb")
         return self.recorder
 
     def read_records(self, after: int, limit: int, stop: int | None = None) -> list[RawRecord]:
@@ -149,9 +151,11 @@ class EngineReads:
         read-only SQL with the position it reflects. Other threads of this engine wait
         while the block runs: keep it short, and do not keep the connection after it.
         A ``to`` beyond the head stops at the head; one the read models are past leaves them
-        there (compare the yielded position).
+        there (compare the yielded position). DuckDB errors inside the block arrive as
+        :class:`~memory_ledger.projections.errors.ProjectionError` (see
+        :meth:`projection_guard`).
         """
-        with self._read_lock:
+        with self._read_lock, self.projections.guard():
             position = self.catch_up(to) if catch_up else self.runner.position
             yield ReadModels(self.projections.conn, position)
 

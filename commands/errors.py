@@ -1,10 +1,23 @@
-"""Typed errors of the write side. Each names what is wrong; none loses stored data."""
+"""Typed errors of the write side. Each names what is wrong; none loses stored data.
+
+Every class derives from :class:`MemoryLedgerError` (defined in
+:mod:`memory_ledger.ledger.errors`, the lowest layer, and re-exported here and as
+``memory_ledger.MemoryLedgerError``) and carries a stable ``reason_code``.
+"""
 
 from __future__ import annotations
+
+from memory_ledger.ledger.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    MemoryLedgerError,
+)
 
 __all__ = [
     "CommandRejectedError",
     "ExtractionFailedError",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "MemoryLedgerError",
     "NotAdmittedError",
     "SessionSealedError",
@@ -14,20 +27,31 @@ __all__ = [
 ]
 
 
-class MemoryLedgerError(Exception):
-    """Base of memory-ledger's own errors."""
-
-
 class StoreUnavailableError(MemoryLedgerError, OSError):
-    """The store directory cannot be created, opened or locked; the message names it."""
+    """The store directory cannot be created, opened or locked; the message names it.
+
+    ``path`` is the store folder. ``reason_code`` is ``"store_unavailable"`` or, when the
+    cause is known, the cause's code (``"permission_denied"``, ``"no_store"``,
+    ``"foreign_lmdb"``...).
+    """
+
+    reason_code = "store_unavailable"
+
+    def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+        self.path = path
 
 
 class TurnConflictError(MemoryLedgerError, ValueError):
     """A turn id was observed before with a different transcript (digests differ)."""
 
+    reason_code = "turn_conflict"
+
 
 class SessionSealedError(MemoryLedgerError, ValueError):
     """The session was finished; it accepts no further turns."""
+
+    reason_code = "session_sealed"
 
 
 class ExtractionFailedError(MemoryLedgerError, RuntimeError):
@@ -36,19 +60,24 @@ class ExtractionFailedError(MemoryLedgerError, RuntimeError):
     Retry ``observe_final_transcript`` with the same transcript to complete it.
     """
 
+    reason_code = "extraction_failed"
+
 
 class CommandRejectedError(MemoryLedgerError, ValueError):
     """An explicit command or activation was refused; ``reason_code`` says why."""
 
-    def __init__(self, message: str, reason_code: str) -> None:
-        super().__init__(message)
-        self.reason_code = reason_code
+    reason_code = "command_rejected"
+
+    def __init__(self, message: str, reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
 
 
 class UnknownMemoryError(CommandRejectedError):
     """A memory id names no retrievable memory of the caller's namespace, or a statement
     matches none. A memory of another namespace gets exactly this error, with the same
     message shape as an id that never existed (the namespace comes from the host)."""
+
+    reason_code = "unknown_memory"
 
     def __init__(self, what: str, reason_code: str = "unknown_memory") -> None:
         message = f"unknown memory {what}" if reason_code == "unknown_memory" else what
@@ -57,3 +86,5 @@ class UnknownMemoryError(CommandRejectedError):
 
 class NotAdmittedError(MemoryLedgerError, ValueError):
     """``record_use`` named a memory with no live admission in that turn."""
+
+    reason_code = "not_admitted"

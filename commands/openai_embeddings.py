@@ -15,7 +15,6 @@ credentials) and never carry the texts, the vectors or the API key.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -25,6 +24,8 @@ import numpy as np
 
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingError
 from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
 
 __all__ = ["PROVIDER_KIND", "OpenAIEmbeddingProvider"]
 
@@ -89,12 +90,12 @@ class OpenAIEmbeddingProvider:
         send_dimensions: bool = False,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("model must not be empty")
-        if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError("timeout must be a positive number of seconds")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError("batch_size must be an integer of at least 1")
+        check_non_empty("model", model)
+        check_timeout("timeout", timeout, allow_none=False)
+        if timeout <= 0:
+            msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+            raise InvalidArgumentError(msg, parameter="timeout", reason_code="out_of_range")
+        check_count("batch_size", batch_size)
         self._descriptor = EmbeddingDescriptor(
             provider=PROVIDER_KIND, model_id=model, dimension=dimension, normalized=normalized
         )

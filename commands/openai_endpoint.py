@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import httpx
 
+from memory_ledger.ledger.arguments import check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
+
 __all__ = ["OpenAIEndpoint"]
 
 
@@ -36,9 +39,15 @@ class OpenAIEndpoint:
         try:
             url = httpx.URL(base_url.rstrip("/"))
         except httpx.InvalidURL:
-            raise ValueError("base_url must be an http:// or https:// URL") from None
+            msg = "base_url must be an http:// or https:// URL"
+            raise InvalidArgumentError(msg, parameter="base_url") from None
         if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError("base_url must be an http:// or https:// URL")
+            msg = "base_url must be an http:// or https:// URL"
+            raise InvalidArgumentError(msg, parameter="base_url")
+        check_timeout("timeout", timeout, allow_none=False)
+        if timeout <= 0:
+            msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+            raise InvalidArgumentError(msg, parameter="timeout", reason_code="out_of_range")
         suffix = "/" + route
         path = url.path if url.path.endswith(suffix) else url.path + suffix
         self.url = url.copy_with(path=path, fragment=None)

@@ -29,6 +29,8 @@ from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.commands.extraction import ExtractionRequest
 from memory_ledger.commands.openai_endpoint import OpenAIEndpoint
 from memory_ledger.commands.validation import MIN_CONFIDENCE, MIN_IMPORTANCE
+from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ItemKind, ItemScope, ItemSource
 
 __all__ = [
@@ -258,12 +260,12 @@ class OpenAIChatExtractor:
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("model must not be empty")
-        if max_items < 1:
-            raise ValueError("max_items must be at least 1")
+        check_non_empty("model", model)
+        check_count("max_items", max_items)
+        check_timeout("timeout", timeout, allow_none=False)
         if timeout <= 0:
-            raise ValueError("timeout must be positive")
+            msg = f"timeout must be a positive number of seconds, got {timeout!r}"
+            raise InvalidArgumentError(msg, parameter="timeout", reason_code="out_of_range")
         endpoint = OpenAIEndpoint(
             base_url, "chat/completions", api_key, float(timeout), transport, async_transport
         )

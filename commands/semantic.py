@@ -44,6 +44,7 @@ from memory_ledger.commands.embeddings import (
     embedding_text,
 )
 from memory_ledger.commands.semantic_status import OFF, SemanticState, SemanticStatus
+from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.store import ProjectionDamagedError, is_damage
@@ -550,12 +551,12 @@ class EmbeddingIndexer:
         Without the background thread the caller's thread embeds, a batch at a time (a
         batch started before the deadline finishes); a failed batch returns False.
 
-        :raises ValueError: ``timeout`` is not a number >= 0 (NaN included).
+        :raises InvalidArgumentError: (a ``ValueError``) ``timeout`` is not a finite number
+            >= 0 (NaN included).
         """
-        if not isinstance(timeout, int | float) or not timeout >= 0:
-            msg = f"timeout must be a number of seconds >= 0, got {timeout!r}"
-            raise ValueError(msg)
-        deadline = time.monotonic() + timeout
+        seconds = check_timeout("timeout", timeout, allow_none=False)
+        assert seconds is not None
+        deadline = time.monotonic() + seconds
         background = self._thread is not None and self._thread.is_alive()
         while True:
             self._catch_up()

@@ -50,8 +50,11 @@ from memory_ledger.commands.session_turns import (
     SessionTurns,
 )
 from memory_ledger.commands.session_vocabulary import KnownValue, SessionVocabulary
+from memory_ledger.ledger.arguments import check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ExtractionAbandoned, LedgerEvent, PendingExtraction
 from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -88,7 +91,10 @@ class MemorySession(
     :param extraction_mode: ``blocking`` (extraction finishes before
         ``observe_final_transcript`` returns) or ``background`` (evidence is durable on
         return; extraction runs afterwards in a FIFO queue of this session).
-    :raises ValueError: ``session_id`` is empty or ``extraction_mode`` is unknown.
+    :param token_counter: ``text -> estimated tokens`` (default: the engine's); sizes
+        admissions and the memory map, and is the counter to give a ``ContextAssembler``.
+    :raises InvalidArgumentError: (a ``ValueError``) ``session_id`` is empty or
+        ``extraction_mode`` is unknown; ``parameter`` names it.
     """
 
     def __init__(
@@ -100,13 +106,15 @@ class MemorySession(
         extractor: Extractor,
         config: MemoryConfig,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        token_counter: TokenCounter | None = None,
     ) -> None:
         if not isinstance(session_id, str) or not session_id.strip():
             msg = f"session_id must be a non-empty string, got {session_id!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="session_id")
         if extraction_mode not in ("blocking", "background"):
             msg = f"extraction_mode must be 'blocking' or 'background', got {extraction_mode!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="extraction_mode")
+        self.token_counter = token_counter or engine.token_counter
         self.engine = engine
         self.namespace = namespace
         self.session_id = session_id
@@ -134,7 +142,11 @@ class MemorySession(
 
     def is_idle(self, idle_seconds: float = 300.0) -> bool:
         """Whether the session has had no activity for ``idle_seconds`` and no queued work:
-        long enough to seal with ``finish()``."""
+        long enough to seal with ``finish()``.
+
+        :raises InvalidArgumentError: ``idle_seconds`` is NaN, infinite or negative.
+        """
+        check_timeout("idle_seconds", idle_seconds, allow_none=False)
         busy = any(not f.done() for f in self._queued.values())
         return not busy and time.monotonic() - self._last_activity >= idle_seconds
 

@@ -53,7 +53,7 @@ class SessionAdmission(SessionStream):
                 mid = getattr(entry, "memory_id", None)
                 revision = getattr(entry, "revision", None)
                 text = getattr(entry, "statement", None) or getattr(entry, "text", "") or ""
-                tokens = (len(text) + 3) // 4
+                tokens = self.token_counter(text)
             if mid is None or revision is None:
                 skipped.append(str(mid))
                 continue

@@ -24,6 +24,7 @@ from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_recall import SessionRecall
 from memory_ledger.commands.session_stream import check_turn_id, utc_now
 from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     ExtractedItem,
@@ -219,8 +220,12 @@ class SessionCommands(SessionRecall):
         Never prunes pinned items, frequently recalled/admitted/used ones (more than
         ``max_uses``), consolidated ones (reinforced, or superseding another) or ones carrying
         relations (supersedes, conflicts). ``older_than`` bounds the last update (recorded
-        time); None means any age. Returns the pruned memory ids.
+        time, an aware datetime); None means any age. Returns the pruned memory ids.
+
+        :raises InvalidArgumentError: ``older_than`` is naive or not a datetime.
         """
+        if older_than is not None:
+            check_aware("older_than", older_than)
         self._check_open()
         ns = self.namespace
         rows = self.engine.prunable_memories(ns, max_importance, max_uses)

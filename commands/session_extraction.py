@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -25,6 +25,8 @@ from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_stream import check_turn_id
 from memory_ledger.commands.session_vocabulary import SessionVocabulary
 from memory_ledger.commands.validation import Rejection, cited_ids, validate_item
+from memory_ledger.ledger.arguments import check_aware, check_timeout
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
@@ -83,15 +85,16 @@ class SessionExtraction(SessionVocabulary):
         :raises SessionSealedError: the session was finished or closed.
         :raises ExtractionFailedError: the extractor raised (blocking mode); the evidence is
             recorded and the extraction pending.
-        :raises ValueError: ``turn_id`` is negative or ``transcript`` is not a string.
+        :raises InvalidArgumentError: (a ``ValueError``) ``turn_id`` is negative,
+            ``transcript`` is not a string, or ``occurred_at`` is a naive datetime.
         """
         self._check_open()
         check_turn_id(turn_id)
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
-            raise ValueError(msg)
-        if occurred_at is not None and occurred_at.tzinfo is None:
-            occurred_at = occurred_at.replace(tzinfo=UTC)
+            raise InvalidArgumentTypeError(msg, parameter="transcript", reason_code="not_a_string")
+        if occurred_at is not None:
+            check_aware("occurred_at", occurred_at)
         redaction = redact(transcript)
         digest = _digest(redaction.text)
         with self._lock:
@@ -320,7 +323,11 @@ class SessionExtraction(SessionVocabulary):
         return tuple(causes)
 
     def wait_for_extractions(self, timeout: float | None = None) -> list[int]:
-        """Wait for queued background extractions; return the turns still unfinished."""
+        """Wait for queued background extractions; return the turns still unfinished.
+
+        :raises InvalidArgumentError: ``timeout`` is NaN, infinite or negative.
+        """
+        timeout = check_timeout("timeout", timeout)
         futures = {t: f for t, f in self._queued.items() if not f.done()}
         if futures:
             wait_futures(list(futures.values()), timeout=timeout)

@@ -27,6 +27,8 @@ from memory_ledger.commands.recall import (
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.session_stream import SessionStream, check_turn_id, utc_now
+from memory_ledger.ledger.arguments import check_count
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
     RecalledItem,
     RecallServed,
@@ -41,10 +43,10 @@ SNAPSHOT_COVERAGE = 0.8
 
 
 def check_query(query: object) -> str:
-    """``query`` if it is a string; otherwise ValueError."""
+    """``query`` if it is a string; otherwise InvalidArgumentTypeError (a ValueError)."""
     if not isinstance(query, str):
         msg = f"query must be a string, got {type(query).__name__}"
-        raise ValueError(msg)
+        raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
     return query
 
 
@@ -222,13 +224,11 @@ class SessionRecall(SessionStream):
         return self._served(query, turn_id, "live", hits, semantic)
 
     def _bounded_k(self, k: int | None) -> int:
-        """``k`` clamped to ``recall_max_k``; ValueError when it is not a positive int."""
+        """``k`` clamped to ``recall_max_k``; InvalidArgumentError when it is not a positive
+        int."""
         if k is None:
             return self._config.recall_k
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            msg = f"k must be a positive integer, got {k!r}"
-            raise ValueError(msg)
-        return min(k, self._config.recall_max_k)
+        return min(check_count("k", k), self._config.recall_max_k)
 
     def _served(
         self,
@@ -279,7 +279,7 @@ class SessionRecall(SessionStream):
 
     def memory_map(self) -> str:
         """The vocabulary a model needs to fill recall_context's about/attribute fields."""
-        return self.engine.memory_map(self.namespace)
+        return self.engine.memory_map(self.namespace, token_counter=self.token_counter)
 
     def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
         """Canonical and session memories similar to ``query`` (live BM25, fused)."""
@@ -287,6 +287,7 @@ class SessionRecall(SessionStream):
 
     def memory_recent(self, k: int = 10) -> list[RecallHit]:
         """The ``k`` most recent retrievable memories (session facts first)."""
+        check_count("k", k)
         overlay = self.overlay()
         canonical = [d for d in self._canonical_docs() if overlay.visible(d)]
         canonical.sort(key=lambda d: (-d.position, d.memory_id))
@@ -296,6 +297,7 @@ class SessionRecall(SessionStream):
     def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
         """Retrievable memories carrying any of ``tags``: most matching tags first, then the
         most recent."""
+        check_count("k", k)
         wanted = {t.strip().casefold() for t in tags if t.strip()}
         overlay = self.overlay()
         docs = [*overlay.docs, *(d for d in self._canonical_docs() if overlay.visible(d))]

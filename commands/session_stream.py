@@ -26,12 +26,14 @@ from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.errors import SessionSealedError
 from memory_ledger.commands.extraction import Extractor
 from memory_ledger.commands.session_state import SessionState
+from memory_ledger.ledger.errors import InvalidArgumentError, LedgerIntegrityError
 from memory_ledger.ledger.events import (
     LedgerEvent,
     SessionOpened,
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -53,10 +55,11 @@ def utc_now() -> datetime:
 
 
 def check_turn_id(turn_id: object) -> int:
-    """``turn_id`` if it is an int in [0, 2**63 - 1]; otherwise ValueError naming it."""
+    """``turn_id`` if it is an int in [0, 2**63 - 1]; otherwise InvalidArgumentError (a
+    ValueError) naming it."""
     if not isinstance(turn_id, int) or isinstance(turn_id, bool) or not 0 <= turn_id <= MAX_TURN_ID:
         msg = f"turn_id must be an integer from 0 to {MAX_TURN_ID}, got {turn_id!r}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="turn_id")
     return turn_id
 
 
@@ -73,6 +76,7 @@ class SessionStream:
     extractor: Extractor
     activation_policy: Literal["auto", "manual"]
     extraction_mode: Literal["blocking", "background"]
+    token_counter: TokenCounter
     state: SessionState
     last_position: int
     _config: MemoryConfig
@@ -123,7 +127,7 @@ class SessionStream:
                 self._last_activity = time.monotonic()
                 return positions[len(reads) :]
             msg = f"session {self.session_id!r}: too many concurrent appends, giving up"
-            raise IntegrityError(msg)
+            raise LedgerIntegrityError(msg, reason_code="too_many_conflicts")
 
     def _base(self) -> dict[str, Any]:
         """Envelope of the next session-stream event (call once per event, in order)."""

@@ -12,11 +12,14 @@ from uuid import UUID, uuid5
 
 import msgspec
 
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
+
 __all__ = [
     "ID_ROOT",
     "InvalidNamespaceError",
     "Namespace",
     "candidate_id",
+    "check_namespace",
     "command_id",
     "recall_stream_id",
     "snapshot_id",
@@ -31,8 +34,14 @@ ID_ROOT = uuid5(UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8"), "https://memory-le
 MAX_NAMESPACE_PART_BYTES = 256
 
 
-class InvalidNamespaceError(ValueError):
-    """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes."""
+class InvalidNamespaceError(InvalidArgumentError):
+    """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes.
+
+    ``parameter`` names the part (``"tenant"``, ``"principal"``, ``"scope_id"``; or
+    ``"session_id"`` for a session id refused for the same reasons).
+    """
+
+    reason_code = "invalid_namespace"
 
 
 class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -52,19 +61,37 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 msg = f"namespace {name} must be a non-empty string, got {value!r}"
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(msg, parameter=name, reason_code="empty_namespace_part")
             size = len(value.encode("utf-8"))
             if size > MAX_NAMESPACE_PART_BYTES:
                 msg = (
                     f"namespace {name} is {size} bytes long, "
                     f"at most {MAX_NAMESPACE_PART_BYTES} allowed"
                 )
-                raise InvalidNamespaceError(msg)
+                raise InvalidNamespaceError(
+                    msg, parameter=name, reason_code="namespace_part_too_long"
+                )
         return self
 
     def key(self) -> str:
         """Unambiguous text key of the namespace (a JSON array of its three parts)."""
         return msgspec.json.encode([self.tenant, self.principal, self.scope_id]).decode()
+
+
+def check_namespace(namespace: object, parameter: str = "namespace") -> Namespace:
+    """``namespace`` if it is a valid :class:`Namespace`.
+
+    :raises InvalidArgumentTypeError: not a ``Namespace`` (``reason_code``
+        ``"not_a_namespace"``).
+    :raises InvalidNamespaceError: a part is empty, not a string or too long.
+    """
+    if not isinstance(namespace, Namespace):
+        msg = (
+            f"{parameter} must be a Namespace(tenant, principal, scope_id), "
+            f"got {type(namespace).__name__}"
+        )
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_namespace")
+    return namespace.validated()
 
 
 _SPACE = re.compile(r"\s+")

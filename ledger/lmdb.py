@@ -37,7 +37,9 @@ transaction gate); after another process grows the map, ``mdb_txn_begin`` fails 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import math
 import os
 import struct
 import threading
@@ -50,13 +52,10 @@ import msgspec
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
-    DatabaseError,
-    DataError,
     InfrastructureFactory,
     IntegrityError,
     ListenNotifySubscription,
     Notification,
-    OperationalError,
     ProcessRecorder,
     Recorder,
     StoredEvent,
@@ -66,7 +65,21 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
+from memory_ledger.ledger.errors import (
+    LedgerDataError,
+    LedgerFormatError,
+    LedgerIntegrityError,
+    LedgerOperationalError,
+    LedgerReadOnlyError,
+    LedgerRecordError,
+    LedgerSettingError,
+)
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
+from memory_ledger.ledger.store_identity import (
+    check_data_file,
+    identity_to_record,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -99,19 +112,10 @@ _ID = struct.Struct(">Q")
 _MAX_ID = (1 << 64) - 1
 _VERSION_BIAS = 1 << 63
 _MAX_KEY_ID_BYTES = 400
-_META_FORMAT_KEY = b"format_version"
 
 T = TypeVar("T")
 
 OriginatorIdType = Literal["uuid", "text"]
-
-
-class LedgerFormatError(DatabaseError):
-    """The store was written in a record format this version cannot read.
-
-    Raised on open when the store's ``format_version`` is newer than :data:`FORMAT_VERSION`,
-    or is not an integer.
-    """
 
 
 class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
@@ -151,10 +155,14 @@ def _encode_body(originator_id: UUID | str, version: int, topic: str, state: byt
 
 
 def _decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
-    decoded = _body_decoder.decode(body)
+    try:
+        decoded = _body_decoder.decode(body)
+    except msgspec.DecodeError as e:
+        msg = f"ledger record body is not msgpack: {e}"
+        raise LedgerRecordError(msg) from e
     if not (isinstance(decoded, list) and len(decoded) == 4):
         msg = "ledger record body is not a 4-element msgpack array"
-        raise msgspec.DecodeError(msg)
+        raise LedgerRecordError(msg)
     raw_id, version, topic, state = decoded
     if not (
         isinstance(raw_id, bytes | str)
@@ -163,7 +171,7 @@ def _decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
         and isinstance(state, bytes)
     ):
         msg = "ledger record body has fields of the wrong types"
-        raise msgspec.DecodeError(msg)
+        raise LedgerRecordError(msg)
     originator_id: UUID | str = UUID(bytes=raw_id) if isinstance(raw_id, bytes) else raw_id
     return originator_id, version, topic, state
 
@@ -171,7 +179,8 @@ def _decode_body(body: bytes) -> tuple[UUID | str, int, str, bytes]:
 def decode_record(key: bytes, value: bytes) -> LedgerRecord:
     """Decode one ``log`` entry (``key`` = 8-byte id, ``value`` = hash + body).
 
-    Raises :class:`msgspec.DecodeError` (a ``ValueError``) when the body is not a valid record.
+    Raises :class:`~memory_ledger.ledger.errors.LedgerRecordError` (a
+    ``msgspec.DecodeError``, a ``ValueError``) when the body is not a valid record.
     """
     body = bytes(value[HASH_SIZE:])
     originator_id, version, topic, state = _decode_body(body)
@@ -191,7 +200,7 @@ def _pack_version(version: int) -> bytes:
         return _ID.pack(version + _VERSION_BIAS)
     except struct.error:
         msg = f"originator_version {version} is outside the signed 64-bit range"
-        raise DataError(msg) from None
+        raise LedgerDataError(msg) from None
 
 
 class _TransactionGate:
@@ -234,12 +243,27 @@ class _TransactionGate:
                 self._cond.notify_all()
 
 
-class _SharedEnvironment:
-    """One open LMDB environment, shared by every datastore of this process on that path."""
+def _lock_file_writable(path: str) -> bool:
+    """Whether this process may write the environment's ``lock.mdb`` (or create it)."""
+    lock_file = os.path.join(path, "lock.mdb")
+    if os.path.exists(lock_file):
+        return os.access(lock_file, os.W_OK)
+    return os.access(path, os.W_OK)
 
-    def __init__(self, path: str, map_size: int, *, sync: bool) -> None:
+
+class _SharedEnvironment:
+    """One open LMDB environment, shared by every datastore of this process on that path.
+
+    ``readonly``: opened with ``MDB_RDONLY`` for audits of a store this process cannot
+    write; when even ``lock.mdb`` is not writable (a read-only folder or mount) the
+    environment is opened without the lock file (``lock=False``): reads then see a
+    consistent snapshot only while no other process writes the store.
+    """
+
+    def __init__(self, path: str, map_size: int, *, sync: bool, readonly: bool = False) -> None:
         self.path = path
         self.sync = sync
+        self.readonly = readonly
         self.refcount = 0
         self.gate = _TransactionGate()
         self.write_lock = threading.Lock()
@@ -247,6 +271,8 @@ class _SharedEnvironment:
         self.listeners_lock = threading.Lock()
         self._dbs_lock = threading.Lock()
         self._dbs: dict[bytes, Any] = {}
+        check_data_file(path)
+        self.locked = not readonly or _lock_file_writable(path)
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -255,54 +281,83 @@ class _SharedEnvironment:
             max_readers=254,
             sync=sync,
             metasync=sync,
-            lock=True,
+            lock=self.locked,
+            readonly=readonly,
+            create=not readonly,
         )
-        # Clear reader slots left behind by processes that died holding a read transaction.
-        self.stale_readers_cleared = self.env.reader_check()
         try:
-            # Check the format before creating anything, so refusing a newer store
-            # leaves it untouched.
-            self.db(b"meta")
-            self._check_format()
-            for name in (b"log", b"index", b"tracking"):
+            # Clear reader slots left behind by processes that died holding a read
+            # transaction (only a writer may; without a lock file there are none).
+            self.stale_readers_cleared = 0 if readonly else self.env.reader_check()
+            # Check the identity and format before creating anything, so refusing a
+            # foreign or newer store leaves it untouched.
+            self._check_identity()
+            for name in (b"meta", b"log", b"index", b"tracking"):
                 self.db(name)
+        except lmdb.Error as e:
+            self.env.close()
+            raise translate_lmdb_error(e, path, "open") from e
         except BaseException:
             self.env.close()
             raise
 
     def db(self, name: bytes) -> Any:
+        """Handle of the named database ``name``; created when absent (read-only: refused).
+
+        :raises LedgerReadOnlyError: read-only and the database does not exist.
+        """
         handle = self._dbs.get(name)
         if handle is None:
             with self._dbs_lock:
                 handle = self._dbs.get(name)
                 if handle is None:
-                    handle = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
+                    if self.readonly:
+                        handle = self._open_existing_db(name)
+                    else:
+                        handle = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
                     self._dbs[name] = handle
         return handle
 
-    def _check_format(self) -> None:
-        meta = self._dbs[b"meta"]
-
-        def ensure(txn: Any) -> bytes:
-            stored = txn.get(_META_FORMAT_KEY, db=meta)
-            if stored is None:
-                stored = str(FORMAT_VERSION).encode()
-                txn.put(_META_FORMAT_KEY, stored, db=meta)
-            return cast(bytes, stored)
-
-        stored = self._run_write(ensure)
+    def _open_existing_db(self, name: bytes) -> Any:
+        # Without a transaction: py-lmdb ends an explicit read-only transaction without
+        # committing it, and LMDB keeps a handle opened inside one only when it commits.
         try:
-            version = int(stored.decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            msg = f"LMDB store at {self.path!r} has an unreadable format version {stored!r}"
-            raise LedgerFormatError(msg) from None
-        if version > FORMAT_VERSION:
+            return self.env.open_db(name, create=False)
+        except lmdb.NotFoundError:
             msg = (
-                f"LMDB store at {self.path!r} has format version {version}, newer than "
-                f"version {FORMAT_VERSION} that this memory-ledger can read: upgrade "
-                "memory-ledger to open it"
+                f"the LMDB ledger at {self.path!r} has no {name.decode('utf-8', 'replace')!r} "
+                "database, and it is open read-only"
             )
-            raise LedgerFormatError(msg)
+            raise LedgerReadOnlyError(msg, path=self.path) from None
+
+    def _read_identity(self) -> tuple[list[bytes], dict[bytes, bytes] | None]:
+        """The main database's keys and the ``meta`` entries (None without ``meta``)."""
+        with self.env.begin(write=False) as txn:
+            names = [bytes(key) for key in txn.cursor().iternext(keys=True, values=False)]
+        if b"meta" not in names:
+            return names, None
+        meta_db = self._open_existing_db(b"meta") if self.readonly else self.db(b"meta")
+        with self.env.begin(write=False) as txn:
+            meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
+        return names, meta
+
+    def _check_identity(self) -> None:
+        """Refuse a foreign, empty or newer store; record a missing identity when writable.
+
+        :raises ForeignStoreError: not a memory-ledger ledger (see
+            :mod:`memory_ledger.ledger.store_identity`).
+        :raises LedgerFormatError: a newer or unreadable format version.
+        """
+        names, meta = self._read_identity()
+        missing = identity_to_record(self.path, names, meta, format_version=FORMAT_VERSION)
+        if missing and not self.readonly:
+
+            def record(txn: Any) -> None:
+                meta_db = self.env.open_db(b"meta", txn=txn)
+                for key, value in missing.items():
+                    txn.put(key, value, db=meta_db, overwrite=False)
+
+            self._run_write(record)
 
     # Transactions ---------------------------------------------------------------------------
 
@@ -316,6 +371,15 @@ class _SharedEnvironment:
         ``size_hint`` (bytes about to be written) grows the map before the transaction when
         it would not fit, so a full map rarely forces an abort either.
         """
+        if self.readonly:
+            msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
+            raise LedgerReadOnlyError(msg, path=self.path)
+        try:
+            return self._run_write_once(fn, size_hint)
+        except lmdb.Error as e:
+            raise translate_lmdb_error(e, self.path, "write") from e
+
+    def _run_write_once(self, fn: Callable[[Any], T], size_hint: int) -> T:
         with self.write_lock:
             self._reserve(size_hint)
             while True:
@@ -368,21 +432,33 @@ class _SharedEnvironment:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Any]:
-        """A read-only transaction over one consistent snapshot of the store."""
+        """A read-only transaction over one consistent snapshot of the store.
+
+        An LMDB error met while beginning it or inside the ``with`` block is raised as the
+        typed error of :func:`~memory_ledger.ledger.lmdb_errors.translate_lmdb_error`.
+        """
         while True:
             self.gate.acquire_shared()
             try:
                 txn = self.env.begin(write=False, buffers=False)
             except lmdb.MapResizedError:
                 self.gate.release_shared()
-                self._adopt_new_size()
+                try:
+                    self._adopt_new_size()
+                except lmdb.Error as e:
+                    raise translate_lmdb_error(e, self.path, "read") from e
                 continue
+            except lmdb.Error as e:
+                self.gate.release_shared()
+                raise translate_lmdb_error(e, self.path, "read") from e
             except BaseException:
                 self.gate.release_shared()
                 raise
             break
         try:
             yield txn
+        except lmdb.Error as e:
+            raise translate_lmdb_error(e, self.path, "read") from e
         finally:
             try:
                 txn.abort()
@@ -413,21 +489,39 @@ class _Registry:
         self._lock = threading.Lock()
         self._envs: dict[str, _SharedEnvironment] = {}
 
-    def acquire(self, path: str, map_size: int, *, sync: bool) -> _SharedEnvironment:
+    def acquire(
+        self, path: str, map_size: int, *, sync: bool, readonly: bool = False
+    ) -> _SharedEnvironment:
+        """The process's environment on ``path``, opened now if needed.
+
+        A read-only request shares an environment this process already has open for
+        writing; a writable request on an environment open read-only is refused.
+
+        :raises LedgerOperationalError: the directory cannot be created or opened, or it
+            is open read-only in this process and a writable one was asked for.
+        """
         key = os.path.realpath(path)
         with self._lock:
             shared = self._envs.get(key)
+            if shared is not None and shared.readonly and not readonly:
+                msg = (
+                    f"the LMDB ledger at {key!r} is open read-only in this process; close "
+                    "it before opening it for writing"
+                )
+                raise LedgerOperationalError(msg, path=key, reason_code="ledger_read_only")
             if shared is None:
+                if not readonly:
+                    try:
+                        os.makedirs(key, exist_ok=True)
+                    except OSError as e:
+                        msg = f"cannot create LMDB store directory {key!r}: {e.strerror}"
+                        raise LedgerOperationalError(
+                            msg, path=key, reason_code=_errno_reason(e)
+                        ) from e
                 try:
-                    os.makedirs(key, exist_ok=True)
-                except OSError as e:
-                    msg = f"cannot create LMDB store directory {key!r}: {e.strerror}"
-                    raise OperationalError(msg) from e
-                try:
-                    shared = _SharedEnvironment(key, map_size, sync=sync)
+                    shared = _SharedEnvironment(key, map_size, sync=sync, readonly=readonly)
                 except lmdb.Error as e:
-                    msg = f"cannot open LMDB store at {key!r}: {e}"
-                    raise OperationalError(msg) from e
+                    raise translate_lmdb_error(e, key, "open") from e
                 self._envs[key] = shared
             shared.refcount += 1
             return shared
@@ -445,6 +539,17 @@ class _Registry:
         self._envs = {}
 
 
+def _errno_reason(error: OSError) -> str:
+    """A reason code for an ``OSError`` met on the store directory."""
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission_denied"
+    if error.errno == errno.EROFS:
+        return "read_only_file_system"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no_space"
+    return "ledger_unavailable"
+
+
 _registry = _Registry()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_registry.forget_after_fork)
@@ -458,7 +563,13 @@ class LMDBDatastore:
     :param sync: fsync on commit (durable on return) when true.
     :param originator_id_type: ``"uuid"`` or ``"text"``: the type of originator ids returned.
     :param poll_interval: seconds between polls for other processes' writes (subscriptions).
-    :raises OperationalError: the directory cannot be created or opened.
+    :param readonly: open the store read-only (it must exist): every write raises
+        :class:`~memory_ledger.ledger.errors.LedgerReadOnlyError`. Audits of a store the
+        user can only read use it.
+    :raises LedgerOperationalError: (an ``OperationalError``) the directory cannot be
+        created or opened; the message names it.
+    :raises ForeignStoreError: the directory holds another application's LMDB, an empty
+        or a non-LMDB ``data.mdb`` (see :mod:`memory_ledger.ledger.store_identity`).
     :raises LedgerFormatError: the store has a newer record format.
     """
 
@@ -470,18 +581,22 @@ class LMDBDatastore:
         sync: bool = True,
         originator_id_type: OriginatorIdType = "uuid",
         poll_interval: float = 0.05,
+        readonly: bool = False,
     ) -> None:
         self.path = path
         self.sync = sync
+        self.readonly = readonly
         self.originator_id_type: OriginatorIdType = originator_id_type
         self.poll_interval = poll_interval
-        self._shared: _SharedEnvironment | None = _registry.acquire(path, map_size, sync=sync)
+        self._shared: _SharedEnvironment | None = _registry.acquire(
+            path, map_size, sync=sync, readonly=readonly
+        )
 
     @property
     def shared(self) -> _SharedEnvironment:
         if self._shared is None:
             msg = f"LMDB datastore at {self.path!r} is closed"
-            raise OperationalError(msg)
+            raise LedgerOperationalError(msg, path=self.path, reason_code="ledger_closed")
         return self._shared
 
     @property
@@ -499,9 +614,15 @@ class LMDBDatastore:
         ``fn`` may raise :class:`Refused` (before writing anything) to refuse the batch.
         """
         shared = self.shared
+        if self.readonly:
+            msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
+            raise LedgerReadOnlyError(msg, path=self.path)
         result = shared.write(fn, size_hint)
         if self.sync and not shared.sync:
-            shared.env.sync(True)
+            try:
+                shared.env.sync(True)
+            except lmdb.Error as e:
+                raise translate_lmdb_error(e, self.path, "sync") from e
         return result
 
     def read(self) -> contextlib.AbstractContextManager[Any]:
@@ -523,7 +644,7 @@ class LMDBDatastore:
     def stream_prefix(self, originator_id: UUID | str) -> bytes:
         """Key prefix of one stream in the ``index`` database.
 
-        :raises DataError: the id is not a valid UUID (uuid mode) or is too long (text mode).
+        :raises LedgerDataError: the id is not a valid UUID (uuid mode) or is too long (text mode).
         """
         if self.originator_id_type == "uuid":
             if not isinstance(originator_id, UUID):
@@ -531,12 +652,12 @@ class LMDBDatastore:
                     originator_id = UUID(str(originator_id))
                 except ValueError:
                     msg = f"originator_id {originator_id!r} is not a UUID"
-                    raise DataError(msg) from None
+                    raise LedgerDataError(msg, path=self.path) from None
             return b"\x01" + originator_id.bytes
         raw = str(originator_id).encode("utf-8")
         if len(raw) > _MAX_KEY_ID_BYTES:
             msg = f"originator_id is {len(raw)} bytes long, at most {_MAX_KEY_ID_BYTES} allowed"
-            raise DataError(msg)
+            raise LedgerDataError(msg, path=self.path)
         return b"\x02" + struct.pack(">H", len(raw)) + raw
 
     def convert_originator_id(self, originator_id: UUID | str) -> UUID | str:
@@ -818,13 +939,18 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             cursor = txn.cursor(db=self._log)
             if not cursor.set_range(_ID.pack(max(start + 1, 1))):
                 return result
-            for key, value in cursor.iternext():
-                if stop_key is not None and key > stop_key:
-                    break
-                raw_id, version, topic, state = decode(value[HASH_SIZE:])
-                append((unpack(key)[0], raw_id, version, topic, state))
-                if len(result) >= limit:
-                    break
+            try:
+                for key, value in cursor.iternext():
+                    if stop_key is not None and key > stop_key:
+                        break
+                    raw_id, version, topic, state = decode(value[HASH_SIZE:])
+                    append((unpack(key)[0], raw_id, version, topic, state))
+                    if len(result) >= limit:
+                        break
+            except (msgspec.DecodeError, ValueError, TypeError) as e:
+                at = unpack(key)[0]
+                msg = f"ledger record {at} at {self.datastore.path!r} does not decode: {e}"
+                raise LedgerRecordError(msg, path=self.datastore.path) from e
         return result
 
     def max_notification_id(self) -> int | None:
@@ -858,7 +984,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
     def iter_records(self, start: int = 1, page: int = 1000) -> Iterator[LedgerRecord]:
         """Every record of the log from ``start``, decoded, with its hash and stored body.
 
-        Raises :class:`msgspec.DecodeError` on a record whose body does not decode.
+        Raises :class:`~memory_ledger.ledger.errors.LedgerRecordError` (a
+        ``msgspec.DecodeError``) on a record whose body does not decode.
         """
         for nid, value in self.iter_log(start, page):
             yield decode_record(_ID.pack(nid), value)
@@ -910,7 +1037,7 @@ def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:
     for key in keys:
         if key in seen or txn.get(key, db=db) is not None:
             msg = f"Stored event already recorded: {key.hex()}"
-            raise Refused(IntegrityError(msg))
+            raise Refused(LedgerIntegrityError(msg))
         seen.add(key)
 
 
@@ -923,7 +1050,7 @@ def _check_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
             f"{tracking.application_name!r} not greater than current max tracking ID "
             f"{_ID.unpack(current)[0]}"
         )
-        raise Refused(IntegrityError(msg))
+        raise Refused(LedgerIntegrityError(msg))
 
 
 def _insert_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
@@ -965,15 +1092,20 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
     Settings (from the ``env`` given to the factory, optionally prefixed by an application
     name): ``LMDB_PATH`` (required, a directory), ``LMDB_MAP_SIZE`` (bytes),
     ``LMDB_SYNC`` (y/n, default y), ``LMDB_POLL_INTERVAL`` (seconds),
+    ``LMDB_READONLY`` (y/n, default n: open an existing store read-only),
     ``ORIGINATOR_ID_TYPE`` (``uuid`` or ``text``).
 
-    :raises OSError: a setting is missing or invalid (as the library's SQLite factory does).
+    :raises LedgerSettingError: (an ``OSError``, as the library's SQLite factory raises) a
+        setting is missing or invalid; the message names its key.
+    :raises LedgerOperationalError: the store cannot be opened (see :class:`LMDBDatastore`).
+    :raises ForeignStoreError: the directory does not hold a memory-ledger ledger.
     """
 
     LMDB_PATH = "LMDB_PATH"
     LMDB_MAP_SIZE = "LMDB_MAP_SIZE"
     LMDB_SYNC = "LMDB_SYNC"
     LMDB_POLL_INTERVAL = "LMDB_POLL_INTERVAL"
+    LMDB_READONLY = "LMDB_READONLY"
     ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
     CREATE_TABLE = "CREATE_TABLE"
 
@@ -990,39 +1122,51 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
                 "LMDB store directory not found in environment with keys: "
                 f"{', '.join(self.env.create_keys(self.LMDB_PATH))}"
             )
-            raise OSError(msg)
+            raise LedgerSettingError(msg)
         map_size = self._int_setting(self.LMDB_MAP_SIZE, DEFAULT_MAP_SIZE)
         if map_size <= 0:
             msg = f"{self.LMDB_MAP_SIZE} must be a positive number of bytes, got {map_size}"
-            raise OSError(msg)
+            raise LedgerSettingError(msg)
         raw_sync = self.env.get(self.LMDB_SYNC, "y") or "y"
         try:
             sync = strtobool(raw_sync)
         except ValueError:
             msg = f"LMDB environment value for key '{self.LMDB_SYNC}' is not y/n: {raw_sync!r}"
-            raise OSError(msg) from None
+            raise LedgerSettingError(msg) from None
         raw_poll = self.env.get(self.LMDB_POLL_INTERVAL, "0.05") or "0.05"
         try:
             poll_interval = float(raw_poll)
         except ValueError:
+            poll_interval = math.nan
+        if not (math.isfinite(poll_interval) and poll_interval > 0):
             msg = (
-                f"LMDB environment value for key '{self.LMDB_POLL_INTERVAL}' is not a number "
-                f"of seconds: {raw_poll!r}"
+                f"LMDB environment value for key '{self.LMDB_POLL_INTERVAL}' is not a positive "
+                f"number of seconds: {raw_poll!r}"
             )
-            raise OSError(msg) from None
+            raise LedgerSettingError(msg) from None
+        raw_readonly = self.env.get(self.LMDB_READONLY, "n") or "n"
+        try:
+            readonly = bool(strtobool(raw_readonly))
+        except ValueError:
+            msg = (
+                f"LMDB environment value for key '{self.LMDB_READONLY}' is not y/n: "
+                f"{raw_readonly!r}"
+            )
+            raise LedgerSettingError(msg) from None
         originator_id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
         if originator_id_type not in ("uuid", "text"):
             msg = (
                 f"Invalid {self.ORIGINATOR_ID_TYPE} '{originator_id_type}', "
                 "must be 'uuid' or 'text'"
             )
-            raise OSError(msg)
+            raise LedgerSettingError(msg)
         self.datastore = LMDBDatastore(
             path,
             map_size=map_size,
             sync=sync,
             originator_id_type=cast(OriginatorIdType, originator_id_type),
             poll_interval=poll_interval,
+            readonly=readonly,
         )
 
     def _int_setting(self, key: str, default: int) -> int:
@@ -1033,7 +1177,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
             return int(raw)
         except ValueError:
             msg = f"LMDB environment value for key '{key}' is not an integer: {raw!r}"
-            raise OSError(msg) from None
+            raise LedgerSettingError(msg) from None
 
     def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
         recorder = self.aggregate_recorder_class(datastore=self.datastore, purpose=purpose)

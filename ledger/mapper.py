@@ -11,7 +11,8 @@ class version stays outside the typed payload so an upcaster sees it (the librar
 Decoding is typed and done in one msgspec call: the two envelope entries are spliced back
 into the stored map (a few bytes of header arithmetic, no intermediate objects) and the
 result decodes straight into the event class, so a malformed payload fails with
-:class:`~eventsourcing.persistence.MapperDeserialisationError` instead of yielding a
+:class:`EventDecodeError` (a
+:class:`~eventsourcing.persistence.MapperDeserialisationError`) instead of yielding a
 half-built event. The library's optional compressor and cipher are applied as in its own
 ``Mapper`` (compress, then encrypt). No JSON on this path.
 """
@@ -27,7 +28,9 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
-__all__ = ["MsgspecMapper", "UnsupportedEventError"]
+from memory_ledger.ledger.errors import MemoryLedgerError
+
+__all__ = ["EventDecodeError", "MsgspecMapper", "UnsupportedEventError"]
 
 _encoder = msgspec.msgpack.Encoder(uuid_format="bytes")
 _untyped_decoder = msgspec.msgpack.Decoder()
@@ -36,8 +39,17 @@ _KEY_VERSION = _encoder.encode("originator_version")
 _BIN16 = b"\xc4\x10"
 
 
-class UnsupportedEventError(TypeError):
+class UnsupportedEventError(MemoryLedgerError, TypeError):
     """The object given to the mapper is not a msgspec Struct event."""
+
+    reason_code = "unsupported_event"
+
+
+class EventDecodeError(MemoryLedgerError, MapperDeserialisationError):
+    """A stored event cannot be decoded as its topic's class (damaged or foreign payload,
+    or a class version newer than this code's); the message names topic, id and version."""
+
+    reason_code = "undecodable_event"
 
 
 _MAP_HEADERS = tuple(bytes((0x80 | n,)) for n in range(16))
@@ -101,8 +113,9 @@ class MsgspecMapper(Mapper[UUID]):
     """Converts msgspec Struct events to and from ``StoredEvent`` (msgpack, typed decoding).
 
     :raises UnsupportedEventError: on encoding an object that is not a msgspec Struct event.
-    :raises MapperDeserialisationError: on decoding a state that is not a valid payload of
-        the topic's class, or whose class version is newer than the class.
+    :raises EventDecodeError: (a ``MapperDeserialisationError``) on decoding a state that is
+        not a valid payload of the topic's class, or whose class version is newer than the
+        class.
     """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
@@ -143,7 +156,7 @@ class MsgspecMapper(Mapper[UUID]):
     ) -> DomainEventProtocol[UUID]:
         """Decode one stored event given its parts (``originator_id`` may be raw 16 bytes).
 
-        :raises MapperDeserialisationError: the state is not a valid event of ``topic``.
+        :raises EventDecodeError: the state is not a valid event of ``topic``.
         """
         try:
             entry = _TOPICS.get(topic)
@@ -197,7 +210,7 @@ class MsgspecMapper(Mapper[UUID]):
                 f"Failed to deserialise state of stored event with topic '{topic}', "
                 f"originator_id '{originator_id!r}' and originator_version {version}: {e}"
             )
-            raise MapperDeserialisationError(msg) from e
+            raise EventDecodeError(msg) from e
         return cast(DomainEventProtocol[UUID], event)
 
     @staticmethod

@@ -12,12 +12,14 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
     from memory_ledger.projections.digest import table_digest, table_digests
+    from memory_ledger.projections.errors import ProjectionDamagedError, ProjectionError
     from memory_ledger.projections.fold import PROJECTED_EVENTS, fold_page
-    from memory_ledger.projections.memory_map import estimate_tokens, render_memory_map
+    from memory_ledger.projections.memory_map import render_memory_map
     from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
     from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
     from memory_ledger.projections.tables import TABLES, ReadModelTable
     from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc, tokenize
+    from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "BM25Index",
@@ -25,6 +27,8 @@ __all__ = [
     "IndexedDoc",
     "PROJECTED_EVENTS",
     "PROJECTION_VERSION",
+    "ProjectionDamagedError",
+    "ProjectionError",
     "ProjectionRunner",
     "ProjectionStore",
     "ProjectionUnavailableError",
@@ -32,6 +36,7 @@ __all__ = [
     "ReadModelTable",
     "ScoredDoc",
     "TABLES",
+    "TokenCounter",
     "estimate_tokens",
     "fold_page",
     "render_memory_map",
@@ -48,6 +53,8 @@ __getattr__, __dir__ = lazy_exports(
         "IndexedDoc": "memory_ledger.projections.text_index",
         "PROJECTED_EVENTS": "memory_ledger.projections.fold",
         "PROJECTION_VERSION": "memory_ledger.projections.runner",
+        "ProjectionDamagedError": "memory_ledger.projections.errors",
+        "ProjectionError": "memory_ledger.projections.errors",
         "ProjectionRunner": "memory_ledger.projections.runner",
         "ProjectionStore": "memory_ledger.projections.store",
         "ProjectionUnavailableError": "memory_ledger.projections.store",
@@ -55,7 +62,8 @@ __getattr__, __dir__ = lazy_exports(
         "ReadModelTable": "memory_ledger.projections.tables",
         "ScoredDoc": "memory_ledger.projections.text_index",
         "TABLES": "memory_ledger.projections.tables",
-        "estimate_tokens": "memory_ledger.projections.memory_map",
+        "TokenCounter": "memory_ledger.projections.tokens",
+        "estimate_tokens": "memory_ledger.projections.tokens",
         "fold_page": "memory_ledger.projections.fold",
         "render_memory_map": "memory_ledger.projections.memory_map",
         "table_digest": "memory_ledger.projections.digest",

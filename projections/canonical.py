@@ -7,11 +7,14 @@ as history.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
+
+from memory_ledger.projections.errors import translate_duckdb_error
 
 __all__ = ["RETRIEVABLE", "CanonicalMemory"]
 
@@ -32,30 +35,48 @@ def _select(columns: Sequence[str]) -> str:
     return ", ".join(columns)
 
 
+@contextlib.contextmanager
+def _translate() -> Any:
+    try:
+        yield
+    except duckdb.Error as e:
+        raise translate_duckdb_error(e, "", "query") from e
+
+
 class CanonicalMemory:
     """Read access to ``canonical_memory`` through one DuckDB connection.
 
     :param lock: serializes use of the connection (a DuckDB connection refuses concurrent
         calls from several threads); share it with whatever else uses the connection.
+    :param guard: a context-manager factory translating DuckDB errors (the projection
+        store's :meth:`~memory_ledger.projections.store.ProjectionStore.guard`, which also
+        marks a damaged file). Default: translate, naming no file.
+
+    Every query raises a :class:`~memory_ledger.projections.errors.ProjectionError` (or
+    ``ProjectionDamagedError``) instead of a raw DuckDB error.
     """
 
     def __init__(
-        self, conn: duckdb.DuckDBPyConnection, lock: threading.RLock | None = None
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        lock: threading.RLock | None = None,
+        guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
     ) -> None:
         self.conn = conn
         self.lock = lock or threading.RLock()
+        self._guard = guard or _translate
 
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         """Rows as dicts, fetched as Python tuples (as fast as an Arrow round trip for these
         row counts, and a read needs no pyarrow: the CLI's recall never imports it)."""
-        with self.lock:
+        with self.lock, self._guard():
             result = self.conn.execute(sql, params)
             columns = [d[0] for d in result.description]
             fetched = result.fetchall()
         return [dict(zip(columns, row, strict=True)) for row in fetched]
 
     def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self.lock:
+        with self.lock, self._guard():
             rows: list[tuple[Any, ...]] = self.conn.execute(sql, params or []).fetchall()
         return rows
 

@@ -12,6 +12,7 @@ rendering stays within 300 estimated tokens there (``benchmarks`` prints the fig
 from __future__ import annotations
 
 from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 __all__ = ["MAX_TERMS", "MAX_TOKENS", "estimate_tokens", "render_memory_map"]
 
@@ -20,13 +21,6 @@ MAX_TERMS = 40
 
 MAX_TOKENS = 300
 """Budget of the whole map in estimated tokens; fewer terms are shown to stay within it."""
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens: one per CJK character, otherwise about four characters per token."""
-    cjk = sum(1 for ch in text if "\u2e80" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af")
-    other = len(text) - cjk
-    return cjk + (other + 3) // 4
 
 
 def _field_line(label: str, terms: list[tuple[str, int]], limit: int) -> str:
@@ -45,8 +39,11 @@ def render_memory_map(
     *,
     limit: int = MAX_TERMS,
     max_tokens: int = MAX_TOKENS,
+    token_counter: TokenCounter = estimate_tokens,
 ) -> str:
-    """The memory map of one namespace: plain text within ``max_tokens`` estimated tokens.
+    """The memory map of one namespace: plain text within ``max_tokens`` tokens as
+    ``token_counter`` (default :func:`~memory_ledger.projections.tokens.estimate_tokens`)
+    counts them.
 
     Shows up to ``limit`` terms per field, fewer when the budget requires it (the most
     frequent terms are kept; the rest are summarized as "and N more").
@@ -67,6 +64,6 @@ def render_memory_map(
                 _field_line("attribute", predicates, shown),
             ]
         )
-        if shown == 0 or estimate_tokens(text) <= max_tokens:
+        if shown == 0 or token_counter(text) <= max_tokens:
             return text
         shown -= 1

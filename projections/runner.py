@@ -8,9 +8,7 @@ catch-up resumes there, so no event is applied twice or skipped.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
@@ -98,24 +96,6 @@ _CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
 Page = tuple[int, list[tuple[int, LedgerEvent]]]
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a page is decoded and folded.
-
-    A page allocates tens of thousands of short-lived, acyclic objects; with the collector
-    running, its repeated scans cost more than the decoding itself (measured: 9.4 us vs
-    3.5 us per event). Reference counting still frees everything; the collector's previous
-    state is restored afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 class ProjectionRunner:
     """Keeps a :class:`ProjectionStore` in step with the ledger.
 
@@ -175,13 +155,16 @@ class ProjectionRunner:
             return position
         self._load_known()
         while to is None or position < to:
-            with gc_paused():
-                page = self._read_columnar_page(position, to)
-                if page is None:
-                    break
-                last, events, batch = page
-                self.apply_events(events, previous=position, last=last, batch=batch)
-                del page, events, batch
+            # The cyclic garbage collector stays on: it belongs to the host process, and
+            # switching it off (even for a page) would pause it for every thread. Decoded
+            # events are msgspec Structs with gc=False, so a page adds little for it to scan
+            # (measured: no difference in catch-up or rebuild speed).
+            page = self._read_columnar_page(position, to)
+            if page is None:
+                break
+            last, events, batch = page
+            self.apply_events(events, previous=position, last=last, batch=batch)
+            del page, events, batch
             position = last
             if self.on_page is not None:
                 self.on_page(position)

@@ -10,15 +10,26 @@ kept for the next process that needs it, so its catch-up is incremental too.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
+import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 import duckdb
 
+from memory_ledger.projections.errors import (
+    ProjectionDamagedError,
+    ProjectionError,
+    ProjectionUnavailableError,
+    is_damage,
+    translate_duckdb_error,
+)
 from memory_ledger.projections.tables import create_tables, drop_tables, schema_sql
 
 __all__ = [
@@ -44,18 +55,6 @@ _SCHEMA_DIGEST = int.from_bytes(
 open whose file already has this schema skips re-running the DDL (no catalog write)."""
 
 
-class ProjectionUnavailableError(OSError):
-    """No projection file can be opened (every slot locked, or the folder is unusable)."""
-
-
-class ProjectionDamagedError(ProjectionUnavailableError):
-    """The projection file turned out damaged while in use (a short read, a bad checksum).
-
-    It has been marked: the next open of the store sets it aside and rebuilds the read
-    models from the ledger, which is untouched. The message names the file.
-    """
-
-
 def _quarantine(path: Path) -> list[str]:
     """Rename a damaged DuckDB file (and its WAL) aside; return the new names."""
     moved = []
@@ -72,22 +71,13 @@ def damage_marker(path: Path) -> Path:
     return path.with_name(path.name + ".damaged")
 
 
-def _is_lock_conflict(error: duckdb.Error) -> bool:
+def _is_lock_conflict(error: BaseException | None) -> bool:
     """DuckDB's "Could not set lock on file ... Conflicting lock is held" (not a checksum
     error "in block at location ...", which also contains the letters "lock")."""
-    text = str(error).lower()
-    return "could not set lock" in text or "conflicting lock" in text
-
-
-def is_damage(error: BaseException) -> bool:
-    """Whether a DuckDB error says the file itself is damaged (short read, bad checksum,
-    corrupt block), rather than a bad query or a lock."""
     if not isinstance(error, duckdb.Error):
         return False
     text = str(error).lower()
-    return isinstance(error, duckdb.IOException) or any(
-        word in text for word in ("corrupt", "checksum", "could not read enough bytes")
-    )
+    return "could not set lock" in text or "conflicting lock" in text
 
 
 class ProjectionStore:
@@ -97,6 +87,8 @@ class ProjectionStore:
     :param version: the code's projection version; a file built by another version has its
         read models dropped and its position reset, so catch-up rebuilds them.
     :param lock: an open lock file this store holds (released on :meth:`close`).
+    :raises ProjectionError: DuckDB cannot open or set up the file (translated; the DuckDB
+        error is the ``__cause__``), naming it.
     """
 
     name = "read_models"
@@ -106,10 +98,22 @@ class ProjectionStore:
         self.version = version
         self._lock = lock
         self.lock = threading.RLock()
+        """Serializes use of :attr:`conn` across threads (DuckDB refuses concurrent calls)."""
         self.quarantined: list[str] = []
         """Damaged files set aside when this slot was opened (rebuilt from the ledger)."""
-        """Serializes use of :attr:`conn` across threads (DuckDB refuses concurrent calls)."""
-        self.conn = duckdb.connect(path)
+        self.temporary_folder: str | None = None
+        """A temporary folder holding this file, removed on :meth:`close` (None: none)."""
+        try:
+            self.conn = duckdb.connect(path)
+        except duckdb.Error as e:
+            raise translate_duckdb_error(e, path, "open") from e
+        try:
+            self._set_up(version)
+        except duckdb.Error as e:
+            self.conn.close()
+            raise translate_duckdb_error(e, path, "open") from e
+
+    def _set_up(self, version: int) -> None:
         # Checkpoint rarely: at the default 16 MB of WAL, a growing rebuild checkpoints ever
         # larger tables and slows down as it goes (measured: 42k events/s at 400k events
         # with this setting, 20k events/s at 1M without it).
@@ -152,13 +156,13 @@ class ProjectionStore:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             msg = f"cannot create projection folder {str(folder)!r}: {e.strerror or e}"
-            raise ProjectionUnavailableError(msg) from e
+            raise ProjectionUnavailableError(msg, path=str(folder)) from e
         for slot in range(MAX_SLOTS):
             try:
                 lock = open(folder / f"slot-{slot}.lock", "ab")  # noqa: SIM115 (held while open)
             except OSError as e:
                 msg = f"cannot use projection folder {str(folder)!r}: {e.strerror or e}"
-                raise ProjectionUnavailableError(msg) from e
+                raise ProjectionUnavailableError(msg, path=str(folder)) from e
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -173,14 +177,14 @@ class ProjectionStore:
                 except OSError as e:
                     lock.close()
                     msg = f"cannot set aside damaged projection file {str(path)!r}: {e}"
-                    raise ProjectionUnavailableError(msg) from e
+                    raise ProjectionUnavailableError(msg, path=str(path)) from e
                 store = cls(str(path), version=version, lock=lock)
                 store.quarantined = quarantined
                 return store
             try:
                 return cls(str(path), version=version, lock=lock)
-            except duckdb.Error as e:
-                if _is_lock_conflict(e):  # a process outside the engine has the file open
+            except ProjectionError as e:
+                if _is_lock_conflict(e.__cause__):  # a process outside the engine has it open
                     lock.close()
                     continue
                 # We hold the slot's lock, so nobody else uses this file: it is damaged.
@@ -188,18 +192,57 @@ class ProjectionStore:
                 try:
                     quarantined = _quarantine(path)
                     store = cls(str(path), version=version, lock=lock)
-                except (OSError, duckdb.Error) as again:
+                except (OSError, ProjectionError) as again:
                     lock.close()
                     msg = f"cannot open projection file {str(path)!r}: {again}"
-                    raise ProjectionUnavailableError(msg) from e
+                    raise ProjectionUnavailableError(msg, path=str(path)) from e
                 store.quarantined = quarantined
                 return store
         msg = f"all {MAX_SLOTS} projection slots under {str(folder)!r} are in use"
-        raise ProjectionUnavailableError(msg)
+        raise ProjectionUnavailableError(msg, path=str(folder), reason_code="all_slots_in_use")
+
+    @classmethod
+    def open_temporary(cls, *, version: int) -> ProjectionStore:
+        """Open a fresh projection file in a new temporary folder (removed on :meth:`close`).
+
+        For audits of a store whose projection folder this process cannot write: the read
+        models are rebuilt from the ledger into the temporary file.
+
+        :raises ProjectionUnavailableError: no temporary folder can be created.
+        """
+        try:
+            folder = tempfile.mkdtemp(prefix="memory-ledger-projections-")
+        except OSError as e:
+            msg = f"cannot create a temporary projection folder: {e.strerror or e}"
+            raise ProjectionUnavailableError(msg, path=tempfile.gettempdir()) from e
+        try:
+            store = cls(os.path.join(folder, "slot-0.duckdb"), version=version)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        store.temporary_folder = folder
+        return store
+
+    @contextlib.contextmanager
+    def guard(self, action: str = "use") -> Iterator[None]:
+        """Translate DuckDB errors raised inside the block (see
+        :mod:`memory_ledger.projections.errors`).
+
+        Damage (a short read, a bad checksum) marks this file (it is set aside and rebuilt
+        from the ledger at the next open) and raises :class:`ProjectionDamagedError`; any
+        other DuckDB error raises the :class:`ProjectionError` subclass of its DB-API class.
+        Errors that are not DuckDB's pass unchanged.
+        """
+        try:
+            yield
+        except duckdb.Error as e:
+            if is_damage(e):
+                raise self.mark_damaged(e) from e
+            raise translate_duckdb_error(e, self.path, action) from e
 
     def position(self) -> int:
         """The last ledger position applied to the read models (0 when none)."""
-        with self.lock:
+        with self.lock, self.guard("read"):
             rows = self.conn.execute(
                 "SELECT position FROM projection_tracking WHERE projection = ?", [self.name]
             ).fetchall()
@@ -216,7 +259,7 @@ class ProjectionStore:
     def mark_damaged(self, error: BaseException) -> ProjectionDamagedError:
         """Mark this file damaged (it is set aside at the next open) and return the error
         to raise, naming the file and the cause."""
-        if self.path != ":memory:":
+        if self.path != ":memory:" and self.temporary_folder is None:
             try:
                 damage_marker(Path(self.path)).write_text(f"{type(error).__name__}: {error}\n")
             except OSError:
@@ -226,13 +269,16 @@ class ProjectionStore:
             f"projection file {self.path!r} is damaged ({first}); it will be set aside and "
             "rebuilt from the ledger when the store is next opened"
         )
-        return ProjectionDamagedError(msg)
+        return ProjectionDamagedError(msg, path=self.path)
 
     def close(self) -> None:
-        """Close the DuckDB file and release the slot."""
+        """Close the DuckDB file and release the slot (a temporary folder is removed)."""
         try:
             self.conn.close()
         finally:
             if self._lock is not None:
                 self._lock.close()
                 self._lock = None
+            if self.temporary_folder is not None:
+                shutil.rmtree(self.temporary_folder, ignore_errors=True)
+                self.temporary_folder = None

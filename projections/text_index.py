@@ -63,6 +63,8 @@ from collections.abc import Iterable
 
 import msgspec
 
+from memory_ledger.ledger.errors import InvalidArgumentError
+
 __all__ = [
     "CJK_RANGES",
     "DEFAULT_B",
@@ -206,9 +208,11 @@ class BM25Index:
     def __init__(self, *, k1: float = DEFAULT_K1, b: float = DEFAULT_B) -> None:
         """Create an empty index with BM25 parameters ``k1 >= 0`` and ``0 <= b <= 1``."""
         if not (math.isfinite(k1) and k1 >= 0.0):
-            raise ValueError(f"k1 must be a finite number >= 0, got {k1!r}")
+            msg = f"k1 must be a finite number >= 0, got {k1!r}"
+            raise InvalidArgumentError(msg, parameter="k1")
         if not (0.0 <= b <= 1.0):
-            raise ValueError(f"b must be in [0, 1], got {b!r}")
+            msg = f"b must be in [0, 1], got {b!r}"
+            raise InvalidArgumentError(msg, parameter="b")
         self._k1 = float(k1)
         self._b = float(b)
         self._postings: dict[str, dict[int, int]] = {}
@@ -272,12 +276,14 @@ class BM25Index:
         return 0 if postings is None else len(postings)
 
     def add(self, doc: IndexedDoc) -> None:
-        """Index ``doc``; raises ``ValueError`` if its ``doc_id`` is already indexed.
+        """Index ``doc``; raises :class:`InvalidArgumentError` (a ``ValueError``) if its
+        ``doc_id`` is already indexed.
 
         O(|tokens|); invalidates the cached length normalizers (avgdl changed).
         """
         if doc.doc_id in self._slot_of:
-            raise ValueError(f"duplicate doc_id {doc.doc_id!r}")
+            msg = f"duplicate doc_id {doc.doc_id!r}"
+            raise InvalidArgumentError(msg, parameter="doc", reason_code="duplicate_doc_id")
         tokens = tokenize(doc.text)
         counts = Counter(tokens)
         dl = len(tokens)

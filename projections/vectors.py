@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.faults import fault
 
 __all__ = ["PendingMemory", "StoredVectors", "VectorStore"]
@@ -209,12 +210,12 @@ class VectorStore:
         for the same key are not duplicated.
 
         :returns: the highest ``seq`` written.
-        :raises ValueError: the lengths disagree.
+        :raises InvalidArgumentError: (a ``ValueError``) the lengths disagree.
         """
         count = len(memories)
         if len(digests) != count or vectors.shape[0] != count:
             msg = f"{count} memories, {len(digests)} digests, {vectors.shape[0]} vectors"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="vectors")
         if count == 0:
             return self.last_seq()
         dim = int(vectors.shape[1])

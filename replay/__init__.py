@@ -13,7 +13,7 @@ Audit and replay API (each function takes an open :class:`commands.MemoryEngine`
 - :func:`store_stats`: counts, positions and file sizes.
 - :func:`verify_store`: walk the ledger's hash chain.
 
-The names above are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
+The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
         RestoreReport,
         backup_store,
         restore_store,
+    )
+    from memory_ledger.replay.errors import (
+        BackupManifestError,
+        NotABackupError,
+        OutputExistsError,
+        OutputNotADirectoryError,
     )
     from memory_ledger.replay.export import ExportReport, export_store
     from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
@@ -57,11 +63,15 @@ __all__ = [
     "EVENT_TYPES",
     "AsOf",
     "BackupManifest",
+    "BackupManifestError",
     "BackupReport",
     "CheckReport",
     "EventFilter",
     "ExportReport",
     "Lineage",
+    "NotABackupError",
+    "OutputExistsError",
+    "OutputNotADirectoryError",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",
@@ -94,12 +104,16 @@ __getattr__, __dir__ = lazy_exports(
     {
         "AsOf": "memory_ledger.replay.timetravel",
         "BackupManifest": "memory_ledger.replay.backup",
+        "BackupManifestError": "memory_ledger.replay.errors",
         "BackupReport": "memory_ledger.replay.backup",
         "CheckReport": "memory_ledger.replay.rebuild",
         "EVENT_TYPES": "memory_ledger.replay.filters",
         "EventFilter": "memory_ledger.replay.filters",
         "ExportReport": "memory_ledger.replay.export",
         "Lineage": "memory_ledger.replay.lineage",
+        "NotABackupError": "memory_ledger.replay.errors",
+        "OutputExistsError": "memory_ledger.replay.errors",
+        "OutputNotADirectoryError": "memory_ledger.replay.errors",
         "PointError": "memory_ledger.replay.points",
         "PositionOutOfRangeError": "memory_ledger.replay.rebuild",
         "RebuildReport": "memory_ledger.replay.rebuild",

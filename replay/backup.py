@@ -25,6 +25,7 @@ import msgspec
 from memory_ledger.commands.config import load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, HASH_SIZE
+from memory_ledger.replay.errors import BackupManifestError, NotABackupError, OutputExistsError
 from memory_ledger.replay.verify import VerifyReport, verify_store
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
@@ -79,7 +80,7 @@ def _fsync(path: Path) -> None:
 def _empty_folder(path: Path, what: str) -> None:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         msg = f"{what} {str(path)!r} exists and is not an empty folder"
-        raise FileExistsError(msg)
+        raise OutputExistsError(msg, path=str(path))
     path.mkdir(parents=True, exist_ok=True)
 
 
@@ -89,8 +90,10 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
     Safe while other threads or processes append: the copy is one read transaction's
     snapshot. Writes ``out/ledger/data.mdb`` and ``out/backup.json`` and fsyncs both.
 
-    :raises FileExistsError: ``out`` exists and is not an empty folder.
-    :raises TypeError: the engine does not use the LMDB recorder.
+    :raises OutputExistsError: (a ``FileExistsError``) ``out`` exists and is not an empty
+        folder.
+    :raises InvalidArgumentTypeError: (a ``TypeError``) the engine does not use the LMDB
+        recorder.
     """
     started = time.perf_counter()
     recorder = engine.lmdb_recorder()
@@ -135,15 +138,21 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
 def read_manifest(backup: str | Path) -> BackupManifest:
     """The manifest of a backup folder.
 
-    :raises FileNotFoundError: the folder holds no backup (names what is missing).
-    :raises msgspec.ValidationError: the manifest is malformed.
+    :raises NotABackupError: (a ``FileNotFoundError``) the folder holds no backup (names
+        what is missing).
+    :raises BackupManifestError: (a ``ValueError``) the manifest is malformed.
     """
     folder = Path(backup)
     for needed in (folder / "ledger" / "data.mdb", folder / MANIFEST):
         if not needed.is_file():
             msg = f"{str(folder)!r} is not a memory-ledger backup ({needed.name} is missing)"
-            raise FileNotFoundError(msg)
-    return msgspec.json.decode((folder / MANIFEST).read_bytes(), type=BackupManifest)
+            raise NotABackupError(msg, path=str(folder))
+    manifest = folder / MANIFEST
+    try:
+        return msgspec.json.decode(manifest.read_bytes(), type=BackupManifest)
+    except msgspec.DecodeError as e:
+        msg = f"backup manifest {str(manifest)!r} is malformed: {e}"
+        raise BackupManifestError(msg, path=str(manifest)) from e
 
 
 def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
@@ -292,7 +293,7 @@ def explain_command(
     with common.user_errors():
         if fmt not in ("text", "json", "mermaid"):
             msg = f"unknown --format {fmt!r}; use text, json or mermaid"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--format")
         with common.open_for_audit(ctx, store) as engine:
             lineage = explain(engine, memory_id)
     if as_json or fmt == "json":

@@ -20,6 +20,7 @@ from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
 from memory_ledger.commands.config import CONFIG_FILE, MemoryConfig, load_config
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ def optional_namespace(
         return None
     if any(p is None for p in parts):
         msg = "give all of --tenant, --principal and --scope-id, or none of them"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="--tenant")
     return Namespace(str(tenant), str(principal), str(scope_id)).validated()
 
 

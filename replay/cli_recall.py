@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memory_ledger.commands.config import MemoryConfig, load_config_from
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
@@ -194,7 +195,7 @@ def recall(
         namespace = Namespace(tenant, principal, scope_id).validated()
         if occurred and at is None:
             msg = "--occurred needs --as-of TIMESTAMP"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--occurred")
         config = common.settings(ctx)
         if embeddings is not Embeddings.config or at is not None:  # as-of recall is lexical
             wanted = "local" if embeddings is Embeddings.local and at is None else "none"

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
@@ -72,7 +73,7 @@ def replay_command(
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
         if check and keep is not None:
             msg = "--check compares in a scratch file; drop --out, or run without --check"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--check")
         with common.progress("replaying", to if to is not None else engine.head) as on_page:
             if check:
                 with engine.projection_guard():
@@ -201,7 +202,7 @@ def export_command(
     with common.user_errors():
         if fmt not in ("parquet", "jsonl"):
             msg = f"unknown --format {fmt!r}; use parquet or jsonl"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg, parameter="--format")
         with common.open_for_audit(ctx, store) as engine:
             report = export_store(
                 engine, keep, fmt="parquet" if fmt == "parquet" else "jsonl", to=to, force=force

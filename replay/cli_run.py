@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import JsonOption, StoreOption
 
@@ -68,7 +69,7 @@ def _model_extractor(
         return None
     if url is None or model is None:
         msg = "give both --llm-url and --llm-model, or neither"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="--llm-url")
     from memory_ledger.commands.openai_extractor import OpenAIChatExtractor
 
     return OpenAIChatExtractor(

@@ -30,10 +30,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.lmdb import HASH_SIZE
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.tables import TABLES, VIEWS
+from memory_ledger.replay.errors import OutputExistsError, OutputNotADirectoryError
 from memory_ledger.replay.filters import EventFilter, filter_events
 from memory_ledger.replay.rebuild import build_projections
 from memory_ledger.replay.timeline import event_record
@@ -86,10 +88,10 @@ class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
 def _prepare(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         msg = f"{str(out)!r} is a file; export writes into a folder"
-        raise NotADirectoryError(msg)
+        raise OutputNotADirectoryError(msg, path=str(out))
     if out.exists() and any(out.iterdir()) and not force:
         msg = f"{str(out)!r} is not empty; choose a new folder or pass --force"
-        raise FileExistsError(msg)
+        raise OutputExistsError(msg, path=str(out))
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -190,13 +192,15 @@ def export_store(
     :param to: export the state at this position (read models rebuilt in a scratch file);
         default: the head when the export starts (the live projection, caught up).
     :param force: write into a non-empty folder (files of the same names are replaced).
-    :raises FileExistsError: ``out`` is not empty and ``force`` is false.
-    :raises NotADirectoryError: ``out`` is a file.
-    :raises ValueError: ``fmt`` is unknown or ``to`` is beyond the head.
+    :raises OutputExistsError: (a ``FileExistsError``) ``out`` is not empty and ``force`` is
+        false.
+    :raises OutputNotADirectoryError: (a ``NotADirectoryError``) ``out`` is a file.
+    :raises InvalidArgumentError: (a ``ValueError``) ``fmt`` is unknown or ``to`` is beyond
+        the head.
     """
     if fmt not in ("parquet", "jsonl"):
         msg = f"unknown export format {fmt!r}; use parquet or jsonl"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="fmt")
     started = time.perf_counter()
     folder = Path(out)
     _prepare(folder, force)
@@ -209,7 +213,8 @@ def export_store(
             store = build_projections(engine, to=to, path=str(scratch / "at.duckdb"))
             stack.callback(store.close)
             position, conn = to, store.conn
-        files = _write_read_models(conn, folder, fmt)
+        with engine.projection_guard() if to is None else store.guard("export"):
+            files = _write_read_models(conn, folder, fmt)
     events_path = folder / f"events.{fmt}"
     rows = _write_events(engine, events_path, fmt, position)
     files.insert(0, ExportedFile(name="events", path=events_path.name, rows=rows))

@@ -15,7 +15,9 @@ from typing import Any
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.arguments import check_aware, check_count
 from memory_ledger.ledger.dispatch import EventDispatch
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import (
     EVENT_CLASSES,
     AdmissionRevoked,
@@ -86,7 +88,8 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.
 
-        :raises ValueError: a name is not an event type (the message lists the valid ones).
+        :raises InvalidArgumentError: (a ``ValueError``) a name is not an event type (the
+            message lists the valid ones).
         """
         names = set()
         for raw in self.types:
@@ -94,7 +97,7 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
                 name = _BY_LOWER.get(part.strip().lower())
                 if name is None:
                     msg = f"unknown event type {part.strip()!r}; known: {', '.join(EVENT_TYPES)}"
-                    raise ValueError(msg)
+                    raise InvalidArgumentError(msg, parameter="types")
                 names.add(name)
         return frozenset(names)
 
@@ -128,16 +131,23 @@ def filter_events(
     At most ``limit`` events (after filtering). Reads pages of raw records, drops positions
     and types outside the filter before decoding, then applies the content filters.
 
-    :raises ValueError: ``selection`` names an unknown event type or an empty range.
+    :raises InvalidArgumentError: (a ``ValueError``) ``selection`` names an unknown event
+        type, an empty range or a naive ``since``/``until``; or ``limit`` is below 1.
     """
     selection = selection or EventFilter()
     types = selection.normalized_types()
+    if limit is not None:
+        check_count("limit", limit)
+    check_count("page", page)
+    for name in ("since", "until"):
+        if getattr(selection, name) is not None:
+            check_aware(name, getattr(selection, name))
     if selection.stop is not None and selection.stop < selection.start:
         msg = f"empty position range {selection.start}..{selection.stop}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="stop", reason_code="empty_range")
     if selection.since and selection.until and selection.until < selection.since:
         msg = f"empty time range {selection.since.isoformat()}..{selection.until.isoformat()}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg, parameter="until", reason_code="empty_range")
     decode = engine.event_decoder()
     after = max(selection.start, 1) - 1
     emitted = 0

@@ -20,7 +20,9 @@ from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands import errors as commands_errors
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
@@ -71,8 +73,16 @@ __all__ = [
 ]
 
 
-class UnknownMemoryError(ValueError):
-    """No memory has the given id (or id prefix), or a prefix matches several."""
+class UnknownMemoryError(commands_errors.UnknownMemoryError):
+    """No memory has the given id (or id prefix), or a prefix matches several.
+
+    Also the commands' :class:`~memory_ledger.commands.errors.UnknownMemoryError` (one
+    ``except`` catches both); ``reason_code`` is ``"unknown_memory"``, ``"not_a_memory_id"``
+    or ``"ambiguous_memory_id"``.
+    """
+
+    def __init__(self, message: str, reason_code: str = "unknown_memory") -> None:
+        CommandRejectedError.__init__(self, message, reason_code)
 
 
 class TranscriptEvidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -255,7 +265,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     wanted = text.strip().lower()
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
-        raise UnknownMemoryError(msg)
+        raise UnknownMemoryError(msg, "not_a_memory_id")
     with engine.read_models() as live:
         rows = live.conn.execute(
             "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
@@ -271,7 +281,7 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
         msg = f"no memory with id {text!r} in {str(engine.path)!r}"
         raise UnknownMemoryError(msg)
     msg = f"memory id prefix {text!r} matches several memories: {', '.join(ids[:5])}"
-    raise UnknownMemoryError(msg)
+    raise UnknownMemoryError(msg, "ambiguous_memory_id")
 
 
 def _transcript(position: int, event: TranscriptObserved) -> TranscriptEvidence:

@@ -41,6 +41,8 @@ from typing import IO, Any, Final, Literal, cast
 
 import msgspec
 
+from memory_ledger.ledger.errors import MemoryLedgerError
+
 __all__ = [
     "DEFAULT_LOCOMO_PATH",
     "FACT_CONFIDENCE",
@@ -127,11 +129,13 @@ _MONTHS: Final[dict[str, int]] = {
 }
 
 
-class LocomoFormatError(ValueError):
+class LocomoFormatError(MemoryLedgerError, ValueError):
     """A LoCoMo sample does not have the expected shape (or a value cannot be parsed).
 
     ``sample_id``, ``key`` and ``value`` name the offending sample, key and value.
     """
+
+    reason_code = "bad_locomo_sample"
 
     def __init__(self, sample_id: str, key: str, value: object, problem: str) -> None:
         self.sample_id = sample_id
@@ -141,8 +145,10 @@ class LocomoFormatError(ValueError):
         super().__init__(f"LoCoMo sample {sample_id!r}, key {key!r}: {problem} (value: {value!r})")
 
 
-class SampleNotFoundError(KeyError):
+class SampleNotFoundError(MemoryLedgerError, KeyError):
     """No sample with the requested id; ``available`` lists the ids that exist."""
+
+    reason_code = "sample_not_found"
 
     def __init__(self, sample_id: str, available: Sequence[str]) -> None:
         self.sample_id = sample_id

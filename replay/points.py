@@ -10,13 +10,17 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, time
 
+from memory_ledger.ledger.errors import InvalidArgumentError
+
 __all__ = ["PointError", "parse_point", "parse_timestamp"]
 
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-class PointError(ValueError):
+class PointError(InvalidArgumentError):
     """A position or timestamp given by the user cannot be read or is out of range."""
+
+    reason_code = "bad_point"
 
 
 def parse_timestamp(text: str) -> datetime:

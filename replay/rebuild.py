@@ -21,11 +21,13 @@ import duckdb
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.projections.digest import table_digests
-from memory_ledger.projections.runner import PROJECTION_VERSION, gc_paused
+from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tables import TABLES, VIEWS
+from memory_ledger.replay.errors import OutputExistsError
 
 __all__ = [
     "CheckReport",
@@ -80,8 +82,10 @@ _PAIR_KEYS: dict[str, str] = {
 _encoder = msgspec.msgpack.Encoder()
 
 
-class PositionOutOfRangeError(ValueError):
+class PositionOutOfRangeError(InvalidArgumentError):
     """A requested position is beyond the ledger head (or negative)."""
+
+    reason_code = "position_out_of_range"
 
 
 class RebuildReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,10 +135,10 @@ def _target(engine: MemoryEngine, to: int | None) -> tuple[int, int]:
         return head, head
     if to < 0:
         msg = f"position {to} is negative"
-        raise PositionOutOfRangeError(msg)
+        raise PositionOutOfRangeError(msg, parameter="to")
     if to > head:
         msg = f"position {to} is beyond the ledger head {head}"
-        raise PositionOutOfRangeError(msg)
+        raise PositionOutOfRangeError(msg, parameter="to")
     return to, head
 
 
@@ -154,33 +158,38 @@ def build_projections(
     :param on_page: progress callback ``(last position applied)``.
     :returns: the open :class:`ProjectionStore`; the caller closes it.
     :raises PositionOutOfRangeError: ``to`` is negative or beyond the head.
-    :raises FileExistsError: ``path`` exists.
+    :raises OutputExistsError: (a ``FileExistsError``) ``path`` exists.
     """
     target, _ = _target(engine, to)
     if path != ":memory:" and Path(path).exists():
         msg = f"{path!r} exists; a rebuild writes a fresh file"
-        raise FileExistsError(msg)
+        raise OutputExistsError(msg, path=path)
     store = ProjectionStore(path, version=PROJECTION_VERSION)
     try:
         runner = engine.projection_runner(store, page_size=page_size)
-        position = 0
-        while position < target:
-            with gc_paused():
-                page = runner.read_page(position, target)
-                if page is None:
-                    break
-                last, events = page
-                if keep is not None:
-                    events = [(p, e) for p, e in events if keep(p, e)]
-                runner.apply_events(events, previous=position, last=last)
-                del page, events
-            position = last
-            if on_page is not None:
-                on_page(position)
+        with store.guard("rebuild"):
+            _fold(runner, target, keep, on_page)
     except BaseException:
         store.close()
         raise
     return store
+
+
+def _fold(runner: ProjectionRunner, target: int, keep: Keep | None, on_page: OnPage | None) -> None:
+    """Fold the ledger's pages up to ``target`` into ``runner``'s (fresh) store."""
+    position = 0
+    while position < target:
+        page = runner.read_page(position, target)
+        if page is None:
+            break
+        last, events = page
+        if keep is not None:
+            events = [(p, e) for p, e in events if keep(p, e)]
+        runner.apply_events(events, previous=position, last=last)
+        del page, events
+        position = last
+        if on_page is not None:
+            on_page(position)
 
 
 def row_counts(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -210,19 +219,20 @@ def rebuild_projections(
     :param out: keep the rebuilt file here (must not exist); default: a temporary file that
         is removed afterwards (the report still carries rows and digests).
     :raises PositionOutOfRangeError: ``to`` is negative or beyond the head.
-    :raises FileExistsError: ``out`` exists.
+    :raises OutputExistsError: (a ``FileExistsError``) ``out`` exists.
     """
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         path = Path(out) if out is not None else stack.enter_context(_scratch("ml-rebuild-"))
         if out is not None and path.exists():
             msg = f"{str(path)!r} exists; choose a new file for the rebuilt projections"
-            raise FileExistsError(msg)
+            raise OutputExistsError(msg, path=str(path))
         store = build_projections(engine, to=to, path=str(path), on_page=on_page)
         try:
-            position = store.position()
-            rows = row_counts(store.conn)
-            digests = table_digests(store.conn)
+            with store.guard("read"):
+                position = store.position()
+                rows = row_counts(store.conn)
+                digests = table_digests(store.conn)
         finally:
             store.close()
     return RebuildReport(
@@ -341,12 +351,13 @@ def check_projections(
             msg = (
                 f"the live projection is at position {position}, past {target}; check without --to"
             )
-            raise PositionOutOfRangeError(msg)
+            raise PositionOutOfRangeError(msg, parameter="to")
         live_digests = table_digests(live.conn)
     with _scratch("ml-check-") as path:
         rebuilt = build_projections(engine, to=position, path=str(path), on_page=on_page)
         try:
-            rebuilt_digests = table_digests(rebuilt.conn)
+            with rebuilt.guard("read"):
+                rebuilt_digests = table_digests(rebuilt.conn)
             differing = [n for n in live_digests if live_digests[n] != rebuilt_digests.get(n)]
             with engine.read_models(catch_up=False) as live:
                 differences = tuple(diff_table(live.conn, rebuilt.conn, name) for name in differing)

@@ -19,6 +19,7 @@ import msgspec
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.session import MemorySession
+from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
 
 __all__ = [
@@ -87,8 +88,10 @@ Step = OpenStep | TurnStep | CommandStep | RecallStep | FinishStep
 _step_decoder = msgspec.json.Decoder(Step)
 
 
-class ScriptError(ValueError):
+class ScriptError(MemoryLedgerError, ValueError):
     """A script line is malformed or out of order; ``line`` is 1-based."""
+
+    reason_code = "bad_script"
 
     def __init__(self, line: int, message: str) -> None:
         super().__init__(f"line {line}: {message}")

@@ -85,8 +85,17 @@ def _first_and_last(engine: MemoryEngine, head: int) -> tuple[datetime | None, d
 
 @contextlib.contextmanager
 def _slot_lock(lock_path: Path) -> Iterator[bool]:
-    """Try the slot's flock without waiting: yields True when it was free (and is now ours)."""
-    with open(lock_path, "ab") as handle:
+    """Try the slot's flock without waiting: yields True when it was free (and is now ours).
+
+    A lock file this process cannot open (a read-only store) yields True: the caller's
+    read-only DuckDB open then fails on its own if a process writes the file.
+    """
+    try:
+        handle = open(lock_path, "rb" if lock_path.exists() else "ab")  # noqa: SIM115
+    except OSError:
+        yield True
+        return
+    with handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

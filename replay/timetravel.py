@@ -26,8 +26,9 @@ import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.recall import NamespaceRecallIndex, RecallResult
+from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.events import LedgerEvent
-from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.ledger.ids import Namespace, check_namespace, session_stream_id
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.store import ProjectionStore
@@ -40,14 +41,26 @@ __all__ = ["AsOf", "AsOfMode", "as_of", "memory_record", "position_at"]
 AsOfMode = Literal["position", "recorded", "occurred"]
 
 
+def _check_timestamp(parameter: str, value: object) -> None:
+    """Raise :class:`PointError` naming ``parameter`` unless ``value`` is an aware datetime."""
+    if not isinstance(value, datetime):
+        msg = f"{parameter} must be a datetime, got {type(value).__name__}"
+        raise PointError(msg, parameter=parameter, reason_code="not_a_datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        msg = (
+            f"{parameter} {value.isoformat()} has no time zone; pass an aware datetime, "
+            "e.g. datetime(..., tzinfo=UTC)"
+        )
+        raise PointError(msg, parameter=parameter, reason_code="naive_datetime")
+
+
 def position_at(engine: MemoryEngine, when: datetime) -> int:
     """The last position of the ledger prefix recorded at or before ``when`` (0 if none).
 
-    :raises PointError: ``when`` has no time zone.
+    :raises PointError: (an ``InvalidArgumentError``, a ``ValueError``) ``when`` is not a
+        datetime or has no time zone.
     """
-    if when.tzinfo is None:
-        msg = f"timestamp {when.isoformat()} has no time zone"
-        raise PointError(msg)
+    _check_timestamp("when", when)
     position = 0
     for current, event in filter_events(engine):
         if event.recorded_at > when:
@@ -124,7 +137,7 @@ class AsOf:
         self.head = head
         self.events_skipped = events_skipped
         self._lock = threading.RLock()
-        self._canonical = CanonicalMemory(store.conn, self._lock)
+        self._canonical = CanonicalMemory(store.conn, self._lock, store.guard)
         self._index = NamespaceRecallIndex(self._canonical, context_of=context_of)
 
     @property
@@ -149,7 +162,7 @@ class AsOf:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY tenant, principal, scope_id, created_position, memory_id"
-        with self._lock:
+        with self._lock, self.store.guard("query"):
             rows: list[dict[str, Any]] = (
                 self.conn.sql(sql, params=params).to_arrow_table().to_pylist()
             )
@@ -161,10 +174,15 @@ class AsOf:
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Recall over ``namespace`` as it would have been answered then (BM25, same ranking
-        as :meth:`commands.MemoryEngine.recall`)."""
-        namespace.validated()
+        as :meth:`commands.MemoryEngine.recall`).
+
+        :raises InvalidArgumentError: ``k`` is not an integer of at least 1.
+        :raises InvalidNamespaceError: the namespace is invalid.
+        """
+        check_namespace(namespace)
+        check_count("k", k)
         with self._lock:
-            hits = self._index.search(namespace, query, max(k, 0), self.position)
+            hits = self._index.search(namespace, query, k, self.position)
         return RecallResult(query=query, results=tuple(hits), position=self.position)
 
     def digests(self) -> dict[str, str]:
@@ -219,17 +237,20 @@ def as_of(
     ...     [m["statement"] for m in past.memories()]
     """
     point = parse_point(at) if isinstance(at, str) else at
-    if isinstance(point, bool):
-        msg = "a point is a position or a timestamp, not a boolean"
-        raise PointError(msg)
+    if isinstance(point, bool) or not isinstance(point, int | datetime):
+        msg = f"at must be a position, a timestamp or text of either, got {point!r}"
+        raise PointError(msg, parameter="at", reason_code="not_a_point")
     head = engine.head
     if isinstance(point, int):
         if occurred:
             msg = "occurred time needs a timestamp, not a position"
-            raise PointError(msg)
+            raise PointError(msg, parameter="at")
+        if point < 0:
+            msg = f"position {point} is negative"
+            raise PositionOutOfRangeError(msg, parameter="at")
         if point > head:
             msg = f"position {point} is beyond the ledger head {head}"
-            raise PositionOutOfRangeError(msg)
+            raise PositionOutOfRangeError(msg, parameter="at")
         store = build_projections(engine, to=point, path=path, on_page=on_page)
         return AsOf(
             store,
@@ -239,9 +260,7 @@ def as_of(
             head=head,
             context_of=engine.transcript_context,
         )
-    if point.tzinfo is None:
-        msg = f"timestamp {point.isoformat()} has no time zone"
-        raise PointError(msg)
+    _check_timestamp("at", point)
     if not occurred:
         position = position_at(engine, point)
         store = build_projections(engine, to=position, path=path, on_page=on_page)

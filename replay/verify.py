@@ -39,7 +39,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 def verify_store(engine: MemoryEngine) -> VerifyReport:
     """Verify the hash chain, positions and decodability of every record of ``engine``.
 
-    :raises TypeError: the engine's recorder is not the LMDB recorder.
+    :raises InvalidArgumentTypeError: (a ``TypeError``) the engine's recorder is not the LMDB
+        recorder.
     """
     recorder = engine.lmdb_recorder()
     decode = engine.event_decoder()

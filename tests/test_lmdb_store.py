@@ -704,7 +704,7 @@ def test_newer_format_version_refuses_to_open(
 
     # A fresh process refuses it...
     refused = spawn("try_open", path).result()
-    assert refused["error_type"] == "memory_ledger.ledger.lmdb.LedgerFormatError"
+    assert refused["error_type"] == "memory_ledger.ledger.errors.LedgerFormatError"
     assert f"format version {newer}" in refused["message"]
     assert os.path.realpath(path) in refused["message"]
     # ...and so does this one, now that it has no handle open on the path.
@@ -731,7 +731,7 @@ def test_unreadable_format_version_refuses_to_open(
     datastore.write(lambda txn: txn.put(b"format_version", b"v1", db=datastore.db(b"meta")))
     datastore.close()
     refused = spawn("try_open", path).result()
-    assert refused["error_type"] == "memory_ledger.ledger.lmdb.LedgerFormatError"
+    assert refused["error_type"] == "memory_ledger.ledger.errors.LedgerFormatError"
     assert "unreadable format version" in refused["message"]
     assert os.path.realpath(path) in refused["message"]
 
@@ -744,7 +744,7 @@ def test_refused_open_leaves_a_newer_store_untouched(
     before = spawn("raw_store_state", path).result()
     assert before["dbs"] == ["meta"]
     refused = spawn("try_open", path).result()
-    assert refused["error_type"] == "memory_ledger.ledger.lmdb.LedgerFormatError"
+    assert refused["error_type"] == "memory_ledger.ledger.errors.LedgerFormatError"
     assert spawn("raw_store_state", path).result() == before
 
 

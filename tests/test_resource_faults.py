@@ -35,6 +35,7 @@ import pytest
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger import faults
+from memory_ledger.ledger.errors import LedgerOperationalError
 from memory_ledger.projections import table_digests
 from memory_ledger.replay.verify import verify_store
 from tests.conftest import REPO_ROOT, make_item
@@ -139,8 +140,11 @@ def test_failure_inside_the_write_transaction_writes_nothing_and_the_retry_compl
         before, stored = engine.head, log_bytes(engine)
         # The evidence commits; the extraction outcome's transaction fails before its commit.
         inject("ledger.commit", raise_once(lmdb.DiskError("injected: no space left"), 2))
-        with pytest.raises((lmdb.Error, OSError)):
+        with pytest.raises(LedgerOperationalError, match="no space left") as raised:
             busy_turn(engine, extractor, 2, 1)
+        # the driver's error is translated (naming the store), never raised raw
+        assert isinstance(raised.value.__cause__, lmdb.DiskError)
+        assert str(tmp_path / "store" / "ledger") in str(raised.value)
         faults.FAULTS.clear()
         assert engine.head == before + 1, "only the evidence command is written"
         assert log_bytes(engine).startswith(stored)

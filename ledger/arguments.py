@@ -1,0 +1,96 @@
+"""Checks of engine-call arguments: each returns the value or raises a typed error naming
+the parameter (:class:`~memory_ledger.ledger.errors.InvalidArgumentError`, a ``ValueError``;
+:class:`~memory_ledger.ledger.errors.InvalidArgumentTypeError` for a wrong type, also a
+``TypeError``).
+
+Used by every layer (the ledger imports nothing of ours, so the checks live here).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
+
+__all__ = [
+    "check_aware",
+    "check_count",
+    "check_non_empty",
+    "check_timeout",
+]
+
+
+def check_count(parameter: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` if it is an ``int`` (not a ``bool``) of at least ``minimum``.
+
+    For result sizes such as ``k`` and ``limit``.
+
+    :raises InvalidArgumentTypeError: not an integer (``reason_code`` ``"not_an_integer"``).
+    :raises InvalidArgumentError: below ``minimum`` (``reason_code`` ``"out_of_range"``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{parameter} must be an integer of at least {minimum}, got {value!r}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_an_integer")
+    if value < minimum:
+        msg = f"{parameter} must be at least {minimum}, got {value}"
+        raise InvalidArgumentError(msg, parameter=parameter, reason_code="out_of_range")
+    return value
+
+
+def check_timeout(parameter: str, value: object, *, allow_none: bool = True) -> float | None:
+    """``value`` as seconds: a finite real number >= 0 (or None when ``allow_none``).
+
+    :raises InvalidArgumentTypeError: not a number (``"not_a_number"``).
+    :raises InvalidArgumentError: NaN or infinite (``"not_finite"``), or negative
+        (``"out_of_range"``).
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{parameter} must be a number of seconds, got {value!r}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_number")
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        msg = f"{parameter} must be a finite number of seconds, got {value!r}"
+        raise InvalidArgumentError(msg, parameter=parameter, reason_code="not_finite")
+    if seconds < 0:
+        msg = f"{parameter} must not be negative, got {value!r}"
+        raise InvalidArgumentError(msg, parameter=parameter, reason_code="out_of_range")
+    return seconds
+
+
+def check_aware(parameter: str, value: object) -> datetime:
+    """``value`` if it is a time-zone-aware ``datetime``.
+
+    A naive datetime is refused rather than guessed (local time? UTC?): pass
+    ``datetime(..., tzinfo=UTC)`` or ``datetime.now(UTC)``.
+
+    :raises InvalidArgumentTypeError: not a datetime (``"not_a_datetime"``).
+    :raises InvalidArgumentError: naive (``"naive_datetime"``).
+    """
+    if not isinstance(value, datetime):
+        msg = f"{parameter} must be a datetime, got {type(value).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        msg = (
+            f"{parameter} {value.isoformat()} has no time zone; pass an aware datetime, "
+            "e.g. datetime(..., tzinfo=UTC)"
+        )
+        raise InvalidArgumentError(msg, parameter=parameter, reason_code="naive_datetime")
+    return value
+
+
+def check_non_empty(parameter: str, value: object) -> str:
+    """``value`` if it is a string with a non-whitespace character.
+
+    :raises InvalidArgumentTypeError: not a string (``"not_a_string"``).
+    :raises InvalidArgumentError: empty or blank (``"empty"``).
+    """
+    if not isinstance(value, str):
+        msg = f"{parameter} must be a string, got {type(value).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_string")
+    if not value.strip():
+        msg = f"{parameter} must not be empty, got {value!r}"
+        raise InvalidArgumentError(msg, parameter=parameter, reason_code="empty")
+    return value

@@ -1,0 +1,208 @@
+"""The base of every error memory-ledger raises on purpose, and the ledger's own errors.
+
+Every error the engine raises on purpose derives from :class:`MemoryLedgerError` and carries
+a stable ``reason_code`` (a class default, overridable per instance) that programs and logs
+can match on; the message is for people and may change. Each concrete error also derives
+from the builtin (or ``eventsourcing.persistence``) class that the code raised before it was
+typed, so ``except ValueError`` / ``except OSError`` / ``except IntegrityError`` keep working.
+
+This module is the lowest layer's: it imports nothing of memory-ledger's, so the ledger,
+the projections, the commands and the replay tools all raise from one tree.
+
+Families defined here:
+
+- :class:`InvalidArgumentError` (a ``ValueError``) and :class:`InvalidArgumentTypeError`
+  (also a ``TypeError``): a call's argument is wrong; ``parameter`` names it.
+- :class:`LedgerError` and its DB-API-shaped subclasses (:class:`LedgerOperationalError`,
+  :class:`LedgerIntegrityError`, ...): what the LMDB ledger raises, each also the
+  ``eventsourcing.persistence`` class of the same meaning, each naming the store path.
+- :class:`LedgerFormatError` and :class:`ForeignStoreError`: the folder does not hold a
+  memory-ledger store this version can read.
+- :class:`LedgerSettingError` (an ``OSError``, as the library's own factories raise): a
+  persistence setting (``LMDB_PATH``, ``LMDB_MAP_SIZE``, ...) is missing or invalid.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+)
+
+__all__ = [
+    "ForeignStoreError",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
+    "LedgerDamagedError",
+    "LedgerDataError",
+    "LedgerError",
+    "LedgerFormatError",
+    "LedgerIntegrityError",
+    "LedgerInternalError",
+    "LedgerNotSupportedError",
+    "LedgerOperationalError",
+    "LedgerProgrammingError",
+    "LedgerReadOnlyError",
+    "LedgerRecordError",
+    "LedgerSettingError",
+    "MemoryLedgerError",
+]
+
+
+class MemoryLedgerError(Exception):
+    """Base of every error memory-ledger raises on purpose.
+
+    ``reason_code`` is a stable, machine-readable code (``snake_case``): each class sets a
+    default and an instance may override it (``reason_code=`` keyword). Instances pickle
+    with their attributes (the ``reason_code`` survives a process boundary).
+    """
+
+    reason_code: str = "memory_ledger_error"
+
+    def __init__(self, *args: object, reason_code: str | None = None) -> None:
+        super().__init__(*args)
+        if reason_code is not None:
+            self.reason_code = reason_code
+
+
+# Arguments ------------------------------------------------------------------------------------
+
+
+class InvalidArgumentError(MemoryLedgerError, ValueError):
+    """An argument of an engine call is invalid; the message and ``parameter`` name it.
+
+    :param message: what is wrong, naming the parameter.
+    :param parameter: the parameter's name (``"k"``, ``"timeout"``, ``"older_than"``...).
+    """
+
+    reason_code = "invalid_argument"
+
+    def __init__(
+        self, message: str, *, parameter: str | None = None, reason_code: str | None = None
+    ) -> None:
+        super().__init__(message, reason_code=reason_code)
+        self.parameter = parameter
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type (also a ``TypeError``, which the call raised before)."""
+
+    reason_code = "invalid_argument_type"
+
+
+# The ledger store -----------------------------------------------------------------------------
+
+
+class LedgerError(MemoryLedgerError, DatabaseError):
+    """The LMDB ledger failed (an ``eventsourcing.persistence.DatabaseError``).
+
+    ``path`` is the store directory (also named in the message). Subclasses follow the
+    ``eventsourcing`` recorders' DB-API mapping (``eventsourcing/sqlite.py``): an LMDB
+    driver error never reaches a caller raw; it arrives as one of these, with the driver's
+    error as ``__cause__``.
+    """
+
+    reason_code = "ledger_error"
+
+    def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+        self.path = path
+
+
+class LedgerDataError(LedgerError, DataError):
+    """A value cannot be stored as given (an id or version out of range, a key too long)."""
+
+    reason_code = "ledger_data"
+
+
+class LedgerOperationalError(LedgerError, OperationalError):
+    """The store cannot be opened, read or written now (permissions, disk, readers full)."""
+
+    reason_code = "ledger_unavailable"
+
+
+class LedgerReadOnlyError(LedgerOperationalError):
+    """A write was attempted on a ledger opened read-only (an audit of a read-only store)."""
+
+    reason_code = "ledger_read_only"
+
+
+class LedgerIntegrityError(LedgerError, IntegrityError):
+    """A write conflicts with what is stored (a stream version exists: a concurrent writer,
+    or a tracking position that is not new); nothing of the batch was written."""
+
+    reason_code = "ledger_conflict"
+
+
+class LedgerInternalError(LedgerError, InternalError):
+    """LMDB reported an internal error (a transaction or cursor in a bad state)."""
+
+    reason_code = "ledger_internal"
+
+
+class LedgerProgrammingError(LedgerError, ProgrammingError):
+    """LMDB was called wrongly (a bad handle or parameter): a bug, reported with the path."""
+
+    reason_code = "ledger_programming"
+
+
+class LedgerNotSupportedError(LedgerError, NotSupportedError):
+    """The operation is not supported by this LMDB build (e.g. encryption)."""
+
+    reason_code = "ledger_not_supported"
+
+
+class LedgerDamagedError(LedgerError):
+    """The ledger file is damaged (a corrupted page, a bad checksum, an LMDB panic).
+
+    Restore it from a backup (``memory-ledger restore``); ``verify`` locates damage.
+    """
+
+    reason_code = "ledger_damaged"
+
+
+class LedgerRecordError(LedgerDamagedError, msgspec.DecodeError):
+    """A record of the ledger's log does not decode (a damaged or foreign record body).
+
+    Also a ``msgspec.DecodeError`` (a ``ValueError``), which the ledger raised before.
+    """
+
+    reason_code = "undecodable_record"
+
+
+class LedgerFormatError(LedgerError):
+    """The store was written in a record format this version cannot read.
+
+    Raised on open when the store's ``format_version`` is newer than this version's, or is
+    not an integer (``reason_code`` ``"newer_format"`` or ``"unreadable_format"``).
+    """
+
+    reason_code = "unsupported_format"
+
+
+class ForeignStoreError(LedgerFormatError):
+    """The folder does not hold a memory-ledger store; it is refused and left untouched.
+
+    ``reason_code`` says what was found: ``"foreign_lmdb"`` (another application's LMDB
+    environment: other named databases or keys, or no memory-ledger identity),
+    ``"empty_data_file"`` (a zero-byte ``data.mdb``), ``"not_lmdb"`` (``data.mdb`` is not an
+    LMDB file) or ``"lmdb_at_top_level"`` (an LMDB environment where the store folder
+    should hold a ``ledger/`` folder).
+    """
+
+    reason_code = "foreign_store"
+
+
+class LedgerSettingError(MemoryLedgerError, OSError):
+    """A persistence setting is missing or invalid; the message names its key.
+
+    An ``OSError``, as the ``eventsourcing`` library's own factories raise for bad settings.
+    """
+
+    reason_code = "invalid_setting"
