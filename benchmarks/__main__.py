@@ -18,6 +18,7 @@ BENCHMARKS = {
     "memory": "benchmarks.memory",
     "mcp": "benchmarks.mcp",
     "cli": "benchmarks.cli",
+    "growth": "benchmarks.growth",
     "all": "benchmarks.run_all",
 }
 

@@ -49,10 +49,13 @@ SUBJECTS = [f"person{n}" for n in range(2000)]
 PREDICATES = [f"attribute_{n}" for n in range(300)]
 
 
-def generate(total: int, namespaces: int = 10, turns_per_session: int = 20) -> list[LedgerEvent]:
-    """About ``total`` events of whole sessions, spread over ``namespaces`` namespaces."""
+def generate(
+    total: int, namespaces: int = 10, turns_per_session: int = 20, first_session: int = 1
+) -> list[LedgerEvent]:
+    """About ``total`` events of whole sessions, spread over ``namespaces`` namespaces;
+    sessions are numbered from ``first_session`` (a later call continues an earlier one)."""
     events: list[LedgerEvent] = []
-    session_number = 0
+    session_number = first_session - 1
     while len(events) < total:
         session_number += 1
         ns = Namespace("bench", f"user{session_number % namespaces}", "chat")

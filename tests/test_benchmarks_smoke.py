@@ -45,6 +45,7 @@ OUTPUTS = {
     "memory": "memory.json",
     "mcp": "mcp.json",
     "cli": "cli.json",
+    "growth": "growth.json",
 }
 
 
@@ -71,8 +72,8 @@ def test_benchmark_quick(name: str, results: Path, capsys: pytest.CaptureFixture
     payload = json.loads(written.read_text())
     assert payload["benchmark"] == written.stem
     assert payload["figures"]
-    if name == "recall":
-        plot = results / "recall_latency.png"
+    if name in ("recall", "growth"):
+        plot = results / ("recall_latency.png" if name == "recall" else "growth.png")
         if HAS_MATPLOTLIB:
             assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         else:
