@@ -19,6 +19,7 @@ BENCHMARKS = {
     "mcp": "benchmarks.mcp",
     "cli": "benchmarks.cli",
     "growth": "benchmarks.growth",
+    "workspace": "benchmarks.workspace",
     "all": "benchmarks.run_all",
 }
 

@@ -11,9 +11,15 @@ command, the default). Then:
   durable transactions (the cost of the two fsyncs and the encoding, no session logic);
 - finish: ``finish()`` of a session of 20 turns x 5 candidates (80 new facts, 10 exact
   duplicates of canonical memories, 10 new values for an existing subject + predicate),
-  timed as a host calls it (it catches the projection up first). The time spent in the
-  projection catch-up and in ``canonical.same_key`` (one DuckDB query per key) is shown.
+  timed as a host calls it. The decision reads canonical memory from the ledger (tagged
+  reads, ``commands/boundary.py``) and appends under its append condition; the time in
+  those reads and in the condition check inside the write transaction is shown.
   Baseline: one durable append of as many events as finish wrote.
+
+Before / after the consistency boundary (issue 13): every turn and every finish is measured
+twice in the same run, alternating, with the append condition on (``after``) and switched
+off (``before``: ``engine.consistency_boundary = False``; same reads, same events and tags,
+no condition). The condition may cost at most 10% on either.
 
 Targets (issue 7, item 2): turn p50 < 2 ms excluding the extractor; finish < 100 ms.
 """
@@ -45,6 +51,17 @@ from memory_ledger.ledger.events import (
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 
 T = TypeVar("T")
+
+MODES = ("after", "before")
+"""``after``: decisions appended under their append condition; ``before``: condition off."""
+
+
+def slot_order(pair: int) -> tuple[str, ...]:
+    """The two modes of the ``pair``-th measurement pair, in ABBA order: each mode runs first
+    as often as second. (The slot matters: with a fixed order, an A/A run of this benchmark,
+    the condition on in both modes, measured the first slot of each pair 18% slower.)"""
+    return MODES if pair % 2 == 0 else MODES[::-1]
+
 
 FLOOR_NAMESPACE = Namespace("bench", "floor", "assistant")
 """Where the baselines' events go (so they never meet the measured namespace)."""
@@ -155,37 +172,53 @@ def floor_turn_events(turn: int, items: list[dict[str, Any]]) -> tuple[list[Ledg
 
 
 def measure_turns(engine: MemoryEngine, fresh: list[Memory], turns: int) -> dict[str, Any]:
-    extractor = TimedExtractor()
-    session = engine.session(BENCH_NAMESPACE, "bench-turns", extractor=extractor)
-    turn_ms: list[float] = []
+    """Turns alternating between the append condition on and off (one session each)."""
+    extractors = {mode: TimedExtractor() for mode in MODES}
+    sessions = {
+        mode: engine.session(BENCH_NAMESPACE, f"bench-turns-{mode}", extractor=extractors[mode])
+        for mode in MODES
+    }
+    turn_ms: dict[str, list[float]] = {mode: [] for mode in MODES}
     extractor_ms: list[float] = []
     floor_ms: list[float] = []
     for turn in range(1, turns + 1):
-        items = [item(fresh[(turn * 5 + i) % len(fresh)], f"bench-turns:{turn}") for i in range(5)]
-        extractor.provide(turn, items)
-        before = extractor.seconds
-        started = time.perf_counter()
-        outcome = session.observe_final_transcript(turn, TRANSCRIPT.format(turn=turn))
-        elapsed = time.perf_counter() - started
-        if outcome.candidates != 5:
-            msg = f"turn {turn}: {outcome.candidates} candidates, expected 5"
-            raise RuntimeError(msg)
-        spent = extractor.seconds - before
-        turn_ms.append((elapsed - spent) * 1000)
-        extractor_ms.append(spent * 1000)
+        for mode in slot_order(turn):
+            engine.consistency_boundary = mode == "after"
+            extractor = extractors[mode]
+            offset = 0 if mode == "after" else turns * 5
+            items = [
+                item(fresh[(offset + turn * 5 + i) % len(fresh)], f"bench-turns:{turn}")
+                for i in range(5)
+            ]
+            extractor.provide(turn, items)
+            before = extractor.seconds
+            started = time.perf_counter()
+            outcome = sessions[mode].observe_final_transcript(turn, TRANSCRIPT.format(turn=turn))
+            elapsed = time.perf_counter() - started
+            if outcome.candidates != 5:
+                msg = f"turn {turn}: {outcome.candidates} candidates, expected 5"
+                raise RuntimeError(msg)
+            spent = extractor.seconds - before
+            turn_ms[mode].append((elapsed - spent) * 1000)
+            extractor_ms.append(spent * 1000)
         evidence, extraction = floor_turn_events(turn, items)
         started = time.perf_counter()
         engine.append(evidence)
         engine.append(extraction)
         floor_ms.append((time.perf_counter() - started) * 1000)
-    session.close()
+    engine.consistency_boundary = True
+    for session in sessions.values():
+        session.close()
+    after, before = median(turn_ms["after"]), median(turn_ms["before"])
     return {
         "turns": turns,
-        "turn_p50_ms": median(turn_ms),
-        "turn_p99_ms": percentile(turn_ms, 99),
+        "turn_p50_ms": after,
+        "turn_p99_ms": percentile(turn_ms["after"], 99),
+        "turn_without_condition_p50_ms": before,
+        "turn_condition_cost": after / before - 1,
         "extractor_p50_ms": median(extractor_ms),
         "baseline_two_appends_p50_ms": median(floor_ms),
-        "turn_over_baseline": median(turn_ms) / median(floor_ms),
+        "turn_over_baseline": after / median(floor_ms),
     }
 
 
@@ -205,16 +238,27 @@ def finish_items(
 def measure_finish(
     engine: MemoryEngine, fresh: list[Memory], canonical: list[Memory], sessions: int
 ) -> dict[str, Any]:
+    """``sessions`` finishes with the append condition on and as many with it off,
+    alternating; each finish reconciles 100 candidates of its own."""
     rng = random.Random(5)
-    catch_up, same_key = Stopwatch(), Stopwatch()
-    # Times two engine internals inside finish() (instrumentation, not a use of them).
-    engine.runner.catch_up = catch_up.wrap(engine.runner.catch_up)  # type: ignore[method-assign]
-    engine.canonical.same_key = same_key.wrap(  # type: ignore[method-assign]
-        engine.canonical.same_key
-    )
-    finish_ms, catch_ms, key_ms, floor_ms = [], [], [], []
-    outcome = {"activated": 0, "reinforced": 0, "superseded": 0, "events": 0, "queries": 0}
-    for number in range(sessions):
+    reads, check = Stopwatch(), Stopwatch()
+    # Times the decision's ledger reads and, inside the write transaction, the condition
+    # check (instrumentation of one internal, not a use of it).
+    engine.read_tagged = reads.wrap(engine.read_tagged)  # type: ignore[method-assign]
+    index = engine.recorder.tag_index  # type: ignore[attr-defined]
+    refuse = index.refuse
+    condition_items: list[int] = []
+
+    def counted(txn: Any, condition: Any) -> Any:
+        condition_items.append(len(condition.fail_if_events_match.items))
+        return refuse(txn, condition)
+
+    index.refuse = check.wrap(counted)
+    finish_ms: dict[str, list[float]] = {mode: [] for mode in MODES}
+    read_ms, check_ms, floor_ms, tags = [], [], [], []
+    outcome = {"activated": 0, "reinforced": 0, "superseded": 0, "events": 0}
+    order = [mode for pair in range(sessions) for mode in slot_order(pair)]
+    for number, mode in enumerate(order):
         extractor = RecordedExtractor()
         session = engine.session(BENCH_NAMESPACE, f"bench-finish-{number}", extractor=extractor)
         items = finish_items(fresh, canonical, number, rng)
@@ -222,21 +266,24 @@ def measure_finish(
             extractor.provide(turn, items[(turn - 1) * 5 : turn * 5])
             session.observe_final_transcript(turn, TRANSCRIPT.format(turn=turn))
         appended = engine.appended
-        catch_up.seconds = same_key.seconds = 0.0
-        same_key.calls = 0
+        reads.seconds = check.seconds = 0.0
+        reads.calls = 0
+        engine.consistency_boundary = mode == "after"
         started = time.perf_counter()
         report = session.finish()
-        finish_ms.append((time.perf_counter() - started) * 1000)
-        catch_ms.append(catch_up.seconds * 1000)
-        key_ms.append(same_key.seconds * 1000)
+        finish_ms[mode].append((time.perf_counter() - started) * 1000)
+        engine.consistency_boundary = True
         written = engine.appended - appended
-        outcome = {
-            "activated": len(report.activated),
-            "reinforced": len(report.reinforced),
-            "superseded": len(report.superseded),
-            "events": written,
-            "queries": same_key.calls,
-        }
+        if mode == "after":
+            read_ms.append(reads.seconds * 1000)
+            check_ms.append(check.seconds * 1000)
+            tags.append(reads.calls)
+            outcome = {
+                "activated": len(report.activated),
+                "reinforced": len(report.reinforced),
+                "superseded": len(report.superseded),
+                "events": written,
+            }
         floor: list[LedgerEvent] = [
             msgspec.structs.replace(
                 activation(FLOOR_NAMESPACE, fresh[i % len(fresh)], i),
@@ -248,20 +295,24 @@ def measure_finish(
         engine.append(floor)
         floor_ms.append((time.perf_counter() - started) * 1000)
         session.close()
+    after, before = median(finish_ms["after"]), median(finish_ms["before"])
     return {
         "finish_sessions": sessions,
         "finish_candidates": 100,
-        "finish_p50_ms": median(finish_ms),
-        "finish_max_ms": max(finish_ms),
-        "finish_catch_up_p50_ms": median(catch_ms),
-        "finish_same_key_p50_ms": median(key_ms),
-        "finish_same_key_queries": outcome["queries"],
+        "finish_p50_ms": after,
+        "finish_max_ms": max(finish_ms["after"]),
+        "finish_without_condition_p50_ms": before,
+        "finish_condition_cost": after / before - 1,
+        "finish_ledger_reads_p50_ms": median(read_ms),
+        "finish_tagged_reads": max(tags),
+        "finish_condition_tags": max(condition_items, default=0),
+        "finish_condition_check_p50_ms": median(check_ms),
         "finish_events_written": outcome["events"],
         "finish_activated": outcome["activated"],
         "finish_reinforced": outcome["reinforced"],
         "finish_superseded": outcome["superseded"],
         "baseline_one_append_p50_ms": median(floor_ms),
-        "finish_over_baseline": median(finish_ms) / median(floor_ms),
+        "finish_over_baseline": after / median(floor_ms),
     }
 
 
@@ -274,13 +325,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks engine", description=__doc__)
     parser.add_argument("--memories", type=int, default=16_000)
     parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument("--sessions", type=int, default=5, help="finish() runs")
+    parser.add_argument("--sessions", type=int, default=10, help="finish() runs per mode")
     parser.add_argument("--dir", default=None, help="scratch folder parent (default: $TMPDIR)")
     parser.add_argument("--quick", action="store_true", help="500 memories, 20 turns, 2 finishes")
     args = parser.parse_args(argv)
     if args.quick:
         args.memories, args.turns, args.sessions = 500, 20, 2
-    extra = max(args.sessions * 80, 400)
+    extra = max(args.sessions * len(MODES) * 80, 400)
     corpus = memories(args.memories + extra)
     canonical, fresh = corpus[: args.memories], corpus[args.memories :]
     with scratch("bench_engine_", args.dir) as folder:
@@ -294,32 +345,47 @@ def main(argv: list[str]) -> int:
     figures: dict[str, Any] = {"canonical_memories": active, **turns, **finish}
     figures["turn_target_met"] = turns["turn_p50_ms"] < 2.0
     figures["finish_target_met"] = finish["finish_p50_ms"] < 100.0
+    figures["condition_cost_within_10_percent"] = (
+        turns["turn_condition_cost"] <= 0.10 and finish["finish_condition_cost"] <= 0.10
+    )
     print_table(
         f"engine turn and finish, durable, {active:,} canonical memories (medians)",
         [
-            ("turns observed (5 items, 7 events each)", str(args.turns)),
+            ("turns observed (5 items, 7 events each)", f"{args.turns} per mode"),
             ("turn p50, extractor excluded (target < 2 ms)", f"{turns['turn_p50_ms']:.2f} ms"),
+            ("turn p50, append condition off", f"{turns['turn_without_condition_p50_ms']:.2f} ms"),
+            ("turn: cost of the condition", f"{turns['turn_condition_cost']:+.1%}"),
             ("turn p99", f"{turns['turn_p99_ms']:.2f} ms"),
             ("recorded extractor p50", f"{turns['extractor_p50_ms']:.4f} ms"),
             ("baseline: same events, 2 appends", f"{turns['baseline_two_appends_p50_ms']:.2f} ms"),
             ("turn / baseline", f"{turns['turn_over_baseline']:.2f}"),
-            ("finish() runs (100 candidates each)", str(args.sessions)),
+            ("finish() runs (100 candidates each)", f"{args.sessions} per mode"),
             (
                 "finish outcome",
                 f"{finish['finish_activated']} activated, {finish['finish_reinforced']} "
                 f"reinforced, {finish['finish_superseded']} superseded",
             ),
             ("finish p50 (target < 100 ms)", f"{finish['finish_p50_ms']:.1f} ms"),
-            ("  of which projection catch-up", f"{finish['finish_catch_up_p50_ms']:.1f} ms"),
             (
-                f"  of which same_key ({finish['finish_same_key_queries']} DuckDB queries)",
-                f"{finish['finish_same_key_p50_ms']:.1f} ms",
+                "finish p50, append condition off",
+                f"{finish['finish_without_condition_p50_ms']:.1f} ms",
+            ),
+            ("finish: cost of the condition", f"{finish['finish_condition_cost']:+.1%}"),
+            (
+                f"  of which ledger reads ({finish['finish_tagged_reads']} tagged reads)",
+                f"{finish['finish_ledger_reads_p50_ms']:.1f} ms",
+            ),
+            (
+                f"  of which the condition check ({finish['finish_condition_tags']} tags, "
+                "in the write txn)",
+                f"{finish['finish_condition_check_p50_ms']:.2f} ms",
             ),
             (
                 f"baseline: 1 append of {finish['finish_events_written']} events",
                 f"{finish['baseline_one_append_p50_ms']:.2f} ms",
             ),
             ("finish / baseline", f"{finish['finish_over_baseline']:.1f}"),
+            ("condition cost <= 10% on both", str(figures["condition_cost_within_10_percent"])),
         ],
     )
     print(f"figures written to {save('engine', figures)}")

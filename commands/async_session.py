@@ -17,8 +17,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from memory_ledger.commands.chat_messages import ChatMessage
+from memory_ledger.commands.compaction import CompactionResult
+from memory_ledger.commands.context import (
+    BALANCED,
+    AssembledContext,
+    AssemblyPolicy,
+    ContextProvider,
+)
 from memory_ledger.commands.engine_worker import EngineWorker
 from memory_ledger.commands.recall import RecallHit, RecallResult, RecallScope
+from memory_ledger.commands.workspace_retrieval import WorkspaceStatus
+from memory_ledger.commands.workspace_search import SearchMode, WorkspaceSearchResult
 from memory_ledger.ledger.events import (
     ActivationDecision,
     ExplicitCommandApplied,
@@ -267,6 +277,59 @@ class AsyncMemorySession:
             older_than=older_than,
             max_importance=max_importance,
             max_uses=max_uses,
+        )
+
+    # Context: assembly, workspace retrieval, compaction ----------------------------------
+
+    async def assemble_context(
+        self,
+        turn_id: int,
+        query: str,
+        providers: Sequence[ContextProvider] = (),
+        *,
+        policy: AssemblyPolicy = BALANCED,
+        memory: bool = True,
+    ) -> AssembledContext:
+        """The turn's context (:meth:`MemorySession.assemble_context`; a bound session's is
+        its knowledge package's documents only)."""
+        return await self._worker.run(
+            self.session.assemble_context, turn_id, query, providers, policy=policy, memory=memory
+        )
+
+    async def search_workspace(
+        self, query: str, mode: SearchMode = "lexical", k: int = 8, *, turn_id: int | None = None
+    ) -> WorkspaceSearchResult:
+        """Verified workspace results (:meth:`MemorySession.search_workspace`)."""
+        return await self._worker.run(
+            self.session.search_workspace, query, mode, k, turn_id=turn_id
+        )
+
+    async def workspace_status(self) -> WorkspaceStatus:
+        """The workspace status (``disabled`` without a workspace)."""
+        return self.session.workspace_status()
+
+    async def wait_for_workspace(self, timeout: float = 30.0) -> WorkspaceStatus:
+        """Wait for the workspace index (at most ``timeout`` seconds) in a thread of its own,
+        never on the engine's worker."""
+        return await asyncio.to_thread(self.session.wait_for_workspace, timeout)
+
+    async def compact(
+        self,
+        messages: Sequence[ChatMessage | dict[str, object]],
+        *,
+        turn_id: int | None = None,
+        fixed_tokens: int = 0,
+        force: bool = False,
+        max_context_tokens: int | None = None,
+    ) -> CompactionResult | None:
+        """Compact and record (:meth:`MemorySession.compact`)."""
+        return await self._worker.run(
+            self.session.compact,
+            messages,
+            turn_id=turn_id,
+            fixed_tokens=fixed_tokens,
+            force=force,
+            max_context_tokens=max_context_tokens,
         )
 
     # Lifecycle -----------------------------------------------------------------------------

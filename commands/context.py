@@ -50,6 +50,7 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 
 from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.commands.knowledge_binding import KnowledgeBinding, KnowledgeBindingError
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import normalize_statement
@@ -294,11 +295,14 @@ class ContextAssembler:
     Providers are queried concurrently, each bounded by ``timeout_s`` seconds; see the module
     docstring for the failure, dedupe, rank, budget and render rules. Provider names must be
     unique; their order is the source order. ``token_counter`` (``text -> int``, default
-    :func:`estimate_tokens`) sizes items against the policy's token budgets.
+    :func:`estimate_tokens`) sizes items against the policy's token budgets. A knowledge
+    provider (one exposing a ``KnowledgeBinding`` as ``binding``) is refused: a binding
+    belongs to a session.
 
     :raises InvalidArgumentError: (a ``ValueError``) ``timeout_s`` is not a positive finite
         number, a provider name repeats, or a failure mode is unknown; names the parameter.
     :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
+    :raises KnowledgeBindingError: ``provider_refused`` for a knowledge provider.
     """
 
     def __init__(
@@ -316,6 +320,13 @@ class ContextAssembler:
         if not callable(token_counter):
             msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
             raise InvalidArgumentTypeError(msg, parameter="token_counter")
+        for provider in providers:
+            if isinstance(getattr(provider, "binding", None), KnowledgeBinding):
+                msg = (
+                    "a knowledge provider cannot join the generic provider list (its binding "
+                    "would not be recorded); bind it with engine.session(..., knowledge=...)"
+                )
+                raise KnowledgeBindingError("provider_refused", msg)
         names = [p.name for p in providers]
         seen: set[str] = set()
         for name in names:

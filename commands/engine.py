@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
 from uuid import UUID
 
+from eventsourcing.dcb.api import DCBAppendCondition
 from eventsourcing.persistence import (
     ApplicationRecorder,
     InfrastructureFactory,
@@ -44,6 +45,7 @@ from memory_ledger.commands.config import MemoryConfig, load_config, load_config
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
+from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.lexical import SourceTranscripts, analyze_query, shares_term
 from memory_ledger.commands.recall import (
@@ -60,6 +62,7 @@ from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.store_identity import check_store_root
+from memory_ledger.ledger.tags import TaggedRecorder, event_tags, stored_event_tagger
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.memory_map import render_memory_map
@@ -68,12 +71,16 @@ from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailab
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.compaction import CompactionPolicy
+
     # Imported where used: a lexical recall (the CLI's) needs neither the semantic channel
     # (numpy) nor sessions and secret scanning (detect_secrets).
     from memory_ledger.commands.embeddings import EmbeddingProvider
     from memory_ledger.commands.extraction import Extractor
+    from memory_ledger.commands.knowledge_context import BoundKnowledge
     from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
-    from memory_ledger.commands.session import MemorySession
+    from memory_ledger.commands.session import MemorySession, WorkspaceOptions
+    from memory_ledger.commands.summarizers import Summarizer
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels"]
 
@@ -138,6 +145,14 @@ class MemoryEngine(EngineReads):
         """Events this engine object has appended (not counting other processes)."""
         self.factory = factory
         self.recorder = recorder
+        if not isinstance(recorder, TaggedRecorder):
+            msg = f"{type(recorder).__name__} cannot record tags and append conditions"
+            raise StoreUnavailableError(msg)
+        self.tagged_recorder: TaggedRecorder = recorder
+        """The recorder as the consistency boundary uses it (tags, conditions, tagged reads)."""
+        self.consistency_boundary = True
+        """Append decisions with their append condition (commands/boundary.py). False only
+        to measure its cost (``python -m benchmarks engine``): decisions are then unguarded."""
         self.mapper = mapper
         self.projections = projections
         self._read_lock = projections.lock
@@ -252,6 +267,7 @@ class MemoryEngine(EngineReads):
         try:
             recorder = factory.application_recorder()
             mapper = cast(Mapper[UUID], factory.mapper())
+            cls._ensure_tag_index(recorder, mapper)
             projections = _open_projections(root, read_only=read_only)
             if embeddings is None:
                 embeddings = owned = provider_from_config(config)
@@ -287,16 +303,37 @@ class MemoryEngine(EngineReads):
         engine._owned_provider = owned
         return engine
 
+    @staticmethod
+    def _ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
+        """Index the tags of a store written before the tag index (once, all at once)."""
+        if not isinstance(recorder, TaggedRecorder):
+            msg = (
+                f"{type(recorder).__name__} cannot record tags and append conditions, which "
+                "the engine's consistency boundary needs (DESIGN.md section 3)"
+            )
+            raise StoreUnavailableError(msg)
+        if not recorder.tag_index_built():
+            recorder.build_tag_index(stored_event_tagger(mapper))
+
     # Write side ---------------------------------------------------------------------------
 
-    def append(self, events: Sequence[LedgerEvent]) -> list[int]:
+    def append(
+        self, events: Sequence[LedgerEvent], *, condition: DCBAppendCondition | None = None
+    ) -> list[int]:
         """Append ``events`` in ONE durable LMDB write transaction; return their positions.
 
+        Each event is indexed under its tags (:func:`ledger.tags.event_tags`). With a
+        ``condition`` (the consistency boundary of a decision, see :mod:`commands.boundary`)
+        the batch is refused when an event matching it was appended after its position.
+
         :raises eventsourcing.persistence.IntegrityError: a stream version exists already
-            (a concurrent writer); nothing of the batch is written.
+            (a concurrent writer), or the condition failed
+            (:class:`ledger.tag_index.AppendConditionFailedError`); nothing of the batch is
+            written.
         """
         stored = [self.mapper.to_stored_event(e) for e in events]
-        ids = list(self.recorder.insert_events(stored) or [])
+        tags = [event_tags(e) for e in events]
+        ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         if self.indexer is not None:
             self.indexer.kick()
@@ -464,6 +501,16 @@ class MemoryEngine(EngineReads):
         """
         return DirectCommands(self).pin(namespace, statement_or_id)
 
+    def forget_all(self, namespace: Namespace) -> int:
+        """Forget every retrievable memory of exactly ``namespace`` in one command (durable
+        on return) and return how many (:func:`commands.erasure.forget_all`): the ledger
+        records the command and each memory it forgot; other namespaces are untouched.
+
+        :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
+        :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
+        """
+        return forget_all(self, namespace)
+
     def semantic_status(self, namespace: Namespace) -> SemanticStatus:
         """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""
         if self.semantic is None:
@@ -537,6 +584,10 @@ class MemoryEngine(EngineReads):
         config: MemoryConfig | None = None,
         extraction_mode: Literal["blocking", "background"] = "blocking",
         token_counter: TokenCounter | None = None,
+        knowledge: BoundKnowledge | None = None,
+        workspace: WorkspaceOptions | None = None,
+        summarizer: Summarizer | None = None,
+        compaction: CompactionPolicy | None = None,
         **overrides: Any,
     ) -> MemorySession:
         """Open (or resume) the session ``session_id`` under ``namespace``.
@@ -546,11 +597,16 @@ class MemoryEngine(EngineReads):
         engine's; keyword ``overrides`` replace single keys (e.g. ``activation_policy=
         "manual"``, ``llm_extraction_max_items=3``). ``token_counter`` (default: the
         engine's) sizes the session's admissions, memory map and context assembly
-        (``session.token_counter``, to give a ``ContextAssembler``).
+        (``session.token_counter``, to give a ``ContextAssembler``). ``knowledge`` binds the
+        session to an exact knowledge package generation (recorded as KnowledgeBound when it
+        starts); ``workspace`` gives it workspace retrieval (off without); ``summarizer``
+        and ``compaction`` set up :meth:`MemorySession.compact` (off by default).
 
         :raises ConfigError: an override is invalid.
         :raises InvalidNamespaceError: the namespace or ``session_id`` is invalid.
         :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
+        :raises KnowledgeBindingError: the binding is refused (see ``MemorySession``).
+        :raises WorkspaceError: the workspace root is not a readable folder.
         """
         from memory_ledger.commands.extraction import RecordedExtractor
         from memory_ledger.commands.secrets import contains_secret
@@ -581,6 +637,10 @@ class MemoryEngine(EngineReads):
             config=base,
             extraction_mode=extraction_mode,
             token_counter=token_counter or self.token_counter,
+            knowledge=knowledge,
+            workspace=workspace,
+            summarizer=summarizer,
+            compaction=compaction,
         )
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple, Protocol, cast
 from uuid import UUID
 
 import duckdb
+from eventsourcing.dcb.api import DCBQuery, DCBQueryItem
 from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent
 
 from memory_ledger.commands.lexical import SourceTranscripts
@@ -26,6 +27,7 @@ from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
 from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.tags import TaggedRecorder
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.runner import ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
@@ -57,6 +59,7 @@ class EngineReads:
     set by ``MemoryEngine.__init__``)."""
 
     recorder: ApplicationRecorder
+    tagged_recorder: TaggedRecorder
     mapper: Mapper[UUID]
     projections: ProjectionStore
     runner: ProjectionRunner
@@ -68,6 +71,22 @@ class EngineReads:
     """``MemoryEngine.catch_up``: bring the read models up to a position (default: head)."""
 
     # Ledger records -----------------------------------------------------------------------
+
+    def read_tagged(self, tag: str, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
+        """``(position, event)`` of every event after ``after`` carrying ``tag`` (see
+        :mod:`memory_ledger.ledger.tags`), in ledger order, read from the ledger's tag index."""
+        query = DCBQuery(items=[DCBQueryItem(tags=[tag])])
+        decode = self.mapper.to_domain_event
+        selection = self.tagged_recorder.select_tagged(query, after=after or None)
+        return [(e.position, cast(LedgerEvent, decode(e.stored_event))) for e in selection.events]
+
+    def load_positioned(self, stream_id: UUID, *, after: int = 0) -> list[tuple[int, LedgerEvent]]:
+        """``(position, event)`` of one stream with version > ``after``, in version order."""
+        decode = self.mapper.to_domain_event
+        return [
+            (e.position, cast(LedgerEvent, decode(e.stored_event)))
+            for e in self.tagged_recorder.select_positioned(stream_id, gt=after or None)
+        ]
 
     def lmdb_recorder(self) -> LMDBApplicationRecorder:
         """The LMDB application recorder under this engine, for the tools that read records

@@ -7,23 +7,30 @@ Every class derives from :class:`MemoryLedgerError` (defined in
 
 from __future__ import annotations
 
+from eventsourcing.persistence import IntegrityError
+
+from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
     MemoryLedgerError,
+    NaiveDatetimeError,
 )
 
 __all__ = [
     "CommandRejectedError",
+    "ConcurrencyConflictError",
     "ExtractionFailedError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
     "MemoryLedgerError",
+    "NaiveDatetimeError",
     "NotAdmittedError",
     "SessionSealedError",
     "StoreUnavailableError",
     "TurnConflictError",
     "UnknownMemoryError",
+    "check_aware",
 ]
 
 
@@ -88,3 +95,13 @@ class NotAdmittedError(MemoryLedgerError, ValueError):
     """``record_use`` named a memory with no live admission in that turn."""
 
     reason_code = "not_admitted"
+
+
+class ConcurrencyConflictError(MemoryLedgerError, IntegrityError):
+    """A command's decision was overtaken by concurrent appends every time it was re-read
+    and re-decided (a bounded number of attempts); nothing of it was written. Retry later.
+
+    Also an ``eventsourcing`` ``IntegrityError``, which callers of the library expect.
+    """
+
+    reason_code = "concurrency_conflict"

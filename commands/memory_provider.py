@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from memory_ledger.commands.context import ContextItem, ContextQuery
+from memory_ledger.commands.knowledge_binding import KnowledgeBindingError
 from memory_ledger.commands.session import MemorySession
 
 __all__ = ["SessionMemoryProvider"]
@@ -17,6 +18,9 @@ class SessionMemoryProvider:
     Relevance is the hit's score divided by the best score of the answer (so in [0, 1]);
     canonical items carry ``memory_id`` and ``revision`` so the session can ``admit`` the
     selected ones. Fail-open by default: a failing memory lookup never blocks a turn.
+
+    :raises KnowledgeBindingError: ``provider_refused`` for a session bound to a knowledge
+        package (its memory recall is suppressed).
     """
 
     def __init__(
@@ -27,6 +31,12 @@ class SessionMemoryProvider:
         name: str = "memory",
         failure_mode: Literal["fail_open", "fail_closed"] = "fail_open",
     ) -> None:
+        if session.knowledge is not None:
+            msg = (
+                f"session {session.session_id!r} is bound to {session.knowledge.binding.label()}: "
+                "memory recall is suppressed and no other provider is accepted"
+            )
+            raise KnowledgeBindingError("provider_refused", msg)
         self.session = session
         self.k = k
         self._name = name

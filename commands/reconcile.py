@@ -1,9 +1,12 @@
 """Reconciliation of a session into canonical memory (``finish()`` and ``activate_candidate``).
 
-A pure function of its inputs (the session's candidates and explicit commands, the state of
-the memory streams they address, what canonical memory holds under a subject and predicate,
-and the command's ``recorded_at``): no wall clock, no randomness, so a replay plans the same
-events. Rules (DESIGN.md section 5, issue "session engine"):
+A pure function of its inputs (the session's candidates and explicit commands with the
+positions of their evidence, the ledger history of the memory streams they address, the
+memories ever activated under a subject and predicate, and the command's ``recorded_at``):
+no wall clock, no randomness, so a replay plans the same events. The inputs are read from
+the ledger through :class:`commands.boundary.DecisionReads`, whose append condition makes
+the plan valid only if none of them changed before it is appended. Rules (DESIGN.md
+section 5, issues "session engine" and 13):
 
 - a candidate's memory id is uuid5(namespace, normalized statement) (``ledger.ids``); a
   candidate already recorded in its memory stream is skipped (it was activated by hand);
@@ -12,190 +15,94 @@ events. Rules (DESIGN.md section 5, issue "session engine"):
 - otherwise policy ``auto`` activates it; ``manual`` leaves it a candidate (model confidence
   never activates anything in manual mode);
 - on activation, a memory with the same (subject, predicate) and another statement is
-  superseded (the newest value wins; the old item stays as history); a null predicate never
-  matches anything; a fact under another predicate supersedes nothing; every memory
-  named in ``supersedes`` is superseded; each one named in ``conflicts_with`` is marked on
-  both items, both stay retrievable;
+  superseded; a null predicate never matches anything; a fact under another predicate
+  supersedes nothing; every memory named in ``supersedes`` is superseded; each one named
+  in ``conflicts_with`` is marked on both items, both stay retrievable;
+- valid time orders supersession: where both values carry ``occurred_at``, a value that
+  occurred earlier than the current one never retires it: it is activated and superseded
+  by the current value in the same command (history from the moment it is stored; the
+  ``MemorySuperseded`` carries the current value's ``occurred_at``, so ``as-of --occurred``
+  answers the old value for its own period). Where either lacks ``occurred_at`` (explicit
+  commands never carry one), ledger order decides: the value reconciled last wins;
+- a forget is a tombstone with a position (``MemoryForgotten``): a candidate or command
+  whose evidence was observed before it (transcript or command position lower than the
+  forget's) never re-activates or reinforces the memory (not even once newer evidence made
+  it active again); it is declined with reason code ``evidence_predates_forget``; evidence
+  observed after it activates the memory anew;
 - explicit commands, in ledger order with the candidates: ``remember`` activates (decision
   manual), ``correct`` activates and supersedes its target, ``forget`` forgets its target,
-  ``pin`` pins it.
+  ``pin`` pins it;
+- a memory of another namespace reads as absent: nothing is ever written to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 import msgspec
 
-from memory_ledger.ledger.dispatch import EventDispatch
+from memory_ledger.commands.memory_state import (
+    RETRIEVABLE,
+    MemoryStreamState,
+    Status,
+    fold_memory_history,
+    fold_memory_stream,
+)
 from memory_ledger.ledger.events import (
     ActivationDecision,
     ActivationPolicy,
-    AdmissionRevoked,
     CandidateExtracted,
-    CandidateRejected,
+    DeclinedCandidate,
     ExplicitCommandApplied,
     ExtractedItem,
-    ExtractionAbandoned,
-    ExtractionCompleted,
     LedgerEvent,
     MemoryActivated,
-    MemoryAdmitted,
     MemoryConflictMarked,
     MemoryForgotten,
     MemoryPinned,
-    MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
-    MemoryUsed,
     PendingExtraction,
-    RecallServed,
     ReconciliationReport,
-    SessionOpened,
     SessionReconciled,
     SessionSealed,
-    SnapshotPrepared,
-    TranscriptObserved,
-    TurnBegan,
-    TurnCompleted,
 )
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import (
+    Namespace,
+    memory_id,
+    normalize_statement,
+    subject_predicate_key,
+)
 
 __all__ = [
+    "EVIDENCE_PREDATES_FORGET",
+    "RETRIEVABLE",
     "MemoryStreamState",
     "ReconciliationPlan",
     "Reconciler",
+    "Status",
+    "fold_memory_history",
     "fold_memory_stream",
+    "occurred_earlier",
+    "plan_finish",
     "subject_predicate_key",
 ]
 
-Status = Literal["active", "conflicted", "superseded", "forgotten", "pruned"]
-RETRIEVABLE = frozenset({"active", "conflicted"})
+EVIDENCE_PREDATES_FORGET = "evidence_predates_forget"
+"""Reason code: the evidence was observed before the memory's forget (its tombstone)."""
+
+_NOT_YET_APPENDED = 2**63 - 1
+
+Cause = Literal["same_subject_predicate", "declared", "correction"]
 
 
-def subject_predicate_key(subject: str | None, predicate: str | None) -> tuple[str, str] | None:
-    """The (subject, predicate) match key, or None when either is null or blank."""
-    if not subject or not predicate or not subject.strip() or not predicate.strip():
-        return None
-    return subject.strip().lower(), predicate.strip().lower()
-
-
-class MemoryStreamState(msgspec.Struct, kw_only=True):
-    """The state of one memory stream that reconciliation needs."""
-
-    version: int
-    status: Status
-    importance: float
-    tags: tuple[str, ...]
-    evidence: tuple[str, ...]
-    key: tuple[str, str] | None
-    candidate_ids: set[UUID] = msgspec.field(default_factory=set)
-    pinned: bool = False
-
-    @property
-    def retrievable(self) -> bool:
-        return self.status in RETRIEVABLE
-
-
-def fold_memory_stream(events: Sequence[LedgerEvent]) -> MemoryStreamState | None:
-    """Fold a memory stream's events (in version order); None for an empty stream."""
-    state: MemoryStreamState | None = None
-    for event in events:
-        fold = _MEMORY_FOLD[type(event)]
-        if fold is not None:
-            state = fold(state, event)
-    return state
-
-
-_Fold = Callable[[MemoryStreamState | None, Any], MemoryStreamState | None]
-
-
-def _activated(previous: MemoryStreamState | None, event: MemoryActivated) -> MemoryStreamState:
-    state = MemoryStreamState(
-        version=event.originator_version,
-        status="active",
-        importance=event.item.importance,
-        tags=event.item.tags,
-        evidence=event.item.evidence,
-        key=subject_predicate_key(event.item.subject, event.item.predicate),
-        candidate_ids={event.candidate_id},
-    )
-    if previous is not None:
-        state.candidate_ids |= previous.candidate_ids
-        state.pinned = previous.pinned
-    return state
-
-
-def _revision(change: Callable[[MemoryStreamState, Any], None]) -> _Fold:
-    """A fold step for an event that revises an activated memory (none before activation)."""
-
-    def fold(state: MemoryStreamState | None, event: LedgerEvent) -> MemoryStreamState | None:
-        if state is not None:
-            state.version = event.originator_version
-            change(state, event)
-        return state
-
-    return fold
-
-
-def _reinforced(state: MemoryStreamState, event: MemoryReinforced) -> None:
-    state.importance = event.importance
-    state.tags = event.tags
-    state.evidence = event.evidence
-    state.candidate_ids.add(event.candidate_id)
-
-
-def _status(status: Status) -> Callable[[MemoryStreamState, LedgerEvent], None]:
-    def change(state: MemoryStreamState, event: LedgerEvent) -> None:
-        state.status = status
-
-    return change
-
-
-def _conflict(state: MemoryStreamState, event: MemoryConflictMarked) -> None:
-    if state.status == "active":
-        state.status = "conflicted"
-
-
-def _pinned(state: MemoryStreamState, event: MemoryPinned) -> None:
-    state.pinned = True
-
-
-_MEMORY_FOLD: EventDispatch[_Fold] = EventDispatch(
-    "fold_memory_stream: state of one memory stream",
-    {
-        MemoryActivated: _activated,
-        MemoryReinforced: _revision(_reinforced),
-        MemorySuperseded: _revision(_status("superseded")),
-        MemoryForgotten: _revision(_status("forgotten")),
-        MemoryPruned: _revision(_status("pruned")),
-        MemoryConflictMarked: _revision(_conflict),
-        MemoryPinned: _revision(_pinned),
-    },
-    # Events of session and recall streams, never of a memory stream.
-    ignores=(
-        SessionOpened,
-        TranscriptObserved,
-        CandidateExtracted,
-        CandidateRejected,
-        ExtractionCompleted,
-        ExtractionAbandoned,
-        SessionSealed,
-        SessionReconciled,
-        ExplicitCommandApplied,
-        SnapshotPrepared,
-        TurnBegan,
-        RecallServed,
-        MemoryAdmitted,
-        AdmissionRevoked,
-        MemoryUsed,
-        TurnCompleted,
-    ),
-)
-"""How each event of a memory stream changes :class:`MemoryStreamState`."""
+def occurred_earlier(value: datetime | None, than: datetime | None) -> bool:
+    """Whether valid time says ``value`` is older than ``than`` (both known, strictly
+    earlier); False when either is unknown (ledger order then decides)."""
+    return value is not None and than is not None and value < than
 
 
 class ReconciliationPlan(msgspec.Struct, frozen=True):
@@ -212,10 +119,14 @@ def _merge(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
 class Reconciler:
     """Plans memory events for candidates and commands of one session.
 
-    :param load_memory: reads a memory stream's current state from the ledger (None if none).
-    :param same_key: ids of canonical memories whose (subject, predicate) key is the given
-        one (the projection, caught up before planning; every id is re-checked against the
-        ledger through ``load_memory``).
+    :param load_memory: a memory's state folded from its ledger history (None if it does
+        not exist or belongs to another namespace).
+    :param same_key: ids of the memories ever activated under a (subject, predicate) key in
+        this namespace (each is folded through ``load_memory``: only retrievable ones whose
+        current key is that key hold it).
+    :param evidence_position: the ledger position of the evidence of a candidate (its turn's
+        transcript) or command (the command itself); None when unknown (treated as older
+        than any forget).
     """
 
     def __init__(
@@ -226,11 +137,14 @@ class Reconciler:
         load_memory: Callable[[UUID], MemoryStreamState | None],
         same_key: Callable[[tuple[str, str]], Sequence[UUID]],
         recorded_at: datetime,
+        evidence_position: Callable[[CandidateExtracted | ExplicitCommandApplied], int | None]
+        | None = None,
     ) -> None:
         self.namespace = namespace
         self.session_id = session_id
         self._load = load_memory
         self._same_key = same_key
+        self._evidence = evidence_position or (lambda _entry: None)
         self.recorded_at = recorded_at
         self.events: list[LedgerEvent] = []
         self.states: dict[UUID, MemoryStreamState | None] = {}
@@ -241,6 +155,7 @@ class Reconciler:
         self.conflicts: list[UUID] = []
         self.forgotten: list[UUID] = []
         self.pinned: list[UUID] = []
+        self.declined: list[DeclinedCandidate] = []
         self.left = 0
 
     # State ------------------------------------------------------------------------------
@@ -252,7 +167,12 @@ class Reconciler:
 
     def _holders(self, key: tuple[str, str]) -> set[UUID]:
         if key not in self.keys:
-            self.keys[key] = set(self._same_key(key))
+            holders = set()
+            for mid in self._same_key(key):
+                state = self.state(mid)
+                if state is not None and state.retrievable and state.key == key:
+                    holders.add(mid)
+            self.keys[key] = holders
         return self.keys[key]
 
     def _base(self, mid: UUID) -> dict[str, object]:
@@ -267,6 +187,19 @@ class Reconciler:
             "session_id": self.session_id,
         }
 
+    def _forgotten_after(self, state: MemoryStreamState | None, evidence: int | None) -> bool:
+        """Whether the memory's latest forget (its tombstone) postdates ``evidence`` (a
+        position): such evidence never re-activates nor reinforces it, even after newer
+        evidence made it active again."""
+        if state is None or state.forgotten_at is None:
+            return False
+        return evidence is None or evidence < state.forgotten_at
+
+    def _decline(self, source_id: UUID, mid: UUID, reason_code: str) -> None:
+        self.declined.append(
+            DeclinedCandidate(candidate_id=source_id, memory_id=mid, reason_code=reason_code)
+        )
+
     # Outcomes ---------------------------------------------------------------------------
 
     def candidate(self, candidate: CandidateExtracted, policy: ActivationPolicy) -> None:
@@ -274,6 +207,9 @@ class Reconciler:
         mid = memory_id(self.namespace, normalize_statement(candidate.item.statement))
         state = self.state(mid)
         if state is not None and candidate.candidate_id in state.candidate_ids:
+            return
+        if self._forgotten_after(state, self._evidence(candidate)):
+            self._decline(candidate.candidate_id, mid, EVIDENCE_PREDATES_FORGET)
             return
         if state is not None and state.retrievable:
             self.reinforce(mid, candidate.turn_id, candidate.candidate_id, candidate.item)
@@ -284,6 +220,7 @@ class Reconciler:
                 source_id=candidate.candidate_id,
                 decision="auto",
                 occurred_at=candidate.occurred_at,
+                evidence_position=self._evidence(candidate),
             )
         else:
             self.left += 1
@@ -318,11 +255,19 @@ class Reconciler:
         occurred_at: datetime | None,
         decision_evidence: tuple[str, ...] = (),
         corrects: UUID | None = None,
-    ) -> UUID:
-        """Activate ``item`` (or reinforce its exact duplicate); supersede and mark conflicts."""
+        evidence_position: int | None = None,
+    ) -> UUID | None:
+        """Activate ``item`` (or reinforce its exact duplicate); supersede and mark conflicts.
+
+        Returns the memory id, or None when the memory's tombstone postdates the evidence
+        (declined, see the module doc).
+        """
         normalized = normalize_statement(item.statement)
         mid = memory_id(self.namespace, normalized)
         state = self.state(mid)
+        if self._forgotten_after(state, evidence_position):
+            self._decline(source_id, mid, EVIDENCE_PREDATES_FORGET)
+            return None
         if state is not None and state.retrievable:
             self.reinforce(mid, turn_id, source_id, item)
             return mid
@@ -353,6 +298,10 @@ class Reconciler:
             key=key,
             candidate_ids={source_id},
             pinned=state.pinned if state is not None else False,
+            namespace=self.namespace,
+            occurred_at=occurred_at,
+            item=item,
+            forgotten_at=state.forgotten_at if state is not None else None,
         )
         if state is not None:
             new_state.candidate_ids |= state.candidate_ids
@@ -368,10 +317,7 @@ class Reconciler:
             if declared != mid:
                 self.supersede(declared, mid, turn_id, "declared")
         if key is not None:
-            holders = self._holders(key)
-            for other in sorted(holders - {mid}):
-                self.supersede(other, mid, turn_id, "same_subject_predicate")
-            holders.add(mid)
+            self._take_key(key, mid, turn_id)
         for raw in item.conflicts_with:
             try:
                 other_id = UUID(raw)
@@ -380,15 +326,46 @@ class Reconciler:
             self.conflict(mid, other_id, turn_id)
         return mid
 
+    def _take_key(self, key: tuple[str, str], mid: UUID, turn_id: int) -> None:
+        """Settle who holds ``key`` now that ``mid`` was activated under it: every holder
+        that did not occur later than ``mid`` is superseded by it; if some holder occurred
+        later, ``mid`` is history at once, superseded by the latest such holder."""
+        holders = self._holders(key)
+        current = self.states.get(mid)
+        occurred = current.occurred_at if current is not None else None
+        newer: list[tuple[datetime, UUID]] = []
+        for other in sorted(holders - {mid}):
+            other_state = self.state(other)
+            assert other_state is not None
+            if occurred_earlier(occurred, other_state.occurred_at):
+                assert other_state.occurred_at is not None
+                newer.append((other_state.occurred_at, other))
+            else:
+                self.supersede(other, mid, turn_id, "same_subject_predicate")
+        if newer:
+            _, latest = max(newer)
+            self.supersede(mid, latest, turn_id, "same_subject_predicate", valid_time=True)
+        else:
+            holders.add(mid)
+
     def supersede(
         self,
         old: UUID,
         new: UUID,
         turn_id: int,
-        cause: Literal["same_subject_predicate", "declared", "correction"],
+        cause: Cause,
+        *,
+        valid_time: bool = False,
     ) -> None:
+        """Supersede ``old`` by ``new``. Valid time never lets an older value retire a newer
+        one: a declared or corrected target that occurred later than ``new`` is left alone
+        (``valid_time`` True: this IS that rule, retiring the older ``old``)."""
         state = self.state(old)
-        if state is None or not state.retrievable:
+        if state is None or not state.retrievable or old == new:
+            return
+        new_state = self.state(new)
+        occurred = new_state.occurred_at if new_state is not None else None
+        if not valid_time and cause == "declared" and occurred_earlier(occurred, state.occurred_at):
             return
         self.events.append(
             MemorySuperseded(
@@ -396,6 +373,7 @@ class Reconciler:
                 turn_id=turn_id,
                 superseded_by=new,
                 cause=cause,
+                occurred_at=occurred,
             )
         )
         state.status = "superseded"
@@ -423,6 +401,7 @@ class Reconciler:
 
     def command(self, command: ExplicitCommandApplied) -> None:
         """Reconcile one explicit command (the user's word: decision ``manual``)."""
+        position = self._evidence(command)
         if command.intent in ("remember", "correct") and command.item is not None:
             self.activate(
                 command.item,
@@ -432,6 +411,7 @@ class Reconciler:
                 occurred_at=None,
                 decision_evidence=(f"explicit:{command.intent}",),
                 corrects=command.target if command.intent == "correct" else None,
+                evidence_position=position,
             )
             return
         if command.target is None:
@@ -440,17 +420,7 @@ class Reconciler:
         if state is None or not state.retrievable:
             return
         if command.intent == "forget":
-            self.events.append(
-                MemoryForgotten(
-                    **self._base(command.target),  # type: ignore[arg-type]
-                    turn_id=command.turn_id,
-                    command_id=command.command_id,
-                )
-            )
-            state.status = "forgotten"
-            if state.key is not None:
-                self._holders(state.key).discard(command.target)
-            self.forgotten.append(command.target)
+            self.forget(command.target, command.turn_id, command.command_id, position or 0)
         elif command.intent == "pin" and not state.pinned:
             self.events.append(
                 MemoryPinned(
@@ -461,6 +431,27 @@ class Reconciler:
             )
             state.pinned = True
             self.pinned.append(command.target)
+
+    def forget(self, mid: UUID, turn_id: int, command: UUID, command_position: int) -> None:
+        """Forget the retrievable memory ``mid`` (a tombstone at ``command_position``, or at
+        the event's own position when 0)."""
+        state = self.state(mid)
+        if state is None or not state.retrievable:
+            return
+        self.events.append(
+            MemoryForgotten(
+                **self._base(mid),  # type: ignore[arg-type]
+                turn_id=turn_id,
+                command_id=command,
+                command_position=command_position,
+            )
+        )
+        state.status = "forgotten"
+        # Unknown own position: it will be after every position that exists now.
+        state.forgotten_at = command_position or _NOT_YET_APPENDED
+        if state.key is not None:
+            self._holders(state.key).discard(mid)
+        self.forgotten.append(mid)
 
     def report(self, *, candidates: int, commands: int) -> ReconciliationReport:
         return ReconciliationReport(
@@ -474,6 +465,7 @@ class Reconciler:
             pinned=tuple(self.pinned),
             commands=commands,
             left_as_candidates=self.left,
+            declined=tuple(self.declined),
         )
 
 

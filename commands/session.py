@@ -21,6 +21,10 @@ or at most ``READ_FLUSH_SECONDS`` later, never with an fsync of their own on the
                                 pruning
 ``session_finish``              reconciliation driving: finish, activate_candidate
 ``session_admission``           admission and use of memory revisions in a turn
+``session_knowledge``           exact knowledge binding: recorded at start, required on
+                                resume, recall suppressed, bound context assembly
+``session_workspace``           session-owned workspace retrieval (off by default)
+``session_compaction``          recorded compaction of the host's history
 ``session`` (this module)       the composition, its construction and close()
 ==============================  ==============================================================
 """
@@ -34,13 +38,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
 from uuid import UUID
 
+from memory_ledger.commands.compaction import CompactionPolicy
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.extraction import Extractor
+from memory_ledger.commands.knowledge_binding import KnowledgeBindingError
+from memory_ledger.commands.knowledge_context import BoundKnowledge
 from memory_ledger.commands.overlay import Overlay
 from memory_ledger.commands.session_admission import AdmissionReport, SessionAdmission
 from memory_ledger.commands.session_commands import CommandResult, SessionCommands
+from memory_ledger.commands.session_compaction import SessionCompaction
 from memory_ledger.commands.session_extraction import SessionExtraction, TurnOutcome
 from memory_ledger.commands.session_finish import ActivationResult, SessionFinish
+from memory_ledger.commands.session_knowledge import SessionKnowledge
 from memory_ledger.commands.session_recall import SessionRecall
 from memory_ledger.commands.session_state import SessionState
 from memory_ledger.commands.session_stream import SessionStream
@@ -50,6 +59,8 @@ from memory_ledger.commands.session_turns import (
     SessionTurns,
 )
 from memory_ledger.commands.session_vocabulary import KnownValue, SessionVocabulary
+from memory_ledger.commands.session_workspace import SessionWorkspace, WorkspaceOptions
+from memory_ledger.commands.summarizers import Summarizer
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ExtractionAbandoned, LedgerEvent, PendingExtraction
@@ -68,12 +79,16 @@ __all__ = [
     "PreparedMemorySnapshot",
     "ScheduledWork",
     "TurnOutcome",
+    "WorkspaceOptions",
 ]
 
 CLOSE_WAIT_SECONDS = 5.0
 
 
 class MemorySession(
+    SessionKnowledge,
+    SessionWorkspace,
+    SessionCompaction,
     SessionTurns,
     SessionFinish,
     SessionExtraction,
@@ -93,8 +108,15 @@ class MemorySession(
         return; extraction runs afterwards in a FIFO queue of this session).
     :param token_counter: ``text -> estimated tokens`` (default: the engine's); sizes
         admissions and the memory map, and is the counter to give a ``ContextAssembler``.
+    :param knowledge: an exact knowledge binding and its provider (recorded when the
+        session starts; required, the same, on resume).
+    :param workspace: workspace retrieval options (None: disabled).
+    :param summarizer: the summarizer of :meth:`compact` (None: compaction refused).
+    :param compaction: when and how far to compact (default: off).
     :raises InvalidArgumentError: (a ``ValueError``) ``session_id`` is empty or
         ``extraction_mode`` is unknown; ``parameter`` names it.
+    :raises KnowledgeBindingError: a binding together with workspace retrieval
+        (``provider_refused``), or a binding that does not match the session's record.
     """
 
     def __init__(
@@ -107,7 +129,17 @@ class MemorySession(
         config: MemoryConfig,
         extraction_mode: Literal["blocking", "background"] = "blocking",
         token_counter: TokenCounter | None = None,
+        knowledge: BoundKnowledge | None = None,
+        workspace: WorkspaceOptions | None = None,
+        summarizer: Summarizer | None = None,
+        compaction: CompactionPolicy | None = None,
     ) -> None:
+        if knowledge is not None and workspace is not None:
+            msg = "a session bound to a knowledge package accepts no workspace retrieval"
+            raise KnowledgeBindingError("provider_refused", msg)
+        if knowledge is not None and not isinstance(knowledge, BoundKnowledge):
+            msg = "knowledge must be a BoundKnowledge(binding, provider)"
+            raise KnowledgeBindingError("invalid_binding", msg)
         if not isinstance(session_id, str) or not session_id.strip():
             msg = f"session_id must be a non-empty string, got {session_id!r}"
             raise InvalidArgumentError(msg, parameter="session_id")
@@ -136,9 +168,15 @@ class MemorySession(
         self._last_activity = time.monotonic()
         self._closed = False
         self._overlay: tuple[int, Overlay] | None = None
+        self.knowledge = knowledge
+        self.workspace = None
+        self.summarizer = summarizer
+        self.compaction_policy = compaction or CompactionPolicy()
         self.refresh()
+        self._check_binding_on_open()
         if self.state.opened is None:
             self._append_once(self._opened_events)
+        self._attach_workspace(workspace)
 
     def is_idle(self, idle_seconds: float = 300.0) -> bool:
         """Whether the session has had no activity for ``idle_seconds`` and no queued work:
@@ -152,7 +190,8 @@ class MemorySession(
 
     def close(self) -> None:
         """Wait up to 5 seconds for accepted background extraction, record what was
-        abandoned (ExtractionAbandoned), flush buffered reads, and end this session object.
+        abandoned (ExtractionAbandoned), close workspace retrieval (WorkspaceReleased),
+        flush buffered reads, and end this session object.
         The engine stays open; the session can be reopened."""
         if self._closed:
             return
@@ -168,6 +207,7 @@ class MemorySession(
                 ]
 
             self._append_once(abandoned)
+        self._close_workspace()
         if self._flusher is not None:
             self._flusher.join(CLOSE_WAIT_SECONDS)
         self.flush_reads()

@@ -8,8 +8,8 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.errors import NotAdmittedError
-from memory_ledger.commands.reconcile import fold_memory_stream
+from memory_ledger.commands.boundary import DecisionReads, memory_of
+from memory_ledger.commands.errors import NotAdmittedError, UnknownMemoryError
 from memory_ledger.commands.session_stream import SessionStream, check_turn_id
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
@@ -40,7 +40,11 @@ class SessionAdmission(SessionStream):
 
         ``items``: RecallHit, context items with ``memory_id``/``revision``, or
         ``(memory_id, revision)`` pairs. Session facts (no revision) are skipped: only
-        canonical memory is admitted.
+        canonical memory is admitted. The memories' states are read from the ledger and the
+        records appended under their append condition (``commands.boundary``).
+
+        :raises UnknownMemoryError: an item names no memory of this session's namespace (an
+            id of another namespace gets exactly this error); nothing is recorded.
         """
         self._check_open()
         check_turn_id(turn_id)
@@ -61,18 +65,19 @@ class SessionAdmission(SessionStream):
         admitted: list[tuple[UUID, int]] = []
         revoked: list[tuple[UUID, int]] = []
 
-        def plan() -> list[LedgerEvent]:
+        def plan(reads: DecisionReads) -> list[LedgerEvent]:
             admitted.clear()
             revoked.clear()
+            # The namespace first: an id of another namespace is an unknown id (no event).
+            for mid, _, _ in wanted:
+                if reads.memory(mid) is None:
+                    raise UnknownMemoryError(str(mid))
             self._start_plan()
             events: list[LedgerEvent] = []
-            current: dict[UUID, tuple[int, bool]] = {}
 
             def state_of(mid: UUID) -> tuple[int, bool]:
-                if mid not in current:
-                    state = fold_memory_stream(self.engine.load_stream(mid))
-                    current[mid] = (state.version, state.retrievable) if state else (0, False)
-                return current[mid]
+                state = reads.memory(mid)
+                return (state.version, state.retrievable) if state else (0, False)
 
             for mid, revision, tokens in wanted:
                 existing = self.state.admissions.get((turn_id, mid))
@@ -108,7 +113,7 @@ class SessionAdmission(SessionStream):
                     revoked.append((mid, revision))
             return events
 
-        positions = self._append_once(plan)
+        positions = self._append_decision(plan)
         return AdmissionReport(
             admitted=tuple(admitted),
             revoked=tuple(revoked),
@@ -119,11 +124,15 @@ class SessionAdmission(SessionStream):
     def record_use(self, turn_id: int, memory_id: UUID | str) -> int:
         """Record that an admitted memory was actually used in a turn; return the position.
 
+        :raises UnknownMemoryError: no memory of this session's namespace has that id (an
+            id of another namespace gets exactly this error).
         :raises NotAdmittedError: the memory has no live admission in that turn.
         """
         self._check_open()
         check_turn_id(turn_id)
         mid = UUID(str(memory_id))
+        if memory_of(self.engine, self.namespace, mid) is None:
+            raise UnknownMemoryError(str(mid))
         admission = self.refresh().admissions.get((turn_id, mid))
         if admission is None or admission.revoked:
             msg = f"memory {mid} has no live admission in turn {turn_id}"

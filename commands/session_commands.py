@@ -9,6 +9,7 @@ from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands.boundary import DecisionReads, memory_of
 from memory_ledger.commands.errors import (
     CommandRejectedError,
     SessionSealedError,
@@ -19,7 +20,6 @@ from memory_ledger.commands.recall import (
     MemoryDoc,
     RecallScope,
 )
-from memory_ledger.commands.reconcile import fold_memory_stream
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_recall import SessionRecall
 from memory_ledger.commands.session_stream import check_turn_id, utc_now
@@ -31,7 +31,7 @@ from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryPruned,
 )
-from memory_ledger.ledger.ids import command_id
+from memory_ledger.ledger.ids import command_id, memory_id, normalize_statement
 
 __all__ = ["CommandResult", "Intent", "SessionCommands"]
 
@@ -155,12 +155,15 @@ class SessionCommands(SessionRecall):
         item: ExtractedItem | dict[str, Any] | None,
         target: MemoryDoc | None,
     ) -> ExtractedItem:
-        raw: Any = item
-        if raw is None:
+        raw: Any
+        if intent == "correct" and target is not None:
+            raw = self._carried_over(text, target)
+            raw.update(_supplied(item))
+        elif item is None:
             raw = {
                 "kind": "semantic",
-                "subject": target.subject if target and intent == "correct" else None,
-                "predicate": target.predicate if target and intent == "correct" else None,
+                "subject": None,
+                "predicate": None,
                 "value": None,
                 "statement": text,
                 "source": "fact",
@@ -169,11 +172,53 @@ class SessionCommands(SessionRecall):
                 "importance": 0.9,
                 "confidence": 1.0,
             }
+        else:
+            raw = item
         outcome = validate_item(raw)
         if isinstance(outcome, Rejection):
             msg = f"the command's item was rejected ({outcome.reason_code}): {outcome.detail}"
             raise CommandRejectedError(msg, outcome.reason_code)
         return outcome
+
+    def _carried_over(self, text: str, target: MemoryDoc) -> dict[str, Any]:
+        """The item a ``correct`` of ``target`` starts from (issue 13 item 4): the target's
+        subject, predicate, kind, source, scope, reason, tags, evidence (its provenance) and
+        importance, with the correction's statement, no value (the old one is what is being
+        corrected) and the user's confidence. Read from the ledger for a canonical memory
+        (reinforced tags and importance included), from this session for a session fact."""
+        base: ExtractedItem | None = None
+        tags, evidence, importance = target.tags, target.evidence, target.importance
+        state = memory_of(self.engine, self.namespace, UUID(target.memory_id))
+        if state is not None and state.item is not None:
+            base = state.item
+            tags, evidence, importance = state.tags, state.evidence, state.importance
+        else:
+            items: list[ExtractedItem | None] = [c.item for c in self.state.candidates]
+            items += [c.item for c in self.state.commands]
+            for entry_item in reversed(items):
+                if (
+                    entry_item is not None
+                    and str(memory_id(self.namespace, normalize_statement(entry_item.statement)))
+                    == target.memory_id
+                ):
+                    base = entry_item
+                    tags, evidence = entry_item.tags, entry_item.evidence
+                    importance = entry_item.importance
+                    break
+        return {
+            "kind": base.kind if base else "semantic",
+            "subject": target.subject,
+            "predicate": target.predicate,
+            "value": None,
+            "statement": text,
+            "source": base.source if base else "fact",
+            "scope": base.scope if base else target.scope,
+            "reason": base.reason if base else "the user explicitly asked to correct this",
+            "importance": importance,
+            "confidence": 1.0,
+            "tags": list(tags),
+            "evidence": list(evidence),
+        }
 
     def remember_success(self, task: str, tools: Sequence[str], outcome: str) -> CommandResult:
         """Record a reusable workflow that worked (procedural memory, explicit)."""
@@ -220,9 +265,12 @@ class SessionCommands(SessionRecall):
         Never prunes pinned items, frequently recalled/admitted/used ones (more than
         ``max_uses``), consolidated ones (reinforced, or superseding another) or ones carrying
         relations (supersedes, conflicts). ``older_than`` bounds the last update (recorded
-        time, an aware datetime); None means any age. Returns the pruned memory ids.
+        time, an aware datetime); None means any age. Candidates come from the read model;
+        each one is re-checked against its ledger history and the prunes are appended under
+        their append condition (``commands.boundary``). Returns the pruned memory ids.
 
-        :raises InvalidArgumentError: ``older_than`` is naive or not a datetime.
+        :raises NaiveDatetimeError: (an ``InvalidArgumentError``) ``older_than`` is naive.
+        :raises InvalidArgumentTypeError: ``older_than`` is not a datetime.
         """
         if older_than is not None:
             check_aware("older_than", older_than)
@@ -233,13 +281,13 @@ class SessionCommands(SessionRecall):
             rows = [r for r in rows if r["activated_at"] is None or r["activated_at"] < older_than]
         pruned: list[UUID] = []
 
-        def plan() -> list[LedgerEvent]:
+        def plan(reads: DecisionReads) -> list[LedgerEvent]:
             pruned.clear()
             events: list[LedgerEvent] = []
             at = utc_now()
             for row in rows:
                 mid = UUID(row["memory_id"])
-                state = fold_memory_stream(self.engine.load_stream(mid))
+                state = reads.memory(mid)
                 if state is None or state.status != "active" or state.pinned:
                     continue
                 events.append(
@@ -255,5 +303,19 @@ class SessionCommands(SessionRecall):
                 pruned.append(mid)
             return events
 
-        self._append_once(plan)
+        self._append_decision(plan)
         return list(pruned)
+
+
+_NOT_SUPPLIED: tuple[object, ...] = (None, (), [])
+
+
+def _supplied(item: ExtractedItem | dict[str, Any] | None) -> dict[str, Any]:
+    """The fields a correction's ``item`` actually supplies: every key of a dict; the
+    fields of an ``ExtractedItem`` that are not empty (None or an empty tuple)."""
+    if item is None:
+        return {}
+    if isinstance(item, dict):
+        return dict(item)
+    fields = msgspec.structs.asdict(item)
+    return {k: v for k, v in fields.items() if not any(v == e for e in _NOT_SUPPLIED)}

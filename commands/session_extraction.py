@@ -87,6 +87,9 @@ class SessionExtraction(SessionVocabulary):
             recorded and the extraction pending.
         :raises InvalidArgumentError: (a ``ValueError``) ``turn_id`` is negative,
             ``transcript`` is not a string, or ``occurred_at`` is a naive datetime.
+
+        ``occurred_at`` is when the turn happened in the conversation (valid time: it orders
+        supersession, see ``commands.reconcile``); it must be time-zone aware.
         """
         self._check_open()
         check_turn_id(turn_id)

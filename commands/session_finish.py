@@ -8,13 +8,9 @@ from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands.boundary import DecisionReads
 from memory_ledger.commands.errors import CommandRejectedError
-from memory_ledger.commands.reconcile import (
-    Reconciler,
-    fold_memory_stream,
-    plan_finish,
-    subject_predicate_key,
-)
+from memory_ledger.commands.reconcile import Reconciler, plan_finish
 from memory_ledger.commands.session_extraction import SessionExtraction
 from memory_ledger.commands.session_stream import utc_now
 from memory_ledger.ledger.events import (
@@ -44,25 +40,17 @@ class ActivationResult(msgspec.Struct, frozen=True, kw_only=True):
 class SessionFinish(SessionExtraction):
     """Turns a session's candidates and commands into canonical memory."""
 
-    def _reconciler(self) -> Reconciler:
-        ns = self.namespace
-        holders: dict[tuple[str, str], list[UUID]] = {}
-        for doc in self.engine.retrievable_memories(ns):
-            doc_key = subject_predicate_key(doc.subject, doc.predicate)
-            if doc_key is not None:
-                holders.setdefault(doc_key, []).append(UUID(doc.memory_id))
-
-        def same_key(key: tuple[str, str]) -> list[UUID]:
-            # From the in-process index of retrievable memories (no query per key); every id
-            # is re-checked against its ledger stream by the reconciler.
-            return sorted(holders.get(key, ()))
-
+    def _reconciler(self, reads: DecisionReads) -> Reconciler:
+        """A reconciler that reads canonical memory from the LEDGER through ``reads`` (the
+        decision's consistency boundary): memory histories with positions, and the values
+        ever activated under a key; never a read model that may be stale."""
         return Reconciler(
-            namespace=ns,
+            namespace=self.namespace,
             session_id=self.session_id,
-            load_memory=lambda mid: fold_memory_stream(self.engine.load_stream(mid)),
-            same_key=same_key,
+            load_memory=reads.memory,
+            same_key=reads.activated_under,
             recorded_at=utc_now(),
+            evidence_position=self.state.evidence_position,
         )
 
     def finish(self) -> ReconciliationReport:
@@ -79,12 +67,12 @@ class SessionFinish(SessionExtraction):
         self.refresh()
         pending = self.pending_extraction_causes() if self.state.report is None else ()
 
-        def plan() -> list[LedgerEvent]:
+        def plan(reads: DecisionReads) -> list[LedgerEvent]:
             if self.state.report is not None:
                 return []
             events = list(
                 plan_finish(
-                    self._reconciler(),
+                    self._reconciler(reads),
                     session_stream=self.stream_id,
                     session_version=self.state.version,
                     items=[*self.state.candidates, *self.state.commands],
@@ -95,7 +83,7 @@ class SessionFinish(SessionExtraction):
             fault("session.finish_planned")
             return events
 
-        positions = self._append_once(plan)
+        positions = self._append_decision(plan)
         report = self.state.report
         assert report is not None
         if positions:
@@ -109,7 +97,8 @@ class SessionFinish(SessionExtraction):
         ``verification`` decision evidence; model confidence never suffices.
 
         :raises CommandRejectedError: decision ``auto``, empty evidence, an unknown candidate,
-            or one already reconciled.
+            one already reconciled, or one whose evidence predates its memory's forget
+            (reason ``evidence_predates_forget``).
         """
         self._check_open()
         if decision not in ("manual", "verification"):
@@ -127,8 +116,8 @@ class SessionFinish(SessionExtraction):
         extracted = found[0]
         result: dict[str, Any] = {}
 
-        def plan() -> list[LedgerEvent]:
-            reconciler = self._reconciler()
+        def plan(reads: DecisionReads) -> list[LedgerEvent]:
+            reconciler = self._reconciler(reads)
             target = reconciler.state(
                 memory_id(self.namespace, normalize_statement(extracted.item.statement))
             )
@@ -141,11 +130,22 @@ class SessionFinish(SessionExtraction):
                 decision=decision,
                 occurred_at=extracted.occurred_at,
                 decision_evidence=proof,
+                evidence_position=self.state.evidence_position(extracted),
             )
-            result.update(memory_id=mid, superseded=tuple(reconciler.superseded))
+            result.update(
+                memory_id=mid,
+                superseded=tuple(reconciler.superseded),
+                declined=tuple(reconciler.declined),
+            )
             return reconciler.events
 
-        positions = self._append_once(plan)
+        positions = self._append_decision(plan)
+        if result.get("declined"):
+            msg = (
+                f"candidate {cid} was observed before its memory was forgotten; "
+                "only evidence observed after a forget can make it active again"
+            )
+            raise CommandRejectedError(msg, result["declined"][0].reason_code)
         if not positions:
             msg = f"candidate {cid} is already reconciled"
             raise CommandRejectedError(msg, "already_reconciled")

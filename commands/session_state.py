@@ -2,7 +2,8 @@
 
 A session resumed in another process, or after a crash, rebuilds this from the ledger and
 so knows which turns were observed, which extractions are pending, its explicit commands,
-its turns and snapshots, its admissions, and whether it was reconciled.
+its turns and snapshots, its admissions, whether it was reconciled, the knowledge binding it
+started with, its context compactions and the workspace it last attached.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -31,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     ReconciliationReport,
     SessionOpened,
@@ -40,6 +45,9 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 
 __all__ = ["Admission", "SessionState"]
@@ -74,13 +82,34 @@ class SessionState(msgspec.Struct, kw_only=True):
     completed: set[int] = msgspec.field(default_factory=set)
     sealed: bool = False
     report: ReconciliationReport | None = None
+    knowledge: KnowledgeBound | None = None
+    compactions: list[ContextCompacted] = msgspec.field(default_factory=list)
+    workspace: WorkspaceAttached | None = None
+    observed_positions: dict[int, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each turn's transcript (its evidence); 0 when not known yet."""
+    command_positions: dict[UUID, int] = msgspec.field(default_factory=dict)
+    """Ledger position of each explicit command; 0 when not known yet."""
 
-    def apply(self, event: LedgerEvent) -> None:
-        """Fold one event of the session stream."""
+    def apply(self, event: LedgerEvent, position: int = 0) -> None:
+        """Fold one event of the session stream (``position``: its ledger position, 0 when
+        the caller does not know it yet)."""
         self.version = event.originator_version
         handler = _FOLD[type(event)]
         if handler is not None:
             handler(self, event)
+        if position and type(event) is TranscriptObserved:
+            self.observed_positions[event.turn_id] = position
+        elif position and type(event) is ExplicitCommandApplied:
+            self.command_positions[event.command_id] = position
+
+    def evidence_position(self, entry: CandidateExtracted | ExplicitCommandApplied) -> int | None:
+        """The position of what ``entry`` rests on: a candidate's turn transcript, or the
+        command itself; None when unknown (commands.reconcile treats it as old)."""
+        if isinstance(entry, CandidateExtracted):
+            position = self.observed_positions.get(entry.turn_id, 0)
+        else:
+            position = self.command_positions.get(entry.command_id, 0)
+        return position or None
 
     def pending_extractions(self) -> list[int]:
         """Turns whose evidence is recorded but whose extraction outcome is not."""
@@ -162,6 +191,18 @@ def _reconciled(state: SessionState, event: SessionReconciled) -> None:
     state.report = event.report
 
 
+def _bound(state: SessionState, event: KnowledgeBound) -> None:
+    state.knowledge = event
+
+
+def _compacted(state: SessionState, event: ContextCompacted) -> None:
+    state.compactions.append(event)
+
+
+def _attached(state: SessionState, event: WorkspaceAttached) -> None:
+    state.workspace = event
+
+
 _FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
     "session state: fold of a session stream",
     {
@@ -180,9 +221,13 @@ _FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
         TurnCompleted: _completed,
         SessionSealed: _sealed,
         SessionReconciled: _reconciled,
+        KnowledgeBound: _bound,
+        ContextCompacted: _compacted,
+        WorkspaceAttached: _attached,
     },
     # Events of memory streams and recall streams, never of a session stream.
     ignores=(
+        NamespaceForgotten,
         MemoryActivated,
         MemoryReinforced,
         MemorySuperseded,
@@ -191,6 +236,10 @@ _FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
         MemoryForgotten,
         MemoryPruned,
         RecallServed,
+        KnowledgeServed,
+        WorkspaceSearched,
+        # The session stream's record of a workspace closed: nothing the session reads.
+        WorkspaceReleased,
     ),
 )
 """How each event of a session stream changes :class:`SessionState`."""

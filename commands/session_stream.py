@@ -5,6 +5,8 @@ fold of the session stream (:class:`SessionState`), the envelope of the next ses
 and ``_append_once``: every command appends its events in ONE durable LMDB write transaction,
 with the buffered read-path records (RecallServed) in front; a conflicting concurrent append
 (IntegrityError) refreshes the state from the ledger and re-plans, so retries are idempotent.
+``_append_decision`` does the same for a decision about canonical memory, appended under the
+append condition of what it read (``commands.boundary``).
 Buffered read records are written with the next command's transaction, by ``flush_reads``, or
 from a worker thread once due (``READ_FLUSH_SECONDS`` / ``READ_BUFFER_LIMIT``), never with an
 fsync of their own on the recall path.
@@ -22,11 +24,12 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from memory_ledger.commands.boundary import DECISION_ATTEMPTS, DecisionReads
 from memory_ledger.commands.config import MemoryConfig
-from memory_ledger.commands.errors import SessionSealedError
+from memory_ledger.commands.errors import ConcurrencyConflictError, SessionSealedError
 from memory_ledger.commands.extraction import Extractor
 from memory_ledger.commands.session_state import SessionState
-from memory_ledger.ledger.errors import InvalidArgumentError, LedgerIntegrityError
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import (
     LedgerEvent,
     SessionOpened,
@@ -41,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_TURN_ID", "SessionStream", "check_turn_id"]
 
-_MAX_RETRIES = 8
 READ_FLUSH_SECONDS = 1.0
 READ_BUFFER_LIMIT = 64
 
@@ -95,10 +97,12 @@ class SessionStream:
         return self._config
 
     def refresh(self) -> SessionState:
-        """Fold events of the session stream not seen yet (another process may have written)."""
+        """Fold events of the session stream not seen yet (another process may have written),
+        with their ledger positions (the positions of evidence: transcripts, commands)."""
         with self._lock:
-            for event in self.engine.load_stream(self.stream_id, after=self.state.version):
-                self.state.apply(event)
+            after = self.state.version
+            for position, event in self.engine.load_positioned(self.stream_id, after=after):
+                self.state.apply(event, position)
             return self.state
 
     def _append_once(self, plan: Callable[[], list[LedgerEvent]]) -> list[int]:
@@ -106,28 +110,57 @@ class SessionStream:
         one transaction; on a concurrent append, refresh and re-plan.
 
         ``plan`` returns [] when, given the refreshed state, nothing is left to write.
+
+        :raises ConcurrencyConflictError: overtaken ``DECISION_ATTEMPTS`` times in a row.
         """
+        return self._append(lambda _reads: plan(), decides=False)
+
+    def _append_decision(self, plan: Callable[[DecisionReads], list[LedgerEvent]]) -> list[int]:
+        """Like :meth:`_append_once` for a decision about canonical memory: ``plan`` reads
+        what it decides from through the :class:`DecisionReads` it is given (fresh on every
+        attempt) and the batch is appended under their append condition
+        (:mod:`commands.boundary`): refused, re-read and re-decided if any of it changed.
+        """
+
+        def decided(reads: DecisionReads | None) -> list[LedgerEvent]:
+            assert reads is not None
+            return plan(reads)
+
+        return self._append(decided, decides=True)
+
+    def _append(
+        self, plan: Callable[[DecisionReads | None], list[LedgerEvent]], *, decides: bool
+    ) -> list[int]:
         with self._lock:
-            for _ in range(_MAX_RETRIES):
-                events = plan()
+            for _ in range(DECISION_ATTEMPTS):
+                decision = DecisionReads(self.engine, self.namespace) if decides else None
+                events = plan(decision)
                 if not events:
                     return []
+                condition = None
+                if decision is not None:
+                    condition = decision.condition(events)
+                    fault("decision.planned")
                 reads = list(self._reads)
                 try:
-                    positions = self.engine.append([*reads, *events])
+                    positions = self.engine.append([*reads, *events], condition=condition)
                 except IntegrityError:
                     self.refresh()
                     continue
                 fault("session.appended")
                 del self._reads[: len(reads)]
-                for event in events:
+                written = positions[len(reads) :]
+                for event, position in zip(events, written, strict=True):
                     if event.originator_id == self.stream_id:
-                        self.state.apply(event)
+                        self.state.apply(event, position)
                 self.last_position = positions[-1]
                 self._last_activity = time.monotonic()
-                return positions[len(reads) :]
-            msg = f"session {self.session_id!r}: too many concurrent appends, giving up"
-            raise LedgerIntegrityError(msg, reason_code="too_many_conflicts")
+                return written
+            msg = (
+                f"session {self.session_id!r}: concurrent commands overtook this one "
+                f"{DECISION_ATTEMPTS} times in a row; nothing was written (retry later)"
+            )
+            raise ConcurrencyConflictError(msg)
 
     def _base(self) -> dict[str, Any]:
         """Envelope of the next session-stream event (call once per event, in order)."""

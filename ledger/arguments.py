@@ -11,7 +11,11 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
+from memory_ledger.ledger.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    NaiveDatetimeError,
+)
 
 __all__ = [
     "check_aware",
@@ -67,7 +71,7 @@ def check_aware(parameter: str, value: object) -> datetime:
     ``datetime(..., tzinfo=UTC)`` or ``datetime.now(UTC)``.
 
     :raises InvalidArgumentTypeError: not a datetime (``"not_a_datetime"``).
-    :raises InvalidArgumentError: naive (``"naive_datetime"``).
+    :raises NaiveDatetimeError: naive (an ``InvalidArgumentError``, ``"naive_datetime"``).
     """
     if not isinstance(value, datetime):
         msg = f"{parameter} must be a datetime, got {type(value).__name__}"
@@ -77,7 +81,7 @@ def check_aware(parameter: str, value: object) -> datetime:
             f"{parameter} {value.isoformat()} has no time zone; pass an aware datetime, "
             "e.g. datetime(..., tzinfo=UTC)"
         )
-        raise InvalidArgumentError(msg, parameter=parameter, reason_code="naive_datetime")
+        raise NaiveDatetimeError(msg, parameter=parameter)
     return value
 
 

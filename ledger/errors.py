@@ -52,6 +52,7 @@ __all__ = [
     "LedgerRecordError",
     "LedgerSettingError",
     "MemoryLedgerError",
+    "NaiveDatetimeError",
 ]
 
 
@@ -88,6 +89,14 @@ class InvalidArgumentError(MemoryLedgerError, ValueError):
     ) -> None:
         super().__init__(message, reason_code=reason_code)
         self.parameter = parameter
+
+
+class NaiveDatetimeError(InvalidArgumentError):
+    """A datetime argument has no time zone; ``parameter`` names it. A naive time is
+    ambiguous (local? UTC?) and is never guessed: pass ``datetime.now(UTC)`` or
+    ``datetime(..., tzinfo=UTC)``."""
+
+    reason_code = "naive_datetime"
 
 
 class InvalidArgumentTypeError(InvalidArgumentError, TypeError):

@@ -25,11 +25,15 @@ __all__ = [
     "AdmissionRevoked",
     "CandidateExtracted",
     "CandidateRejected",
+    "ContextCompacted",
+    "DeclinedCandidate",
     "EVENT_CLASSES",
     "ExplicitCommandApplied",
     "ExtractedItem",
     "ExtractionAbandoned",
     "ExtractionCompleted",
+    "KnowledgeBound",
+    "KnowledgeServed",
     "LedgerEvent",
     "MemoryActivated",
     "MemoryAdmitted",
@@ -40,6 +44,7 @@ __all__ = [
     "MemoryReinforced",
     "MemorySuperseded",
     "MemoryUsed",
+    "NamespaceForgotten",
     "PendingExtraction",
     "RecallServed",
     "RecalledItem",
@@ -52,6 +57,10 @@ __all__ = [
     "TranscriptObserved",
     "TurnBegan",
     "TurnCompleted",
+    "WorkspaceAttached",
+    "WorkspaceHitRecord",
+    "WorkspaceReleased",
+    "WorkspaceSearched",
     "upcast_item_relations",
 ]
 
@@ -190,6 +199,18 @@ class SessionSealed(LedgerEvent, frozen=True, kw_only=True):
     session_id: str
 
 
+class DeclinedCandidate(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A candidate (or explicit command) reconciliation refused, with a reason code.
+
+    ``evidence_predates_forget``: its evidence was observed before the memory it would
+    re-activate or reinforce was forgotten (``MemoryForgotten`` is a tombstone).
+    """
+
+    candidate_id: UUID
+    memory_id: UUID
+    reason_code: str
+
+
 class PendingExtraction(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A turn whose evidence is recorded but whose extraction outcome is not, and why.
 
@@ -214,7 +235,8 @@ class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     the tuples hold the memory ids each outcome touched. ``pending_extractions`` lists the
     turns whose extraction was still pending at finish (their items, if extracted later,
     are not part of this reconciliation). ``already_reconciled`` is true when the report
-    is returned from an earlier finish.
+    is returned from an earlier finish. ``declined`` lists the candidates and commands
+    reconciliation refused, each with its reason code.
     """
 
     session_id: str
@@ -230,6 +252,7 @@ class ReconciliationReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     position: int = 0
     already_reconciled: bool = False
     pending_extractions: tuple[PendingExtraction, ...] = ()
+    declined: tuple[DeclinedCandidate, ...] = ()
 
 
 class SessionReconciled(LedgerEvent, frozen=True, kw_only=True):
@@ -284,12 +307,25 @@ class MemorySuperseded(LedgerEvent, frozen=True, kw_only=True):
     ``cause`` is ``same_subject_predicate`` (a new value for the same subject and predicate),
     ``declared`` (the extractor cited it in ``supersedes``) or ``correction`` (an explicit
     correct command). The old item stays in history with status superseded.
+
+    ``occurred_at`` (class version 2) is the valid time of the value that retired it: from
+    then on the old value is history (``as-of --occurred`` answers it before then). A value
+    recorded late (a backfill) whose ``occurred_at`` is earlier than the current value's is
+    activated and superseded by the current value in the same command.
     """
+
+    class_version: ClassVar[int] = 2
 
     session_id: str
     turn_id: int
     superseded_by: UUID
     cause: Literal["same_subject_predicate", "declared", "correction"]
+    occurred_at: datetime | None = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, object]) -> None:
+        """Version 1 had no valid time of the superseding value."""
+        state["occurred_at"] = None
 
 
 class MemoryConflictMarked(LedgerEvent, frozen=True, kw_only=True):
@@ -332,11 +368,39 @@ class MemoryPinned(LedgerEvent, frozen=True, kw_only=True):
 
 
 class MemoryForgotten(LedgerEvent, frozen=True, kw_only=True):
-    """An item was forgotten by explicit command: no longer retrievable (memory stream)."""
+    """An item was forgotten by explicit command: no longer retrievable (memory stream).
+
+    A tombstone with a position: evidence observed before the forget can never re-activate
+    or reinforce the item; only evidence observed after it can (a new activation). The
+    forget's position is ``command_position`` (class version 2), the ledger position of the
+    ExplicitCommandApplied that asked for it, or, when 0 (a bulk forget, or a version-1
+    event), this event's own position.
+    """
+
+    class_version: ClassVar[int] = 2
 
     session_id: str
     turn_id: int
     command_id: UUID
+    command_position: int = 0
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, object]) -> None:
+        """Version 1 had no command position: the event's own position is the tombstone's."""
+        state["command_position"] = 0
+
+
+class NamespaceForgotten(LedgerEvent, frozen=True, kw_only=True):
+    """``forget_all``: every retrievable memory of one namespace was forgotten by ONE command.
+
+    Its own stream (``ids.bulk_forget_stream_id``); written in the same transaction as the
+    MemoryForgotten of each memory in ``forgotten`` (each carrying ``command_id``), so the
+    ledger says what was forgotten and by which command.
+    """
+
+    command_id: UUID
+    forgotten: tuple[UUID, ...]
+    requested_by: str = ""
 
 
 class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):
@@ -441,6 +505,113 @@ class ExtractionAbandoned(LedgerEvent, frozen=True, kw_only=True):
     reason: str
 
 
+class KnowledgeBound(LedgerEvent, frozen=True, kw_only=True):
+    """A session was bound to one exact knowledge package generation when it started
+    (session stream, in the same transaction as SessionOpened). A resumed session must be
+    given the same binding (``binding_id`` is the digest of all the fields below)."""
+
+    session_id: str
+    binding_id: str
+    package_id: str
+    version: str
+    generation: int
+    generation_digest: str
+    capability_digest: str
+    max_documents: int
+    max_document_bytes: int
+    max_total_bytes: int
+
+
+class KnowledgeServed(LedgerEvent, frozen=True, kw_only=True):
+    """Validated documents of a bound session's package entered a turn's context
+    (read-path record: its own stream; may be buffered). ``citations`` are
+    ``package@version#generation:document_id`` labels, ``digests`` their SHA-256 digests."""
+
+    session_id: str
+    turn_id: int
+    binding_id: str
+    request_id: str
+    citations: tuple[str, ...]
+    digests: tuple[str, ...]
+    total_bytes: int
+
+
+class ContextCompacted(LedgerEvent, frozen=True, kw_only=True):
+    """The session compacted its conversation history (session stream): messages
+    ``[summarized_from, summarized_to)`` of the history it was given became ``summary``
+    (redacted; ``redactions`` counts the spans replaced), the cumulative summary message
+    that starts the next history. ``goal`` is the goal pinned outside the model and
+    ``goal_restored`` whether the summarizer lost it; token counts are estimates."""
+
+    session_id: str
+    turn_id: int | None
+    generation: int
+    summarized_from: int
+    summarized_to: int
+    summary: str
+    goal: str
+    goal_source: str
+    goal_restored: bool
+    truncated_tool_outputs: int
+    tokens_before: int
+    tokens_after: int
+    trigger_tokens: int
+    target_tokens: int
+    summarizer_id: str
+    redactions: int = 0
+
+
+class WorkspaceAttached(LedgerEvent, frozen=True, kw_only=True):
+    """The session opened workspace retrieval over ``root`` (session stream): the chunking
+    strategy, the embedding model (None: lexical only), the admission limits and the
+    search modes offered."""
+
+    session_id: str
+    root: str
+    chunking: str
+    model: str | None
+    max_file_bytes: int
+    max_files: int
+    modes: tuple[str, ...]
+
+
+class WorkspaceHitRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One verified workspace result: path, one-based line range and the file digest."""
+
+    path: str
+    line_start: int
+    line_end: int
+    digest: str
+
+
+class WorkspaceSearched(LedgerEvent, frozen=True, kw_only=True):
+    """What a workspace search served (read-path record: its own stream; may be buffered):
+    the redacted query, the mode, the verified hits, how many candidates verification
+    dropped, and the semantic degradation reason if any."""
+
+    session_id: str
+    turn_id: int | None
+    query: str
+    mode: str
+    k: int
+    hits: tuple[WorkspaceHitRecord, ...]
+    rejected: int
+    degraded: str | None
+
+
+class WorkspaceReleased(LedgerEvent, frozen=True, kw_only=True):
+    """The session closed its workspace retrieval (session stream): the index as it stood
+    and whether every vector was released (``release_rate`` is the share freed)."""
+
+    session_id: str
+    files_indexed: int
+    files_embedded: int
+    chunks: int
+    failures: int
+    release_rate: float | None
+    released: bool | None
+
+
 EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     SessionOpened,
     TranscriptObserved,
@@ -457,6 +628,7 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     ExplicitCommandApplied,
     MemoryPinned,
     MemoryForgotten,
+    NamespaceForgotten,
     MemoryPruned,
     SnapshotPrepared,
     TurnBegan,
@@ -465,5 +637,11 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     AdmissionRevoked,
     MemoryUsed,
     TurnCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
+    ContextCompacted,
+    WorkspaceAttached,
+    WorkspaceSearched,
+    WorkspaceReleased,
 )
 """Every concrete event class of the catalog that this version writes."""

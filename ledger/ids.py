@@ -18,6 +18,7 @@ __all__ = [
     "ID_ROOT",
     "InvalidNamespaceError",
     "Namespace",
+    "bulk_forget_stream_id",
     "candidate_id",
     "check_namespace",
     "command_id",
@@ -26,6 +27,7 @@ __all__ = [
     "memory_id",
     "normalize_statement",
     "session_stream_id",
+    "subject_predicate_key",
 ]
 
 ID_ROOT = uuid5(UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8"), "https://memory-ledger.dev/ids/v1")
@@ -109,6 +111,14 @@ def normalize_statement(statement: str) -> str:
     return _TRAILING.sub("", text)
 
 
+def subject_predicate_key(subject: str | None, predicate: str | None) -> tuple[str, str] | None:
+    """The (subject, predicate) match key of an item: both stripped and lowercased; None
+    when either is null or blank (a null predicate never matches anything)."""
+    if not subject or not predicate or not subject.strip() or not predicate.strip():
+        return None
+    return subject.strip().lower(), predicate.strip().lower()
+
+
 def session_stream_id(namespace: Namespace, session_id: str) -> UUID:
     """Stream id of a session: uuid5 of (namespace, session id)."""
     return uuid5(ID_ROOT, "session\x1f" + namespace.key() + "\x1f" + session_id)
@@ -134,6 +144,11 @@ def command_id(session_stream: UUID, turn_id: int, intent: str, statement: str) 
 def snapshot_id(session_stream: UUID, turn_id: int, generation: int, digest: str) -> UUID:
     """Id of a prepared snapshot: its session, turn, generation and content digest."""
     return uuid5(ID_ROOT, f"snapshot\x1f{session_stream}\x1f{turn_id}\x1f{generation}\x1f{digest}")
+
+
+def bulk_forget_stream_id(namespace: Namespace, command: UUID) -> UUID:
+    """Stream id of one ``forget_all`` command over ``namespace``."""
+    return uuid5(ID_ROOT, f"forget-all\x1f{namespace.key()}\x1f{command}")
 
 
 def recall_stream_id(session_stream: UUID, sequence: str) -> UUID:

@@ -25,6 +25,22 @@ Layout of one LMDB environment (named databases):
   :class:`~eventsourcing.persistence.IntegrityError` and aborts the whole batch.
 - ``tracking``: application name (UTF-8) -> highest tracked notification id.
 - ``agg:<purpose>``: stream key -> body, for plain aggregate recorders (e.g. snapshots).
+- ``tags`` and ``event_tags``: the tag index (:mod:`memory_ledger.ledger.tag_index`): which
+  records carry which tags, written in the same transaction as the records.
+
+Tags and append conditions (the ``eventsourcing`` library's dynamic consistency boundary,
+``eventsourcing/dcb/api.py``): :meth:`LMDBApplicationRecorder.insert_events` accepts
+``tags=`` (one list of tags per stored event) and ``condition=`` (a ``DCBAppendCondition``)
+and refuses the whole batch, before writing anything, when a record matching the condition's
+query was appended after the condition's position. :meth:`LMDBApplicationRecorder.select_tagged`
+reads the records matching a query with their positions. The library's DCB recorder
+interface over the same log is :class:`memory_ledger.ledger.lmdb_dcb.LMDBDCBRecorder`.
+
+Format versions: 1 has no tag index; 2 (this version) indexes every record's tags. A store of
+version 1 opens, and :meth:`LMDBApplicationRecorder.build_tag_index` upgrades it (indexing
+the tags a caller derives from each record, in one write transaction); conditional appends
+are refused until then. A version-1 reader refuses a version-2 store, so no older process can
+append records without their tags.
 
 LMDB facts this module relies on (LMDB docs, ``mdb_env_open``/``mdb_env_set_mapsize``):
 one write transaction at a time across all processes (so ids assigned inside it are gapless
@@ -44,16 +60,17 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 from uuid import UUID
 
 import lmdb
 import msgspec
+from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBRecorder
+from eventsourcing.dcb.persistence import DCBInfrastructureFactory
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
     InfrastructureFactory,
-    IntegrityError,
     ListenNotifySubscription,
     Notification,
     ProcessRecorder,
@@ -67,6 +84,7 @@ from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
 from memory_ledger.ledger.errors import (
     LedgerDataError,
+    LedgerError,
     LedgerFormatError,
     LedgerIntegrityError,
     LedgerOperationalError,
@@ -78,12 +96,18 @@ from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.group_commit import GroupCommit, WriteRequest
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
 from memory_ledger.ledger.store_identity import (
+    FORMAT_KEY,
     check_data_file,
     identity_to_record,
 )
+from memory_ledger.ledger.tag_index import AppendConditionFailedError, TagIndex
 
 __all__ = [
+    "AppendConditionFailedError",
     "FORMAT_VERSION",
+    "encode_body",
+    "pack_position",
+    "pack_version",
     "GENESIS_HASH",
     "LMDBAggregateRecorder",
     "LMDBApplicationRecorder",
@@ -95,12 +119,18 @@ __all__ = [
     "LedgerFormatError",
     "LedgerRecord",
     "Refused",
+    "TAG_INDEX_FORMAT",
+    "TaggedEvent",
+    "TaggedSelection",
     "Factory",
     "decode_record",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the on-disk record format written by this module."""
+FORMAT_VERSION = 2
+"""Version of the on-disk record format written by this module (2: with the tag index)."""
+
+TAG_INDEX_FORMAT = 2
+"""The first format version whose stores index every record's tags."""
 
 GENESIS_HASH = bytes(32)
 """The previous hash of notification 1 (32 zero bytes)."""
@@ -122,11 +152,11 @@ OriginatorIdType = Literal["uuid", "text"]
 class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
     """Raised inside a write transaction, before anything is written, to refuse a batch.
 
-    The transaction is committed unchanged and ``error`` (an ``IntegrityError``) is raised
-    to the caller.
+    The transaction is committed unchanged and ``error`` (an ``IntegrityError``, or another
+    ``DatabaseError`` such as a missing tag index) is raised to the caller.
     """
 
-    def __init__(self, error: IntegrityError) -> None:
+    def __init__(self, error: LedgerError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -150,7 +180,8 @@ _body_encoder = msgspec.msgpack.Encoder()
 _body_decoder = msgspec.msgpack.Decoder()
 
 
-def _encode_body(originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
+def encode_body(originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
+    """The stored body of a record: msgpack ``[originator id, version, topic, state]``."""
     raw_id: bytes | str = originator_id.bytes if isinstance(originator_id, UUID) else originator_id
     return _body_encoder.encode((raw_id, version, topic, state))
 
@@ -196,7 +227,13 @@ def decode_record(key: bytes, value: bytes) -> LedgerRecord:
     )
 
 
-def _pack_version(version: int) -> bytes:
+def pack_position(position: int) -> bytes:
+    """A position (notification id) as its 8-byte big-endian key in ``log``."""
+    return _ID.pack(position)
+
+
+def pack_version(version: int) -> bytes:
+    """A stream version as the 8-byte sign-flipped suffix of its ``index`` key."""
     try:
         return _ID.pack(version + _VERSION_BIAS)
     except struct.error:
@@ -277,6 +314,8 @@ class _SharedEnvironment:
         self._dbs: dict[bytes, Any] = {}
         check_data_file(path)
         self.locked = not readonly or _lock_file_writable(path)
+        self.tag_index_built = False
+        """Whether the store indexes every record's tags (format >= 2), as last seen."""
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -296,7 +335,10 @@ class _SharedEnvironment:
             # Check the identity and format before creating anything, so refusing a
             # foreign or newer store leaves it untouched.
             self._check_identity()
-            for name in (b"meta", b"log", b"index", b"tracking"):
+            names: tuple[bytes, ...] = (b"meta", b"log", b"index", b"tracking")
+            if not readonly:  # a read-only open finds the tag index lazily (format >= 2)
+                names += (b"tags", b"event_tags")
+            for name in names:
                 self.db(name)
         except lmdb.Error as e:
             self.env.close()
@@ -362,6 +404,42 @@ class _SharedEnvironment:
                     txn.put(key, value, db=meta_db, overwrite=False)
 
             self._run_write(record)
+        stored = (meta or {}).get(FORMAT_KEY) or missing.get(FORMAT_KEY)
+        self.tag_index_built = self.parse_format(stored) >= TAG_INDEX_FORMAT
+
+    def _log_is_empty(self, txn: Any) -> bool:
+        try:
+            log = self.env.open_db(b"log", txn=txn, create=False)
+        except lmdb.NotFoundError:
+            return True
+        return not txn.cursor(db=log).first()
+
+    def parse_format(self, stored: bytes | None) -> int:
+        """The format version stored in ``meta`` (``stored``; None reads as 0)."""
+        if stored is None:
+            return 0
+        try:
+            return int(bytes(stored).decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            msg = f"LMDB store at {self.path!r} has an unreadable format version {stored!r}"
+            raise LedgerFormatError(msg) from None
+
+    def check_tag_index(self, txn: Any) -> None:
+        """Raise :class:`Refused` inside a write transaction when the store has no tag index.
+
+        Cached once seen built (in this process, or re-read from ``meta`` in ``txn``).
+        """
+        if self.tag_index_built:
+            return
+        stored = txn.get(FORMAT_KEY, db=self._dbs[b"meta"])
+        if self.parse_format(stored) >= TAG_INDEX_FORMAT:
+            self.tag_index_built = True
+            return
+        msg = (
+            f"LMDB store at {self.path!r} has no tag index yet (format version 1): "
+            "build it (LMDBApplicationRecorder.build_tag_index) before conditional appends"
+        )
+        raise Refused(LedgerOperationalError(msg, path=self.path))
 
     # Transactions ---------------------------------------------------------------------------
 
@@ -733,8 +811,8 @@ def _iter_stream(
     """Yield ``(key, value)`` of one stream's index entries within ``(gt, lte]``."""
     if limit is not None and limit <= 0:
         return
-    low = prefix + (_pack_version(gt + 1) if gt is not None else b"")
-    high = prefix + (_pack_version(lte) if lte is not None else b"\xff" * 8)
+    low = prefix + (pack_version(gt + 1) if gt is not None else b"")
+    high = prefix + (pack_version(lte) if lte is not None else b"\xff" * 8)
     count = 0
     if not desc:
         found = cursor.set_range(low)
@@ -789,8 +867,8 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
         db = self.datastore.db(self._db_name)
         rows = [
             (
-                self.datastore.stream_prefix(s.originator_id) + _pack_version(s.originator_version),
-                _encode_body(s.originator_id, s.originator_version, s.topic, s.state),
+                self.datastore.stream_prefix(s.originator_id) + pack_version(s.originator_version),
+                encode_body(s.originator_id, s.originator_version, s.topic, s.state),
             )
             for s in stored_events
         ]
@@ -826,13 +904,42 @@ class LMDBAggregateRecorder(LMDBRecorder, AggregateRecorder):
             return result
 
 
+class TaggedEvent(NamedTuple):
+    """A stored event read through the tag index, with its position (notification id)."""
+
+    position: int
+    stored_event: StoredEvent
+
+
+class TaggedSelection(NamedTuple):
+    """What :meth:`LMDBApplicationRecorder.select_tagged` read in one snapshot: the matching
+    events in position order and ``head``, the log's last position then (0 when empty).
+
+    ``head`` is the position a decision made from these events read: append its events with
+    a ``DCBAppendCondition(query, after=head)``.
+    """
+
+    head: int
+    events: list[TaggedEvent]
+
+
+def _topic_of_value(value: bytes) -> str:
+    """The topic of a stored ``log`` value (hash + body)."""
+    return _decode_body(bytes(value[HASH_SIZE:]))[2]
+
+
 class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
-    """Records stored events in streams and in one gapless, hash-chained notification log."""
+    """Records stored events in streams and in one gapless, hash-chained notification log,
+    with an optional tag per event and an optional append condition (see the module doc)."""
 
     def __init__(self, datastore: LMDBDatastore) -> None:
         super().__init__(datastore)
         self._log = datastore.db(b"log")
         self._index = datastore.db(b"index")
+        self._meta = datastore.db(b"meta")
+        self.tag_index = TagIndex(
+            datastore.db(b"tags"), datastore.db(b"event_tags"), self._log, _topic_of_value
+        )
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -840,28 +947,56 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         """Append all events in ONE write transaction and return their notification ids.
 
         Ids continue the log without gaps; each record's hash chains to the previous one.
+        Keyword arguments (all optional): ``tracking`` (a ``Tracking``, process recorders),
+        ``tags`` (one sequence of tag strings per stored event, indexed with the records) and
+        ``condition`` (a ``DCBAppendCondition``: the batch is refused when a record matching
+        its query was appended after ``condition.after``; DESIGN.md section 3).
 
         :raises IntegrityError: an (originator id, version) exists already or twice in the
-            batch (or, for process recorders, the tracking id is not new); nothing is written.
+            batch, or (process recorders) the tracking id is not new; nothing is written.
+        :raises AppendConditionFailedError: the condition failed (an ``IntegrityError``);
+            nothing is written.
+        :raises OperationalError: a condition was given but the store's tag index is not
+            built (a format-1 store); nothing is written.
+        :raises DataError: ``tags`` does not hold one sequence per event, or a tag is not a
+            string or is longer than 400 UTF-8 bytes.
         """
         prepared = [
             (
-                self.datastore.stream_prefix(s.originator_id) + _pack_version(s.originator_version),
-                _encode_body(s.originator_id, s.originator_version, s.topic, s.state),
+                self.datastore.stream_prefix(s.originator_id) + pack_version(s.originator_version),
+                encode_body(s.originator_id, s.originator_version, s.topic, s.state),
             )
             for s in stored_events
         ]
         tracking: Tracking | None = kwargs.get("tracking")
+        tags: Sequence[Sequence[str]] | None = kwargs.get("tags")
+        condition: DCBAppendCondition | None = kwargs.get("condition")
+        if tags is not None:
+            if len(tags) != len(prepared):
+                msg = f"tags holds {len(tags)} sequences for {len(prepared)} events"
+                raise LedgerDataError(msg)
+            for event_tags in tags:
+                TagIndex.check(event_tags)
 
         def insert(txn: Any) -> list[int]:
-            return self._insert(txn, prepared, tracking)
+            return self.insert_in_transaction(txn, prepared, tracking, tags, condition)
 
         size = sum(len(k) + len(b) + HASH_SIZE + 16 for k, b in prepared)
+        if tags is not None:
+            size += sum(len(t) + 32 for event_tags in tags for t in event_tags)
         return self.datastore.write(insert, size)
 
-    def _insert(
-        self, txn: Any, prepared: list[tuple[bytes, bytes]], tracking: Tracking | None
+    def insert_in_transaction(
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tracking: Tracking | None,
+        tags: Sequence[Sequence[str]] | None = None,
+        condition: DCBAppendCondition | None = None,
     ) -> list[int]:
+        """The body of :meth:`insert_events` inside the caller's write transaction ``txn``:
+        ``prepared`` holds ``(stream key, body)`` per record. Raises :class:`Refused` (before
+        writing anything) to refuse the batch."""
         ids: list[int] = []
         # Every check runs before the first write, so a refused batch leaves the
         # transaction untouched (see _SharedEnvironment._run_write).
@@ -869,6 +1004,11 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         tracking_db = self.datastore.db(b"tracking")
         if tracking is not None:
             _check_tracking(txn, tracking_db, tracking)
+        if condition is not None:
+            self.datastore.shared.check_tag_index(txn)
+            failed = self.tag_index.refuse(txn, condition)
+            if failed is not None:
+                raise Refused(failed)
         if prepared:
             cursor = txn.cursor(db=self._log)
             if cursor.last():
@@ -876,12 +1016,14 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 prev_hash = bytes(cursor.value()[:HASH_SIZE])
             else:
                 last_id, prev_hash = 0, GENESIS_HASH
-            for key, body in prepared:
+            for n, (key, body) in enumerate(prepared):
                 last_id += 1
                 packed_id = _ID.pack(last_id)
                 txn.put(key, packed_id, db=self._index)
                 prev_hash = hashlib.sha256(prev_hash + body).digest()
                 txn.put(packed_id, prev_hash + body, db=self._log, append=True)
+                if tags is not None and tags[n]:
+                    self.tag_index.put(txn, packed_id, tags[n])
                 ids.append(last_id)
                 fault("ledger.put")
         if tracking is not None:
@@ -891,6 +1033,99 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 db=tracking_db,
             )
         return ids
+
+    def select_tagged(
+        self, query: DCBQuery | None, *, after: int | None = None, limit: int | None = None
+    ) -> TaggedSelection:
+        """The events after ``after`` matching ``query`` (the library's DCB matching: any
+        item; an item's types and all of its tags), in position order, at most ``limit``,
+        with the log's head, all read in one snapshot.
+
+        :raises OperationalError: the store's tag index is not built (format 1).
+        """
+        convert = self.datastore.convert_originator_id
+        events: list[TaggedEvent] = []
+        with self.datastore.read() as txn:
+            self._require_tag_index(txn)
+            head = self.last_position(txn)
+            if limit is not None and limit <= 0:
+                return TaggedSelection(head, events)
+            for position in self.tag_index.matches(txn, query, after or 0):
+                value = txn.get(_ID.pack(position), db=self._log)
+                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                events.append(
+                    TaggedEvent(position, StoredEvent(convert(oid), version, topic, state))
+                )
+                if limit is not None and len(events) >= limit:
+                    break
+        return TaggedSelection(head, events)
+
+    def _require_tag_index(self, txn: Any) -> None:
+        shared = self.datastore.shared
+        if shared.tag_index_built:
+            return
+        if shared.parse_format(txn.get(FORMAT_KEY, db=self._meta)) >= TAG_INDEX_FORMAT:
+            shared.tag_index_built = True
+            return
+        msg = (
+            f"LMDB store at {self.datastore.path!r} has no tag index yet (format version 1): "
+            "build it with build_tag_index() first"
+        )
+        raise LedgerOperationalError(msg, path=shared.path)
+
+    def last_position(self, txn: Any) -> int:
+        """The log's last position in ``txn`` (0 when empty)."""
+        cursor = txn.cursor(db=self._log)
+        return cast(int, _ID.unpack(cursor.key())[0]) if cursor.last() else 0
+
+    def require_tag_index(self, txn: Any) -> None:
+        """Raise ``OperationalError`` when the store's tag index is not built (format 1)."""
+        self._require_tag_index(txn)
+
+    def tag_index_built(self) -> bool:
+        """Whether every record's tags are indexed (format version >= 2)."""
+        with self.datastore.read() as txn:
+            try:
+                self._require_tag_index(txn)
+            except LedgerOperationalError:
+                return False
+            return True
+
+    def tags_of(self, position: int) -> list[str]:
+        """The tags of the record at ``position`` (empty when none, or no such record)."""
+        with self.datastore.read() as txn:
+            return self.tag_index.tags_of(txn, _ID.pack(position))
+
+    def build_tag_index(self, tagger: Callable[[StoredEvent], Sequence[str]]) -> int:
+        """Upgrade a format-1 store: index ``tagger(stored_event)`` of every record, then
+        record format version 2, in ONE write transaction (all or nothing; a concurrent
+        upgrader finds it done and writes nothing). Returns how many records were tagged
+        (0 when the index was already built).
+
+        :raises DataError: ``tagger`` returned a tag that is not a string or is too long.
+        """
+        convert = self.datastore.convert_originator_id
+        shared = self.datastore.shared
+
+        def upgrade(txn: Any) -> int:
+            stored = txn.get(FORMAT_KEY, db=self._meta)
+            if shared.parse_format(stored) >= TAG_INDEX_FORMAT:
+                return 0
+            tagged = 0
+            cursor = txn.cursor(db=self._log)
+            for key, value in cursor.iternext():
+                oid, version, topic, state = _decode_body(bytes(value[HASH_SIZE:]))
+                tags = tagger(StoredEvent(convert(oid), version, topic, state))
+                if tags:
+                    TagIndex.check(tags)
+                    self.tag_index.put(txn, bytes(key), tags)
+                    tagged += 1
+            txn.put(FORMAT_KEY, str(TAG_INDEX_FORMAT).encode(), db=self._meta)
+            return tagged
+
+        tagged = self.datastore.write(upgrade)
+        shared.tag_index_built = True
+        return tagged
 
     def select_events(
         self,
@@ -913,6 +1148,27 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 oid, version, topic, state = _decode_body(value[HASH_SIZE:])
                 result.append(StoredEvent(convert(oid), version, topic, state))
             return result
+
+    def select_positioned(
+        self, originator_id: UUID | str, *, gt: int | None = None
+    ) -> list[TaggedEvent]:
+        """Events of one stream with version > ``gt``, in version order, each with its
+        position (the stream index maps a stream key to its notification id)."""
+        prefix = self.datastore.stream_prefix(originator_id)
+        convert = self.datastore.convert_originator_id
+        result: list[TaggedEvent] = []
+        with self.datastore.read() as txn:
+            for _key, packed_id in _iter_stream(
+                txn.cursor(db=self._index), prefix, gt=gt, lte=None, desc=False, limit=None
+            ):
+                value = txn.get(packed_id, db=self._log)
+                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                result.append(
+                    TaggedEvent(
+                        _ID.unpack(packed_id)[0], StoredEvent(convert(oid), version, topic, state)
+                    )
+                )
+        return result
 
     def select_notifications(
         self,
@@ -1116,8 +1372,11 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
         super().__init__(datastore)
 
 
-class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
-    """Infrastructure factory of the LMDB persistence module.
+class LMDBFactory(
+    InfrastructureFactory[LMDBTrackingRecorder], DCBInfrastructureFactory[LMDBTrackingRecorder]
+):
+    """Infrastructure factory of the LMDB persistence module (also the library's DCB
+    infrastructure factory: :meth:`dcb_recorder` over the same ledger).
 
     Settings (from the ``env`` given to the factory, optionally prefixed by an application
     name): ``LMDB_PATH`` (required, a directory), ``LMDB_MAP_SIZE`` (bytes),
@@ -1242,6 +1501,12 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         )
         assert issubclass(recorder_class, LMDBProcessRecorder)
         return recorder_class(datastore=self.datastore)
+
+    def dcb_recorder(self) -> DCBRecorder:
+        """The library's DCB recorder interface over this ledger (same log and positions)."""
+        from memory_ledger.ledger.lmdb_dcb import LMDBDCBRecorder  # noqa: PLC0415 (cycle)
+
+        return LMDBDCBRecorder(self.datastore)
 
     def env_create_table(self) -> bool:
         """Whether recorders create their named databases now (``CREATE_TABLE``, default y)."""

@@ -13,7 +13,8 @@ On open the folder is refused, untouched, with
 - ``data.mdb`` is not an LMDB file (``not_lmdb``; raised by LMDB, translated);
 - the environment holds another application's data (``foreign_lmdb``): ``meta`` names
   another application, or, without an identity, the main database holds names other than
-  the ledger's own databases (``meta``, ``log``, ``index``, ``tracking``, ``agg:*``), or
+  the ledger's own databases (``meta``, ``log``, ``index``, ``tracking``, ``tags``,
+  ``event_tags``, ``agg:*``), or
   the ledger's ``format_version`` is missing.
 
 A store written before identities were recorded (``meta`` with ``format_version`` only,
@@ -49,7 +50,7 @@ APPLICATION_KEY = b"application"
 STORE_ID_KEY = b"store_id"
 FORMAT_KEY = b"format_version"
 
-LEDGER_DATABASES = frozenset({b"meta", b"log", b"index", b"tracking"})
+LEDGER_DATABASES = frozenset({b"meta", b"log", b"index", b"tracking", b"tags", b"event_tags"})
 """Named databases every ledger has (plus ``agg:<purpose>`` ones of aggregate recorders)."""
 
 _DATA_FILE = "data.mdb"

@@ -29,9 +29,12 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     MemoryActivated,
     MemoryAdmitted,
     MemoryConflictMarked,
@@ -41,6 +44,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -49,6 +53,9 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.projections.tables import (
@@ -168,6 +175,7 @@ _TOUCHES_ROWS: EventDispatch[bool] = EventDispatch(
     ),
     # Activations are what the check guards; the rest creates rows or touches no table.
     ignores=(
+        NamespaceForgotten,
         MemoryActivated,
         SessionOpened,
         TranscriptObserved,
@@ -181,6 +189,12 @@ _TOUCHES_ROWS: EventDispatch[bool] = EventDispatch(
         SnapshotPrepared,
         TurnBegan,
         TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
     ),
 )
 ROW_TOUCHING_TOPICS = frozenset(get_topic(cls) for cls in _TOUCHES_ROWS.handled)

@@ -19,9 +19,12 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -32,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -40,6 +44,9 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.projections.columnar import session_key
 from memory_ledger.projections.tables import (
@@ -207,6 +214,7 @@ _COLLECT: EventDispatch[_Collect] = EventDispatch(
     },
     # Row-creating events (nothing to look up first) and events no read model uses.
     ignores=(
+        NamespaceForgotten,
         TranscriptObserved,
         ExtractionCompleted,
         CandidateExtracted,
@@ -217,6 +225,12 @@ _COLLECT: EventDispatch[_Collect] = EventDispatch(
         SessionReconciled,
         ExplicitCommandApplied,
         TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
     ),
 )
 """What each event needs loaded before a page is folded."""
@@ -599,12 +613,19 @@ _APPLY: EventDispatch[_Apply] = EventDispatch(
     },
     # Session bookkeeping no read model shows.
     ignores=(
+        NamespaceForgotten,
         SessionOpened,
         ExtractionAbandoned,
         SessionSealed,
         SessionReconciled,
         ExplicitCommandApplied,
         TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
     ),
 )
 """How each event changes the read models."""

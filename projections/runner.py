@@ -19,9 +19,12 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -32,6 +35,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -40,6 +44,9 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.projections.columnar import (
@@ -74,6 +81,7 @@ _CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
     ),
     # Counters (recalls, admissions, uses) and session bookkeeping leave indexes valid.
     ignores=(
+        NamespaceForgotten,
         SessionOpened,
         TranscriptObserved,
         CandidateExtracted,
@@ -90,6 +98,12 @@ _CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
         AdmissionRevoked,
         MemoryUsed,
         TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
     ),
 )
 

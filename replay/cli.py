@@ -35,6 +35,7 @@ from memory_ledger.replay.cli_replay import (
     restore_command,
 )
 from memory_ledger.replay.cli_run import convert_locomo, run
+from memory_ledger.replay.forget_cli import register as register_forget
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -105,6 +106,7 @@ def _root(
 
 
 register_mcp_commands(app)
+register_forget(app)  # ``forget --all`` (replay/forget_cli.py)
 
 
 def main() -> None:

@@ -209,6 +209,8 @@ def _explain_tree(lineage: Any) -> Any:
         if origin.reconciled_position is not None:
             label += f", reconciled @{origin.reconciled_position}"
         branch = root.add(label)
+        for entry in origin.context:
+            branch.add(f"[magenta]{entry.type}[/] @{entry.position}: {escape(entry.detail)}")
         if origin.transcript is not None:
             t = origin.transcript
             occurred = when(t.occurred_at) or "-"

@@ -23,9 +23,12 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -36,6 +39,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -44,6 +48,9 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 
 __all__ = [
@@ -71,7 +78,9 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
 
     ``types`` holds event class names (case-insensitive; see :data:`EVENT_TYPES`);
     ``start``/``stop`` is an inclusive position range; ``since``/``until`` an inclusive
-    range of ``recorded_at`` (aware datetimes). ``turn_id`` matches events that carry a turn.
+    range of ``recorded_at`` (aware datetimes: a naive one raises
+    :class:`~memory_ledger.commands.errors.NaiveDatetimeError` naming the field). ``turn_id``
+    matches events that carry a turn.
     """
 
     tenant: str | None = None
@@ -84,6 +93,11 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     stop: int | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):
+            if getattr(self, name) is not None:
+                check_aware(name, getattr(self, name))
 
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.
@@ -252,16 +266,53 @@ def _revoked(event: AdmissionRevoked) -> str:
     return f"{event.memory_id} rev {event.revision}: {event.reason}"
 
 
+def _erased(event: NamespaceForgotten) -> str:
+    return f"forget_all: {len(event.forgotten)} memories, command {event.command_id}"
+
+
 def _reconciled(event: SessionReconciled) -> str:
     report = event.report
     text = (
         f"{report.candidates} candidates: {len(report.activated)} activated, "
         f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
     )
+    if report.declined:
+        text += f"; {len(report.declined)} declined"
     if report.pending_extractions:
         turns = ", ".join(str(p.turn_id) for p in report.pending_extractions)
         text += f"; turns {turns} pending extraction"
     return text
+
+
+def _describe_context(event: KnowledgeBound | KnowledgeServed | ContextCompacted) -> str:
+    if isinstance(event, KnowledgeBound):
+        return (
+            f"bound to {event.package_id}@{event.version}#{event.generation} "
+            f"(≤{event.max_documents} docs, ≤{event.max_document_bytes} B each, "
+            f"≤{event.max_total_bytes} B in all)"
+        )
+    if isinstance(event, KnowledgeServed):
+        return (
+            f"{len(event.citations)} documents, {event.total_bytes} B: {', '.join(event.citations)}"
+        )
+    restored = ", goal restored" if event.goal_restored else ""
+    return (
+        f"generation {event.generation}: messages {event.summarized_from}..{event.summarized_to} "
+        f"summarized, {event.tokens_before} -> {event.tokens_after} tokens{restored}; "
+        f"goal {_short(event.goal, 50)}"
+    )
+
+
+def _describe_workspace(event: WorkspaceAttached | WorkspaceSearched | WorkspaceReleased) -> str:
+    if isinstance(event, WorkspaceAttached):
+        return (
+            f"{event.root} ({', '.join(event.modes)}; {event.chunking}; model {event.model or '-'})"
+        )
+    if isinstance(event, WorkspaceSearched):
+        cited = ", ".join(f"{h.path}:L{h.line_start}-{h.line_end}" for h in event.hits[:3])
+        return f"{event.mode}: {_short(event.query, 40)} -> {len(event.hits)} hits {cited}".rstrip()
+    rate = "-" if event.release_rate is None else f"{event.release_rate:.2f}"
+    return f"{event.files_indexed} files, {event.chunks} chunks; release rate {rate}"
 
 
 _DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
@@ -288,6 +339,13 @@ _DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
         AdmissionRevoked: _revoked,
         MemoryUsed: _revision,
         SessionReconciled: _reconciled,
+        KnowledgeBound: _describe_context,
+        KnowledgeServed: _describe_context,
+        ContextCompacted: _describe_context,
+        WorkspaceAttached: _describe_workspace,
+        WorkspaceSearched: _describe_workspace,
+        WorkspaceReleased: _describe_workspace,
+        NamespaceForgotten: _erased,
     },
     # Their type says it all.
     ignores=(SessionSealed, TurnCompleted),

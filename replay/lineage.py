@@ -4,8 +4,10 @@
 reinforcements, supersede / conflict / pin / forget / prune), follows each activation and
 reinforcement to its session stream (the TranscriptObserved evidence of the turn, the
 CandidateExtracted item and its extractor, the turn's extraction outcome, the session's
-activation policy and reconciliation) and adds, from the read models, every turn the item
-was recalled in, admitted into and used in. Every step carries its ledger position.
+activation policy and reconciliation, and how the session shaped its context before then:
+knowledge binding, compactions, workspace retrieval) and adds, from the read models, every
+turn the item was recalled in, admitted into and used in. Every step carries its ledger
+position.
 
 :func:`render_mermaid` draws the same lineage as a Mermaid flowchart.
 """
@@ -28,10 +30,13 @@ from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateExtracted,
     CandidateRejected,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractedItem,
     ExtractionAbandoned,
     ExtractionCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
     LedgerEvent,
     MemoryActivated,
     MemoryAdmitted,
@@ -42,6 +47,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceForgotten,
     RecallServed,
     SessionOpened,
     SessionReconciled,
@@ -50,9 +56,13 @@ from memory_ledger.ledger.events import (
     TranscriptObserved,
     TurnBegan,
     TurnCompleted,
+    WorkspaceAttached,
+    WorkspaceReleased,
+    WorkspaceSearched,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.ledger.lmdb import decode_record
+from memory_ledger.replay.filters import describe_event
 
 __all__ = [
     "AdmissionTouch",
@@ -63,6 +73,7 @@ __all__ = [
     "Lineage",
     "Origin",
     "RecallTouch",
+    "SessionContextEntry",
     "TranscriptEvidence",
     "UnknownMemoryError",
     "UseTouch",
@@ -127,6 +138,19 @@ class ExtractionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     rejected: int
 
 
+class SessionContextEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """How the session shaped its context before the item was made: its knowledge binding
+    (KnowledgeBound), compactions (ContextCompacted) and workspace retrieval
+    (WorkspaceAttached / WorkspaceReleased), with their positions."""
+
+    position: int
+    type: str
+    detail: str
+
+
+_CONTEXT_EVENTS = (KnowledgeBound, ContextCompacted, WorkspaceAttached, WorkspaceReleased)
+
+
 class Origin(msgspec.Struct, frozen=True, kw_only=True):
     """One activation or reinforcement of the item and everything that led to it.
 
@@ -144,6 +168,7 @@ class Origin(msgspec.Struct, frozen=True, kw_only=True):
     decision: str | None = None
     decision_evidence: tuple[str, ...] = ()
     activation_policy: str | None = None
+    context: tuple[SessionContextEntry, ...] = ()
     candidate: CandidateSource | None = None
     command: CommandSource | None = None
     transcript: TranscriptEvidence | None = None
@@ -257,8 +282,11 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
 
 
-def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
-    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits).
+def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | None = None) -> str:
+    """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits),
+    among the memories of ``namespace`` when one is given (the Python API's caller: a memory
+    of another namespace is then exactly like one that does not exist), else of the store
+    (the operator's CLI).
 
     :raises UnknownMemoryError: no memory matches, or several do (they are named).
     """
@@ -266,11 +294,16 @@ def resolve_memory_id(engine: MemoryEngine, text: str) -> str:
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg, "not_a_memory_id")
+    where, params = "starts_with(memory_id, ?)", [wanted]
+    if namespace is not None:
+        namespace.validated()
+        where += " AND tenant = ? AND principal = ? AND scope_id = ?"
+        params += [namespace.tenant, namespace.principal, namespace.scope_id]
     with engine.read_models() as live:
         rows = live.conn.execute(
-            "SELECT memory_id FROM canonical_memory WHERE starts_with(memory_id, ?) "
+            f"SELECT memory_id FROM canonical_memory WHERE {where} "  # noqa: S608 (fixed text)
             "ORDER BY memory_id LIMIT 6",
-            [wanted],
+            params,
         ).fetchall()
     ids = [str(r[0]) for r in rows]
     if wanted in ids:
@@ -330,7 +363,14 @@ class _Sessions:
         source = event.candidate_id
         candidate = command = transcript = extraction = None
         policy = reconciled = None
+        context: list[SessionContextEntry] = []
         for at, e in session:
+            if at <= position and isinstance(e, _CONTEXT_EVENTS):
+                context.append(
+                    SessionContextEntry(
+                        position=at, type=type(e).__name__, detail=describe_event(e)
+                    )
+                )
             if isinstance(e, CandidateExtracted) and e.candidate_id == source:
                 candidate = CandidateSource(
                     position=at,
@@ -373,6 +413,7 @@ class _Sessions:
                 decision=event.decision,
                 decision_evidence=event.decision_evidence,
                 activation_policy=policy,
+                context=tuple(context),
                 candidate=candidate,
                 command=command,
                 transcript=transcript,
@@ -387,6 +428,7 @@ class _Sessions:
             turn_id=event.turn_id,
             source_id=str(source),
             activation_policy=policy,
+            context=tuple(context),
             candidate=candidate,
             command=command,
             transcript=transcript,
@@ -446,6 +488,7 @@ _HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
     },
     # Activations and reinforcements are origins; the rest never is in a memory stream.
     ignores=(
+        NamespaceForgotten,
         MemoryActivated,
         MemoryReinforced,
         SessionOpened,
@@ -464,6 +507,12 @@ _HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
         AdmissionRevoked,
         MemoryUsed,
         TurnCompleted,
+        KnowledgeBound,
+        KnowledgeServed,
+        ContextCompacted,
+        WorkspaceAttached,
+        WorkspaceSearched,
+        WorkspaceReleased,
     ),
 )
 """What each event of a memory stream adds to its history (detail, related memory)."""
@@ -488,16 +537,20 @@ def _statements(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, str]:
     return {r["memory_id"]: r["statement"] for r in rows}
 
 
-def explain(engine: MemoryEngine, memory_id: str) -> Lineage:
+def explain(engine: MemoryEngine, memory_id: str, namespace: Namespace | None = None) -> Lineage:
     """The lineage of one memory item (a full id or a unique prefix of one).
 
-    Catches the engine's projections up to the ledger head first.
+    Catches the engine's projections up to the ledger head first. A host explaining a
+    memory to its user passes the user's ``namespace`` (never taken from the request): a
+    memory of another namespace then gets exactly the error of an id that does not exist.
+    Without it (the operator's ``memory-ledger explain``) any memory of the store is found.
 
     :returns: a :class:`Lineage` (origins in position order, history, recalls, admissions
         and uses, each with its ledger position).
-    :raises UnknownMemoryError: no memory (or several) match ``memory_id``.
+    :raises UnknownMemoryError: no memory (or several) match ``memory_id`` (in
+        ``namespace``, when given).
     """
-    full = resolve_memory_id(engine, memory_id)
+    full = resolve_memory_id(engine, memory_id, namespace)
     row = _rows(engine, "SELECT * FROM canonical_memory WHERE memory_id = ?", [full])[0]
     position = engine.projection_position
     sessions = _Sessions(engine)

@@ -38,6 +38,8 @@ def render_text(lineage: Lineage, *, transcript_chars: int = 400) -> str:
         if origin.activation_policy is not None:
             head += f" (policy {origin.activation_policy})"
         lines.append(f"  {head}")
+        for shaped in origin.context:
+            lines.append(f"    {shaped.type} @{shaped.position}: {shaped.detail}")
         if origin.command is not None:
             cmd = origin.command
             lines.append(f"    command {cmd.intent} @{cmd.position}: {cmd.statement}")

@@ -543,7 +543,7 @@ def _explain_in(engine: MemoryEngine, namespace: Namespace, text: str) -> str:
     """The lineage text of memory ``text`` (id or prefix) of ``namespace``; a memory of
     another namespace is unknown, exactly like one that does not exist."""
     try:
-        found = lineage.explain(engine, lineage.resolve_memory_id(engine, text))
+        found = lineage.explain(engine, text, namespace=namespace)
     except lineage.UnknownMemoryError:
         raise UnknownMemoryError(repr(text[:80])) from None
     if found.namespace != namespace:

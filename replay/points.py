@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, time
 
-from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.errors import InvalidArgumentError, NaiveDatetimeError
 
-__all__ = ["PointError", "parse_point", "parse_timestamp"]
+__all__ = ["NaiveTimestampError", "PointError", "parse_point", "parse_timestamp"]
 
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -21,6 +21,16 @@ class PointError(InvalidArgumentError):
     """A position or timestamp given by the user cannot be read or is out of range."""
 
     reason_code = "bad_point"
+
+
+class NaiveTimestampError(NaiveDatetimeError, PointError):
+    """A datetime given to a time-travel API has no time zone (``parameter`` names it).
+
+    Both a :class:`PointError` and a
+    :class:`~memory_ledger.ledger.errors.NaiveDatetimeError` (``"naive_datetime"``). (Text
+    without a zone is read as UTC by :func:`parse_timestamp`; a ``datetime`` object without
+    one is refused.)
+    """
 
 
 def parse_timestamp(text: str) -> datetime:

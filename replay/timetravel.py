@@ -33,7 +33,7 @@ from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.replay.filters import filter_events
-from memory_ledger.replay.points import PointError, parse_point
+from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
 from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
 
 __all__ = ["AsOf", "AsOfMode", "as_of", "memory_record", "position_at"]
@@ -51,7 +51,7 @@ def _check_timestamp(parameter: str, value: object) -> None:
             f"{parameter} {value.isoformat()} has no time zone; pass an aware datetime, "
             "e.g. datetime(..., tzinfo=UTC)"
         )
-        raise PointError(msg, parameter=parameter, reason_code="naive_datetime")
+        raise NaiveTimestampError(msg, parameter=parameter)
 
 
 def position_at(engine: MemoryEngine, when: datetime) -> int:
@@ -230,7 +230,8 @@ def as_of(
     :param occurred: read a timestamp as conversation (occurred) time, not recorded time.
     :param path: where the past read models live: in memory (default) or a NEW DuckDB file.
     :returns: an open :class:`AsOf` (a context manager).
-    :raises PointError: text that is neither; a position with ``occurred``; a naive datetime.
+    :raises PointError: text that is neither; a position with ``occurred``; a naive datetime
+        (:class:`NaiveTimestampError`, naming ``at``).
     :raises PositionOutOfRangeError: a position beyond the ledger head.
 
     >>> with as_of(engine, 40) as past:                      # doctest: +SKIP

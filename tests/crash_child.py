@@ -161,16 +161,16 @@ def _instrument_catch_up(
 def _instrument_ledger_writes(engine: MemoryEngine, command: str) -> None:
     """Stall inside the LMDB write transaction of ``command``, after its records were put."""
     recorder: Any = engine.recorder
-    original_insert = recorder._insert
+    original_insert = recorder.insert_in_transaction
 
-    def insert(txn: Any, prepared: Any, tracking: Any) -> list[int]:
-        ids: list[int] = original_insert(txn, prepared, tracking)
+    def insert(txn: Any, prepared: Any, tracking: Any, *args: Any) -> list[int]:
+        ids: list[int] = original_insert(txn, prepared, tracking, *args)
         if _command == command:
             emit(kind="stalled", where="ledger_txn", command=command, ids=ids)
             time.sleep(STALL_SECONDS)
         return ids
 
-    recorder._insert = insert
+    recorder.insert_in_transaction = insert
 
 
 def main(argv: Sequence[str] | None = None) -> int:

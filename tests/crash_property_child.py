@@ -107,9 +107,9 @@ class OpRunner:
             announce = self.emit
             original = engine.append
 
-            def append(events: Sequence[LedgerEvent]) -> list[int]:
+            def append(events: Sequence[LedgerEvent], **kwargs: Any) -> list[int]:
                 announce(kind="batch", after=engine.head, events=[identity(e) for e in events])
-                positions = original(events)
+                positions = original(events, **kwargs)
                 announce(kind="appended", positions=positions)
                 return positions
 

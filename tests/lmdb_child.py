@@ -74,6 +74,47 @@ def _count_calls(obj: Any, name: str, counter: dict[str, int]) -> None:
 # Entry points -------------------------------------------------------------------------------
 
 
+def dcb_claimer(path: str, child: int, rounds: int) -> None:
+    """Per round: after a go, read the claims of slot ``slot:<round>`` (reporting
+    ``{"ack": "read"}``); after a second go, claim the slot if the read found no claim,
+    appended with the condition "no claim of this slot after the position read".
+
+    Reports ``{"ack": {"round": r, "won": bool}}`` per round (``won`` false: the condition
+    failed, someone claimed the slot after this child's read).
+    """
+    from eventsourcing.dcb.api import (  # noqa: PLC0415
+        DCBAppendCondition,
+        DCBEvent,
+        DCBQuery,
+        DCBQueryItem,
+    )
+    from eventsourcing.persistence import IntegrityError  # noqa: PLC0415
+
+    from memory_ledger.ledger.lmdb_dcb import LMDBDCBRecorder  # noqa: PLC0415
+
+    datastore = LMDBDatastore(path, map_size=16 * 1024**2, sync=False)
+    recorder = LMDBDCBRecorder(datastore)
+    emit(ready=os.getpid())
+    for number in range(rounds):
+        query = DCBQuery(items=[DCBQueryItem(tags=[f"slot:{number}"])])
+        _wait_for_go()
+        read = recorder.read(query)
+        claimed = list(read)
+        emit(ack="read")
+        _wait_for_go()
+        won = False
+        if not claimed:
+            claim = DCBEvent(type="SlotClaimed", data=str(child).encode(), tags=[f"slot:{number}"])
+            try:
+                recorder.append([claim], DCBAppendCondition(query, after=read.head))
+                won = True
+            except IntegrityError:
+                won = False
+        emit(ack={"round": number, "won": won})
+    datastore.close()
+    emit(result={"rounds": rounds})
+
+
 def concurrent_writer(path: str, child: int, batches: int, batch_size: int) -> None:
     """Insert ``batches`` batches of ``batch_size`` events after the parent says go.
 
@@ -293,6 +334,7 @@ ENTRY_POINTS = {
         raw_store_state,
         acknowledging_writer,
         subscription_writer,
+        dcb_claimer,
     )
 }
 

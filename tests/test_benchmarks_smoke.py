@@ -46,6 +46,7 @@ OUTPUTS = {
     "mcp": "mcp.json",
     "cli": "cli.json",
     "growth": "growth.json",
+    "workspace": "workspace.json",
 }
 
 

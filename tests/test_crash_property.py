@@ -10,7 +10,8 @@ then is: inside fsync, a DuckDB checkpoint, anything), or at the ``nth`` call of
 (``ledger.faults``) inside one operation: between two events' puts inside the LMDB write
 transaction, after the puts before the commit, after the append before the session or
 projections see it, inside a projection batch before COMMIT (small pages, so catch-ups run
-many batches), or inside ``finish()`` between planning and appending.
+many batches), inside ``finish()`` between planning and appending, or after a decision about
+canonical memory read the ledger and planned its conditional append (``decision.planned``).
 
 One long-lived fork server (started once per module) forks a worker per segment of the
 program: the worker opens the store with durable sync, runs the operations from where the
@@ -123,6 +124,7 @@ KILL_POINTS = (
     "session.appended",
     "projections.commit",
     "session.finish_planned",
+    "decision.planned",
     "between",
     "timer",
 )
@@ -130,6 +132,9 @@ KILL_POINTS = (
 (``timer``) wherever it is a random time after an operation started."""
 WRITES = ("observe", "command", "recall", "finish", "prune", "reopen")
 """Operations that (usually) append to the ledger."""
+DECIDES = ("finish", "prune", "recall")
+"""Operations that decide about canonical memory under an append condition (``recall``
+admits what it found: the admission reads the memories' states the same way)."""
 READS_CATCH_UP = ("recall", "command", "finish", "prune")
 """Operations that catch the projections up (so ``projections.commit`` can fire in them)."""
 RECONCILIATION_EVENTS = (
@@ -278,13 +283,15 @@ def kill_st(draw: st.DrawFn, ops: list[dict[str, Any]]) -> dict[str, Any]:
     candidates = list(range(len(ops) - 1))
     if point == "session.finish_planned":
         candidates = [i for i in candidates if ops[i]["op"] == "finish"] or candidates
+    elif point == "decision.planned":
+        candidates = [i for i in candidates if ops[i]["op"] in DECIDES] or candidates
     elif point == "projections.commit":
         candidates = [i for i in candidates if ops[i]["op"] in READS_CATCH_UP] or candidates
     elif point != "between":
         candidates = [i for i in candidates if ops[i]["op"] in WRITES] or candidates
     # How many calls of the point to let pass: finish() plans once, an operation appends
     # one to four times, and an append puts one to a dozen events.
-    most = {"session.finish_planned": 1, "ledger.put": 4}.get(point, 2)
+    most = {"session.finish_planned": 1, "decision.planned": 1, "ledger.put": 4}.get(point, 2)
     nth = draw(st.integers(1, most))
     kill = {"op": draw(st.sampled_from(candidates)), "point": point, "nth": nth}
     if point == "timer":

@@ -16,11 +16,13 @@ from pathlib import Path
 from uuid import NAMESPACE_URL, uuid5
 
 import pytest
+from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBQueryItem
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.group_commit import GroupCommit, WriteRequest
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
+from memory_ledger.ledger.tag_index import AppendConditionFailedError
 
 TOPIC = "tests.group_commit:Event"
 
@@ -169,6 +171,39 @@ def test_a_refused_command_leaves_the_rest_of_its_group_untouched(
     assert len(stream_events(recorder, "a")) == 3 and len(stream_events(recorder, "b")) == 3
     assert len(stream_events(recorder, "existing")) == 3
     assert recorder.max_notification_id() == 3 * 4  # existing, first, a, b: nothing else
+
+
+def test_an_append_condition_overtaken_inside_the_group_is_refused(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    """Two decisions read the same position and append under a condition on the same tag;
+    in one group, the first lands and the second is refused, as if committed one by one."""
+    read_at = recorder.max_notification_id() or 0
+
+    def decide(name: str, tag: str) -> Callable[[], object]:
+        condition = DCBAppendCondition(DCBQuery(items=[DCBQueryItem(tags=[tag])]), after=read_at)
+        stored = command(name, events=2)
+        return lambda: recorder.insert_events(stored, tags=[[tag], [tag]], condition=condition)
+
+    with HeldLeader(recorder, queued=3) as held:
+        first = threading.Thread(target=lambda: recorder.insert_events(command("first")))
+        first.start()
+        assert held.committing.wait(30)
+        outcome: list[object] = []
+        targets = [decide("one", "key:k"), decide("two", "key:k"), decide("other", "key:j")]
+        runner = threading.Thread(target=lambda: outcome.extend(run_threads(targets)))
+        runner.start()
+        time.sleep(0.2)
+        held.release.set()
+        first.join(30)
+        runner.join(30)
+    assert recorder.datastore.shared.group_commit.stats.largest >= 3
+    refused = [o for o in outcome[:2] if isinstance(o, AppendConditionFailedError)]
+    landed = [o for o in outcome[:2] if isinstance(o, list)]
+    assert len(refused) == 1 and len(landed) == 1
+    assert isinstance(outcome[2], list)  # another key: unaffected
+    key_events = recorder.select_tagged(DCBQuery(items=[DCBQueryItem(tags=["key:k"])]))
+    assert [e.position for e in key_events.events] == landed[0]
 
 
 def test_a_group_that_fails_as_a_whole_is_retried_one_command_each(

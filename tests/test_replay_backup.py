@@ -24,31 +24,49 @@ def story(tmp_path: Path) -> Story:
     return build_story(tmp_path / "store")
 
 
-def write_sessions(store: Path, count: int, started: threading.Event) -> None:
-    """A host appending sessions (each several commands) through its own engine."""
-    with MemoryEngine.open(store, sync=False) as engine:
-        namespace = Namespace("acme", "worker", "assistant")
-        for n in range(count):
-            extractor = RecordedExtractor()
-            session = engine.session(namespace, f"bg-{n}", extractor=extractor)
-            extractor.provide(1, [make_item(f"Worker fact number {n}.", subject="Worker")])
-            session.observe_final_transcript(1, f"user: fact {n}")
-            session.finish()
-            session.close()
-            started.set()
+class Writer:
+    """A host appending sessions (each several commands) through its own engine until told
+    to stop; ``done`` counts the sessions written (no timing assumption)."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.done = 0
+        self.progress = threading.Condition()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        with MemoryEngine.open(self.store, sync=False) as engine:
+            namespace = Namespace("acme", "worker", "assistant")
+            n = 0
+            while not self.stop.is_set():
+                extractor = RecordedExtractor()
+                session = engine.session(namespace, f"bg-{n}", extractor=extractor)
+                extractor.provide(1, [make_item(f"Worker fact number {n}.", subject="Worker")])
+                session.observe_final_transcript(1, f"user: fact {n}")
+                session.finish()
+                session.close()
+                n += 1
+                with self.progress:
+                    self.done = n
+                    self.progress.notify_all()
+
+    def wait_for(self, count: int) -> None:
+        with self.progress:
+            assert self.progress.wait_for(lambda: self.done >= count, timeout=30)
 
 
 def test_backup_while_writing_restores_to_the_same_tables(story: Story, tmp_path: Path) -> None:
-    started = threading.Event()
-    writer = threading.Thread(target=write_sessions, args=(story.store, 60, started))
-    writer.start()
+    writer = Writer(story.store)
+    writer.thread.start()
     try:
-        assert started.wait(30)
+        writer.wait_for(1)
         with MemoryEngine.open(story.store, create=False) as engine:
-            assert writer.is_alive(), "the writer finished before the backup started"
             backup = backup_store(engine, tmp_path / "backup")
+        writer.wait_for(writer.done + 2)  # writes continue after the backup
     finally:
-        writer.join(60)
+        writer.stop.set()
+        writer.thread.join(60)
     with MemoryEngine.open(story.store, create=False) as source:
         final_head = source.head
         assert story.head < backup.manifest.position < final_head  # writes continued after

@@ -68,11 +68,13 @@ with memory_ledger.open("./store") as mem:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
         check=True,
         capture_output=True,
         timeout=600,
+        env=clean,
     )
     (built,) = out.glob("memory_ledger-*.whl")
     return built
@@ -95,16 +97,17 @@ def test_wheel_holds_only_memory_ledger(wheel: Path) -> None:
 
 def test_fresh_venv_imports_once_and_runs_the_quick_start(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300, env=clean)
     python = venv / "bin" / "python"
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
+        env=clean,
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
+    env = {**clean, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
     work = tmp_path / "work"
     work.mkdir()
     probe = subprocess.run(
