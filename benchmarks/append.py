@@ -343,6 +343,19 @@ def main_writers(counts: list[int], seconds: float, rounds: int, parent: str | N
                 f"{entry['cpu_ms_per_command'] * 1000:.0f} us CPU per command",
             )
         )
+    if one:
+        # What grouping can save: the part of one writer's command that is waiting for the
+        # sync (the rest is CPU, which threads of one interpreter share under the GIL).
+        single = results["1"]
+        waiting = max(0.0, 1.0 - single["cpu_ms_per_command"] / (1000 / one))
+        figures["one_writer_waiting_share"] = waiting
+        rows.append(
+            (
+                "one writer: time per command waiting (sync) vs CPU",
+                f"{1000 / one:.2f} ms per command, {single['cpu_ms_per_command'] * 1000:.0f} us "
+                f"CPU: {waiting:.0%} waiting",
+            )
+        )
     if one and "8" in results:
         figures["speedup_8_writers"] = results["8"]["speedup_vs_one_writer"]
         figures["target_met"] = figures["speedup_8_writers"] >= 4.0
