@@ -20,9 +20,10 @@ Each request keeps the guarantees it has alone:
 - acknowledged after the sync: no caller sees its result before the group's transaction is
   committed; when the commit fails, every request of the group fails and nothing is written.
 
-When a group fails for another reason than a refusal (an error after a request began writing,
-which aborts the whole transaction), its requests are run again one per transaction, so one
-request's failure is never another's.
+When a group of several requests fails for another reason than a refusal (an error after a
+request began writing, which aborts the whole transaction), its requests are run again one
+per transaction, so one request's failure is never another's; a group of one fails with its
+transaction, as a lone write always did.
 """
 
 from __future__ import annotations
@@ -198,7 +199,10 @@ class GroupCommit:
             return
         try:
             self._run_group(group, lambda: self._extend(group))
-        except Exception:
+        except Exception as e:
+            if len(group) == 1:  # a lone request fails with its transaction, as always
+                group[0].result, group[0].error = None, e
+                return
             # The transaction as a whole failed and wrote nothing: give each request a
             # transaction of its own, so one request's failure is only its own.
             for member in group:
