@@ -17,7 +17,8 @@ BENCHMARKS = {
     "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
     "mcp": "benchmarks.mcp",
-    "startup": "benchmarks.startup",
+    "cli": "benchmarks.cli",
+    "growth": "benchmarks.growth",
     "workspace": "benchmarks.workspace",
     "all": "benchmarks.run_all",
 }

@@ -1,23 +1,33 @@
-"""Write side and API: MemoryEngine, MemorySession, extraction, validation, reconciliation."""
+"""Write side and API: MemoryEngine, MemorySession, extraction, validation, reconciliation.
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.errors import (
-    CommandRejectedError,
-    ExtractionFailedError,
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
-    LedgerUnavailableError,
-    MemoryLedgerError,
-    NotAdmittedError,
-    SessionSealedError,
-    StoreUnavailableError,
-    TurnConflictError,
-)
-from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RecordedExtractor
-from memory_ledger.commands.recall import RecallHit, RecallResult
-from memory_ledger.commands.session import MemorySession, TurnOutcome
-from memory_ledger.ledger.events import ReconciliationReport
-from memory_ledger.ledger.ids import Namespace
+The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memory_ledger.ledger.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.errors import (
+        CommandRejectedError,
+        ExtractionFailedError,
+        InvalidArgumentError,
+        InvalidArgumentTypeError,
+        LedgerUnavailableError,
+        MemoryLedgerError,
+        NotAdmittedError,
+        SessionSealedError,
+        StoreUnavailableError,
+        TurnConflictError,
+    )
+    from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RecordedExtractor
+    from memory_ledger.commands.recall import RecallHit, RecallResult
+    from memory_ledger.commands.session import MemorySession, TurnOutcome
+    from memory_ledger.ledger.events import ReconciliationReport
+    from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
     "CommandRejectedError",
@@ -27,6 +37,7 @@ __all__ = [
     "LedgerUnavailableError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
+    "LedgerUnavailableError",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",
@@ -41,3 +52,29 @@ __all__ = [
     "TurnConflictError",
     "TurnOutcome",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CommandRejectedError": "memory_ledger.commands.errors",
+        "ExtractionFailedError": "memory_ledger.commands.errors",
+        "ExtractionRequest": "memory_ledger.commands.extraction",
+        "Extractor": "memory_ledger.commands.extraction",
+        "InvalidArgumentError": "memory_ledger.commands.errors",
+        "InvalidArgumentTypeError": "memory_ledger.commands.errors",
+        "LedgerUnavailableError": "memory_ledger.commands.errors",
+        "MemoryEngine": "memory_ledger.commands.engine",
+        "MemoryLedgerError": "memory_ledger.commands.errors",
+        "MemorySession": "memory_ledger.commands.session",
+        "Namespace": "memory_ledger.ledger.ids",
+        "NotAdmittedError": "memory_ledger.commands.errors",
+        "RecallHit": "memory_ledger.commands.recall",
+        "RecallResult": "memory_ledger.commands.recall",
+        "ReconciliationReport": "memory_ledger.ledger.events",
+        "RecordedExtractor": "memory_ledger.commands.extraction",
+        "SessionSealedError": "memory_ledger.commands.errors",
+        "StoreUnavailableError": "memory_ledger.commands.errors",
+        "TurnConflictError": "memory_ledger.commands.errors",
+        "TurnOutcome": "memory_ledger.commands.session",
+    },
+)

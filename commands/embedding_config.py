@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from memory_ledger.commands.config import MemoryConfig
-from memory_ledger.commands.embeddings import EmbeddingProvider
+
+if TYPE_CHECKING:  # numpy is imported with a provider, not with the engine
+    from memory_ledger.commands.embeddings import EmbeddingProvider
 
 __all__ = ["provider_from_config"]
 

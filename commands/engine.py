@@ -32,7 +32,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from uuid import UUID
 
 from eventsourcing.dcb.api import DCBAppendCondition
@@ -42,18 +42,14 @@ from eventsourcing.persistence import (
     Mapper,
 )
 
-from memory_ledger.commands.compaction import CompactionPolicy
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
-from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import StoreUnavailableError
-from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.fusion import fusion_for
-from memory_ledger.commands.knowledge_context import BoundKnowledge
 from memory_ledger.commands.ledger_url import open_ledger
 from memory_ledger.commands.lexical import (
     SourceTranscripts,
@@ -74,10 +70,7 @@ from memory_ledger.commands.recall_policy import (
     RecallPolicy,
     annotate_relations,
 )
-from memory_ledger.commands.secrets import contains_secret
-from memory_ledger.commands.semantic import OFF, EmbeddingIndexer, SemanticChannel, SemanticStatus
-from memory_ledger.commands.session import MemorySession, WorkspaceOptions
-from memory_ledger.commands.summarizers import Summarizer
+from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -89,6 +82,18 @@ from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.compaction import CompactionPolicy
+
+    # Imported where used: a lexical recall (the CLI's) needs neither the semantic channel
+    # (numpy) nor sessions and secret scanning (detect_secrets).
+    from memory_ledger.commands.embeddings import EmbeddingProvider
+    from memory_ledger.commands.extraction import Extractor
+    from memory_ledger.commands.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
+    from memory_ledger.commands.session import MemorySession, WorkspaceOptions
+    from memory_ledger.commands.summarizers import Summarizer
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels", "check_engine"]
 
@@ -196,6 +201,8 @@ class MemoryEngine(EngineReads):
         self.indexer: EmbeddingIndexer | None = None
         self._owned_provider: EmbeddingProvider | None = None
         if embeddings is not None:
+            from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
+
             self.semantic = SemanticChannel(
                 embeddings,
                 self.canonical,
@@ -721,6 +728,10 @@ class MemoryEngine(EngineReads):
         :raises KnowledgeBindingError: the binding is refused (see ``MemorySession``).
         :raises WorkspaceError: the workspace root is not a readable folder.
         """
+        from memory_ledger.commands.extraction import RecordedExtractor
+        from memory_ledger.commands.secrets import contains_secret
+        from memory_ledger.commands.session import MemorySession
+
         check_namespace(namespace)
         check_non_empty("session_id", session_id)
         if token_counter is not None and not callable(token_counter):

@@ -12,7 +12,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from memory_ledger.commands.secrets import redact
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import PendingExtraction
 
@@ -106,6 +105,8 @@ def pending_because(turn_id: int, error: BaseException) -> PendingExtraction:
     ``reason_code`` when it has one (else ``extractor_failed``), and its message with secret
     shapes redacted, cut to :data:`DETAIL_CHARS` characters."""
     code = getattr(error, "reason_code", None)
+    from memory_ledger.commands.secrets import redact  # detect_secrets: only when needed
+
     detail = redact(f"{type(error).__name__}: {error}").text
     return PendingExtraction(
         turn_id=turn_id,

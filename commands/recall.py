@@ -38,6 +38,7 @@ from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 __all__ = [
     "DEFAULT_FUSION",
     "LEGACY_FUSION",
+    "DOC_COLUMNS",
     "PLAIN_RRF",
     "RRF_K",
     "HybridFusion",
@@ -231,6 +232,25 @@ def apply_hints(
     return sorted(docs, key=matches)
 
 
+DOC_COLUMNS = (
+    "memory_id",
+    "status",
+    "created_position",
+    "statement",
+    "subject",
+    "predicate",
+    "value",
+    "scope",
+    "tags",
+    "evidence",
+    "occurred_at",
+    "revision",
+    "importance",
+    "transcript_positions",
+)
+"""The ``canonical_memory`` columns a :class:`MemoryDoc` is made of (and its status)."""
+
+
 class NamespaceRecallIndex:
     """BM25 indexes of retrievable canonical memories, one per namespace, kept in step with
     the projection.
@@ -272,7 +292,7 @@ class NamespaceRecallIndex:
                     self._cache[key] = (position, index, by_id)
                     return index, by_id
             rows = self.canonical.active_memories(
-                namespace.tenant, namespace.principal, namespace.scope_id
+                namespace.tenant, namespace.principal, namespace.scope_id, DOC_COLUMNS
             )
             by_id = {row["memory_id"]: self._doc(row) for row in rows}
             index = build_index(by_id.values())
@@ -288,7 +308,7 @@ class NamespaceRecallIndex:
         self, namespace: Namespace, built: int, index: BM25Index, by_id: dict[str, MemoryDoc]
     ) -> None:
         changed = self.canonical.changed_since(
-            namespace.tenant, namespace.principal, namespace.scope_id, built
+            namespace.tenant, namespace.principal, namespace.scope_id, built, DOC_COLUMNS
         )
         for row in changed:
             memory_id = row["memory_id"]

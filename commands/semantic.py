@@ -295,7 +295,10 @@ class SemanticChannel:
             if cached.last_seq < self._written:
                 cached.extend(self.vectors.load(self.model_key, ns, cached.last_seq))
             if self._changed_at(key) > cached.built_position:
-                for row in self.canonical.changed_since(*ns, cached.built_position):
+                changed = self.canonical.changed_since(
+                    *ns, cached.built_position, ("memory_id", "status")
+                )
+                for row in changed:
                     cached.retire(row["memory_id"], row["status"] in RETRIEVABLE)
                 cached.built_position = position
         if cached.dead > 1024 and cached.dead * 4 > len(cached):

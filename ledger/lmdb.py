@@ -93,6 +93,7 @@ from memory_ledger.ledger.errors import (
     LedgerSettingError,
 )
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.group_commit import GroupCommit, WriteRequest
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
 from memory_ledger.ledger.records import (
     GENESIS_HASH,
@@ -257,6 +258,9 @@ class _SharedEnvironment:
         self.refcount = 0
         self.gate = _TransactionGate()
         self.write_lock = threading.Lock()
+        self.group_commit = GroupCommit(self._run_group, self._run_alone)
+        """Gathers the writes that threads of this process make at once into one
+        transaction and one sync (:mod:`memory_ledger.ledger.group_commit`)."""
         self.listeners: set[threading.Event] = set()
         self.listeners_lock = threading.Lock()
         self._dbs_lock = threading.Lock()
@@ -452,9 +456,35 @@ class _SharedEnvironment:
         if needed > int(info["map_size"]):
             self._grow(needed)
 
+    def _run_group(self, group: list[WriteRequest[Any]], extend: Callable[[], bool]) -> None:
+        """Run every request of ``group`` in ONE write transaction (one sync), and those
+        ``extend()`` adds while it runs: each sees the records of those before it; a refused
+        one (:class:`Refused`, raised before it wrote anything) gets its error and leaves the
+        transaction to the others."""
+
+        def run(txn: Any) -> None:
+            done = 0
+            while done < len(group) or extend():
+                request = group[done]
+                request.result, request.error = None, None
+                try:
+                    request.result = request.fn(txn)
+                except Refused as refused:
+                    request.error = refused.error
+                done += 1
+
+        self._run_write(run, sum(request.size_hint for request in group))
+
+    def _run_alone(self, request: WriteRequest[Any]) -> Any:
+        return self._run_write(request.fn, request.size_hint)
+
     def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
-        """Run ``fn(txn)`` in one durable write transaction, then wake in-process listeners."""
-        result = self._run_write(fn, size_hint)
+        """Run ``fn(txn)`` in a durable write transaction, then wake in-process listeners.
+
+        Writes that other threads of this process make at the same time share the
+        transaction and its sync (group commit); the result is returned once it is committed.
+        """
+        result = self.group_commit.write(fn, size_hint)
         with self.listeners_lock:
             listeners = list(self.listeners)
         for listener in listeners:

@@ -16,25 +16,28 @@ Hosts that run an event loop use the same operations as coroutines::
     async with memory_ledger.AsyncMemoryEngine.open("./store") as mem:
         await mem.remember(ns, "Alice only drinks espresso.")
         print((await mem.recall(ns, "what does Alice drink?"))[0].statement)
+
+The names below are imported on first use (``import memory_ledger`` alone loads none of
+the engine's dependencies).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_ledger.commands import (
-    MemoryEngine,
-    MemoryLedgerError,
-    MemorySession,
-    Namespace,
-    RecallHit,
-    RecallResult,
-    RecordedExtractor,
-)
-from memory_ledger.commands.async_engine import AsyncMemoryEngine
-from memory_ledger.commands.async_session import AsyncMemorySession
-from memory_ledger.commands.direct import DirectResult
+from memory_ledger.ledger.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.async_engine import AsyncMemoryEngine
+    from memory_ledger.commands.async_session import AsyncMemorySession
+    from memory_ledger.commands.direct import DirectResult
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.errors import MemoryLedgerError
+    from memory_ledger.commands.extraction import RecordedExtractor
+    from memory_ledger.commands.recall import RecallHit, RecallResult
+    from memory_ledger.commands.session import MemorySession
+    from memory_ledger.ledger.ids import Namespace
 
 __all__ = [
     "AsyncMemoryEngine",
@@ -50,6 +53,22 @@ __all__ = [
     "open",
 ]
 
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AsyncMemoryEngine": "memory_ledger.commands.async_engine",
+        "AsyncMemorySession": "memory_ledger.commands.async_session",
+        "DirectResult": "memory_ledger.commands.direct",
+        "MemoryEngine": "memory_ledger.commands.engine",
+        "MemoryLedgerError": "memory_ledger.commands.errors",
+        "MemorySession": "memory_ledger.commands.session",
+        "Namespace": "memory_ledger.ledger.ids",
+        "RecallHit": "memory_ledger.commands.recall",
+        "RecallResult": "memory_ledger.commands.recall",
+        "RecordedExtractor": "memory_ledger.commands.extraction",
+    },
+)
+
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> MemoryEngine:  # noqa: A001
     """Open (or create) the memory store in folder ``path``; use it as a context manager.
@@ -63,4 +82,6 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> MemoryEn
 
     :raises MemoryLedgerError: the store cannot be opened (the error names the path and why).
     """
+    from memory_ledger.commands.engine import MemoryEngine
+
     return MemoryEngine.open(path, **options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
@@ -23,6 +23,16 @@ RETRIEVABLE = ("active", "conflicted")
 
 _RETRIEVABLE_SQL = "status IN ('active', 'conflicted')"
 _NAMESPACE_SQL = "tenant = ? AND principal = ? AND scope_id = ?"
+
+
+def _select(columns: Sequence[str]) -> str:
+    if not columns:
+        return "*"
+    for column in columns:
+        if not column.isidentifier():
+            msg = f"not a column name: {column!r}"
+            raise ValueError(msg)
+    return ", ".join(columns)
 
 
 @contextlib.contextmanager
@@ -57,31 +67,38 @@ class CanonicalMemory:
         self._guard = guard or _translate
 
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Rows as dicts, fetched as Python tuples (as fast as an Arrow round trip for these
+        row counts, and a read needs no pyarrow: the CLI's recall never imports it)."""
         with self.lock, self._guard():
-            table = self.conn.sql(sql, params=params).to_arrow_table()
-        rows: list[dict[str, Any]] = table.to_pylist()
-        return rows
+            result = self.conn.execute(sql, params)
+            columns = [d[0] for d in result.description]
+            fetched = result.fetchall()
+        return [dict(zip(columns, row, strict=True)) for row in fetched]
 
     def _fetch(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         with self.lock, self._guard():
             rows: list[tuple[Any, ...]] = self.conn.execute(sql, params or []).fetchall()
         return rows
 
-    def active_memories(self, tenant: str, principal: str, scope_id: str) -> list[dict[str, Any]]:
-        """Retrievable rows of one namespace, ordered by ``created_position``."""
+    def active_memories(
+        self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Retrievable rows of one namespace, ordered by ``created_position`` (only
+        ``columns`` when given: fewer columns, fewer Python objects)."""
         return self._rows(
-            f"SELECT * FROM canonical_memory WHERE {_NAMESPACE_SQL} AND {_RETRIEVABLE_SQL} "
-            "ORDER BY created_position, memory_id",
+            f"SELECT {_select(columns)} FROM canonical_memory WHERE {_NAMESPACE_SQL} "
+            f"AND {_RETRIEVABLE_SQL} ORDER BY created_position, memory_id",
             [tenant, principal, scope_id],
         )
 
     def changed_since(
-        self, tenant: str, principal: str, scope_id: str, position: int
+        self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
-        """Rows of one namespace (any status) whose revision changed after ``position``."""
+        """Rows of one namespace (any status) whose revision changed after ``position``
+        (only ``columns`` when given)."""
         return self._rows(
-            f"SELECT * FROM canonical_memory WHERE {_NAMESPACE_SQL} AND updated_position > ? "
-            "ORDER BY updated_position, memory_id",
+            f"SELECT {_select(columns)} FROM canonical_memory WHERE {_NAMESPACE_SQL} "
+            "AND updated_position > ? ORDER BY updated_position, memory_id",
             [tenant, principal, scope_id, position],
         )
 

@@ -223,14 +223,12 @@ class ProjectionRunner:
                 continue
             if topic in FAST_TOPICS and batch.offer(topic, nid, state):
                 continue
-            if (
-                columnar_activations
-                and topic == _ACTIVATED
-                and isinstance(raw_id, bytes)
-                and uuid_text(raw_id) not in known_memories
-                and batch.offer_activation(nid, raw_id, version, state)
-            ):
-                continue
+            if columnar_activations and topic == _ACTIVATED and type(raw_id) is bytes:
+                memory = uuid_text(raw_id)
+                if memory not in known_memories and batch.offer_activation(
+                    nid, memory, version, state
+                ):
+                    continue
             events.append((nid, cast(LedgerEvent, decode(topic, state, raw_id, version))))
         return rows[-1][0], events, batch
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
@@ -29,7 +30,7 @@ from memory_ledger.projections.errors import (
     is_damage,
     translate_duckdb_error,
 )
-from memory_ledger.projections.tables import create_tables, drop_tables
+from memory_ledger.projections.tables import create_tables, drop_tables, schema_sql
 
 __all__ = [
     "MAX_SLOTS",
@@ -47,6 +48,11 @@ _CREATE_TRACKING = (
     "projection VARCHAR PRIMARY KEY, position BIGINT NOT NULL)"
 )
 _CREATE_META = "CREATE TABLE IF NOT EXISTS projection_meta (name VARCHAR PRIMARY KEY, value BIGINT)"
+_SCHEMA_DIGEST = int.from_bytes(
+    hashlib.sha256(schema_sql().encode()).digest()[:8], "big", signed=True
+)
+"""The tables' and views' DDL as a number, kept in ``projection_meta`` (name ``schema``): an
+open whose file already has this schema skips re-running the DDL (no catalog write)."""
 
 
 def _quarantine(path: Path) -> list[str]:
@@ -114,21 +120,29 @@ class ProjectionStore:
         self.conn.execute("SET checkpoint_threshold = '256MB'")
         self.conn.execute(_CREATE_TRACKING)
         self.conn.execute(_CREATE_META)
-        rows = self.conn.execute(
-            "SELECT value FROM projection_meta WHERE name = 'version'"
-        ).fetchall()
-        self.rebuilt_for_version = bool(rows) and rows[0][0] != version
-        if not rows or rows[0][0] != version:
+        meta = dict(self.conn.execute("SELECT name, value FROM projection_meta").fetchall())
+        found = meta.get("version")
+        self.rebuilt_for_version = found is not None and found != version
+        if found != version:
             self.conn.execute("BEGIN TRANSACTION")
             drop_tables(self.conn)
             self.conn.execute("DELETE FROM projection_tracking")
             self.conn.execute(
                 "INSERT OR REPLACE INTO projection_meta VALUES ('version', ?)", [version]
             )
-            create_tables(self.conn)
+            self._create_schema()
             self.conn.execute("COMMIT")
-        else:
-            create_tables(self.conn)
+        elif meta.get("schema") != _SCHEMA_DIGEST:
+            self.conn.execute("BEGIN TRANSACTION")
+            self._create_schema()
+            self.conn.execute("COMMIT")
+
+    def _create_schema(self) -> None:
+        """Create the read models (idempotent) and record the schema they have."""
+        create_tables(self.conn)
+        self.conn.execute(
+            "INSERT OR REPLACE INTO projection_meta VALUES ('schema', ?)", [_SCHEMA_DIGEST]
+        )
 
     @classmethod
     def open_slot(cls, directory: str | os.PathLike[str], *, version: int) -> ProjectionStore:

@@ -10,47 +10,72 @@ would otherwise slow every batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
-__all__ = ["ReadModelTable", "TABLES", "VIEWS", "create_tables", "drop_tables"]
+if TYPE_CHECKING:  # pyarrow (and numpy behind it) loads with the first batch written
+    import pyarrow as pa
 
-_STR = pa.string()
-_INT = pa.int64()
-_FLOAT = pa.float64()
-_BOOL = pa.bool_()
-_TS = pa.timestamp("us", tz="UTC")
-_STRS = pa.list_(pa.string())
-_INTS = pa.list_(pa.int64())
-_SNAPSHOT_ITEM = pa.struct(
-    [("memory_id", _STR), ("revision", _INT), ("statement", _STR), ("score", _FLOAT)]
-)
+__all__ = ["ReadModelTable", "TABLES", "VIEWS", "create_tables", "drop_tables", "schema_sql"]
 
-_DUCKDB_TYPES: dict[pa.DataType, str] = {
-    _STR: "VARCHAR",
-    _INT: "BIGINT",
-    _FLOAT: "DOUBLE",
-    _BOOL: "BOOLEAN",
-    _TS: "TIMESTAMPTZ",
-    _STRS: "VARCHAR[]",
-    _INTS: "BIGINT[]",
-    pa.list_(_SNAPSHOT_ITEM): (
-        "STRUCT(memory_id VARCHAR, revision BIGINT, statement VARCHAR, score DOUBLE)[]"
-    ),
-}
+_STR = "VARCHAR"
+_INT = "BIGINT"
+_FLOAT = "DOUBLE"
+_BOOL = "BOOLEAN"
+_TS = "TIMESTAMPTZ"
+_STRS = "VARCHAR[]"
+_INTS = "BIGINT[]"
+_SNAPSHOT_ITEMS = "STRUCT(memory_id VARCHAR, revision BIGINT, statement VARCHAR, score DOUBLE)[]"
+"""Column types, as DuckDB names them (the tables' DDL); :func:`arrow_type` maps each to
+the Arrow type of the batches written into it."""
+
+
+def arrow_type(duckdb_type: str) -> pa.DataType:
+    """The Arrow type of a column of DuckDB type ``duckdb_type`` (one of the types above)."""
+    import pyarrow as pa
+
+    item = pa.struct(
+        [
+            ("memory_id", pa.string()),
+            ("revision", pa.int64()),
+            ("statement", pa.string()),
+            ("score", pa.float64()),
+        ]
+    )
+    types = {
+        _STR: pa.string(),
+        _INT: pa.int64(),
+        _FLOAT: pa.float64(),
+        _BOOL: pa.bool_(),
+        _TS: pa.timestamp("us", tz="UTC"),
+        _STRS: pa.list_(pa.string()),
+        _INTS: pa.list_(pa.int64()),
+        _SNAPSHOT_ITEMS: pa.list_(item),
+    }
+    return types[duckdb_type]
 
 
 class ReadModelTable:
-    """One read-model table: name, Arrow schema, key column (None: append-only)."""
+    """One read-model table: name, columns ``(name, DuckDB type)``, key column (None:
+    append-only). Its Arrow :attr:`schema` is built on first use."""
 
-    def __init__(self, name: str, schema: pa.Schema, key: str | None, doc: str) -> None:
+    def __init__(
+        self, name: str, columns: Sequence[tuple[str, str]], key: str | None, doc: str
+    ) -> None:
         self.name = name
-        self.schema = schema
+        self.column_types = tuple(columns)
         self.key = key
         self.doc = doc
-        self.columns = tuple(schema.names)
+        self.columns = tuple(column for column, _ in columns)
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of this table's batches."""
+        import pyarrow as pa
+
+        return pa.schema([(column, arrow_type(kind)) for column, kind in self.column_types])
 
     @staticmethod
     def array(field: pa.Field, values: Sequence[Any]) -> pa.Array:
@@ -60,11 +85,15 @@ class ReadModelTable:
         decoded from the ledger are always timezone-aware; a naive one counts as UTC, as
         in the session API).
         """
+        import pyarrow as pa
+
         return pa.array(values, type=field.type)
 
     def to_arrow(self, rows: Sequence[dict[str, Any]]) -> pa.Table:
         """``rows`` as one Arrow table, built column by column (about 1.6x faster than
         ``Table.from_pylist`` here)."""
+        import pyarrow as pa
+
         arrays = [self.array(field, [row[field.name] for row in rows]) for field in self.schema]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
@@ -78,7 +107,8 @@ class ReadModelTable:
             conn.unregister(view)
 
     def create_sql(self) -> str:
-        columns = ", ".join(f"{f.name} {_DUCKDB_TYPES[f.type]}" for f in self.schema)
+        """``CREATE TABLE IF NOT EXISTS`` of this table."""
+        columns = ", ".join(f"{column} {kind}" for column, kind in self.column_types)
         return f"CREATE TABLE IF NOT EXISTS {self.name} ({columns})"
 
     def load(
@@ -118,210 +148,192 @@ class ReadModelTable:
 
 CANONICAL_MEMORY = ReadModelTable(
     "canonical_memory",
-    pa.schema(
-        [
-            ("memory_id", _STR),
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("status", _STR),
-            ("revision", _INT),
-            ("subject", _STR),
-            ("predicate", _STR),
-            ("value", _STR),
-            ("statement", _STR),
-            ("normalized", _STR),
-            ("kind", _STR),
-            ("source", _STR),
-            ("scope", _STR),
-            ("reason", _STR),
-            ("tags", _STRS),
-            ("importance", _FLOAT),
-            ("confidence", _FLOAT),
-            ("evidence", _STRS),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("decision", _STR),
-            ("candidate_ids", _STRS),
-            ("transcript_positions", _INTS),
-            ("supersedes", _STRS),
-            ("superseded_by", _STR),
-            ("conflicts_with", _STRS),
-            ("pinned", _BOOL),
-            ("reinforcements", _INT),
-            ("recall_count", _INT),
-            ("admission_count", _INT),
-            ("use_count", _INT),
-            ("occurred_at", _TS),
-            ("activated_at", _TS),
-            ("created_position", _INT),
-            ("updated_position", _INT),
-        ]
-    ),
+    [
+        ("memory_id", _STR),
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("status", _STR),
+        ("revision", _INT),
+        ("subject", _STR),
+        ("predicate", _STR),
+        ("value", _STR),
+        ("statement", _STR),
+        ("normalized", _STR),
+        ("kind", _STR),
+        ("source", _STR),
+        ("scope", _STR),
+        ("reason", _STR),
+        ("tags", _STRS),
+        ("importance", _FLOAT),
+        ("confidence", _FLOAT),
+        ("evidence", _STRS),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("decision", _STR),
+        ("candidate_ids", _STRS),
+        ("transcript_positions", _INTS),
+        ("supersedes", _STRS),
+        ("superseded_by", _STR),
+        ("conflicts_with", _STRS),
+        ("pinned", _BOOL),
+        ("reinforcements", _INT),
+        ("recall_count", _INT),
+        ("admission_count", _INT),
+        ("use_count", _INT),
+        ("occurred_at", _TS),
+        ("activated_at", _TS),
+        ("created_position", _INT),
+        ("updated_position", _INT),
+    ],
     "memory_id",
     "One row per memory item; status active, conflicted, superseded, pruned or forgotten.",
 )
 
 CANDIDATES = ReadModelTable(
     "candidates",
-    pa.schema(
-        [
-            ("candidate_id", _STR),
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("item_index", _INT),
-            ("extractor_id", _STR),
-            ("validation", _STR),
-            ("reason_code", _STR),
-            ("subject", _STR),
-            ("predicate", _STR),
-            ("value", _STR),
-            ("statement", _STR),
-            ("kind", _STR),
-            ("source", _STR),
-            ("importance", _FLOAT),
-            ("confidence", _FLOAT),
-            ("position", _INT),
-        ]
-    ),
+    [
+        ("candidate_id", _STR),
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("item_index", _INT),
+        ("extractor_id", _STR),
+        ("validation", _STR),
+        ("reason_code", _STR),
+        ("subject", _STR),
+        ("predicate", _STR),
+        ("value", _STR),
+        ("statement", _STR),
+        ("kind", _STR),
+        ("source", _STR),
+        ("importance", _FLOAT),
+        ("confidence", _FLOAT),
+        ("position", _INT),
+    ],
     None,
     "Every extracted item as validated: validation 'accepted' or 'rejected' (reason_code).",
 )
 
 CANDIDATE_OUTCOMES = ReadModelTable(
     "candidate_outcomes",
-    pa.schema(
-        [
-            ("candidate_id", _STR),
-            ("outcome", _STR),
-            ("memory_id", _STR),
-            ("position", _INT),
-        ]
-    ),
+    [
+        ("candidate_id", _STR),
+        ("outcome", _STR),
+        ("memory_id", _STR),
+        ("position", _INT),
+    ],
     None,
     "What reconciliation did with a candidate: activated or reinforced, into which memory.",
 )
 
 TRANSCRIPTS = ReadModelTable(
     "transcripts",
-    pa.schema(
-        [
-            ("transcript_key", _STR),
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("digest", _STR),
-            ("redactions", _INT),
-            ("occurred_at", _TS),
-            ("recorded_at", _TS),
-            ("position", _INT),
-        ]
-    ),
+    [
+        ("transcript_key", _STR),
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("digest", _STR),
+        ("redactions", _INT),
+        ("occurred_at", _TS),
+        ("recorded_at", _TS),
+        ("position", _INT),
+    ],
     "transcript_key",
     "Evidence: one row per observed turn (TranscriptObserved).",
 )
 
 EXTRACTIONS = ReadModelTable(
     "extractions",
-    pa.schema(
-        [
-            ("transcript_key", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("extractor_id", _STR),
-            ("extracted", _INT),
-            ("rejected", _INT),
-            ("position", _INT),
-        ]
-    ),
+    [
+        ("transcript_key", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("extractor_id", _STR),
+        ("extracted", _INT),
+        ("rejected", _INT),
+        ("position", _INT),
+    ],
     None,
     "Completed extraction outcomes per observed turn (ExtractionCompleted).",
 )
 
 TURN_SNAPSHOTS = ReadModelTable(
     "turn_snapshots",
-    pa.schema(
-        [
-            ("snapshot_key", _STR),
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("snapshot_id", _STR),
-            ("generation", _INT),
-            ("query", _STR),
-            ("items", pa.list_(_SNAPSHOT_ITEM)),
-            ("frozen", _BOOL),
-            ("prepared_position", _INT),
-            ("frozen_position", _INT),
-        ]
-    ),
+    [
+        ("snapshot_key", _STR),
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("snapshot_id", _STR),
+        ("generation", _INT),
+        ("query", _STR),
+        ("items", _SNAPSHOT_ITEMS),
+        ("frozen", _BOOL),
+        ("prepared_position", _INT),
+        ("frozen_position", _INT),
+    ],
     "snapshot_key",
     "The latest snapshot prepared per turn, and whether the turn froze it.",
 )
 
 ADMISSIONS = ReadModelTable(
     "admissions",
-    pa.schema(
-        [
-            ("admission_key", _STR),
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("memory_id", _STR),
-            ("revision", _INT),
-            ("estimated_tokens", _INT),
-            ("revoked", _BOOL),
-            ("revoke_reason", _STR),
-            ("admitted_position", _INT),
-            ("revoked_position", _INT),
-        ]
-    ),
+    [
+        ("admission_key", _STR),
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("memory_id", _STR),
+        ("revision", _INT),
+        ("estimated_tokens", _INT),
+        ("revoked", _BOOL),
+        ("revoke_reason", _STR),
+        ("admitted_position", _INT),
+        ("revoked_position", _INT),
+    ],
     "admission_key",
     "Memory revisions admitted into a turn's context, and revocations.",
 )
 
 USES = ReadModelTable(
     "uses",
-    pa.schema(
-        [
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("memory_id", _STR),
-            ("revision", _INT),
-            ("position", _INT),
-        ]
-    ),
+    [
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("memory_id", _STR),
+        ("revision", _INT),
+        ("position", _INT),
+    ],
     None,
     "Memory revisions the host reported as used in a turn.",
 )
 
 RECALLS = ReadModelTable(
     "recalls",
-    pa.schema(
-        [
-            ("tenant", _STR),
-            ("principal", _STR),
-            ("scope_id", _STR),
-            ("session_id", _STR),
-            ("turn_id", _INT),
-            ("query", _STR),
-            ("path", _STR),
-            ("memory_ids", _STRS),
-            ("position", _INT),
-        ]
-    ),
+    [
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("session_id", _STR),
+        ("turn_id", _INT),
+        ("query", _STR),
+        ("path", _STR),
+        ("memory_ids", _STRS),
+        ("position", _INT),
+    ],
     None,
     "Recalls served: query, path (snapshot, live, fused) and the memories returned.",
 )
@@ -379,13 +391,24 @@ SELECT t.* FROM transcripts t ANTI JOIN extractions e USING (transcript_key)
 VIEWS = ("vocabulary", "session_candidates", "pending_extractions")
 
 
+def _schema_statements() -> list[str]:
+    return [
+        *(table.create_sql() for table in TABLES),
+        VOCABULARY_VIEW,
+        SESSION_CANDIDATES_VIEW,
+        PENDING_EXTRACTIONS_VIEW,
+    ]
+
+
+def schema_sql() -> str:
+    """Every statement :func:`create_tables` runs, as one text (the schema's identity)."""
+    return ";\n".join(_schema_statements())
+
+
 def create_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create every read-model table and view (idempotent)."""
-    for table in TABLES:
-        conn.execute(table.create_sql())
-    conn.execute(VOCABULARY_VIEW)
-    conn.execute(SESSION_CANDIDATES_VIEW)
-    conn.execute(PENDING_EXTRACTIONS_VIEW)
+    for statement in _schema_statements():
+        conn.execute(statement)
 
 
 def drop_tables(conn: duckdb.DuckDBPyConnection) -> None:

@@ -12,43 +12,52 @@ Audit and replay API (each function takes an open :class:`commands.MemoryEngine`
 - :func:`backup_store`, :func:`restore_store`: consistent backups while a host writes.
 - :func:`store_stats`: counts, positions and file sizes.
 - :func:`verify_store`: walk the ledger's hash chain.
+
+The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
 """
 
-from memory_ledger.replay.backup import (
-    BackupManifest,
-    BackupReport,
-    RestoreReport,
-    backup_store,
-    restore_store,
-)
-from memory_ledger.replay.errors import (
-    BackupManifestError,
-    NotABackupError,
-    OutputExistsError,
-    OutputNotADirectoryError,
-)
-from memory_ledger.replay.export import ExportReport, export_store
-from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
-from memory_ledger.replay.lineage import (
-    Lineage,
-    UnknownMemoryError,
-    explain,
-    render_mermaid,
-    stream_events,
-)
-from memory_ledger.replay.points import PointError, parse_point, parse_timestamp
-from memory_ledger.replay.rebuild import (
-    CheckReport,
-    PositionOutOfRangeError,
-    RebuildReport,
-    TableDifference,
-    build_projections,
-    check_projections,
-    rebuild_projections,
-)
-from memory_ledger.replay.stats import StoreStats, store_stats
-from memory_ledger.replay.timetravel import AsOf, as_of, position_at
-from memory_ledger.replay.verify import VerifyReport, verify_store
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memory_ledger.ledger.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memory_ledger.replay.backup import (
+        BackupManifest,
+        BackupReport,
+        RestoreReport,
+        backup_store,
+        restore_store,
+    )
+    from memory_ledger.replay.errors import (
+        BackupManifestError,
+        NotABackupError,
+        OutputExistsError,
+        OutputNotADirectoryError,
+    )
+    from memory_ledger.replay.export import ExportReport, export_store
+    from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
+    from memory_ledger.replay.lineage import (
+        Lineage,
+        UnknownMemoryError,
+        explain,
+        render_mermaid,
+        stream_events,
+    )
+    from memory_ledger.replay.points import PointError, parse_point, parse_timestamp
+    from memory_ledger.replay.rebuild import (
+        CheckReport,
+        PositionOutOfRangeError,
+        RebuildReport,
+        TableDifference,
+        build_projections,
+        check_projections,
+        rebuild_projections,
+    )
+    from memory_ledger.replay.stats import StoreStats, store_stats
+    from memory_ledger.replay.timetravel import AsOf, as_of, position_at
+    from memory_ledger.replay.verify import VerifyReport, verify_store
 
 __all__ = [
     "EVENT_TYPES",
@@ -89,3 +98,46 @@ __all__ = [
     "stream_events",
     "verify_store",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AsOf": "memory_ledger.replay.timetravel",
+        "BackupManifest": "memory_ledger.replay.backup",
+        "BackupManifestError": "memory_ledger.replay.errors",
+        "BackupReport": "memory_ledger.replay.backup",
+        "CheckReport": "memory_ledger.replay.rebuild",
+        "EVENT_TYPES": "memory_ledger.replay.filters",
+        "EventFilter": "memory_ledger.replay.filters",
+        "ExportReport": "memory_ledger.replay.export",
+        "Lineage": "memory_ledger.replay.lineage",
+        "NotABackupError": "memory_ledger.replay.errors",
+        "OutputExistsError": "memory_ledger.replay.errors",
+        "OutputNotADirectoryError": "memory_ledger.replay.errors",
+        "PointError": "memory_ledger.replay.points",
+        "PositionOutOfRangeError": "memory_ledger.replay.rebuild",
+        "RebuildReport": "memory_ledger.replay.rebuild",
+        "RestoreReport": "memory_ledger.replay.backup",
+        "StoreStats": "memory_ledger.replay.stats",
+        "TableDifference": "memory_ledger.replay.rebuild",
+        "UnknownMemoryError": "memory_ledger.replay.lineage",
+        "VerifyReport": "memory_ledger.replay.verify",
+        "as_of": "memory_ledger.replay.timetravel",
+        "backup_store": "memory_ledger.replay.backup",
+        "build_projections": "memory_ledger.replay.rebuild",
+        "check_projections": "memory_ledger.replay.rebuild",
+        "describe_event": "memory_ledger.replay.filters",
+        "explain": "memory_ledger.replay.lineage",
+        "export_store": "memory_ledger.replay.export",
+        "filter_events": "memory_ledger.replay.filters",
+        "parse_point": "memory_ledger.replay.points",
+        "parse_timestamp": "memory_ledger.replay.points",
+        "position_at": "memory_ledger.replay.timetravel",
+        "rebuild_projections": "memory_ledger.replay.rebuild",
+        "render_mermaid": "memory_ledger.replay.lineage",
+        "restore_store": "memory_ledger.replay.backup",
+        "store_stats": "memory_ledger.replay.stats",
+        "stream_events": "memory_ledger.replay.lineage",
+        "verify_store": "memory_ledger.replay.verify",
+    },
+)

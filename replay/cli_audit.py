@@ -26,9 +26,7 @@ from memory_ledger.replay.cli_common import (
     size,
     when,
 )
-from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
 from memory_ledger.replay.points import parse_timestamp
-from memory_ledger.replay.timeline import event_record
 
 __all__ = ["events", "explain_command", "stats_command", "verify"]
 
@@ -58,6 +56,9 @@ def events(
     ] = None,
 ) -> None:
     """List ledger events in position order, filtered (JSON Lines with --json)."""
+    from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
+    from memory_ledger.replay.timeline import event_record
+
     with common.user_errors():
         selection = EventFilter(
             tenant=tenant,

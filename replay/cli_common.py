@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -20,9 +20,11 @@ from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
 from memory_ledger.commands.config import CONFIG_FILE, MemoryConfig, load_config
-from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.engine import MemoryEngine
 
 __all__ = [
     "EMBEDDINGS_EXTRA",
@@ -167,6 +169,8 @@ def store_folder(store: Path | None, config: MemoryConfig) -> Path:
 def open_for_audit(ctx: typer.Context, store: Path | None) -> MemoryEngine:
     """The existing store ``--store`` (or ``store_dir``) names, opened with
     :func:`audit_config` (lexical; never creates a store)."""
+    from memory_ledger.commands.engine import MemoryEngine  # the engine's imports: on use
+
     config = audit_config(ctx)
     return MemoryEngine.open(store_folder(store, config), create=False, config=config)
 

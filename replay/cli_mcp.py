@@ -10,7 +10,6 @@ rest of the CLI starts as fast without the ``mcp`` extra.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Iterator
@@ -111,6 +110,8 @@ def mcp_command(
     ] = False,
 ) -> None:
     """Serve this store over the Model Context Protocol (stdio, or streamable HTTP)."""
+    import asyncio
+
     with _one_line_errors():
         if embeddings not in ("config", "none", "local"):
             msg = f"--embeddings must be config, none or local, got {embeddings!r}"

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import msgspec
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from memory_ledger.commands.config import MemoryConfig, load_config_from
-from memory_ledger.commands.embeddings import EmbeddingError
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.recall import RecallResult
-from memory_ledger.commands.semantic_status import SemanticStatus
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
@@ -31,6 +26,11 @@ from memory_ledger.replay.cli_common import (
     TenantOption,
 )
 from memory_ledger.replay.points import parse_point
+
+if TYPE_CHECKING:  # the engine's modules are imported when recall runs
+    from memory_ledger.commands.embeddings import EmbeddingError
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.recall import RecallResult
 
 __all__ = ["WAIT_SECONDS", "Embeddings", "endpoint_host", "recall"]
 
@@ -54,6 +54,8 @@ def endpoint_host(config: MemoryConfig) -> str | None:
     path, query, user info or key); None for the local model."""
     if config.embeddings != "openai":
         return None
+    import httpx
+
     try:
         url = httpx.URL(config.embeddings_base_url)
     except httpx.InvalidURL:
@@ -74,6 +76,8 @@ def _cause(error: EmbeddingError, host: str | None) -> str:
 
 
 def _lexical(engine: MemoryEngine, namespace: Namespace, query: str, k: int) -> RecallResult:
+    from memory_ledger.commands.recall import RecallResult
+
     ranked, _, position = engine.canonical_candidates(namespace, query, k, semantic=False)
     hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
     return RecallResult(query=query, results=tuple(hits), position=position)
@@ -107,6 +111,8 @@ def _recall_now(
                 f"answered lexically: {_provider(host)} could not embed the query [{status.reason}]"
             )
         return result, None
+    from memory_ledger.commands.semantic_status import SemanticStatus
+
     indexer.close(_STOP_WAITING)
     coverage = channel.status(namespace)
     result = _lexical(engine, namespace, query, k)
@@ -183,7 +189,7 @@ def recall(
 ) -> None:
     """Recall canonical memories of one namespace (BM25, or hybrid with embeddings), now or
     --as-of an earlier point."""
-    from memory_ledger.replay.timetravel import as_of
+    from memory_ledger.commands.engine import MemoryEngine
 
     past: dict[str, Any] | None = None
     note: str | None = None
@@ -204,6 +210,8 @@ def recall(
                     engine, namespace, query, count, wait, endpoint_host(config)
                 )
             else:
+                from memory_ledger.replay.timetravel import as_of
+
                 with as_of(engine, parse_point(at), occurred=occurred) as then:
                     result = then.recall(namespace, query, count)
                     past = then.describe()

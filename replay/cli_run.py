@@ -7,20 +7,20 @@ import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import Extractor
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import JsonOption, LedgerOption, StoreOption
-from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples, write_jsonl
-from memory_ledger.replay.script import RunReport, Step, TurnStep, parse_script, run_script
+
+if TYPE_CHECKING:  # the engine's modules are imported by the command that runs
+    from memory_ledger.commands.extraction import Extractor
+    from memory_ledger.replay.script import RunReport, Step
 
 __all__ = ["convert_locomo", "run"]
 
@@ -38,6 +38,8 @@ def convert_locomo(
     ] = False,
 ) -> None:
     """Convert one LoCoMo conversation into a session script (JSON Lines on stdout)."""
+    from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples, write_jsonl
+
     with common.user_errors():
         converted = convert_sample(find_sample(load_samples(file), sample))
         write_jsonl(converted.steps, sys.stdout.buffer)
@@ -134,6 +136,9 @@ def run(
     when a turn's extraction failed: its evidence is kept, its session is left open, and
     running the script again retries it.
     """
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.replay.script import TurnStep, parse_script, run_script
+
     with common.user_errors(), ExitStack() as stack:
         config = common.settings(ctx)
         with script.open("rb") as handle:

@@ -19,7 +19,6 @@ from typing import Annotated
 import msgspec
 import typer
 
-from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
@@ -48,6 +47,8 @@ def forget(
     as_json: JsonOption = False,
 ) -> None:
     """Forget every memory of ONE namespace (--all), recorded as one auditable command."""
+    from memory_ledger.commands.engine import MemoryEngine  # the engine's imports: on use
+
     with common.user_errors():
         if not everything:
             msg = "say --all to forget every memory of the namespace (nothing else is supported)"

@@ -44,7 +44,8 @@ OUTPUTS = {
     "hybrid": "hybrid.json",
     "memory": "memory.json",
     "mcp": "mcp.json",
-    "startup": "startup.json",
+    "cli": "cli.json",
+    "growth": "growth.json",
     "workspace": "workspace.json",
 }
 
@@ -72,8 +73,8 @@ def test_benchmark_quick(name: str, results: Path, capsys: pytest.CaptureFixture
     payload = json.loads(written.read_text())
     assert payload["benchmark"] == written.stem
     assert payload["figures"]
-    if name == "recall":
-        plot = results / "recall_latency.png"
+    if name in ("recall", "growth"):
+        plot = results / ("recall_latency.png" if name == "recall" else "growth.png")
         if HAS_MATPLOTLIB:
             assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         else:
@@ -98,3 +99,15 @@ def test_all_quick_runs_each_in_its_own_process(
     assert summary["quick"] is True
     assert summary["memory_map"]["status"] == "ok"
     assert (results / "memory_map.json").is_file()
+
+
+def test_append_writers_quick(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``append --writers`` (group commit) at its tiny size: every writer count is reported."""
+    module = importlib.import_module(BENCHMARKS["append"])
+    assert module.main(["--writers", "1,2,4", "--quick"]) == 0
+    out = capsys.readouterr().out
+    written = results / "append_writers.json"
+    assert f"figures written to {written}" in out
+    figures = json.loads(written.read_text())["figures"]
+    assert {"writers_1", "writers_2", "writers_4", "writers_8 (group commit off)"} <= set(figures)
+    assert figures["writers_4"]["commands_per_s"] > 0

@@ -40,6 +40,13 @@ retried uses legitimately change them).
 
 The default profile runs 100 examples, at least 2 kill points each (>= 200 crash points);
 ``--hypothesis-profile=long`` (``tests/conftest.py``) runs thousands. Counts are printed.
+
+Group commit has a property of its own (:func:`test_kill_while_a_group_is_written_...`):
+a worker (``tests/group_commit_child.py``) runs 2-8 threads appending commands at once, so
+that their commands share write transactions, and is SIGKILLed inside a group's transaction
+(between two events' puts, or before its commit) or at a random time. Every command of the
+killed group is then entirely present or entirely absent, every acknowledged command is
+present at the positions it was given, nothing unannounced is there, and the chain verifies.
 """
 
 from __future__ import annotations
@@ -61,9 +68,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from uuid import UUID
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory_ledger.commands.engine import MemoryEngine
@@ -94,6 +102,7 @@ from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.replay.verify import verify_store
 from tests.conftest import make_item
 from tests.crash_property_child import NAMESPACES, OpRunner, identity
+from tests.group_commit_child import EVENTS_PER_COMMAND, stream_of
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MESSAGE_TIMEOUT = 60.0
@@ -827,3 +836,120 @@ def test_crash_anywhere_loses_no_acknowledged_command_and_half_writes_none(
     assert stats.crash_points >= 2 * stats.examples
     if settings.default.max_examples >= 100:
         assert stats.crash_points >= 200
+
+
+def run_group_worker(
+    store: Path, threads: int, commands: int, point: str, nth: int, delay: float
+) -> tuple[dict[tuple[int, int], list[int]], set[tuple[int, int]], int | None]:
+    """Run ``tests.group_commit_child`` until it reaches the kill point (SIGKILL it there)
+    or finishes; return the acknowledged commands' positions, the commands begun, and the
+    size of the group being written at the kill (None: not killed at a fault point)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.group_commit_child", str(store), str(threads)]
+        + [str(commands), point, str(nth)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    acked: dict[tuple[int, int], list[int]] = {}
+    begun: set[tuple[int, int]] = set()
+    group: int | None = None
+    kill_at = None
+    try:
+        while True:
+            timeout = MESSAGE_TIMEOUT
+            if kill_at is not None:
+                timeout = max(kill_at - time.monotonic(), 0.0)
+            try:
+                line = lines.get(timeout=timeout)
+            except queue.Empty:
+                if kill_at is not None:  # the timer ran out: kill wherever it is now
+                    break
+                raise AssertionError(f"group worker silent:\n{proc.stderr.read()}") from None
+            if line is None:
+                break
+            message = json.loads(line)
+            if message["kind"] == "begin":
+                begun.add((message["writer"], message["number"]))
+                if point == "timer" and kill_at is None:
+                    kill_at = time.monotonic() + delay
+            elif message["kind"] == "ack":
+                acked[message["writer"], message["number"]] = message["positions"]
+            elif message["kind"] == "at_fault":
+                group = message["group"]
+                break
+            elif message["kind"] == "finished":
+                break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    return acked, begun, group
+
+
+def test_kill_while_a_group_is_written_leaves_each_command_whole_or_absent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: Counter[str] = Counter()
+    sizes: Counter[int] = Counter()
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @example(threads=6, commands=3, point="ledger.commit", nth=3, delay=0.0)
+    @example(threads=8, commands=2, point="ledger.put", nth=23, delay=0.0)
+    @given(
+        threads=st.integers(2, 8),
+        commands=st.integers(1, 4),
+        point=st.sampled_from(["ledger.put", "ledger.commit", "timer"]),
+        nth=st.integers(1, 40),
+        delay=st.floats(0.0, 0.2),
+    )
+    def kill_group(threads: int, commands: int, point: str, nth: int, delay: float) -> None:
+        store = Path(tempfile.mkdtemp(dir=tmp_path))
+        acked, begun, group = run_group_worker(store, threads, commands, point, nth, delay)
+        seen[point if group is not None or point == "timer" else "finished"] += 1
+        if group is not None:
+            sizes[group] += 1
+        with MemoryEngine.open(store) as engine:
+            assert verify_store(engine).ok
+            head = engine.head
+            present = 0
+            for writer in range(threads):
+                for number in range(1, commands + 1):
+                    events = engine.load_stream(stream_of(writer, number))
+                    # Whole or absent; never there unless begun; there if acknowledged.
+                    assert len(events) in (0, EVENTS_PER_COMMAND)
+                    if events:
+                        assert (writer, number) in begun
+                        present += 1
+                    if (writer, number) in acked:
+                        assert len(events) == EVENTS_PER_COMMAND
+                        positions = acked[writer, number]
+                        records = engine.read_records(positions[0] - 1, EVENTS_PER_COMMAND)
+                        assert [r[0] for r in records] == positions
+                        assert {UUID(bytes=cast(bytes, r[1])) for r in records} == {
+                            stream_of(writer, number)
+                        }
+            assert head == present * EVENTS_PER_COMMAND  # nothing else in the ledger
+
+    try:
+        kill_group()
+    finally:
+        with capsys.disabled():
+            print(
+                f"\ngroup commit crash property: outcomes {dict(seen)}, commands in the group "
+                f"being written at a fault-point kill {dict(sorted(sizes.items()))}"
+            )
+    assert any(size > 1 for size in sizes), "no kill landed inside a group of several commands"

@@ -1,0 +1,238 @@
+"""Group commit: the write requests that threads of one process make at the same time share
+one LMDB write transaction and one sync.
+
+A durable append costs one ``fsync``; while one thread waits for it, others queue. The first
+queued request leads: it takes every request waiting behind it (up to a bound), runs them one
+after the other inside ONE write transaction, commits it (one sync) and only then hands each
+request its own outcome; the next request in the queue leads the next group. A lone writer
+forms groups of one and pays nothing but a lock and a condition.
+
+Each request keeps the guarantees it has alone:
+
+- atomic: a request either refuses before it writes anything (the :class:`Refused` protocol
+  of the LMDB module: a failed check, an append condition that no longer holds) or writes all
+  its records; a refused request leaves the shared transaction as it found it, so the rest
+  of the group is unaffected;
+- checked in order: each request runs against the transaction as the requests before it in
+  the group left it (their records, index entries and tags are visible), so a duplicate
+  stream version or an append condition overtaken by an earlier request of the same group is
+  refused exactly as if the requests had committed one by one;
+- acknowledged after the sync: no caller sees its result before the group's transaction is
+  committed; when the commit fails, every request of the group fails and nothing is written.
+
+When a group of several requests fails for another reason than a refusal (an error after a
+request began writing, which aborts the whole transaction), its requests are run again one
+per transaction, so one request's failure is never another's; a group of one fails with its
+transaction, as a lone write always did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["GroupCommit", "GroupStats", "WriteRequest"]
+
+T = TypeVar("T")
+
+MAX_GROUP_REQUESTS = 256
+"""At most this many requests share one transaction."""
+MAX_GROUP_BYTES = 64 * 1024 * 1024
+"""A group stops growing once its requests announce this many bytes (size hints)."""
+
+
+class WriteRequest(Generic[T]):
+    """One caller's write: ``fn(txn)`` and, once its group ran, its result or error."""
+
+    __slots__ = ("done", "error", "fn", "result", "size_hint", "taken", "wake")
+
+    def __init__(self, fn: Callable[[Any], T], size_hint: int) -> None:
+        self.fn = fn
+        self.size_hint = size_hint
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self.taken = False
+        """A leader took it into a group (it will run)."""
+        self.done = False
+        self.wake = threading.Event()
+        """Set when the request is done, or when it is first in the queue (it leads)."""
+
+    def outcome(self) -> T:
+        """The result, or raise the error."""
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+
+class GroupStats:
+    """Counters of one :class:`GroupCommit` (for benchmarks and tests)."""
+
+    __slots__ = ("current", "groups", "largest", "requests")
+
+    def __init__(self) -> None:
+        self.current = 0
+        """Requests of the group being written now (0: none)."""
+        self.groups = 0
+        """Groups committed (or failed)."""
+        self.requests = 0
+        """Requests they held."""
+        self.largest = 0
+        """Requests of the largest group."""
+
+    @property
+    def mean(self) -> float:
+        """Requests per group."""
+        return self.requests / self.groups if self.groups else 0.0
+
+
+RunGroup = Callable[[list[WriteRequest[Any]], Callable[[], bool]], None]
+"""``run_group(group, extend)`` runs ``group`` in one transaction and sets each request's
+``result`` or ``error`` (a refusal); it calls ``extend()`` once it ran them all, which appends
+the requests queued meanwhile to ``group`` (True if it did: run those too before committing).
+Raises when the transaction as a whole failed (nothing of it was written)."""
+
+
+class GroupCommit:
+    """The queue of one process's write requests to one store, and its leader protocol.
+
+    :param run_group: runs a group of requests in one transaction (see :data:`RunGroup`).
+    :param run_alone: runs one request in a transaction of its own, returning its result or
+        raising its error (used after a group failed as a whole).
+    :param enabled: False runs every request alone, one after the other (no grouping).
+    """
+
+    def __init__(
+        self,
+        run_group: RunGroup,
+        run_alone: Callable[[WriteRequest[Any]], Any],
+        *,
+        enabled: bool = True,
+    ) -> None:
+        self._run_group = run_group
+        self._run_alone = run_alone
+        self.enabled = enabled
+        self.stats = GroupStats()
+        self._queue: list[WriteRequest[Any]] = []
+        self._lock = threading.Lock()
+
+    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+        """Run ``fn(txn)`` in a write transaction shared with the requests of other threads
+        queued at the same time; return its result once that transaction is committed.
+
+        :raises BaseException: what ``fn`` raised (a refusal leaves the others unaffected),
+            or the error that failed the transaction.
+        """
+        request: WriteRequest[T] = WriteRequest(fn, size_hint)
+        with self._lock:
+            self._queue.append(request)
+            leads = self._queue[0] is request
+        if not leads:
+            try:
+                request.wake.wait()
+            except BaseException:
+                self._withdraw(request)  # KeyboardInterrupt while waiting (main thread)
+                raise
+            if request.done:
+                return request.outcome()
+        with self._lock:
+            group = self._take_group()
+            for member in group:
+                member.taken = True
+        try:
+            self._lead(group)
+        finally:
+            with self._lock:
+                for member in group:
+                    member.done = True
+                del self._queue[: len(group)]
+                following = self._queue[0] if self._queue else None
+            # Wake each member (its outcome is set) and the next leader, no one else.
+            for member in group:
+                member.wake.set()
+            if following is not None:
+                following.wake.set()
+        return request.outcome()
+
+    def _withdraw(self, request: WriteRequest[Any]) -> None:
+        """Take an interrupted waiter's request out of the queue, unless a leader already
+        runs it, and let the queue move on (wake the next leader if it was first)."""
+        with self._lock:
+            if request.taken or request not in self._queue:
+                return
+            first = self._queue[0] is request
+            self._queue.remove(request)
+            following = self._queue[0] if first and self._queue else None
+        if following is not None:
+            following.wake.set()
+
+    def _take_group(self) -> list[WriteRequest[Any]]:
+        """The requests from the front of the queue that form the next group (call with the
+        queue's lock held)."""
+        if not self.enabled:
+            return self._queue[:1]
+        group: list[WriteRequest[Any]] = []
+        size = 0
+        for queued in self._queue:
+            if group and (
+                len(group) >= MAX_GROUP_REQUESTS or size + queued.size_hint > MAX_GROUP_BYTES
+            ):
+                break
+            group.append(queued)
+            size += queued.size_hint
+        return group
+
+    def _lead(self, group: list[WriteRequest[Any]]) -> None:
+        """Run ``group`` (as the leader) and set every member's outcome."""
+        self.stats.groups += 1
+        self.stats.requests += len(group)
+        self.stats.largest = max(self.stats.largest, len(group))
+        self.stats.current = len(group)
+        try:
+            self._run(group)
+        finally:
+            self.stats.current = 0
+
+    def _run(self, group: list[WriteRequest[Any]]) -> None:
+        if not self.enabled:
+            self._alone(group[0])
+            return
+        try:
+            self._run_group(group, lambda: self._extend(group))
+        except Exception as e:
+            if len(group) == 1:  # a lone request fails with its transaction, as always
+                group[0].result, group[0].error = None, e
+                return
+            # The transaction as a whole failed and wrote nothing: give each request a
+            # transaction of its own, so one request's failure is only its own.
+            for member in group:
+                self._alone(member)
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: nothing was written
+            for member in group:
+                member.result, member.error = None, e
+
+    def _extend(self, group: list[WriteRequest[Any]]) -> bool:
+        """Append to the running ``group`` the requests queued since it was taken (the
+        writers whose previous request the last group answered come back while this one is
+        being written): they share its commit instead of waiting for the next."""
+        with self._lock:
+            size = sum(member.size_hint for member in group)
+            added = 0
+            for queued in self._queue[len(group) :]:
+                if len(group) >= MAX_GROUP_REQUESTS or size + queued.size_hint > MAX_GROUP_BYTES:
+                    break
+                queued.taken = True
+                group.append(queued)
+                size += queued.size_hint
+                added += 1
+        self.stats.requests += added
+        self.stats.largest = max(self.stats.largest, len(group))
+        self.stats.current = len(group)
+        return added > 0
+
+    def _alone(self, request: WriteRequest[Any]) -> None:
+        request.result, request.error = None, None
+        try:
+            request.result = self._run_alone(request)
+        except BaseException as e:
+            request.error = e
