@@ -22,7 +22,6 @@ import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
 from memory_ledger.commands.lexical import shared_stems
-from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.validation import Rejection, validate_item
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
@@ -272,6 +271,8 @@ def _statement(value: object, name: str) -> str:
     except UnicodeEncodeError:
         msg = f"{name} holds a character that is not valid Unicode text"
         raise CommandRejectedError(msg, "not_utf8") from None
+    from memory_ledger.commands.secrets import redact  # detect_secrets: loaded on a write
+
     if redact(text).count:
         msg = f"{name} holds a secret-shaped value; nothing was recorded"
         raise CommandRejectedError(msg, "secret_detected")

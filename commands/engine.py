@@ -57,7 +57,6 @@ from memory_ledger.commands.lexical import (
     names_memory,
     shares_term,
 )
-from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     HybridFusion,
@@ -84,13 +83,13 @@ from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailab
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.compaction import CompactionPolicy
-
     # Imported where used: a lexical recall (the CLI's) needs neither the semantic channel
     # (numpy) nor sessions and secret scanning (detect_secrets).
+    from memory_ledger.commands.compaction import CompactionPolicy
     from memory_ledger.commands.embeddings import EmbeddingProvider
     from memory_ledger.commands.extraction import Extractor
     from memory_ledger.commands.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.maintenance import MaintenanceHealth
     from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
     from memory_ledger.commands.session import MemorySession, WorkspaceOptions
     from memory_ledger.commands.summarizers import Summarizer
@@ -637,6 +636,8 @@ class MemoryEngine(EngineReads):
         vector coverage per field, pending vectors, indexer lag in positions, failed
         batches and the last completed refresh; state ``off`` without a provider.
         Catches the projections up to the ledger head first."""
+        from memory_ledger.commands.maintenance import maintenance_health  # vectors: numpy
+
         head = self.head
         position = self.catch_up(head)
         channel, indexer = self.semantic, self.indexer

@@ -16,7 +16,6 @@ from typing import Any
 
 import msgspec
 
-from memory_ledger.commands.secrets import contains_secret
 from memory_ledger.ledger.events import ExtractedItem
 
 __all__ = [
@@ -175,6 +174,8 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         if key in NAMESPACE_KEYS and (":" in tag or "=" in tag):
             return Rejection("namespace_key_in_tags", f"tag sets namespace key {key!r}")
     texts = [statement, reason, item.subject or "", item.predicate or "", item.value or "", *tags]
+    from memory_ledger.commands.secrets import contains_secret  # detect_secrets: on first use
+
     if any(contains_secret(text) for text in texts if text):
         return Rejection("secret_detected", "the item holds a secret-shaped value")
     if any(has_injection_marker(text) for text in texts if text):
