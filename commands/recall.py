@@ -247,6 +247,9 @@ DOC_COLUMNS = (
     "revision",
     "importance",
     "transcript_positions",
+    "supersedes",
+    "superseded_by",
+    "conflicts_with",
 )
 """The ``canonical_memory`` columns a :class:`MemoryDoc` is made of (and its status)."""
 
