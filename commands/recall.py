@@ -251,7 +251,9 @@ DOC_COLUMNS = (
     "superseded_by",
     "conflicts_with",
 )
-"""The ``canonical_memory`` columns a :class:`MemoryDoc` is made of (and its status)."""
+"""The ``canonical_memory`` columns a :class:`MemoryDoc` is made of (and its status): the
+recall index reads only these (``tests/test_recall_index_columns.py`` checks that they are
+every column :meth:`MemoryDoc.from_row` and the index read)."""
 
 
 class NamespaceRecallIndex:
