@@ -28,6 +28,7 @@ __all__ = [
     "ContextCompacted",
     "DeclinedCandidate",
     "EVENT_CLASSES",
+    "SESSION_STREAM_EVENTS",
     "ExplicitCommandApplied",
     "ExtractedItem",
     "ExtractionAbandoned",
@@ -645,3 +646,30 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     WorkspaceReleased,
 )
 """Every concrete event class of the catalog that this version writes."""
+
+SESSION_STREAM_EVENTS: tuple[type[LedgerEvent], ...] = (
+    SessionOpened,
+    TranscriptObserved,
+    CandidateExtracted,
+    CandidateRejected,
+    ExtractionCompleted,
+    ExtractionAbandoned,
+    SessionSealed,
+    SessionReconciled,
+    ExplicitCommandApplied,
+    SnapshotPrepared,
+    TurnBegan,
+    RecallServed,
+    MemoryAdmitted,
+    AdmissionRevoked,
+    MemoryUsed,
+    TurnCompleted,
+    KnowledgeBound,
+    KnowledgeServed,
+    ContextCompacted,
+    WorkspaceAttached,
+    WorkspaceSearched,
+    WorkspaceReleased,
+)
+"""The events of session and recall streams: never in a memory stream and never a change
+of canonical memory (dispatch tables of memory-stream consumers ignore them as one set)."""
