@@ -32,6 +32,10 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
     embeddings_dimension = 0               # openai: vector length
     embeddings_api_key_env = "OPENAI_API_KEY"  # openai: the variable holding the key (the
                                            # key itself never goes in the file)
+    master_key_file = ""                   # encryption at rest: a 32-byte key file (relative
+                                           # to the TOML file's folder; keep it out of the
+                                           # store folder and its backups); "" falls back to
+                                           # MEMORY_LEDGER_MASTER_KEY_FILE, else no encryption
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     embeddings_model: str = ""
     embeddings_dimension: int = 0
     embeddings_api_key_env: str = "OPENAI_API_KEY"
+    master_key_file: str = ""
 
     def __post_init__(self) -> None:
         positive = (
@@ -143,9 +148,10 @@ def load_config(
             msg = f"[memory] in {str(file)!r} must be a table"
             raise ConfigError(msg)
         values.update(section)
-        store_dir = values.get("store_dir")
-        if isinstance(store_dir, str) and not Path(store_dir).is_absolute():
-            values["store_dir"] = str(file.absolute().parent / store_dir)
+        for name in ("store_dir", "master_key_file"):
+            value = values.get(name)
+            if isinstance(value, str) and value and not Path(value).is_absolute():
+                values[name] = str(file.absolute().parent / value)
     values.update(overrides)
     try:
         return msgspec.convert(values, MemoryConfig)

@@ -45,6 +45,13 @@ from eventsourcing.persistence import (
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
+from memory_ledger.commands.encryption import (
+    ErasureReport,
+    erase_namespaces,
+    open_keyring,
+    record_erasures,
+    resolve_master_key,
+)
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.erasure import forget_all
 from memory_ledger.commands.errors import StoreUnavailableError
@@ -56,6 +63,7 @@ from memory_ledger.commands.lexical import (
     analyze_query,
     names_memory,
     shares_term,
+    stem,
 )
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
@@ -74,8 +82,14 @@ from memory_ledger.ledger.arguments import check_count, check_non_empty, check_t
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
+from memory_ledger.ledger.key_errors import MasterKeyError
+from memory_ledger.ledger.key_store import FileKeyStore
+from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
+from memory_ledger.ledger.mapper import MsgspecMapper
+from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
 from memory_ledger.ledger.tags import TaggedRecorder, event_tags, stored_event_tagger
 from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.columnar import session_key
 from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
@@ -184,6 +198,12 @@ class MemoryEngine(EngineReads):
         self.projections = projections
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
+        self.runner.on_erasure.append(self._drop_erased_content)
+        self.keyring: Keyring = getattr(mapper, "keyring", None) or Keyring(
+            FileKeyStore(path / "keys", read_only=True), None, read_only=True
+        )
+        """Data keys of encryption at rest (``ledger.keyring``); without a master key it
+        encrypts nothing and reads sealed payloads of erased keys as erased."""
         self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         self.transcripts = SourceTranscripts(recorder, mapper)
         self.recall_index = NamespaceRecallIndex(
@@ -233,6 +253,7 @@ class MemoryEngine(EngineReads):
         token_counter: TokenCounter | None = None,
         source_vectors: bool = True,
         follow: bool | None = None,
+        master_key: MasterKeySpec | None = None,
     ) -> MemoryEngine:
         """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
 
@@ -267,6 +288,13 @@ class MemoryEngine(EngineReads):
             ``create`` is False and this process cannot write the store's ledger.
         :param token_counter: ``text -> estimated tokens`` used by the memory map, admissions
             and sessions' context assembly (default: :func:`projections.tokens.estimate_tokens`).
+        :param master_key: encryption at rest (``commands.encryption``): a 32-byte key file
+            path, 32 bytes, a callable returning them, or a ``KeyWrapper`` (a KMS). Default:
+            ``config.master_key_file``, else the file ``MEMORY_LEDGER_MASTER_KEY_FILE``
+            names, else none: payloads stay in clear. Once a store was opened with a master
+            key, it needs that key to open.
+        :raises MasterKeyError: the store needs a master key and none or another is given,
+            or the key file cannot be read; nothing was written.
         :raises StoreUnavailableError: the folder cannot be created or opened, or is missing
             with ``create=False``; names it (``reason_code`` of the cause when known).
         :raises ForeignStoreError: the folder holds another application's LMDB, an empty or a
@@ -299,6 +327,10 @@ class MemoryEngine(EngineReads):
         projections: ProjectionStore | None = None
         try:
             mapper = cast(Mapper[UUID], factory.mapper())
+            master = resolve_master_key(master_key, config)
+            keyring = open_keyring(root, master, read_only=read_only)
+            if isinstance(mapper, MsgspecMapper):
+                mapper.keyring = keyring
             cls._ensure_tag_index(recorder, mapper)
             projections = _open_projections(root, read_only=read_only)
             if embeddings is None:
@@ -336,6 +368,9 @@ class MemoryEngine(EngineReads):
         engine._owned_provider = owned
         engine.ledger_name = opened.name
         engine._ledger_secret = opened.secret
+        engine.keyring = keyring
+        if not read_only and any(r.erase_command for r in keyring.records()):
+            record_erasures(engine)  # an erasure interrupted after its commit point
         if follow if follow is not None else bool(url) and create:
             engine.follow()
         return engine
@@ -370,6 +405,7 @@ class MemoryEngine(EngineReads):
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
         """
+        self.keyring.refresh()  # a key erased by another process is never used again
         stored = [self.mapper.to_stored_event(e) for e in events]
         tags = [event_tags(e) for e in events]
         with self.ledger_guard():
@@ -763,6 +799,52 @@ class MemoryEngine(EngineReads):
             summarizer=summarizer,
             compaction=compaction,
         )
+
+    def _drop_erased_content(self) -> None:
+        """Empty every in-process index and cache that may hold an erased namespace's text
+        (run after catch-up applied a ``NamespaceErased`` record); they refill on use."""
+        self.recall_index.clear()
+        self.transcripts.clear()
+        self._memory_maps.clear()
+        if self.semantic is not None:
+            self.semantic.clear()
+        stem.cache_clear()
+        session_key.cache_clear()
+
+    def erase(
+        self,
+        tenant: str,
+        principal: str | None = None,
+        scope_id: str | None = None,
+        *,
+        requested_by: str = "",
+    ) -> ErasureReport:
+        """Erase a tenant's namespaces, a principal's, or one namespace by crypto-shredding
+        (``commands.encryption``, issue #16): their data keys are destroyed, a
+        ``NamespaceErased`` record says what and by whom, and their rows leave every
+        projection. The chain still verifies; other namespaces are untouched.
+
+        :raises InvalidNamespaceError: a part is empty or too long, or a scope id is given
+            without its principal.
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        :raises KeyStoreError: the key store cannot be written (nothing was erased).
+        :raises LedgerReadOnlyError: the store is open read-only.
+        """
+        match = NamespaceMatch(tenant=tenant, principal=principal, scope_id=scope_id)
+        return erase_namespaces(self, match, requested_by=requested_by)
+
+    def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
+        """Re-wrap every live data key under ``new_master_key`` (events are not touched);
+        return how many keys. From then on only the new key opens the store.
+
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        :raises MasterKeyError: the new key is invalid.
+        """
+        new = master_key_from(new_master_key)
+        if new is None:
+            msg = "rotate_master_key needs a new master key"
+            raise MasterKeyError(msg, reason_code="master_key_invalid")
+        return self.keyring.rotate(new)
 
     def close(self) -> None:
         """Stop the embedding indexer, close the projection file and release the ledger.

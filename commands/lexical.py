@@ -136,6 +136,11 @@ class SourceTranscripts:
         self._max_cached = max_cached
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        """Forget every cached transcript (after an erasure)."""
+        with self._lock:
+            self._cache.clear()
+
     def __call__(self, positions: Sequence[int]) -> str | None:
         if not positions:
             return None

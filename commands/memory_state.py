@@ -18,6 +18,7 @@ import msgspec
 from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     SESSION_STREAM_EVENTS,
+    ErasedPayload,
     ExtractedItem,
     LedgerEvent,
     MemoryActivated,
@@ -27,6 +28,7 @@ from memory_ledger.ledger.events import (
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    NamespaceErased,
     NamespaceForgotten,
 )
 from memory_ledger.ledger.ids import Namespace, subject_predicate_key
@@ -163,7 +165,8 @@ _MEMORY_FOLD: EventDispatch[_Fold] = EventDispatch(
         MemoryConflictMarked: _revision(_conflict),
         MemoryPinned: _revision(_pinned),
     },
-    # Events of session, recall and bulk-forget streams, never of a memory stream.
-    ignores=(*SESSION_STREAM_EVENTS, NamespaceForgotten),
+    # Events of session, recall, bulk-forget and erasure streams, never of a memory stream;
+    # erased payloads (an erased memory reads as unknown: its namespace is gone).
+    ignores=(*SESSION_STREAM_EVENTS, NamespaceForgotten, NamespaceErased, ErasedPayload),
 )
 """How each event of a memory stream changes :class:`MemoryStreamState`."""

@@ -277,6 +277,11 @@ class NamespaceRecallIndex:
         self._context_of = context_of
         self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
 
+    def clear(self) -> None:
+        """Drop every namespace's index (after an erasure); each is rebuilt on its next use."""
+        with self.canonical.lock:
+            self._cache.clear()
+
     def docs(self, namespace: Namespace, position: int) -> tuple[BM25Index, dict[str, MemoryDoc]]:
         """The index and documents of ``namespace`` as of projection ``position``.
 

@@ -283,6 +283,10 @@ class SemanticChannel:
             state="ready", model=self.model_key, query_embedding_ms=elapsed
         )
 
+    def clear(self) -> None:
+        """Drop every namespace's vectors held in memory (after an erasure)."""
+        self._cache.clear()
+
     def _namespace_vectors(self, namespace: Namespace) -> _NamespaceVectors:
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)

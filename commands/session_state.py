@@ -20,6 +20,7 @@ from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ContextCompacted,
+    ErasedPayload,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
@@ -35,6 +36,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceErased,
     NamespaceForgotten,
     RecallServed,
     ReconciliationReport,
@@ -225,9 +227,12 @@ _FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
         ContextCompacted: _compacted,
         WorkspaceAttached: _attached,
     },
-    # Events of memory streams and recall streams, never of a session stream.
+    # Events of memory streams and recall streams, never of a session stream; erased
+    # payloads (writing to an erased namespace is refused: keyring.NamespaceErasedError).
     ignores=(
         NamespaceForgotten,
+        NamespaceErased,
+        ErasedPayload,
         MemoryActivated,
         MemoryReinforced,
         MemorySuperseded,

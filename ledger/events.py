@@ -33,6 +33,10 @@ __all__ = [
     "ExtractedItem",
     "ExtractionAbandoned",
     "ExtractionCompleted",
+    "ERASED_NAMESPACE",
+    "ERASURE_NAMESPACE",
+    "ErasedPayload",
+    "NamespaceErased",
     "KnowledgeBound",
     "KnowledgeServed",
     "LedgerEvent",
@@ -115,6 +119,9 @@ class LedgerEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Base of every event: stream, version in the stream, recorded time, namespace."""
 
     class_version: ClassVar[int] = 1
+    sealed: ClassVar[bool] = True
+    """Whether the mapper seals (encrypts) this class's payloads when the store encrypts
+    (``ledger.sealing``); only structural records that hold no user content say False."""
 
     originator_id: UUID
     originator_version: int
@@ -404,6 +411,48 @@ class NamespaceForgotten(LedgerEvent, frozen=True, kw_only=True):
     requested_by: str = ""
 
 
+ERASURE_NAMESPACE = Namespace("memory-ledger", "erasure", "erasure")
+"""The namespace :class:`NamespaceErased` records carry (they belong to no user's
+namespace: the erased one's names must not be stored in clear)."""
+
+ERASED_NAMESPACE = Namespace("", "", "")
+"""The namespace of an :class:`ErasedPayload`: its real one was sealed with it and is gone
+(empty parts: it never equals a valid namespace)."""
+
+
+class NamespaceErased(LedgerEvent, frozen=True, kw_only=True):
+    """An erasure (crypto-shredding): the data keys ``key_ids`` of the namespaces
+    ``namespace_ids`` were destroyed, so their sealed payloads can never be read again.
+
+    Stored in clear (``sealed = False``) and holding no erased content: the namespaces are
+    uuid5 digests (:func:`ledger.keyring.namespace_ids`), ``level`` says whether a tenant, a
+    principal or one namespace was named, ``requested_by`` who asked (a free label). Its own
+    stream (``ids.erasure_stream_id`` of ``command_id``); ``recorded_at`` is when the keys
+    were destroyed. Projections drop the namespaces' rows when they reach it.
+    """
+
+    sealed: ClassVar[bool] = False
+
+    command_id: UUID
+    level: Literal["tenant", "principal", "namespace"]
+    namespace_ids: tuple[UUID, ...]
+    key_ids: tuple[UUID, ...]
+    requested_by: str = ""
+
+
+class ErasedPayload(LedgerEvent, frozen=True, kw_only=True):
+    """Never stored: what the mapper returns for a sealed payload whose data key was erased.
+
+    It keeps what the record keeps in clear: stream, version, ``recorded_at``, the event's
+    ``topic`` and the destroyed ``key_id``; ``namespace`` is :data:`ERASED_NAMESPACE`.
+    """
+
+    sealed: ClassVar[bool] = False
+
+    topic: str
+    key_id: UUID
+
+
 class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):
     """An item was pruned as stale and low-importance (memory stream). ``rule`` names why."""
 
@@ -630,6 +679,8 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     MemoryPinned,
     MemoryForgotten,
     NamespaceForgotten,
+    NamespaceErased,
+    ErasedPayload,
     MemoryPruned,
     SnapshotPrepared,
     TurnBegan,
@@ -645,7 +696,8 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     WorkspaceSearched,
     WorkspaceReleased,
 )
-"""Every concrete event class of the catalog that this version writes."""
+"""Every concrete event class of the catalog that this version writes (and
+:class:`ErasedPayload`, which the mapper reads in place of an erased payload)."""
 
 SESSION_STREAM_EVENTS: tuple[type[LedgerEvent], ...] = (
     SessionOpened,

@@ -21,6 +21,7 @@ __all__ = [
     "bulk_forget_stream_id",
     "candidate_id",
     "check_namespace",
+    "erasure_stream_id",
     "command_id",
     "recall_stream_id",
     "snapshot_id",
@@ -158,3 +159,9 @@ def bulk_forget_stream_id(namespace: Namespace, command: UUID) -> UUID:
 def recall_stream_id(session_stream: UUID, sequence: str) -> UUID:
     """Stream id of one RecallServed record (a read-path record gets its own stream)."""
     return uuid5(ID_ROOT, f"recall\x1f{session_stream}\x1f{sequence}")
+
+
+def erasure_stream_id(command: UUID) -> UUID:
+    """Stream id of the :class:`~memory_ledger.ledger.events.NamespaceErased` record of one
+    erasure command (a retried record hits the same stream)."""
+    return uuid5(ID_ROOT, f"erasure\x1f{command}")

@@ -15,6 +15,12 @@ result decodes straight into the event class, so a malformed payload fails with
 :class:`~eventsourcing.persistence.MapperDeserialisationError`) instead of yielding a
 half-built event. The library's optional compressor and cipher are applied as in its own
 ``Mapper`` (compress, then encrypt). No JSON on this path.
+
+Encryption at rest per namespace (issue #16): with a :class:`~memory_ledger.ledger.keyring.
+Keyring` that encrypts, the state of every event whose class is ``sealed`` is sealed with its
+namespace's data key (:mod:`memory_ledger.ledger.sealing`); decoding opens it, once per
+event. A payload whose key was erased decodes to an
+:class:`~memory_ledger.ledger.events.ErasedPayload` (never an error, never ciphertext).
 """
 
 from __future__ import annotations
@@ -29,6 +35,16 @@ from eventsourcing.persistence import Mapper, MapperDeserialisationError, Stored
 from eventsourcing.utils import get_topic, resolve_topic
 
 from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.ledger.events import ERASED_NAMESPACE, ErasedPayload
+from memory_ledger.ledger.key_errors import DataKeyMissingError
+from memory_ledger.ledger.keyring import Keyring
+from memory_ledger.ledger.sealing import (
+    SEALED,
+    open_state,
+    seal_state,
+    sealed_key_id,
+    sealed_recorded_at,
+)
 
 __all__ = ["EventDecodeError", "MsgspecMapper", "UnsupportedEventError"]
 
@@ -109,6 +125,15 @@ def _envelope(originator_id: UUID, version: int) -> bytes:
     return _KEY_ID + _BIN16 + originator_id.bytes + _KEY_VERSION + _encoder.encode(version)
 
 
+def _raw_id(originator_id: UUID | bytes | str) -> bytes:
+    """The 16 bytes of a stream id given as raw bytes, a UUID or its text."""
+    if type(originator_id) is bytes:
+        return originator_id
+    if isinstance(originator_id, UUID):
+        return originator_id.bytes
+    return UUID(str(originator_id)).bytes
+
+
 class MsgspecMapper(Mapper[UUID]):
     """Converts msgspec Struct events to and from ``StoredEvent`` (msgpack, typed decoding).
 
@@ -116,12 +141,20 @@ class MsgspecMapper(Mapper[UUID]):
     :raises EventDecodeError: (a ``MapperDeserialisationError``) on decoding a state that is
         not a valid payload of the topic's class, or whose class version is newer than the
         class.
+
+    ``keyring`` (set by the engine after the factory built the mapper) seals and opens
+    payloads per namespace; without one, sealed payloads raise :class:`DataKeyMissingError`.
     """
+
+    keyring: Keyring | None = None
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         cls = type(domain_event)
         if not isinstance(domain_event, msgspec.Struct):
             msg = f"{cls.__qualname__} is not a msgspec Struct event"
+            raise UnsupportedEventError(msg)
+        if cls is ErasedPayload:
+            msg = "an ErasedPayload is what an erased payload reads as; it is never stored"
             raise UnsupportedEventError(msg)
         codec = _codec(cls)
         full = _encoder.encode(domain_event)
@@ -136,12 +169,46 @@ class MsgspecMapper(Mapper[UUID]):
             state = self.compressor.compress(state)
         if self.cipher:
             state = self.cipher.encrypt(state)
+        topic = get_topic(cls)
+        keyring = self.keyring
+        if keyring is not None and keyring.master is not None and cls.sealed:  # type: ignore[attr-defined]
+            key_id, aead = keyring.sealer(domain_event.namespace)  # type: ignore[attr-defined]
+            state = seal_state(
+                aead,
+                key_id,
+                state,
+                topic,
+                domain_event.originator_id.bytes,
+                domain_event.originator_version,
+                domain_event.recorded_at,  # type: ignore[attr-defined]
+            )
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
-            topic=get_topic(cls),
+            topic=topic,
             state=state,
         )
+
+    def plain_state(
+        self, topic: str, state: bytes, originator_id: UUID | bytes | str, version: int
+    ) -> bytes | None:
+        """``state`` opened if sealed (unchanged otherwise); None when its key was erased.
+
+        :raises DataKeyMissingError: sealed with a key the key store never held, or no
+            keyring is set.
+        :raises MasterKeyError: the store's master key is missing or wrong.
+        :raises SealedPayloadError: the sealed bytes fail authentication.
+        """
+        if not state or state[0] != SEALED:
+            return state
+        keyring = self.keyring
+        if keyring is None:
+            msg = f"a sealed payload of topic {topic!r} and no keyring to open it"
+            raise DataKeyMissingError(msg)
+        aead = keyring.opener(sealed_key_id(state))
+        if aead is None:
+            return None
+        return open_state(aead, state, topic, _raw_id(originator_id), version)
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         return self.decode(
@@ -158,6 +225,11 @@ class MsgspecMapper(Mapper[UUID]):
 
         :raises EventDecodeError: the state is not a valid event of ``topic``.
         """
+        if state and state[0] == SEALED:
+            opened = self.plain_state(topic, state, originator_id, version)
+            if opened is None:
+                return self._erased(topic, state, originator_id, version)
+            state = opened
         try:
             entry = _TOPICS.get(topic)
             if entry is None:
@@ -181,12 +253,7 @@ class MsgspecMapper(Mapper[UUID]):
                     raise ValueError(msg)
                 payload = self._upcast(cls, payload, from_version, class_version)
             count, header = _split_map(payload)
-            if type(originator_id) is bytes:
-                raw = originator_id
-            elif isinstance(originator_id, UUID):
-                raw = originator_id.bytes
-            else:
-                raw = UUID(str(originator_id)).bytes
+            raw = _raw_id(originator_id)
             encoded_version = (
                 _SMALL_INTS[version]
                 if 0 <= version < len(_SMALL_INTS)
@@ -212,6 +279,22 @@ class MsgspecMapper(Mapper[UUID]):
             )
             raise EventDecodeError(msg) from e
         return cast(DomainEventProtocol[UUID], event)
+
+    @staticmethod
+    def _erased(
+        topic: str, state: bytes, originator_id: UUID | bytes | str, version: int
+    ) -> DomainEventProtocol[UUID]:
+        return cast(
+            DomainEventProtocol[UUID],
+            ErasedPayload(
+                originator_id=UUID(bytes=_raw_id(originator_id)),
+                originator_version=version,
+                recorded_at=sealed_recorded_at(state),
+                namespace=ERASED_NAMESPACE,
+                topic=topic,
+                key_id=UUID(bytes=sealed_key_id(state)),
+            ),
+        )
 
     @staticmethod
     def _upcast(cls: Any, payload: bytes, from_version: int, to_version: int) -> bytes:

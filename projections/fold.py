@@ -20,6 +20,7 @@ from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ContextCompacted,
+    ErasedPayload,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
@@ -35,6 +36,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceErased,
     NamespaceForgotten,
     RecallServed,
     SessionOpened,
@@ -215,6 +217,8 @@ _COLLECT: EventDispatch[_Collect] = EventDispatch(
     # Row-creating events (nothing to look up first) and events no read model uses.
     ignores=(
         NamespaceForgotten,
+        NamespaceErased,
+        ErasedPayload,
         TranscriptObserved,
         ExtractionCompleted,
         CandidateExtracted,
@@ -611,9 +615,12 @@ _APPLY: EventDispatch[_Apply] = EventDispatch(
         AdmissionRevoked: _apply_revoked,
         MemoryUsed: _apply_used,
     },
-    # Session bookkeeping no read model shows.
+    # Session bookkeeping no read model shows; erased payloads (their rows went when the
+    # runner applied the NamespaceErased record: projections.erasure).
     ignores=(
         NamespaceForgotten,
+        NamespaceErased,
+        ErasedPayload,
         SessionOpened,
         ExtractionAbandoned,
         SessionSealed,

@@ -17,6 +17,7 @@ from eventsourcing.utils import get_topic
 from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (
     SESSION_STREAM_EVENTS,
+    ErasedPayload,
     LedgerEvent,
     MemoryActivated,
     MemoryConflictMarked,
@@ -25,15 +26,18 @@ from memory_ledger.ledger.events import (
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    NamespaceErased,
     NamespaceForgotten,
 )
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.sealing import SEALED
 from memory_ledger.projections.columnar import (
     FAST_TOPICS,
     ROW_TOUCHING_TOPICS,
     ColumnarBatch,
     uuid_text,
 )
+from memory_ledger.projections.erasure import erase_namespace_rows
 from memory_ledger.projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
 from memory_ledger.projections.store import ProjectionStore
 
@@ -42,8 +46,10 @@ __all__ = ["PROJECTION_VERSION", "ProjectionRunner"]
 PROJECTION_VERSION = 1
 """Version of the read models' shape and fold; bump it to rebuild every projection file."""
 
-_TOPICS = frozenset(get_topic(cls) for cls in PROJECTED_EVENTS)
+_READ: tuple[type[LedgerEvent], ...] = (*PROJECTED_EVENTS, NamespaceErased)
+_TOPICS = frozenset(get_topic(cls) for cls in _READ)
 _ACTIVATED = get_topic(MemoryActivated)
+_SEALED = bytes((SEALED,))
 _CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
     "projection runner: events that change what a recall can return",
     dict.fromkeys(
@@ -58,8 +64,9 @@ _CHANGES_CONTENT: EventDispatch[bool] = EventDispatch(
         ),
         True,
     ),
-    # Counters (recalls, admissions, uses) and session bookkeeping leave indexes valid.
-    ignores=(*SESSION_STREAM_EVENTS, NamespaceForgotten),
+    # Counters (recalls, admissions, uses) and session bookkeeping leave indexes valid; an
+    # erasure empties them through on_erasure instead (it names no namespace in clear).
+    ignores=(*SESSION_STREAM_EVENTS, NamespaceForgotten, NamespaceErased, ErasedPayload),
 )
 
 Page = tuple[int, list[tuple[int, LedgerEvent]]]
@@ -74,6 +81,10 @@ class ProjectionRunner:
     :param page_size: notifications per DuckDB transaction.
     :param on_page: optional callback ``(last position applied)`` after each commit
         (progress bars, fault injection in tests).
+
+    ``on_erasure`` holds callbacks run after a page that applied a
+    :class:`~memory_ledger.ledger.events.NamespaceErased` record committed (the engine
+    empties its in-process indexes and caches there: they may hold the erased plaintext).
     """
 
     def __init__(
@@ -93,6 +104,9 @@ class ProjectionRunner:
         self._position: int | None = None
         self._known: KnownKeys | None = None
         self._content_changes: dict[str, int] = {}
+        self.on_erasure: list[Callable[[], None]] = []
+        self.erasures_applied = 0
+        """How many ``NamespaceErased`` records this runner applied."""
 
     def changed_at(self, namespace_key: str) -> int:
         """The last position this runner applied that changed what a recall of the namespace
@@ -123,7 +137,10 @@ class ProjectionRunner:
         if position >= head or (to is not None and position >= to):
             return position
         self._load_known()
+        keyring = getattr(self.mapper, "keyring", None)
         while to is None or position < to:
+            if keyring is not None:
+                keyring.refresh()  # a key erased by another process is never used again
             # The cyclic garbage collector stays on: it belongs to the host process, and
             # switching it off (even for a page) would pause it for every thread. Decoded
             # events are msgspec Structs with gc=False, so a page adds little for it to scan
@@ -153,10 +170,11 @@ class ProjectionRunner:
         fast path (``projections.columnar``) when the recorder and mapper allow it."""
         select_raw = getattr(self.recorder, "select_raw", None)
         decode = getattr(self.mapper, "decode", None)
+        plain_state = getattr(self.mapper, "plain_state", None)
         plain = not (
             getattr(self.mapper, "cipher", None) or getattr(self.mapper, "compressor", None)
         )
-        if select_raw is None or decode is None or not plain:
+        if select_raw is None or decode is None or plain_state is None or not plain:
             page = self.read_page(after, to)
             return None if page is None else (page[0], page[1], None)
         rows = select_raw(after, self.page_size, to)
@@ -176,6 +194,13 @@ class ProjectionRunner:
         for nid, raw_id, version, topic, state in rows:
             if topic not in _TOPICS:
                 continue
+            if state[:1] == _SEALED:
+                # Opened once here (decrypt once per event); an erased payload (None) reads
+                # as an ErasedPayload, which no read model uses.
+                opened = plain_state(topic, state, raw_id, version)
+                if opened is None:
+                    continue
+                state = opened
             if topic in FAST_TOPICS and batch.offer(topic, nid, state):
                 continue
             if columnar_activations and topic == _ACTIVATED and type(raw_id) is bytes:
@@ -256,6 +281,14 @@ class ProjectionRunner:
                     activated = batch.write_activations(conn, self._known.transcripts)
                     self._known.keys["canonical_memory"].update(activated)
                 page = fold_page(conn, events, self._known)
+                erased = [
+                    namespace
+                    for _, event in events
+                    if type(event) is NamespaceErased
+                    for namespace in event.namespace_ids
+                ]
+                if erased:
+                    erase_namespace_rows(conn, erased)
                 self.store.set_position(last)
                 fault("projections.commit")
                 conn.execute("COMMIT")
@@ -265,7 +298,13 @@ class ProjectionRunner:
                 self._known = None
                 raise
             self._position = last
-            if page is not None:
+            if erased:
+                self._known = None  # rows went; reload the keys on the next page
+                self.erasures_applied += 1
+                self.store.checkpoint()
+                for callback in self.on_erasure:
+                    callback()
+            elif page is not None:
                 self._known.commit(page)
             for position, event in events:
                 if _CHANGES_CONTENT[type(event)]:

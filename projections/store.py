@@ -256,6 +256,12 @@ class ProjectionStore:
             [self.name, position],
         )
 
+    def checkpoint(self) -> None:
+        """Write the file's changes into its blocks now (DuckDB ``CHECKPOINT``): after an
+        erasure, so deleted rows leave the write-ahead log at once."""
+        with self.lock:
+            self.conn.execute("CHECKPOINT")
+
     def mark_damaged(self, error: BaseException) -> ProjectionDamagedError:
         """Mark this file damaged (it is set aside at the next open) and return the error
         to raise, naming the file and the cause."""

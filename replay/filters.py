@@ -24,6 +24,7 @@ from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ContextCompacted,
+    ErasedPayload,
     ExplicitCommandApplied,
     ExtractionAbandoned,
     ExtractionCompleted,
@@ -39,6 +40,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
     MemoryUsed,
+    NamespaceErased,
     NamespaceForgotten,
     RecallServed,
     SessionOpened,
@@ -270,6 +272,19 @@ def _erased(event: NamespaceForgotten) -> str:
     return f"forget_all: {len(event.forgotten)} memories, command {event.command_id}"
 
 
+def _crypto_erased(event: NamespaceErased) -> str:
+    by = f", requested by {event.requested_by}" if event.requested_by else ""
+    return (
+        f"erasure ({event.level}): {len(event.namespace_ids)} namespace(s), "
+        f"{len(event.key_ids)} data key(s) destroyed, command {event.command_id}{by}"
+    )
+
+
+def _erased_payload(event: ErasedPayload) -> str:
+    name = event.topic.rpartition(":")[2]
+    return f"[erased] {name} (data key {event.key_id} destroyed)"
+
+
 def _reconciled(event: SessionReconciled) -> str:
     report = event.report
     text = (
@@ -346,6 +361,8 @@ _DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
         WorkspaceSearched: _describe_workspace,
         WorkspaceReleased: _describe_workspace,
         NamespaceForgotten: _erased,
+        NamespaceErased: _crypto_erased,
+        ErasedPayload: _erased_payload,
     },
     # Their type says it all.
     ignores=(SessionSealed, TurnCompleted),

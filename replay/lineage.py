@@ -30,6 +30,7 @@ from memory_ledger.ledger.events import (
     SESSION_STREAM_EVENTS,
     CandidateExtracted,
     ContextCompacted,
+    ErasedPayload,
     ExplicitCommandApplied,
     ExtractedItem,
     ExtractionCompleted,
@@ -42,6 +43,7 @@ from memory_ledger.ledger.events import (
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    NamespaceErased,
     NamespaceForgotten,
     SessionOpened,
     SessionReconciled,
@@ -465,7 +467,14 @@ _HISTORY: EventDispatch[Callable[[Any], dict[str, Any]]] = EventDispatch(
         MemoryPruned: _pruned,
     },
     # Activations and reinforcements are origins; the rest never is in a memory stream.
-    ignores=(*SESSION_STREAM_EVENTS, NamespaceForgotten, MemoryActivated, MemoryReinforced),
+    ignores=(
+        *SESSION_STREAM_EVENTS,
+        NamespaceForgotten,
+        NamespaceErased,
+        ErasedPayload,
+        MemoryActivated,
+        MemoryReinforced,
+    ),
 )
 """What each event of a memory stream adds to its history (detail, related memory)."""
 

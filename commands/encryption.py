@@ -1,0 +1,153 @@
+"""Encryption at rest for the engine: the master key it is configured with, its keyring, and
+erasure by crypto-shredding (issue #16).
+
+- :func:`resolve_master_key`: ``master_key=`` of :func:`memory_ledger.open`, else
+  ``[memory] master_key_file``, else the ``MEMORY_LEDGER_MASTER_KEY_FILE`` variable, else
+  none (payloads stay in clear, and ``stats`` says so).
+- :func:`open_keyring`: the store's key store (``<store>/keys``) and keyring.
+- :func:`erase_namespaces`: destroy the data keys of the named namespaces, record a
+  :class:`~memory_ledger.ledger.events.NamespaceErased`, drop their projection rows.
+
+Erasure's commit point is the key store: the file that held the keys is replaced by one
+that does not (atomically, fsynced). The ledger record follows; if the process dies between
+the two, :func:`record_erasures` (run by every engine that opens the store for writing)
+appends the missing record, so a kill leaves the old state or the erased one, and the
+audit trail always catches up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from uuid import UUID, uuid4
+
+import msgspec
+from eventsourcing.persistence import IntegrityError
+
+from memory_ledger.ledger.errors import LedgerReadOnlyError
+from memory_ledger.ledger.events import ERASURE_NAMESPACE, NamespaceErased
+from memory_ledger.ledger.ids import erasure_stream_id
+from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore
+from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
+from memory_ledger.ledger.master_key import (
+    ENV_MASTER_KEY_FILE,
+    KeyWrapper,
+    MasterKeySpec,
+    master_key_from,
+)
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.config import MemoryConfig
+    from memory_ledger.commands.engine import MemoryEngine
+
+__all__ = [
+    "ErasureReport",
+    "erase_namespaces",
+    "open_keyring",
+    "record_erasures",
+    "resolve_master_key",
+]
+
+
+def resolve_master_key(spec: MasterKeySpec | None, config: MemoryConfig) -> KeyWrapper | None:
+    """The master key the host configured (see the module doc for the order), or None.
+
+    :raises MasterKeyError: the named key file cannot be read or holds no 32-byte key.
+    """
+    if spec is not None:
+        return master_key_from(spec)
+    if config.master_key_file:
+        return master_key_from(config.master_key_file)
+    named = os.environ.get(ENV_MASTER_KEY_FILE, "")
+    return master_key_from(named) if named else None
+
+
+def open_keyring(root: Path, master: KeyWrapper | None, *, read_only: bool) -> Keyring:
+    """The keyring of the store folder ``root`` (its key store is ``root/keys``).
+
+    :raises MasterKeyError: the store's keys need a master key that is missing or another.
+    :raises KeyStoreError: the key store cannot be read (or, to record the master key's id
+        on a store's first encrypted open, written).
+    """
+    store = FileKeyStore(root / "keys", read_only=read_only)
+    return Keyring(store, master, read_only=read_only)
+
+
+class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an erasure did: its command id (None when nothing matched), how many
+    namespaces' keys were destroyed, the ledger position of its ``NamespaceErased`` record
+    (None when nothing matched), and when."""
+
+    command_id: UUID | None
+    namespaces: int
+    position: int | None
+    erased_at: datetime | None
+
+
+def _level(value: str) -> Literal["tenant", "principal", "namespace"]:
+    if value == "tenant":
+        return "tenant"
+    return "principal" if value == "principal" else "namespace"
+
+
+def erase_namespaces(
+    engine: MemoryEngine, match: NamespaceMatch, *, requested_by: str = ""
+) -> ErasureReport:
+    """Erase every namespace ``match`` names (see the module doc); idempotent: namespaces
+    already erased are not counted again, and a second call erases nothing.
+
+    :raises InvalidNamespaceError: a part of ``match`` is empty or too long.
+    :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+    :raises KeyStoreError: the key store cannot be written (nothing was erased).
+    :raises LedgerReadOnlyError: the store is open read-only.
+    """
+    match.validated()
+    if engine.read_only:
+        msg = f"the store {str(engine.path)!r} is open read-only: cannot erase"
+        raise LedgerReadOnlyError(msg, path=str(engine.path))
+    command = uuid4()
+    erased = engine.keyring.erase(match, command_id=command, requested_by=requested_by)
+    if not erased:
+        return ErasureReport(command_id=None, namespaces=0, position=None, erased_at=None)
+    positions = record_erasures(engine)
+    engine.catch_up()
+    return ErasureReport(
+        command_id=command,
+        namespaces=len(erased),
+        position=positions.get(command),
+        erased_at=erased[0].erased_at,
+    )
+
+
+def record_erasures(engine: MemoryEngine) -> dict[UUID, int]:
+    """Append the ``NamespaceErased`` record of every erasure in the key store that the
+    ledger does not hold yet (an erasure interrupted after its commit point); return
+    ``{command id: position}`` of the records appended."""
+    commands: dict[UUID, list[DataKeyRecord]] = defaultdict(list)
+    for record in engine.keyring.records():
+        if record.erase_command is not None:
+            commands[record.erase_command].append(record)
+    appended: dict[UUID, int] = {}
+    for command, records in commands.items():
+        stream = erasure_stream_id(command)
+        if engine.load_stream(stream):
+            continue
+        event = NamespaceErased(
+            originator_id=stream,
+            originator_version=1,
+            recorded_at=records[0].erased_at or datetime.now(UTC),
+            namespace=ERASURE_NAMESPACE,
+            command_id=command,
+            level=_level(records[0].erase_level),
+            namespace_ids=tuple(r.namespace_id for r in records),
+            key_ids=tuple(r.key_id for r in records),
+            requested_by=records[0].erased_by,
+        )
+        try:
+            appended[command] = engine.append([event])[0]
+        except IntegrityError:
+            continue  # another process recorded it first
+    return appended

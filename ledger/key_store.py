@@ -1,0 +1,220 @@
+"""The key store: a namespace's data key, wrapped by the master key, in a file of its own.
+
+One file, ``<store>/keys/data-keys.msgpack`` (msgpack of :class:`KeyStoreState`), beside the
+ledger but never inside it: destroying a namespace's key must not leave its bytes in any file
+(an LMDB database keeps old values in its free pages; a file replaced whole does not).
+
+Writes are read-modify-write under an exclusive ``flock`` of ``keys/lock`` (several processes
+may share a store), and replace the file atomically: the new content is written to a
+temporary file, fsynced, renamed over the old one and the folder fsynced, so a crash leaves
+the old file or the new one, never a mix. A new data key is in the file, durably, before the
+first event sealed with it is appended. Readers read without the lock (a rename is atomic)
+and reread when the file's identity ``(inode, mtime, size)`` changes.
+
+What the file holds per key (:class:`DataKeyRecord`): ids only (the key id, and uuid5
+digests of the namespace, its tenant and its principal, the same kind of digest the ledger's
+``namespace:`` tags hold), the wrapped key, its creation time, and once erased: no key, the
+erasure's time, command id and requester. The namespace's names are not stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol, TypeVar
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.ledger.key_errors import KeyStoreError
+
+__all__ = [
+    "KEY_STORE_FILE",
+    "DataKeyRecord",
+    "FileKeyStore",
+    "KeyStore",
+    "KeyStoreState",
+]
+
+KEY_STORE_FILE = "data-keys.msgpack"
+_FORMAT = 1
+T = TypeVar("T")
+
+
+class DataKeyRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One data key of one namespace.
+
+    ``namespace_id``, ``tenant_id`` and ``principal_id`` are uuid5 digests
+    (:func:`memory_ledger.ledger.keyring.namespace_ids`). ``wrapped`` is the data key wrapped
+    by the master key ``master_key_id``; None once erased. ``erased_at``/``erase_command``/
+    ``erased_by`` say when, by which command and at whose request it was destroyed, and
+    ``erase_level`` whether the erasure named a ``tenant``, a ``principal`` or a ``namespace``.
+    """
+
+    key_id: UUID
+    namespace_id: UUID
+    tenant_id: UUID
+    principal_id: UUID
+    created_at: datetime
+    wrapped: bytes | None
+    erased_at: datetime | None = None
+    erase_command: UUID | None = None
+    erased_by: str = ""
+    erase_level: str = ""
+
+    @property
+    def erased(self) -> bool:
+        return self.wrapped is None
+
+
+class KeyStoreState(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole key store: its format, the master key that wrapped the keys, the keys."""
+
+    format: int = _FORMAT
+    master_key_id: str | None = None
+    keys: tuple[DataKeyRecord, ...] = ()
+
+
+_decoder = msgspec.msgpack.Decoder(KeyStoreState)
+_encoder = msgspec.msgpack.Encoder()
+
+
+class KeyStore(Protocol):
+    """Where data keys live (a file beside an LMDB ledger; a table beside a PostgreSQL one).
+
+    ``read()`` returns the current state (empty when nothing was stored yet) and
+    ``changed()`` says whether it may differ from the last ``read()``. ``update(change)``
+    runs ``change(state) -> (new state or None, result)`` under an exclusive lock against
+    the freshest state and stores the new state durably before returning ``result`` (None:
+    nothing to store).
+    """
+
+    description: str
+
+    def read(self) -> KeyStoreState: ...
+
+    def changed(self) -> bool: ...
+
+    def update(self, change: Callable[[KeyStoreState], tuple[KeyStoreState | None, T]]) -> T: ...
+
+
+class FileKeyStore:
+    """The key store of an LMDB store: ``<folder>/data-keys.msgpack`` (see the module doc).
+
+    :param folder: the ``keys`` folder (created on the first write).
+    :param read_only: refuse writes (an audit of a read-only store).
+    :raises KeyStoreError: (from its methods) the file is damaged or cannot be read or
+        written; names the file.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / KEY_STORE_FILE
+        self.description = str(self.path)
+        self.read_only = read_only
+        self._seen: tuple[int, int, int] | None = None
+
+    def _identity(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise self._error("cannot read", e) from None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _error(self, doing: str, e: OSError) -> KeyStoreError:
+        return KeyStoreError(f"{doing} the key store {self.description!r}: {e.strerror or e}")
+
+    def exists(self) -> bool:
+        """Whether the key store file exists."""
+        return self._identity() is not None
+
+    def changed(self) -> bool:
+        """Whether the file changed (or appeared) since the last :meth:`read`: one ``stat``."""
+        return self._identity() != self._seen
+
+    def read(self) -> KeyStoreState:
+        """The stored state (empty when there is no file yet).
+
+        :raises KeyStoreError: the file cannot be read or does not decode.
+        """
+        for _ in range(3):
+            before = self._identity()
+            if before is None:
+                self._seen = None
+                return KeyStoreState()
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise self._error("cannot read", e) from None
+            if self._identity() != before:
+                continue  # replaced while being read: read the new one
+            try:
+                state = _decoder.decode(data)
+            except msgspec.DecodeError as e:
+                msg = f"the key store {self.description!r} is damaged: {e}"
+                raise KeyStoreError(msg, reason_code="key_store_damaged") from None
+            if state.format > _FORMAT:
+                msg = (
+                    f"the key store {self.description!r} has format {state.format}, "
+                    f"newer than this memory-ledger's {_FORMAT}"
+                )
+                raise KeyStoreError(msg, reason_code="key_store_format")
+            self._seen = before
+            return state
+        msg = f"the key store {self.description!r} kept changing while being read"
+        raise KeyStoreError(msg)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise self._error("cannot lock", e) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def update(self, change: Callable[[KeyStoreState], tuple[KeyStoreState | None, T]]) -> T:
+        """Apply ``change`` to the freshest state under the lock; store its result durably.
+
+        :raises KeyStoreError: the store is read-only, or the file cannot be written.
+        """
+        if self.read_only:
+            msg = f"the key store {self.description!r} is open read-only"
+            raise KeyStoreError(msg, reason_code="read_only")
+        with self._locked():
+            new, result = change(self.read())
+            if new is not None:
+                self._write(new)
+        return result
+
+    def _write(self, state: KeyStoreState) -> None:
+        data = _encoder.encode(state)
+        tmp = self.folder / f".{KEY_STORE_FILE}.{os.getpid()}.tmp"
+        try:
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            dir_fd = os.open(self.folder, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise self._error("cannot write", e) from None
+        self._seen = self._identity()

@@ -1,0 +1,407 @@
+"""The keyring: per-namespace data keys, created on first use, unwrapped once, erasable.
+
+Encryption at rest (issue #16; DESIGN.md section 3): every event of a namespace is sealed
+(:mod:`memory_ledger.ledger.sealing`) with that namespace's data key, a random AES-256 key
+wrapped by the host's master key (:mod:`memory_ledger.ledger.master_key`) and kept in the
+key store (:mod:`memory_ledger.ledger.key_store`). Destroying the key erases the namespace's
+payloads (crypto-shredding) while the hash chain, computed over the sealed bytes, verifies.
+
+- :meth:`Keyring.sealer` gives the data key to seal with (creating it, durably, first).
+- :meth:`Keyring.opener` gives the key to open a sealed payload with: None for an erased
+  key (the payload reads as erased), :class:`DataKeyMissingError` for a key never held.
+- :meth:`Keyring.erase` destroys the keys of the matching namespaces (the commit point of an
+  erasure: once the key store file is replaced, the content is gone).
+- :meth:`Keyring.rotate` re-wraps every live key under a new master key; events are untouched.
+
+Unwrapped keys live in this process's memory only. A key erased by another process is
+dropped here at the next :meth:`refresh` (the engine calls it before each append and each
+catch-up page: one ``stat`` of the key file).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from uuid import UUID, uuid4, uuid5
+
+import msgspec
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from memory_ledger.ledger.ids import ID_ROOT, Namespace
+from memory_ledger.ledger.key_errors import (
+    DataKeyMissingError,
+    EncryptionNotConfiguredError,
+    MasterKeyError,
+    NamespaceErasedError,
+)
+from memory_ledger.ledger.key_store import DataKeyRecord, KeyStore, KeyStoreState
+from memory_ledger.ledger.master_key import KEY_SIZE, KeyWrapper
+
+__all__ = [
+    "Keyring",
+    "KeyringStatus",
+    "NamespaceMatch",
+    "namespace_ids",
+    "tenant_id",
+    "principal_id",
+]
+
+
+def tenant_id(tenant: str) -> UUID:
+    """uuid5 digest of a tenant name (what the key store keeps instead of the name)."""
+    return uuid5(ID_ROOT, "tenant\x1f" + tenant)
+
+
+def principal_id(tenant: str, principal: str) -> UUID:
+    """uuid5 digest of a (tenant, principal) pair."""
+    return uuid5(ID_ROOT, "principal\x1f" + tenant + "\x1f" + principal)
+
+
+def namespace_ids(namespace: Namespace) -> tuple[UUID, UUID, UUID]:
+    """``(namespace id, tenant id, principal id)`` of ``namespace``; the namespace id is the
+    one its ``namespace:`` tag names (:func:`memory_ledger.ledger.tags.namespace_tag`)."""
+    return (
+        uuid5(ID_ROOT, "namespace\x1f" + namespace.key()),
+        tenant_id(namespace.tenant),
+        principal_id(namespace.tenant, namespace.principal),
+    )
+
+
+class NamespaceMatch(msgspec.Struct, frozen=True, kw_only=True):
+    """Which namespaces an erasure names: every namespace of ``tenant``; with ``principal``
+    only that principal's; with ``scope_id`` too, exactly one namespace.
+
+    :raises NamespaceErasedError: never; see :meth:`validated`.
+    """
+
+    tenant: str
+    principal: str | None = None
+    scope_id: str | None = None
+
+    def validated(self) -> NamespaceMatch:
+        """Self, or :class:`~memory_ledger.ledger.ids.InvalidNamespaceError` naming the part
+        that is empty, too long, or given without the part above it."""
+        from memory_ledger.ledger.ids import InvalidNamespaceError
+
+        if self.scope_id is not None and self.principal is None:
+            msg = "an erasure naming a scope id must name its principal too"
+            raise InvalidNamespaceError(msg, parameter="principal", reason_code="missing_principal")
+        Namespace(self.tenant, self.principal or "principal", self.scope_id or "scope").validated()
+        return self
+
+    @property
+    def level(self) -> str:
+        """``"tenant"``, ``"principal"`` or ``"namespace"``: how much the match names."""
+        if self.scope_id is not None:
+            return "namespace"
+        return "principal" if self.principal is not None else "tenant"
+
+    def matches(self, record: DataKeyRecord) -> bool:
+        """Whether ``record`` is a key of a namespace this match names."""
+        if self.scope_id is not None and self.principal is not None:
+            ns = Namespace(self.tenant, self.principal, self.scope_id)
+            return record.namespace_id == namespace_ids(ns)[0]
+        if self.principal is not None:
+            return record.principal_id == principal_id(self.tenant, self.principal)
+        return record.tenant_id == tenant_id(self.tenant)
+
+
+class KeyringStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``stats`` says of encryption: on or off, the master key's id (never the key),
+    how many namespaces have live keys and how many were erased, and the key store."""
+
+    encrypting: bool
+    master_key_id: str | None
+    live_keys: int
+    erased_keys: int
+    key_store: str
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Keyring:
+    """Data keys of one store (see the module doc).
+
+    :param store: the key store.
+    :param master: the master key; None keeps new payloads in clear (allowed only while the
+        key store holds no wrapped key and names no master key).
+    :param clock: the creation and erasure times of keys (default: now, UTC).
+    :raises MasterKeyError: the store's keys were wrapped by a master key and none is given
+        (``master_key_missing``), or another one is given (``master_key_mismatch``).
+    :raises KeyStoreError: the key store cannot be read.
+    """
+
+    def __init__(
+        self,
+        store: KeyStore,
+        master: KeyWrapper | None,
+        *,
+        clock: Callable[[], datetime] = _now,
+        read_only: bool = False,
+    ) -> None:
+        self.store = store
+        self.master = master
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._sealers: dict[Namespace, tuple[bytes, AESGCM]] = {}
+        self._openers: dict[bytes, AESGCM | None] = {}
+        self._state = store.read()
+        self._check_master(self._state)
+        if master is not None and self._state.master_key_id is None and not read_only:
+            # From now on this store is encrypted: opening it without the key is refused.
+            self._state = store.update(self._claim)
+
+    def _claim(self, state: KeyStoreState) -> tuple[KeyStoreState | None, KeyStoreState]:
+        self._check_master(state)
+        if state.master_key_id is not None:
+            return None, state
+        assert self.master is not None
+        new = msgspec.structs.replace(state, master_key_id=self.master.key_id)
+        return new, new
+
+    def _check_master(self, state: KeyStoreState) -> None:
+        if state.master_key_id is None:
+            return
+        if self.master is None:
+            msg = (
+                f"this store's data keys are wrapped by master key {state.master_key_id}; "
+                "configure it (master_key_file in [memory], MEMORY_LEDGER_MASTER_KEY_FILE, "
+                "or master_key=)"
+            )
+            raise MasterKeyError(msg, reason_code="master_key_missing")
+        if self.master.key_id != state.master_key_id:
+            msg = (
+                f"the configured master key {self.master.key_id} is not the one that wrapped "
+                f"this store's data keys ({state.master_key_id}); nothing was written"
+            )
+            raise MasterKeyError(msg, reason_code="master_key_mismatch")
+
+    @property
+    def encrypting(self) -> bool:
+        """Whether new events are sealed (a master key is configured)."""
+        return self.master is not None
+
+    def refresh(self) -> None:
+        """Reread the key store if another process changed it (one ``stat`` otherwise);
+        drops every unwrapped key it held (an erased key is never used again)."""
+        if self.store.changed():
+            with self._lock:
+                state = self.store.read()
+                self._check_master(state)
+                self._state = state
+                self._sealers = {}
+                self._openers = {}
+
+    # Sealing --------------------------------------------------------------------------------
+
+    def sealer(self, namespace: Namespace) -> tuple[bytes, AESGCM]:
+        """``(key id bytes, cipher)`` to seal ``namespace``'s events with; the key is created
+        and stored durably first when the namespace has none.
+
+        :raises EncryptionNotConfiguredError: no master key.
+        :raises NamespaceErasedError: the namespace was erased.
+        :raises KeyStoreError: the key store cannot be written.
+        """
+        found = self._sealers.get(namespace)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._sealers.get(namespace)
+            if found is None:
+                found = self._make_sealer(namespace)
+                self._sealers[namespace] = found
+            return found
+
+    def _make_sealer(self, namespace: Namespace) -> tuple[bytes, AESGCM]:
+        master = self.master
+        if master is None:
+            msg = "no master key is configured: payloads are stored in clear"
+            raise EncryptionNotConfiguredError(msg)
+        ids = namespace_ids(namespace)
+        record = self._live_record(self._state, ids[0])
+        if record is None:
+            record, self._state = self.store.update(lambda state: self._create(state, ids))
+        assert record.wrapped is not None
+        key = master.unwrap(record.wrapped)
+        aead = AESGCM(key)
+        self._openers[record.key_id.bytes] = aead
+        return record.key_id.bytes, aead
+
+    def _live_record(self, state: KeyStoreState, namespace_id: UUID) -> DataKeyRecord | None:
+        erased = False
+        for record in state.keys:
+            if record.namespace_id == namespace_id:
+                if not record.erased:
+                    return record
+                erased = True
+        if erased:
+            msg = (
+                f"namespace {namespace_id} was erased; nothing more can be written to it "
+                "(use another principal or scope id)"
+            )
+            raise NamespaceErasedError(msg)
+        return None
+
+    def _create(
+        self, state: KeyStoreState, ids: tuple[UUID, UUID, UUID]
+    ) -> tuple[KeyStoreState | None, tuple[DataKeyRecord, KeyStoreState]]:
+        self._check_master(state)
+        existing = self._live_record(state, ids[0])
+        if existing is not None:  # another process created it meanwhile
+            return None, (existing, state)
+        assert self.master is not None
+        record = DataKeyRecord(
+            key_id=uuid4(),
+            namespace_id=ids[0],
+            tenant_id=ids[1],
+            principal_id=ids[2],
+            created_at=self._clock(),
+            wrapped=self.master.wrap(os.urandom(KEY_SIZE)),
+        )
+        new = KeyStoreState(
+            master_key_id=state.master_key_id or self.master.key_id,
+            keys=(*state.keys, record),
+        )
+        return new, (record, new)
+
+    # Opening --------------------------------------------------------------------------------
+
+    def opener(self, key_id: bytes) -> AESGCM | None:
+        """The cipher of data key ``key_id`` (16 bytes); None when the key was erased.
+
+        :raises DataKeyMissingError: the key store never held this key.
+        :raises MasterKeyError: no master key is configured (``master_key_missing``) or it
+            does not unwrap the key (``master_key_mismatch``).
+        """
+        try:
+            return self._openers[key_id]
+        except KeyError:
+            pass
+        with self._lock:
+            if key_id not in self._openers:
+                self._openers[key_id] = self._make_opener(key_id)
+            return self._openers[key_id]
+
+    def _make_opener(self, key_id: bytes) -> AESGCM | None:
+        record = self._record(key_id)
+        if record is None:
+            self.refresh()
+            record = self._record(key_id)
+        if record is None:
+            msg = (
+                f"data key {UUID(bytes=key_id)} is not in the key store "
+                f"{self.store.description!r} (a store restored without its keys?)"
+            )
+            raise DataKeyMissingError(msg)
+        if record.wrapped is None:
+            return None
+        if self.master is None:
+            msg = f"payloads are sealed and no master key is configured (data key {record.key_id})"
+            raise MasterKeyError(msg, reason_code="master_key_missing")
+        return AESGCM(self.master.unwrap(record.wrapped))
+
+    def _record(self, key_id: bytes) -> DataKeyRecord | None:
+        for record in self._state.keys:
+            if record.key_id.bytes == key_id:
+                return record
+        return None
+
+    # Erasure and rotation -------------------------------------------------------------------
+
+    def records(self) -> tuple[DataKeyRecord, ...]:
+        """Every key record (live and erased), freshly read."""
+        self.refresh()
+        return self._state.keys
+
+    def erase(
+        self, match: NamespaceMatch, *, command_id: UUID, requested_by: str
+    ) -> list[DataKeyRecord]:
+        """Destroy the live keys of the namespaces ``match`` names; return their records as
+        erased (empty: nothing matched). Durable on return: the key store file holding the
+        keys is replaced by one that does not.
+
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        :raises KeyStoreError: the key store cannot be written (nothing was erased).
+        """
+        if self.master is None:
+            msg = "this store keeps payloads in clear (no master key): there is no key to erase"
+            raise EncryptionNotConfiguredError(msg)
+        when = self._clock()
+
+        def change(
+            state: KeyStoreState,
+        ) -> tuple[KeyStoreState | None, list[DataKeyRecord]]:
+            self._check_master(state)
+            erased: list[DataKeyRecord] = []
+            kept: list[DataKeyRecord] = []
+            for record in state.keys:
+                if not record.erased and match.matches(record):
+                    record = msgspec.structs.replace(
+                        record,
+                        wrapped=None,
+                        erased_at=when,
+                        erase_command=command_id,
+                        erased_by=requested_by,
+                        erase_level=match.level,
+                    )
+                    erased.append(record)
+                kept.append(record)
+            if not erased:
+                return None, []
+            return msgspec.structs.replace(state, keys=tuple(kept)), erased
+
+        with self._lock:
+            erased = self.store.update(change)
+            self._state = self.store.read()
+            self._sealers = {}
+            self._openers = {}
+        return erased
+
+    def rotate(self, new_master: KeyWrapper) -> int:
+        """Re-wrap every live data key under ``new_master``; return how many. Events are not
+        touched. Afterwards only ``new_master`` opens the store.
+
+        :raises MasterKeyError: the current master key does not unwrap a key.
+        :raises EncryptionNotConfiguredError: no current master key.
+        """
+        old = self.master
+        if old is None:
+            msg = "this store keeps payloads in clear (no master key): nothing to rotate"
+            raise EncryptionNotConfiguredError(msg)
+
+        def change(state: KeyStoreState) -> tuple[KeyStoreState | None, int]:
+            self._check_master(state)
+            keys = tuple(
+                record
+                if record.wrapped is None
+                else msgspec.structs.replace(
+                    record, wrapped=new_master.wrap(old.unwrap(record.wrapped))
+                )
+                for record in state.keys
+            )
+            count = sum(1 for record in keys if record.wrapped is not None)
+            return KeyStoreState(master_key_id=new_master.key_id, keys=keys), count
+
+        with self._lock:
+            count = self.store.update(change)
+            self.master = new_master
+            self._state = self.store.read()
+            self._sealers = {}
+            self._openers = {}
+        return count
+
+    def status(self) -> KeyringStatus:
+        """Encryption on/off, master key id and key counts (freshly read)."""
+        keys = self.records()
+        erased = sum(1 for record in keys if record.erased)
+        return KeyringStatus(
+            encrypting=self.encrypting,
+            master_key_id=self._state.master_key_id,
+            live_keys=len(keys) - erased,
+            erased_keys=erased,
+            key_store=self.store.description,
+        )

@@ -1,0 +1,128 @@
+"""The sealed payload format: an event's stored state encrypted with its namespace's data key.
+
+A sealed state is ``header || nonce || AES-256-GCM(state)`` where ``header`` is 26 bytes:
+
+- ``0xFF`` (a class version byte is never 0xFF, so sealed and clear states tell apart),
+- the envelope version (1),
+- the data key id (16 bytes),
+- ``recorded_at`` in microseconds since the Unix epoch (signed 64 bits, big-endian): the
+  event's time stays readable after its key is erased;
+
+the nonce is 12 random bytes, the ciphertext carries GCM's 16-byte tag. The associated data
+(authenticated, not encrypted) is the header, the topic, the stream id and the version: a
+sealed state moved to another event, or a header edited, fails authentication.
+
+Encryption happens in the mapper, before the recorder computes the record's hash, so the
+hash chain covers the sealed bytes and verifies with or without the key (DESIGN.md section 3:
+"computed over the bytes as stored").
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from memory_ledger.ledger.key_errors import EncryptionError
+
+__all__ = [
+    "HEADER_SIZE",
+    "SEALED",
+    "SealedPayloadError",
+    "is_sealed",
+    "open_state",
+    "seal_state",
+    "sealed_key_id",
+    "sealed_recorded_at",
+]
+
+SEALED = 0xFF
+"""First byte of a sealed state."""
+
+_HEADER = struct.Struct(">BB16sq")
+HEADER_SIZE = _HEADER.size
+_NONCE = 12
+_VERSION = struct.Struct(">q")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class SealedPayloadError(EncryptionError, ValueError):
+    """A sealed state failed authentication or is truncated (damaged bytes, or sealed for
+    another event); names nothing of its content."""
+
+    reason_code = "sealed_payload_damaged"
+
+
+def is_sealed(state: bytes) -> bool:
+    """Whether ``state`` is a sealed state."""
+    return bool(state) and state[0] == SEALED
+
+
+def _aad(header: bytes, topic: str, raw_id: bytes, version: int) -> bytes:
+    return b"".join((header, topic.encode("utf-8"), b"\x00", raw_id, _VERSION.pack(version)))
+
+
+def _micros(when: datetime) -> int:
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def seal_state(
+    aead: AESGCM,
+    key_id: bytes,
+    state: bytes,
+    topic: str,
+    raw_id: bytes,
+    version: int,
+    recorded_at: datetime,
+) -> bytes:
+    """``state`` sealed with ``aead`` (the data key ``key_id``, 16 bytes) for the event
+    ``(topic, raw_id, version)``; ``recorded_at`` must be timezone-aware."""
+    header = _HEADER.pack(SEALED, 1, key_id, _micros(recorded_at))
+    nonce = os.urandom(_NONCE)
+    return header + nonce + aead.encrypt(nonce, state, _aad(header, topic, raw_id, version))
+
+
+def _header(state: bytes) -> tuple[int, int, bytes, int]:
+    if len(state) < HEADER_SIZE + _NONCE + 16:
+        msg = f"a sealed payload of {len(state)} bytes is truncated"
+        raise SealedPayloadError(msg)
+    mark, version, key_id, micros = _HEADER.unpack_from(state)
+    if version != 1:
+        msg = f"sealed payload envelope version {version} is newer than this memory-ledger's 1"
+        raise SealedPayloadError(msg, reason_code="sealed_payload_format")
+    return mark, version, key_id, micros
+
+
+def sealed_key_id(state: bytes) -> bytes:
+    """The data key id (16 bytes) of a sealed state.
+
+    :raises SealedPayloadError: truncated, or an unknown envelope version.
+    """
+    return _header(state)[2]
+
+
+def sealed_recorded_at(state: bytes) -> datetime:
+    """The ``recorded_at`` in the clear header of a sealed state (UTC)."""
+    return _EPOCH + timedelta(microseconds=_header(state)[3])
+
+
+def open_state(aead: AESGCM, state: bytes, topic: str, raw_id: bytes, version: int) -> bytes:
+    """The clear state inside a sealed ``state``.
+
+    :raises SealedPayloadError: authentication failed (damaged, or not this event's payload).
+    """
+    header = state[:HEADER_SIZE]
+    nonce = state[HEADER_SIZE : HEADER_SIZE + _NONCE]
+    try:
+        return aead.decrypt(
+            nonce, state[HEADER_SIZE + _NONCE :], _aad(header, topic, raw_id, version)
+        )
+    except InvalidTag:
+        key = UUID(bytes=sealed_key_id(state))
+        msg = f"a payload sealed with data key {key} failed authentication (damaged bytes?)"
+        raise SealedPayloadError(msg) from None
