@@ -30,7 +30,7 @@ from eventsourcing.persistence import IntegrityError
 from memory_ledger.ledger.errors import LedgerReadOnlyError
 from memory_ledger.ledger.events import ERASURE_NAMESPACE, NamespaceErased
 from memory_ledger.ledger.ids import erasure_stream_id
-from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore
+from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore, KeyStore
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
 from memory_ledger.ledger.master_key import (
     ENV_MASTER_KEY_FILE,
@@ -65,14 +65,24 @@ def resolve_master_key(spec: MasterKeySpec | None, config: MemoryConfig) -> KeyW
     return master_key_from(named) if named else None
 
 
-def open_keyring(root: Path, master: KeyWrapper | None, *, read_only: bool) -> Keyring:
-    """The keyring of the store folder ``root`` (its key store is ``root/keys``).
+def open_keyring(
+    root: Path, recorder: object, master: KeyWrapper | None, *, read_only: bool
+) -> Keyring:
+    """The keyring of the store folder ``root``: its key store is ``root/keys`` beside an
+    LMDB ledger, or the ``<events>_keys`` table of a PostgreSQL ledger (shared by its hosts).
 
     :raises MasterKeyError: the store's keys need a master key that is missing or another.
     :raises KeyStoreError: the key store cannot be read (or, to record the master key's id
         on a store's first encrypted open, written).
     """
-    store = FileKeyStore(root / "keys", read_only=read_only)
+    store: KeyStore
+    if type(recorder).__module__.endswith("ledger.postgres"):
+        # Imported here: psycopg is needed only by stores whose ledger is on PostgreSQL.
+        from memory_ledger.ledger.postgres_keys import PostgresKeyStore
+
+        store = PostgresKeyStore(recorder, read_only=read_only)  # type: ignore[arg-type]
+    else:
+        store = FileKeyStore(root / "keys", read_only=read_only)
     return Keyring(store, master, read_only=read_only)
 
 

@@ -328,7 +328,7 @@ class MemoryEngine(EngineReads):
         try:
             mapper = cast(Mapper[UUID], factory.mapper())
             master = resolve_master_key(master_key, config)
-            keyring = open_keyring(root, master, read_only=read_only)
+            keyring = open_keyring(root, recorder, master, read_only=read_only)
             if isinstance(mapper, MsgspecMapper):
                 mapper.keyring = keyring
             cls._ensure_tag_index(recorder, mapper)
