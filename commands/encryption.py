@@ -83,7 +83,8 @@ def open_keyring(
         store = PostgresKeyStore(recorder, read_only=read_only)  # type: ignore[arg-type]
     else:
         store = FileKeyStore(root / "keys", read_only=read_only)
-    return Keyring(store, master, read_only=read_only)
+    head = getattr(recorder, "max_notification_id", None)
+    return Keyring(store, master, read_only=read_only, head=lambda: int(head() or 0) if head else 0)
 
 
 class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):

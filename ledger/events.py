@@ -445,12 +445,14 @@ class ErasedPayload(LedgerEvent, frozen=True, kw_only=True):
 
     It keeps what the record keeps in clear: stream, version, ``recorded_at``, the event's
     ``topic`` and the destroyed ``key_id``; ``namespace`` is :data:`ERASED_NAMESPACE`.
+    ``key_id`` is None for an event stored in clear (before the store encrypted) whose
+    namespace was erased since: it is hidden the same way, though its bytes remain.
     """
 
     sealed: ClassVar[bool] = False
 
     topic: str
-    key_id: UUID
+    key_id: UUID | None
 
 
 class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):

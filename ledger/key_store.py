@@ -72,11 +72,14 @@ class DataKeyRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class KeyStoreState(msgspec.Struct, frozen=True, kw_only=True):
-    """The whole key store: its format, the master key that wrapped the keys, the keys."""
+    """The whole key store: its format, the master key that wrapped the keys, the keys, and
+    ``clear_until``: the ledger's last position when encryption was turned on (events up to
+    it may be in clear; 0 for a store encrypted from its first event)."""
 
     format: int = _FORMAT
     master_key_id: str | None = None
     keys: tuple[DataKeyRecord, ...] = ()
+    clear_until: int = 0
 
 
 _decoder = msgspec.msgpack.Decoder(KeyStoreState)

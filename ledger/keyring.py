@@ -130,6 +130,9 @@ class Keyring:
     :param master: the master key; None keeps new payloads in clear (allowed only while the
         key store holds no wrapped key and names no master key).
     :param clock: the creation and erasure times of keys (default: now, UTC).
+    :param read_only: never write the key store.
+    :param head: the ledger's last position; read once, when a master key is first
+        configured on a store, and kept as ``clear_until`` (events up to it are in clear).
     :raises MasterKeyError: the store's keys were wrapped by a master key and none is given
         (``master_key_missing``), or another one is given (``master_key_mismatch``).
     :raises KeyStoreError: the key store cannot be read.
@@ -142,26 +145,56 @@ class Keyring:
         *,
         clock: Callable[[], datetime] = _now,
         read_only: bool = False,
+        head: Callable[[], int] = lambda: 0,
     ) -> None:
         self.store = store
+        self._head = head
         self.master = master
         self._clock = clock
         self._lock = threading.RLock()
         self._sealers: dict[Namespace, tuple[bytes, AESGCM]] = {}
         self._openers: dict[bytes, AESGCM | None] = {}
-        self._state = store.read()
+        self._erased_cache: dict[Namespace, bool] = {}
+        self.erased_namespace_ids: frozenset[UUID] = frozenset()
+        """The namespace ids whose keys were erased (empty: no erasure yet)."""
+        self._state = KeyStoreState()
+        self._load(store.read())
         self._check_master(self._state)
         if master is not None and self._state.master_key_id is None and not read_only:
             # From now on this store is encrypted: opening it without the key is refused.
-            self._state = store.update(self._claim)
+            self._load(store.update(self._claim))
+
+    def _load(self, state: KeyStoreState) -> None:
+        """Adopt ``state``; drop every unwrapped key and cached answer."""
+        self._state = state
+        self._sealers = {}
+        self._openers = {}
+        self._erased_cache = {}
+        self.erased_namespace_ids = frozenset(r.namespace_id for r in state.keys if r.erased)
+
+    def is_erased(self, namespace: Namespace) -> bool:
+        """Whether ``namespace`` was erased (cached per namespace)."""
+        found = self._erased_cache.get(namespace)
+        if found is None:
+            found = namespace_ids(namespace)[0] in self.erased_namespace_ids
+            self._erased_cache[namespace] = found
+        return found
 
     def _claim(self, state: KeyStoreState) -> tuple[KeyStoreState | None, KeyStoreState]:
         self._check_master(state)
         if state.master_key_id is not None:
             return None, state
         assert self.master is not None
-        new = msgspec.structs.replace(state, master_key_id=self.master.key_id)
+        new = msgspec.structs.replace(
+            state, master_key_id=self.master.key_id, clear_until=self._head()
+        )
         return new, new
+
+    @property
+    def clear_until(self) -> int:
+        """The ledger's last position when encryption was turned on: events at or before it
+        may be stored in clear (0: the store encrypted from its first event)."""
+        return self._state.clear_until
 
     def _check_master(self, state: KeyStoreState) -> None:
         if state.master_key_id is None:
@@ -192,9 +225,7 @@ class Keyring:
             with self._lock:
                 state = self.store.read()
                 self._check_master(state)
-                self._state = state
-                self._sealers = {}
-                self._openers = {}
+                self._load(state)
 
     # Sealing --------------------------------------------------------------------------------
 
@@ -356,9 +387,7 @@ class Keyring:
 
         with self._lock:
             erased = self.store.update(change)
-            self._state = self.store.read()
-            self._sealers = {}
-            self._openers = {}
+            self._load(self.store.read())
         return erased
 
     def rotate(self, new_master: KeyWrapper) -> int:
@@ -384,14 +413,12 @@ class Keyring:
                 for record in state.keys
             )
             count = sum(1 for record in keys if record.wrapped is not None)
-            return KeyStoreState(master_key_id=new_master.key_id, keys=keys), count
+            return msgspec.structs.replace(state, master_key_id=new_master.key_id, keys=keys), count
 
         with self._lock:
             count = self.store.update(change)
             self.master = new_master
-            self._state = self.store.read()
-            self._sealers = {}
-            self._openers = {}
+            self._load(self.store.read())
         return count
 
     def status(self) -> KeyringStatus:

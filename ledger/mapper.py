@@ -225,7 +225,8 @@ class MsgspecMapper(Mapper[UUID]):
 
         :raises EventDecodeError: the state is not a valid event of ``topic``.
         """
-        if state and state[0] == SEALED:
+        sealed = bool(state) and state[0] == SEALED
+        if sealed:
             opened = self.plain_state(topic, state, originator_id, version)
             if opened is None:
                 return self._erased(topic, state, originator_id, version)
@@ -278,6 +279,23 @@ class MsgspecMapper(Mapper[UUID]):
                 f"originator_id '{originator_id!r}' and originator_version {version}: {e}"
             )
             raise EventDecodeError(msg) from e
+        keyring = self.keyring
+        if not sealed and keyring is not None and keyring.erased_namespace_ids:
+            # Stored in clear before encryption was turned on: its namespace's erasure
+            # hides it too (the bytes stay in the ledger; the README says so).
+            namespace = getattr(event, "namespace", None)
+            if namespace is not None and keyring.is_erased(namespace):
+                return cast(
+                    DomainEventProtocol[UUID],
+                    ErasedPayload(
+                        originator_id=event.originator_id,
+                        originator_version=version,
+                        recorded_at=event.recorded_at,
+                        namespace=ERASED_NAMESPACE,
+                        topic=topic,
+                        key_id=None,
+                    ),
+                )
         return cast(DomainEventProtocol[UUID], event)
 
     @staticmethod

@@ -20,7 +20,12 @@ import duckdb
 
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.keyring import namespace_ids
-from memory_ledger.projections.tables import CANDIDATE_OUTCOMES, CANDIDATES, TABLES
+from memory_ledger.projections.tables import (
+    CANDIDATE_OUTCOMES,
+    CANDIDATES,
+    CANONICAL_MEMORY,
+    TABLES,
+)
 
 __all__ = ["NAMESPACED_TABLES", "erase_namespace_rows"]
 
@@ -31,9 +36,11 @@ NAMESPACED_TABLES: tuple[str, ...] = (
 """Every table of a projection file whose rows carry ``tenant, principal, scope_id``."""
 
 _OUTCOMES = (
-    f"DELETE FROM {CANDIDATE_OUTCOMES.name} WHERE candidate_id IN "  # noqa: S608 (fixed names)
-    f"(SELECT candidate_id FROM {CANDIDATES.name} "
-    "WHERE tenant = ? AND principal = ? AND scope_id = ?)"
+    f"DELETE FROM {CANDIDATE_OUTCOMES.name} WHERE "  # noqa: S608 (fixed names)
+    f"candidate_id IN (SELECT candidate_id FROM {CANDIDATES.name} "
+    "WHERE tenant = $1 AND principal = $2 AND scope_id = $3) "
+    f"OR memory_id IN (SELECT memory_id FROM {CANONICAL_MEMORY.name} "
+    "WHERE tenant = $1 AND principal = $2 AND scope_id = $3)"
 )
 
 
@@ -46,28 +53,30 @@ def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
 
 def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]) -> int:
     """Delete every row of the namespaces whose ids are in ``erased`` from every namespaced
-    table in ``conn``, and the candidate outcomes of their candidates (the caller owns the
-    transaction); return how many namespaced rows went."""
+    table in ``conn``, and the candidate outcomes of their candidates and memories (the
+    caller owns the transaction); return how many namespaced rows went."""
     wanted = set(erased)
-    deleted = 0
+    matching: dict[str, list[tuple[str, str, str]]] = {}
     for table in NAMESPACED_TABLES:
         if not _exists(conn, table):
             continue
         present = conn.execute(
             f"SELECT DISTINCT tenant, principal, scope_id FROM {table}"  # noqa: S608 (fixed names)
         ).fetchall()
-        for tenant, principal, scope_id in present:
-            if namespace_ids(Namespace(tenant, principal, scope_id))[0] not in wanted:
-                continue
-            where = "tenant = ? AND principal = ? AND scope_id = ?"
-            params = [tenant, principal, scope_id]
-            if table == CANDIDATES.name:
-                # Outcomes carry no namespace: they go with their candidates.
-                conn.execute(_OUTCOMES, params)
+        matching[table] = [
+            (t, p, s) for t, p, s in present if namespace_ids(Namespace(t, p, s))[0] in wanted
+        ]
+    # Outcomes carry no namespace: they go with their candidates and memories, first.
+    for params in {*matching.get(CANDIDATES.name, ()), *matching.get(CANONICAL_MEMORY.name, ())}:
+        conn.execute(_OUTCOMES, list(params))
+    deleted = 0
+    where = "tenant = ? AND principal = ? AND scope_id = ?"
+    for table, namespaces in matching.items():
+        for params in namespaces:
             count = conn.execute(
                 f"SELECT count(*) FROM {table} WHERE {where}",  # noqa: S608
-                params,
+                list(params),
             ).fetchall()[0][0]
-            conn.execute(f"DELETE FROM {table} WHERE {where}", params)  # noqa: S608
+            conn.execute(f"DELETE FROM {table} WHERE {where}", list(params))  # noqa: S608
             deleted += int(count)
     return deleted

@@ -174,6 +174,11 @@ class ProjectionRunner:
         plain = not (
             getattr(self.mapper, "cipher", None) or getattr(self.mapper, "compressor", None)
         )
+        keyring = getattr(self.mapper, "keyring", None)
+        if keyring is not None and keyring.erased_namespace_ids and after < keyring.clear_until:
+            # Clear events of an erased namespace may be in this page: only the decoder
+            # hides them (the columnar path does not decode namespaces).
+            plain = False
         if select_raw is None or decode is None or plain_state is None or not plain:
             page = self.read_page(after, to)
             return None if page is None else (page[0], page[1], None)

@@ -1,0 +1,42 @@
+"""A store that turned encryption on after events were written in clear: an erasure hides
+the namespace's clear events too (from recall, projections, rebuilds and the event list),
+and the live projection equals a rebuild."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.events import ErasedPayload
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.rebuild import check_projections
+
+ALICE = Namespace("acme", "alice", "chat")
+BOB = Namespace("acme", "bob", "chat")
+
+
+def test_clear_events_of_an_erased_namespace_read_as_erased(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    with MemoryEngine.open(tmp_path) as clear:
+        clear.remember(ALICE, "Alice keeps marmosets.")
+        clear.remember(BOB, "Bob keeps otters.")
+        head = clear.head
+    with MemoryEngine.open(tmp_path, master_key=key) as engine:
+        assert engine.keyring.clear_until == head
+        engine.remember(ALICE, "Alice keeps wombats.")
+        assert len(engine.recall(ALICE, "keeps marmosets wombats")) == 2
+        engine.erase("acme", "alice")
+        assert list(engine.recall(ALICE, "keeps marmosets wombats")) == []
+        assert [h.statement for h in engine.recall(BOB, "otters")] == ["Bob keeps otters."]
+        decode = engine.event_decoder()
+        events = [decode(t, s, i, v) for _, i, v, t, s in engine.read_records(0, 1000)]
+        texts = repr([e for e in events if not isinstance(e, ErasedPayload)])
+        assert "marmosets" not in texts and "wombats" not in texts
+        assert "otters" in texts
+        clear_erased = [e for e in events if isinstance(e, ErasedPayload) and e.key_id is None]
+        sealed_erased = [e for e in events if isinstance(e, ErasedPayload) and e.key_id]
+        assert clear_erased and sealed_erased
+        assert all(e.originator_version >= 1 and e.recorded_at for e in clear_erased)
+        result = check_projections(engine)
+        assert result.ok, result
