@@ -35,6 +35,7 @@ from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.direct import DirectCommands, DirectResult
 from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.embeddings import EmbeddingProvider
+from memory_ledger.commands.encryption import ErasureReport
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.engine_worker import EngineWorker
 from memory_ledger.commands.extraction import Extractor
@@ -42,6 +43,7 @@ from memory_ledger.commands.loop_bridge import bridge_embeddings, bridge_extract
 from memory_ledger.commands.recall import MemoryDoc, RecallResult
 from memory_ledger.commands.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.master_key import MasterKeySpec
 
 __all__ = ["AsyncEngineOpener", "AsyncMemoryEngine"]
 
@@ -146,6 +148,28 @@ class AsyncMemoryEngine:
         :raises UnknownMemoryError: no retrievable memory of this namespace matches.
         """
         return await self._worker.run(self.engine.pin, namespace, statement_or_id)
+
+    async def erase(
+        self,
+        tenant: str,
+        principal: str | None = None,
+        scope_id: str | None = None,
+        *,
+        requested_by: str = "",
+    ) -> ErasureReport:
+        """Erase a tenant's, a principal's or one namespace's memories by destroying their
+        data keys (:meth:`MemoryEngine.erase`).
+
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        """
+        return await self._worker.run(
+            self.engine.erase, tenant, principal, scope_id, requested_by=requested_by
+        )
+
+    async def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
+        """Re-wrap every live data key under a new master key (:meth:`MemoryEngine.
+        rotate_master_key`); how many keys."""
+        return await self._worker.run(self.engine.rotate_master_key, new_master_key)
 
     def direct(self, session_prefix: str) -> AsyncDirectCommands:
         """Direct commands whose sessions are named ``<session_prefix><hex>`` (e.g.

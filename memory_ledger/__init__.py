@@ -38,15 +38,21 @@ if TYPE_CHECKING:
     from memory_ledger.commands.recall import RecallHit, RecallResult
     from memory_ledger.commands.session import MemorySession
     from memory_ledger.ledger.ids import Namespace
+    from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
+    from memory_ledger.ledger.master_key import KeyWrapper, LocalMasterKey
 
 __all__ = [
     "AsyncMemoryEngine",
     "AsyncMemorySession",
     "DirectResult",
+    "KeyWrapper",
+    "LocalMasterKey",
+    "MasterKeyError",
     "MemoryEngine",
     "MemoryLedgerError",
     "MemorySession",
     "Namespace",
+    "NamespaceErasedError",
     "RecallHit",
     "RecallResult",
     "RecordedExtractor",
@@ -63,6 +69,10 @@ __getattr__, __dir__ = lazy_exports(
         "MemoryLedgerError": "memory_ledger.commands.errors",
         "MemorySession": "memory_ledger.commands.session",
         "Namespace": "memory_ledger.ledger.ids",
+        "KeyWrapper": "memory_ledger.ledger.master_key",
+        "LocalMasterKey": "memory_ledger.ledger.master_key",
+        "MasterKeyError": "memory_ledger.ledger.key_errors",
+        "NamespaceErasedError": "memory_ledger.ledger.key_errors",
         "RecallHit": "memory_ledger.commands.recall",
         "RecallResult": "memory_ledger.commands.recall",
         "RecordedExtractor": "memory_ledger.commands.extraction",

@@ -7,9 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from memory_ledger.commands.async_engine import AsyncMemoryEngine
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.replay.rebuild import check_projections
 
 ALICE = Namespace("acme", "alice", "chat")
@@ -40,3 +44,21 @@ def test_clear_events_of_an_erased_namespace_read_as_erased(tmp_path: Path) -> N
         assert all(e.originator_version >= 1 and e.recorded_at for e in clear_erased)
         result = check_projections(engine)
         assert result.ok, result
+
+
+@pytest.mark.anyio
+async def test_async_engine_erases_and_rotates(tmp_path: Path) -> None:
+    first, second = os.urandom(32), os.urandom(32)
+    async with AsyncMemoryEngine.open(tmp_path, master_key=first) as engine:
+        await engine.remember(ALICE, "Alice keeps marmosets.")
+        await engine.remember(BOB, "Bob keeps otters.")
+        assert await engine.rotate_master_key(second) == 2
+        report = await engine.erase("acme", "alice", requested_by="async test")
+        assert report.namespaces == 1 and report.position is not None
+        assert list(await engine.recall(ALICE, "marmosets")) == []
+        with pytest.raises(NamespaceErasedError):
+            await engine.remember(ALICE, "Alice is back.")
+    with pytest.raises(MasterKeyError):
+        MemoryEngine.open(tmp_path, master_key=first)
+    with MemoryEngine.open(tmp_path, master_key=second) as engine:
+        assert [h.statement for h in engine.recall(BOB, "otters")] == ["Bob keeps otters."]
