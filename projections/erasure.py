@@ -20,7 +20,14 @@ import duckdb
 
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.keyring import namespace_ids
-from memory_ledger.projections.tables import CANDIDATE_OUTCOMES, CANDIDATES, TABLES
+from memory_ledger.projections.tables import (
+    CANDIDATE_OUTCOMES,
+    CANDIDATES,
+    CANONICAL_MEMORY,
+    EXTRACTIONS,
+    TABLES,
+    TRANSCRIPTS,
+)
 
 __all__ = ["NAMESPACED_TABLES", "erase_namespace_rows"]
 
@@ -30,11 +37,16 @@ NAMESPACED_TABLES: tuple[str, ...] = (
 )
 """Every table of a projection file whose rows carry ``tenant, principal, scope_id``."""
 
-_OUTCOMES = (
-    f"DELETE FROM {CANDIDATE_OUTCOMES.name} WHERE candidate_id IN "  # noqa: S608 (fixed names)
-    f"(SELECT candidate_id FROM {CANDIDATES.name} "
-    "WHERE tenant = ? AND principal = ? AND scope_id = ?)"
+_WHERE = "tenant = ? AND principal = ? AND scope_id = ?"
+_DEPENDENT: tuple[tuple[str, str, str, str], ...] = (
+    # (table without a namespace, its key column, the namespaced table, its key column)
+    (CANDIDATE_OUTCOMES.name, "candidate_id", CANDIDATES.name, "candidate_id"),
+    (CANDIDATE_OUTCOMES.name, "memory_id", CANONICAL_MEMORY.name, "memory_id"),
+    (EXTRACTIONS.name, "transcript_key", TRANSCRIPTS.name, "transcript_key"),
 )
+"""Rows that carry no namespace go with the namespaced rows they belong to: a candidate's
+outcome with its candidate (or, for a direct command's activation, which has no candidate
+row, with its memory), a turn's extraction outcome with its transcript."""
 
 
 def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -46,28 +58,34 @@ def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
 
 def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]) -> int:
     """Delete every row of the namespaces whose ids are in ``erased`` from every namespaced
-    table in ``conn``, and the candidate outcomes of their candidates (the caller owns the
-    transaction); return how many namespaced rows went."""
+    table in ``conn``, and the rows without a namespace that belong to them (candidate
+    outcomes, extraction outcomes; the caller owns the transaction); return how many
+    namespaced rows went."""
     wanted = set(erased)
-    deleted = 0
-    for table in NAMESPACED_TABLES:
-        if not _exists(conn, table):
-            continue
+    tables = [table for table in NAMESPACED_TABLES if _exists(conn, table)]
+    matched: set[tuple[str, str, str]] = set()
+    for table in tables:
         present = conn.execute(
             f"SELECT DISTINCT tenant, principal, scope_id FROM {table}"  # noqa: S608 (fixed names)
         ).fetchall()
         for tenant, principal, scope_id in present:
-            if namespace_ids(Namespace(tenant, principal, scope_id))[0] not in wanted:
-                continue
-            where = "tenant = ? AND principal = ? AND scope_id = ?"
-            params = [tenant, principal, scope_id]
-            if table == CANDIDATES.name:
-                # Outcomes carry no namespace: they go with their candidates.
-                conn.execute(_OUTCOMES, params)
+            if namespace_ids(Namespace(tenant, principal, scope_id))[0] in wanted:
+                matched.add((tenant, principal, scope_id))
+    deleted = 0
+    for key in sorted(matched):
+        params = list(key)
+        for dependent, column, owner, owner_column in _DEPENDENT:
+            if owner in tables:
+                conn.execute(
+                    f"DELETE FROM {dependent} WHERE {column} IN "  # noqa: S608 (fixed names)
+                    f"(SELECT {owner_column} FROM {owner} WHERE {_WHERE})",
+                    params,
+                )
+        for table in tables:
             count = conn.execute(
-                f"SELECT count(*) FROM {table} WHERE {where}",  # noqa: S608
+                f"SELECT count(*) FROM {table} WHERE {_WHERE}",  # noqa: S608 (fixed names)
                 params,
             ).fetchall()[0][0]
-            conn.execute(f"DELETE FROM {table} WHERE {where}", params)  # noqa: S608
+            conn.execute(f"DELETE FROM {table} WHERE {_WHERE}", params)  # noqa: S608
             deleted += int(count)
     return deleted
