@@ -17,6 +17,7 @@ from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
     LedgerOption,
+    MasterKeyFileOption,
     PrincipalFilter,
     ScopeFilter,
     StoreOption,
@@ -35,6 +36,7 @@ def events(
     ctx: typer.Context,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
     start: Annotated[int, typer.Option("--from", min=1, help="First position.")] = 1,
     stop: Annotated[int | None, typer.Option("--to", min=1, help="Last position.")] = None,
@@ -102,6 +104,7 @@ def verify(
     store: StoreOption = None,
     as_json: JsonOption = False,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
 ) -> None:
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
     from memory_ledger.replay.verify import verify_store
@@ -129,6 +132,7 @@ def stats_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
 ) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
     from memory_ledger.replay.stats import store_stats, vector_health_table
@@ -297,6 +301,7 @@ def explain_command(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     fmt: Annotated[
         str, typer.Option("--format", help="text, json or mermaid (a Markdown diagram).")
     ] = "text",

@@ -16,6 +16,7 @@ from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
     LedgerOption,
+    MasterKeyFileOption,
     PrincipalFilter,
     ScopeFilter,
     StoreOption,
@@ -54,6 +55,7 @@ def replay_command(
     ctx: typer.Context,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Stop at this position (default: head).")
     ] = None,
@@ -123,6 +125,7 @@ def as_of_command(
     point: PointArgument,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     occurred: OccurredOption = False,
     tenant: TenantFilter = None,
     principal: PrincipalFilter = None,
@@ -194,6 +197,7 @@ def export_command(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl.")] = "parquet",
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Export the state at this position.")
@@ -232,6 +236,7 @@ def backup_command(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Take a consistent, compacted copy of the ledger (safe while a host writes)."""
