@@ -158,7 +158,11 @@ def stats_command(
         ("total on disk", size(report.total_bytes)),
     ):
         summary.add_row(label, str(value))
+    if report.erased_sessions:
+        summary.add_row("sessions of erased namespaces", str(report.erased_sessions))
     common.out.print(summary)
+    if report.encryption is not None:
+        common.out.print(_encryption_table(report.encryption))
     by_type = Table(title="events by type")
     by_type.add_column("type")
     by_type.add_column("count", justify="right")
@@ -192,6 +196,22 @@ def stats_command(
     common.out.print(slots)
     if report.vectors:
         common.out.print(vector_health_table(report))
+
+
+def _encryption_table(stats: Any) -> Table:
+    """The encryption part of ``stats`` (an ``EncryptionStats``): never a key, only its id."""
+    table = Table(title="encryption at rest", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    table.add_row("encryption", stats.summary)
+    if stats.master_key_id is not None:
+        table.add_row("master key id", stats.master_key_id)
+    table.add_row("data keys", f"{stats.live_keys} live, {stats.erased_keys} erased")
+    table.add_row(
+        "sealed records", f"{stats.sealed_records} ({stats.erased_records} erased for good)"
+    )
+    table.add_row("key store", stats.key_store)
+    return table
 
 
 def _explain_tree(lineage: Any) -> Any:
