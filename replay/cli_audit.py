@@ -59,7 +59,7 @@ def events(
 ) -> None:
     """List ledger events in position order, filtered (JSON Lines with --json)."""
     from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
-    from memory_ledger.replay.timeline import event_record
+    from memory_ledger.replay.timeline import event_record, event_type
 
     with common.user_errors():
         selection = EventFilter(
@@ -90,11 +90,11 @@ def events(
             for position, event in selected:
                 table.add_row(
                     str(position),
-                    type(event).__name__,
+                    event_type(event),
                     str(getattr(event, "session_id", "") or ""),
                     str(t) if isinstance(t := getattr(event, "turn_id", None), int) else "",
                     clock(event.recorded_at, seconds=True),
-                    describe_event(event),
+                    escape(describe_event(event)),
                 )
     common.out.print(table)
 
