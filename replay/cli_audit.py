@@ -106,16 +106,43 @@ def verify(
     ledger: LedgerOption = None,
     master_key_file: MasterKeyFileOption = None,
 ) -> None:
-    """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
-    from memory_ledger.replay.verify import verify_store
+    """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering.
 
-    with common.user_errors(), common.open_for_audit(ctx, store) as engine:
-        report = verify_store(engine)
+    An encrypted store verifies without its master key too (the chain covers the sealed
+    bytes): sealed payloads are then checked for their envelope only.
+    """
+    from memory_ledger.commands.engine import MemoryEngine  # the engine's imports: on use
+    from memory_ledger.ledger.key_errors import MasterKeyError
+    from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
+
+    with common.user_errors():
+        config = common.audit_config(ctx)
+        folder = common.store_folder(store, config)
+        report: VerifyReport
+        try:
+            engine = MemoryEngine.open(folder, create=False, config=config)
+        except MasterKeyError as e:
+            if e.reason_code != "master_key_missing":
+                raise
+            report = verify_ledger(folder, config.ledger or None)
+        else:
+            with engine:
+                report = verify_store(engine)
     if as_json:
         print_json(report)
     elif report.ok:
+        sealed = ""
+        if report.sealed and report.opened:
+            sealed = f"; {report.sealed} sealed payloads opened, {report.erased} of them erased"
+        elif report.sealed:
+            sealed = (
+                f"; {report.sealed} sealed payloads checked for their envelope only "
+                "(no master key configured)"
+            )
         common.out.print(
-            f"ok: {report.checked} records, hash chain intact, positions 1..{report.head}"
+            f"ok: {report.checked} records, hash chain intact, positions 1..{report.head}" + sealed,
+            highlight=False,
+            soft_wrap=True,
         )
     else:
         common.err.print(
