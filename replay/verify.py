@@ -91,7 +91,7 @@ def verify_ledger(root: str | Path, ledger: str | None = None) -> VerifyReport:
 
     opened = open_ledger(Path(root).absolute(), ledger or None, create=False)
     try:
-        mapper = opened.factory.mapper()
+        mapper: object = opened.factory.mapper()
 
         def check(topic: str, state: bytes, raw_id: Any, version: int) -> bool:
             if is_sealed(state):
@@ -113,7 +113,9 @@ def _verify(recorder: LedgerLog, check: _Check, *, opened: bool) -> VerifyReport
     counts = {"sealed": 0, "erased": 0}
 
     def report(**fields: Any) -> VerifyReport:
-        return VerifyReport(**fields, **counts, opened=opened)
+        return VerifyReport(
+            **fields, sealed=counts["sealed"], erased=counts["erased"], opened=opened
+        )
 
     expected = 1
     previous = GENESIS_HASH
