@@ -204,6 +204,7 @@ keys_app = typer.Typer(
     name="keys",
     help="Master keys of encrypted stores: make a new key file, rotate a store's key.",
     no_args_is_help=True,
+    subcommand_metavar="new|rotate [OPTIONS]",
 )
 
 
