@@ -24,7 +24,9 @@ from memory_ledger.projections.tables import (
     CANDIDATE_OUTCOMES,
     CANDIDATES,
     CANONICAL_MEMORY,
+    EXTRACTIONS,
     TABLES,
+    TRANSCRIPTS,
 )
 
 __all__ = ["NAMESPACED_TABLES", "erase_namespace_rows"]
@@ -35,13 +37,16 @@ NAMESPACED_TABLES: tuple[str, ...] = (
 )
 """Every table of a projection file whose rows carry ``tenant, principal, scope_id``."""
 
-_OUTCOMES = (
-    f"DELETE FROM {CANDIDATE_OUTCOMES.name} WHERE "  # noqa: S608 (fixed names)
-    f"candidate_id IN (SELECT candidate_id FROM {CANDIDATES.name} "
-    "WHERE tenant = $1 AND principal = $2 AND scope_id = $3) "
-    f"OR memory_id IN (SELECT memory_id FROM {CANONICAL_MEMORY.name} "
-    "WHERE tenant = $1 AND principal = $2 AND scope_id = $3)"
+_WHERE = "tenant = ? AND principal = ? AND scope_id = ?"
+_DEPENDENT: tuple[tuple[str, str, str, str], ...] = (
+    # (table without a namespace, its key column, the namespaced table, its key column)
+    (CANDIDATE_OUTCOMES.name, "candidate_id", CANDIDATES.name, "candidate_id"),
+    (CANDIDATE_OUTCOMES.name, "memory_id", CANONICAL_MEMORY.name, "memory_id"),
+    (EXTRACTIONS.name, "transcript_key", TRANSCRIPTS.name, "transcript_key"),
 )
+"""Rows that carry no namespace go with the namespaced rows they belong to: a candidate's
+outcome with its candidate (or, for a direct command's activation, which has no candidate
+row, with its memory), a turn's extraction outcome with its transcript."""
 
 
 def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -53,30 +58,34 @@ def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
 
 def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]) -> int:
     """Delete every row of the namespaces whose ids are in ``erased`` from every namespaced
-    table in ``conn``, and the candidate outcomes of their candidates and memories (the
-    caller owns the transaction); return how many namespaced rows went."""
+    table in ``conn``, and the rows without a namespace that belong to them (candidate
+    outcomes, extraction outcomes; the caller owns the transaction); return how many
+    namespaced rows went."""
     wanted = set(erased)
-    matching: dict[str, list[tuple[str, str, str]]] = {}
-    for table in NAMESPACED_TABLES:
-        if not _exists(conn, table):
-            continue
+    tables = [table for table in NAMESPACED_TABLES if _exists(conn, table)]
+    matched: set[tuple[str, str, str]] = set()
+    for table in tables:
         present = conn.execute(
             f"SELECT DISTINCT tenant, principal, scope_id FROM {table}"  # noqa: S608 (fixed names)
         ).fetchall()
-        matching[table] = [
-            (t, p, s) for t, p, s in present if namespace_ids(Namespace(t, p, s))[0] in wanted
-        ]
-    # Outcomes carry no namespace: they go with their candidates and memories, first.
-    for params in {*matching.get(CANDIDATES.name, ()), *matching.get(CANONICAL_MEMORY.name, ())}:
-        conn.execute(_OUTCOMES, list(params))
+        for tenant, principal, scope_id in present:
+            if namespace_ids(Namespace(tenant, principal, scope_id))[0] in wanted:
+                matched.add((tenant, principal, scope_id))
     deleted = 0
-    where = "tenant = ? AND principal = ? AND scope_id = ?"
-    for table, namespaces in matching.items():
-        for params in namespaces:
+    for key in sorted(matched):
+        params = list(key)
+        for dependent, column, owner, owner_column in _DEPENDENT:
+            if owner in tables:
+                conn.execute(
+                    f"DELETE FROM {dependent} WHERE {column} IN "  # noqa: S608 (fixed names)
+                    f"(SELECT {owner_column} FROM {owner} WHERE {_WHERE})",
+                    params,
+                )
+        for table in tables:
             count = conn.execute(
-                f"SELECT count(*) FROM {table} WHERE {where}",  # noqa: S608
-                list(params),
+                f"SELECT count(*) FROM {table} WHERE {_WHERE}",  # noqa: S608 (fixed names)
+                params,
             ).fetchall()[0][0]
-            conn.execute(f"DELETE FROM {table} WHERE {where}", list(params))  # noqa: S608
+            conn.execute(f"DELETE FROM {table} WHERE {_WHERE}", params)  # noqa: S608
             deleted += int(count)
     return deleted

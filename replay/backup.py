@@ -9,10 +9,23 @@ backup starts (the log is append-only and gapless, so that prefix is a consisten
 copied verbatim (positions, bodies, hashes) into a new LMDB ledger::
 
     <backup>/ledger/data.mdb     the copied ledger
+    <backup>/keys/data-keys.msgpack  an encrypted store's data keys, wrapped by its master
+                                 key (never the master key itself)
     <backup>/backup.json         position, hash of the last record, format, source, time
 
-``restore_store`` copies the ledger into a NEW store folder, then verifies the hash chain and
-that the head and its hash match the manifest.
+Encrypted stores (issue #16): the key store is copied AFTER the ledger's snapshot, so every
+data key a copied record was sealed with is in it (a key is stored durably before its first
+event). Keys of namespaces erased before the backup are already gone from it (their records
+keep only the erasure's time and command), so the backup cannot read them either. A backup
+taken BEFORE an erasure still holds that namespace's wrapped key: whoever has it and the
+master key can read the namespace. The README's "Erasure" section says what a host does
+about old backups (delete them, or rotate the master key and destroy the old one once the
+old backups expire).
+
+``restore_store`` copies the ledger (and the key store) into a NEW store folder, then
+verifies the hash chain and that the head and its hash match the manifest; an encrypted
+backup is verified with its master key when one is configured, else without it
+(:func:`memory_ledger.replay.verify.verify_ledger`).
 """
 
 from __future__ import annotations
@@ -25,12 +38,14 @@ from pathlib import Path
 
 import msgspec
 
-from memory_ledger.commands.config import load_config, load_config_from
+from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.key_errors import MasterKeyError
+from memory_ledger.ledger.key_store import KEY_STORE_FILE, FileKeyStore, KeyStoreState
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore
 from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
 from memory_ledger.replay.errors import BackupManifestError, NotABackupError, OutputExistsError
-from memory_ledger.replay.verify import VerifyReport, verify_store
+from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
 
@@ -47,6 +62,12 @@ class BackupManifest(msgspec.Struct, frozen=True, kw_only=True):
     ledger_format: int
     source: str
     created_at: datetime
+    master_key_id: str | None = None
+    """The master key that wraps the backup's data keys (its id; None: stored in clear)."""
+    data_keys: int = 0
+    """Live data keys in the backup's key store (``keys/``)."""
+    erased_keys: int = 0
+    """Keys of erased namespaces: no key material in the backup, only the erasure record."""
 
 
 class BackupReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,6 +132,7 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
             position, record_hash = copy_log(log, ledger)
     data = ledger / "data.mdb"
     _fsync(data)
+    keys = _copy_keys(engine, folder)  # after the ledger's snapshot: every key it uses
     source = str(engine.path) if isinstance(log, LMDBApplicationRecorder) else engine.ledger_name
     manifest = BackupManifest(
         position=position,
@@ -118,6 +140,9 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
         ledger_format=FORMAT_VERSION,
         source=source,
         created_at=datetime.now(UTC),
+        master_key_id=keys.master_key_id,
+        data_keys=sum(1 for k in keys.keys if not k.erased),
+        erased_keys=sum(1 for k in keys.keys if k.erased),
     )
     (folder / MANIFEST).write_bytes(
         msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
@@ -132,6 +157,17 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
         head_after=engine.head,
         seconds=time.perf_counter() - started,
     )
+
+
+def _copy_keys(engine: MemoryEngine, folder: Path) -> KeyStoreState:
+    """Write the engine's key store state (wrapped data keys and erasure records, freshly
+    read) to ``folder/keys`` when the store is encrypted; return it."""
+    keyring = engine.keyring
+    records = keyring.records()
+    state = KeyStoreState(master_key_id=keyring.status().master_key_id, keys=records)
+    if state.master_key_id is not None or state.keys:
+        FileKeyStore(folder / "keys").update(lambda _: (state, None))
+    return state
 
 
 def copy_log(source: LedgerLog, ledger: Path, page: int = 2000) -> tuple[int, str | None]:
@@ -195,12 +231,63 @@ def read_manifest(backup: str | Path) -> BackupManifest:
         raise BackupManifestError(msg, path=str(manifest)) from e
 
 
-def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
+def _restore_keys(backup: Path, target: Path) -> None:
+    """Copy the backup's key store (if any) into ``target/keys``, fsynced."""
+    source = backup / "keys" / KEY_STORE_FILE
+    if not source.is_file():
+        return
+    keys = target / "keys"
+    keys.mkdir(mode=0o700)
+    partial = keys / f".{KEY_STORE_FILE}.partial"
+    shutil.copyfile(source, partial)
+    os.chmod(partial, 0o600)
+    _fsync(partial)
+    os.replace(partial, keys / KEY_STORE_FILE)
+    _fsync(keys)
+    _fsync(target)
+
+
+def _last_hash(log: LedgerLog, head: int) -> str | None:
+    for nid, value in log.iter_log(start=head, page=1):
+        if nid == head:
+            return value[:HASH_SIZE].hex()
+    return None
+
+
+def _verify_restored(target: Path, config: MemoryConfig) -> tuple[VerifyReport, str | None]:
+    """Verify the restored store: with its master key when configured, else without."""
+    try:
+        engine = MemoryEngine.open(target, create=False, config=config, read_only=True)
+    except MasterKeyError as e:
+        if e.reason_code != "master_key_missing":
+            raise
+        report = verify_ledger(target)
+        if not (report.ok and report.head):
+            return report, None
+        datastore = LMDBDatastore(str(target / "ledger"))
+        try:
+            return report, _last_hash(LMDBApplicationRecorder(datastore), report.head)
+        finally:
+            datastore.close()
+    with engine:
+        report = verify_store(engine)
+        if not (report.ok and report.head):
+            return report, None
+        return report, _last_hash(engine.ledger_log(), report.head)
+
+
+def restore_store(
+    backup: str | Path, store: str | Path, config: MemoryConfig | None = None
+) -> RestoreReport:
     """Restore the backup folder ``backup`` into the NEW store folder ``store`` and verify it.
 
-    The ledger is copied (through a temporary name, then fsynced); projections are rebuilt
-    from it when the store is next opened.
+    The ledger and the key store are copied (through a temporary name, then fsynced);
+    projections are rebuilt from it when the store is next opened. An encrypted backup is
+    verified with the master key ``config`` names (``master_key_file``, else
+    ``MEMORY_LEDGER_MASTER_KEY_FILE``), else without one (chain and envelopes only).
 
+    :raises MasterKeyError: the configured master key is not the backup's (the restored
+        folder then holds the copy, unverified).
     :raises FileNotFoundError: ``backup`` is not a backup folder.
     :raises FileExistsError: ``store`` exists and is not empty (a restore never overwrites).
     """
@@ -215,15 +302,10 @@ def restore_store(backup: str | Path, store: str | Path) -> RestoreReport:
     _fsync(partial)
     os.replace(partial, ledger / "data.mdb")
     _fsync(ledger)
-    with MemoryEngine.open(
-        target, create=False, config=load_config_from(load_config(), embeddings="none")
-    ) as engine:
-        report = verify_store(engine)
-        last_hash = None
-        if report.ok and report.head:
-            for nid, value in engine.ledger_log().iter_log(start=report.head, page=1):
-                if nid == report.head:
-                    last_hash = value[:HASH_SIZE].hex()
+    _restore_keys(Path(backup), target)
+    report, last_hash = _verify_restored(
+        target, load_config_from(config or load_config(), embeddings="none", ledger="")
+    )
     problem = report.problem
     if report.ok and report.head != manifest.position:
         problem = f"restored head {report.head} differs from the backup's {manifest.position}"

@@ -3,10 +3,13 @@
 Commands, by module: ``convert-locomo`` and ``run`` (:mod:`.cli_run`), ``recall``
 (:mod:`.cli_recall`), ``events``, ``verify``, ``stats`` and ``explain``
 (:mod:`.cli_audit`), ``replay``, ``as-of``, ``export``, ``backup``, ``restore`` and
-``migrate`` (:mod:`.cli_replay`); what they share is in :mod:`.cli_common`. Every command that
+``migrate`` (:mod:`.cli_replay`), ``forget`` (:mod:`.forget_cli`), ``erase`` and ``keys``
+(:mod:`.erase_cli`); what they share is in :mod:`.cli_common`. Every command that
 reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file) and
 ``--ledger URL`` (a PostgreSQL ledger shared by several hosts; default: ``ledger`` of the
-settings file, else the LMDB ledger in the store folder);
+settings file, else the LMDB ledger in the store folder) and ``--master-key-file FILE`` (the
+master key of an encrypted store; default: ``master_key_file`` of the settings file, else
+``MEMORY_LEDGER_MASTER_KEY_FILE``);
 ``--json`` prints machine-readable output. Settings come from ``--config FILE``, else
 ``./memory-ledger.toml`` when it exists (the CLI looks in the current directory; the
 library reads only a file it is given). Exit status: 0 ok, 1 a check failed (``verify``,
@@ -38,6 +41,7 @@ from memory_ledger.replay.cli_replay import (
     restore_command,
 )
 from memory_ledger.replay.cli_run import convert_locomo, run
+from memory_ledger.replay.erase_cli import register as register_erase
 from memory_ledger.replay.forget_cli import register as register_forget
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -111,6 +115,7 @@ def _root(
 
 register_mcp_commands(app)
 register_forget(app)  # ``forget --all`` (replay/forget_cli.py)
+register_erase(app)  # ``erase`` and ``keys new|rotate`` (replay/erase_cli.py)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
     LedgerOption,
+    MasterKeyFileOption,
     PrincipalFilter,
     ScopeFilter,
     StoreOption,
@@ -35,6 +36,7 @@ def events(
     ctx: typer.Context,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
     start: Annotated[int, typer.Option("--from", min=1, help="First position.")] = 1,
     stop: Annotated[int | None, typer.Option("--to", min=1, help="Last position.")] = None,
@@ -57,7 +59,7 @@ def events(
 ) -> None:
     """List ledger events in position order, filtered (JSON Lines with --json)."""
     from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
-    from memory_ledger.replay.timeline import event_record
+    from memory_ledger.replay.timeline import event_record, event_type
 
     with common.user_errors():
         selection = EventFilter(
@@ -88,11 +90,11 @@ def events(
             for position, event in selected:
                 table.add_row(
                     str(position),
-                    type(event).__name__,
+                    event_type(event),
                     str(getattr(event, "session_id", "") or ""),
                     str(t) if isinstance(t := getattr(event, "turn_id", None), int) else "",
                     clock(event.recorded_at, seconds=True),
-                    describe_event(event),
+                    escape(describe_event(event)),
                 )
     common.out.print(table)
 
@@ -102,17 +104,45 @@ def verify(
     store: StoreOption = None,
     as_json: JsonOption = False,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
 ) -> None:
-    """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering."""
-    from memory_ledger.replay.verify import verify_store
+    """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering.
 
-    with common.user_errors(), common.open_for_audit(ctx, store) as engine:
-        report = verify_store(engine)
+    An encrypted store verifies without its master key too (the chain covers the sealed
+    bytes): sealed payloads are then checked for their envelope only.
+    """
+    from memory_ledger.commands.engine import MemoryEngine  # the engine's imports: on use
+    from memory_ledger.ledger.key_errors import MasterKeyError
+    from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
+
+    with common.user_errors():
+        config = common.audit_config(ctx)
+        folder = common.store_folder(store, config)
+        report: VerifyReport
+        try:
+            engine = MemoryEngine.open(folder, create=False, config=config)
+        except MasterKeyError as e:
+            if e.reason_code != "master_key_missing":
+                raise
+            report = verify_ledger(folder, config.ledger or None)
+        else:
+            with engine:
+                report = verify_store(engine)
     if as_json:
         print_json(report)
     elif report.ok:
+        sealed = ""
+        if report.sealed and report.opened:
+            sealed = f"; {report.sealed} sealed payloads opened, {report.erased} of them erased"
+        elif report.sealed:
+            sealed = (
+                f"; {report.sealed} sealed payloads checked for their envelope only "
+                "(no master key configured)"
+            )
         common.out.print(
-            f"ok: {report.checked} records, hash chain intact, positions 1..{report.head}"
+            f"ok: {report.checked} records, hash chain intact, positions 1..{report.head}" + sealed,
+            highlight=False,
+            soft_wrap=True,
         )
     else:
         common.err.print(
@@ -129,6 +159,7 @@ def stats_command(
     store: StoreOption = None,
     as_json: JsonOption = False,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
 ) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
     from memory_ledger.replay.stats import store_stats, vector_health_table
@@ -154,7 +185,11 @@ def stats_command(
         ("total on disk", size(report.total_bytes)),
     ):
         summary.add_row(label, str(value))
+    if report.erased_sessions:
+        summary.add_row("sessions of erased namespaces", str(report.erased_sessions))
     common.out.print(summary)
+    if report.encryption is not None:
+        common.out.print(_encryption_table(report.encryption))
     by_type = Table(title="events by type")
     by_type.add_column("type")
     by_type.add_column("count", justify="right")
@@ -188,6 +223,22 @@ def stats_command(
     common.out.print(slots)
     if report.vectors:
         common.out.print(vector_health_table(report))
+
+
+def _encryption_table(stats: Any) -> Table:
+    """The encryption part of ``stats`` (an ``EncryptionStats``): never a key, only its id."""
+    table = Table(title="encryption at rest", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    table.add_row("encryption", stats.summary)
+    if stats.master_key_id is not None:
+        table.add_row("master key id", stats.master_key_id)
+    table.add_row("data keys", f"{stats.live_keys} live, {stats.erased_keys} erased")
+    table.add_row(
+        "sealed records", f"{stats.sealed_records} ({stats.erased_records} erased for good)"
+    )
+    table.add_row("key store", stats.key_store)
+    return table
 
 
 def _explain_tree(lineage: Any) -> Any:
@@ -297,6 +348,7 @@ def explain_command(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     fmt: Annotated[
         str, typer.Option("--format", help="text, json or mermaid (a Markdown diagram).")
     ] = "text",

@@ -30,6 +30,7 @@ __all__ = [
     "EMBEDDINGS_EXTRA",
     "JsonOption",
     "LedgerOption",
+    "MasterKeyFileOption",
     "RateColumn",
     "PrincipalFilter",
     "PrincipalOption",
@@ -102,6 +103,28 @@ LedgerOption = Annotated[
         show_envvar=False,
     ),
 ]
+_MASTER_KEY_META = "memory_ledger.master_key_file"
+
+
+def _remember_master_key(ctx: typer.Context, value: Path | None) -> Path | None:
+    """Keep ``--master-key-file`` where :func:`settings` finds it (as ``--ledger``)."""
+    if value is not None:
+        ctx.meta[_MASTER_KEY_META] = str(value)
+    return value
+
+
+MasterKeyFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--master-key-file",
+        metavar="FILE",
+        callback=_remember_master_key,
+        help="Master key file of an encrypted store (32 bytes: raw, hex or base64). Default: "
+        "master_key_file of memory-ledger.toml, else the file MEMORY_LEDGER_MASTER_KEY_FILE "
+        "names, else none (payloads in clear).",
+        show_default=False,
+    ),
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")
 ]
@@ -152,6 +175,9 @@ def settings(ctx: typer.Context, **overrides: Any) -> MemoryConfig:
     ledger = ctx.meta.get(_LEDGER_META)
     if ledger:
         overrides.setdefault("ledger", ledger)
+    master_key_file = ctx.meta.get(_MASTER_KEY_META)
+    if master_key_file:
+        overrides.setdefault("master_key_file", master_key_file)
     return load_config(settings_file(ctx), **overrides)
 
 

@@ -96,6 +96,16 @@ def mcp_command(
             "--config", help="Configuration file (default: ./memory-ledger.toml if present)."
         ),
     ] = None,
+    master_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--master-key-file",
+            metavar="FILE",
+            help="Master key file of an encrypted store (default: master_key_file of the "
+            "configuration, else MEMORY_LEDGER_MASTER_KEY_FILE).",
+            show_default=False,
+        ),
+    ] = None,
     embeddings: Annotated[
         str,
         typer.Option(
@@ -121,6 +131,8 @@ def mcp_command(
         config = load_config(config_file)
         if embeddings != "config":
             config = load_config_from(config, embeddings=embeddings)
+        if master_key_file is not None:
+            config = load_config_from(config, master_key_file=str(master_key_file))
         parts = (tenant, principal, scope_id)
         if http is None:
             if None in parts:

@@ -20,6 +20,7 @@ from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
     LedgerOption,
+    MasterKeyFileOption,
     PrincipalOption,
     ScopeOption,
     StoreOption,
@@ -143,6 +144,7 @@ def recall(
     scope_id: ScopeOption,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     k: Annotated[
         int | None,
         typer.Option(

@@ -16,6 +16,7 @@ from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
     LedgerOption,
+    MasterKeyFileOption,
     PrincipalFilter,
     ScopeFilter,
     StoreOption,
@@ -54,6 +55,7 @@ def replay_command(
     ctx: typer.Context,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Stop at this position (default: head).")
     ] = None,
@@ -123,6 +125,7 @@ def as_of_command(
     point: PointArgument,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     occurred: OccurredOption = False,
     tenant: TenantFilter = None,
     principal: PrincipalFilter = None,
@@ -194,6 +197,7 @@ def export_command(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl.")] = "parquet",
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Export the state at this position.")
@@ -232,9 +236,11 @@ def backup_command(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Take a consistent, compacted copy of the ledger (safe while a host writes)."""
+    """Take a consistent, compacted copy of the ledger and its data keys (safe while a host
+    writes; never the master key)."""
     from memory_ledger.replay.backup import backup_store
 
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
@@ -242,14 +248,24 @@ def backup_command(
     if as_json:
         print_json(report)
         return
+    manifest = report.manifest
+    keys = ""
+    if manifest.master_key_id is not None:
+        keys = (
+            f"; {manifest.data_keys} data key(s) wrapped by master key {manifest.master_key_id}"
+            f" (keys of {manifest.erased_keys} erased namespace(s) are not in it; keep the "
+            "master key elsewhere)"
+        )
     common.out.print(
-        f"backup of positions 1..{report.manifest.position} written to {report.out} "
-        f"({report.bytes:,} bytes, {report.seconds:.2f} s)",
+        f"backup of positions 1..{manifest.position} written to {report.out} "
+        f"({report.bytes:,} bytes, {report.seconds:.2f} s){keys}",
         highlight=False,
+        soft_wrap=True,
     )
 
 
 def restore_command(
+    ctx: typer.Context,
     backup: Annotated[
         Path,
         typer.Argument(metavar="BACKUP_DIR", help="A folder written by memory-ledger backup."),
@@ -260,13 +276,15 @@ def restore_command(
             "--store", metavar="DIR", help="New store folder to restore into (new or empty)."
         ),
     ],
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Restore a backup into a new store folder and verify its hash chain."""
+    """Restore a backup (ledger and data keys) into a new store folder and verify its hash
+    chain (an encrypted backup: with its master key when configured, else without)."""
     from memory_ledger.replay.backup import restore_store
 
     with common.user_errors():
-        report = restore_store(backup, store)
+        report = restore_store(backup, store, config=common.audit_config(ctx))
     if as_json:
         print_json(report)
     elif report.ok:

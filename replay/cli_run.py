@@ -16,7 +16,12 @@ from rich.table import Table
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
-from memory_ledger.replay.cli_common import JsonOption, LedgerOption, StoreOption
+from memory_ledger.replay.cli_common import (
+    JsonOption,
+    LedgerOption,
+    MasterKeyFileOption,
+    StoreOption,
+)
 
 if TYPE_CHECKING:  # the engine's modules are imported by the command that runs
     from memory_ledger.commands.extraction import Extractor
@@ -88,6 +93,7 @@ def run(
     ],
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
     no_sync: Annotated[
         bool, typer.Option("--no-sync", help="Skip the fsync of each command (not durable).")

@@ -7,10 +7,12 @@ the tools raised before (so ``except FileExistsError`` keeps working).
 
 from __future__ import annotations
 
-from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 
 __all__ = [
     "BackupManifestError",
+    "ConfirmationRequiredError",
+    "KeyFileExistsError",
     "NotABackupError",
     "OutputExistsError",
     "OutputNotADirectoryError",
@@ -55,3 +57,15 @@ class BackupManifestError(MemoryLedgerError, ValueError):
     def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
         super().__init__(message, reason_code=reason_code)
         self.path = path
+
+
+class KeyFileExistsError(OutputExistsError):
+    """``memory-ledger keys new --out FILE``: FILE exists (a key file is never overwritten)."""
+
+    reason_code = "key_file_exists"
+
+
+class ConfirmationRequiredError(InvalidArgumentError):
+    """``memory-ledger erase`` ran off a terminal without ``--yes``: nothing was erased."""
+
+    reason_code = "confirmation_required"

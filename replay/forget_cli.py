@@ -24,6 +24,7 @@ from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
     JsonOption,
     LedgerOption,
+    MasterKeyFileOption,
     PrincipalOption,
     ScopeOption,
     StoreOption,
@@ -44,6 +45,7 @@ def forget(
     ] = False,
     store: StoreOption = None,
     ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Forget every memory of ONE namespace (--all), recorded as one auditable command."""

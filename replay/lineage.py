@@ -78,8 +78,9 @@ class UnknownMemoryError(commands_errors.UnknownMemoryError):
     """No memory has the given id (or id prefix), or a prefix matches several.
 
     Also the commands' :class:`~memory_ledger.commands.errors.UnknownMemoryError` (one
-    ``except`` catches both); ``reason_code`` is ``"unknown_memory"``, ``"not_a_memory_id"``
-    or ``"ambiguous_memory_id"``.
+    ``except`` catches both); ``reason_code`` is ``"unknown_memory"``, ``"not_a_memory_id"``,
+    ``"ambiguous_memory_id"`` or ``"memory_erased"`` (a full id of a memory whose namespace
+    was erased, asked without a namespace: the operator's ``memory-ledger explain``).
     """
 
     def __init__(self, message: str, reason_code: str = "unknown_memory") -> None:
@@ -262,13 +263,35 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
 
 
+def _check_erased(engine: MemoryEngine, wanted: str) -> None:
+    """Raise ``UnknownMemoryError`` (``memory_erased``) when the full id ``wanted`` names a
+    memory stream whose payloads were all erased (crypto-shredding): the operator learns
+    that it existed and was erased, never what it said."""
+    try:
+        stream = UUID(wanted)
+    except ValueError:
+        return  # a prefix: only a full id finds an erased memory (no read model holds it)
+    events = engine.load_stream(stream)
+    if not events or not all(isinstance(e, ErasedPayload) for e in events):
+        return
+    keys = sorted({str(e.key_id) for e in events if isinstance(e, ErasedPayload)})
+    msg = (
+        f"memory {wanted} was erased: its namespace's data key ({', '.join(keys)}) was "
+        f"destroyed; its {len(events)} ledger record(s) remain and read as [erased] "
+        "(see memory-ledger events --type NamespaceErased)"
+    )
+    raise UnknownMemoryError(msg, "memory_erased")
+
+
 def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | None = None) -> str:
     """The full memory id for ``text``: a memory id or a unique prefix (>= 4 hex digits),
     among the memories of ``namespace`` when one is given (the Python API's caller: a memory
     of another namespace is then exactly like one that does not exist), else of the store
     (the operator's CLI).
 
-    :raises UnknownMemoryError: no memory matches, or several do (they are named).
+    :raises UnknownMemoryError: no memory matches, or several do (they are named); without
+        ``namespace``, a full id of a memory whose namespace was erased says so
+        (``memory_erased``).
     """
     wanted = str(text).strip().lower()  # a UUID object (what remember() returns) works too
     if not _ID_TEXT.match(wanted):
@@ -291,6 +314,8 @@ def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | No
     if len(ids) == 1:
         return ids[0]
     if not ids:
+        if namespace is None:
+            _check_erased(engine, wanted)
         msg = f"no memory with id {text!r} in {str(engine.path)!r}"
         raise UnknownMemoryError(msg)
     msg = f"memory id prefix {text!r} matches several memories: {', '.join(ids[:5])}"

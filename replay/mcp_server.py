@@ -328,7 +328,8 @@ class MemoryMcpServer:
                 )
             )
         else:
-            reader = await self._reader(caller)
+            # A namespace that was erased cannot open its reader session: a typed tool error.
+            reader = await self._typed(self._reader(caller))
             result = await self._typed(
                 reader.recall_scoped(query, None, RecallScope(), about, attribute, k)
             )

@@ -4,9 +4,14 @@ refresh; :mod:`commands.maintenance`) for every embedding model with vectors in 
 process's projection file.
 
 Event counts come from the stored topics (no decoding); namespaces and sessions from the
-SessionOpened events (the only ones decoded); memory counts from the engine's projection,
+SessionOpened events (the only ones decoded; those of erased namespaces are counted as
+erased sessions, their namespace unreadable); memory counts from the engine's projection,
 caught up to the head first. Every projection slot file is listed with its size and position;
 a slot that another process holds is reported as in use (DuckDB refuses to open it).
+
+Encryption at rest (:class:`EncryptionStats`): on or off, the master key's id (a fingerprint,
+never the key), live and erased data keys, the key store, and how many records are sealed
+and how many of those were sealed with an erased key (read from the records' clear headers).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from rich.table import Table
 
 from memory_ledger.commands.engine import MemoryEngine, check_engine
 from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
-from memory_ledger.ledger.events import LedgerEvent, SessionOpened
+from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpened
+from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
 
 __all__ = [
+    "EncryptionStats",
     "NamespaceStats",
     "SlotStats",
     "StoreStats",
@@ -61,6 +68,32 @@ class SlotStats(msgspec.Struct, frozen=True, kw_only=True):
     this_process: bool
 
 
+class EncryptionStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Encryption at rest of a store: ``encrypting`` (new payloads are sealed), the id of
+    the master key that wraps its data keys (None: none configured; never the key itself),
+    live and erased data keys, the key store, and records ``sealed`` (of the ledger read)
+    and ``erased`` (sealed with a destroyed key: unreadable for good)."""
+
+    encrypting: bool
+    master_key_id: str | None
+    live_keys: int
+    erased_keys: int
+    key_store: str
+    sealed_records: int
+    erased_records: int
+
+    @property
+    def summary(self) -> str:
+        """One line for people: on or off, and what that means."""
+        if not self.encrypting and not self.live_keys and not self.erased_keys:
+            return "off: payloads are stored in clear (no master key configured)"
+        state = "on" if self.encrypting else "off for new payloads"
+        return (
+            f"{state}: master key {self.master_key_id}, {self.live_keys} live data key(s), "
+            f"{self.erased_keys} erased"
+        )
+
+
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
     """Everything ``memory-ledger stats`` reports (see the module docstring)."""
 
@@ -79,6 +112,10 @@ class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
     ledger_used_bytes: int
     projection_files: tuple[SlotStats, ...]
     total_bytes: int
+    encryption: EncryptionStats | None = None
+    """Encryption at rest (always set by :func:`store_stats`)."""
+    erased_sessions: int = 0
+    """Sessions of erased namespaces (their namespace is unreadable: not in ``namespaces``)."""
     vectors: tuple[MaintenanceHealth, ...] = ()
     """Maintenance health per embedding model (the attached provider's, else every model
     with vectors in the projection file; empty: no vectors)."""
@@ -175,6 +212,9 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     opened_topic = get_topic(SessionOpened)
     decode = engine.event_decoder()
     sessions: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    key_status = engine.keyring.status()
+    erased_keys = {r.key_id.bytes for r in engine.keyring.records() if r.erased}
+    sealed = erased = erased_sessions = 0
     after = 0
     while after < head:
         rows = engine.read_records(after, 5000, head)
@@ -182,8 +222,16 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
             break
         for _, raw_id, version, topic, state in rows:
             by_type[topic_type(topic)] += 1
+            if state and state[0] == SEALED:
+                sealed += 1
+                if sealed_key_id(state) in erased_keys:
+                    erased += 1
             if topic == opened_topic:
-                ns = decode(topic, state, raw_id, version).namespace
+                event = decode(topic, state, raw_id, version)
+                if type(event) is ErasedPayload:
+                    erased_sessions += 1
+                    continue
+                ns = event.namespace
                 sessions[(ns.tenant, ns.principal, ns.scope_id)] += 1
         after = rows[-1][0]
     memories: dict[tuple[str, str, str], dict[str, int]] = collections.defaultdict(dict)
@@ -231,6 +279,16 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
         ledger_used_bytes=used,
         projection_files=slots,
         total_bytes=ledger_bytes + sum(s.bytes for s in slots),
+        encryption=EncryptionStats(
+            encrypting=key_status.encrypting,
+            master_key_id=key_status.master_key_id,
+            live_keys=key_status.live_keys,
+            erased_keys=key_status.erased_keys,
+            key_store=key_status.key_store,
+            sealed_records=sealed,
+            erased_records=erased,
+        ),
+        erased_sessions=erased_sessions,
         vectors=health,
     )
 

@@ -8,9 +8,9 @@ from typing import Any
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.ledger.events import ErasedPayload, LedgerEvent
 
-__all__ = ["event_record", "iter_events"]
+__all__ = ["event_record", "event_type", "iter_events"]
 
 
 def iter_events(
@@ -32,9 +32,32 @@ def iter_events(
             remaining -= len(records)
 
 
+def event_type(event: LedgerEvent) -> str:
+    """The event's type name: its class name, or for an erased payload the class it was
+    stored as (the topic stays in clear)."""
+    if type(event) is ErasedPayload:
+        return event.topic.rpartition(":")[2].rpartition(".")[2]
+    return type(event).__name__
+
+
 def event_record(position: int, event: LedgerEvent) -> dict[str, Any]:
     """A JSON-ready dict: ``position``, ``type`` (class name), ``stream_id``, ``version``,
-    ``recorded_at``, then the event's own fields."""
+    ``recorded_at``, then the event's own fields.
+
+    An erased payload (its namespace's data key was destroyed) gives only what the record
+    keeps in clear: ``type`` (the class it was stored as), ``stream_id``, ``version``,
+    ``recorded_at``, ``erased: true`` and the destroyed ``key_id``; no namespace, no content.
+    """
+    if type(event) is ErasedPayload:
+        return {
+            "position": position,
+            "type": event_type(event),
+            "stream_id": str(event.originator_id),
+            "version": event.originator_version,
+            "recorded_at": msgspec.to_builtins(event.recorded_at),
+            "erased": True,
+            "key_id": str(event.key_id),
+        }
     fields = msgspec.to_builtins(event)
     record: dict[str, Any] = {
         "position": position,

@@ -19,9 +19,15 @@ def test_every_command_takes_json() -> None:
     commands = getattr(group, "commands", {})
     names = set(commands)
     assert {"replay", "as-of", "explain", "export", "backup", "restore", "stats"} <= names
-    for name, command in commands.items():
+    leaves = [
+        (f"{name} {sub}", leaf)
+        for name, command in commands.items()
+        for sub, leaf in (getattr(command, "commands", None) or {"": command}).items()
+    ]  # a group (``keys``): each of its commands
+    assert {"erase", "keys new", "keys rotate"} <= {name.strip() for name, _ in leaves}
+    for name, command in leaves:
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}
-        assert "--json" in options, f"{name} has no --json"
+        assert "--json" in options, f"{name.strip()} has no --json"
 
 
 def test_convert_locomo_json_summary() -> None:
