@@ -331,7 +331,8 @@ class MemoryEngine(EngineReads):
             keyring = open_keyring(root, recorder, master, read_only=read_only)
             if isinstance(mapper, MsgspecMapper):
                 mapper.keyring = keyring
-            cls._ensure_tag_index(recorder, mapper)
+            if not read_only:  # a read-only engine never decides: it needs no tag index
+                cls._ensure_tag_index(recorder, mapper)
             projections = _open_projections(root, read_only=read_only)
             if embeddings is None:
                 embeddings = owned = provider_from_config(config)

@@ -218,10 +218,11 @@ class Keyring:
         """Whether new events are sealed (a master key is configured)."""
         return self.master is not None
 
-    def refresh(self) -> None:
-        """Reread the key store if another process changed it (one ``stat`` otherwise);
-        drops every unwrapped key it held (an erased key is never used again)."""
-        if self.store.changed():
+    def refresh(self, *, force: bool = False) -> None:
+        """Reread the key store if another process changed it (one ``stat`` otherwise), or
+        always with ``force``; drops every unwrapped key it held (an erased key is never
+        used again)."""
+        if force or self.store.changed():
             with self._lock:
                 state = self.store.read()
                 self._check_master(state)
@@ -320,7 +321,7 @@ class Keyring:
     def _make_opener(self, key_id: bytes) -> AESGCM | None:
         record = self._record(key_id)
         if record is None:
-            self.refresh()
+            self.refresh(force=True)
             record = self._record(key_id)
         if record is None:
             msg = (

@@ -162,9 +162,7 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
 def _copy_keys(engine: MemoryEngine, folder: Path) -> KeyStoreState:
     """Write the engine's key store state (wrapped data keys and erasure records, freshly
     read) to ``folder/keys`` when the store is encrypted; return it."""
-    keyring = engine.keyring
-    records = keyring.records()
-    state = KeyStoreState(master_key_id=keyring.status().master_key_id, keys=records)
+    state = engine.keyring.store.read()  # the whole state: keys, master key id, clear_until
     if state.master_key_id is not None or state.keys:
         FileKeyStore(folder / "keys").update(lambda _: (state, None))
     return state

@@ -316,6 +316,8 @@ def migrate_command(
         Path,
         typer.Option("--store", metavar="DIR", help="Store folder whose LMDB ledger is copied."),
     ],
+    ctx: typer.Context,
+    master_key_file: common.MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy a store's LMDB ledger into PostgreSQL (positions, bytes and hashes kept), then
@@ -323,7 +325,7 @@ def migrate_command(
     from memory_ledger.replay.migrate import migrate_store
 
     with common.user_errors():
-        report = migrate_store(store, to)
+        report = migrate_store(store, to, config=common.audit_config(ctx))
     if as_json:
         print_json(report)
     elif report.ok:

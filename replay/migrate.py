@@ -7,6 +7,10 @@ or hold a prefix of this very ledger (an interrupted migration): the copy then r
 it. Afterwards the copy is verified (hash chain, positions, decodability) and its head and
 head hash are compared with the source's.
 
+An encrypted store's data keys go first (``<store>/keys`` into the PostgreSQL ledger's keys
+table, wrapped as they are, under the same master key), so every copied sealed record can be
+opened there and erased namespaces stay erased.
+
 The store folder keeps working with the copy: ``MemoryEngine.open(store, ledger=URL)`` finds
 its projection files at the same positions of the same records.
 """
@@ -20,13 +24,16 @@ from pathlib import Path
 
 import msgspec
 
-from memory_ledger.commands.config import load_config, load_config_from
+from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.key_store import KeyStoreState
+from memory_ledger.ledger.keyring import Keyring
+from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
 from memory_ledger.replay.verify import VerifyReport, verify_store
 
-__all__ = ["MigrateError", "MigrateReport", "migrate_store"]
+__all__ = ["MigrateError", "MigrateReport", "copy_keys", "migrate_store"]
 
 
 class MigrateError(MemoryLedgerError, ValueError):
@@ -56,33 +63,76 @@ def _hash_at(log: LedgerLog, position: int) -> bytes | None:
     return None
 
 
+def copy_keys(source: Keyring, target: Keyring) -> int:
+    """Copy ``source``'s key records (wrapped keys and erasure records) into ``target``'s key
+    store, keeping records it holds already; return how many were added. Durable on return.
+
+    :raises MigrateError: the two stores' keys are wrapped by different master keys.
+    """
+    records = source.records()
+    if not records:
+        return 0
+    state = source.store.read()
+
+    def merge(current: KeyStoreState) -> tuple[KeyStoreState | None, int]:
+        if current.master_key_id not in (None, state.master_key_id):
+            msg = (
+                f"the target's keys are wrapped by master key {current.master_key_id}, "
+                f"the store's by {state.master_key_id}"
+            )
+            raise MigrateError(msg)
+        held = {r.key_id for r in current.keys}
+        added = tuple(r for r in records if r.key_id not in held)
+        if not added:
+            return None, 0
+        new = KeyStoreState(
+            master_key_id=state.master_key_id,
+            keys=(*current.keys, *added),
+            clear_until=state.clear_until,
+        )
+        return new, len(added)
+
+    count = target.store.update(merge)
+    target.refresh(force=True)
+    return count
+
+
 def migrate_store(
     store: str | Path,
     to: str,
     *,
     page: int = 5000,
     on_page: Callable[[int], None] | None = None,
+    master_key: MasterKeySpec | None = None,
+    config: MemoryConfig | None = None,
 ) -> MigrateReport:
     """Copy the LMDB ledger of the store folder ``store`` into the PostgreSQL ledger ``to``.
 
     :param page: records per PostgreSQL transaction.
     :param on_page: progress callback ``(last position copied)``.
+    :param master_key: the master key of an encrypted store (default: the configured one;
+        see :meth:`MemoryEngine.open`); the copy is opened with the same key.
+    :param config: settings (default: ``memory-ledger.toml`` if any); lexical only.
+    :raises MasterKeyError: the store is encrypted and its master key is missing or wrong.
     :raises StoreUnavailableError: ``store`` holds no LMDB ledger.
     :raises LedgerUnavailableError: the PostgreSQL server cannot be reached.
     :raises MigrateError: the target holds records that are not a prefix of the source.
     :raises ValueError: ``to`` is not a PostgreSQL URL.
     """
     started = time.perf_counter()
-    config = load_config_from(load_config(), embeddings="none", ledger="")
+    config = load_config_from(config or load_config(), embeddings="none", ledger="")
     root = Path(store)
-    with MemoryEngine.open(root, create=False, config=config) as source:
+    with MemoryEngine.open(root, create=False, config=config, master_key=master_key) as source:
         source_log = source.ledger_log()
         with source.ledger_guard():
             head = source_log.max_notification_id() or 0
         with (
             tempfile.TemporaryDirectory(prefix="ml-migrate-") as scratch,
-            MemoryEngine.open(scratch, ledger=to, config=config) as target,
+            MemoryEngine.open(
+                scratch, ledger=to, config=config, master_key=source.keyring.master
+            ) as target,
         ):
+            copy_keys(source.keyring, target.keyring)
             target_log = target.ledger_log()
             with target.ledger_guard():
                 resumed = target_log.max_notification_id() or 0

@@ -15,6 +15,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.ledger.key_store import KeyStoreState
+from memory_ledger.replay.migrate import migrate_store
 from memory_ledger.replay.verify import verify_store
 from tests.pg import BASE_URL
 
@@ -114,3 +115,23 @@ def test_wrong_master_key_is_refused(pg_url: str, tmp_path: Path) -> None:
     with pytest.raises(MasterKeyError) as missing:
         MemoryEngine.open(tmp_path / "c", ledger=pg_url)
     assert missing.value.reason_code == "master_key_missing"
+
+
+def test_migrate_carries_the_keys(pg_url: str, tmp_path: Path) -> None:
+    key = os.urandom(32)
+    store = tmp_path / "store"
+    with MemoryEngine.open(store, master_key=key) as engine:
+        engine.remember(ALICE, "Alice collects zephyrantine teapots.")
+        engine.remember(BOB, "Bob restores quillwort bicycles.")
+        engine.erase("acme", "bob")
+    with pytest.raises(MasterKeyError):
+        migrate_store(store, pg_url)
+    report = migrate_store(store, pg_url, master_key=key)
+    assert report.ok, report.problem
+    with MemoryEngine.open(tmp_path / "host", ledger=pg_url, master_key=key) as host:
+        assert [h.statement for h in host.recall(ALICE, "teapots")] == [
+            "Alice collects zephyrantine teapots."
+        ]
+        assert list(host.recall(BOB, "bicycles")) == []
+        with pytest.raises(NamespaceErasedError):
+            host.remember(BOB, "Bob is back.")
