@@ -20,7 +20,13 @@ import duckdb
 
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.keyring import namespace_ids
-from memory_ledger.projections.tables import CANDIDATE_OUTCOMES, CANDIDATES, TABLES
+from memory_ledger.projections.tables import (
+    CANDIDATE_OUTCOMES,
+    CANDIDATES,
+    EXTRACTIONS,
+    TABLES,
+    TRANSCRIPTS,
+)
 
 __all__ = ["NAMESPACED_TABLES", "erase_namespace_rows"]
 
@@ -35,6 +41,11 @@ _OUTCOMES = (
     f"(SELECT candidate_id FROM {CANDIDATES.name} "
     "WHERE tenant = ? AND principal = ? AND scope_id = ?)"
 )
+_EXTRACTIONS = (
+    f"DELETE FROM {EXTRACTIONS.name} WHERE transcript_key IN "  # noqa: S608 (fixed names)
+    f"(SELECT transcript_key FROM {TRANSCRIPTS.name} "
+    "WHERE tenant = ? AND principal = ? AND scope_id = ?)"
+)
 
 
 def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -47,7 +58,10 @@ def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
 def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]) -> int:
     """Delete every row of the namespaces whose ids are in ``erased`` from every namespaced
     table in ``conn``, and the candidate outcomes of their candidates (the caller owns the
-    transaction); return how many namespaced rows went."""
+    transaction); return how many namespaced rows went.
+
+    Rows of the tables without namespace columns go with their owners: candidate outcomes
+    with their candidates, extraction outcomes with their transcripts."""
     wanted = set(erased)
     deleted = 0
     for table in NAMESPACED_TABLES:
@@ -64,6 +78,9 @@ def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]
             if table == CANDIDATES.name:
                 # Outcomes carry no namespace: they go with their candidates.
                 conn.execute(_OUTCOMES, params)
+            elif table == TRANSCRIPTS.name:
+                # Extraction outcomes carry no namespace: they go with their transcripts.
+                conn.execute(_EXTRACTIONS, params)
             count = conn.execute(
                 f"SELECT count(*) FROM {table} WHERE {where}",  # noqa: S608
                 params,
