@@ -23,6 +23,7 @@ from memory_ledger.ledger.keyring import namespace_ids
 from memory_ledger.projections.tables import (
     CANDIDATE_OUTCOMES,
     CANDIDATES,
+    CANONICAL_MEMORY,
     EXTRACTIONS,
     TABLES,
     TRANSCRIPTS,
@@ -39,6 +40,11 @@ NAMESPACED_TABLES: tuple[str, ...] = (
 _OUTCOMES = (
     f"DELETE FROM {CANDIDATE_OUTCOMES.name} WHERE candidate_id IN "  # noqa: S608 (fixed names)
     f"(SELECT candidate_id FROM {CANDIDATES.name} "
+    "WHERE tenant = ? AND principal = ? AND scope_id = ?)"
+)
+_MEMORY_OUTCOMES = (
+    f"DELETE FROM {CANDIDATE_OUTCOMES.name} WHERE memory_id IN "  # noqa: S608 (fixed names)
+    f"(SELECT memory_id FROM {CANONICAL_MEMORY.name} "
     "WHERE tenant = ? AND principal = ? AND scope_id = ?)"
 )
 _EXTRACTIONS = (
@@ -61,7 +67,8 @@ def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]
     transaction); return how many namespaced rows went.
 
     Rows of the tables without namespace columns go with their owners: candidate outcomes
-    with their candidates, extraction outcomes with their transcripts."""
+    with their candidates or their memories (an explicit command's candidate has no
+    candidates row), extraction outcomes with their transcripts."""
     wanted = set(erased)
     deleted = 0
     for table in NAMESPACED_TABLES:
@@ -75,7 +82,10 @@ def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]
                 continue
             where = "tenant = ? AND principal = ? AND scope_id = ?"
             params = [tenant, principal, scope_id]
-            if table == CANDIDATES.name:
+            if table == CANONICAL_MEMORY.name:
+                # The outcomes of explicit commands' candidates (no candidates row).
+                conn.execute(_MEMORY_OUTCOMES, params)
+            elif table == CANDIDATES.name:
                 # Outcomes carry no namespace: they go with their candidates.
                 conn.execute(_OUTCOMES, params)
             elif table == TRANSCRIPTS.name:
