@@ -74,7 +74,9 @@ def distinctive_words(data: Path, sample_id: str, other: str, count: int = 20) -
 
 
 def files_under(*folders: Path) -> list[Path]:
-    return sorted(p for folder in folders if folder.exists() for p in folder.rglob("*") if p.is_file())
+    return sorted(
+        p for folder in folders if folder.exists() for p in folder.rglob("*") if p.is_file()
+    )
 
 
 def words_found(words: list[str], *folders: Path) -> dict[str, list[str]]:
@@ -84,9 +86,7 @@ def words_found(words: list[str], *folders: Path) -> dict[str, list[str]]:
     contents = {p: p.read_bytes() for p in files_under(*folders)}
     for w in words:
         forms = {w, w.lower(), w.capitalize(), w.upper()}
-        where = [
-            str(p) for p, data in contents.items() if any(f.encode() in data for f in forms)
-        ]
+        where = [str(p) for p, data in contents.items() if any(f.encode() in data for f in forms)]
         if where:
             found[w] = where
     return found
