@@ -151,8 +151,8 @@ def test_encrypted_store_recalls_like_a_clear_one_and_erased_namespaces_nothing(
         ):
             assert engine.head == head
             check(engine, reference, erased)
-            report = verify_store(engine)
-            assert report.ok and report.checked == head, report
+            verified = verify_store(engine)
+            assert verified.ok and verified.checked == head, verified
 
 
 def has_key(engine: MemoryEngine, ns: Namespace) -> bool:
