@@ -121,11 +121,13 @@ def measure_append(
 
 def measure_catch_up(
     folder: Path, key: bytes, events: int, repeat: int, page_size: int
-) -> tuple[dict[str, list[float]], int]:
-    """Seconds of a fresh projection file's catch-up over the same events, per mode."""
+) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+    """Wall and CPU seconds (this process, all threads) of a fresh projection file's
+    catch-up over the same events, per mode."""
     generated = generate(events)
     engines = {mode: open_store(folder / "catchup", mode, key, sync=False) for mode in MODES}
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    cpu: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
         for engine in engines.values():
             fill_log(engine, generated)
@@ -137,16 +139,17 @@ def measure_catch_up(
                     store = ProjectionStore(str(Path(scratch_dir) / "p.duckdb"), version=1)
                     try:
                         runner = engines[mode].projection_runner(store, page_size=page_size)
-                        started = time.perf_counter()
+                        started, cpu_started = time.perf_counter(), time.process_time()
                         runner.catch_up()
                         if round_ >= 0:
                             times[mode].append(time.perf_counter() - started)
+                            cpu[mode].append(time.process_time() - cpu_started)
                     finally:
                         store.close()
     finally:
         for engine in engines.values():
             engine.close()
-    return times, heads.pop()
+    return times, cpu, heads.pop()
 
 
 def measure_recall(
@@ -201,7 +204,9 @@ def main(argv: list[str]) -> int:
         append = measure_append(folder, key, args.append_rounds, warmup)
         # The same without fsync: the CPU cost of sealing, undiluted by the disk.
         cpu_only = measure_append(folder, key, args.append_rounds, warmup, sync=False)
-        catch_up, events = measure_catch_up(folder, key, args.events, args.repeat, args.page_size)
+        catch_up, catch_up_cpu, events = measure_catch_up(
+            folder, key, args.events, args.repeat, args.page_size
+        )
         recall = measure_recall(folder, key, args.memories, args.queries, args.k)
     figures["load_average_after"] = os.getloadavg()
     rows: list[tuple[str, str]] = []
@@ -211,6 +216,7 @@ def main(argv: list[str]) -> int:
         figures[f"append_{mode}_events_per_s"] = BATCH / seconds
         figures[f"append_nosync_{mode}_batch100_median_ms"] = median(cpu_only[mode]) * 1000
         figures[f"catchup_{mode}_events_per_s"] = events / median(catch_up[mode])
+        figures[f"catchup_{mode}_cpu_s"] = median(catch_up_cpu[mode])
         figures[f"recall_{mode}_p50_ms"] = median(recall[mode])
     append_ratio = figures["append_sealed_events_per_s"] / figures["append_clear_events_per_s"]
     nosync_ratio = (
@@ -226,6 +232,8 @@ def main(argv: list[str]) -> int:
         / BATCH
     )
     catchup_ratio = figures["catchup_sealed_events_per_s"] / figures["catchup_clear_events_per_s"]
+    catchup_cpu_ratio = figures["catchup_clear_cpu_s"] / figures["catchup_sealed_cpu_s"]
+    opening_us = (figures["catchup_sealed_cpu_s"] - figures["catchup_clear_cpu_s"]) * 1e6 / events
     recall_ratio = figures["recall_sealed_p50_ms"] / figures["recall_clear_p50_ms"]
     figures.update(
         append_batches=args.append_rounds,
@@ -237,6 +245,8 @@ def main(argv: list[str]) -> int:
         append_nosync_sealed_over_clear=nosync_ratio,
         sealing_us_per_event=sealing_us,
         catchup_sealed_over_clear=catchup_ratio,
+        catchup_cpu_sealed_over_clear=catchup_cpu_ratio,
+        opening_cpu_us_per_event=opening_us,
         recall_p50_sealed_over_clear=recall_ratio,
         target_append_met=append_ratio >= 0.85,
         target_catchup_met=catchup_ratio >= 0.85,
@@ -262,6 +272,8 @@ def main(argv: list[str]) -> int:
         ("append without fsync sealed / clear (CPU only)", f"{nosync_ratio:.3f}"),
         ("sealing cost per event (append without fsync)", f"{sealing_us:.2f} us"),
         ("catch-up sealed / clear (target >= 0.85)", f"{catchup_ratio:.3f}"),
+        ("catch-up CPU time: clear / sealed", f"{catchup_cpu_ratio:.3f}"),
+        ("opening cost per event (catch-up CPU)", f"{opening_us:.2f} us"),
         ("recall p50 sealed / clear (target ~1)", f"{recall_ratio:.3f}"),
     ]
     for name in ("load_average_before", "load_average_after"):
