@@ -20,6 +20,7 @@ BENCHMARKS = {
     "cli": "benchmarks.cli",
     "growth": "benchmarks.growth",
     "workspace": "benchmarks.workspace",
+    "encryption": "benchmarks.encryption",
     "all": "benchmarks.run_all",
 }
 

@@ -29,6 +29,7 @@ from eventsourcing.persistence import IntegrityError
 
 from memory_ledger.ledger.errors import LedgerReadOnlyError
 from memory_ledger.ledger.events import ERASURE_NAMESPACE, NamespaceErased
+from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import erasure_stream_id
 from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore, KeyStore
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
@@ -123,6 +124,7 @@ def erase_namespaces(
     erased = engine.keyring.erase(match, command_id=command, requested_by=requested_by)
     if not erased:
         return ErasureReport(command_id=None, namespaces=0, position=None, erased_at=None)
+    fault("erasure.keys_destroyed")
     positions = record_erasures(engine)
     engine.catch_up()
     return ErasureReport(

@@ -319,6 +319,12 @@ class MemoryEngine(EngineReads):
             raise InvalidArgumentTypeError(msg, parameter="path", reason_code="not_a_path")
         root = Path(path if path is not None else config.store_dir).absolute()
         url = ledger if ledger is not None else config.ledger
+        # The master key is checked before the ledger opens: a bad key file, or a key that
+        # is missing or another than the one that wrapped the store's data keys, leaves
+        # every file of the store as it was (LMDB rewrites its lock file on every open).
+        master = resolve_master_key(master_key, config)
+        if not url and (root / "keys").is_dir():
+            open_keyring(root, None, master, read_only=True)
         opened = open_ledger(
             root, url or None, sync=sync, map_size=map_size, create=create, read_only=read_only
         )
@@ -327,7 +333,6 @@ class MemoryEngine(EngineReads):
         projections: ProjectionStore | None = None
         try:
             mapper = cast(Mapper[UUID], factory.mapper())
-            master = resolve_master_key(master_key, config)
             keyring = open_keyring(root, recorder, master, read_only=read_only)
             if isinstance(mapper, MsgspecMapper):
                 mapper.keyring = keyring

@@ -21,7 +21,11 @@ Points (:data:`POINTS`):
 - ``projections.commit``: inside a projection batch's DuckDB transaction, its rows and its
   tracking position written, before COMMIT;
 - ``vectors.commit``: inside the DuckDB transaction that writes a batch of
-  ``memory_vectors`` rows, the rows written, before COMMIT.
+  ``memory_vectors`` rows, the rows written, before COMMIT;
+- ``keys.replace``: the key store's new file is written and fsynced under its temporary
+  name, and has not replaced the old one (``ledger.key_store``);
+- ``erasure.keys_destroyed``: an erasure's commit point passed (the key store no longer
+  holds the keys) and its ``NamespaceErased`` record is not appended yet.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ POINTS = (
     "decision.planned",
     "projections.commit",
     "vectors.commit",
+    "keys.replace",
+    "erasure.keys_destroyed",
 )
 """Every fault point the code calls."""
 

@@ -30,6 +30,7 @@ from uuid import UUID
 
 import msgspec
 
+from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.key_errors import KeyStoreError
 
 __all__ = [
@@ -210,6 +211,7 @@ class FileKeyStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            fault("keys.replace")
             os.replace(tmp, self.path)
             dir_fd = os.open(self.folder, os.O_RDONLY)
             try:

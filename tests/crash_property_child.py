@@ -6,7 +6,9 @@ pyarrow's jemalloc background thread, so ``fork`` copies no thread), never opens
 and then serves one request per stdin line (JSON)::
 
     {"store": DIR, "ops": [...], "start": I, "kill": {"op": K, "point": P, "nth": N} | null,
-     "page_size": S}
+     "page_size": S, "master_key": HEX | null}
+
+(``master_key``: the store is encrypted at rest with that key; absent or null: in clear.)
 
 For each request it forks a worker and waits for it; a worker costs a ``fork`` and an engine
 open instead of an interpreter start. The worker opens the store (durable sync on), runs
@@ -88,12 +90,20 @@ class OpRunner:
 
     :param emit: acknowledgement callback; when given, every ledger append is announced
         before it starts and acknowledged when it returned.
+    :param master_key: open the store with this master key (encryption at rest).
     """
 
     def __init__(
-        self, store: str | Path, *, sync: bool, page_size: int, emit: Emit | None = None
+        self,
+        store: str | Path,
+        *,
+        sync: bool,
+        page_size: int,
+        emit: Emit | None = None,
+        master_key: bytes | None = None,
     ) -> None:
         self.store = store
+        self.master_key = master_key
         self.sync = sync
         self.page_size = page_size
         self.emit = emit
@@ -101,7 +111,7 @@ class OpRunner:
         self.engine = self._open()
 
     def _open(self) -> MemoryEngine:
-        engine = MemoryEngine.open(self.store, sync=self.sync)
+        engine = MemoryEngine.open(self.store, sync=self.sync, master_key=self.master_key)
         engine.runner.page_size = self.page_size
         if self.emit is not None:
             announce = self.emit
@@ -216,7 +226,14 @@ def work(request: dict[str, Any]) -> None:
     emit(kind="worker", pid=os.getpid())
     ops: list[Op] = request["ops"]
     kill: dict[str, Any] | None = request["kill"]
-    runner = OpRunner(request["store"], sync=True, page_size=request["page_size"], emit=emit)
+    key = request.get("master_key")
+    runner = OpRunner(
+        request["store"],
+        sync=True,
+        page_size=request["page_size"],
+        emit=emit,
+        master_key=bytes.fromhex(key) if key else None,
+    )
     for index in range(request["start"], len(ops)):
         killing_here = kill is not None and kill["op"] == index
         # With ``timer`` the parent kills the worker wherever it is after a delay (or here,

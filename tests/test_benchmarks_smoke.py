@@ -47,6 +47,7 @@ OUTPUTS = {
     "cli": "cli.json",
     "growth": "growth.json",
     "workspace": "workspace.json",
+    "encryption": "encryption.json",
 }
 
 
@@ -84,6 +85,12 @@ def test_benchmark_quick(name: str, results: Path, capsys: pytest.CaptureFixture
         assert figures["questions"] > 0
         assert 0.0 <= figures["ours"]["all"]["recall@5"] <= figures["ceiling"]["all"]["recall@5"]
         assert ("bm25s" in figures) == HAS_BM25S
+    if name == "encryption":
+        figures = payload["figures"]
+        for figure in ("append", "catchup"):
+            assert figures[f"{figure}_clear_events_per_s"] > 0
+            assert figures[f"{figure}_sealed_events_per_s"] > 0
+        assert figures["recall_sealed_p50_ms"] > 0 and figures["recall_p50_sealed_over_clear"] > 0
 
 
 def test_all_quick_runs_each_in_its_own_process(

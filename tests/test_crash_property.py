@@ -41,6 +41,10 @@ retried uses legitimately change them).
 The default profile runs 100 examples, at least 2 kill points each (>= 200 crash points);
 ``--hypothesis-profile=long`` (``tests/conftest.py``) runs thousands. Counts are printed.
 
+:func:`test_crash_anywhere_with_encryption_at_rest` runs the same property on a store
+encrypted at rest (issue #16: every payload sealed with its namespace's data key), a tenth
+as many examples, and also checks that no stored record holds a word of the facts.
+
 Group commit has a property of its own (:func:`test_kill_while_a_group_is_written_...`):
 a worker (``tests/group_commit_child.py``) runs 2-8 threads appending commands at once, so
 that their commands share write transactions, and is SIGKILLed inside a group's transaction
@@ -145,6 +149,13 @@ RECONCILIATION_EVENTS = (
     MemoryPinned,
     MemoryForgotten,
 )
+SEALED_WORDS = tuple(
+    word.encode() for word in ("nickname", "green tea", "Lisbon", "Porto", "choir", "chess")
+)
+"""Words of the facts that an encrypted store must never hold in clear."""
+ENCRYPTED_EXAMPLES = 8
+"""The least number of examples of the encrypted variant; it runs a tenth of the profile's
+count when that is more (10 in the default profile, 100 with ``--hypothesis-profile=long``)."""
 CANONICAL_COLUMNS = (
     "memory_id, tenant, principal, scope_id, status, revision, statement, importance, "
     "pinned, reinforcements, superseded_by"
@@ -638,8 +649,11 @@ def fresh_digests(engine: MemoryEngine) -> dict[str, str]:
         fresh.close()
 
 
-def check_invariants(engine: MemoryEngine, program: Program, hits: list[tuple[int, Any]]) -> None:
-    """Rule 5: projections equal a rebuild, the chain verifies, no secret, no foreign recall."""
+def check_invariants(
+    engine: MemoryEngine, program: Program, hits: list[tuple[int, Any]], *, sealed: bool = False
+) -> None:
+    """Rule 5: projections equal a rebuild, the chain verifies, no secret, no foreign recall;
+    with ``sealed`` (encryption at rest) no stored record holds a word of a fact."""
     assert engine.catch_up() == engine.head
     assert table_digests(engine.projections.conn) == fresh_digests(engine)
     report = verify_store(engine)
@@ -647,6 +661,9 @@ def check_invariants(engine: MemoryEngine, program: Program, hits: list[tuple[in
     for _, value in engine.recorder.iter_log():  # type: ignore[attr-defined]
         for secret in program.secrets:
             assert secret.encode() not in value, f"a planted secret was stored: {secret}"
+        if sealed:
+            for word in SEALED_WORDS:
+                assert word not in value, f"{word!r} stored in clear by an encrypted store"
     owner = {
         row[0]: (row[1], row[2], row[3])
         for row in engine.projections.conn.execute(
@@ -685,8 +702,10 @@ def canonical_state(engine: MemoryEngine) -> list[tuple[Any, ...]]:
     return [tuple(row) for row in rows]
 
 
-def uninterrupted_state(directory: Path, program: Program) -> list[tuple[Any, ...]]:
-    runner = OpRunner(directory, sync=False, page_size=10_000)
+def uninterrupted_state(
+    directory: Path, program: Program, master_key: bytes | None = None
+) -> list[tuple[Any, ...]]:
+    runner = OpRunner(directory, sync=False, page_size=10_000, master_key=master_key)
     try:
         for op in program.ops:
             runner.run(op)
@@ -736,6 +755,7 @@ def run_example(
     kills: list[dict[str, Any]],
     page_size: int,
     stats: Stats,
+    master_key: bytes | None = None,
 ) -> None:
     directory = Path(tempfile.mkdtemp(dir=base))
     store = directory / "store"
@@ -752,6 +772,7 @@ def run_example(
                 "start": start,
                 "kill": kill,
                 "page_size": page_size,
+                "master_key": master_key.hex() if master_key else None,
             }
             began = time.monotonic()
             segment = run_segment(server, request)
@@ -761,14 +782,19 @@ def run_example(
             stats.crash_points += 1
             stats.chosen[kill["point"]] += 1
             stats.points[segment.point or "?"] += 1
-            with projection_files_kept(store), MemoryEngine.open(store, sync=False) as engine:
+            with (
+                projection_files_kept(store),
+                MemoryEngine.open(store, sync=False, master_key=master_key) as engine,
+            ):
                 events = read_events(engine)
                 check_appends([identity(e) for e in events], known, segment)
                 found = check_structure(events, program)
                 check_acknowledged(events, segment, program, found)
                 stats.retries += recover(engine, program, segment, found)
                 check_structure(read_events(engine), program)
-                check_invariants(engine, program, recall_hits(program, segment))
+                check_invariants(
+                    engine, program, recall_hits(program, segment), sealed=bool(master_key)
+                )
                 known = [identity(e) for e in read_events(engine)]
             stats.seconds["checks"] += time.monotonic() - began
             if segment.in_flight is not None:
@@ -781,19 +807,22 @@ def run_example(
             "start": start,
             "kill": None,
             "page_size": page_size,
+            "master_key": master_key.hex() if master_key else None,
         }
         segment = run_segment(server, request)
         assert segment.code == 0 and segment.head is not None
-        with MemoryEngine.open(store, sync=False) as engine:
+        with MemoryEngine.open(store, sync=False, master_key=master_key) as engine:
             events = read_events(engine)
             check_appends([identity(e) for e in events], known, segment)
             found = check_structure(events, program)
             assert found["pending"] == []
             check_acknowledged(events, segment, program, found)
-            check_invariants(engine, program, recall_hits(program, segment))
+            check_invariants(
+                engine, program, recall_hits(program, segment), sealed=bool(master_key)
+            )
             crashed = canonical_state(engine)
         began = time.monotonic()
-        expected = uninterrupted_state(directory / "uninterrupted", program)
+        expected = uninterrupted_state(directory / "uninterrupted", program, master_key)
         stats.seconds["uninterrupted"] += time.monotonic() - began
         assert crashed == expected, (
             "canonical memory after the crashes differs from an uninterrupted run"
@@ -802,16 +831,30 @@ def run_example(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def test_crash_anywhere_loses_no_acknowledged_command_and_half_writes_none(
-    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def profile_examples() -> int:
+    """The example count of the hypothesis profile in use."""
+    current = settings.default
+    return current.max_examples if current is not None else 100
+
+
+def crash_property(
+    server: Server,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    *,
+    master_key: bytes | None = None,
+    max_examples: int | None = None,
+) -> Stats:
+    """Run the crash property (the profile's example count unless ``max_examples``)."""
     stats = Stats()
     began = time.monotonic()
-
-    @settings(
+    chosen = settings(
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        max_examples=max_examples if max_examples is not None else profile_examples(),
     )
+
+    @chosen
     @given(data=st.data())
     def crash_program(data: st.DataObject) -> None:
         raw_ops = data.draw(st.lists(raw_op_st, min_size=6, max_size=16), label="ops")
@@ -820,22 +863,39 @@ def test_crash_anywhere_loses_no_acknowledged_command_and_half_writes_none(
         kills = data.draw(st.lists(kill_st(program.ops), min_size=2, max_size=4), label="kills")
         page_size = data.draw(st.sampled_from([1, 2, 3, 5, 10_000]), label="page_size")
         stats.examples += 1
-        run_example(server, tmp_path, program, kills, page_size, stats)
+        run_example(server, tmp_path, program, kills, page_size, stats, master_key)
 
     try:
         crash_program()
     finally:
         with capsys.disabled():
             print(
-                f"\ncrash property: {stats.examples} examples, {stats.crash_points} crash points "
+                f"\ncrash property{' (encrypted)' if master_key else ''}: {stats.examples} "
+                f"examples, {stats.crash_points} crash points "
                 f"(SIGKILL), {stats.retries} retries, in {time.monotonic() - began:.0f} s; "
                 f"kill points chosen {dict(sorted(stats.chosen.items()))}, "
                 f"landed {dict(sorted(stats.points.items()))}; "
                 f"{ {k: round(v) for k, v in stats.seconds.items()} }"
             )
     assert stats.crash_points >= 2 * stats.examples
-    if settings.default.max_examples >= 100:
+    return stats
+
+
+def test_crash_anywhere_loses_no_acknowledged_command_and_half_writes_none(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stats = crash_property(server, tmp_path, capsys)
+    if profile_examples() >= 100:
         assert stats.crash_points >= 200
+
+
+def test_crash_anywhere_with_encryption_at_rest(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same property on a store encrypted at rest (issue #16): every payload sealed
+    with its namespace's data key; additionally no stored record holds a fact's words."""
+    examples = max(ENCRYPTED_EXAMPLES, profile_examples() // 10)
+    crash_property(server, tmp_path, capsys, master_key=os.urandom(32), max_examples=examples)
 
 
 def run_group_worker(
