@@ -43,27 +43,21 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
-from memory_ledger.commands.direct import DirectCommands, DirectResult
-from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.encryption import (
-    ErasureReport,
-    erase_namespaces,
-    open_keyring,
     record_erasures,
-    resolve_master_key,
 )
+from memory_ledger.commands.engine_commands import EngineCommands
+from memory_ledger.commands.engine_open import open_store_parts
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
-from memory_ledger.commands.erasure import forget_all
+from memory_ledger.commands.engine_vectors import EngineVectors
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.fusion import fusion_for
-from memory_ledger.commands.ledger_url import open_ledger
 from memory_ledger.commands.lexical import (
     SourceTranscripts,
     analyze_query,
     names_memory,
     shares_term,
-    stem,
 )
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
@@ -78,22 +72,18 @@ from memory_ledger.commands.recall_policy import (
     annotate_relations,
 )
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
-from memory_ledger.ledger.arguments import check_count, check_non_empty, check_timeout
+from memory_ledger.ledger.arguments import check_count, check_non_empty
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
-from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import FileKeyStore
-from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
-from memory_ledger.ledger.mapper import MsgspecMapper
-from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
-from memory_ledger.ledger.tags import TaggedRecorder, event_tags, stored_event_tagger
+from memory_ledger.ledger.keyring import Keyring
+from memory_ledger.ledger.master_key import MasterKeySpec
+from memory_ledger.ledger.tags import TaggedRecorder, event_tags
 from memory_ledger.projections.canonical import CanonicalMemory
-from memory_ledger.projections.columnar import session_key
-from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.memory_map import render_memory_map
-from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
-from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
+from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
 if TYPE_CHECKING:
@@ -103,7 +93,6 @@ if TYPE_CHECKING:
     from memory_ledger.commands.embeddings import EmbeddingProvider
     from memory_ledger.commands.extraction import Extractor
     from memory_ledger.commands.knowledge_context import BoundKnowledge
-    from memory_ledger.commands.maintenance import MaintenanceHealth
     from memory_ledger.commands.semantic import EmbeddingIndexer, SemanticChannel
     from memory_ledger.commands.session import MemorySession, WorkspaceOptions
     from memory_ledger.commands.summarizers import Summarizer
@@ -126,22 +115,7 @@ def check_engine(engine: object, parameter: str = "engine") -> MemoryEngine:
     return engine
 
 
-def _open_projections(root: Path, *, read_only: bool) -> ProjectionStore:
-    """The store's projection slot; for a read-only store whose projection folder cannot
-    be written, a temporary projection file instead (removed on close)."""
-    folder = root / "projections"
-    if not read_only:
-        return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
-    writable = os.access(folder, os.W_OK) if folder.exists() else os.access(root, os.W_OK)
-    if writable:
-        try:
-            return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
-        except ProjectionUnavailableError:
-            pass  # e.g. a read-only mount that os.access did not reveal
-    return ProjectionStore.open_temporary(version=PROJECTION_VERSION)
-
-
-class MemoryEngine(EngineReads):
+class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
     """An open memory store. Create with :meth:`open`; use as a context manager.
 
     Commands append through :meth:`append` (one LMDB write transaction per call, durable on
@@ -319,46 +293,33 @@ class MemoryEngine(EngineReads):
             raise InvalidArgumentTypeError(msg, parameter="path", reason_code="not_a_path")
         root = Path(path if path is not None else config.store_dir).absolute()
         url = ledger if ledger is not None else config.ledger
-        # The master key is checked before the ledger opens: a bad key file, or a key that
-        # is missing or another than the one that wrapped the store's data keys, leaves
-        # every file of the store as it was (LMDB rewrites its lock file on every open).
-        master = resolve_master_key(master_key, config)
-        if not url and (root / "keys").is_dir():
-            open_keyring(root, None, master, read_only=True)
-        opened = open_ledger(
-            root, url or None, sync=sync, map_size=map_size, create=create, read_only=read_only
+        parts = open_store_parts(
+            root,
+            url or None,
+            config,
+            sync=sync,
+            map_size=map_size,
+            create=create,
+            read_only=read_only,
+            master_key=master_key,
+            embeddings=embeddings,
         )
-        factory, recorder, read_only = opened.factory, opened.recorder, opened.read_only
-        owned = None
-        projections: ProjectionStore | None = None
-        try:
-            mapper = cast(Mapper[UUID], factory.mapper())
-            keyring = open_keyring(root, recorder, master, read_only=read_only)
-            if isinstance(mapper, MsgspecMapper):
-                mapper.keyring = keyring
-            if not read_only:  # a read-only engine never decides: it needs no tag index
-                cls._ensure_tag_index(recorder, mapper)
-            projections = _open_projections(root, read_only=read_only)
-            if embeddings is None:
-                embeddings = owned = provider_from_config(config)
-        except (ProjectionError, ProjectionUnavailableError) as e:
-            factory.close()
-            msg = f"cannot open a projection file in {str(root)!r}: {e}"
-            raise StoreUnavailableError(msg, path=str(root), reason_code=e.reason_code) from e
-        except BaseException:
-            if projections is not None:
-                projections.close()
-            factory.close()
-            raise
+        factory, recorder, projections, keyring = (
+            parts.factory,
+            parts.recorder,
+            parts.projections,
+            parts.keyring,
+        )
+        read_only, owned = parts.read_only, parts.owned_provider
         try:
             engine = cls(
                 root,
                 factory,
                 recorder,
-                mapper,
+                parts.mapper,
                 projections,
                 config,
-                embeddings=embeddings,
+                embeddings=parts.embeddings,
                 index_in_background=index_in_background,
                 token_counter=token_counter,
                 read_only=read_only,
@@ -372,26 +333,14 @@ class MemoryEngine(EngineReads):
                 closer()
             raise
         engine._owned_provider = owned
-        engine.ledger_name = opened.name
-        engine._ledger_secret = opened.secret
+        engine.ledger_name = parts.ledger_name
+        engine._ledger_secret = parts.ledger_secret
         engine.keyring = keyring
         if not read_only and any(r.erase_command for r in keyring.records()):
             record_erasures(engine)  # an erasure interrupted after its commit point
         if follow if follow is not None else bool(url) and create:
             engine.follow()
         return engine
-
-    @staticmethod
-    def _ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
-        """Index the tags of a store written before the tag index (once, all at once)."""
-        if not isinstance(recorder, TaggedRecorder):
-            msg = (
-                f"{type(recorder).__name__} cannot record tags and append conditions, which "
-                "the engine's consistency boundary needs (DESIGN.md section 3)"
-            )
-            raise StoreUnavailableError(msg)
-        if not recorder.tag_index_built():
-            recorder.build_tag_index(stored_event_tagger(mapper))
 
     # Write side ---------------------------------------------------------------------------
 
@@ -598,118 +547,6 @@ class MemoryEngine(EngineReads):
         rule = names_memory if strict else shares_term
         return [doc for doc, _ in ranked if rule(text, doc.subject, doc.statement)]
 
-    # Direct commands (the short way in; see commands/direct.py) ---------------------------
-
-    def remember(
-        self,
-        namespace: Namespace,
-        statement: str,
-        *,
-        subject: str | None = None,
-        predicate: str | None = None,
-        value: str | None = None,
-        tags: Sequence[str] = (),
-    ) -> DirectResult:
-        """Store ``statement`` as canonical memory of ``namespace``, durable on return
-        (:meth:`DirectCommands.remember <memory_ledger.commands.direct.DirectCommands.remember>`).
-        """
-        return DirectCommands(self).remember(
-            namespace, statement, subject=subject, predicate=predicate, value=value, tags=tags
-        )
-
-    def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
-        """Forget one memory of ``namespace`` by id or by its words, durable on return
-        (:meth:`DirectCommands.forget <memory_ledger.commands.direct.DirectCommands.forget>`).
-        """
-        return DirectCommands(self).forget(namespace, statement_or_id)
-
-    def correct(
-        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
-    ) -> DirectResult:
-        """Supersede the memory ``target`` (or the best match for ``statement``) with
-        ``statement``, durable on return
-        (:meth:`DirectCommands.correct <memory_ledger.commands.direct.DirectCommands.correct>`).
-        """
-        return DirectCommands(self).correct(namespace, statement, target=target)
-
-    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
-        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
-        return (:meth:`DirectCommands.pin <memory_ledger.commands.direct.DirectCommands.pin>`).
-        """
-        return DirectCommands(self).pin(namespace, statement_or_id)
-
-    def forget_all(self, namespace: Namespace) -> int:
-        """Forget every retrievable memory of exactly ``namespace`` in one command (durable
-        on return) and return how many (:func:`commands.erasure.forget_all`): the ledger
-        records the command and each memory it forgot; other namespaces are untouched.
-
-        :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
-        :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
-        """
-        return forget_all(self, namespace)
-
-    def semantic_status(self, namespace: Namespace) -> SemanticStatus:
-        """The semantic channel's coverage of ``namespace`` now (``off`` without one)."""
-        if self.semantic is None:
-            return OFF
-        check_namespace(namespace)
-        self.catch_up()
-        with self.projection_guard():
-            return self.semantic.status(namespace)
-
-    def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
-        """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
-        or of the store) has a vector; True when ready (also when no provider is attached:
-        there is nothing to wait for).
-
-        :raises InvalidArgumentError: ``timeout`` is NaN, infinite, negative or not a number.
-        """
-        seconds = check_timeout("timeout", timeout, allow_none=False)
-        assert seconds is not None
-        if namespace is not None:
-            check_namespace(namespace)
-        if self.indexer is None:
-            return True
-        with self.projection_guard():
-            return self.indexer.wait_ready(seconds, namespace)
-
-    def maintenance_health(self) -> MaintenanceHealth:
-        """The semantic channel's maintenance health now (:mod:`commands.maintenance`):
-        vector coverage per field, pending vectors, indexer lag in positions, failed
-        batches and the last completed refresh; state ``off`` without a provider.
-        Catches the projections up to the ledger head first."""
-        from memory_ledger.commands.maintenance import maintenance_health  # vectors: numpy
-
-        head = self.head
-        position = self.catch_up(head)
-        channel, indexer = self.semantic, self.indexer
-        if channel is None or indexer is None:
-            return maintenance_health(None, None, ledger_head=head, projection_position=position)
-        error = channel.last_error
-        with self._read_lock, self.projection_guard():
-            return maintenance_health(
-                channel.vectors,
-                channel.model_key,
-                ledger_head=head,
-                projection_position=position,
-                fields=channel.fields,
-                failures=indexer.failed_batches,
-                consecutive_failures=indexer.consecutive_failures,
-                last_error=error.reason_code if error is not None else None,
-                last_refresh=indexer.last_refresh,
-            )
-
-    def index_vectors(self) -> int:
-        """Embed every retrievable memory still lacking a vector now, in this thread;
-        returns how many vector rows were written (0 without a provider).
-
-        :raises commands.embeddings.EmbeddingError: the provider failed or was rejected.
-        """
-        if self.indexer is None:
-            return 0
-        with self.projection_guard():
-            return self.indexer.run_once()
-
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
         within its token budget as ``token_counter`` (default: the engine's) counts.
@@ -805,52 +642,6 @@ class MemoryEngine(EngineReads):
             summarizer=summarizer,
             compaction=compaction,
         )
-
-    def _drop_erased_content(self) -> None:
-        """Empty every in-process index and cache that may hold an erased namespace's text
-        (run after catch-up applied a ``NamespaceErased`` record); they refill on use."""
-        self.recall_index.clear()
-        self.transcripts.clear()
-        self._memory_maps.clear()
-        if self.semantic is not None:
-            self.semantic.clear()
-        stem.cache_clear()
-        session_key.cache_clear()
-
-    def erase(
-        self,
-        tenant: str,
-        principal: str | None = None,
-        scope_id: str | None = None,
-        *,
-        requested_by: str = "",
-    ) -> ErasureReport:
-        """Erase a tenant's namespaces, a principal's, or one namespace by crypto-shredding
-        (``commands.encryption``, issue #16): their data keys are destroyed, a
-        ``NamespaceErased`` record says what and by whom, and their rows leave every
-        projection. The chain still verifies; other namespaces are untouched.
-
-        :raises InvalidNamespaceError: a part is empty or too long, or a scope id is given
-            without its principal.
-        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
-        :raises KeyStoreError: the key store cannot be written (nothing was erased).
-        :raises LedgerReadOnlyError: the store is open read-only.
-        """
-        match = NamespaceMatch(tenant=tenant, principal=principal, scope_id=scope_id)
-        return erase_namespaces(self, match, requested_by=requested_by)
-
-    def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
-        """Re-wrap every live data key under ``new_master_key`` (events are not touched);
-        return how many keys. From then on only the new key opens the store.
-
-        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
-        :raises MasterKeyError: the new key is invalid.
-        """
-        new = master_key_from(new_master_key)
-        if new is None:
-            msg = "rotate_master_key needs a new master key"
-            raise MasterKeyError(msg, reason_code="master_key_invalid")
-        return self.keyring.rotate(new)
 
     def close(self) -> None:
         """Stop the embedding indexer, close the projection file and release the ledger.
