@@ -40,6 +40,7 @@ from memory_ledger.ledger.key_errors import DataKeyMissingError
 from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.sealing import (
     SEALED,
+    key_id_of,
     open_state,
     seal_state,
     sealed_key_id,
@@ -205,10 +206,14 @@ class MsgspecMapper(Mapper[UUID]):
         if keyring is None:
             msg = f"a sealed payload of topic {topic!r} and no keyring to open it"
             raise DataKeyMissingError(msg)
-        aead = keyring.opener(sealed_key_id(state))
+        key_id = key_id_of(state)
+        aead = keyring._openers.get(key_id)  # noqa: SLF001 (the hot path: a dict lookup)
         if aead is None:
-            return None
-        return open_state(aead, state, topic, _raw_id(originator_id), version)
+            aead = keyring.opener(key_id)
+            if aead is None:
+                return None
+        raw = originator_id if type(originator_id) is bytes else _raw_id(originator_id)
+        return open_state(aead, state, topic, raw, version)
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         return self.decode(

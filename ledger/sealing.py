@@ -62,13 +62,34 @@ def is_sealed(state: bytes) -> bool:
     return bool(state) and state[0] == SEALED
 
 
+_TOPICS: dict[str, bytes] = {}
+_MIN_SIZE = HEADER_SIZE + _NONCE + 16
+
+
+def _topic(topic: str) -> bytes:
+    """``topic`` as the associated data spells it (UTF-8 and a NUL), cached per topic."""
+    found = _TOPICS.get(topic)
+    if found is None:
+        found = _TOPICS[topic] = topic.encode("utf-8") + b"\x00"
+    return found
+
+
 def _aad(header: bytes, topic: str, raw_id: bytes, version: int) -> bytes:
-    return b"".join((header, topic.encode("utf-8"), b"\x00", raw_id, _VERSION.pack(version)))
+    return b"".join((header, _topic(topic), raw_id, _VERSION.pack(version)))
+
+
+_last_time: list[tuple[datetime, int]] = [(_EPOCH, 0)]
 
 
 def _micros(when: datetime) -> int:
+    """Microseconds since the epoch (the events of one command share their time: cached)."""
+    last = _last_time[0]
+    if last[0] is when:
+        return last[1]
     delta = when - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    _last_time[0] = (when, micros)
+    return micros
 
 
 def seal_state(
@@ -111,16 +132,27 @@ def sealed_recorded_at(state: bytes) -> datetime:
     return _EPOCH + timedelta(microseconds=_header(state)[3])
 
 
+def key_id_of(state: bytes) -> bytes:
+    """The data key id (16 bytes) of a sealed state, checked only for length and envelope
+    version (the hot path of :func:`open_state`; see :func:`sealed_key_id`).
+
+    :raises SealedPayloadError: truncated, or an unknown envelope version.
+    """
+    if len(state) < _MIN_SIZE or state[1] != 1:
+        _header(state)  # raises the precise error
+    return state[2:18]
+
+
 def open_state(aead: AESGCM, state: bytes, topic: str, raw_id: bytes, version: int) -> bytes:
-    """The clear state inside a sealed ``state``.
+    """The clear state inside a sealed ``state`` (checked by :func:`key_id_of` first).
 
     :raises SealedPayloadError: authentication failed (damaged, or not this event's payload).
     """
-    header = state[:HEADER_SIZE]
-    nonce = state[HEADER_SIZE : HEADER_SIZE + _NONCE]
+    view = memoryview(state)
+    aad = b"".join((view[:HEADER_SIZE], _topic(topic), raw_id, _VERSION.pack(version)))
     try:
         return aead.decrypt(
-            nonce, state[HEADER_SIZE + _NONCE :], _aad(header, topic, raw_id, version)
+            view[HEADER_SIZE : HEADER_SIZE + _NONCE], view[HEADER_SIZE + _NONCE :], aad
         )
     except InvalidTag:
         key = UUID(bytes=sealed_key_id(state))
