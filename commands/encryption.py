@@ -39,6 +39,9 @@ from memory_ledger.ledger.master_key import (
     MasterKeySpec,
     master_key_from,
 )
+from memory_ledger.ledger.sealing import is_sealed
+from memory_ledger.projections.erasure import present_namespaces
+from memory_ledger.projections.store import remove_idle_slots
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
@@ -85,18 +88,43 @@ def open_keyring(
     else:
         store = FileKeyStore(root / "keys", read_only=read_only)
     head = getattr(recorder, "max_notification_id", None)
-    return Keyring(store, master, read_only=read_only, head=lambda: int(head() or 0) if head else 0)
+
+    def last_position() -> int:
+        return int(head() or 0) if head is not None else 0
+
+    def sealed_records() -> bool:
+        """Whether one of the ledger's last 256 records is sealed (a store encrypts every
+        record it writes from its first key on, except erasure records)."""
+        select_raw = getattr(recorder, "select_raw", None)
+        if select_raw is None:
+            return False
+        end = last_position()
+        return any(is_sealed(row[4]) for row in select_raw(max(end - 256, 0), 256, end))
+
+    return Keyring(
+        store, master, read_only=read_only, head=last_position, sealed_records=sealed_records
+    )
 
 
 class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     """What an erasure did: its command id (None when nothing matched), how many
-    namespaces' keys were destroyed, the ledger position of its ``NamespaceErased`` record
-    (None when nothing matched), and when."""
+    namespaces were erased, the ledger position of its ``NamespaceErased`` record (None
+    when nothing matched), and when.
+
+    ``stored_in_clear``: how many of them had events stored in clear only (before the store
+    encrypted): those are hidden from every read, but their bytes stay in the ledger.
+    ``already_erased``: namespaces the request names that an earlier erasure took.
+    ``busy_projections``: projection files of this host held by running processes: each
+    drops the rows at its next catch-up and rewrites its file when it closes (idle files
+    are deleted, and rebuilt from the ledger when next used)."""
 
     command_id: UUID | None
     namespaces: int
     position: int | None
     erased_at: datetime | None
+    stored_in_clear: int = 0
+    already_erased: int = 0
+    busy_projections: int = 0
 
 
 def _level(value: str) -> Literal["tenant", "principal", "namespace"]:
@@ -121,17 +149,27 @@ def erase_namespaces(
         msg = f"the store {str(engine.path)!r} is open read-only: cannot erase"
         raise LedgerReadOnlyError(msg, path=str(engine.path))
     command = uuid4()
-    erased = engine.keyring.erase(match, command_id=command, requested_by=requested_by)
+    keyring = engine.keyring
+    before = sum(1 for r in keyring.records() if r.erased and match.matches(r))
+    with engine.read_models() as live:
+        present = present_namespaces(live.conn)
+    erased = keyring.erase(match, command_id=command, requested_by=requested_by, present=present)
     if not erased:
-        return ErasureReport(command_id=None, namespaces=0, position=None, erased_at=None)
+        return ErasureReport(
+            command_id=None, namespaces=0, position=None, erased_at=None, already_erased=before
+        )
     fault("erasure.keys_destroyed")
     positions = record_erasures(engine)
-    engine.catch_up()
+    engine.catch_up()  # drops the rows; the file is rewritten when the engine closes
+    busy = remove_idle_slots(engine.path / "projections", keep=engine.projections.path)
     return ErasureReport(
         command_id=command,
         namespaces=len(erased),
         position=positions.get(command),
         erased_at=erased[0].erased_at,
+        stored_in_clear=sum(1 for r in erased if r.created_at == r.erased_at),
+        already_erased=before,
+        busy_projections=busy,
     )
 
 

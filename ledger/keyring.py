@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from uuid import UUID, uuid4, uuid5
 
@@ -33,6 +33,7 @@ from memory_ledger.ledger.ids import ID_ROOT, Namespace
 from memory_ledger.ledger.key_errors import (
     DataKeyMissingError,
     EncryptionNotConfiguredError,
+    KeyStoreError,
     MasterKeyError,
     NamespaceErasedError,
 )
@@ -131,8 +132,11 @@ class Keyring:
         key store holds no wrapped key and names no master key).
     :param clock: the creation and erasure times of keys (default: now, UTC).
     :param read_only: never write the key store.
-    :param head: the ledger's last position; read once, when a master key is first
-        configured on a store, and kept as ``clear_until`` (events up to it are in clear).
+    :param head: the ledger's last position; read once, when the store's first data key is
+        created, and kept as ``clear_until`` (events up to it are in clear).
+    :param sealed_records: whether the ledger holds sealed records; asked before the first
+        data key of an empty key store is created: True means the store's key store was
+        lost (a copy without ``keys/``), and creating keys anew would strand those records.
     :raises MasterKeyError: the store's keys were wrapped by a master key and none is given
         (``master_key_missing``), or another one is given (``master_key_mismatch``).
     :raises KeyStoreError: the key store cannot be read.
@@ -146,9 +150,11 @@ class Keyring:
         clock: Callable[[], datetime] = _now,
         read_only: bool = False,
         head: Callable[[], int] = lambda: 0,
+        sealed_records: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self._head = head
+        self._sealed_records = sealed_records
         self.master = master
         self._clock = clock
         self._lock = threading.RLock()
@@ -160,9 +166,6 @@ class Keyring:
         self._state = KeyStoreState()
         self._load(store.read())
         self._check_master(self._state)
-        if master is not None and self._state.master_key_id is None and not read_only:
-            # From now on this store is encrypted: opening it without the key is refused.
-            self._load(store.update(self._claim))
 
     def _load(self, state: KeyStoreState) -> None:
         """Adopt ``state``; drop every unwrapped key and cached answer."""
@@ -180,15 +183,27 @@ class Keyring:
             self._erased_cache[namespace] = found
         return found
 
-    def _claim(self, state: KeyStoreState) -> tuple[KeyStoreState | None, KeyStoreState]:
+    def _claimed(self, state: KeyStoreState) -> KeyStoreState:
+        """``state`` of an encrypted store: the first key written (or erasure) records the
+        master key's id and ``clear_until``; from then on the store needs that key to open.
+        Opening alone never does this, so an audit with a key leaves a clear store clear.
+
+        :raises KeyStoreError: the key store is empty but the ledger holds sealed records.
+        """
         self._check_master(state)
         if state.master_key_id is not None:
-            return None, state
+            return state
         assert self.master is not None
-        new = msgspec.structs.replace(
+        if not state.keys and self._sealed_records():
+            msg = (
+                f"the ledger holds sealed records but the key store {self.store.description!r} "
+                "holds no keys: restore the store's keys (its keys/ folder, or a backup's) "
+                "before writing; nothing was written"
+            )
+            raise KeyStoreError(msg, reason_code="key_store_missing")
+        return msgspec.structs.replace(
             state, master_key_id=self.master.key_id, clear_until=self._head()
         )
-        return new, new
 
     @property
     def clear_until(self) -> int:
@@ -281,10 +296,11 @@ class Keyring:
     def _create(
         self, state: KeyStoreState, ids: tuple[UUID, UUID, UUID]
     ) -> tuple[KeyStoreState | None, tuple[DataKeyRecord, KeyStoreState]]:
-        self._check_master(state)
         existing = self._live_record(state, ids[0])
         if existing is not None:  # another process created it meanwhile
+            self._check_master(state)
             return None, (existing, state)
+        state = self._claimed(state)
         assert self.master is not None
         record = DataKeyRecord(
             key_id=uuid4(),
@@ -294,10 +310,7 @@ class Keyring:
             created_at=self._clock(),
             wrapped=self.master.wrap(os.urandom(KEY_SIZE)),
         )
-        new = KeyStoreState(
-            master_key_id=state.master_key_id or self.master.key_id,
-            keys=(*state.keys, record),
-        )
+        new = msgspec.structs.replace(state, keys=(*state.keys, record))
         return new, (record, new)
 
     # Opening --------------------------------------------------------------------------------
@@ -350,11 +363,22 @@ class Keyring:
         return self._state.keys
 
     def erase(
-        self, match: NamespaceMatch, *, command_id: UUID, requested_by: str
+        self,
+        match: NamespaceMatch,
+        *,
+        command_id: UUID,
+        requested_by: str,
+        present: Sequence[Namespace] = (),
     ) -> list[DataKeyRecord]:
         """Destroy the live keys of the namespaces ``match`` names; return their records as
         erased (empty: nothing matched). Durable on return: the key store file holding the
         keys is replaced by one that does not.
+
+        ``present`` lists namespaces known to hold data (the read models'): one that
+        ``match`` names and that has no key record at all (its events were stored in clear,
+        before the store encrypted) gets an erased record without a key, which hides its
+        events from every read (:attr:`erased_namespace_ids`); such a record's
+        ``created_at`` equals its ``erased_at``.
 
         :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
         :raises KeyStoreError: the key store cannot be written (nothing was erased).
@@ -367,10 +391,27 @@ class Keyring:
         def change(
             state: KeyStoreState,
         ) -> tuple[KeyStoreState | None, list[DataKeyRecord]]:
-            self._check_master(state)
+            state = self._claimed(state)
+            candidates = list(state.keys)
+            recorded = {record.namespace_id for record in state.keys}
+            for namespace in present:
+                ids = namespace_ids(namespace)
+                if ids[0] in recorded:
+                    continue
+                recorded.add(ids[0])
+                candidates.append(
+                    DataKeyRecord(
+                        key_id=uuid4(),
+                        namespace_id=ids[0],
+                        tenant_id=ids[1],
+                        principal_id=ids[2],
+                        created_at=when,
+                        wrapped=b"",  # no key ever: erased below if the match names it
+                    )
+                )
             erased: list[DataKeyRecord] = []
             kept: list[DataKeyRecord] = []
-            for record in state.keys:
+            for record in candidates:
                 if not record.erased and match.matches(record):
                     record = msgspec.structs.replace(
                         record,
@@ -381,7 +422,8 @@ class Keyring:
                         erase_level=match.level,
                     )
                     erased.append(record)
-                kept.append(record)
+                if record.wrapped != b"":
+                    kept.append(record)
             if not erased:
                 return None, []
             return msgspec.structs.replace(state, keys=tuple(kept)), erased

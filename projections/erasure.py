@@ -29,7 +29,7 @@ from memory_ledger.projections.tables import (
     TRANSCRIPTS,
 )
 
-__all__ = ["NAMESPACED_TABLES", "erase_namespace_rows"]
+__all__ = ["NAMESPACED_TABLES", "erase_namespace_rows", "present_namespaces"]
 
 NAMESPACED_TABLES: tuple[str, ...] = (
     *(table.name for table in TABLES if "tenant" in table.columns),
@@ -54,6 +54,18 @@ def _exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
         "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
     ).fetchall()
     return bool(rows[0][0])
+
+
+def present_namespaces(conn: duckdb.DuckDBPyConnection) -> list[Namespace]:
+    """Every namespace some read model in ``conn`` holds rows of (sorted)."""
+    found: set[tuple[str, str, str]] = set()
+    for table in NAMESPACED_TABLES:
+        if _exists(conn, table):
+            rows = conn.execute(
+                f"SELECT DISTINCT tenant, principal, scope_id FROM {table}"  # noqa: S608
+            ).fetchall()
+            found.update((str(t), str(p), str(s)) for t, p, s in rows)
+    return [Namespace(*parts) for parts in sorted(found)]
 
 
 def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]) -> int:

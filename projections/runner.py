@@ -307,6 +307,7 @@ class ProjectionRunner:
                 self._known = None  # rows went; reload the keys on the next page
                 self.erasures_applied += 1
                 self.store.checkpoint()
+                self.store.scrub_on_close = True
                 for callback in self.on_erasure:
                     callback()
             elif page is not None:

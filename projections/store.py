@@ -38,6 +38,8 @@ __all__ = [
     "ProjectionStore",
     "ProjectionUnavailableError",
     "damage_marker",
+    "remove_idle_slots",
+    "rewrite_file",
     "is_damage",
 ]
 
@@ -53,6 +55,64 @@ _SCHEMA_DIGEST = int.from_bytes(
 )
 """The tables' and views' DDL as a number, kept in ``projection_meta`` (name ``schema``): an
 open whose file already has this schema skips re-running the DDL (no catalog write)."""
+
+
+def rewrite_file(path: Path) -> None:
+    """Replace the DuckDB file ``path`` (closed, its slot held) by a copy holding only its
+    live rows (DuckDB ``COPY FROM DATABASE`` into a new file, fsynced, renamed over it): the
+    blocks of deleted rows, which DuckDB keeps until reused, are gone with the old file.
+
+    :raises ProjectionError: DuckDB cannot read or write the files (the old file is kept).
+    """
+    fresh = path.with_name(path.name + ".rewrite")
+    for leftover in (fresh, fresh.with_name(fresh.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+    try:
+        conn = duckdb.connect()
+        try:
+            conn.execute("ATTACH ? AS src (READ_ONLY)", [str(path)])
+            conn.execute("ATTACH ? AS dst", [str(fresh)])
+            conn.execute("COPY FROM DATABASE src TO dst")
+            conn.execute("DETACH dst")
+        finally:
+            conn.close()
+    except duckdb.Error as e:
+        fresh.unlink(missing_ok=True)
+        raise translate_duckdb_error(e, str(path), "rewrite") from e
+    with open(fresh, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(fresh, path)
+    path.with_name(path.name + ".wal").unlink(missing_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None) -> int:
+    """Delete the files of every projection slot under ``directory`` that no process holds
+    (each is rebuilt from the ledger when next claimed), except the file ``keep``; return
+    how many slots are held by running processes (left alone: they drop erased rows at
+    their next catch-up and rewrite their file when they close)."""
+    folder = Path(directory)
+    busy = 0
+    for slot in range(MAX_SLOTS):
+        path = folder / f"slot-{slot}.duckdb"
+        if keep is not None and os.path.abspath(path) == os.path.abspath(keep):
+            continue
+        lock_path = folder / f"slot-{slot}.lock"
+        if not lock_path.exists():
+            continue
+        with open(lock_path, "ab") as lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                busy += 1
+                continue
+            for name in (path, path.with_name(path.name + ".wal")):
+                name.unlink(missing_ok=True)
+    return busy
 
 
 def _quarantine(path: Path) -> list[str]:
@@ -103,6 +163,9 @@ class ProjectionStore:
         """Damaged files set aside when this slot was opened (rebuilt from the ledger)."""
         self.temporary_folder: str | None = None
         """A temporary folder holding this file, removed on :meth:`close` (None: none)."""
+        self.scrub_on_close = False
+        """Rewrite the file when closing (:func:`rewrite_file`): set after an erasure, so
+        the deleted rows' old blocks do not outlive this process's use of the file."""
         try:
             self.conn = duckdb.connect(path)
         except duckdb.Error as e:
@@ -278,9 +341,12 @@ class ProjectionStore:
         return ProjectionDamagedError(msg, path=self.path)
 
     def close(self) -> None:
-        """Close the DuckDB file and release the slot (a temporary folder is removed)."""
+        """Close the DuckDB file and release the slot (a temporary folder is removed); a
+        file that :attr:`scrub_on_close` marks is rewritten first, while the slot is held."""
         try:
             self.conn.close()
+            if self.scrub_on_close and self.temporary_folder is None and os.path.isfile(self.path):
+                rewrite_file(Path(self.path))
         finally:
             if self._lock is not None:
                 self._lock.close()

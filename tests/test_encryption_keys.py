@@ -67,9 +67,20 @@ def test_wrong_master_key_is_refused_and_touches_nothing(tmp_path: Path, read_on
     assert key.hex() not in str(error)  # a message never holds key bytes
 
 
-def test_wrong_key_is_refused_by_a_store_that_has_no_event_yet(tmp_path: Path) -> None:
+def test_an_open_with_a_key_never_binds_a_store_only_a_write_does(tmp_path: Path) -> None:
+    """An audit with a key (or a shell exporting MEMORY_LEDGER_MASTER_KEY_FILE for another
+    store) must not lock the owner of a clear store out: only the first sealed write binds
+    the store to its key."""
     store = tmp_path / "store"
-    MemoryEngine.open(store, master_key=os.urandom(32)).close()
+    MemoryEngine.open(store).close()
+    with MemoryEngine.open(store, master_key=os.urandom(32)) as audit:
+        assert audit.head == 0
+    assert not (store / "keys" / "data-keys.msgpack").exists()
+    MemoryEngine.open(store, master_key=os.urandom(32)).close()  # another key: still clear
+    MemoryEngine.open(store).close()
+    key = os.urandom(32)
+    with MemoryEngine.open(store, master_key=key) as owner:
+        owner.remember(Namespace("acme", "alice", "chat"), "Alice likes tea.")
     refused(store, "master_key_mismatch", master_key=os.urandom(32))
     refused(store, "master_key_missing")
 
