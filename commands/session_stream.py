@@ -36,6 +36,7 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.key_errors import NamespaceErasedError
 from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -190,9 +191,21 @@ class SessionStream:
         ]
 
     def _check_open(self) -> None:
+        """Refuse a closed session, and a session whose namespace was erased since it opened
+        (by this process or another: one ``stat`` of the key store): its in-memory state may
+        hold the erased text.
+
+        :raises SessionSealedError: the session is closed.
+        :raises NamespaceErasedError: the session's namespace was erased.
+        """
         if self._closed:
             msg = f"session {self.session_id!r} is closed"
             raise SessionSealedError(msg)
+        keyring = self.engine.keyring
+        keyring.refresh()
+        if keyring.erased_namespace_ids and keyring.is_erased(self.namespace):
+            msg = f"session {self.session_id!r}: its namespace was erased"
+            raise NamespaceErasedError(msg)
 
     def _buffer_read(self, record: LedgerEvent) -> None:
         """Buffer one read-path record (RecallServed); once the buffer is due (

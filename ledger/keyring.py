@@ -89,7 +89,11 @@ class NamespaceMatch(msgspec.Struct, frozen=True, kw_only=True):
         if self.scope_id is not None and self.principal is None:
             msg = "an erasure naming a scope id must name its principal too"
             raise InvalidNamespaceError(msg, parameter="principal", reason_code="missing_principal")
-        Namespace(self.tenant, self.principal or "principal", self.scope_id or "scope").validated()
+        Namespace(
+            self.tenant,
+            "principal" if self.principal is None else self.principal,
+            "scope" if self.scope_id is None else self.scope_id,
+        ).validated()
         return self
 
     @property
@@ -444,6 +448,12 @@ class Keyring:
         if old is None:
             msg = "this store keeps payloads in clear (no master key): nothing to rotate"
             raise EncryptionNotConfiguredError(msg)
+        if new_master.key_id == old.key_id:
+            msg = (
+                f"the new master key is the current one ({old.key_id}): nothing was rotated; "
+                "keep that key"
+            )
+            raise MasterKeyError(msg, reason_code="same_master_key")
 
         def change(state: KeyStoreState) -> tuple[KeyStoreState | None, int]:
             self._check_master(state)

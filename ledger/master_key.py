@@ -159,6 +159,9 @@ def master_key_from(spec: MasterKeySpec | None) -> KeyWrapper | None:
     if isinstance(spec, bytes | bytearray):
         return LocalMasterKey(bytes(spec))
     if isinstance(spec, str | os.PathLike):
+        if not str(spec).strip():
+            msg = "master_key is an empty path (pass None for no encryption)"
+            raise MasterKeyError(msg, reason_code="master_key_invalid")
         return read_master_key_file(spec)
     if callable(spec):
         try:

@@ -39,6 +39,7 @@ from pathlib import Path
 import msgspec
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
+from memory_ledger.commands.encryption import resolve_master_key
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import KEY_STORE_FILE, FileKeyStore, KeyStoreState
@@ -284,13 +285,21 @@ def restore_store(
     verified with the master key ``config`` names (``master_key_file``, else
     ``MEMORY_LEDGER_MASTER_KEY_FILE``), else without one (chain and envelopes only).
 
-    :raises MasterKeyError: the configured master key is not the backup's (the restored
-        folder then holds the copy, unverified).
+    :raises MasterKeyError: the configured master key is not the backup's (checked before
+        anything is written).
     :raises FileNotFoundError: ``backup`` is not a backup folder.
     :raises FileExistsError: ``store`` exists and is not empty (a restore never overwrites).
     """
     started = time.perf_counter()
     manifest = read_manifest(backup)
+    settings = load_config_from(config or load_config(), embeddings="none", ledger="")
+    master = resolve_master_key(None, settings)
+    if manifest.master_key_id and master is not None and master.key_id != manifest.master_key_id:
+        msg = (
+            f"the configured master key {master.key_id} is not the backup's "
+            f"({manifest.master_key_id}); nothing was written"
+        )
+        raise MasterKeyError(msg, reason_code="master_key_mismatch")
     target = Path(store)
     _empty_folder(target, "store folder")
     ledger = target / "ledger"
@@ -301,9 +310,7 @@ def restore_store(
     os.replace(partial, ledger / "data.mdb")
     _fsync(ledger)
     _restore_keys(Path(backup), target)
-    report, last_hash = _verify_restored(
-        target, load_config_from(config or load_config(), embeddings="none", ledger="")
-    )
+    report, last_hash = _verify_restored(target, settings)
     problem = report.problem
     if report.ok and report.head != manifest.position:
         problem = f"restored head {report.head} differs from the backup's {manifest.position}"

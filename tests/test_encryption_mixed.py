@@ -11,10 +11,12 @@ import pytest
 
 from memory_ledger.commands.async_engine import AsyncMemoryEngine
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.replay.rebuild import check_projections
+from tests.conftest import make_item
 
 ALICE = Namespace("acme", "alice", "chat")
 BOB = Namespace("acme", "bob", "chat")
@@ -63,3 +65,26 @@ async def test_async_engine_erases_and_rotates(tmp_path: Path) -> None:
         MemoryEngine.open(tmp_path, master_key=first)
     with MemoryEngine.open(tmp_path, master_key=second) as engine:
         assert [h.statement for h in engine.recall(BOB, "otters")] == ["Bob keeps otters."]
+
+
+def test_an_open_session_of_an_erased_namespace_refuses_to_serve(tmp_path: Path) -> None:
+    """A session opened before its namespace was erased holds candidates and snapshots in
+    memory: every later call is refused, in the erasing process and in another engine."""
+    key = os.urandom(32)
+    with (
+        MemoryEngine.open(tmp_path, master_key=key) as engine,
+        MemoryEngine.open(tmp_path, master_key=key) as other,
+    ):
+        extractor = RecordedExtractor()
+        session = engine.session(ALICE, "chat-1", extractor=extractor)
+        remote = other.session(ALICE, "chat-2", extractor=RecordedExtractor())
+        extractor.provide(1, [make_item("Alice's passport hint is Narwhal.")])
+        session.observe_final_transcript(1, "user: my passport hint is Narwhal")
+        assert [h.statement for h in session.recall("Narwhal", turn_id=2)] == [
+            "Alice's passport hint is Narwhal."
+        ]
+        engine.erase("acme", "alice")
+        with pytest.raises(NamespaceErasedError):
+            session.recall("Narwhal", turn_id=3)
+        with pytest.raises(NamespaceErasedError):
+            remote.recall("Narwhal", turn_id=1)
