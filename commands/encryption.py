@@ -40,6 +40,7 @@ from memory_ledger.ledger.master_key import (
     master_key_from,
 )
 from memory_ledger.ledger.sealing import is_sealed
+from memory_ledger.ledger.tags import ERASURE_TAG
 from memory_ledger.projections.erasure import present_namespaces
 from memory_ledger.projections.store import remove_idle_slots
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ErasureReport",
     "erase_namespaces",
+    "check_erasures",
     "open_keyring",
     "record_erasures",
     "resolve_master_key",
@@ -171,6 +173,26 @@ def erase_namespaces(
         already_erased=before,
         busy_projections=busy,
     )
+
+
+def check_erasures(engine: MemoryEngine) -> int:
+    """Make sure no data key that a ``NamespaceErased`` record of the ledger destroyed is
+    live in the key store (an old ``keys/`` copied back over a store that erased since):
+    such keys are destroyed again (read-only: refused by this engine only). Returns how many
+    were found live. Reads the ledger's ``erasure`` tag (a store without its tag index is
+    skipped)."""
+    recorder = engine.tagged_recorder
+    if not recorder.tag_index_built():
+        return 0
+    destroyed = [
+        key
+        for _, event in engine.read_tagged(ERASURE_TAG)
+        if isinstance(event, NamespaceErased)
+        for key in event.key_ids
+    ]
+    if not destroyed:
+        return 0
+    return engine.keyring.revoke(destroyed, persist=not engine.read_only)
 
 
 def record_erasures(engine: MemoryEngine) -> dict[UUID, int]:

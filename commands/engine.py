@@ -43,9 +43,7 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
-from memory_ledger.commands.encryption import (
-    record_erasures,
-)
+from memory_ledger.commands.encryption import check_erasures, record_erasures
 from memory_ledger.commands.engine_commands import EngineCommands
 from memory_ledger.commands.engine_open import open_store_parts
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
@@ -338,6 +336,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         engine.keyring = keyring
         if not read_only and any(r.erase_command for r in keyring.records()):
             record_erasures(engine)  # an erasure interrupted after its commit point
+        check_erasures(engine)  # no key the ledger says was destroyed is live
         if follow if follow is not None else bool(url) and create:
             engine.follow()
         return engine

@@ -165,6 +165,7 @@ class Keyring:
         self._sealers: dict[Namespace, tuple[bytes, AESGCM]] = {}
         self._openers: dict[bytes, AESGCM | None] = {}
         self._erased_cache: dict[Namespace, bool] = {}
+        self._revoked: set[bytes] = set()
         self.erased_namespace_ids: frozenset[UUID] = frozenset()
         """The namespace ids whose keys were erased (empty: no erasure yet)."""
         self._state = KeyStoreState()
@@ -177,7 +178,9 @@ class Keyring:
         self._sealers = {}
         self._openers = {}
         self._erased_cache = {}
-        self.erased_namespace_ids = frozenset(r.namespace_id for r in state.keys if r.erased)
+        self.erased_namespace_ids = frozenset(
+            r.namespace_id for r in state.keys if r.erased or r.key_id.bytes in self._revoked
+        )
 
     def is_erased(self, namespace: Namespace) -> bool:
         """Whether ``namespace`` was erased (cached per namespace)."""
@@ -286,7 +289,7 @@ class Keyring:
         erased = False
         for record in state.keys:
             if record.namespace_id == namespace_id:
-                if not record.erased:
+                if not record.erased and record.key_id.bytes not in self._revoked:
                     return record
                 erased = True
         if erased:
@@ -346,7 +349,7 @@ class Keyring:
                 f"{self.store.description!r} (a store restored without its keys?)"
             )
             raise DataKeyMissingError(msg)
-        if record.wrapped is None:
+        if record.wrapped is None or key_id in self._revoked:
             return None
         if self.master is None:
             msg = f"payloads are sealed and no master key is configured (data key {record.key_id})"
@@ -436,6 +439,39 @@ class Keyring:
             erased = self.store.update(change)
             self._load(self.store.read())
         return erased
+
+    def revoke(self, key_ids: Sequence[UUID], *, persist: bool) -> int:
+        """Treat the data keys ``key_ids`` as erased: the ledger's ``NamespaceErased``
+        records say they were destroyed, yet the key store holds them live (an old ``keys/``
+        copied back). With ``persist`` the key store is corrected (the keys destroyed again);
+        without (a read-only open) only this keyring refuses them. Returns how many were
+        live.
+
+        :raises KeyStoreError: the key store cannot be written (with ``persist``).
+        """
+        wanted = set(key_ids)
+        live = [r for r in self._state.keys if r.key_id in wanted and not r.erased]
+        if not live:
+            return 0
+        self._revoked.update(r.key_id.bytes for r in live)
+        if persist:
+            when = self._clock()
+
+            def change(state: KeyStoreState) -> tuple[KeyStoreState | None, None]:
+                keys = tuple(
+                    msgspec.structs.replace(
+                        r, wrapped=None, erased_at=r.erased_at or when, erased_by=r.erased_by
+                    )
+                    if r.key_id in wanted
+                    else r
+                    for r in state.keys
+                )
+                return msgspec.structs.replace(state, keys=keys), None
+
+            self.store.update(change)
+        with self._lock:
+            self._load(self.store.read())
+        return len(live)
 
     def rotate(self, new_master: KeyWrapper) -> int:
         """Re-wrap every live data key under ``new_master``; return how many. Events are not

@@ -35,11 +35,13 @@ from memory_ledger.ledger.events import (
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
+    NamespaceErased,
     NamespaceForgotten,
 )
 from memory_ledger.ledger.ids import ID_ROOT, Namespace, subject_predicate_key
 
 __all__ = [
+    "ERASURE_TAG",
     "MEMORY_EVENTS",
     "TaggedRecorder",
     "condition_for",
@@ -61,7 +63,15 @@ MEMORY_EVENTS: tuple[type[LedgerEvent], ...] = (
 )
 """Events of memory streams: each carries its memory and namespace tags."""
 
-_TAGGED_EVENTS: tuple[type[LedgerEvent], ...] = (*MEMORY_EVENTS, NamespaceForgotten)
+_TAGGED_EVENTS: tuple[type[LedgerEvent], ...] = (
+    *MEMORY_EVENTS,
+    NamespaceForgotten,
+    NamespaceErased,
+)
+
+ERASURE_TAG = "erasure"
+"""Tag of every ``NamespaceErased`` record: an engine opening a store reads them all to
+check that no key they destroyed is live in its key store (an old ``keys/`` copied back)."""
 _MEMORY_TOPICS = frozenset(get_topic(cls) for cls in _TAGGED_EVENTS)
 
 
@@ -99,6 +109,8 @@ def event_tags(event: LedgerEvent) -> tuple[str, ...]:
     if type(event) not in _MEMORY_EVENT_TYPES:
         if type(event) is NamespaceForgotten:
             return (_namespace_tag(event.namespace),)
+        if type(event) is NamespaceErased:
+            return (ERASURE_TAG,)
         return ()
     tags = (memory_tag(event.originator_id), _namespace_tag(event.namespace))
     if isinstance(event, MemoryActivated):

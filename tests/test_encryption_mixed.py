@@ -5,6 +5,7 @@ and the live projection equals a rebuild."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
+from memory_ledger.ledger.key_store import FileKeyStore
 from memory_ledger.replay.rebuild import check_projections
 from tests.conftest import make_item
 
@@ -88,3 +90,26 @@ def test_an_open_session_of_an_erased_namespace_refuses_to_serve(tmp_path: Path)
             session.recall("Narwhal", turn_id=3)
         with pytest.raises(NamespaceErasedError):
             remote.recall("Narwhal", turn_id=1)
+
+
+def test_an_old_key_store_copied_back_does_not_undo_an_erasure(tmp_path: Path) -> None:
+    """The ledger's NamespaceErased records win over a key store that still holds the keys
+    they destroyed: a read-only open refuses those keys, a writable one destroys them."""
+    key = os.urandom(32)
+    store = tmp_path / "store"
+    with MemoryEngine.open(store, master_key=key) as engine:
+        engine.remember(ALICE, "Alice collects narwhals.")
+    shutil.copytree(store / "keys", tmp_path / "old-keys")
+    with MemoryEngine.open(store, master_key=key) as engine:
+        engine.erase("acme", "alice")
+    shutil.rmtree(store / "keys")
+    shutil.copytree(tmp_path / "old-keys", store / "keys")
+    with MemoryEngine.open(store, master_key=key, read_only=True) as audit:
+        assert list(audit.recall(ALICE, "narwhals")) == []
+        decode = audit.event_decoder()
+        events = [decode(t, s, i, v) for _, i, v, t, s in audit.read_records(0, 100)]
+        assert "narwhals" not in repr(events)
+    assert any(not r.erased for r in FileKeyStore(store / "keys").read().keys)
+    with MemoryEngine.open(store, master_key=key) as engine:
+        assert list(engine.recall(ALICE, "narwhals")) == []
+    assert all(r.erased for r in FileKeyStore(store / "keys").read().keys)
