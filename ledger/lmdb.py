@@ -1004,11 +1004,16 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
     ) -> list[int]:
         """The body of :meth:`insert_events` inside the caller's write transaction ``txn``:
         ``prepared`` holds ``(stream key, body)`` per record. Raises :class:`Refused` (before
-        writing anything) to refuse the batch."""
+        writing anything) to refuse the batch.
+
+        Few calls into LMDB per batch: one ``getmulti`` checks that no stream key exists,
+        one ``putmulti`` writes the stream keys and one appending ``putmulti`` the records.
+        """
         shared = self.datastore.shared
         # Every check runs before the first write, so a refused batch leaves the
         # transaction untouched (see _SharedEnvironment._run_write).
-        _refuse_existing(txn, self._index, [key for key, _ in prepared])
+        if prepared:
+            _refuse_existing_rows(txn, self._index, prepared)
         if tracking is not None:
             tracking_db = self.datastore.db(b"tracking")
             _check_tracking(txn, tracking_db, tracking)
@@ -1019,29 +1024,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 raise Refused(failed)
         ids: list[int] = []
         if prepared:
-            tail = shared.log_tail
-            if tail is not None and tail[0] is txn:  # an earlier request of this group
-                last_id, prev_hash = tail[1], tail[2]
-            else:
-                cursor = txn.cursor(db=self._log)
-                if cursor.last():
-                    last_id = _ID.unpack(cursor.key())[0]
-                    prev_hash = bytes(cursor.value()[:HASH_SIZE])
-                else:
-                    last_id, prev_hash = 0, GENESIS_HASH
-            first = last_id + 1
-            put, index, log, sha256 = txn.put, self._index, self._log, hashlib.sha256
-            for n, (key, body) in enumerate(prepared):
-                last_id += 1
-                packed_id = _ID.pack(last_id)
-                put(key, packed_id, db=index)
-                prev_hash = sha256(prev_hash + body).digest()
-                put(packed_id, prev_hash + body, db=log, append=True)
-                if tags is not None and tags[n]:
-                    self.tag_index.put(txn, packed_id, tags[n])
-                fault("ledger.put")
-            shared.log_tail = (txn, last_id, prev_hash)
-            ids = list(range(first, last_id + 1))
+            ids = self._append_records(txn, prepared, tags)
         if tracking is not None:
             txn.put(
                 tracking.application_name.encode("utf-8"),
@@ -1049,6 +1032,47 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 db=tracking_db,
             )
         return ids
+
+    def _append_records(
+        self, txn: Any, prepared: list[tuple[bytes, bytes]], tags: Sequence[Sequence[str]] | None
+    ) -> list[int]:
+        """Write the checked ``prepared`` rows at the log's end in ``txn`` (stream keys,
+        hash-chained records, tags); return their positions.
+
+        :raises LedgerIntegrityError: the log did not end where this transaction found it
+            (an appending put refused a key); the caller's transaction must be aborted.
+        """
+        shared = self.datastore.shared
+        tail = shared.log_tail
+        if tail is not None and tail[0] is txn:  # an earlier request of this group
+            last_id, prev_hash = tail[1], tail[2]
+        else:
+            cursor = txn.cursor(db=self._log)
+            if cursor.last():
+                last_id = _ID.unpack(cursor.key())[0]
+                prev_hash = bytes(cursor.value()[:HASH_SIZE])
+            else:
+                last_id, prev_hash = 0, GENESIS_HASH
+        first = last_id + 1
+        pack, sha256 = _ID.pack, hashlib.sha256
+        keys: list[tuple[bytes, bytes]] = []
+        records: list[tuple[bytes, bytes]] = []
+        for key, body in prepared:
+            last_id += 1
+            packed_id = pack(last_id)
+            keys.append((key, packed_id))
+            prev_hash = sha256(prev_hash + body).digest()
+            records.append((packed_id, prev_hash + body))
+        txn.cursor(db=self._index).putmulti(keys)
+        if txn.cursor(db=self._log).putmulti(records, append=True)[1] != len(records):
+            msg = f"the log of {self.datastore.path!r} does not end at position {first - 1}"
+            raise LedgerIntegrityError(msg, path=self.datastore.path)
+        for n, (packed_id, _record) in enumerate(records):
+            if tags is not None and tags[n]:
+                self.tag_index.put(txn, packed_id, tags[n])
+            fault("ledger.put")
+        shared.log_tail = (txn, last_id, prev_hash)
+        return list(range(first, last_id + 1))
 
     def select_tagged(
         self, query: DCBQuery | None, *, after: int | None = None, limit: int | None = None
@@ -1403,6 +1427,21 @@ def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:
             msg = f"Stored event already recorded: {key.hex()}"
             raise Refused(LedgerIntegrityError(msg))
         seen.add(key)
+
+
+def _refuse_existing_rows(txn: Any, db: Any, rows: list[tuple[bytes, bytes]]) -> None:
+    """Raise :class:`Refused` if the stream key of a ``(key, body)`` row exists in ``db`` or
+    repeats in ``rows`` (one ``getmulti`` into LMDB)."""
+    keys = [key for key, _ in rows]
+    found = txn.cursor(db=db).getmulti(keys)
+    if found or len(set(keys)) != len(keys):
+        seen: set[bytes] = set()
+        existing = {bytes(key) for key, _ in found}
+        for key in keys:
+            if key in seen or key in existing:
+                msg = f"Stored event already recorded: {key.hex()}"
+                raise Refused(LedgerIntegrityError(msg))
+            seen.add(key)
 
 
 def _check_tracking(txn: Any, db: Any, tracking: Tracking) -> None:
