@@ -81,8 +81,14 @@ class WriteRequest(Generic[T]):
         self.taken = False
         """A leader took it into a group (it will run)."""
         self.done = False
-        self.wake = _Signal()
-        """Set when the request is done, or when it is first in the queue (it leads)."""
+        self.wake: _Signal | None = None
+        """Set when the request is done, or when it is first in the queue (it leads); made
+        only for a request that waits (one that leads at once needs no wake-up)."""
+
+    def wake_up(self) -> None:
+        """Wake the thread waiting for this request (nothing when it never waited)."""
+        if self.wake is not None:
+            self.wake.set()
 
     def outcome(self) -> T:
         """The result, or raise the error."""
@@ -153,9 +159,11 @@ class GroupCommit:
         with self._lock:
             self._queue.append(request)
             leads = self._queue[0] is request
+            if not leads:
+                wake = request.wake = _Signal()
         if not leads:
             try:
-                request.wake.wait()
+                wake.wait()
             except BaseException:
                 self._withdraw(request)  # KeyboardInterrupt while waiting (main thread)
                 raise
@@ -175,9 +183,9 @@ class GroupCommit:
                 following = self._queue[0] if self._queue else None
             # Wake each member (its outcome is set) and the next leader, no one else.
             for member in group:
-                member.wake.set()
+                member.wake_up()
             if following is not None:
-                following.wake.set()
+                following.wake_up()
         return request.outcome()
 
     def _withdraw(self, request: WriteRequest[Any]) -> None:
@@ -190,7 +198,7 @@ class GroupCommit:
             self._queue.remove(request)
             following = self._queue[0] if first and self._queue else None
         if following is not None:
-            following.wake.set()
+            following.wake_up()
 
     def _take_group(self) -> list[WriteRequest[Any]]:
         """The requests from the front of the queue that form the next group (call with the

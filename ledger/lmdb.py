@@ -219,7 +219,8 @@ class _TransactionGate:
     def release_shared(self) -> None:
         with self._cond:
             self._active -= 1
-            if self._active == 0:
+            # Only a resizer waits for the last transaction to end (it set _resizing first).
+            if self._active == 0 and self._resizing:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
