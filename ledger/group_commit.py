@@ -5,7 +5,10 @@ A durable append costs one ``fsync``; while one thread waits for it, others queu
 queued request leads: it takes every request waiting behind it (up to a bound), runs them one
 after the other inside ONE write transaction, commits it (one sync) and only then hands each
 request its own outcome; the next request in the queue leads the next group. A lone writer
-forms groups of one and pays nothing but a lock and a condition.
+forms groups of one and pays nothing but the queue's lock. A waiting request blocks on a lock
+of its own, released once to wake it (no condition, no ``threading.Event``): each command
+costs the fewest context switches and the least work under the GIL, which is what bounds
+many writers once their syncs are shared.
 
 Each request keeps the guarantees it has alone:
 
