@@ -969,7 +969,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
     def _prepare(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, bytes]]:
         """``(stream key, record body)`` of each stored event: the bytes of
         :meth:`LMDBDatastore.stream_prefix` + :func:`pack_version` and of
-        :func:`encode_body` (a UUID id's 16 bytes computed once for both).
+        :func:`encode_body` (a UUID id's 16 bytes computed once for both, and once for the
+        consecutive events of one stream, the usual shape of a command).
 
         :raises LedgerDataError: an id that is not a UUID (uuid mode) or too long (text
             mode), or a version outside the signed 64-bit range.
@@ -979,13 +980,17 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         encode = _row_encoder.encode
         pack = _ID.pack
         rows: list[tuple[bytes, bytes]] = []
+        last_id: object = None
+        raw = prefix = b""
         for s in stored_events:
             oid = s.originator_id
             version = s.originator_version
             if uuid_ids and type(oid) is UUID and type(version) is int and 0 <= version < _BIAS:
-                raw = oid.bytes
-                key = _UUID_KEY + raw + pack(version + _BIAS)
-                rows.append((key, encode((raw, version, s.topic, s.state))))
+                if oid is not last_id:
+                    last_id, raw = oid, oid.bytes
+                    prefix = _UUID_KEY + raw
+                body = encode((raw, version, s.topic, s.state))
+                rows.append((prefix + pack(version + _BIAS), body))
                 continue
             rows.append(
                 (
