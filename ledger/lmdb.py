@@ -147,12 +147,13 @@ DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 
 _ID = struct.Struct(">Q")
 _MAX_ID = (1 << 64) - 1
-_VERSION_BIAS = _BIAS = 1 << 63
+_VERSION_BIAS = 1 << 63
 _MAX_KEY_ID_BYTES = 400
 _UUID_KEY = b"\x01"
 _RESERVE_MARGIN = 1 << 20
 _RESERVE_MEASURE_EVERY = 64
 _row_encoder = msgspec.msgpack.Encoder()
+"""Encodes record bodies as :func:`encode_body` does (default settings)."""
 
 T = TypeVar("T")
 
@@ -985,12 +986,17 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         for s in stored_events:
             oid = s.originator_id
             version = s.originator_version
-            if uuid_ids and type(oid) is UUID and type(version) is int and 0 <= version < _BIAS:
+            if (
+                uuid_ids
+                and type(oid) is UUID
+                and type(version) is int
+                and 0 <= version < _VERSION_BIAS
+            ):
                 if oid is not last_id:
                     last_id, raw = oid, oid.bytes
                     prefix = _UUID_KEY + raw
                 body = encode((raw, version, s.topic, s.state))
-                rows.append((prefix + pack(version + _BIAS), body))
+                rows.append((prefix + pack(version + _VERSION_BIAS), body))
                 continue
             rows.append(
                 (
