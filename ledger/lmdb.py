@@ -149,6 +149,11 @@ _ID = struct.Struct(">Q")
 _MAX_ID = (1 << 64) - 1
 _VERSION_BIAS = 1 << 63
 _MAX_KEY_ID_BYTES = 400
+_UUID_KEY = b"\x01"
+_RESERVE_MARGIN = 1 << 20
+_RESERVE_MEASURE_EVERY = 64
+_row_encoder = msgspec.msgpack.Encoder()
+"""Encodes record bodies as :func:`encode_body` does (default settings)."""
 
 T = TypeVar("T")
 
@@ -215,7 +220,8 @@ class _TransactionGate:
     def release_shared(self) -> None:
         with self._cond:
             self._active -= 1
-            if self._active == 0:
+            # Only a resizer waits for the last transaction to end (it set _resizing first).
+            if self._active == 0 and self._resizing:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
@@ -269,6 +275,14 @@ class _SharedEnvironment:
         self.locked = not readonly or _lock_file_writable(path)
         self.tag_index_built = False
         """Whether the store indexes every record's tags (format >= 2), as last seen."""
+        self.log_tail: tuple[Any, int, bytes] | None = None
+        """``(txn, last position, last hash)``: the end of the log as the write transaction
+        ``txn`` left it, so the requests of one group do not each seek it (cleared when the
+        transaction ends; a writer of the log other than ``insert_in_transaction`` clears
+        it)."""
+        self._room = 0
+        """Bytes of the map believed free: measured, less what writes announced since."""
+        self._writes_unmeasured = 0
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -439,6 +453,7 @@ class _SharedEnvironment:
                 except lmdb.MapResizedError:
                     grow = False
                 finally:
+                    self.log_tail = None
                     self.gate.release_shared()
                 if grow:
                     self._grow()
@@ -446,15 +461,29 @@ class _SharedEnvironment:
                     self._adopt_new_size()
 
     def _reserve(self, size_hint: int) -> None:
-        """Grow the map ahead of a write of about ``size_hint`` bytes that would not fit."""
+        """Grow the map ahead of a write of about ``size_hint`` bytes that would not fit.
+
+        The free room is measured (``mdb_env_info``, ``mdb_env_stat``) when the estimate
+        kept since the last measure runs short, and at least every
+        :data:`_RESERVE_MEASURE_EVERY` writes (other processes use room too); in between,
+        each write takes its bound from the estimate. A write that still finds the map
+        full is retried after growing it (:meth:`_run_write_once`).
+        """
         if size_hint <= 0:
             return
-        info = self.env.info()
-        used = (int(info["last_pgno"]) + 1) * int(self.env.stat()["psize"])
         # Copy-on-write may touch each page twice; keep a margin for branch pages.
-        needed = used + 2 * size_hint + (1 << 20)
-        if needed > int(info["map_size"]):
-            self._grow(needed)
+        needed = 2 * size_hint + _RESERVE_MARGIN
+        self._writes_unmeasured += 1
+        if needed > self._room or self._writes_unmeasured >= _RESERVE_MEASURE_EVERY:
+            info = self.env.info()
+            used = (int(info["last_pgno"]) + 1) * int(self.env.stat()["psize"])
+            map_size = int(info["map_size"])
+            if used + needed > map_size:
+                self._grow(used + needed)
+                map_size = int(self.env.info()["map_size"])
+            self._room = map_size - used
+            self._writes_unmeasured = 0
+        self._room -= 2 * size_hint
 
     def _run_group(self, group: list[WriteRequest[Any]], extend: Callable[[], bool]) -> None:
         """Run every request of ``group`` in ONE write transaction (one sync), and those
@@ -485,10 +514,11 @@ class _SharedEnvironment:
         transaction and its sync (group commit); the result is returned once it is committed.
         """
         result = self.group_commit.write(fn, size_hint)
-        with self.listeners_lock:
-            listeners = list(self.listeners)
-        for listener in listeners:
-            listener.set()
+        if self.listeners:
+            with self.listeners_lock:
+                listeners = list(self.listeners)
+            for listener in listeners:
+                listener.set()
         return result
 
     @contextlib.contextmanager
@@ -528,6 +558,7 @@ class _SharedEnvironment:
 
     def _grow(self, minimum: int = 0) -> None:
         """Double the map size (more than once if needed to reach ``minimum`` bytes)."""
+        self._room = 0
         with self.gate.exclusive():
             size = int(self.env.info()["map_size"]) * 2
             while size < minimum:
@@ -535,6 +566,7 @@ class _SharedEnvironment:
             self.env.set_mapsize(size)
 
     def _adopt_new_size(self) -> None:
+        self._room = 0
         with self.gate.exclusive():
             # Zero adopts the size another process has written into the meta page.
             self.env.set_mapsize(0)
@@ -914,30 +946,65 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         :raises DataError: ``tags`` does not hold one sequence per event, or a tag is not a
             string or is longer than 400 UTF-8 bytes.
         """
-        prepared = [
-            (
-                self.datastore.stream_prefix(s.originator_id) + pack_version(s.originator_version),
-                encode_body(s.originator_id, s.originator_version, s.topic, s.state),
-            )
-            for s in stored_events
-        ]
+        prepared = self._prepare(stored_events)
         tracking: Tracking | None = kwargs.get("tracking")
         tags: Sequence[Sequence[str]] | None = kwargs.get("tags")
         condition: DCBAppendCondition | None = kwargs.get("condition")
+        size = 0
+        for key, body in prepared:
+            size += len(key) + len(body) + HASH_SIZE + 16
         if tags is not None:
             if len(tags) != len(prepared):
                 msg = f"tags holds {len(tags)} sequences for {len(prepared)} events"
                 raise LedgerDataError(msg)
             for event_tags in tags:
-                TagIndex.check(event_tags)
+                if event_tags:
+                    TagIndex.check(event_tags)
+                    size += sum(len(t) + 32 for t in event_tags)
 
         def insert(txn: Any) -> list[int]:
             return self.insert_in_transaction(txn, prepared, tracking, tags, condition)
 
-        size = sum(len(k) + len(b) + HASH_SIZE + 16 for k, b in prepared)
-        if tags is not None:
-            size += sum(len(t) + 32 for event_tags in tags for t in event_tags)
         return self.datastore.write(insert, size)
+
+    def _prepare(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, bytes]]:
+        """``(stream key, record body)`` of each stored event: the bytes of
+        :meth:`LMDBDatastore.stream_prefix` + :func:`pack_version` and of
+        :func:`encode_body` (a UUID id's 16 bytes computed once for both, and once for the
+        consecutive events of one stream, the usual shape of a command).
+
+        :raises LedgerDataError: an id that is not a UUID (uuid mode) or too long (text
+            mode), or a version outside the signed 64-bit range.
+        """
+        datastore = self.datastore
+        uuid_ids = datastore.originator_id_type == "uuid"
+        encode = _row_encoder.encode
+        pack = _ID.pack
+        rows: list[tuple[bytes, bytes]] = []
+        last_id: object = None
+        raw = prefix = b""
+        for s in stored_events:
+            oid = s.originator_id
+            version = s.originator_version
+            if (
+                uuid_ids
+                and type(oid) is UUID
+                and type(version) is int
+                and 0 <= version < _VERSION_BIAS
+            ):
+                if oid is not last_id:
+                    last_id, raw = oid, oid.bytes
+                    prefix = _UUID_KEY + raw
+                body = encode((raw, version, s.topic, s.state))
+                rows.append((prefix + pack(version + _VERSION_BIAS), body))
+                continue
+            rows.append(
+                (
+                    datastore.stream_prefix(oid) + pack_version(version),
+                    encode_body(oid, version, s.topic, s.state),
+                )
+            )
+        return rows
 
     def insert_in_transaction(
         self,
@@ -949,36 +1016,27 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
     ) -> list[int]:
         """The body of :meth:`insert_events` inside the caller's write transaction ``txn``:
         ``prepared`` holds ``(stream key, body)`` per record. Raises :class:`Refused` (before
-        writing anything) to refuse the batch."""
-        ids: list[int] = []
+        writing anything) to refuse the batch.
+
+        Few calls into LMDB per batch: one ``getmulti`` checks that no stream key exists,
+        one ``putmulti`` writes the stream keys and one appending ``putmulti`` the records.
+        """
+        shared = self.datastore.shared
         # Every check runs before the first write, so a refused batch leaves the
         # transaction untouched (see _SharedEnvironment._run_write).
-        _refuse_existing(txn, self._index, [key for key, _ in prepared])
-        tracking_db = self.datastore.db(b"tracking")
+        if prepared:
+            _refuse_existing_rows(txn, self._index, prepared)
         if tracking is not None:
+            tracking_db = self.datastore.db(b"tracking")
             _check_tracking(txn, tracking_db, tracking)
         if condition is not None:
-            self.datastore.shared.check_tag_index(txn)
+            shared.check_tag_index(txn)
             failed = self.tag_index.refuse(txn, condition)
             if failed is not None:
                 raise Refused(failed)
+        ids: list[int] = []
         if prepared:
-            cursor = txn.cursor(db=self._log)
-            if cursor.last():
-                last_id = _ID.unpack(cursor.key())[0]
-                prev_hash = bytes(cursor.value()[:HASH_SIZE])
-            else:
-                last_id, prev_hash = 0, GENESIS_HASH
-            for n, (key, body) in enumerate(prepared):
-                last_id += 1
-                packed_id = _ID.pack(last_id)
-                txn.put(key, packed_id, db=self._index)
-                prev_hash = hashlib.sha256(prev_hash + body).digest()
-                txn.put(packed_id, prev_hash + body, db=self._log, append=True)
-                if tags is not None and tags[n]:
-                    self.tag_index.put(txn, packed_id, tags[n])
-                ids.append(last_id)
-                fault("ledger.put")
+            ids = self._append_records(txn, prepared, tags)
         if tracking is not None:
             txn.put(
                 tracking.application_name.encode("utf-8"),
@@ -986,6 +1044,47 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 db=tracking_db,
             )
         return ids
+
+    def _append_records(
+        self, txn: Any, prepared: list[tuple[bytes, bytes]], tags: Sequence[Sequence[str]] | None
+    ) -> list[int]:
+        """Write the checked ``prepared`` rows at the log's end in ``txn`` (stream keys,
+        hash-chained records, tags); return their positions.
+
+        :raises LedgerIntegrityError: the log did not end where this transaction found it
+            (an appending put refused a key); the caller's transaction must be aborted.
+        """
+        shared = self.datastore.shared
+        tail = shared.log_tail
+        if tail is not None and tail[0] is txn:  # an earlier request of this group
+            last_id, prev_hash = tail[1], tail[2]
+        else:
+            cursor = txn.cursor(db=self._log)
+            if cursor.last():
+                last_id = _ID.unpack(cursor.key())[0]
+                prev_hash = bytes(cursor.value()[:HASH_SIZE])
+            else:
+                last_id, prev_hash = 0, GENESIS_HASH
+        first = last_id + 1
+        pack, sha256 = _ID.pack, hashlib.sha256
+        keys: list[tuple[bytes, bytes]] = []
+        records: list[tuple[bytes, bytes]] = []
+        for key, body in prepared:
+            last_id += 1
+            packed_id = pack(last_id)
+            keys.append((key, packed_id))
+            prev_hash = sha256(prev_hash + body).digest()
+            records.append((packed_id, prev_hash + body))
+        txn.cursor(db=self._index).putmulti(keys)
+        if txn.cursor(db=self._log).putmulti(records, append=True)[1] != len(records):
+            msg = f"the log of {self.datastore.path!r} does not end at position {first - 1}"
+            raise LedgerIntegrityError(msg, path=self.datastore.path)
+        for n, (packed_id, _record) in enumerate(records):
+            if tags is not None and tags[n]:
+                self.tag_index.put(txn, packed_id, tags[n])
+            fault("ledger.put")
+        shared.log_tail = (txn, last_id, prev_hash)
+        return list(range(first, last_id + 1))
 
     def select_tagged(
         self, query: DCBQuery | None, *, after: int | None = None, limit: int | None = None
@@ -1279,6 +1378,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                     msg = f"record {position} does not continue the log at {last_id}"
                     raise Refused(LedgerIntegrityError(msg, path=self.datastore.path))
                 last_id, prev_hash = position, entry[:HASH_SIZE]
+            self.datastore.shared.log_tail = None  # the log's end moves under it
             for position, key, entry in prepared:
                 packed = _ID.pack(position)
                 txn.put(key, packed, db=self._index)
@@ -1339,6 +1439,21 @@ def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:
             msg = f"Stored event already recorded: {key.hex()}"
             raise Refused(LedgerIntegrityError(msg))
         seen.add(key)
+
+
+def _refuse_existing_rows(txn: Any, db: Any, rows: list[tuple[bytes, bytes]]) -> None:
+    """Raise :class:`Refused` if the stream key of a ``(key, body)`` row exists in ``db`` or
+    repeats in ``rows`` (one ``getmulti`` into LMDB)."""
+    keys = [key for key, _ in rows]
+    found = txn.cursor(db=db).getmulti(keys)
+    if found or len(set(keys)) != len(keys):
+        seen: set[bytes] = set()
+        existing = {bytes(key) for key, _ in found}
+        for key in keys:
+            if key in seen or key in existing:
+                msg = f"Stored event already recorded: {key.hex()}"
+                raise Refused(LedgerIntegrityError(msg))
+            seen.add(key)
 
 
 def _check_tracking(txn: Any, db: Any, tracking: Tracking) -> None:

@@ -22,6 +22,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.group_commit import GroupCommit, WriteRequest
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
+from memory_ledger.ledger.records import GENESIS_HASH, chain_hash
 from memory_ledger.ledger.tag_index import AppendConditionFailedError
 
 TOPIC = "tests.group_commit:Event"
@@ -101,6 +102,18 @@ def stream_events(recorder: LMDBApplicationRecorder, name: str) -> list[StoredEv
     return list(recorder.select_events(uuid5(NAMESPACE_URL, f"group-commit/{name}")))
 
 
+def assert_log_chains(recorder: LMDBApplicationRecorder) -> None:
+    """Positions run 1..head without gaps and each record's hash chains to the one before,
+    across the commands of a group too (each request continues where the one before it in
+    the shared transaction left the log)."""
+    previous, expected = GENESIS_HASH, 1
+    for record in recorder.iter_records():
+        assert record.notification_id == expected
+        assert record.record_hash == chain_hash(previous, record.body), expected
+        previous, expected = record.record_hash, expected + 1
+    assert expected - 1 == (recorder.max_notification_id() or 0)
+
+
 def test_concurrent_commands_share_one_transaction_and_each_is_whole(
     recorder: LMDBApplicationRecorder,
 ) -> None:
@@ -138,6 +151,7 @@ def test_concurrent_commands_share_one_transaction_and_each_is_whole(
         assert [n.id for n in notifications] == positions
         assert {n.originator_id for n in notifications} == {events[0].originator_id}
     assert recorder.max_notification_id() == 3 * 7
+    assert_log_chains(recorder)
 
 
 def test_a_refused_command_leaves_the_rest_of_its_group_untouched(
@@ -171,6 +185,7 @@ def test_a_refused_command_leaves_the_rest_of_its_group_untouched(
     assert len(stream_events(recorder, "a")) == 3 and len(stream_events(recorder, "b")) == 3
     assert len(stream_events(recorder, "existing")) == 3
     assert recorder.max_notification_id() == 3 * 4  # existing, first, a, b: nothing else
+    assert_log_chains(recorder)
 
 
 def test_an_append_condition_overtaken_inside_the_group_is_refused(
