@@ -42,7 +42,6 @@ from memory_ledger.ledger.master_key import (
 from memory_ledger.ledger.sealing import is_sealed
 from memory_ledger.ledger.tags import ERASURE_TAG
 from memory_ledger.projections.erasure import present_namespaces
-from memory_ledger.projections.store import remove_idle_slots
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
@@ -163,7 +162,7 @@ def erase_namespaces(
     fault("erasure.keys_destroyed")
     positions = record_erasures(engine)
     engine.catch_up()  # drops the rows; the file is rewritten when the engine closes
-    busy = remove_idle_slots(engine.path / "projections", keep=engine.projections.path)
+    busy = engine.remove_idle_projections()
     return ErasureReport(
         command_id=command,
         namespaces=len(erased),

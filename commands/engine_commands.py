@@ -7,6 +7,7 @@ MemoryEngine`; the attributes below are set by its ``__init__``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
@@ -20,6 +21,7 @@ from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
 from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
 from memory_ledger.projections.columnar import session_key
+from memory_ledger.projections.store import ProjectionStore, remove_idle_slots
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -36,6 +38,8 @@ class EngineCommands:
     transcripts: SourceTranscripts
     semantic: SemanticChannel | None
     _memory_maps: dict[str, tuple[int, str]]
+    path: Path
+    projections: ProjectionStore
 
     @property
     def _engine(self) -> MemoryEngine:
@@ -92,6 +96,12 @@ class EngineCommands:
         return forget_all(self._engine, namespace)
 
     # Erasure (commands/encryption.py) -----------------------------------------------------
+
+    def remove_idle_projections(self) -> int:
+        """Delete this host's projection files that no process holds (after an erasure:
+        they may hold erased rows; each is rebuilt from the ledger when next used); return
+        how many are held by running processes (:func:`projections.store.remove_idle_slots`)."""
+        return remove_idle_slots(self.path / "projections", keep=self.projections.path)
 
     def _drop_erased_content(self) -> None:
         """Empty every in-process index and cache that may hold an erased namespace's text
