@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, InfrastructureFactory, Mapper
 
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.embedding_config import provider_from_config
-from memory_ledger.commands.embeddings import EmbeddingProvider
 from memory_ledger.commands.encryption import open_keyring, resolve_master_key
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.ledger_url import open_ledger
@@ -26,6 +25,9 @@ from memory_ledger.ledger.tags import TaggedRecorder, stored_event_tagger
 from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.embeddings import EmbeddingProvider  # numpy: on use only
 
 __all__ = ["StoreParts", "open_store_parts"]
 
