@@ -69,10 +69,13 @@ def test_a_window_of_zero_turns_reads_nothing() -> None:
 
 
 def test_analyze_document_indexes_the_window_after_the_source_turn() -> None:
-    text = analyze_document("Alice", "Alice adopts.", "user: adopting", "assistant: summer plans")
+    text = analyze_document(
+        "Alice", "Alice adopts.", "user: adopting", "assistant: summer plans\nuser: plans"
+    )
     assert text.split() == [
         *("alic", "alic", "adopt", "alic", "adopt"),  # the statement counts twice
-        *("user", "adopt", "assist", "summer", "plan"),
+        *("user", "adopt"),  # the source turn as it is
+        *("assist", "summer", "plan", "user"),  # each window word once
     ]
     assert analyze_document("Alice", "Alice adopts.").split() == ["alic", "alic", "adopt"]
 
