@@ -44,6 +44,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+from msgspec.structs import replace as same_struct
 
 from benchmarks.corpus import scratch
 from benchmarks.locomo_channels import (
@@ -376,20 +377,27 @@ def evaluate_provider(
             )
         )
     # Turn-level evidence recall (MemPalace's definition).
-    turn_ways = [("lexical", None)]
+    turn_ways: list[tuple[str, str, HybridFusion | None, bool]] = [
+        ("lexical", "lexical", None, False),
+        ("lexical_window", "lexical", None, True),
+    ]
     if provider is not None and shipped is not None:
-        turn_ways += [("semantic", None), ("fused", shipped)]
+        turn_ways += [
+            ("semantic", "semantic", None, False),
+            ("fused_earlier", "fused", same_struct(shipped, temporal_boost=0.0), False),
+            ("fused", "fused", shipped, True),
+        ]
     figures["turns"] = {}
-    for mode, fusion in turn_ways:
-        rankings = rank_turns(conversations, provider, fusion, mode)
+    for name, mode, fusion, window in turn_ways:
+        rankings = rank_turns(conversations, provider, fusion, mode, window)
         every_category = turn_metrics(rankings, ALL_CATEGORIES)
-        figures["turns"][mode] = {
+        figures["turns"][name] = {
             "all_categories": every_category,
             "categories_1_4": turn_metrics(rankings, CATEGORIES),
         }
         rows.append(
             (
-                f"{label}: turn-level R@5 / R@10, all categories: {mode}",
+                f"{label}: turn-level R@5 / R@10, all categories: {name}",
                 fmt_turns(every_category),
             )
         )
