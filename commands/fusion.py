@@ -25,7 +25,8 @@ Dates named in the query (:mod:`commands.temporal`): after fusion, a memory whos
 ``occurred_at`` falls near a calendar day or month the query names gains
 ``temporal_boost`` (:meth:`HybridFusion.boost_dated`; fused scores are in ``[0, 1]``, so
 0.3 lifts a dated match past most undated ones without deciding alone). Chosen with
-``alpha`` by leave-one-conversation-out on LoCoMo.
+``alpha`` by leave-one-conversation-out on LoCoMo (per-fold choices 0.3-0.5 for both
+models).
 
 Ties break by fused score, then ledger position, then memory id (DESIGN.md section 5).
 """
@@ -233,8 +234,8 @@ PLAIN_RRF = HybridFusion(method="rrf", fields=("statement",))
 """Unweighted RRF with k = 60 (the design's documented rank fusion), for comparison."""
 
 TUNED_ALPHA: dict[str, float] = {
-    "all-MiniLM-L6-v2": 0.55,
-    "multilingual-e5-small-q4": 0.65,
+    "all-MiniLM-L6-v2": 0.5,
+    "multilingual-e5-small-q4": 0.7,
 }
 """The semantic share ``alpha`` chosen for a model (by the name before ``@`` in its
 descriptor's ``model_id``), by leave-one-conversation-out on LoCoMo
@@ -243,7 +244,7 @@ listed get :data:`DEFAULT_FUSION`'s."""
 
 
 TUNED_TEMPORAL_BOOST: dict[str, float] = {
-    "all-MiniLM-L6-v2": 0.3,
+    "all-MiniLM-L6-v2": 0.4,
     "multilingual-e5-small-q4": 0.3,
 }
 """The temporal boost chosen for a model with its ``alpha`` (same grid search, same
