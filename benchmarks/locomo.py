@@ -12,13 +12,16 @@ evidence cites a dia_id of the question's evidence; MRR counts the first hit in 
 
 Channels are read from the engine once per question (``benchmarks.locomo_channels``) and
 fused by ``HybridFusion.fuse_scores`` itself, so the ways compared are exactly the
-engine's: the old default (raw-score fusion, statement vector, alpha 0.7), the new default
-(``commands.fusion.fusion_for`` the provider: min-max, statement and source vectors), each
-channel alone, what the source vector and the lexical expansion add, plain RRF; the
+engine's: the old default (raw-score fusion, statement vector, alpha 0.7, the lexical
+channel without the conversation window, as shipped before), the new default
+(``commands.fusion.fusion_for`` the provider: min-max, statement and source vectors, the
+lexical conversation window, the temporal boost), each channel alone, what the source
+vector, the window and the temporal boost add, plain RRF; the
 engine's own recall with the new default is checked against the simulation
-(``agreement``). The fusion weight alpha is chosen by leave-one-conversation-out: for each
-conversation, the grid's best Recall@5 on the six others (ties: MRR, then alpha nearest
-0.5) scores the held-out one; the LOCO figure is those held-out answers together.
+(``agreement``). The fusion weight alpha and the temporal boost are chosen together by
+leave-one-conversation-out: for each conversation, the grid's best Recall@5 on the six
+others (ties: MRR, then alpha nearest 0.5, then the smaller boost) scores the held-out
+one; the LOCO figure is those held-out answers together.
 
 Turn-level evidence recall (``benchmarks.locomo_turns``): MemPalace's definition
 (fraction of evidence dia_ids in the top k turns, every category), R@5 and R@10, beside
@@ -41,6 +44,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+from msgspec.structs import replace as same_struct
 
 from benchmarks.corpus import scratch
 from benchmarks.locomo_channels import (
@@ -66,6 +70,8 @@ from memory_ledger.commands.fusion import LEGACY_FUSION, PLAIN_RRF, HybridFusion
 from memory_ledger.replay.script import parse_script, run_script
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
+BOOSTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+"""The temporal boosts searched with every alpha (``HybridFusion.temporal_boost``)."""
 PUBLISHED_TURN_R10 = 0.889
 """MemPalace hybrid v5, LoCoMo, no LLM, top-10 (session granularity, ten conversations)."""
 
@@ -236,8 +242,9 @@ def fmt_turns(figures: dict[str, float]) -> str:
 
 
 def prefer_half(fusion: HybridFusion) -> float:
-    """Among equally good weights, prefer the one nearest an even split."""
-    return -abs(fusion.alpha - 0.5)
+    """Among equally good weights, prefer the one nearest an even split, then the smaller
+    temporal boost."""
+    return -abs(fusion.alpha - 0.5) - fusion.temporal_boost / 100
 
 
 def evaluate_provider(
@@ -251,8 +258,9 @@ def evaluate_provider(
     label = inner.descriptor.model_id.split("@")[0] if inner is not None else "lexical"
     shipped = fusion_for(inner.descriptor) if inner is not None else None
     ways: dict[str, tuple[str, Any]] = {
-        "lexical": ("lexical: BM25 + source-turn expansion", lexical_way()),
-        "lexical_plain": ("lexical without the expansion", lexical_way(plain=True)),
+        "lexical": ("lexical: BM25 + source turn + conversation window", lexical_way()),
+        "lexical_source": ("lexical without the window", lexical_way("source")),
+        "lexical_plain": ("lexical without any expansion", lexical_way("plain")),
     }
     figures: dict[str, Any] = {"model": name, **timing}
     rows: list[tuple[str, str]] = [(f"{label}: model", name)]
@@ -260,9 +268,17 @@ def evaluate_provider(
     if shipped is not None:
         same = msgspec.structs.replace
         ways = {
-            "old_default": ("old default: raw score, statement, alpha 0.7", fused(LEGACY_FUSION)),
+            "old_default": (
+                "old default: raw score, statement, alpha 0.7, no window",
+                fused(LEGACY_FUSION, lexical="source"),
+            ),
+            "legacy_with_window": (
+                "old fusion over the new lexical channel (window)",
+                fused(LEGACY_FUSION),
+            ),
             "default": (
-                f"NEW default: min-max, statement + source, alpha {shipped.alpha:.2f}",
+                f"NEW default: min-max, statement + source, window, alpha {shipped.alpha:.2f},"
+                f" temporal boost {shipped.temporal_boost:.2f}",
                 fused(shipped),
             ),
             **ways,
@@ -273,20 +289,37 @@ def evaluate_provider(
                 "new default without the source vector",
                 fused(same(shipped, fields=("statement",))),
             ),
+            "default_no_window": (
+                "new default without the conversation window",
+                fused(shipped, lexical="source"),
+            ),
+            "default_no_temporal": (
+                "new default without the temporal boost",
+                fused(same(shipped, temporal_boost=0.0)),
+            ),
+            "default_no_window_no_temporal": (
+                "new default without window and temporal boost (the earlier default)",
+                fused(same(shipped, temporal_boost=0.0), lexical="source"),
+            ),
             "rrf": ("plain RRF k = 60 (statement)", fused(PLAIN_RRF)),
         }
-        grid = [HybridFusion(alpha=a) for a in ALPHAS]
+        grid = [HybridFusion(alpha=a, temporal_boost=t) for a in ALPHAS for t in BOOSTS]
         loco = leave_one_out(by_conversation, grid, prefer_half)
         best_all = choose_all(by_conversation, grid, prefer_half)
         chosen = [loco.chosen[s].alpha for s in by_conversation]
+        boosts = [loco.chosen[s].temporal_boost for s in by_conversation]
         figures["loco"] = {
-            "tuned_weight": "alpha",
+            "tuned_weight": "alpha, temporal_boost",
             "chosen": {s: loco.chosen[s].alpha for s in by_conversation},
+            "chosen_temporal_boost": {s: loco.chosen[s].temporal_boost for s in by_conversation},
             "spread": [min(chosen), max(chosen)],
+            "temporal_boost_spread": [min(boosts), max(boosts)],
             "train_recall@5": loco.train_r5,
             "held_out": loco.held_out.per_category(),
             "chosen_on_all": best_all.alpha,
+            "temporal_boost_chosen_on_all": best_all.temporal_boost,
             "shipped": shipped.alpha,
+            "shipped_temporal_boost": shipped.temporal_boost,
         }
         figures["agreement"] = {"engine_equals_simulation": agree, "questions": len(every)}
     scores = {way: score(every, fn) for way, (_, fn) in ways.items()}
@@ -295,19 +328,25 @@ def evaluate_provider(
     rows.append((f"{label}: columns", "R@1 / R@5 / R@10 / MRR"))
     rows += [(f"{label}: {text}", fmt(scores[way].figures())) for way, (text, _) in ways.items()]
     if loco is not None and shipped is not None:
-        chosen_text = ", ".join(f"{s} {loco.chosen[s].alpha:.2f}" for s in by_conversation)
+        chosen_text = ", ".join(
+            f"{s} {loco.chosen[s].alpha:.2f}/{loco.chosen[s].temporal_boost:.1f}"
+            for s in by_conversation
+        )
         rows.append(
             (
-                f"{label}: LOCO held-out (alpha chosen on the other six)",
+                f"{label}: LOCO held-out (alpha, boost chosen on the other six)",
                 fmt(loco.held_out.figures()),
             )
         )
-        rows.append((f"{label}: LOCO alpha per held-out conversation", chosen_text))
+        rows.append((f"{label}: LOCO alpha/boost per held-out conversation", chosen_text))
+        lo, hi = figures["loco"]["spread"]
+        blo, bhi = figures["loco"]["temporal_boost_spread"]
         rows.append(
             (
-                f"{label}: alpha spread / chosen on all / shipped",
-                f"{figures['loco']['spread'][0]:.2f}-{figures['loco']['spread'][1]:.2f} / "
-                f"{figures['loco']['chosen_on_all']:.2f} / {shipped.alpha:.2f}",
+                f"{label}: alpha / boost: spread, chosen on all, shipped",
+                f"{lo:.2f}-{hi:.2f}, {best_all.alpha:.2f}, {shipped.alpha:.2f} / "
+                f"{blo:.1f}-{bhi:.1f}, {best_all.temporal_boost:.1f}, "
+                f"{shipped.temporal_boost:.1f}",
             )
         )
         rows.append(
@@ -338,20 +377,27 @@ def evaluate_provider(
             )
         )
     # Turn-level evidence recall (MemPalace's definition).
-    turn_ways = [("lexical", None)]
+    turn_ways: list[tuple[str, str, HybridFusion | None, bool]] = [
+        ("lexical", "lexical", None, False),
+        ("lexical_window", "lexical", None, True),
+    ]
     if provider is not None and shipped is not None:
-        turn_ways += [("semantic", None), ("fused", shipped)]
+        turn_ways += [
+            ("semantic", "semantic", None, False),
+            ("fused_earlier", "fused", same_struct(shipped, temporal_boost=0.0), False),
+            ("fused", "fused", shipped, True),
+        ]
     figures["turns"] = {}
-    for mode, fusion in turn_ways:
-        rankings = rank_turns(conversations, provider, fusion, mode)
+    for name, mode, fusion, window in turn_ways:
+        rankings = rank_turns(conversations, provider, fusion, mode, window)
         every_category = turn_metrics(rankings, ALL_CATEGORIES)
-        figures["turns"][mode] = {
+        figures["turns"][name] = {
             "all_categories": every_category,
             "categories_1_4": turn_metrics(rankings, CATEGORIES),
         }
         rows.append(
             (
-                f"{label}: turn-level R@5 / R@10, all categories: {mode}",
+                f"{label}: turn-level R@5 / R@10, all categories: {name}",
                 fmt_turns(every_category),
             )
         )

@@ -1,9 +1,11 @@
 """Each LoCoMo question's channel scores, read once from the engine, then fused any way.
 
 For every question the engine's own pieces are read once: the lexical ranking (BM25 with
-the source-turn expansion, ``commands.lexical``), a lexical ranking without the expansion
-(subject + statement only, for "what the expansion adds"), and the verified cosines of the
-semantic channel per vector field (``statement``, ``source``: top ``depth`` of each plus
+the source-turn and conversation-window expansion, ``commands.lexical``), lexical rankings
+without the window (subject, statement and source turn) and without any expansion (subject
+and statement: "what each expansion adds"), the memories whose time falls near a date the
+question names (``commands.temporal``), and the verified cosines of the semantic channel
+per vector field (``statement``, ``source``: top ``depth`` of each plus
 the lexical candidates, as ``MemoryEngine.canonical_candidates`` reads them). Any
 :class:`HybridFusion` is then applied to these with its own ``fuse_scores``, so a grid of
 weights costs no further query embedding or engine call; ``agreement`` checks the
@@ -20,6 +22,7 @@ from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.fusion import HybridFusion
 from memory_ledger.commands.lexical import analyze_document, analyze_query
 from memory_ledger.commands.recall import build_index
+from memory_ledger.commands.temporal import occurred_in, query_dates
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 KS = (1, 5, 10)
@@ -33,10 +36,13 @@ class Channels:
     question: Question
     lexical: list[tuple[str, float]]
     lexical_plain: list[tuple[str, float]]
+    lexical_source: list[tuple[str, float]]
     statement: dict[str, float]
     source: dict[str, float]
     evidence: dict[str, tuple[str, ...]]
     position: dict[str, int]
+    dated: frozenset[str] = frozenset()
+    """Memories whose time falls near a date the question names (``commands.temporal``)."""
 
 
 def first_hit(ranked: Sequence[tuple[str, ...]], wanted: frozenset[str]) -> int | None:
@@ -82,6 +88,14 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
         )
         for d in docs.values()
     )
+    no_window = BM25Index.build(
+        IndexedDoc(
+            doc_id=d.memory_id,
+            position=d.position,
+            text=analyze_document(d.subject, d.statement, d.context),
+        )
+        for d in docs.values()
+    )
     evidence = {memory_id: d.evidence for memory_id, d in docs.items()}
     positions = {memory_id: d.position for memory_id, d in docs.items()}
     out = []
@@ -89,6 +103,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
         analyzed = analyze_query(q.text)
         lexical = [(s.doc_id, s.score) for s in index.search(analyzed, DEPTH)]
         lexical_plain = [(s.doc_id, s.score) for s in plain.search(analyzed, DEPTH)]
+        lexical_source = [(s.doc_id, s.score) for s in no_window.search(analyzed, DEPTH)]
         statement: dict[str, float] = {}
         source: dict[str, float] = {}
         channel = engine.semantic
@@ -100,7 +115,21 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
                     for field, into in (("statement", statement), ("source", source)):
                         into.update(channel.cosines(ns, vector, docs, ids, (field,)))
                         into.update(channel.search(ns, vector, docs, DEPTH, (field,)))
-        out.append(Channels(q, lexical, lexical_plain, statement, source, evidence, positions))
+        dates = query_dates(q.text)
+        dated = frozenset(m for m, d in docs.items() if occurred_in(d.occurred_at, dates))
+        out.append(
+            Channels(
+                q,
+                lexical,
+                lexical_plain,
+                lexical_source,
+                statement,
+                source,
+                evidence,
+                positions,
+                dated,
+            )
+        )
     return out
 
 
@@ -122,25 +151,31 @@ def rank_semantic(scores: dict[str, float], depth: int) -> list[str]:
 Way = Callable[[Channels], list[str]]
 
 
-def fused(fusion: HybridFusion) -> Way:
-    """The top 10 ids ``fusion`` gives, computed with its own ``fuse_scores``."""
+def fused(fusion: HybridFusion, lexical: str = "window") -> Way:
+    """The top 10 ids ``fusion`` gives, computed with its own ``fuse_scores`` (and
+    ``boost_dated``); ``lexical``: which lexical ranking (``window``: the engine's,
+    ``source``: without the window, ``plain``: without any expansion)."""
 
     def way(ch: Channels) -> list[str]:
+        ranking = {"window": ch.lexical, "source": ch.lexical_source}.get(lexical, ch.lexical_plain)
         if not ch.statement and not ch.source:
-            return [d for d, _ in ch.lexical[: max(KS)]]
+            return [d for d, _ in ranking[: max(KS)]]
         scores = semantic_scores(ch, fusion.fields)
         ranked = rank_semantic(scores, fusion.depth)
-        out = fusion.fuse_scores(ch.lexical, ranked, scores, ch.position.__getitem__)
+        out = fusion.fuse_scores(ranking, ranked, scores, ch.position.__getitem__)
+        if ch.dated:
+            out = fusion.boost_dated(out, ch.dated.__contains__, ch.position.__getitem__)
         return [d for d, _ in out[: max(KS)]]
 
     return way
 
 
-def lexical_way(plain: bool = False) -> Way:
-    """The lexical channel alone (``plain``: without the source-turn expansion)."""
+def lexical_way(lexical: str = "window") -> Way:
+    """The lexical channel alone (``window``: the engine's; ``source``: without the
+    conversation window; ``plain``: without any expansion)."""
 
     def way(ch: Channels) -> list[str]:
-        ranking = ch.lexical_plain if plain else ch.lexical
+        ranking = {"window": ch.lexical, "source": ch.lexical_source}.get(lexical, ch.lexical_plain)
         return [d for d, _ in ranking[: max(KS)]]
 
     return way

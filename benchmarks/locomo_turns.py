@@ -15,18 +15,28 @@ question's evidence sessions.
 Turns are ranked by the engine's machinery: BM25 of ``commands.lexical`` over each
 transcript, exact cosine of the provider's vectors of the transcripts (the same text a
 memory's ``source`` vector embeds, so the cache of a run answers most of them), fused by
-the given :class:`HybridFusion`.
+the given :class:`HybridFusion`. With ``window`` (the engine's recall as it now is), each
+turn's BM25 document also holds the words of the two turns before and after it in its
+session (``commands.lexical.analyze_document``'s window) and, when the question names a
+date, turns of sessions held near it gain the fusion's ``temporal_boost``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from benchmarks.locomo_data import Conversation, Question
+from benchmarks.locomo_data import Conversation, Question, Turn
 from memory_ledger.commands.embeddings import EmbeddingProvider, embed_checked
 from memory_ledger.commands.fusion import HybridFusion
-from memory_ledger.commands.lexical import CONTEXT_CHARS, analyze_document, analyze_query
+from memory_ledger.commands.lexical import (
+    CONTEXT_CHARS,
+    WINDOW_TURNS,
+    analyze_document,
+    analyze_query,
+)
+from memory_ledger.commands.temporal import occurred_in, query_dates
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 TURN_KS = (5, 10)
@@ -46,21 +56,43 @@ def _session_of(dia_id: str) -> str:
     return dia_id.split(":", 1)[0]
 
 
+def _window(turns: Sequence[Turn], i: int) -> str:
+    """The transcripts of the turns around turn ``i`` in its session (the engine's span)."""
+    return "\n".join(
+        turns[j].transcript[:CONTEXT_CHARS]
+        for j in range(max(0, i - WINDOW_TURNS), min(len(turns), i + WINDOW_TURNS + 1))
+        if j != i and turns[j].session == turns[i].session
+    )
+
+
 def rank_turns(
     conversations: Sequence[Conversation],
     provider: EmbeddingProvider | None,
     fusion: HybridFusion | None,
     mode: str,
+    window: bool = False,
 ) -> list[TurnRanking]:
     """Rank each conversation's turns for each of its questions (every category):
-    ``mode`` ``lexical``, ``semantic`` or ``fused`` (by ``fusion``)."""
+    ``mode`` ``lexical``, ``semantic`` or ``fused`` (by ``fusion``); ``window``: with the
+    conversation window and the temporal boost (see the module docstring)."""
     out = []
     for conversation in conversations:
         turns = conversation.turns
         index = BM25Index.build(
-            IndexedDoc(doc_id=t.dia_id, position=i, text=analyze_document(None, t.transcript))
+            IndexedDoc(
+                doc_id=t.dia_id,
+                position=i,
+                text=analyze_document(
+                    None, t.transcript, None, _window(turns, i) if window else None
+                ),
+            )
             for i, t in enumerate(turns)
         )
+        when = [
+            datetime.fromisoformat(str(step["occurred_at"]))
+            for step in conversation.steps
+            if step["op"] == "turn"
+        ]
         order = {t.dia_id: i for i, t in enumerate(turns)}
         matrix = None
         if provider is not None and mode != "lexical":
@@ -84,6 +116,14 @@ def rank_turns(
                     ranked = semantic
                 else:
                     fused = fusion.fuse_scores(lexical, semantic, scores, order.__getitem__)
+                    dates = query_dates(q.text) if window else ()
+                    if dates:
+                        dated = {
+                            t.dia_id
+                            for t, at in zip(turns, when, strict=True)
+                            if occurred_in(at, dates)
+                        }
+                        fused = fusion.boost_dated(fused, dated.__contains__, order.__getitem__)
                     ranked = [d for d, _ in fused]
             out.append(TurnRanking(q, ranked, {t.dia_id: t.session for t in turns}))
     return out

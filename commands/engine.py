@@ -52,6 +52,7 @@ from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.fusion import fusion_for
 from memory_ledger.commands.lexical import (
+    ConversationWindows,
     SourceTranscripts,
     analyze_query,
     names_memory,
@@ -70,6 +71,7 @@ from memory_ledger.commands.recall_policy import (
     annotate_relations,
 )
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
+from memory_ledger.commands.temporal import occurred_in, query_dates
 from memory_ledger.ledger.arguments import check_count, check_non_empty
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -179,7 +181,10 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         self.transcripts = SourceTranscripts(recorder, mapper)
         self.recall_index = NamespaceRecallIndex(
-            self.canonical, self.runner.changed_at, self.transcripts
+            self.canonical,
+            self.runner.changed_at,
+            self.transcripts,
+            ConversationWindows(self.transcripts, self.canonical.session_turns),
         )
         self._memory_maps: dict[str, tuple[int, str]] = {}
         self.fusion: HybridFusion = DEFAULT_FUSION
@@ -469,7 +474,10 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         The query is embedded before the projection lock is taken. ``semantic=False`` asks
         for lexical matches only (commands that target a memory by its words use it: a
         nearest vector always exists, a word match may not). ``min_lexical_score``: lexical
-        matches scoring below it are dropped before fusion (:class:`RecallPolicy`).
+        matches scoring below it are dropped before fusion (:class:`RecallPolicy`). When
+        the query names a calendar day or month (:func:`commands.temporal.query_dates`),
+        fused scores of memories that occurred near it gain the fusion's
+        ``temporal_boost`` (:meth:`HybridFusion.boost_dated`).
         """
         channel = self.semantic if semantic else None
         vector, status = (None, OFF)
@@ -497,6 +505,13 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     scores,
                     lambda memory_id: by_id[memory_id].position,
                 )
+                dates = query_dates(query) if self.fusion.temporal_boost > 0 else ()
+                if dates:
+                    fused = self.fusion.boost_dated(
+                        fused,
+                        lambda memory_id: occurred_in(by_id[memory_id].occurred_at, dates),
+                        lambda memory_id: by_id[memory_id].position,
+                    )
                 ranked = [(by_id[memory_id], score) for memory_id, score in fused[:depth]]
             if channel is not None:
                 coverage = channel.status(namespace)

@@ -21,6 +21,13 @@ such as multilingual-e5 put every cosine in a narrow band, where a fixed
 how far apart the scores are. ``alpha`` was chosen by leave-one-conversation-out on LoCoMo
 (``python -m benchmarks locomo``).
 
+Dates named in the query (:mod:`commands.temporal`): after fusion, a memory whose
+``occurred_at`` falls near a calendar day or month the query names gains
+``temporal_boost`` (:meth:`HybridFusion.boost_dated`; fused scores are in ``[0, 1]``, so
+0.3 lifts a dated match past most undated ones without deciding alone). Chosen with
+``alpha`` by leave-one-conversation-out on LoCoMo (per-fold choices 0.3-0.5 for both
+models).
+
 Ties break by fused score, then ledger position, then memory id (DESIGN.md section 5).
 """
 
@@ -38,6 +45,7 @@ __all__ = [
     "DEFAULT_FUSION",
     "LEGACY_FUSION",
     "TUNED_ALPHA",
+    "TUNED_TEMPORAL_BOOST",
     "PLAIN_RRF",
     "RRF_K",
     "FusionError",
@@ -116,9 +124,13 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
     ``fields``: which of a memory's vectors the semantic channel searches; its score is the
     best of their cosines (``("statement",)`` is the statement alone).
 
-    :raises FusionError: ``alpha`` is not within ``[0, 1]``, ``k`` or ``depth`` is below 1,
-        a weight is negative or not finite, or ``fields`` is empty or names an unknown
-        field.
+    ``temporal_boost``: added to the fused score of a memory whose ``occurred_at`` falls
+    near a date the query names (:meth:`boost_dated`, :mod:`commands.temporal`); 0 turns
+    it off.
+
+    :raises FusionError: ``alpha`` or ``temporal_boost`` is not within ``[0, 1]``, ``k`` or
+        ``depth`` is below 1, a weight is negative or not finite, or ``fields`` is empty or
+        names an unknown field.
     """
 
     method: Literal["minmax", "score", "rrf"] = "minmax"
@@ -128,6 +140,7 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
     semantic_weight: float = 1.0
     depth: int = 100
     fields: tuple[VectorField, ...] = ("statement", "source")
+    temporal_boost: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in ("minmax", "score", "rrf"):
@@ -136,6 +149,12 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
         if not (isinstance(self.alpha, int | float) and 0.0 <= self.alpha <= 1.0):
             msg = f"fusion alpha must be within [0, 1], got {self.alpha!r}"
             raise FusionError(msg, parameter="alpha")
+        boost = self.temporal_boost
+        if not (isinstance(boost, int | float) and not isinstance(boost, bool)) or not (
+            0.0 <= boost <= 1.0
+        ):
+            msg = f"fusion temporal_boost must be within [0, 1], got {boost!r}"
+            raise FusionError(msg, parameter="temporal_boost")
         for name in ("k", "depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -184,10 +203,28 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
         }
         return sorted(scores.items(), key=lambda item: (-item[1], position(item[0]), item[0]))
 
+    def boost_dated(
+        self,
+        fused: Sequence[tuple[str, float]],
+        dated: Callable[[str], bool],
+        position: Callable[[str], int],
+    ) -> list[tuple[str, float]]:
+        """``fused`` (``(id, score)``, as :meth:`fuse_scores` returns it) with
+        ``temporal_boost`` added to the score of every id for which ``dated(id)`` holds
+        (its memory's time falls near a date the query names), re-sorted; ties by
+        ``position(id)`` then id. Unchanged (a list copy) when the boost is 0 or nothing
+        is dated."""
+        if self.temporal_boost <= 0.0:
+            return list(fused)
+        boost = self.temporal_boost
+        lifted = [(d, score + boost if dated(d) else score) for d, score in fused]
+        return sorted(lifted, key=lambda item: (-item[1], position(item[0]), item[0]))
 
-DEFAULT_FUSION = HybridFusion()
-"""The fusion recall uses when a semantic channel is attached (min-max, alpha chosen by
-leave-one-conversation-out on LoCoMo; statement and source-turn vectors)."""
+
+DEFAULT_FUSION = HybridFusion(temporal_boost=0.3)
+"""The fusion recall uses when a semantic channel is attached (min-max, statement and
+source-turn vectors, the temporal boost; a model's own tuned values replace ``alpha`` and
+``temporal_boost`` through :func:`fusion_for`)."""
 
 LEGACY_FUSION = HybridFusion(method="score", alpha=0.7, fields=("statement",))
 """The previous default: raw cosine of the statement vector, ``0.7 * cosine + 0.3 * bm25 /
@@ -197,8 +234,8 @@ PLAIN_RRF = HybridFusion(method="rrf", fields=("statement",))
 """Unweighted RRF with k = 60 (the design's documented rank fusion), for comparison."""
 
 TUNED_ALPHA: dict[str, float] = {
-    "all-MiniLM-L6-v2": 0.65,
-    "multilingual-e5-small-q4": 0.6,
+    "all-MiniLM-L6-v2": 0.5,
+    "multilingual-e5-small-q4": 0.7,
 }
 """The semantic share ``alpha`` chosen for a model (by the name before ``@`` in its
 descriptor's ``model_id``), by leave-one-conversation-out on LoCoMo
@@ -206,12 +243,22 @@ descriptor's ``model_id``), by leave-one-conversation-out on LoCoMo
 listed get :data:`DEFAULT_FUSION`'s."""
 
 
+TUNED_TEMPORAL_BOOST: dict[str, float] = {
+    "all-MiniLM-L6-v2": 0.4,
+    "multilingual-e5-small-q4": 0.3,
+}
+"""The temporal boost chosen for a model with its ``alpha`` (same grid search, same
+leave-one-conversation-out); models not listed get :data:`DEFAULT_FUSION`'s."""
+
+
 def fusion_for(descriptor: object) -> HybridFusion:
     """The default fusion for the model ``descriptor`` describes (an
     ``EmbeddingDescriptor``): :data:`DEFAULT_FUSION` with the model's tuned ``alpha``
-    (:data:`TUNED_ALPHA`) when it has one."""
-    model_id = str(getattr(descriptor, "model_id", ""))
-    alpha = TUNED_ALPHA.get(model_id.split("@", 1)[0])
-    if alpha is None:
+    (:data:`TUNED_ALPHA`) and ``temporal_boost`` (:data:`TUNED_TEMPORAL_BOOST`) when it
+    has them."""
+    model = str(getattr(descriptor, "model_id", "")).split("@", 1)[0]
+    alpha = TUNED_ALPHA.get(model, DEFAULT_FUSION.alpha)
+    boost = TUNED_TEMPORAL_BOOST.get(model, DEFAULT_FUSION.temporal_boost)
+    if alpha == DEFAULT_FUSION.alpha and boost == DEFAULT_FUSION.temporal_boost:
         return DEFAULT_FUSION
-    return msgspec.structs.replace(DEFAULT_FUSION, alpha=alpha)
+    return msgspec.structs.replace(DEFAULT_FUSION, alpha=alpha, temporal_boost=boost)

@@ -11,11 +11,19 @@ bigrams), recall applies:
   memory is indexed whole.
 - Document fields: ``subject``, ``statement`` and, when the memory has provenance, the
   first :data:`CONTEXT_CHARS` characters of the transcript it was extracted from (its
-  TranscriptObserved event; document expansion with the source turn).
+  TranscriptObserved event; document expansion with the source turn), and the turns around
+  it: up to :data:`WINDOW_TURNS` turns before and after the source turn in the same
+  session, recorded before the memory was created (:class:`ConversationWindows`; a
+  question is often worded like the turn that asked for the fact, or the one that followed
+  it: "What are your plans for the summer?" / "Researching adoption agencies").
 
 Figures behind these choices (LoCoMo, 1,035 questions, Recall@5, ``python -m benchmarks
 locomo``): plain tokens over subject + statement 0.529; stemmed 0.589; plus query stop
-words 0.610; plus the source transcript 0.644.
+words 0.610; plus the source transcript 0.644; plus the turns around it (two before, two
+after) 0.674 (one before 0.664, one each side 0.672, four before and two after 0.657);
+with the statement counted twice beside transcript text and each window word once 0.673
+(fused with MiniLM, the same within 0.003; kept because a memory's own words then rank
+it above a neighbour's: see :func:`analyze_document`).
 
 The analyzed text is the stems joined by spaces; ``tokenize`` of that text gives the stems
 back, so :class:`~projections.text_index.BM25Index` indexes it unchanged.
@@ -24,7 +32,7 @@ back, so :class:`~projections.text_index.BM25Index` indexes it unchanged.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -36,6 +44,8 @@ from memory_ledger.projections.text_index import tokenize
 __all__ = [
     "CONTEXT_CHARS",
     "QUERY_STOP_WORDS",
+    "WINDOW_TURNS",
+    "ConversationWindows",
     "SourceTranscripts",
     "analyze_document",
     "analyze_query",
@@ -46,7 +56,13 @@ __all__ = [
 ]
 
 CONTEXT_CHARS = 1000
-"""How much of a memory's source transcript is indexed (characters, from the start)."""
+"""How much of a memory's source transcript is indexed (characters, from the start); each
+turn of its conversation window is cut to this length too."""
+
+WINDOW_TURNS = 2
+"""How many turns before and after a memory's source turn (same session) its lexical
+document also holds (:class:`ConversationWindows`). Chosen on LoCoMo with the fusion
+weight by leave-one-conversation-out (``python -m benchmarks locomo``; see the README)."""
 
 QUERY_STOP_WORDS = frozenset(
     # bm25s STOPWORDS_EN (the Lucene English list)
@@ -78,12 +94,27 @@ def stem(token: str) -> str:
     return result
 
 
-def analyze_document(subject: str | None, statement: str, context: str | None = None) -> str:
-    """The text BM25 indexes for a memory: stems of subject, statement and context."""
+def analyze_document(
+    subject: str | None, statement: str, context: str | None = None, window: str | None = None
+) -> str:
+    """The text BM25 indexes for a memory: stems of subject, statement, context (its source
+    turn, first :data:`CONTEXT_CHARS` characters) and window (the turns around it, as
+    :class:`ConversationWindows` gives them), space-joined.
+
+    When there is transcript text (context or window), the statement is counted twice and
+    each word of the window once (however often the neighbouring turns say it), so a word of
+    the memory itself outweighs the same word around it: "espresso" finds "Alice likes
+    espresso" before the deploy note told right after it, "LGBTQ support group" the support
+    group before the activist group whose neighbouring turns talk of support."""
     text = f"{subject or ''} {statement}"
+    if context or window:
+        text = f"{text} {statement}"
     if context:
         text = f"{text} {context[:CONTEXT_CHARS]}"
-    return " ".join(stem(t) for t in tokenize(text))
+    stems = [stem(t) for t in tokenize(text)]
+    if window:
+        stems.extend(dict.fromkeys(stem(t) for t in tokenize(window)))
+    return " ".join(stems)
 
 
 def analyze_query(query: str) -> str:
@@ -142,9 +173,15 @@ class SourceTranscripts:
             self._cache.clear()
 
     def __call__(self, positions: Sequence[int]) -> str | None:
+        """The source transcript of a memory with these ``transcript_positions`` (the
+        first one), or None."""
         if not positions:
             return None
-        position = int(positions[0])
+        return self.text_at(int(positions[0]))
+
+    def text_at(self, position: int) -> str | None:
+        """The first :data:`CONTEXT_CHARS` characters of the TranscriptObserved event at
+        ledger ``position``, or None when the event there is of another kind (cached)."""
         with self._lock:
             if position in self._cache:
                 return self._cache[position]
@@ -159,3 +196,66 @@ class SourceTranscripts:
                 self._cache.clear()
             self._cache[position] = text
         return text
+
+
+WindowOf = Callable[[Sequence[int], int], str | None]
+"""``(transcript_positions, created_position) -> window text or None`` of one namespace."""
+
+
+class ConversationWindows:
+    """The turns around a memory's source turn, for lexical document expansion.
+
+    For a memory whose first transcript position is the turn ``t`` of session ``s``: the
+    transcripts of turns ``t - WINDOW_TURNS .. t + WINDOW_TURNS`` of ``s`` other than ``t``
+    itself, in turn order, each cut to :data:`CONTEXT_CHARS` characters, newline-joined,
+    counting only turns recorded before the memory was created (``created_position``), so a
+    memory's document never depends on when its index was built. None when the memory has
+    no provenance or no such turn exists.
+
+    :param transcripts: reads a transcript by ledger position (cached there).
+    :param turns_of: ``(tenant, principal, scope_id) -> [(session_id, turn_id, position)]``,
+        every observed turn of a namespace (``CanonicalMemory.session_turns``).
+    :param turns: :data:`WINDOW_TURNS` unless given (0: no window).
+    """
+
+    def __init__(
+        self,
+        transcripts: SourceTranscripts,
+        turns_of: Callable[[str, str, str], Sequence[tuple[str, int, int]]],
+        turns: int = WINDOW_TURNS,
+    ) -> None:
+        self._transcripts = transcripts
+        self._turns_of = turns_of
+        self.turns = turns
+
+    def for_namespace(self, tenant: str, principal: str, scope_id: str) -> WindowOf:
+        """A reader of windows for one namespace (reads its turns once: call it per index
+        build or refresh, then once per memory)."""
+        if self.turns <= 0:
+            return lambda positions, created: None
+        by_position: dict[int, tuple[str, int]] = {}
+        by_turn: dict[tuple[str, int], int] = {}
+        for session, turn, position in self._turns_of(tenant, principal, scope_id):
+            by_position[position] = (session, turn)
+            by_turn.setdefault((session, turn), position)
+        span = self.turns
+        text_at = self._transcripts.text_at
+
+        def window(positions: Sequence[int], created: int) -> str | None:
+            if not positions:
+                return None
+            source = by_position.get(int(positions[0]))
+            if source is None:
+                return None
+            session, turn = source
+            parts = []
+            for other in range(turn - span, turn + span + 1):
+                position = by_turn.get((session, other))
+                if other == turn or position is None or position >= created:
+                    continue
+                text = text_at(position)
+                if text:
+                    parts.append(text)
+            return "\n".join(parts) or None
+
+        return window

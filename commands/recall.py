@@ -29,7 +29,12 @@ from memory_ledger.commands.fusion import (
     HybridFusion,
     rrf_fuse,
 )
-from memory_ledger.commands.lexical import analyze_document, analyze_query
+from memory_ledger.commands.lexical import (
+    ConversationWindows,
+    WindowOf,
+    analyze_document,
+    analyze_query,
+)
 from memory_ledger.commands.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
@@ -150,13 +155,19 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
     importance: float
     context: str | None = None
     """The start of the transcript the memory was extracted from (indexed, not returned)."""
+    window: str | None = None
+    """The turns around that transcript (``commands.lexical.ConversationWindows``; indexed
+    lexically, not embedded, not returned)."""
     supersedes: tuple[str, ...] = ()
     superseded_by: str | None = None
     conflicts_with: tuple[str, ...] = ()
 
     @classmethod
-    def from_row(cls, row: dict[str, Any], context: str | None = None) -> MemoryDoc:
-        """From a ``canonical_memory`` row (``context``: its source transcript, if known)."""
+    def from_row(
+        cls, row: dict[str, Any], context: str | None = None, window: str | None = None
+    ) -> MemoryDoc:
+        """From a ``canonical_memory`` row (``context``: its source transcript, ``window``:
+        the turns around it, if known)."""
         return cls(
             memory_id=row["memory_id"],
             position=row["created_position"],
@@ -172,6 +183,7 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
             revision=row["revision"],
             importance=row["importance"],
             context=context,
+            window=window,
             supersedes=tuple(row.get("supersedes") or ()),
             superseded_by=row.get("superseded_by"),
             conflicts_with=tuple(row.get("conflicts_with") or ()),
@@ -198,12 +210,12 @@ def _indexed(doc: MemoryDoc) -> IndexedDoc:
     return IndexedDoc(
         doc_id=doc.memory_id,
         position=doc.position,
-        text=analyze_document(doc.subject, doc.statement, doc.context),
+        text=analyze_document(doc.subject, doc.statement, doc.context, doc.window),
     )
 
 
 def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
-    """BM25 index over the analyzed ``subject + statement + context`` of ``docs``
+    """BM25 index over the analyzed ``subject + statement + context + window`` of ``docs``
     (:func:`commands.lexical.analyze_document`); search it with
     :func:`commands.lexical.analyze_query` of the query."""
     return BM25Index.build(_indexed(d) for d in docs)
@@ -264,6 +276,10 @@ class NamespaceRecallIndex:
         content (``ProjectionRunner.changed_at``); an index built at or after it is reused,
         so writes to other namespaces, recall records and counters never force a rebuild.
         Without it, any move of the position rebuilds.
+    :param context_of: reads a memory's source transcript from its ``transcript_positions``
+        (``commands.lexical.SourceTranscripts``); None: no source-turn expansion.
+    :param windows: reads the turns around it (``commands.lexical.ConversationWindows``);
+        None: no window expansion.
     """
 
     def __init__(
@@ -271,10 +287,12 @@ class NamespaceRecallIndex:
         canonical: CanonicalMemory,
         changed_at: Callable[[str], int] | None = None,
         context_of: Callable[[Sequence[int]], str | None] | None = None,
+        windows: ConversationWindows | None = None,
     ) -> None:
         self.canonical = canonical
         self._changed_at = changed_at
         self._context_of = context_of
+        self._windows = windows
         self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
 
     def clear(self) -> None:
@@ -304,15 +322,24 @@ class NamespaceRecallIndex:
             rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id, DOC_COLUMNS
             )
-            by_id = {row["memory_id"]: self._doc(row) for row in rows}
+            window_of = self._window_reader(namespace)
+            by_id = {row["memory_id"]: self._doc(row, window_of) for row in rows}
             index = build_index(by_id.values())
             self._cache[key] = (position, index, by_id)
             return index, by_id
 
-    def _doc(self, row: dict[str, Any]) -> MemoryDoc:
+    def _window_reader(self, namespace: Namespace) -> WindowOf | None:
+        if self._windows is None or self._context_of is None:
+            return None
+        return self._windows.for_namespace(
+            namespace.tenant, namespace.principal, namespace.scope_id
+        )
+
+    def _doc(self, row: dict[str, Any], window_of: WindowOf | None = None) -> MemoryDoc:
         positions = row.get("transcript_positions") or ()
         context = self._context_of(positions) if self._context_of and positions else None
-        return MemoryDoc.from_row(row, context)
+        window = window_of(positions, row["created_position"]) if window_of and positions else None
+        return MemoryDoc.from_row(row, context, window)
 
     def _refresh(
         self, namespace: Namespace, built: int, index: BM25Index, by_id: dict[str, MemoryDoc]
@@ -320,13 +347,14 @@ class NamespaceRecallIndex:
         changed = self.canonical.changed_since(
             namespace.tenant, namespace.principal, namespace.scope_id, built, DOC_COLUMNS
         )
+        window_of = self._window_reader(namespace) if changed else None
         for row in changed:
             memory_id = row["memory_id"]
             if memory_id in by_id:
                 index.remove(memory_id)
                 del by_id[memory_id]
             if row["status"] in RETRIEVABLE:
-                doc = self._doc(row)
+                doc = self._doc(row, window_of)
                 by_id[memory_id] = doc
                 index.add(_indexed(doc))
 

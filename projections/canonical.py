@@ -112,6 +112,20 @@ class CanonicalMemory:
         rows = self._fetch(f"SELECT count(*) FROM canonical_memory WHERE {_RETRIEVABLE_SQL}")
         return int(rows[0][0])
 
+    def session_turns(
+        self, tenant: str, principal: str, scope_id: str
+    ) -> list[tuple[str, int, int]]:
+        """Every observed turn of one namespace as ``(session_id, turn_id, position)``
+        (the ``transcripts`` read model: one row per TranscriptObserved, ``position`` its
+        ledger position), ordered by position. Recall reads it to find the turns around a
+        memory's source turn (``commands.lexical.ConversationWindows``)."""
+        rows = self._fetch(
+            f"SELECT session_id, turn_id, position FROM transcripts WHERE {_NAMESPACE_SQL} "
+            "ORDER BY position",
+            [tenant, principal, scope_id],
+        )
+        return [(str(s), int(t), int(p)) for s, t, p in rows]
+
     def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
         """Retrievable rows of one namespace."""
         rows = self._fetch(

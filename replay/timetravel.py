@@ -25,6 +25,7 @@ import duckdb
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.lexical import ConversationWindows, SourceTranscripts
 from memory_ledger.commands.recall import NamespaceRecallIndex, RecallResult
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.events import LedgerEvent
@@ -129,6 +130,7 @@ class AsOf:
         head: int,
         events_skipped: int = 0,
         context_of: Callable[[Sequence[int]], str | None] | None = None,
+        transcripts: SourceTranscripts | None = None,
     ) -> None:
         self.store = store
         self.at = at
@@ -138,7 +140,12 @@ class AsOf:
         self.events_skipped = events_skipped
         self._lock = threading.RLock()
         self._canonical = CanonicalMemory(store.conn, self._lock, store.guard)
-        self._index = NamespaceRecallIndex(self._canonical, context_of=context_of)
+        windows = (  # the live recall's conversation windows, turns read from the past store
+            ConversationWindows(transcripts, self._canonical.session_turns)
+            if transcripts is not None
+            else None
+        )
+        self._index = NamespaceRecallIndex(self._canonical, context_of=context_of, windows=windows)
 
     @property
     def conn(self) -> duckdb.DuckDBPyConnection:
@@ -260,6 +267,7 @@ def as_of(
             position=point,
             head=head,
             context_of=engine.transcript_context,
+            transcripts=engine.transcripts,
         )
     _check_timestamp("at", point)
     if not occurred:
@@ -272,6 +280,7 @@ def as_of(
             position=position,
             head=head,
             context_of=engine.transcript_context,
+            transcripts=engine.transcripts,
         )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
@@ -283,6 +292,7 @@ def as_of(
         head=head,
         events_skipped=keep.skipped,
         context_of=engine.transcript_context,
+        transcripts=engine.transcripts,
     )
 
 

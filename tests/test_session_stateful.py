@@ -110,12 +110,16 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def incremental_recall_index_equals_a_fresh_one(self) -> None:
+        from memory_ledger.commands.lexical import ConversationWindows
         from memory_ledger.commands.recall import NamespaceRecallIndex
         from memory_ledger.projections import CanonicalMemory
 
         position = self.engine.catch_up()
+        canonical = CanonicalMemory(self.engine.projections.conn)
         fresh = NamespaceRecallIndex(
-            CanonicalMemory(self.engine.projections.conn), context_of=self.engine.transcripts
+            canonical,
+            context_of=self.engine.transcripts,
+            windows=ConversationWindows(self.engine.transcripts, canonical.session_turns),
         )
         for ns in NAMESPACES:
             query = "nickname tea Lisbon Porto choir Alice"
