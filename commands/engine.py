@@ -364,8 +364,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
         """
-        self.keyring.refresh()  # a key erased by another process is never used again
-        stored = [self.mapper.to_stored_event(e) for e in events]
+        with self.ledger_guard():
+            self.keyring.refresh()  # a key erased by another process is never used again
+            stored = [self.mapper.to_stored_event(e) for e in events]
         tags = [event_tags(e) for e in events]
         with self.ledger_guard():
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])

@@ -202,7 +202,8 @@ class SessionStream:
             msg = f"session {self.session_id!r} is closed"
             raise SessionSealedError(msg)
         keyring = self.engine.keyring
-        keyring.refresh()
+        with self.engine.ledger_guard():  # a PostgreSQL key store asks its server
+            keyring.refresh()
         if keyring.erased_namespace_ids and keyring.is_erased(self.namespace):
             msg = f"session {self.session_id!r}: its namespace was erased"
             raise NamespaceErasedError(msg)

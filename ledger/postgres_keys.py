@@ -30,6 +30,7 @@ import psycopg
 from eventsourcing.persistence import PersistenceError
 from psycopg.sql import SQL, Identifier
 
+from memory_ledger.ledger.errors import LedgerConnectionError
 from memory_ledger.ledger.key_errors import KeyStoreError
 from memory_ledger.ledger.key_store import KeyStoreState
 
@@ -154,7 +155,8 @@ class PostgresKeyStore:
 
     def changed(self) -> bool:
         """Whether another writer changed the keys since the last :meth:`read` (asks the
-        server at most once per ``poll_interval``; False in between)."""
+        server at most once per ``poll_interval``; False in between, and while the server
+        cannot be reached: the next call asks again)."""
         now = time.monotonic()
         if now - self._checked < self.poll_interval:
             return False
@@ -170,7 +172,13 @@ class PostgresKeyStore:
                 return 0
             return int(row["generation"] if isinstance(row, dict) else row[0])
 
-        return self._guard(generation) != self._seen
+        try:
+            return self._guard(generation) != self._seen
+        except LedgerConnectionError:
+            # The server is away: the command's own append retries (and fails typed if it
+            # stays away); ask again at the next call instead of failing a read here.
+            self._checked = 0.0
+            return False
 
     def update(self, change: Callable[[KeyStoreState], tuple[KeyStoreState | None, T]]) -> T:
         """Apply ``change`` to the freshest state under the row lock; store the result in
