@@ -29,7 +29,7 @@ from eventsourcing.persistence import (
 
 from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
 from memory_ledger.commands.ledger_url import redact
-from memory_ledger.commands.lexical import SourceTranscripts
+from memory_ledger.commands.lexical import ConversationWindows, SourceTranscripts
 from memory_ledger.commands.recall import MemoryDoc, NamespaceRecallIndex
 from memory_ledger.ledger.errors import InvalidArgumentTypeError, LedgerConnectionError
 from memory_ledger.ledger.events import LedgerEvent
@@ -269,6 +269,14 @@ class EngineReads:
         return self.canonical.count_namespace(
             namespace.tenant, namespace.principal, namespace.scope_id
         )
+
+    def conversation_windows(
+        self, turns_of: Callable[[str, str, str], Sequence[tuple[str, int, int]]]
+    ) -> ConversationWindows:
+        """Conversation windows (:class:`~memory_ledger.commands.lexical.ConversationWindows`)
+        reading this ledger's transcripts, over the turns ``turns_of`` lists (an as-of
+        store's, for a past recall that expands documents as the live one does)."""
+        return ConversationWindows(self.transcripts, turns_of)
 
     def transcript_context(self, transcript_positions: Sequence[int]) -> str | None:
         """The start of the source transcript at the first of a memory's

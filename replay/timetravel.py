@@ -25,7 +25,7 @@ import duckdb
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.lexical import ConversationWindows, SourceTranscripts
+from memory_ledger.commands.lexical import ConversationWindows
 from memory_ledger.commands.recall import NamespaceRecallIndex, RecallResult
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.events import LedgerEvent
@@ -37,7 +37,12 @@ from memory_ledger.replay.filters import filter_events
 from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
 from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
 
-__all__ = ["AsOf", "AsOfMode", "as_of", "memory_record", "position_at"]
+__all__ = ["AsOf", "AsOfMode", "WindowsOf", "as_of", "memory_record", "position_at"]
+
+WindowsOf = Callable[
+    [Callable[[str, str, str], Sequence[tuple[str, int, int]]]], ConversationWindows
+]
+"""``turns_of -> ConversationWindows``: the engine's :meth:`conversation_windows`."""
 
 AsOfMode = Literal["position", "recorded", "occurred"]
 
@@ -130,7 +135,7 @@ class AsOf:
         head: int,
         events_skipped: int = 0,
         context_of: Callable[[Sequence[int]], str | None] | None = None,
-        transcripts: SourceTranscripts | None = None,
+        windows_of: WindowsOf | None = None,
     ) -> None:
         self.store = store
         self.at = at
@@ -140,11 +145,8 @@ class AsOf:
         self.events_skipped = events_skipped
         self._lock = threading.RLock()
         self._canonical = CanonicalMemory(store.conn, self._lock, store.guard)
-        windows = (  # the live recall's conversation windows, turns read from the past store
-            ConversationWindows(transcripts, self._canonical.session_turns)
-            if transcripts is not None
-            else None
-        )
+        # The live recall's conversation windows, turns read from the past store.
+        windows = windows_of(self._canonical.session_turns) if windows_of is not None else None
         self._index = NamespaceRecallIndex(self._canonical, context_of=context_of, windows=windows)
 
     @property
@@ -267,7 +269,7 @@ def as_of(
             position=point,
             head=head,
             context_of=engine.transcript_context,
-            transcripts=engine.transcripts,
+            windows_of=engine.conversation_windows,
         )
     _check_timestamp("at", point)
     if not occurred:
@@ -280,7 +282,7 @@ def as_of(
             position=position,
             head=head,
             context_of=engine.transcript_context,
-            transcripts=engine.transcripts,
+            windows_of=engine.conversation_windows,
         )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
@@ -292,7 +294,7 @@ def as_of(
         head=head,
         events_skipped=keep.skipped,
         context_of=engine.transcript_context,
-        transcripts=engine.transcripts,
+        windows_of=engine.conversation_windows,
     )
 
 
