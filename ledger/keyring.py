@@ -39,6 +39,7 @@ from memory_ledger.ledger.key_errors import (
 )
 from memory_ledger.ledger.key_store import DataKeyRecord, KeyStore, KeyStoreState
 from memory_ledger.ledger.master_key import KEY_SIZE, KeyWrapper
+from memory_ledger.ledger.sealing import Sealer
 
 __all__ = [
     "Keyring",
@@ -84,7 +85,7 @@ class NamespaceMatch(msgspec.Struct, frozen=True, kw_only=True):
     def validated(self) -> NamespaceMatch:
         """Self, or :class:`~memory_ledger.ledger.ids.InvalidNamespaceError` naming the part
         that is empty, too long, or given without the part above it."""
-        from memory_ledger.ledger.ids import InvalidNamespaceError
+        from memory_ledger.ledger.ids import InvalidNamespaceError  # noqa: PLC0415
 
         if self.scope_id is not None and self.principal is None:
             msg = "an erasure naming a scope id must name its principal too"
@@ -162,7 +163,7 @@ class Keyring:
         self.master = master
         self._clock = clock
         self._lock = threading.RLock()
-        self._sealers: dict[Namespace, tuple[bytes, AESGCM]] = {}
+        self._sealers: dict[Namespace, Sealer] = {}
         self._openers: dict[bytes, AESGCM | None] = {}
         self._erased_cache: dict[Namespace, bool] = {}
         self._revoked: set[bytes] = set()
@@ -252,9 +253,9 @@ class Keyring:
 
     # Sealing --------------------------------------------------------------------------------
 
-    def sealer(self, namespace: Namespace) -> tuple[bytes, AESGCM]:
-        """``(key id bytes, cipher)`` to seal ``namespace``'s events with; the key is created
-        and stored durably first when the namespace has none.
+    def sealer(self, namespace: Namespace) -> Sealer:
+        """The :class:`~memory_ledger.ledger.sealing.Sealer` of ``namespace``'s data key; the
+        key is created and stored durably first when the namespace has none.
 
         :raises EncryptionNotConfiguredError: no master key.
         :raises NamespaceErasedError: the namespace was erased.
@@ -270,7 +271,7 @@ class Keyring:
                 self._sealers[namespace] = found
             return found
 
-    def _make_sealer(self, namespace: Namespace) -> tuple[bytes, AESGCM]:
+    def _make_sealer(self, namespace: Namespace) -> Sealer:
         master = self.master
         if master is None:
             msg = "no master key is configured: payloads are stored in clear"
@@ -283,7 +284,7 @@ class Keyring:
         key = master.unwrap(record.wrapped)
         aead = AESGCM(key)
         self._openers[record.key_id.bytes] = aead
-        return record.key_id.bytes, aead
+        return Sealer(record.key_id.bytes, aead)
 
     def _live_record(self, state: KeyStoreState, namespace_id: UUID) -> DataKeyRecord | None:
         erased = False

@@ -42,7 +42,6 @@ from memory_ledger.ledger.sealing import (
     SEALED,
     key_id_of,
     open_state,
-    seal_state,
     sealed_key_id,
     sealed_recorded_at,
 )
@@ -173,10 +172,7 @@ class MsgspecMapper(Mapper[UUID]):
         topic = get_topic(cls)
         keyring = self.keyring
         if keyring is not None and keyring.master is not None and cls.sealed:  # type: ignore[attr-defined]
-            key_id, aead = keyring.sealer(domain_event.namespace)  # type: ignore[attr-defined]
-            state = seal_state(
-                aead,
-                key_id,
+            state = keyring.sealer(domain_event.namespace).seal(  # type: ignore[attr-defined]
                 state,
                 topic,
                 domain_event.originator_id.bytes,

@@ -19,6 +19,7 @@ hash chain covers the sealed bytes and verifies with or without the key (DESIGN.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ __all__ = [
     "HEADER_SIZE",
     "SEALED",
     "SealedPayloadError",
+    "Sealer",
     "is_sealed",
     "open_state",
     "seal_state",
@@ -64,6 +66,7 @@ def is_sealed(state: bytes) -> bool:
 
 _TOPICS: dict[str, bytes] = {}
 _MIN_SIZE = HEADER_SIZE + _NONCE + 16
+_CIPHERTEXT = HEADER_SIZE + _NONCE
 
 
 def _topic(topic: str) -> bytes:
@@ -108,6 +111,68 @@ def seal_state(
     return header + nonce + aead.encrypt(nonce, state, _aad(header, topic, raw_id, version))
 
 
+_COUNTER_LIMIT = 1 << 32
+_forks = [0]
+"""How many times this process was forked into (a child's count differs from its
+parent's): sealers draw a new random field in a child (as the ``random`` module reseeds)."""
+
+
+def _after_fork_in_child() -> None:
+    _forks[0] += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Sealer:
+    """Seals the states of one namespace's events with one data key (the hot path of
+    :func:`seal_state`, same format).
+
+    Nonces are 8 random bytes drawn per process and per key, then a 32-bit counter: unique
+    for this key in this process without a system call per event (NIST SP 800-38D, 8.2.1:
+    a fixed field and an invocation counter). A new random field is drawn after 2**32
+    nonces and in a forked child (an ``os.register_at_fork`` hook counts forks, as the
+    ``random`` module's does to reseed), so two processes share a field only by a 64-bit
+    random collision. The clear header of a
+    command's events (same key, same ``recorded_at``) is packed once.
+
+    :param key_id: the data key's id (16 bytes).
+    :param aead: the data key's cipher.
+    """
+
+    __slots__ = ("_count", "_encrypt", "_field", "_fork", "_header", "_when", "key_id")
+
+    def __init__(self, key_id: bytes, aead: AESGCM) -> None:
+        self.key_id = key_id
+        self._encrypt = aead.encrypt
+        self._when: datetime | None = None
+        self._header = b""
+        self._new_field()
+
+    def _new_field(self) -> None:
+        self._field = os.urandom(8)
+        self._count = itertools.count()
+        self._fork = _forks[0]
+
+    def seal(self, state: bytes, topic: str, raw_id: bytes, version: int, when: datetime) -> bytes:
+        """``state`` sealed for the event ``(topic, raw_id, version)`` recorded at ``when``
+        (timezone-aware)."""
+        if when is not self._when:
+            self._header = _HEADER.pack(SEALED, 1, self.key_id, _micros(when))
+            self._when = when
+        header = self._header
+        count = next(self._count)
+        if count >= _COUNTER_LIMIT or self._fork != _forks[0]:
+            self._new_field()
+            count = next(self._count)
+        nonce = self._field + _COUNT.pack(count)
+        aad = b"".join((header, _topic(topic), raw_id, _VERSION.pack(version)))
+        return b"".join((header, nonce, self._encrypt(nonce, state, aad)))
+
+
+_COUNT = struct.Struct(">I")
+
+
 def _header(state: bytes) -> tuple[int, int, bytes, int]:
     if len(state) < HEADER_SIZE + _NONCE + 16:
         msg = f"a sealed payload of {len(state)} bytes is truncated"
@@ -148,12 +213,9 @@ def open_state(aead: AESGCM, state: bytes, topic: str, raw_id: bytes, version: i
 
     :raises SealedPayloadError: authentication failed (damaged, or not this event's payload).
     """
-    view = memoryview(state)
-    aad = b"".join((view[:HEADER_SIZE], _topic(topic), raw_id, _VERSION.pack(version)))
+    aad = b"".join((state[:HEADER_SIZE], _topic(topic), raw_id, _VERSION.pack(version)))
     try:
-        return aead.decrypt(
-            view[HEADER_SIZE : HEADER_SIZE + _NONCE], view[HEADER_SIZE + _NONCE :], aad
-        )
+        return aead.decrypt(state[HEADER_SIZE:_CIPHERTEXT], state[_CIPHERTEXT:], aad)
     except InvalidTag:
         key = UUID(bytes=sealed_key_id(state))
         msg = f"a payload sealed with data key {key} failed authentication (damaged bytes?)"
