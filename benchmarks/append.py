@@ -48,7 +48,7 @@ from eventsourcing.persistence import JSONTranscoder, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from benchmarks.corpus import BENCH_NAMESPACE, memories, scratch
+from benchmarks.corpus import BENCH_NAMESPACE, candidate_batches, scratch
 from benchmarks.results import median, percentile, print_table, save
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem
@@ -71,44 +71,10 @@ Insert = Callable[[Sequence[StoredEvent]], object]
 def stored_batches(batch: int, count: int, tag: str) -> list[list[StoredEvent]]:
     """``count`` batches of ``batch`` stored events; each batch is one new stream."""
     mapper = MsgspecMapper(transcoder=JSONTranscoder())  # the transcoder is never used
-    corpus = memories(max(batch * count, 50))
-    when = datetime(2024, 1, 1, tzinfo=UTC)
-    out: list[list[StoredEvent]] = []
-    n = 0
-    for b in range(count):
-        stream = uuid5(NAMESPACE_URL, f"bench-append/{tag}/{batch}/{b}")
-        events = []
-        for version in range(1, batch + 1):
-            m = corpus[n % len(corpus)]
-            n += 1
-            event = CandidateExtracted(
-                originator_id=stream,
-                originator_version=version,
-                recorded_at=when,
-                namespace=BENCH_NAMESPACE,
-                session_id=f"append-{b}",
-                turn_id=version,
-                candidate_id=uuid5(stream, str(version)),
-                index=0,
-                extractor_id="recorded",
-                item=ExtractedItem(
-                    kind="semantic",
-                    subject=m.subject,
-                    predicate=m.predicate,
-                    value=m.value,
-                    statement=m.statement,
-                    source="fact",
-                    scope="user",
-                    reason="the user said so in this conversation",
-                    importance=0.8,
-                    confidence=0.9,
-                    evidence=(f"append-{b}:{version}",),
-                ),
-                occurred_at=when,
-            )
-            events.append(mapper.to_stored_event(event))
-        out.append(events)
-    return out
+    return [
+        [mapper.to_stored_event(event) for event in events]
+        for events in candidate_batches(batch, count, f"append/{tag}/{batch}")
+    ]
 
 
 class RawLMDB:

@@ -25,7 +25,12 @@ from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
 from memory_ledger.commands import MemoryEngine
-from memory_ledger.ledger.events import ExtractedItem, LedgerEvent, MemoryActivated
+from memory_ledger.ledger.events import (
+    CandidateExtracted,
+    ExtractedItem,
+    LedgerEvent,
+    MemoryActivated,
+)
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 
 __all__ = [
@@ -336,3 +341,48 @@ def scratch(prefix: str, parent: str | None = None) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def candidate_batches(batch: int, count: int, label: str) -> list[list[CandidateExtracted]]:
+    """``count`` batches of ``batch`` ``CandidateExtracted`` events of the bench namespace,
+    each batch one new stream (``uuid5`` of ``label`` and the batch number), the items
+    cycling through :func:`memories`: what the append benchmarks write."""
+    corpus = memories(max(batch * count, 50))
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    out: list[list[CandidateExtracted]] = []
+    n = 0
+    for b in range(count):
+        stream = uuid5(NAMESPACE_URL, f"bench-{label}/{b}")
+        events: list[CandidateExtracted] = []
+        for version in range(1, batch + 1):
+            m = corpus[n % len(corpus)]
+            n += 1
+            events.append(
+                CandidateExtracted(
+                    originator_id=stream,
+                    originator_version=version,
+                    recorded_at=when,
+                    namespace=BENCH_NAMESPACE,
+                    session_id=f"{label}-{b}",
+                    turn_id=version,
+                    candidate_id=uuid5(stream, str(version)),
+                    index=0,
+                    extractor_id="recorded",
+                    item=ExtractedItem(
+                        kind="semantic",
+                        subject=m.subject,
+                        predicate=m.predicate,
+                        value=m.value,
+                        statement=m.statement,
+                        source="fact",
+                        scope="user",
+                        reason="the user said so in this conversation",
+                        importance=0.8,
+                        confidence=0.9,
+                        evidence=(f"{label}-{b}:{version}",),
+                    ),
+                    occurred_at=when,
+                )
+            )
+        out.append(events)
+    return out

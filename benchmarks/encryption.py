@@ -25,17 +25,15 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from uuid import NAMESPACE_URL, uuid5
 
 from benchmarks.catchup import fill as fill_log
 from benchmarks.catchup import generate
-from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries, scratch
+from benchmarks.corpus import BENCH_NAMESPACE, candidate_batches, fill, memories, queries, scratch
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem, LedgerEvent
+from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.projections import ProjectionStore
 
 MODES = ("clear", "sealed")
@@ -53,45 +51,7 @@ def open_store(folder: Path, mode: str, key: bytes, *, sync: bool) -> MemoryEngi
 
 def append_batches(mode: str, count: int) -> list[list[LedgerEvent]]:
     """``count`` batches of 100 events; each batch a new stream of the bench namespace."""
-    corpus = memories(max(BATCH * count, 50))
-    when = datetime(2024, 1, 1, tzinfo=UTC)
-    out: list[list[LedgerEvent]] = []
-    n = 0
-    for b in range(count):
-        stream = uuid5(NAMESPACE_URL, f"bench-encryption/{mode}/{b}")
-        batch: list[LedgerEvent] = []
-        for version in range(1, BATCH + 1):
-            m = corpus[n % len(corpus)]
-            n += 1
-            batch.append(
-                CandidateExtracted(
-                    originator_id=stream,
-                    originator_version=version,
-                    recorded_at=when,
-                    namespace=BENCH_NAMESPACE,
-                    session_id=f"encryption-{b}",
-                    turn_id=version,
-                    candidate_id=uuid5(stream, str(version)),
-                    index=0,
-                    extractor_id="recorded",
-                    item=ExtractedItem(
-                        kind="semantic",
-                        subject=m.subject,
-                        predicate=m.predicate,
-                        value=m.value,
-                        statement=m.statement,
-                        source="fact",
-                        scope="user",
-                        reason="the user said so in this conversation",
-                        importance=0.8,
-                        confidence=0.9,
-                        evidence=(f"encryption-{b}:{version}",),
-                    ),
-                    occurred_at=when,
-                )
-            )
-        out.append(batch)
-    return out
+    return [list(batch) for batch in candidate_batches(BATCH, count, f"encryption/{mode}")]
 
 
 def measure_append(
