@@ -43,7 +43,11 @@ from memory_ledger.replay.cli_common import (
     MasterKeyFileOption,
     StoreOption,
 )
-from memory_ledger.replay.errors import ConfirmationRequiredError, KeyFileExistsError
+from memory_ledger.replay.errors import (
+    ConfirmationRequiredError,
+    KeyFileExistsError,
+    KeyFileUnwritableError,
+)
 
 if TYPE_CHECKING:
     from memory_ledger.ledger.keyring import NamespaceMatch
@@ -170,7 +174,7 @@ def write_master_key_file(path: Path) -> str:
     fsynced with its folder; return the key's id (never the key).
 
     :raises KeyFileExistsError: ``path`` exists (never overwritten).
-    :raises OSError: the file cannot be created or written.
+    :raises KeyFileUnwritableError: the file cannot be created (an ``OSError``).
     """
     from memory_ledger.ledger.master_key import KEY_SIZE, LocalMasterKey
 
@@ -180,6 +184,9 @@ def write_master_key_file(path: Path) -> str:
     except FileExistsError:
         msg = f"{str(path)!r} exists; a key file is never overwritten (choose another name)"
         raise KeyFileExistsError(msg, path=str(path)) from None
+    except OSError as e:
+        msg = f"cannot create the key file {str(path)!r}: {e.strerror or type(e).__name__}"
+        raise KeyFileUnwritableError(msg) from None
     try:
         os.fchmod(fd, 0o600)  # whatever the umask
         with open(fd, "wb", closefd=False) as handle:

@@ -13,6 +13,7 @@ __all__ = [
     "BackupManifestError",
     "ConfirmationRequiredError",
     "KeyFileExistsError",
+    "KeyFileUnwritableError",
     "NotABackupError",
     "OutputExistsError",
     "OutputNotADirectoryError",
@@ -63,6 +64,13 @@ class KeyFileExistsError(OutputExistsError):
     """``memory-ledger keys new --out FILE``: FILE exists (a key file is never overwritten)."""
 
     reason_code = "key_file_exists"
+
+
+class KeyFileUnwritableError(MemoryLedgerError, OSError):
+    """``memory-ledger keys new --out FILE``: FILE cannot be created (no such folder, no
+    permission); names it."""
+
+    reason_code = "key_file_unwritable"
 
 
 class ConfirmationRequiredError(InvalidArgumentError):

@@ -412,3 +412,10 @@ def test_match_counts_what_the_prompt_names(tmp_path: Path, key_file: Path) -> N
     principal = NamespaceMatch(tenant="acme", principal="alice")
     assert sum(tenant.matches(r) for r in records) == 2
     assert sum(principal.matches(r) for r in records) == 1
+
+
+def test_keys_new_into_a_missing_folder_is_a_typed_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["keys", "new", "--out", str(tmp_path / "nodir" / "k")])
+    assert result.exit_code == 2
+    assert "KeyFileUnwritableError" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "nodir").exists()
