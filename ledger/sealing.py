@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -140,32 +141,33 @@ class Sealer:
     :param aead: the data key's cipher.
     """
 
-    __slots__ = ("_count", "_encrypt", "_field", "_fork", "_header", "_when", "key_id")
+    __slots__ = ("_encrypt", "_header", "_nonces", "key_id")
 
     def __init__(self, key_id: bytes, aead: AESGCM) -> None:
         self.key_id = key_id
         self._encrypt = aead.encrypt
-        self._when: datetime | None = None
-        self._header = b""
-        self._new_field()
+        self._header: tuple[datetime | None, bytes] = (None, b"")
+        self._nonces = self._new_field()
 
-    def _new_field(self) -> None:
-        self._field = os.urandom(8)
-        self._count = itertools.count()
-        self._fork = _forks[0]
+    @staticmethod
+    def _new_field() -> tuple[bytes, Iterator[int], int]:
+        """``(random field, its counter, fork count)``: replaced as one (thread-safe)."""
+        return os.urandom(8), itertools.count(), _forks[0]
 
     def seal(self, state: bytes, topic: str, raw_id: bytes, version: int, when: datetime) -> bytes:
         """``state`` sealed for the event ``(topic, raw_id, version)`` recorded at ``when``
         (timezone-aware)."""
-        if when is not self._when:
-            self._header = _HEADER.pack(SEALED, 1, self.key_id, _micros(when))
-            self._when = when
-        header = self._header
-        count = next(self._count)
-        if count >= _COUNTER_LIMIT or self._fork != _forks[0]:
-            self._new_field()
-            count = next(self._count)
-        nonce = self._field + _COUNT.pack(count)
+        cached = self._header
+        if cached[0] is not when:
+            cached = (when, _HEADER.pack(SEALED, 1, self.key_id, _micros(when)))
+            self._header = cached
+        header = cached[1]
+        field, counter, fork = self._nonces
+        count = next(counter)
+        if count >= _COUNTER_LIMIT or fork != _forks[0]:
+            field, counter, fork = self._nonces = self._new_field()
+            count = next(counter)
+        nonce = field + _COUNT.pack(count)
         aad = b"".join((header, _topic(topic), raw_id, _VERSION.pack(version)))
         return b"".join((header, nonce, self._encrypt(nonce, state, aad)))
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memory_ledger.commands.async_engine import AsyncMemoryEngine
 from memory_ledger.commands.engine import MemoryEngine
@@ -17,6 +21,7 @@ from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.ledger.key_store import FileKeyStore
+from memory_ledger.ledger.sealing import HEADER_SIZE, Sealer, sealed_recorded_at
 from memory_ledger.replay.rebuild import check_projections
 from tests.conftest import make_item
 
@@ -113,3 +118,35 @@ def test_an_old_key_store_copied_back_does_not_undo_an_erasure(tmp_path: Path) -
     with MemoryEngine.open(store, master_key=key) as engine:
         assert list(engine.recall(ALICE, "narwhals")) == []
     assert all(r.erased for r in FileKeyStore(store / "keys").read().keys)
+
+
+def test_a_sealer_shared_by_threads_never_repeats_a_nonce_or_mixes_headers() -> None:
+    """Threads released together seal with one Sealer, each with its own time: every nonce
+    is unique, and every header carries its own event's recorded_at."""
+    sealer = Sealer(os.urandom(16), AESGCM(os.urandom(32)))
+    barrier = threading.Barrier(8)
+    found: list[tuple[bytes, datetime, datetime]] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        barrier.wait()
+        mine = []
+        for i in range(2000):
+            when = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=n * 10_000 + i)
+            state = sealer.seal(b"payload", "topic", bytes(16), i + 1, when)
+            mine.append((state[HEADER_SIZE : HEADER_SIZE + 12], sealed_recorded_at(state), when))
+        with lock:
+            found.extend(mine)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len({nonce for nonce, _, _ in found}) == len(found) == 16_000
+    assert all(header_time == when for _, header_time, when in found)
