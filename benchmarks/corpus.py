@@ -209,6 +209,22 @@ class Memory:
     statement: str
     question: str
 
+    def item(self, *, reason: str, importance: float, evidence: str) -> ExtractedItem:
+        """This memory as an extractor's semantic fact (confidence 0.9)."""
+        return ExtractedItem(
+            kind="semantic",
+            subject=self.subject,
+            predicate=self.predicate,
+            value=self.value,
+            statement=self.statement,
+            source="fact",
+            scope="user",
+            reason=reason,
+            importance=importance,
+            confidence=0.9,
+            evidence=(evidence,),
+        )
+
 
 def subject_count(n: int) -> int:
     """Distinct subjects for a corpus of ``n`` memories (thousands at 16,000 and above)."""
@@ -300,18 +316,10 @@ def activation(ns: Namespace, m: Memory, index: int) -> MemoryActivated:
         turn_id=index % 100 + 1,
         candidate_id=uuid5(NAMESPACE_URL, f"bench-candidate/{ns.key()}/{index}"),
         decision="auto",
-        item=ExtractedItem(
-            kind="semantic",
-            subject=m.subject,
-            predicate=m.predicate,
-            value=m.value,
-            statement=m.statement,
-            source="fact",
-            scope="user",
+        item=m.item(
             reason="benchmark corpus",
             importance=0.5 + (index % 5) / 10,
-            confidence=0.9,
-            evidence=(f"seed-{index // 100}:{index % 100 + 1}",),
+            evidence=f"seed-{index // 100}:{index % 100 + 1}",
         ),
         normalized=normalized,
         occurred_at=when,
@@ -368,18 +376,10 @@ def candidate_batches(batch: int, count: int, label: str) -> list[list[Candidate
                     candidate_id=uuid5(stream, str(version)),
                     index=0,
                     extractor_id="recorded",
-                    item=ExtractedItem(
-                        kind="semantic",
-                        subject=m.subject,
-                        predicate=m.predicate,
-                        value=m.value,
-                        statement=m.statement,
-                        source="fact",
-                        scope="user",
+                    item=m.item(
                         reason="the user said so in this conversation",
                         importance=0.8,
-                        confidence=0.9,
-                        evidence=(f"{label}-{b}:{version}",),
+                        evidence=f"{label}-{b}:{version}",
                     ),
                     occurred_at=when,
                 )

@@ -8,7 +8,8 @@ A sealed state is ``header || nonce || AES-256-GCM(state)`` where ``header`` is 
 - ``recorded_at`` in microseconds since the Unix epoch (signed 64 bits, big-endian): the
   event's time stays readable after its key is erased;
 
-the nonce is 12 random bytes, the ciphertext carries GCM's 16-byte tag. The associated data
+the nonce is 12 bytes, unique per data key (:class:`Sealer`: a random field and a
+counter), the ciphertext carries GCM's 16-byte tag. The associated data
 (authenticated, not encrypted) is the header, the topic, the stream id and the version: a
 sealed state moved to another event, or a header edited, fails authentication.
 
@@ -38,7 +39,6 @@ __all__ = [
     "Sealer",
     "is_sealed",
     "open_state",
-    "seal_state",
     "sealed_key_id",
     "sealed_recorded_at",
 ]
@@ -78,38 +78,10 @@ def _topic(topic: str) -> bytes:
     return found
 
 
-def _aad(header: bytes, topic: str, raw_id: bytes, version: int) -> bytes:
-    return b"".join((header, _topic(topic), raw_id, _VERSION.pack(version)))
-
-
-_last_time: list[tuple[datetime, int]] = [(_EPOCH, 0)]
-
-
 def _micros(when: datetime) -> int:
-    """Microseconds since the epoch (the events of one command share their time: cached)."""
-    last = _last_time[0]
-    if last[0] is when:
-        return last[1]
+    """Microseconds since the Unix epoch (exact, no float)."""
     delta = when - _EPOCH
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    _last_time[0] = (when, micros)
-    return micros
-
-
-def seal_state(
-    aead: AESGCM,
-    key_id: bytes,
-    state: bytes,
-    topic: str,
-    raw_id: bytes,
-    version: int,
-    recorded_at: datetime,
-) -> bytes:
-    """``state`` sealed with ``aead`` (the data key ``key_id``, 16 bytes) for the event
-    ``(topic, raw_id, version)``; ``recorded_at`` must be timezone-aware."""
-    header = _HEADER.pack(SEALED, 1, key_id, _micros(recorded_at))
-    nonce = os.urandom(_NONCE)
-    return header + nonce + aead.encrypt(nonce, state, _aad(header, topic, raw_id, version))
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 _COUNTER_LIMIT = 1 << 32
@@ -126,8 +98,8 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Sealer:
-    """Seals the states of one namespace's events with one data key (the hot path of
-    :func:`seal_state`, same format).
+    """Seals the states of one namespace's events with one data key (the format of the
+    module doc).
 
     Nonces are 8 random bytes drawn per process and per key, then a 32-bit counter: unique
     for this key in this process without a system call per event (NIST SP 800-38D, 8.2.1:
