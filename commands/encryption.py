@@ -77,8 +77,8 @@ def open_keyring(
     LMDB ledger, or the ``<events>_keys`` table of a PostgreSQL ledger (shared by its hosts).
 
     :raises MasterKeyError: the store's keys need a master key that is missing or another.
-    :raises KeyStoreError: the key store cannot be read (or, to record the master key's id
-        on a store's first encrypted open, written).
+    :raises KeyStoreError: the key store cannot be read (opening never writes it: the
+        store's first sealed write records the master key's id).
     """
     store: KeyStore
     if type(recorder).__module__.endswith("ledger.postgres"):
