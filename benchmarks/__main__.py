@@ -14,6 +14,7 @@ BENCHMARKS = {
     "recall": "benchmarks.recall",
     "memory_map": "benchmarks.memory_map",
     "locomo": "benchmarks.locomo",
+    "locomo-limits": "benchmarks.locomo_limits",
     "hybrid": "benchmarks.hybrid",
     "memory": "benchmarks.memory",
     "mcp": "benchmarks.mcp",

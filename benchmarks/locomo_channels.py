@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from benchmarks.locomo_data import CATEGORIES, Conversation, Question
 from memory_ledger.commands import MemoryEngine, Namespace
@@ -43,6 +44,8 @@ class Channels:
     position: dict[str, int]
     dated: frozenset[str] = frozenset()
     """Memories whose time falls near a date the question names (``commands.temporal``)."""
+    subjects: dict[str, str] = dataclass_field(default_factory=dict)
+    """Each memory's subject (LoCoMo: the speaker the observation is about)."""
 
 
 def first_hit(ranked: Sequence[tuple[str, ...]], wanted: frozenset[str]) -> int | None:
@@ -98,6 +101,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
     )
     evidence = {memory_id: d.evidence for memory_id, d in docs.items()}
     positions = {memory_id: d.position for memory_id, d in docs.items()}
+    subjects = {memory_id: d.subject or "" for memory_id, d in docs.items()}
     out = []
     for q in conversation.questions:
         analyzed = analyze_query(q.text)
@@ -128,6 +132,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
                 evidence,
                 positions,
                 dated,
+                subjects,
             )
         )
     return out

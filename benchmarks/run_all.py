@@ -25,7 +25,7 @@ QUICK_ARGS: dict[str, list[str]] = {
 }
 """The tiny-size arguments of benchmarks that predate ``--quick``; the others take it."""
 
-NEEDS_LOCOMO = frozenset({"run", "locomo"})
+NEEDS_LOCOMO = frozenset({"run", "locomo", "locomo-limits"})
 REPO = Path(__file__).resolve().parents[1]
 
 

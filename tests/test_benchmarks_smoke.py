@@ -41,6 +41,7 @@ OUTPUTS = {
     "recall": "recall.json",
     "memory_map": "memory_map.json",
     "locomo": "locomo.json",
+    "locomo-limits": "locomo_limits.json",
     "hybrid": "hybrid.json",
     "memory": "memory.json",
     "mcp": "mcp.json",
