@@ -90,6 +90,12 @@ _CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
 
 
+_NAMESPACE_WORDS = frozenset(
+    {"tenant", "principal", "scope_id", "scope", "namespace", "user", "user_id", "agent_id"}
+)
+"""Argument names that try to choose a namespace (told that the server fixes it)."""
+
+
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
     """Who a request comes from: the namespace it may touch and the client label recorded in
     session ids (``mcp-<label>-<hex>``)."""
@@ -147,6 +153,7 @@ class MemoryMcpServer:
         self._reader_lock = asyncio.Lock()
         self._flushing: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._arguments: dict[str, frozenset[str]] = {}
+        self._required: dict[str, frozenset[str]] = {}
         self.mcp: MCPServer[Any] = MCPServer(
             name, instructions=INSTRUCTIONS, log_level="WARNING", middleware=[self._middleware]
         )
@@ -171,7 +178,11 @@ class MemoryMcpServer:
         )(self._map_resource)
 
     def _add_tool(self, fn: Callable[..., Awaitable[Any]], annotations: ToolAnnotations) -> None:
-        self._arguments[fn.__name__] = frozenset(inspect.signature(fn).parameters)
+        parameters = inspect.signature(fn).parameters
+        self._arguments[fn.__name__] = frozenset(parameters)
+        self._required[fn.__name__] = frozenset(
+            name for name, p in parameters.items() if p.default is inspect.Parameter.empty
+        )
         self.mcp.add_tool(fn, annotations=annotations, structured_output=False)
 
     # Who is calling ------------------------------------------------------------------------
@@ -218,18 +229,33 @@ class MemoryMcpServer:
         return result
 
     def _refuse_unknown_arguments(self, params: Mapping[str, Any]) -> CallToolResult | None:
-        allowed = self._arguments.get(str(params.get("name")))
+        """A tool error naming the arguments a call gave that its tool does not declare, or
+        the required ones it left out (with the arguments the tool takes); None when the
+        arguments are well named. A namespace word among them (``tenant``, ...) is told
+        that the namespace comes from the server."""
+        name = str(params.get("name"))
+        allowed = self._arguments.get(name)
         arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
         if allowed is None or not isinstance(arguments, Mapping):
             return None
         extra = sorted(str(key)[:40] for key in arguments if key not in allowed)
-        if not extra:
+        missing = sorted(self._required.get(name, frozenset()) - set(arguments))
+        if not extra and not missing:
             return None
-        text = (
-            f"unexpected argument(s) {', '.join(map(repr, extra[:5]))}: the namespace is fixed "
-            "by the server (its configuration or your token) and is never a tool argument; "
-            "nothing was done"
-        )
+        parts = []
+        if extra:
+            parts.append(f"unexpected argument(s) {', '.join(map(repr, extra[:5]))}")
+        if missing:
+            parts.append(f"missing argument(s) {', '.join(map(repr, missing))}")
+        text = f"{name}: {'; '.join(parts)}; it takes {', '.join(sorted(allowed))}"
+        if any(key.lower() in _NAMESPACE_WORDS for key in extra):
+            text += (
+                "; the namespace is fixed by the server (its configuration or your token) and "
+                "is never a tool argument"
+            )
+        text += "; nothing was done"
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
     @staticmethod

@@ -120,8 +120,17 @@ async def test_stdio_refuses_a_namespace_in_tool_arguments(tmp_path: Path) -> No
             {"statement": "Mallory was here.", "tenant": "acme", "principal": "bob"},
         )
         assert sneaky.is_error and "'principal', 'tenant'" in text(sneaky)
+        assert "namespace is fixed by the server" in text(sneaky)
         also = await session.call_tool("recall", {"query": "Mallory", "namespace": ["x"]})
         assert also.is_error
+        # A misspelt argument is named, with what the tool takes; no validator's dump.
+        typo = await session.call_tool("remember", {"statment": "Mallory was here."})
+        assert typo.is_error
+        assert "unexpected argument(s) 'statment'" in text(typo)
+        assert "missing argument(s) 'statement'" in text(typo)
+        assert "namespace" not in text(typo) and "pydantic" not in text(typo).lower()
+        empty = await session.call_tool("recall", {})
+        assert empty.is_error and "missing argument(s) 'query'" in text(empty)
         assert await statements(session, "Mallory") == []
     assert not [e for e in ledger(store) if isinstance(e, ExplicitCommandApplied)]
 
