@@ -27,6 +27,7 @@ from memory_ledger.commands.config import (
 )
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.cli_common import LedgerOption
 from memory_ledger.replay.mcp_tokens import TokenRegistry, new_token, token_entry_toml
 
 __all__ = ["mcp_command", "mcp_token_command", "register"]
@@ -62,8 +63,14 @@ def _address(text: str) -> tuple[str, int]:
 def mcp_command(
     ctx: typer.Context,
     store: Annotated[
-        Path, typer.Option("--store", help="Store folder (LMDB ledger + DuckDB projections).")
+        Path,
+        typer.Option(
+            "--store",
+            help="Store folder: its LMDB ledger (unless --ledger names one) and this host's "
+            "DuckDB projections.",
+        ),
     ],
+    ledger: LedgerOption = None,
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="Namespace tenant (stdio only).")
     ] = None,
@@ -86,8 +93,8 @@ def mcp_command(
         Path | None,
         typer.Option(
             "--tokens",
-            help="TOML file of [[mcp.token]] (or [[token]]) entries for --http (default: "
-            "the [mcp] section of --config or ./memory-ledger.toml).",
+            help="TOML file of \\[\\[mcp.token]] (or \\[\\[token]]) entries for --http (default: "
+            "the \\[mcp] section of --config or ./memory-ledger.toml).",
         ),
     ] = None,
     config_file: Annotated[
@@ -133,6 +140,8 @@ def mcp_command(
             config = load_config_from(config, embeddings=embeddings)
         if master_key_file is not None:
             config = load_config_from(config, master_key_file=str(master_key_file))
+        if ledger:
+            config = load_config_from(config, ledger=ledger)
         parts = (tenant, principal, scope_id)
         if http is None:
             if None in parts:

@@ -39,8 +39,11 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def stdio_session(store: Path, namespace: Namespace) -> AsyncIterator[ClientSession]:
-    """An initialized ClientSession with ``memory-ledger mcp`` over stdio (a child process)."""
+async def stdio_session(
+    store: Path, namespace: Namespace, *extra: str
+) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession with ``memory-ledger mcp`` over stdio (a child process);
+    ``extra``: further command-line arguments (``--ledger URL``, ...)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=cli(
@@ -55,6 +58,7 @@ async def stdio_session(store: Path, namespace: Namespace) -> AsyncIterator[Clie
             namespace.scope_id,
             "--embeddings",
             "none",
+            *extra,
         )[1:],
         env=child_env(),
     )

@@ -322,3 +322,18 @@ def test_mcp_token_command_prints_the_token_once_and_stores_its_digest(tmp_path:
     assert entry is not None and entry.name == "alice-laptop" and entry.namespace == ALICE
     refused = CliRunner().invoke(app, ["mcp", "--store", str(tmp_path / "s"), "--tenant", "a"])
     assert refused.exit_code == 2 and "give --tenant, --principal and --scope-id" in refused.output
+
+
+async def test_stdio_over_a_postgresql_ledger(pg_url: str, tmp_path: Path) -> None:
+    """``mcp --ledger URL`` serves the shared PostgreSQL ledger: what a client remembers
+    there, another host opening the same ledger recalls; the store folder holds only this
+    host's projections (no LMDB ledger)."""
+    async with stdio_session(tmp_path / "host-a", ALICE, "--ledger", pg_url) as session:
+        kept = await session.call_tool("remember", {"statement": "Alice keeps bees in Lyon."})
+        assert not kept.is_error, text(kept)
+        assert await statements(session, "bees Lyon") == ["Alice keeps bees in Lyon."]
+    assert not (tmp_path / "host-a" / "ledger").exists()
+    with memory_ledger.open(tmp_path / "host-b", ledger=pg_url, create=False) as other:
+        assert [h.statement for h in other.recall(ALICE, "bees Lyon")] == [
+            "Alice keeps bees in Lyon."
+        ]
