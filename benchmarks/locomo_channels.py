@@ -22,7 +22,7 @@ from benchmarks.locomo_data import CATEGORIES, Conversation, Question
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.fusion import HybridFusion
 from memory_ledger.commands.lexical import analyze_document, analyze_query
-from memory_ledger.commands.recall import build_index
+from memory_ledger.commands.recall import build_index, lexical_search
 from memory_ledger.commands.temporal import occurred_in, query_dates
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
@@ -105,7 +105,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
     out = []
     for q in conversation.questions:
         analyzed = analyze_query(q.text)
-        lexical = [(s.doc_id, s.score) for s in index.search(analyzed, DEPTH)]
+        lexical = [(s.doc_id, s.score) for s in lexical_search(index, docs, q.text, DEPTH)]
         lexical_plain = [(s.doc_id, s.score) for s in plain.search(analyzed, DEPTH)]
         lexical_source = [(s.doc_id, s.score) for s in no_window.search(analyzed, DEPTH)]
         statement: dict[str, float] = {}

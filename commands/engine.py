@@ -54,7 +54,6 @@ from memory_ledger.commands.fusion import fusion_for
 from memory_ledger.commands.lexical import (
     ConversationWindows,
     SourceTranscripts,
-    analyze_query,
     names_memory,
     shares_term,
 )
@@ -64,6 +63,7 @@ from memory_ledger.commands.recall import (
     MemoryDoc,
     NamespaceRecallIndex,
     RecallResult,
+    lexical_search,
 )
 from memory_ledger.commands.recall_policy import (
     DEFAULT_RECALL_POLICY,
@@ -488,7 +488,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             position = self.catch_up()
             index, by_id = self.recall_index.docs(namespace, position)
             lexical_depth = depth if channel is None else max(depth, self.fusion.depth)
-            lexical = index.search(analyze_query(query), lexical_depth)
+            lexical = lexical_search(index, by_id, query, lexical_depth)
             if min_lexical_score > 0:
                 lexical = [s for s in lexical if s.score >= min_lexical_score]
             if channel is None or vector is None:

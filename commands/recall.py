@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -38,7 +38,7 @@ from memory_ledger.commands.lexical import (
 from memory_ledger.commands.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
-from memory_ledger.projections.text_index import BM25Index, IndexedDoc
+from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc
 
 __all__ = [
     "DEFAULT_FUSION",
@@ -55,6 +55,7 @@ __all__ = [
     "RelatedMemory",
     "RelationKind",
     "apply_hints",
+    "lexical_search",
     "rrf_fuse",
 ]
 
@@ -158,6 +159,10 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
     window: str | None = None
     """The turns around that transcript (``commands.lexical.ConversationWindows``; indexed
     lexically, not embedded, not returned)."""
+    own_stems: frozenset[str] = frozenset()
+    """With a window: the stems of the memory's own text (subject, statement, source turn);
+    lexical recall keeps the memory only when the query shares one of them
+    (:func:`lexical_search`). Empty: no window, nothing to check."""
     supersedes: tuple[str, ...] = ()
     superseded_by: str | None = None
     conflicts_with: tuple[str, ...] = ()
@@ -184,6 +189,9 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
             importance=row["importance"],
             context=context,
             window=window,
+            own_stems=frozenset(analyze_document(row["subject"], row["statement"], context).split())
+            if window
+            else frozenset(),
             supersedes=tuple(row.get("supersedes") or ()),
             superseded_by=row.get("superseded_by"),
             conflicts_with=tuple(row.get("conflicts_with") or ()),
@@ -219,6 +227,41 @@ def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
     (:func:`commands.lexical.analyze_document`); search it with
     :func:`commands.lexical.analyze_query` of the query."""
     return BM25Index.build(_indexed(d) for d in docs)
+
+
+def lexical_search(
+    index: BM25Index, by_id: Mapping[str, MemoryDoc], query: str, k: int
+) -> list[ScoredDoc]:
+    """The top ``k`` of ``index`` for ``query`` (BM25 over :func:`_indexed` documents), a
+    memory whose own text (subject, statement, source turn: :attr:`MemoryDoc.own_stems`)
+    shares a stem with the query ranked before one that matches only through its
+    conversation window; each tier by score, then position and id as
+    :meth:`BM25Index.search`. Window-only scores are scaled below the lowest own-text score
+    (order among them kept), so fusion sees the same order.
+
+    The window lends a memory the words of the turns around it, so that a question phrased
+    like the conversation finds it ("paddle" finds the kayak bought one turn before
+    "paddle safely"); it must not outrank a memory that says the thing itself: "espresso
+    coffee" must not put a deploy note first because the turn before it said "coffee".
+    Measured on LoCoMo with the channels of ``python -m benchmarks locomo`` (MiniLM, alpha
+    0.5, boost 0.4, in sample): lexical R@5 0.673 -> 0.674, fused 0.725 -> 0.724."""
+    analyzed = analyze_query(query)
+    wanted = frozenset(analyzed.split())
+    asked = k
+    while True:
+        found = index.search(analyzed, asked)
+        own: list[ScoredDoc] = []
+        window_only: list[ScoredDoc] = []
+        for scored in found:
+            stems = by_id[scored.doc_id].own_stems
+            (own if not stems or not wanted.isdisjoint(stems) else window_only).append(scored)
+        if len(own) >= k or len(found) < asked:
+            break
+        asked *= 4
+    if own and window_only:
+        scale = min(1.0, 0.99 * own[-1].score / window_only[0].score)
+        window_only = [msgspec.structs.replace(s, score=s.score * scale) for s in window_only]
+    return (own + window_only)[:k]
 
 
 def _norm(text: str | None) -> str:
@@ -362,7 +405,7 @@ class NamespaceRecallIndex:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``."""
         with self.canonical.lock:
             index, by_id = self.docs(namespace, position)
-            found = index.search(analyze_query(query), k)
+            found = lexical_search(index, by_id, query, k)
         return [
             by_id[scored.doc_id].hit(rank, scored.score)
             for rank, scored in enumerate(found, start=1)

@@ -109,3 +109,29 @@ def test_recall_finds_a_memory_by_the_turn_that_asked_for_it(tmp_path: Path) -> 
         ]
         # A turn of another session never expands a memory ("vacation" is only in s2).
         assert [h.statement for h in engine.recall(namespace, "vacation", 5)] == []
+
+
+def test_a_memory_that_says_it_ranks_before_one_whose_neighbours_said_it(
+    tmp_path: Path,
+) -> None:
+    """The window lends words, it does not outrank: the deploy note told right after "I like
+    espresso, not filter coffee" matches "coffee" only through that turn, so "Alice likes
+    espresso." (its own words match "espresso") ranks first, however rare "coffee" is."""
+    namespace = Namespace("acme", "alice", "assistant")
+    with MemoryEngine.open(tmp_path / "store") as engine:  # lexical only
+        extractor = RecordedExtractor()
+        session = engine.session(namespace, "s1", extractor=extractor)
+        extractor.provide(1, [make_item("Alice likes espresso.")])
+        extractor.provide(2, [make_item("Deploys fail without the base URL.", subject="deploy")])
+        session.observe_final_transcript(1, "user: I like espresso, not filter coffee.")
+        session.observe_final_transcript(2, "user: Deploys fail without the base URL.")
+        session.finish()
+        hits = engine.recall(namespace, "espresso coffee", 5)
+        assert [h.statement for h in hits] == [
+            "Alice likes espresso.",
+            "Deploys fail without the base URL.",
+        ]
+        assert hits[0].score > hits[1].score
+        # Alone, a window-only match is still found, with its own BM25 score.
+        alone = engine.recall(namespace, "filter", 5)
+        assert [h.statement for h in alone][-1] == "Deploys fail without the base URL."
