@@ -138,7 +138,7 @@ class AsyncMemorySession:
     async def recall(
         self, query: str, turn_id: int | None = None, k: int | None = None
     ) -> RecallResult:
-        """Serve a ``recall_context`` tool call (:meth:`MemorySession.recall`); records
+        """Serve a ``recall`` tool call (:meth:`MemorySession.recall`); records
         RecallServed (buffered, never an fsync on this path).
 
         :raises ValueError: an invalid query, turn id or ``k``.

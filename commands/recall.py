@@ -111,7 +111,7 @@ class RecallHit(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What a ``recall_context`` tool call returns to a model (JSON-serializable).
+    """What a ``recall`` tool call returns to a model (JSON-serializable).
 
     ``position`` is the ledger position the answer reflects; ``path`` how it was served:
     ``snapshot`` (the turn's frozen snapshot), ``live`` (a search now) or ``fused`` (both,

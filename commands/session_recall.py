@@ -141,7 +141,7 @@ class SessionRecall(SessionStream):
         *,
         record: bool = True,
     ) -> RecallResult:
-        """Serve a ``recall_context`` tool call.
+        """Serve a ``recall`` tool call.
 
         Reads the turn's frozen snapshot when it plainly covers the query; otherwise runs a
         live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed
@@ -278,7 +278,7 @@ class SessionRecall(SessionStream):
         return result
 
     def memory_map(self) -> str:
-        """The vocabulary a model needs to fill recall_context's about/attribute fields."""
+        """The vocabulary a model needs to fill recall's about/attribute fields."""
         return self.engine.memory_map(self.namespace, token_counter=self.token_counter)
 
     def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:

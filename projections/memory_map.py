@@ -52,7 +52,7 @@ def render_memory_map(
     predicates = canonical.vocabulary(tenant, principal, scope_id, "predicate")
     total = canonical.count_namespace(tenant, principal, scope_id)
     header = (
-        f"Memory map: {total} remembered records. Use these names for recall_context "
+        f"Memory map: {total} remembered records. Use these names as recall's "
         "'about' (subject) and 'attribute' (predicate); counts in parentheses."
     )
     shown = limit

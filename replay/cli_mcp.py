@@ -201,8 +201,8 @@ def mcp_token_command(
         bool, typer.Option("--json", help='Print {"name", "token", "entry"} as JSON on stdout.')
     ] = False,
 ) -> None:
-    """Make a bearer token for `mcp --http`: prints the token once (stderr) and the
-    [[mcp.token]] entry holding only its sha256 (stdout, to append to the token file)."""
+    r"""Make a bearer token for `mcp --http`: prints the token once (stderr) and the
+    \[\[mcp.token]] entry holding only its sha256 (stdout, to append to the token file)."""
     with _one_line_errors():
         token = new_token()
         entry = token_entry_toml(name, token, Namespace(tenant, principal, scope_id))

@@ -13,15 +13,22 @@ The namespace is never a tool argument. Over stdio it is fixed when the server s
 HTTP each request carries a bearer token that maps to exactly one namespace
 (:mod:`memory_ledger.replay.mcp_tokens`); a request without a known token is answered 401
 with an empty body before the SDK sees it. A tool call that names an argument the tool does
-not have (``tenant``, ``namespace``, ...) is refused as a tool error and does nothing.
+not have (``tenant``, ``namespace``, ...), leaves out a required one or gives one a value of
+the wrong JSON type (``"k": "five"``, ``"k": true``) is refused as a one-line tool error and
+does nothing.
 
 Recording: each command tool runs as a direct command whose session id names the caller,
 ``mcp-<client>-<hex>`` (over HTTP ``mcp-<token name>-<client>-<hex>``, the client being the
-name the MCP client sent when it connected), so ``explain`` shows which MCP call created,
-corrected, pinned or forgot a memory. Recalls go through one session per caller
+name the MCP client sent when it connected; a name in which the secret detector finds a
+secret is left out, ``client`` standing in when no name is left), so ``explain`` shows which
+MCP call created, corrected, pinned or forgot a memory. Recalls go through one session per caller
 (``mcp-<client>-<hex>``) and are recorded as RecallServed like any session's (buffered, written
 within about a second). ``as_of`` recalls, ``explain`` and ``memory_map`` are audit reads and
 record nothing.
+
+Over stdio every line gets an answer: one that is no JSON a parse error (-32700), one whose
+JSON holds a lone surrogate escape is served with U+FFFD in its place (the SDK's own stdio
+loop drops both without a word).
 
 Errors raised on purpose (a bad argument, an unknown memory, a secret in a statement) reach
 the client as tool errors carrying the typed error's message; nothing else of an exception
@@ -33,20 +40,36 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import json
 import re
 import sys
+import types
+import typing
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, BinaryIO, Final, TypeVar, cast
 
+import anyio
 import msgspec
+import msgspec.inspect
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST, CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
 from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -55,6 +78,7 @@ from memory_ledger.commands.async_session import AsyncMemorySession
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError, UnknownMemoryError
 from memory_ledger.commands.recall import RecallResult, RecallScope
+from memory_ledger.commands.secrets import contains_secret
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import lineage
 from memory_ledger.replay.lineage_text import render_text
@@ -110,8 +134,77 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _label(*parts: str | None) -> str:
-    cleaned = [_LABEL_UNSAFE.sub("-", p).strip("-")[:40] for p in parts if p]
-    return "-".join(p for p in cleaned if p) or "client"
+    """The caller label of session ids from client-supplied names (the token name, the name
+    the client sent when it connected): each cleaned to ``[A-Za-z0-9._-]`` and cut to 40
+    characters. A name in which the secret detector finds a secret (a client named after its
+    API key) is left out whole, so no part of it reaches the ledger; ``client`` when nothing
+    is left."""
+    cleaned = []
+    for part in parts:
+        if not part or contains_secret(part):
+            continue
+        safe = _LABEL_UNSAFE.sub("-", part).strip("-")[:40]
+        if safe and not contains_secret(safe):
+            cleaned.append(safe)
+    return "-".join(cleaned) or "client"
+
+
+_JSON_TYPES: Final[dict[type, str]] = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+    list: "an array",
+    dict: "an object",
+}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether the JSON value ``value`` has the declared type ``hint`` (strictly: no bool for
+    an int, no string for a number; an integral float is an integer)."""
+    if isinstance(value, float) and value.is_integer() and _accepts(hint, int):
+        return True
+    if isinstance(value, bool) and not _accepts(hint, bool):
+        return False
+    try:
+        msgspec.convert(value, type=hint, strict=True)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _accepts(hint: Any, kind: type) -> bool:
+    return hint is kind or kind in _members(hint)
+
+
+def _members(hint: Any) -> tuple[Any, ...]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _expected(hint: Any) -> str:
+    """The declared type ``hint`` in JSON words (``an integer``, ``a string or null``)."""
+    names = []
+    for member in _members(hint):
+        origin = typing.get_origin(member) or member
+        names.append(_JSON_TYPES.get(origin, getattr(origin, "__name__", str(origin))))
+    return " or ".join(names)
+
+
+def _given(value: Any) -> str:
+    """What a client gave, in JSON words: ``the string "five"``, ``the number 1.5``."""
+    kind = next((word for cls, word in _JSON_TYPES.items() if type(value) is cls), None)
+    if kind is None or isinstance(value, (list, dict)) or value is None:
+        return kind or type(value).__name__
+    shown = json.dumps(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    article = kind.split(" ", 1)[1]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        article = "number"
+    return f"the {article} {shown}"
 
 
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
@@ -154,6 +247,7 @@ class MemoryMcpServer:
         self._flushing: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._arguments: dict[str, frozenset[str]] = {}
         self._required: dict[str, frozenset[str]] = {}
+        self._hints: dict[str, dict[str, Any]] = {}
         self.mcp: MCPServer[Any] = MCPServer(
             name, instructions=INSTRUCTIONS, log_level="WARNING", middleware=[self._middleware]
         )
@@ -183,6 +277,10 @@ class MemoryMcpServer:
         self._required[fn.__name__] = frozenset(
             name for name, p in parameters.items() if p.default is inspect.Parameter.empty
         )
+        hints = typing.get_type_hints(fn)
+        self._hints[fn.__name__] = {name: hints[name] for name in parameters}
+        for hint in self._hints[fn.__name__].values():
+            msgspec.inspect.type_info(hint)  # a type msgspec cannot check fails here, not later
         self.mcp.add_tool(fn, annotations=annotations, structured_output=False)
 
     # Who is calling ------------------------------------------------------------------------
@@ -194,7 +292,8 @@ class MemoryMcpServer:
             client = params.client_info.name
         elif ctx.method == "initialize" and isinstance(ctx.params, Mapping):
             info = ctx.params.get("clientInfo")
-            client = info.get("name") if isinstance(info, Mapping) else None
+            name = info.get("name") if isinstance(info, Mapping) else None
+            client = name if isinstance(name, str) else None
         if self.namespace is not None:
             return Caller(namespace=self.namespace, label=_label(client))
         request = ctx.request
@@ -216,6 +315,8 @@ class MemoryMcpServer:
         caller = self._caller_of(ctx)
         if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
             refusal = self._refuse_unknown_arguments(ctx.params)
+            if refusal is None:
+                refusal = self._refuse_mistyped_arguments(ctx.params)
             if refusal is not None:
                 return refusal
         token = _CALLER.set(caller)
@@ -256,6 +357,26 @@ class MemoryMcpServer:
                 "is never a tool argument"
             )
         text += "; nothing was done"
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    def _refuse_mistyped_arguments(self, params: Mapping[str, Any]) -> CallToolResult | None:
+        """A one-line tool error naming each argument whose value does not have the type
+        its tool declares (the expected type and what was given), or None when they all do.
+        Checked strictly, as JSON values: ``true`` is no integer and ``"5"`` no number; an
+        integral float (``5.0``) is an integer, as in JSON Schema."""
+        name = str(params.get("name"))
+        hints = self._hints.get(name)
+        arguments = params.get("arguments")
+        if hints is None or not isinstance(arguments, Mapping):
+            return None
+        wrong = [
+            f"argument {key!r} must be {_expected(hints[key])}, got {_given(value)}"
+            for key, value in arguments.items()
+            if key in hints and not _fits(value, hints[key])
+        ]
+        if not wrong:
+            return None
+        text = f"{name}: {'; '.join(wrong)}; nothing was done"
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
     @staticmethod
@@ -464,9 +585,20 @@ class MemoryMcpServer:
         return TokenGate(app, self.tokens)
 
     async def serve_stdio(self) -> None:
-        """Serve one client over this process's stdin/stdout until it disconnects."""
+        """Serve one client over this process's stdin/stdout until it disconnects.
+
+        Unlike the SDK's own stdio loop, which silently drops a line its JSON parser refuses,
+        every line is answered: a line that is no JSON gets a JSON-RPC parse error (code
+        -32700, id null), and a JSON string holding a lone surrogate escape (``"\\ud800"``)
+        reaches the tools with U+FFFD in its place.
+        """
         try:
-            await self.mcp.run_stdio_async()
+            lowlevel = _lowlevel_server(self.mcp)
+            stdin = getattr(sys.stdin, "buffer", None)
+            if lowlevel is None or stdin is None:
+                await self.mcp.run_stdio_async()
+            else:
+                await _serve_stdio_lines(lowlevel, stdin)
         finally:
             await self.aclose()
 
@@ -553,6 +685,76 @@ class TokenGate:
         scope["user"] = AuthenticatedUser(access)
         scope["auth"] = AuthCredentials([])
         await self.app(scope, receive, send)
+
+
+def _lowlevel_server(mcp: MCPServer[Any]) -> Server[Any] | None:
+    """The SDK's low-level server behind ``mcp``: what ``MCPServer.run_stdio_async`` runs
+    over the stdio streams. The SDK has no public accessor for it, so this reads the private
+    attribute ``_lowlevel_server`` (SDK 2.x) and is the only place that does; None when a
+    later SDK keeps it elsewhere (then ``serve_stdio`` falls back to ``run_stdio_async``,
+    losing only the handling of unparsable lines)."""
+    found = getattr(mcp, "_lowlevel_server", None)
+    return found if isinstance(found, Server) else None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _stdio_line(line: str) -> str | None:
+    """The JSON-RPC text to hand the SDK for one line read from stdin: the line itself, or,
+    when its JSON decodes to text holding lone surrogates (which the SDK's parser refuses),
+    the message re-serialised with U+FFFD in their place; None when the line is no JSON."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if "\\u" not in line:  # a lone surrogate can only come from an escape
+        return line
+    text = json.dumps(message, ensure_ascii=False)
+    if not _LONE_SURROGATE.search(text):
+        return line
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+class _StdinLines:
+    """The lines of a binary stdin as UTF-8 text (undecodable bytes become U+FFFD), each
+    passed through :func:`_stdio_line`; blank lines are skipped and a line that is no JSON
+    is answered with a parse error on ``replies`` (set once the transport is up)."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self.source = source
+        self.replies: Any = None
+        self.ready = anyio.Event()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for raw in anyio.wrap_file(self.source):
+            line = raw.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            usable = _stdio_line(line)
+            if usable is not None:
+                yield usable
+                continue
+            await self.ready.wait()
+            error = JSONRPCError(
+                jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Parse error")
+            )
+            await self.replies.send(SessionMessage(error))
+
+
+async def _serve_stdio_lines(lowlevel: Server[Any], source: BinaryIO) -> None:
+    """Run ``lowlevel`` as ``MCPServer.run_stdio_async`` does, over the SDK's public
+    ``stdio_server`` (which keeps stdout's handling), reading requests from ``source``
+    through :class:`_StdinLines`."""
+    lines = _StdinLines(source)
+    # stdio_server only iterates its stdin (``async for line in stdin``).
+    async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read, write):
+        lines.replies = write
+        lines.ready.set()
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 def _recall_as_of(

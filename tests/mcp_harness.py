@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -38,46 +40,56 @@ def free_port() -> int:
         return port
 
 
+def stdio_command(store: Path, namespace: Namespace, *extra: str) -> list[str]:
+    """The command line of ``memory-ledger mcp`` over stdio on ``store`` (no embeddings)."""
+    return cli(
+        "mcp",
+        "--store",
+        str(store),
+        "--tenant",
+        namespace.tenant,
+        "--principal",
+        namespace.principal,
+        "--scope-id",
+        namespace.scope_id,
+        "--embeddings",
+        "none",
+        *extra,
+    )
+
+
 @asynccontextmanager
 async def stdio_session(
-    store: Path, namespace: Namespace, *extra: str
+    store: Path, namespace: Namespace, *extra: str, client: Implementation = CLIENT
 ) -> AsyncIterator[ClientSession]:
     """An initialized ClientSession with ``memory-ledger mcp`` over stdio (a child process);
-    ``extra``: further command-line arguments (``--ledger URL``, ...)."""
+    ``extra``: further command-line arguments (``--ledger URL``, ...); ``client``: the name
+    and version the client sends when it connects."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=cli(
-            "mcp",
-            "--store",
-            str(store),
-            "--tenant",
-            namespace.tenant,
-            "--principal",
-            namespace.principal,
-            "--scope-id",
-            namespace.scope_id,
-            "--embeddings",
-            "none",
-            *extra,
-        )[1:],
+        args=stdio_command(store, namespace, *extra)[1:],
         env=child_env(),
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, client_info=CLIENT) as session:
+        async with ClientSession(read, write, client_info=client) as session:
             await session.initialize()
             yield session
 
 
 @asynccontextmanager
 async def http_session(
-    url: str, token: str, on_initialize: Callable[[InitializeResult], None] | None = None
+    url: str,
+    token: str,
+    on_initialize: Callable[[InitializeResult], None] | None = None,
+    client: Implementation = CLIENT,
 ) -> AsyncIterator[ClientSession]:
     """An initialized ClientSession over streamable HTTP presenting ``token``;
-    ``on_initialize`` sees the server's initialize result."""
+    ``on_initialize`` sees the server's initialize result; ``client``: the name and
+    version the client sends when it connects."""
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as client:
-        async with streamable_http_client(url, http_client=client) as (read, write):
-            async with ClientSession(read, write, client_info=CLIENT) as session:
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write, client_info=client) as session:
                 result = await session.initialize()
                 if on_initialize is not None:
                     on_initialize(result)
@@ -130,6 +142,69 @@ class HttpServer:
         self.process.terminate()
         try:
             self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        self.reader.join(10)
+
+
+class RawStdio:
+    """``memory-ledger mcp`` over stdio driven with raw bytes (no SDK client): ``send`` writes
+    one line, ``reply`` waits for the next line the server writes (parsed JSON)."""
+
+    def __init__(self, store: Path, namespace: Namespace) -> None:
+        self.process = subprocess.Popen(
+            stdio_command(store, namespace),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_env(),
+        )
+        self.replies: queue.Queue[bytes] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.replies.put(line)
+
+    def send(self, line: bytes | dict[str, object]) -> None:
+        """Write ``line`` (bytes as they are, a dict as JSON) and a newline."""
+        raw = line if isinstance(line, bytes) else json.dumps(line).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(raw + b"\n")
+        self.process.stdin.flush()
+
+    def reply(self, timeout: float = 60) -> dict[str, object]:
+        """The next message the server writes; raises ``queue.Empty`` after ``timeout``."""
+        message: dict[str, object] = json.loads(self.replies.get(timeout=timeout))
+        return message
+
+    def initialize(self, client: str = "raw-agent") -> dict[str, object]:
+        """The MCP handshake (initialize, then notifications/initialized); its result."""
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": client, "version": "1"},
+                },
+            }
+        )
+        answer = self.reply()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer
+
+    def close(self) -> None:
+        """Close stdin (the server exits) and wait for the process."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(60)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)

@@ -3,6 +3,7 @@ process) and over streamable HTTP on 127.0.0.1 with bearer tokens."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 from mcp import ClientSession
+from mcp_types import Implementation
 
 import memory_ledger
 from memory_ledger import replay
 from memory_ledger.ledger.events import ExplicitCommandApplied, MemoryForgotten, RecallServed
+from memory_ledger.replay.mcp_server import READ_FLUSH_SECONDS, _stdio_line
 from memory_ledger.replay.mcp_tokens import (
     TokenFileError,
     TokenRegistry,
@@ -21,13 +24,36 @@ from memory_ledger.replay.mcp_tokens import (
     new_token,
     token_entry_toml,
 )
-from tests.mcp_harness import HttpServer, http_session, stdio_session
+from tests.mcp_harness import HttpServer, RawStdio, http_session, stdio_session
 
 pytestmark = pytest.mark.anyio
 
 ALICE = memory_ledger.Namespace("acme", "alice", "assistant")
 BOB = memory_ledger.Namespace("acme", "bob", "assistant")
 TOOLS = {"remember", "recall", "forget", "correct", "pin", "explain", "memory_map"}
+API_KEY = "sk-proj-T3stK3yAAAABBBBCCCCDDDDEEEEFFFFGGGG1234"
+"""A client that names itself after its API key (the tester's case)."""
+MISTYPED = [
+    ("recall", {"query": "cat", "k": "five"}, "argument 'k' must be an integer", 'string "five"'),
+    ("recall", {"query": "cat", "k": 1.5}, "argument 'k' must be an integer", "number 1.5"),
+    ("recall", {"query": "cat", "k": True}, "argument 'k' must be an integer", "boolean true"),
+    ("recall", {"query": 123}, "argument 'query' must be a string", "number 123"),
+    ("recall", {"query": "cat", "about": 7}, "'about' must be a string or null", "number 7"),
+    ("remember", {"statement": ["a"]}, "'statement' must be a string", "an array"),
+    ("forget", {"memory": {"id": 1}}, "'memory' must be a string", "an object"),
+]
+"""Tool calls with an argument of the wrong type: the refusal names the argument, the
+expected type and what was given."""
+
+
+def assert_refused_in_one_line(result: Any, tool: str, *parts: str) -> None:
+    """A tool error of one line naming ``tool`` and ``parts``, with no validator's dump."""
+    said = text(result)
+    assert result.is_error, said
+    assert "\n" not in said and said.startswith(f"{tool}: ") and said.endswith("nothing was done")
+    for part in parts:
+        assert part in said, said
+    assert "pydantic" not in said.lower() and "validation error" not in said.lower()
 
 
 @pytest.fixture
@@ -135,6 +161,100 @@ async def test_stdio_refuses_a_namespace_in_tool_arguments(tmp_path: Path) -> No
     assert not [e for e in ledger(store) if isinstance(e, ExplicitCommandApplied)]
 
 
+async def test_stdio_refuses_mistyped_arguments_in_one_line(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with stdio_session(store, ALICE) as session:
+        for tool, arguments, *parts in MISTYPED:
+            assert_refused_in_one_line(await session.call_tool(tool, arguments), tool, *parts)
+        both = await session.call_tool("recall", {"query": 1, "k": "2"})
+        assert_refused_in_one_line(both, "recall", "'query' must be a string", "'k' must be")
+        # Well-typed calls work as before: an integral float is an integer (JSON Schema),
+        # null is the default of an optional argument.
+        kept = await session.call_tool(
+            "remember", {"statement": "Alice keeps a cat.", "subject": None, "predicate": None}
+        )
+        assert not kept.is_error, text(kept)
+        position = kept.structured_content["position"]
+        for arguments in (
+            {"query": "cat", "k": 3},
+            {"query": "cat", "k": 3.0},
+            {"query": "cat", "about": "Alice", "attribute": None},
+            {"query": "cat", "k": 2, "as_of": str(position)},
+        ):
+            found = await session.call_tool("recall", arguments)
+            assert not found.is_error, (arguments, text(found))
+            assert found.structured_content["results"][0]["statement"] == "Alice keeps a cat."
+    commands = [e for e in ledger(store) if isinstance(e, ExplicitCommandApplied)]
+    assert [c.intent for c in commands] == ["remember"]
+
+
+def test_stdio_answers_lone_surrogates_and_lines_that_are_no_json(tmp_path: Path) -> None:
+    """The SDK's stdio loop drops a line its JSON parser refuses (a lone surrogate escape)
+    and so leaves the client waiting: every line gets an answer."""
+    raw = RawStdio(tmp_path / "store", ALICE)
+    try:
+        assert raw.initialize()["id"] == 0
+        raw.send(
+            b'{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"recall",'
+            b'"arguments":{"query":"\\ud800"}}}'
+        )
+        answer = raw.reply()
+        assert answer["id"] == 99 and "result" in answer, answer
+        assert answer["result"]["structuredContent"]["query"] == "\ufffd"  # type: ignore[index]
+        raw.send(b"this is no JSON {")
+        assert raw.reply() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error"},
+        }
+        raw.send(
+            b'{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"remember",'
+            b'"arguments":{"statement":"Alice \\ud83d\\ude00 likes \\udc00 kites."}}}'
+        )
+        kept = raw.reply()
+        assert kept["id"] == 100 and not kept["result"]["isError"], kept  # type: ignore[index]
+        raw.send(b"")  # a blank line is no message: nothing to answer
+        raw.send({"jsonrpc": "2.0", "id": 101, "method": "ping"})
+        assert raw.reply()["id"] == 101
+    finally:
+        raw.close()
+    [remembered] = [e for e in ledger(tmp_path / "store") if isinstance(e, ExplicitCommandApplied)]
+    assert remembered.statement == "Alice \U0001f600 likes \ufffd kites."
+
+
+def test_stdio_line_repair() -> None:
+    assert _stdio_line('{"a": "b"}\n') == '{"a": "b"}\n'
+    assert _stdio_line('{"a": "\\ud83d\\ude00"}') == '{"a": "\\ud83d\\ude00"}'  # a pair
+    assert _stdio_line('{"a": "\\\\ud800"}') == '{"a": "\\\\ud800"}'  # an escaped backslash
+    assert _stdio_line('{"\\udfff": ["x\\ud800y"]}') == '{"\ufffd": ["x\ufffdy"]}'
+    assert _stdio_line("not json") is None
+    assert _stdio_line('{"a": ') is None
+
+
+async def test_stdio_serving_falls_back_to_the_sdk_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve_stdio`` runs the SDK's low-level server itself, found through one private SDK
+    attribute: it is found with this SDK, and without it the SDK's own loop serves."""
+    from mcp.server.lowlevel.server import Server
+
+    from memory_ledger.commands.async_engine import AsyncMemoryEngine
+    from memory_ledger.replay import mcp_server
+
+    async with AsyncMemoryEngine.open(tmp_path / "store") as memory:
+        server = mcp_server.MemoryMcpServer(memory, namespace=ALICE)
+        assert isinstance(mcp_server._lowlevel_server(server.mcp), Server)
+        ran: list[str] = []
+
+        async def sdk_loop() -> None:
+            ran.append("sdk")
+
+        monkeypatch.setattr(server.mcp, "run_stdio_async", sdk_loop)
+        monkeypatch.setattr(mcp_server, "_lowlevel_server", lambda _mcp: None)
+        await server.serve_stdio()
+        assert ran == ["sdk"]
+
+
 async def test_stdio_as_of_answers_as_memory_stood_then(tmp_path: Path) -> None:
     store = tmp_path / "store"
     async with stdio_session(store, ALICE) as session:
@@ -188,6 +308,8 @@ async def test_http_remember_recall_forget_explain_and_map(
         assert kept.structured_content["session_id"].startswith("mcp-alice-laptop-pytest-agent-")
         await session.call_tool("remember", {"statement": "Alice's sister lives in Porto."})
         assert await statements(session, "cat") == ["Alice keeps a cat named Miso."]
+        for tool, arguments, *parts in MISTYPED:
+            assert_refused_in_one_line(await session.call_tool(tool, arguments), tool, *parts)
         gone = await session.call_tool("forget", {"memory": "sister Porto"})
         assert not gone.is_error and await statements(session, "sister Porto") == []
         story = text(
@@ -212,6 +334,8 @@ async def test_http_instructions_carry_the_callers_memory_map(
     [instructions] = seen
     assert instructions is not None and "Memory map" in instructions
     assert "Bob" in instructions and "hobby" in instructions
+    # The map names the tool the client has (there is no recall_context tool).
+    assert "recall_context" not in instructions and "as recall's 'about'" in instructions
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer nope", "Basic YWxpY2U6eA==", "Bearer"])
@@ -271,6 +395,34 @@ def test_tokens_never_reach_the_logs_or_the_ledger(
     for token in (tokens.alice, tokens.bob):
         assert token.encode() not in data and token not in logged
         assert hash_token(token).encode() not in data
+
+
+async def test_a_secret_client_name_never_reaches_the_ledger(
+    tmp_path: Path, served: tuple[HttpServer, Tokens, Path]
+) -> None:
+    """A client that names itself after an API key: the secret detector finds it and the
+    session ids say ``client`` instead; no part of the key is stored (stdio and HTTP)."""
+    secret_client = Implementation(name=API_KEY, version="1.0")
+    stores = [tmp_path / "store"]
+    async with stdio_session(stores[0], ALICE, client=secret_client) as session:
+        kept = await session.call_tool("remember", {"statement": "Alice owns a red kayak."})
+        assert kept.structured_content["session_id"].startswith("mcp-client-")
+        assert await statements(session, "kayak") == ["Alice owns a red kayak."]
+    server, tokens, store = served
+    stores.append(store)
+    async with http_session(server.url, tokens.alice, client=secret_client) as session:
+        kept = await session.call_tool("remember", {"statement": "Alice owns a blue canoe."})
+        assert kept.structured_content["session_id"].startswith("mcp-alice-laptop-")
+        assert API_KEY[:20] not in kept.structured_content["session_id"]
+        assert await statements(session, "canoe") == ["Alice owns a blue canoe."]
+    await asyncio.sleep(2 * READ_FLUSH_SECONDS)  # the recall records are written by then
+    fragments = [API_KEY, "T3stK3y", "AAAABBBBCCCC", "sk-proj-T3"]
+    for folder in stores:
+        sessions = {e.session_id for e in ledger(folder) if hasattr(e, "session_id")}
+        assert any(s.startswith("mcp-") for s in sessions)
+        assert not [s for s in sessions if any(f in s for f in fragments)]
+        data = (folder / "ledger" / "data.mdb").read_bytes()
+        assert not [f for f in fragments if f.encode() in data]
 
 
 # the token file ---------------------------------------------------------------------------
@@ -337,3 +489,33 @@ async def test_stdio_over_a_postgresql_ledger(pg_url: str, tmp_path: Path) -> No
         assert [h.statement for h in other.recall(ALICE, "bees Lyon")] == [
             "Alice keeps bees in Lyon."
         ]
+
+
+def test_cli_help_keeps_its_brackets() -> None:
+    """Rich markup eats an unescaped ``[word]`` in help text: every command's help and
+    option help escape theirs, and ``mcp-token --help`` shows ``[[mcp.token]]``."""
+    import re
+
+    import typer
+    from typer.testing import CliRunner
+
+    from memory_ledger.replay.cli import app
+
+    def texts(command: Any, path: str) -> Iterator[tuple[str, str]]:
+        yield path, command.help or ""
+        for param in command.params:
+            yield f"{path} {param.name}", getattr(param, "help", None) or ""
+        for name, sub in getattr(command, "commands", {}).items():  # a group's commands
+            yield from texts(sub, f"{path} {name}")
+
+    eaten = [
+        (where, found.group())
+        for where, help_text in texts(typer.main.get_command(app), "memory-ledger")
+        for found in re.finditer(r"(?<!\\)\[[^\]\n]*\]", help_text)
+    ]
+    assert eaten == []
+    assert len(list(texts(typer.main.get_command(app), ""))) > 50  # the subcommands too
+    shown = CliRunner().invoke(app, ["mcp-token", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "the [[mcp.token]] entry" in shown.output, shown.output
+    listed = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert "[[mcp.token]] entry" in listed.output and "[]" not in listed.output
