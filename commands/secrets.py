@@ -458,8 +458,15 @@ _P_TOKENS: Final[tuple[tuple[tuple[str, ...], _CiPattern, str], ...]] = (
         _CiPattern(r"sk-(?<![\w-]sk-)(?!ant-)(?:proj-|svcacct-|admin-)?[a-z0-9_-]{20,}"),
         "openai_token",
     ),
+    # The distinctive project/service/admin forms also after a hyphen, as inside an
+    # identifier ("s-sk-proj-...": a session id built from a key).
+    (
+        ("sk-proj-", "sk-svcacct-", "sk-admin-"),
+        _CiPattern(r"(?<![a-z0-9])sk-(?:proj|svcacct|admin)-[a-z0-9_-]{20,}"),
+        "openai_token",
+    ),
     # Anthropic keys.
-    (("sk-ant-",), _CiPattern(r"sk-ant-(?<![\w-]sk-ant-)[a-z0-9_-]{20,}"), "anthropic_api_key"),
+    (("sk-ant-",), _CiPattern(r"(?<![a-z0-9])sk-ant-[a-z0-9_-]{20,}"), "anthropic_api_key"),
     # GitHub classic tokens in any case (the library's plugin: lower-case prefixes only).
     (
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),

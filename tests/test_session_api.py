@@ -41,6 +41,7 @@ from memory_ledger.ledger.events import (
     MemoryUsed,
     RecallServed,
 )
+from memory_ledger.ledger.ids import InvalidNamespaceError
 from memory_ledger.projections import table_digests
 from memory_ledger.replay.timeline import iter_events
 from tests.conftest import make_item
@@ -712,3 +713,31 @@ def test_read_records_are_flushed_off_the_recall_path(
         time.sleep(0.05)
     assert len(types_of(engine, RecallServed)) >= 64
     assert flushed_on and all(name != threading.current_thread().name for name in flushed_on)
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    [
+        "s-sk-proj-T3stK3yAAAABBBBCCCCDDDDEEEEFFFFGGGG1234",  # a key inside an identifier
+        "run_sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFF",
+    ],
+)
+def test_a_session_id_built_from_a_key_is_refused(
+    engine: MemoryEngine, namespace: Namespace, session_id: str
+) -> None:
+    """Session ids are stored in every event of the session: one holding an API key is
+    refused before anything is written, and the error does not echo it."""
+    head = engine.head
+    with pytest.raises(InvalidNamespaceError) as refused:
+        engine.session(namespace, session_id)
+    assert refused.value.reason_code == "secret_detected"
+    assert "T3stK3y" not in str(refused.value) and "api03" not in str(refused.value)
+    assert engine.head == head
+
+
+@pytest.mark.parametrize("words", ["task-proj-overview-notes-2024-final", "desk-svcacct-rotation"])
+def test_words_ending_in_sk_are_not_keys(
+    engine: MemoryEngine, namespace: Namespace, words: str
+) -> None:
+    """No false alarm for ordinary hyphenated words that merely end in "sk"."""
+    engine.session(namespace, words).close()
