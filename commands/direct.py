@@ -24,7 +24,7 @@ from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryErr
 from memory_ledger.commands.lexical import shared_stems
 from memory_ledger.commands.validation import Rejection, validate_item
 from memory_ledger.ledger.events import ReconciliationReport
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import Namespace, check_namespace, memory_id, normalize_statement
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -92,7 +92,7 @@ class DirectCommands:
         :raises InvalidNamespaceError: an empty or invalid namespace part.
         """
         text = _statement(statement, "statement")
-        namespace.validated()
+        check_namespace(namespace)
         item: dict[str, Any] = {
             "kind": "semantic",
             "subject": subject,
@@ -135,6 +135,7 @@ class DirectCommands:
             that matches none.
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
+        check_namespace(namespace)
         target = self._target(namespace, statement_or_id)
         session_id, applied, report = self._run(
             namespace, "forget", target.statement, target=UUID(target.memory_id)
@@ -155,6 +156,7 @@ class DirectCommands:
         :raises UnknownMemoryError: as :meth:`forget`.
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
+        check_namespace(namespace)
         target = self._target(namespace, statement_or_id)
         session_id, applied, report = self._run(
             namespace, "pin", target.statement, target=UUID(target.memory_id)
@@ -185,7 +187,7 @@ class DirectCommands:
         :raises CommandRejectedError: empty statement, a secret-shaped value.
         """
         text = _statement(statement, "statement")
-        namespace.validated()
+        check_namespace(namespace)
         if target is not None:
             resolved: MemoryDoc | None = self._target(namespace, target)
         else:

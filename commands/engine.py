@@ -531,7 +531,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         ledger head), or None. A memory of another namespace is None, exactly like an id that
         does not exist: callers cannot tell the two apart (the namespace comes from the host).
         """
-        namespace.validated()
+        check_namespace(namespace)
         with self._read_lock, self.projection_guard():
             position = self.catch_up()
             _, by_id = self.recall_index.docs(namespace, position)

@@ -287,6 +287,16 @@ def test_a_namespace_that_is_not_a_namespace_and_an_empty_session_id(
 ) -> None:
     error = raises_naming("namespace", lambda: engine.recall(("acme", "alice", "x"), "tea"))  # type: ignore[arg-type]
     assert isinstance(error, TypeError)
+    # Every direct command and read names the namespace the same way (no AttributeError).
+    for call in (
+        lambda: engine.remember(("acme", "alice", "x"), "Alice likes tea."),  # type: ignore[arg-type]
+        lambda: engine.forget(("acme", "alice", "x"), "tea"),  # type: ignore[arg-type]
+        lambda: engine.pin(None, "tea"),  # type: ignore[arg-type]
+        lambda: engine.correct("acme", "Alice likes coffee."),  # type: ignore[arg-type]
+        lambda: engine.memory_map(["acme", "alice", "x"]),  # type: ignore[arg-type]
+    ):
+        error = raises_naming("namespace", call)
+        assert isinstance(error, TypeError) and error.reason_code == "not_a_namespace"
     raises_naming("session_id", lambda: engine.session(NS, " "))
 
 
