@@ -54,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import threading
 import time
 import uuid
@@ -160,6 +161,13 @@ _QUERY_KEYS = frozenset(
 )
 
 
+_SCHEMA_MAX = 40
+"""The longest schema name a ledger URL takes: PostgreSQL keeps 63 bytes of an identifier,
+and the notification channel is ``<schema>_<table>``."""
+_SCHEMA_NAME = re.compile(rf"[a-z_][a-z0-9_]{{0,{_SCHEMA_MAX - 1}}}")
+"""A schema name that needs no quoting and means the same quoted or not."""
+
+
 class LedgerURLError(ValueError):
     """A ledger URL is malformed (the message shows it without its password)."""
 
@@ -261,13 +269,20 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
         if numbers[key] <= 0:
             msg = f"ledger URL {shown}: {key} must be positive"
             raise LedgerURLError(msg)
+    schema = query.get("schema", "") or "public"
+    if not _SCHEMA_NAME.fullmatch(schema):
+        msg = (
+            f"ledger URL {shown}: schema must be a lower-case identifier (a-z, 0-9, _; not "
+            f"starting with a digit; at most {_SCHEMA_MAX} characters), got {schema[:80]!r}"
+        )
+        raise LedgerURLError(msg)
     return PostgresLedgerURL(
         host=parts.hostname or "127.0.0.1",
         port=port,
         dbname=dbname,
         user=unquote(parts.username or "") or environ.get("PGUSER", "") or "postgres",
         password=password,
-        schema=query.get("schema", "") or "public",
+        schema=schema,
         pool_size=numbers["pool_size"],
         connect_timeout=numbers["connect_timeout"],
         append_attempts=numbers["append_attempts"],

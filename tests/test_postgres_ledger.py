@@ -135,6 +135,18 @@ def test_passwords_never_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         parse_ledger_url("postgresql://agent@h/db?password_env=NOT_SET_HERE")
 
 
+@pytest.mark.parametrize(
+    "schema",
+    ["x;drop%20table%20y", 'evil"quote', "Mixed", "9lives", "a" * 41, "public.x"],
+)
+def test_a_schema_name_that_is_no_plain_identifier_is_refused(schema: str) -> None:
+    """The schema goes into SQL as an identifier: anything but a plain lower-case name is
+    refused before any connection, naming the parameter (never the server's parser)."""
+    with pytest.raises(LedgerURLError, match="schema must be a lower-case identifier"):
+        parse_ledger_url(f"postgresql://agent@127.0.0.1/memory?schema={schema}")
+    assert parse_ledger_url("postgresql://agent@h/db?schema=tenant_7").schema == "tenant_7"
+
+
 def test_two_hosts_read_each_others_writes(pg_url: str, tmp_path: Path) -> None:
     with (
         MemoryEngine.open(tmp_path / "host-a", ledger=pg_url) as a,
