@@ -281,6 +281,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         :raises LedgerFormatError: the ledger was written by a newer version.
         :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
         :raises InvalidArgumentError: ``map_size`` is not a positive integer.
+        :raises InvalidArgumentTypeError: ``path``, ``token_counter`` or ``embeddings`` is of
+            the wrong kind (checked before anything is created).
         """
         if config is None:
             config = MemoryConfig()
@@ -294,6 +296,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         if path is not None and not isinstance(path, str | os.PathLike):
             msg = f"path must be a folder path (str or os.PathLike), got {type(path).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="path", reason_code="not_a_path")
+        if embeddings is not None and not (
+            hasattr(embeddings, "descriptor") and callable(getattr(embeddings, "embed", None))
+        ):
+            msg = (
+                "embeddings must be an embedding provider (an object with descriptor and "
+                f"embed), got {type(embeddings).__name__}; to choose one by name, set "
+                "MemoryConfig(embeddings='local') or [memory] embeddings in the config file"
+            )
+            raise InvalidArgumentTypeError(msg, parameter="embeddings")
         root = Path(path if path is not None else config.store_dir).absolute()
         url = ledger if ledger is not None else config.ledger
         parts = open_store_parts(

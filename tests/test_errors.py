@@ -307,3 +307,14 @@ def test_configuration_and_context_values_name_the_key() -> None:
     raises_naming(
         "relevance", lambda: ContextItem(item_id="i", source="s", kind="k", text="t", relevance=2)
     )
+
+
+def test_an_embeddings_name_instead_of_a_provider_is_refused_before_any_file(
+    tmp_path: Path,
+) -> None:
+    """``open(path, embeddings="local")`` (the CLI's word, not a provider) names the
+    parameter and how to choose by name, and creates nothing."""
+    store = tmp_path / "store"
+    error = raises_naming("embeddings", lambda: memory_ledger.open(store, embeddings="local"))
+    assert isinstance(error, TypeError) and "MemoryConfig(embeddings='local')" in str(error)
+    assert not store.exists()
