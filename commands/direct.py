@@ -189,7 +189,7 @@ class DirectCommands:
         text = _statement(statement, "statement")
         check_namespace(namespace)
         if target is not None:
-            resolved: MemoryDoc | None = self._target(namespace, target)
+            resolved: MemoryDoc | None = self._target(namespace, target, "target")
         else:
             resolved = self._named(namespace, text, required=False, strict=True)
         session_id, applied, report = self._run(
@@ -209,15 +209,18 @@ class DirectCommands:
 
     # Internals ----------------------------------------------------------------------------
 
-    def _target(self, namespace: Namespace, statement_or_id: str | UUID) -> MemoryDoc:
-        """The retrievable memory of ``namespace`` a forget/correct names."""
+    def _target(
+        self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
+    ) -> MemoryDoc:
+        """The retrievable memory of ``namespace`` a forget/correct names (``name``: the
+        argument it came in, for errors)."""
         wanted = _as_uuid(statement_or_id)
         if wanted is not None:
             doc = self._engine.retrievable_memory(namespace, wanted)
             if doc is None:
                 raise UnknownMemoryError(str(wanted))
             return doc
-        text = _statement(statement_or_id, "statement_or_id")
+        text = _statement(statement_or_id, name)
         doc = self._named(namespace, text, required=True)
         assert doc is not None
         return doc
@@ -264,20 +267,20 @@ def _statement(value: object, name: str) -> str:
     string, not empty, valid Unicode, no secret-shaped value (never echoed)."""
     if not isinstance(value, str):
         msg = f"{name} must be a string, got {type(value).__name__}"
-        raise CommandRejectedError(msg, "invalid_statement")
+        raise CommandRejectedError(msg, "invalid_statement", parameter=name)
     text = " ".join(value.split())
     if not text:
-        raise CommandRejectedError(f"{name} is empty", "empty_statement")
+        raise CommandRejectedError(f"{name} is empty", "empty_statement", parameter=name)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         msg = f"{name} holds a character that is not valid Unicode text"
-        raise CommandRejectedError(msg, "not_utf8") from None
+        raise CommandRejectedError(msg, "not_utf8", parameter=name) from None
     from memory_ledger.commands.secrets import redact  # detect_secrets: loaded on a write
 
     if redact(text).count:
         msg = f"{name} holds a secret-shaped value; nothing was recorded"
-        raise CommandRejectedError(msg, "secret_detected")
+        raise CommandRejectedError(msg, "secret_detected", parameter=name)
     return text
 
 

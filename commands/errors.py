@@ -88,12 +88,16 @@ class ExtractionFailedError(MemoryLedgerError, RuntimeError):
 
 
 class CommandRejectedError(MemoryLedgerError, ValueError):
-    """An explicit command or activation was refused; ``reason_code`` says why."""
+    """An explicit command or activation was refused; ``reason_code`` says why and, when
+    one argument is at fault, ``parameter`` names it (as :class:`InvalidArgumentError`)."""
 
     reason_code = "command_rejected"
 
-    def __init__(self, message: str, reason_code: str | None = None) -> None:
+    def __init__(
+        self, message: str, reason_code: str | None = None, *, parameter: str | None = None
+    ) -> None:
         super().__init__(message, reason_code=reason_code)
+        self.parameter = parameter
 
 
 class UnknownMemoryError(CommandRejectedError):

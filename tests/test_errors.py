@@ -318,3 +318,19 @@ def test_an_embeddings_name_instead_of_a_provider_is_refused_before_any_file(
     error = raises_naming("embeddings", lambda: memory_ledger.open(store, embeddings="local"))
     assert isinstance(error, TypeError) and "MemoryConfig(embeddings='local')" in str(error)
     assert not store.exists()
+
+
+def test_a_refused_command_names_the_argument_at_fault(engine: MemoryEngine) -> None:
+    """``CommandRejectedError`` is a ``ValueError`` whose ``parameter`` names the argument,
+    as the README promises for every bad argument."""
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("statement", lambda: engine.remember(NS, "   ")),
+        ("statement", lambda: engine.remember(NS, 7)),  # type: ignore[arg-type]
+        ("statement_or_id", lambda: engine.forget(NS, "")),
+        ("target", lambda: engine.correct(NS, "Alice likes tea.", target=5)),  # type: ignore[arg-type]
+    ]
+    for name, call in cases:
+        with pytest.raises(ValueError) as raised:
+            call()
+        assert getattr(raised.value, "parameter", None) == name, (name, raised.value)
+        assert name in str(raised.value)
