@@ -229,6 +229,11 @@ def build_index(docs: Iterable[MemoryDoc]) -> BM25Index:
     return BM25Index.build(_indexed(d) for d in docs)
 
 
+_DEEPEST = 64
+""":func:`lexical_search` reads at most this many times ``k`` hits to fill ``k`` with
+memories matched by their own text (the rest: window-only matches, scaled below)."""
+
+
 def lexical_search(
     index: BM25Index, by_id: Mapping[str, MemoryDoc], query: str, k: int
 ) -> list[ScoredDoc]:
@@ -255,7 +260,7 @@ def lexical_search(
         for scored in found:
             stems = by_id[scored.doc_id].own_stems
             (own if not stems or not wanted.isdisjoint(stems) else window_only).append(scored)
-        if len(own) >= k or len(found) < asked:
+        if len(own) >= k or len(found) < asked or asked >= _DEEPEST * k:
             break
         asked *= 4
     if own and window_only:
