@@ -202,13 +202,16 @@ class AsyncMemorySession:
         *,
         item: ExtractedItem | dict[str, Any] | None = None,
         target: UUID | str | None = None,
+        occurred_at: datetime | None = None,
     ) -> CommandResult:
         """Apply remember / forget / correct / pin from the user
         (:meth:`MemorySession.apply_explicit_command`); idempotent per command id.
+        ``occurred_at`` is when the user said it (a forget's time; default: the turn's).
 
         :raises CommandRejectedError: unknown intent, empty or secret-bearing statement, an
             invalid item.
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         return await self._worker.run(
             self.session.apply_explicit_command,
@@ -217,6 +220,7 @@ class AsyncMemorySession:
             turn_id,
             item=item,
             target=target,
+            occurred_at=occurred_at,
         )
 
     async def pending_explicit_commands(self) -> list[ExplicitCommandApplied]:

@@ -7,7 +7,8 @@ the append condition "no memory event of this namespace since I read it"
 (:mod:`commands.boundary`): a :class:`NamespaceForgotten` naming the command and every memory
 it forgot, and one ``MemoryForgotten`` per memory carrying the same ``command_id``. So the
 ledger says what was forgotten and by which command; each forget is a tombstone (evidence
-observed before it never re-activates the memory). Other namespaces are never read or
+observed before it, or whose ``occurred_at`` is earlier than the command's ``recorded_at``,
+never re-activates the memory). Other namespaces are never read or
 written. A namespace with an empty or missing part is refused, never read as "all".
 """
 
@@ -84,6 +85,7 @@ def forget_all(engine: MemoryEngine, namespace: Namespace, *, requested_by: str 
                     session_id=FORGET_ALL_SESSION,
                     turn_id=0,
                     command_id=command,
+                    occurred_at=at,  # the tombstone's time: the bulk command's
                 )
             )
         return events

@@ -3,7 +3,8 @@
 What a decision about a memory needs: its status and version, the match key and valid time
 (``occurred_at``) of its current value, its current item (a correction carries its metadata
 over), merged importance/tags/evidence, the candidates already reconciled into it, whether it
-is pinned, its namespace, and the position of its forget (a tombstone) if it was forgotten.
+is pinned, its namespace, and the position and time of its forget (a tombstone) if it was
+forgotten.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "Status",
     "fold_memory_history",
     "fold_memory_stream",
+    "latest",
 ]
 
 Status = Literal["active", "conflicted", "superseded", "forgotten", "pruned"]
@@ -50,8 +52,11 @@ class MemoryStreamState(msgspec.Struct, kw_only=True):
 
     ``forgotten_at`` is the tombstone's position (the forget command's position, see
     ``MemoryForgotten``), kept after a later re-activation is forgotten again; None when the
-    memory was never forgotten or its positions are unknown. ``occurred_at`` is the valid
-    time of the current value (None: ledger order decides).
+    memory was never forgotten or its positions are unknown. ``forgotten_time`` is the
+    tombstone's valid time: the latest of its forgets' times (``MemoryForgotten.forget_time``:
+    the forget command's ``occurred_at``, else its recorded time), kept like
+    ``forgotten_at``; None when never forgotten. ``occurred_at`` is the valid time of the
+    current value (None: ledger order decides).
     """
 
     version: int
@@ -66,6 +71,7 @@ class MemoryStreamState(msgspec.Struct, kw_only=True):
     occurred_at: datetime | None = None
     item: ExtractedItem | None = None
     forgotten_at: int | None = None
+    forgotten_time: datetime | None = None
 
     @property
     def retrievable(self) -> bool:
@@ -110,6 +116,7 @@ def _activated(previous: MemoryStreamState | None, _: int, event: MemoryActivate
         state.candidate_ids |= previous.candidate_ids
         state.pinned = previous.pinned
         state.forgotten_at = previous.forgotten_at
+        state.forgotten_time = previous.forgotten_time
     return state
 
 
@@ -143,6 +150,15 @@ def _forgotten(state: MemoryStreamState, position: int, event: MemoryForgotten) 
     state.status = "forgotten"
     # The tombstone's position: the forget command's, else this event's own (when known).
     state.forgotten_at = event.command_position or position or state.forgotten_at
+    # The tombstone's time: the latest forget time (older evidence undoes none of them).
+    state.forgotten_time = latest(state.forgotten_time, event.forget_time)
+
+
+def latest(first: datetime | None, second: datetime | None) -> datetime | None:
+    """The later of two optional times (None: unknown, the other one wins)."""
+    if first is None or second is None:
+        return second if first is None else first
+    return max(first, second)
 
 
 def _conflict(state: MemoryStreamState, _: int, event: MemoryConflictMarked) -> None:

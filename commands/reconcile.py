@@ -22,13 +22,21 @@ section 5, issues "session engine" and 13):
   occurred earlier than the current one never retires it: it is activated and superseded
   by the current value in the same command (history from the moment it is stored; the
   ``MemorySuperseded`` carries the current value's ``occurred_at``, so ``as-of --occurred``
-  answers the old value for its own period). Where either lacks ``occurred_at`` (explicit
-  commands never carry one), ledger order decides: the value reconciled last wins;
-- a forget is a tombstone with a position (``MemoryForgotten``): a candidate or command
-  whose evidence was observed before it (transcript or command position lower than the
-  forget's) never re-activates or reinforces the memory (not even once newer evidence made
-  it active again); it is declined with reason code ``evidence_predates_forget``; evidence
-  observed after it activates the memory anew;
+  answers the old value for its own period). Where either lacks ``occurred_at`` (an
+  explicit command's value has none: the user's word is new), ledger order decides: the
+  value reconciled last wins;
+- a forget is a tombstone with a position and a time (``MemoryForgotten``): a candidate or
+  command whose evidence was observed before it (transcript or command position lower than
+  the forget's) never re-activates or reinforces the memory (not even once newer evidence
+  made it active again); it is declined with reason code ``evidence_predates_forget``;
+- valid time orders the tombstone too: a candidate whose ``occurred_at`` is earlier than the
+  forget's time (the forget command's ``occurred_at``, else its ``recorded_at``; the latest
+  of the memory's forgets) never re-activates or reinforces it either, however late it is
+  recorded; it is declined with reason code ``evidence_older_than_forget``. A candidate
+  without ``occurred_at`` is ordered by position alone. Evidence newer by both activates
+  the memory anew. Explicit ``remember`` and ``correct`` are the user's word now, a new
+  statement: only the position rule applies to them (their ``occurred_at`` is not valid
+  time for the fact, as in supersession);
 - explicit commands, in ledger order with the candidates: ``remember`` activates (decision
   manual), ``correct`` activates and supersedes its target, ``forget`` forgets its target,
   ``pin`` pins it;
@@ -50,6 +58,7 @@ from memory_ledger.commands.memory_state import (
     Status,
     fold_memory_history,
     fold_memory_stream,
+    latest,
 )
 from memory_ledger.ledger.events import (
     ActivationDecision,
@@ -78,6 +87,7 @@ from memory_ledger.ledger.ids import (
 )
 
 __all__ = [
+    "EVIDENCE_OLDER_THAN_FORGET",
     "EVIDENCE_PREDATES_FORGET",
     "RETRIEVABLE",
     "MemoryStreamState",
@@ -93,6 +103,11 @@ __all__ = [
 
 EVIDENCE_PREDATES_FORGET = "evidence_predates_forget"
 """Reason code: the evidence was observed before the memory's forget (its tombstone)."""
+
+EVIDENCE_OLDER_THAN_FORGET = "evidence_older_than_forget"
+"""Reason code: the evidence was observed after the memory's forget, but its valid time
+(``occurred_at``) is earlier than the forget's time: a forget is never undone by older
+evidence."""
 
 _NOT_YET_APPENDED = 2**63 - 1
 
@@ -187,13 +202,22 @@ class Reconciler:
             "session_id": self.session_id,
         }
 
-    def _forgotten_after(self, state: MemoryStreamState | None, evidence: int | None) -> bool:
-        """Whether the memory's latest forget (its tombstone) postdates ``evidence`` (a
-        position): such evidence never re-activates nor reinforces it, even after newer
-        evidence made it active again."""
-        if state is None or state.forgotten_at is None:
-            return False
-        return evidence is None or evidence < state.forgotten_at
+    def _forgotten_after(
+        self, state: MemoryStreamState | None, evidence: int | None, occurred: datetime | None
+    ) -> str | None:
+        """The reason code when the memory's tombstone postdates the evidence, else None:
+        ``evidence_predates_forget`` when its latest forget's position is after ``evidence``
+        (a position; None: unknown, treated as older), ``evidence_older_than_forget`` when
+        ``occurred`` (its valid time; None: unknown, position alone decides) is earlier than
+        the latest forget time. Such evidence never re-activates nor reinforces the memory,
+        even after newer evidence made it active again."""
+        if state is None:
+            return None
+        if state.forgotten_at is not None and (evidence is None or evidence < state.forgotten_at):
+            return EVIDENCE_PREDATES_FORGET
+        if occurred_earlier(occurred, state.forgotten_time):
+            return EVIDENCE_OLDER_THAN_FORGET
+        return None
 
     def _decline(self, source_id: UUID, mid: UUID, reason_code: str) -> None:
         self.declined.append(
@@ -208,8 +232,9 @@ class Reconciler:
         state = self.state(mid)
         if state is not None and candidate.candidate_id in state.candidate_ids:
             return
-        if self._forgotten_after(state, self._evidence(candidate)):
-            self._decline(candidate.candidate_id, mid, EVIDENCE_PREDATES_FORGET)
+        refused = self._forgotten_after(state, self._evidence(candidate), candidate.occurred_at)
+        if refused is not None:
+            self._decline(candidate.candidate_id, mid, refused)
             return
         if state is not None and state.retrievable:
             self.reinforce(mid, candidate.turn_id, candidate.candidate_id, candidate.item)
@@ -260,13 +285,15 @@ class Reconciler:
         """Activate ``item`` (or reinforce its exact duplicate); supersede and mark conflicts.
 
         Returns the memory id, or None when the memory's tombstone postdates the evidence
-        (declined, see the module doc).
+        (declined, see the module doc): by ``evidence_position``, or by ``occurred_at`` (the
+        evidence's valid time; explicit commands pass None: only position orders them).
         """
         normalized = normalize_statement(item.statement)
         mid = memory_id(self.namespace, normalized)
         state = self.state(mid)
-        if self._forgotten_after(state, evidence_position):
-            self._decline(source_id, mid, EVIDENCE_PREDATES_FORGET)
+        refused = self._forgotten_after(state, evidence_position, occurred_at)
+        if refused is not None:
+            self._decline(source_id, mid, refused)
             return None
         if state is not None and state.retrievable:
             self.reinforce(mid, turn_id, source_id, item)
@@ -302,6 +329,7 @@ class Reconciler:
             occurred_at=occurred_at,
             item=item,
             forgotten_at=state.forgotten_at if state is not None else None,
+            forgotten_time=state.forgotten_time if state is not None else None,
         )
         if state is not None:
             new_state.candidate_ids |= state.candidate_ids
@@ -420,7 +448,13 @@ class Reconciler:
         if state is None or not state.retrievable:
             return
         if command.intent == "forget":
-            self.forget(command.target, command.turn_id, command.command_id, position or 0)
+            self.forget(
+                command.target,
+                command.turn_id,
+                command.command_id,
+                position or 0,
+                forget_time=command.occurred_at or command.recorded_at,
+            )
         elif command.intent == "pin" and not state.pinned:
             self.events.append(
                 MemoryPinned(
@@ -432,23 +466,35 @@ class Reconciler:
             state.pinned = True
             self.pinned.append(command.target)
 
-    def forget(self, mid: UUID, turn_id: int, command: UUID, command_position: int) -> None:
-        """Forget the retrievable memory ``mid`` (a tombstone at ``command_position``, or at
-        the event's own position when 0)."""
+    def forget(
+        self,
+        mid: UUID,
+        turn_id: int,
+        command: UUID,
+        command_position: int,
+        *,
+        forget_time: datetime | None = None,
+    ) -> None:
+        """Forget the retrievable memory ``mid``: a tombstone at ``command_position`` (or at
+        the event's own position when 0) and at ``forget_time`` (the forget command's
+        ``occurred_at``, else its ``recorded_at``; None: this command's ``recorded_at``)."""
         state = self.state(mid)
         if state is None or not state.retrievable:
             return
+        at = forget_time if forget_time is not None else self.recorded_at
         self.events.append(
             MemoryForgotten(
                 **self._base(mid),  # type: ignore[arg-type]
                 turn_id=turn_id,
                 command_id=command,
                 command_position=command_position,
+                occurred_at=at,
             )
         )
         state.status = "forgotten"
         # Unknown own position: it will be after every position that exists now.
         state.forgotten_at = command_position or _NOT_YET_APPENDED
+        state.forgotten_time = latest(state.forgotten_time, at)
         if state.key is not None:
             self._holders(state.key).discard(mid)
         self.forgotten.append(mid)

@@ -64,6 +64,7 @@ class SessionCommands(SessionRecall):
         *,
         item: ExtractedItem | dict[str, Any] | None = None,
         target: UUID | str | None = None,
+        occurred_at: datetime | None = None,
     ) -> CommandResult:
         """Apply an explicit memory command from the user (remember, forget, correct, pin).
 
@@ -74,13 +75,26 @@ class SessionCommands(SessionRecall):
         give the structured memory for remember/correct; ``target`` names the memory of a
         forget/pin/correct by id instead of by its words.
 
+        ``occurred_at`` (an aware datetime) is when the user said it in the conversation;
+        when None, the ``occurred_at`` of turn ``turn_id``'s transcript if this session
+        observed it already, else unknown. It is recorded in the command and gives a
+        ``forget`` its time: evidence whose valid time is earlier than the forget's time
+        (this ``occurred_at``, else the command's ``recorded_at``) never re-activates the
+        forgotten memory (``commands.reconcile``, rule "a forget is never undone by older
+        evidence"). A ``remember``/``correct`` is a new statement by the user: its time does
+        not order it against a forget or another value (ledger order does).
+
         :raises CommandRejectedError: unknown intent, empty statement, a secret in it, or an
             item that fails validation (the reason code is in the message).
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this
             session's namespace (another namespace's id behaves exactly like an unknown one).
+        :raises InvalidArgumentTypeError: ``occurred_at`` is not a datetime.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         self._check_open()
         check_turn_id(turn_id)
+        if occurred_at is not None:
+            check_aware("occurred_at", occurred_at)
         if intent not in ("remember", "forget", "correct", "pin"):
             msg = f"unknown intent {intent!r}: expected remember, forget, correct or pin"
             raise CommandRejectedError(msg, "unknown_intent")
@@ -92,6 +106,8 @@ class SessionCommands(SessionRecall):
             raise CommandRejectedError(msg, "secret_detected")
         cid = command_id(self.stream_id, turn_id, intent, text)
         self.refresh()
+        if occurred_at is None and turn_id in self.state.observed:
+            occurred_at = self.state.observed[turn_id].occurred_at
         previous = [c for c in self.state.commands if c.command_id == cid]
         if previous:
             return CommandResult(
@@ -137,6 +153,7 @@ class SessionCommands(SessionRecall):
                         statement=text,
                         target=target,
                         item=resolved,
+                        occurred_at=occurred_at,
                     )
                 ]
 

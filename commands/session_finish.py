@@ -10,7 +10,7 @@ import msgspec
 
 from memory_ledger.commands.boundary import DecisionReads
 from memory_ledger.commands.errors import CommandRejectedError, ExtractionPendingError
-from memory_ledger.commands.reconcile import Reconciler, plan_finish
+from memory_ledger.commands.reconcile import EVIDENCE_PREDATES_FORGET, Reconciler, plan_finish
 from memory_ledger.commands.session_extraction import SessionExtraction
 from memory_ledger.commands.session_stream import utc_now
 from memory_ledger.ledger.events import (
@@ -106,7 +106,9 @@ class SessionFinish(SessionExtraction):
 
         :raises CommandRejectedError: decision ``auto``, empty evidence, an unknown candidate,
             one already reconciled, or one whose evidence predates its memory's forget
-            (reason ``evidence_predates_forget``).
+            (reason ``evidence_predates_forget``: observed before it;
+            ``evidence_older_than_forget``: its ``occurred_at`` is earlier than the forget's
+            time, see ``commands.reconcile``).
         """
         self._check_open()
         if decision not in ("manual", "verification"):
@@ -149,11 +151,13 @@ class SessionFinish(SessionExtraction):
 
         positions = self._append_decision(plan)
         if result.get("declined"):
+            reason = result["declined"][0].reason_code
+            when = "was observed" if reason == EVIDENCE_PREDATES_FORGET else "occurred"
             msg = (
-                f"candidate {cid} was observed before its memory was forgotten; "
-                "only evidence observed after a forget can make it active again"
+                f"candidate {cid} {when} before its memory was forgotten; "
+                "only evidence newer than a forget can make it active again"
             )
-            raise CommandRejectedError(msg, result["declined"][0].reason_code)
+            raise CommandRejectedError(msg, reason)
         if not positions:
             msg = f"candidate {cid} is already reconciled"
             raise CommandRejectedError(msg, "already_reconciled")

@@ -211,7 +211,10 @@ class DeclinedCandidate(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A candidate (or explicit command) reconciliation refused, with a reason code.
 
     ``evidence_predates_forget``: its evidence was observed before the memory it would
-    re-activate or reinforce was forgotten (``MemoryForgotten`` is a tombstone).
+    re-activate or reinforce was forgotten (``MemoryForgotten`` is a tombstone), by ledger
+    position. ``evidence_older_than_forget``: its evidence was observed after the forget
+    but its valid time (``occurred_at``) is earlier than the forget's time
+    (``MemoryForgotten.forget_time``): a forget is never undone by older evidence.
     """
 
     candidate_id: UUID
@@ -349,14 +352,23 @@ class ExplicitCommandApplied(LedgerEvent, frozen=True, kw_only=True):
 
     Appended before the session overlay changes; reconciled into canonical memory at finish.
     ``command_id`` is uuid5(session, turn, index of the command in the turn).
+    ``occurred_at`` (class version 3) is when the user said it in the conversation
+    (host-supplied, else the ``occurred_at`` of the same turn's transcript when that was
+    observed first; may be null). A forget's time (its tombstone's valid time, see
+    :class:`MemoryForgotten`) is this ``occurred_at``, else this event's ``recorded_at``.
     """
 
-    class_version: ClassVar[int] = 2
+    class_version: ClassVar[int] = 3
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         """Version 1 stored ``item.supersedes`` as one id or null."""
         upcast_item_relations(state)
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        """Version 2 had no ``occurred_at``: unknown (a forget's time is then recorded_at)."""
+        state["occurred_at"] = None
 
     session_id: str
     turn_id: int
@@ -365,6 +377,7 @@ class ExplicitCommandApplied(LedgerEvent, frozen=True, kw_only=True):
     statement: str
     target: UUID | None = None
     item: ExtractedItem | None = None
+    occurred_at: datetime | None = None
 
 
 class MemoryPinned(LedgerEvent, frozen=True, kw_only=True):
@@ -378,24 +391,41 @@ class MemoryPinned(LedgerEvent, frozen=True, kw_only=True):
 class MemoryForgotten(LedgerEvent, frozen=True, kw_only=True):
     """An item was forgotten by explicit command: no longer retrievable (memory stream).
 
-    A tombstone with a position: evidence observed before the forget can never re-activate
-    or reinforce the item; only evidence observed after it can (a new activation). The
-    forget's position is ``command_position`` (class version 2), the ledger position of the
-    ExplicitCommandApplied that asked for it, or, when 0 (a bulk forget, or a version-1
-    event), this event's own position.
+    A tombstone with a position and a time. Evidence observed before the forget (by ledger
+    position) can never re-activate or reinforce the item, and neither can evidence whose
+    valid time (``occurred_at``) is earlier than the forget's time, whenever it is
+    recorded; only evidence that is newer by both can (a new activation).
+
+    The forget's position is ``command_position`` (class version 2), the ledger position of
+    the ExplicitCommandApplied that asked for it, or, when 0 (a bulk forget, or a version-1
+    event), this event's own position. The forget's time is ``occurred_at`` (class version
+    3): the forget command's ``occurred_at`` when it has one, else the command's
+    ``recorded_at`` (a bulk forget: its own ``recorded_at``); when null (a version-1 or 2
+    event) this event's ``recorded_at``.
     """
 
-    class_version: ClassVar[int] = 2
+    class_version: ClassVar[int] = 3
 
     session_id: str
     turn_id: int
     command_id: UUID
     command_position: int = 0
+    occurred_at: datetime | None = None
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, object]) -> None:
         """Version 1 had no command position: the event's own position is the tombstone's."""
         state["command_position"] = 0
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, object]) -> None:
+        """Version 2 had no forget time: this event's ``recorded_at`` stands for it."""
+        state["occurred_at"] = None
+
+    @property
+    def forget_time(self) -> datetime:
+        """The tombstone's valid time: ``occurred_at``, else ``recorded_at``."""
+        return self.occurred_at if self.occurred_at is not None else self.recorded_at
 
 
 class NamespaceForgotten(LedgerEvent, frozen=True, kw_only=True):

@@ -60,12 +60,14 @@ class TurnStep(msgspec.Struct, tag_field="op", tag="turn", forbid_unknown_fields
 
 
 class CommandStep(msgspec.Struct, tag_field="op", tag="command", forbid_unknown_fields=True):
-    """An explicit user command (remember / forget / correct / pin)."""
+    """An explicit user command (remember / forget / correct / pin); ``occurred_at`` is
+    when it was said (default: its turn's, when that turn was observed first)."""
 
     session: str
     turn: TurnId
     intent: Literal["remember", "forget", "correct", "pin"]
     statement: str
+    occurred_at: datetime | None = None
 
 
 class RecallStep(msgspec.Struct, tag_field="op", tag="recall", forbid_unknown_fields=True):
@@ -339,7 +341,9 @@ def _apply(
             report.memories_reinforced += len(result.reinforced)
             report.memories_superseded += len(result.superseded)
     else:
-        command = session.apply_explicit_command(step.intent, step.statement, step.turn)
+        command = session.apply_explicit_command(
+            step.intent, step.statement, step.turn, occurred_at=step.occurred_at
+        )
         if command.already_applied:
             report.commands_skipped += 1
         else:

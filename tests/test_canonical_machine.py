@@ -6,9 +6,11 @@ forget by id) and ``finish()``. After every step:
 
 1. at most one value is active per (subject, predicate) key, in the ledger and in the
    projection;
-2. no memory was ever re-activated (or reinforced) by evidence observed before its forget:
-   for every activation and reinforcement after a tombstone, the evidence's ledger position
-   (its turn's transcript, or its command) is after the tombstone's;
+2. no memory was ever re-activated (or reinforced) by evidence older than its forget: for
+   every activation and reinforcement after a tombstone, the evidence's ledger position
+   (its turn's transcript, or its command) is after the tombstone's, and a candidate's valid
+   time (``occurred_at``, when it has one) is not earlier than the latest forget's time
+   (forgets carry random ``occurred_at`` too, or none: then their recorded time);
 3. the projections equal a rebuild from the ledger;
 4. canonical memory equals :class:`RulesModel`, an independent model of the rules
    (``commands/reconcile.py``'s docstring): every fact's status, and every finish's declined
@@ -56,6 +58,7 @@ FACTS: list[tuple[str, str | None]] = [
 ]
 TIMES = [None, datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)]
 TIMES.append(datetime(2026, 1, 1, tzinfo=UTC))
+TIMES.append(datetime(2100, 1, 1, tzinfo=UTC))  # after any recorded time: undoes a forget
 SESSIONS = 2
 
 
@@ -78,11 +81,18 @@ class Fact:
     key: str | None = None
     occurred: datetime | None = None
     forgotten_at: int | None = None
+    forgotten_time: datetime | None = None
+
+    def tombstone(self, position: int, at: datetime) -> None:
+        """Forgotten by a forget at ``position`` and time ``at`` (the latest time holds)."""
+        self.status, self.forgotten_at = "forgotten", position
+        self.forgotten_time = at if self.forgotten_time is None else max(self.forgotten_time, at)
 
 
 @dataclass
 class Entry:
-    """A candidate or command of a session, with the position of its evidence."""
+    """A candidate or command of a session, with the position of its evidence and its
+    valid time (a forget: the forget's time, its ``occurred_at`` else its recorded time)."""
 
     kind: str  # candidate, remember, correct, forget
     statement: str
@@ -118,19 +128,28 @@ class RulesModel:
         if newer:
             fact.status = "superseded"
 
-    def finish(self, entries: list[Entry]) -> list[str]:
-        """Apply a session's entries in ledger order; return the declined statements."""
+    def finish(self, entries: list[Entry]) -> list[tuple[str, str]]:
+        """Apply a session's entries in ledger order; return the declined statements with
+        their reason codes."""
         declined = []
         for entry in entries:
             if entry.kind == "forget":
-                assert entry.target is not None
+                assert entry.target is not None and entry.occurred is not None
                 target = self.facts[entry.target]
                 if target.status == "active":
-                    target.status, target.forgotten_at = "forgotten", entry.evidence
+                    target.tombstone(entry.evidence, entry.occurred)
                 continue
             fact = self.facts[entry.statement]
             if fact.forgotten_at is not None and fact.forgotten_at > entry.evidence:
-                declined.append(entry.statement)
+                declined.append((entry.statement, "evidence_predates_forget"))
+                continue
+            if (
+                entry.kind == "candidate"  # remember and correct: the user's new word
+                and entry.occurred is not None
+                and fact.forgotten_time is not None
+                and entry.occurred < fact.forgotten_time
+            ):
+                declined.append((entry.statement, "evidence_older_than_forget"))
                 continue
             if fact.status == "active":
                 continue  # reinforced: nothing that the model tracks changes
@@ -239,18 +258,30 @@ class CanonicalMachine(RuleBasedStateMachine):
             Entry("correct", replacement[0], old[1], result.position, target=old[0])
         )
 
+    def _command_time(self, position: int) -> datetime:
+        """The time of the forget command at ``position``: its occurred_at, else when it
+        was recorded (read back from the ledger)."""
+        [notification] = self.engine.recorder.select_notifications(position, 1)
+        command = self.engine.mapper.to_domain_event(notification)
+        assert isinstance(command, ExplicitCommandApplied) and command.intent == "forget"
+        return command.occurred_at or command.recorded_at
+
     @precondition(lambda self: bool(self._active_facts()))
-    @rule(sid=st.integers(0, SESSIONS - 1), data=st.data())
-    def forget(self, sid: int, data: st.DataObject) -> None:
-        """Forget an active fact by its id."""
+    @rule(sid=st.integers(0, SESSIONS - 1), data=st.data(), at=st.sampled_from(TIMES))
+    def forget(self, sid: int, data: st.DataObject, at: datetime | None) -> None:
+        """Forget an active fact by its id, said at ``at`` (None: its recorded time)."""
         if sid in self.finished:
             return
         old = data.draw(st.sampled_from(self._active_facts()), label="forget")
         session, _ = self._session(sid)
         result = session.apply_explicit_command(
-            "forget", f"forget {old[0]}", self._next_turn(sid), target=mid(old[0])
+            "forget", f"forget {old[0]}", self._next_turn(sid), target=mid(old[0]), occurred_at=at
         )
-        self.entries[sid].append(Entry("forget", old[0], old[1], result.position, target=old[0]))
+        when = self._command_time(result.position)
+        assert at is None or when == at
+        self.entries[sid].append(
+            Entry("forget", old[0], old[1], result.position, occurred=when, target=old[0])
+        )
 
     @precondition(lambda self: bool(self._active_facts()))
     @rule(data=st.data())
@@ -265,22 +296,23 @@ class CanonicalMachine(RuleBasedStateMachine):
             for position, event in self.engine.load_positioned(stream)
             if isinstance(event, ExplicitCommandApplied)
         ]
-        self.model.finish([Entry("forget", old[0], old[1], command, target=old[0])])
+        when = self._command_time(command)
+        self.model.finish([Entry("forget", old[0], old[1], command, occurred=when, target=old[0])])
 
     @rule()
     def forget_everything(self) -> None:
-        """``forget_all``: each forget's own position is its tombstone's."""
+        """``forget_all``: each forget's own position and recorded time are its tombstone's."""
         head = self.engine.head
         count = self.engine.forget_all(NS)
         forgotten = {
-            event.originator_id: position
+            event.originator_id: (position, event.recorded_at)
             for position, event in self._events()
             if position > head and isinstance(event, MemoryForgotten)
         }
         assert count == len(forgotten) == len(self._active_facts())
         for statement, fact in self.model.facts.items():
             if fact.status == "active":
-                fact.status, fact.forgotten_at = "forgotten", forgotten[mid(statement)]
+                fact.tombstone(*forgotten[mid(statement)])
 
     @rule(fact=st.sampled_from(FACTS))
     def id_of_an_inactive_fact_is_unknown(self, fact: tuple[str, str | None]) -> None:
@@ -304,8 +336,8 @@ class CanonicalMachine(RuleBasedStateMachine):
             return
         self.finished.add(sid)
         expected = self.model.finish(self.entries[sid])
-        declined = [d.memory_id for d in report.declined]
-        assert declined == [mid(s) for s in expected]
+        declined = [(d.memory_id, d.reason_code) for d in report.declined]
+        assert declined == [(mid(s), code) for s, code in expected]
 
     @rule(sid=st.integers(0, SESSIONS - 1))
     def new_session(self, sid: int) -> None:
@@ -346,16 +378,23 @@ class CanonicalMachine(RuleBasedStateMachine):
         transcripts: dict[tuple[UUID, int], int] = {}
         commands: dict[UUID, int] = {}
         candidates: dict[UUID, tuple[UUID, int]] = {}
+        occurred: dict[UUID, datetime | None] = {}
         tombstones: dict[UUID, int] = {}
+        tombstone_times: dict[UUID, datetime] = {}
         for position, event in self._events():
             if isinstance(event, TranscriptObserved):
                 transcripts[(event.originator_id, event.turn_id)] = position
             elif isinstance(event, CandidateExtracted):
                 candidates[event.candidate_id] = (event.originator_id, event.turn_id)
+                occurred[event.candidate_id] = event.occurred_at
             elif isinstance(event, ExplicitCommandApplied):
                 commands[event.command_id] = position
             elif isinstance(event, MemoryForgotten):
-                tombstones[event.originator_id] = event.command_position or position
+                memory = event.originator_id
+                tombstones[memory] = event.command_position or position
+                assert event.occurred_at is not None  # every forget records its time
+                previous = tombstone_times.get(memory, event.occurred_at)
+                tombstone_times[memory] = max(previous, event.occurred_at)
             elif isinstance(event, MemoryActivated | MemoryReinforced):
                 tombstone = tombstones.get(event.originator_id)
                 if tombstone is None:
@@ -365,6 +404,9 @@ class CanonicalMachine(RuleBasedStateMachine):
                     transcripts[candidates[source]] if source in candidates else commands[source]
                 )
                 assert evidence > tombstone, (event, evidence, tombstone)
+                valid_time = occurred.get(source)  # None for a command: the user's new word
+                forget_time = tombstone_times[event.originator_id]
+                assert valid_time is None or valid_time >= forget_time, (event, forget_time)
 
     @invariant()
     def projections_equal_a_rebuild(self) -> None:
