@@ -45,6 +45,8 @@ MAX_GROUP_REQUESTS = 256
 """At most this many requests share one transaction."""
 MAX_GROUP_BYTES = 64 * 1024 * 1024
 """A group stops growing once its requests announce this many bytes (size hints)."""
+MAX_LED_GROUPS = 4
+"""A leader leads at most this many groups in a row (its own caller waits meanwhile)."""
 
 
 class _Signal:
@@ -72,17 +74,45 @@ class _Signal:
 
 
 class WriteRequest(Generic[T]):
-    """One caller's write: ``fn(txn)`` and, once its group ran, its result or error."""
+    """One caller's write: ``fn(txn)`` and, once its group ran, its result or error.
 
-    __slots__ = ("done", "error", "fn", "result", "size_hint", "taken", "wake")
+    ``combine`` and ``payload`` (optional) describe the request as data: consecutive
+    requests of a group with the same ``combine`` run as ONE call ``combine(txn, requests)``,
+    which must leave each request the outcome ``fn`` would have had, run one after the
+    other in the same transaction (see :data:`Combine`). ``fn`` still runs the request
+    alone, after a group failed as a whole.
+    """
 
-    def __init__(self, fn: Callable[[Any], T], size_hint: int) -> None:
+    __slots__ = (
+        "combine",
+        "done",
+        "error",
+        "fn",
+        "leads",
+        "payload",
+        "result",
+        "size_hint",
+        "taken",
+        "wake",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[[Any], T],
+        size_hint: int,
+        combine: Combine | None = None,
+        payload: Any = None,
+    ) -> None:
         self.fn = fn
         self.size_hint = size_hint
+        self.combine = combine
+        self.payload = payload
         self.result: T | None = None
         self.error: BaseException | None = None
         self.taken = False
         """A leader took it into a group (it will run)."""
+        self.leads = False
+        """The lead was handed to it: woken, it leads the next group."""
         self.done = False
         self.wake: _Signal | None = None
         """Set when the request is done, or when it is first in the queue (it leads); made
@@ -121,6 +151,12 @@ class GroupStats:
         return self.requests / self.groups if self.groups else 0.0
 
 
+Combine = Callable[[Any, "list[WriteRequest[Any]]"], None]
+"""``combine(txn, requests)`` runs several requests of one kind in ``txn`` at once, setting
+each one's ``result`` or ``error`` (a refusal) exactly as running their ``fn`` one after the
+other would; it raises (failing the transaction) only where one of those ``fn`` would have
+raised something else than a refusal."""
+
 RunGroup = Callable[[list[WriteRequest[Any]], Callable[[], bool]], None]
 """``run_group(group, extend)`` runs ``group`` in one transaction and sets each request's
 ``result`` or ``error`` (a refusal); it calls ``extend()`` once it ran them all, which appends
@@ -150,19 +186,32 @@ class GroupCommit:
         self.stats = GroupStats()
         self._queue: list[WriteRequest[Any]] = []
         self._lock = threading.Lock()
+        self._leading = False
+        """Whether a thread leads (or was handed the lead): requests queue behind it."""
+        self.max_led = MAX_LED_GROUPS
+        """Groups one thread leads in a row while requests keep waiting."""
 
-    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+    def write(
+        self,
+        fn: Callable[[Any], T],
+        size_hint: int = 0,
+        combine: Combine | None = None,
+        payload: Any = None,
+    ) -> T:
         """Run ``fn(txn)`` in a write transaction shared with the requests of other threads
         queued at the same time; return its result once that transaction is committed.
+        ``combine`` and ``payload``: see :class:`WriteRequest`.
 
         :raises BaseException: what ``fn`` raised (a refusal leaves the others unaffected),
             or the error that failed the transaction.
         """
-        request: WriteRequest[T] = WriteRequest(fn, size_hint)
+        request: WriteRequest[T] = WriteRequest(fn, size_hint, combine, payload)
         with self._lock:
             self._queue.append(request)
-            leads = self._queue[0] is request
-            if not leads:
+            leads = not self._leading
+            if leads:
+                self._leading = True
+            else:
                 wake = request.wake = _Signal()
         if not leads:
             try:
@@ -172,34 +221,66 @@ class GroupCommit:
                 raise
             if request.done:
                 return request.outcome()
-        with self._lock:
-            group = self._take_group()
-            for member in group:
-                member.taken = True
-        try:
-            self._lead(group)
-        finally:
-            with self._lock:
-                for member in group:
-                    member.done = True
-                del self._queue[: len(group)]
-                following = self._queue[0] if self._queue else None
-            # Wake each member (its outcome is set) and the next leader, no one else.
-            for member in group:
-                member.wake_up()
-            if following is not None:
-                following.wake_up()
+        self._lead_groups(request)
         return request.outcome()
+
+    def _lead_groups(self, request: WriteRequest[Any]) -> None:
+        """Lead the group at the queue's front (it holds ``request``), then, while requests
+        wait, up to :attr:`max_led` groups in all: the thread that just committed holds the
+        interpreter and starts the next group at once, where a woken thread would first wait
+        to be scheduled. Then hand the lead to the first waiting request."""
+        led = 0
+        while True:
+            with self._lock:
+                group = self._take_group()
+                for member in group:
+                    member.taken = True
+            try:
+                self._lead(group)
+            except BaseException:
+                self._finish(group, request, go_on=False)
+                raise
+            led += 1
+            if not self._finish(group, request, go_on=self.enabled and led < self.max_led):
+                return
+
+    def _finish(
+        self, group: list[WriteRequest[Any]], request: WriteRequest[Any], *, go_on: bool
+    ) -> bool:
+        """Retire a group that ran (its outcomes are set): take it off the queue, wake its
+        members (not ``request``, the leader's own); then keep the lead (True: requests wait
+        and ``go_on``), hand it to the first waiting request, or drop it (none waits)."""
+        following = None
+        with self._lock:
+            for member in group:
+                member.done = True
+            del self._queue[: len(group)]
+            if not self._queue:
+                self._leading = go_on = False
+            elif not go_on:
+                following = self._queue[0]
+                following.leads = True
+        for member in group:
+            if member is not request:
+                member.wake_up()
+        if following is not None:
+            following.wake_up()
+        return go_on
 
     def _withdraw(self, request: WriteRequest[Any]) -> None:
         """Take an interrupted waiter's request out of the queue, unless a leader already
-        runs it, and let the queue move on (wake the next leader if it was first)."""
+        runs it; if the lead was handed to it, hand it on to the next waiting request."""
+        following = None
         with self._lock:
             if request.taken or request not in self._queue:
                 return
-            first = self._queue[0] is request
             self._queue.remove(request)
-            following = self._queue[0] if first and self._queue else None
+            if request.leads:
+                if self._queue:
+                    following = self._queue[0]
+                    following.leads = True
+                else:
+                    self._leading = False
         if following is not None:
             following.wake_up()
 
