@@ -1,14 +1,22 @@
 """Group commit: the write requests that threads of one process make at the same time share
 one LMDB write transaction and one sync.
 
-A durable append costs one ``fsync``; while one thread waits for it, others queue. The first
-queued request leads: it takes every request waiting behind it (up to a bound), runs them one
+A durable append costs one ``fsync``; while one thread waits for it, others queue. A request
+that finds no leader leads: it takes every request waiting (up to a bound), runs them one
 after the other inside ONE write transaction, commits it (one sync) and only then hands each
-request its own outcome; the next request in the queue leads the next group. A lone writer
-forms groups of one and pays nothing but the queue's lock. A waiting request blocks on a lock
-of its own, released once to wake it (no condition, no ``threading.Event``): each command
-costs the fewest context switches and the least work under the GIL, which is what bounds
-many writers once their syncs are shared.
+request its own outcome. While requests wait, the thread that just committed leads the next
+group too (up to :data:`MAX_LED_GROUPS` in a row): it holds the interpreter already, where a
+woken thread would first wait to be scheduled and to get the GIL, so the next transaction
+starts at once and its sync overlaps the other writers' work; then it hands the lead to the
+first waiting request. A lone writer forms groups of one and pays nothing but the queue's
+lock. A waiting request blocks on a lock of its own, released once to wake it (no
+condition, no ``threading.Event``): each command costs the fewest context switches and the
+least work under the GIL, which is what bounds many writers once their syncs are shared.
+
+A request may come as data (``combine`` and ``payload``): consecutive requests of one kind
+in a group then run as one call (the LMDB recorder checks the stream keys of all its plain
+appends with one ``getmulti`` and writes their records with one chain of puts), which must
+give each request the outcome it would have had run alone, in its place in the group.
 
 Each request keeps the guarantees it has alone:
 
@@ -31,7 +39,6 @@ transaction, as a lone write always did.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
@@ -69,8 +76,10 @@ class _Signal:
 
     def set(self) -> None:
         """Wake the waiter (or let its next :meth:`wait` return at once)."""
-        with contextlib.suppress(RuntimeError):  # already set
+        try:
             self._lock.release()
+        except RuntimeError:  # already set
+            pass
 
 
 class WriteRequest(Generic[T]):

@@ -60,7 +60,7 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, NamedTuple, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast, overload
 from uuid import UUID
 
 import lmdb
@@ -1002,25 +1002,27 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
 
     def _insert_plain(self, txn: Any, requests: list[WriteRequest[Any]]) -> None:
         """Run several plain appends (``payload``: prepared rows and tags; no tracking, no
-        condition) in ``txn`` as if one after the other: ONE ``getmulti`` checks every
-        stream key, a request whose key exists (in the store, in itself, or written by an
-        accepted request before it) is refused, and the rest are written by one
-        :meth:`_append_records` in request order."""
-        keys = [key for request in requests for key, _ in request.payload[0]]
-        found = txn.cursor(db=self._index).getmulti(keys) if keys else []
+        condition) in ``txn`` as if one after the other, written by one
+        :meth:`_append_records` in request order.
+
+        ONE ``getmulti`` finds the stream keys taken; each request whose key exists (in the
+        store, in itself, or written by an accepted request before it) is refused, and the
+        rest are written. Several requests first try without it: their stream keys are put
+        without overwriting, which checks them too, and only when one was taken are the
+        keys just put taken back and the ``getmulti`` made (a lone request never writes
+        before its check: refused, it leaves the transaction untouched).
+        """
         accepted = requests
-        if found or len(set(keys)) != len(keys):
+        ids = (
+            self._append_records(txn, *_gathered(accepted), fresh=True)
+            if len(requests) > 1
+            else None
+        )
+        if ids is None:
+            keys = [key for request in requests for key, _ in request.payload[0]]
+            found = txn.cursor(db=self._index).getmulti(keys)
             accepted = accept_in_order(requests, {bytes(key) for key, _ in found})
-        rows: list[tuple[bytes, bytes]] = []
-        tags: list[Sequence[str]] | None = None
-        for request in accepted:
-            prepared, request_tags = request.payload
-            if tags is None and request_tags is not None and any(request_tags):
-                tags = [()] * len(rows)
-            rows += prepared
-            if tags is not None:
-                tags += request_tags if request_tags is not None else [()] * len(prepared)
-        ids = self._append_records(txn, rows, tags) if rows else []
+            ids = self._append_records(txn, *_gathered(accepted))
         at = 0
         for request in accepted:
             count = len(request.payload[0])
@@ -1105,15 +1107,44 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             )
         return ids
 
+    @overload
     def _append_records(
-        self, txn: Any, prepared: list[tuple[bytes, bytes]], tags: Sequence[Sequence[str]] | None
-    ) -> list[int]:
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tags: Sequence[Sequence[str]] | None,
+    ) -> list[int]: ...
+
+    @overload
+    def _append_records(
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tags: Sequence[Sequence[str]] | None,
+        *,
+        fresh: bool,
+    ) -> list[int] | None: ...
+
+    def _append_records(
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tags: Sequence[Sequence[str]] | None,
+        *,
+        fresh: bool = False,
+    ) -> list[int] | None:
         """Write the checked ``prepared`` rows at the log's end in ``txn`` (stream keys,
         hash-chained records, tags); return their positions.
+
+        ``fresh``: the stream keys are not checked yet; they are put without overwriting,
+        and when one is taken (it exists, or repeats in ``prepared``) the ones put are taken
+        back and nothing is written (None is returned).
 
         :raises LedgerIntegrityError: the log did not end where this transaction found it
             (an appending put refused a key); the caller's transaction must be aborted.
         """
+        if not prepared:
+            return []
         shared = self.datastore.shared
         tail = shared.log_tail
         if tail is not None and tail[0] is txn:  # an earlier request of this group
@@ -1136,7 +1167,12 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             add_key((key, packed_id))
             prev_hash = sha256(prev_hash + body).digest()
             add_record((packed_id, prev_hash + body))
-        txn.cursor(db=self._index).putmulti(keys)
+        if fresh:
+            if txn.cursor(db=self._index).putmulti(keys, overwrite=False)[1] != len(keys):
+                _take_back(txn, self._index, keys)
+                return None
+        else:
+            txn.cursor(db=self._index).putmulti(keys)
         if txn.cursor(db=self._log).putmulti(records, append=True)[1] != len(records):
             msg = f"the log of {self.datastore.path!r} does not end at position {first - 1}"
             raise LedgerIntegrityError(msg, path=self.datastore.path)
@@ -1493,6 +1529,31 @@ class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
     def stop(self) -> None:
         super().stop()
         self._recorder.datastore.unlisten(self._has_been_notified)
+
+
+def _gathered(
+    requests: list[WriteRequest[Any]],
+) -> tuple[list[tuple[bytes, bytes]], list[Sequence[str]] | None]:
+    """The prepared rows of plain appends (``payload``: rows and tags) in request order, and
+    their tags (None when no row has any)."""
+    rows: list[tuple[bytes, bytes]] = []
+    tags: list[Sequence[str]] | None = None
+    for request in requests:
+        prepared, request_tags = request.payload
+        if tags is None and request_tags is not None and any(request_tags):
+            tags = [()] * len(rows)
+        rows += prepared
+        if tags is not None:
+            tags += request_tags if request_tags is not None else [()] * len(prepared)
+    return rows, tags
+
+
+def _take_back(txn: Any, db: Any, entries: list[tuple[bytes, bytes]]) -> None:
+    """Delete each ``(key, value)`` of ``entries`` that ``db`` holds with that value: the
+    entries a put without overwriting added (a key it found taken kept its own value)."""
+    for key, value in entries:
+        if txn.get(key, db=db) == value:
+            txn.delete(key, db=db)
 
 
 def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:
