@@ -1,22 +1,21 @@
 """Group commit: the write requests that threads of one process make at the same time share
 one LMDB write transaction and one sync.
 
-A durable append costs one ``fsync``; while one thread waits for it, others queue. A request
-that finds no leader leads: it takes every request waiting (up to a bound), runs them one
+A durable append costs one ``fsync``; while one thread waits for it, others queue. The first
+queued request leads: it takes every request waiting behind it (up to a bound), runs them one
 after the other inside ONE write transaction, commits it (one sync) and only then hands each
-request its own outcome. While requests wait, the thread that just committed leads the next
-group too (up to :data:`MAX_LED_GROUPS` in a row): it holds the interpreter already, where a
-woken thread would first wait to be scheduled and to get the GIL, so the next transaction
-starts at once and its sync overlaps the other writers' work; then it hands the lead to the
-first waiting request. A lone writer forms groups of one and pays nothing but the queue's
-lock. A waiting request blocks on a lock of its own, released once to wake it (no
-condition, no ``threading.Event``): each command costs the fewest context switches and the
-least work under the GIL, which is what bounds many writers once their syncs are shared.
+request its own outcome; the next request in the queue leads the next group. (A leader that
+went on leading while requests wait would spare the next one's wake-up, but would keep its
+own writer from queueing meanwhile: with a slow sync, groups shrink.) A lone writer forms
+groups of one and pays nothing but the queue's lock. A waiting request blocks on a lock of
+its own, released once to wake it (no condition, no ``threading.Event``): each command costs
+the fewest context switches and the least work under the GIL, which is what bounds many
+writers once their syncs are shared.
 
 A request may come as data (``combine`` and ``payload``): consecutive requests of one kind
-in a group then run as one call (the LMDB recorder checks the stream keys of all its plain
-appends with one ``getmulti`` and writes their records with one chain of puts), which must
-give each request the outcome it would have had run alone, in its place in the group.
+in a group then run as one call, which must give each request the outcome it would have had
+run alone in its place in the group (the LMDB recorder checks and writes the stream keys of
+all its plain appends in one pass and their records with one chain of puts).
 
 Each request keeps the guarantees it has alone:
 
@@ -52,8 +51,6 @@ MAX_GROUP_REQUESTS = 256
 """At most this many requests share one transaction."""
 MAX_GROUP_BYTES = 64 * 1024 * 1024
 """A group stops growing once its requests announce this many bytes (size hints)."""
-MAX_LED_GROUPS = 4
-"""A leader leads at most this many groups in a row (its own caller waits meanwhile)."""
 
 
 class _Signal:
@@ -97,7 +94,6 @@ class WriteRequest(Generic[T]):
         "done",
         "error",
         "fn",
-        "leads",
         "payload",
         "result",
         "size_hint",
@@ -120,8 +116,6 @@ class WriteRequest(Generic[T]):
         self.error: BaseException | None = None
         self.taken = False
         """A leader took it into a group (it will run)."""
-        self.leads = False
-        """The lead was handed to it: woken, it leads the next group."""
         self.done = False
         self.wake: _Signal | None = None
         """Set when the request is done, or when it is first in the queue (it leads); made
@@ -195,10 +189,6 @@ class GroupCommit:
         self.stats = GroupStats()
         self._queue: list[WriteRequest[Any]] = []
         self._lock = threading.Lock()
-        self._leading = False
-        """Whether a thread leads (or was handed the lead): requests queue behind it."""
-        self.max_led = MAX_LED_GROUPS
-        """Groups one thread leads in a row while requests keep waiting."""
 
     def write(
         self,
@@ -217,10 +207,8 @@ class GroupCommit:
         request: WriteRequest[T] = WriteRequest(fn, size_hint, combine, payload)
         with self._lock:
             self._queue.append(request)
-            leads = not self._leading
-            if leads:
-                self._leading = True
-            else:
+            leads = self._queue[0] is request
+            if not leads:
                 wake = request.wake = _Signal()
         if not leads:
             try:
@@ -230,66 +218,34 @@ class GroupCommit:
                 raise
             if request.done:
                 return request.outcome()
-        self._lead_groups(request)
-        return request.outcome()
-
-    def _lead_groups(self, request: WriteRequest[Any]) -> None:
-        """Lead the group at the queue's front (it holds ``request``), then, while requests
-        wait, up to :attr:`max_led` groups in all: the thread that just committed holds the
-        interpreter and starts the next group at once, where a woken thread would first wait
-        to be scheduled. Then hand the lead to the first waiting request."""
-        led = 0
-        while True:
-            with self._lock:
-                group = self._take_group()
-                for member in group:
-                    member.taken = True
-            try:
-                self._lead(group)
-            except BaseException:
-                self._finish(group, request, go_on=False)
-                raise
-            led += 1
-            if not self._finish(group, request, go_on=self.enabled and led < self.max_led):
-                return
-
-    def _finish(
-        self, group: list[WriteRequest[Any]], request: WriteRequest[Any], *, go_on: bool
-    ) -> bool:
-        """Retire a group that ran (its outcomes are set): take it off the queue, wake its
-        members (not ``request``, the leader's own); then keep the lead (True: requests wait
-        and ``go_on``), hand it to the first waiting request, or drop it (none waits)."""
-        following = None
         with self._lock:
+            group = self._take_group()
             for member in group:
-                member.done = True
-            del self._queue[: len(group)]
-            if not self._queue:
-                self._leading = go_on = False
-            elif not go_on:
-                following = self._queue[0]
-                following.leads = True
-        for member in group:
-            if member is not request:
+                member.taken = True
+        try:
+            self._lead(group)
+        finally:
+            with self._lock:
+                for member in group:
+                    member.done = True
+                del self._queue[: len(group)]
+                following = self._queue[0] if self._queue else None
+            # Wake each member (its outcome is set) and the next leader, no one else.
+            for member in group:
                 member.wake_up()
-        if following is not None:
-            following.wake_up()
-        return go_on
+            if following is not None:
+                following.wake_up()
+        return request.outcome()
 
     def _withdraw(self, request: WriteRequest[Any]) -> None:
         """Take an interrupted waiter's request out of the queue, unless a leader already
-        runs it; if the lead was handed to it, hand it on to the next waiting request."""
-        following = None
+        runs it, and let the queue move on (wake the next leader if it was first)."""
         with self._lock:
             if request.taken or request not in self._queue:
                 return
+            first = self._queue[0] is request
             self._queue.remove(request)
-            if request.leads:
-                if self._queue:
-                    following = self._queue[0]
-                    following.leads = True
-                else:
-                    self._leading = False
+            following = self._queue[0] if first and self._queue else None
         if following is not None:
             following.wake_up()
 
