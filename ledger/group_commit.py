@@ -4,13 +4,16 @@ one LMDB write transaction and one sync.
 A durable append costs one ``fsync``; while one thread waits for it, others queue. The first
 queued request leads: it takes every request waiting behind it (up to a bound), runs them one
 after the other inside ONE write transaction, commits it (one sync) and only then hands each
-request its own outcome; the next request in the queue leads the next group. (A leader that
-went on leading while requests wait would spare the next one's wake-up, but would keep its
-own writer from queueing meanwhile: with a slow sync, groups shrink.) A lone writer forms
-groups of one and pays nothing but the queue's lock. A waiting request blocks on a lock of
-its own, released once to wake it (no condition, no ``threading.Event``): each command costs
-the fewest context switches and the least work under the GIL, which is what bounds many
-writers once their syncs are shared.
+request its own outcome; the next request in the queue leads the next group. A request that
+finds the queue empty right after a group of several first lets that group's writers come back
+and queue (it yields the interpreter while they do), so groups stay whole instead of
+alternating between one command and the rest. (A leader that went on leading while requests
+wait would spare the next one's wake-up, but would keep its own writer from queueing
+meanwhile: with a slow sync, groups shrink.) A lone writer forms groups of one and pays
+nothing but the queue's lock. A waiting request blocks on a lock of its own, released once to
+wake it (no condition, no ``threading.Event``): each command costs the fewest context switches
+and the least work under the GIL, which is what bounds many writers once their syncs are
+shared.
 
 A request may come as data (``combine`` and ``payload``): consecutive requests of one kind
 in a group then run as one call, which must give each request the outcome it would have had
@@ -39,6 +42,7 @@ transaction, as a lone write always did.
 from __future__ import annotations
 
 import threading
+import time
 from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -189,6 +193,8 @@ class GroupCommit:
         self.stats = GroupStats()
         self._queue: list[WriteRequest[Any]] = []
         self._lock = threading.Lock()
+        self._last_group = 0
+        """Requests of the last group that ran (its writers may be about to come back)."""
 
     def write(
         self,
@@ -210,14 +216,16 @@ class GroupCommit:
             leads = self._queue[0] is request
             if not leads:
                 wake = request.wake = _Signal()
-        if not leads:
-            try:
+        try:
+            if not leads:
                 wake.wait()
-            except BaseException:
-                self._withdraw(request)  # KeyboardInterrupt while waiting (main thread)
-                raise
-            if request.done:
-                return request.outcome()
+                if request.done:
+                    return request.outcome()
+            elif self._last_group > 1 and self.enabled:
+                self._let_others_queue()
+        except BaseException:
+            self._withdraw(request)  # KeyboardInterrupt while waiting (main thread)
+            raise
         with self._lock:
             group = self._take_group()
             for member in group:
@@ -230,12 +238,32 @@ class GroupCommit:
                     member.done = True
                 del self._queue[: len(group)]
                 following = self._queue[0] if self._queue else None
+                self._last_group = len(group)
             # Wake each member (its outcome is set) and the next leader, no one else.
             for member in group:
                 member.wake_up()
             if following is not None:
                 following.wake_up()
         return request.outcome()
+
+    def _let_others_queue(self) -> None:
+        """Before leading at once after a group of several: yield the interpreter while the
+        writers of that group, acknowledged a moment ago, come back and queue (each yield
+        lets runnable threads run; stop when one brought nobody, or all are back).
+
+        Without it the first writer back would lead a group of one, whose sync the others
+        then wait for: groups would alternate between one and the rest, and a slow sync
+        be shared by half as many commands. No clock: a yield that finds no thread
+        waiting to run returns at once, so this costs a lone writer nothing.
+        """
+        expected = self._last_group
+        queued = len(self._queue)
+        while queued < expected:
+            time.sleep(0)
+            now = len(self._queue)
+            if now == queued:
+                return
+            queued = now
 
     def _withdraw(self, request: WriteRequest[Any]) -> None:
         """Take an interrupted waiter's request out of the queue, unless a leader already
