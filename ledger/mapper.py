@@ -25,6 +25,7 @@ event. A payload whose key was erased decodes to an
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 from typing import Any, cast
 from uuid import UUID
@@ -157,6 +158,45 @@ def _topic_entry(topic: str) -> tuple[Any, msgspec.msgpack.Decoder[Any], int]:
     return entry
 
 
+def _make_stored_event() -> Any:
+    """``StoredEvent(originator_id, version, topic, state)``, made with its ``__dict__`` set
+    at once: the frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, which costs more than the rest of encoding a small event. Used
+    only where the class is a plain frozen dataclass of those four fields (checked here on a
+    probe); the constructor otherwise."""
+    new, set_attribute = object.__new__, object.__setattr__
+
+    def make(originator_id: Any, version: int, topic: str, state: bytes) -> StoredEvent:
+        stored = new(StoredEvent)
+        set_attribute(
+            stored,
+            "__dict__",
+            {
+                "originator_id": originator_id,
+                "originator_version": version,
+                "topic": topic,
+                "state": state,
+            },
+        )
+        return stored
+
+    plain = (
+        not hasattr(StoredEvent, "__slots__")
+        and not hasattr(StoredEvent, "__post_init__")
+        and [f.name for f in dataclasses.fields(StoredEvent)]
+        == ["originator_id", "originator_version", "topic", "state"]
+    )
+    if plain:
+        args = (UUID(int=1), 2, "a:b", b"c")
+        probe, expected = make(*args), StoredEvent(*args)
+        if probe == expected and vars(probe) == vars(expected):
+            return make
+    return StoredEvent
+
+
+_stored_event = _make_stored_event()
+
+
 def _envelope(originator_id: UUID, version: int) -> bytes:
     return _KEY_ID + _BIN16 + originator_id.bytes + _KEY_VERSION + _encoder.encode(version)
 
@@ -221,7 +261,7 @@ class MsgspecMapper(Mapper[UUID]):
                 version,
                 domain_event.recorded_at,  # type: ignore[attr-defined]
             )
-        return StoredEvent(domain_event.originator_id, version, topic, state)
+        return cast(StoredEvent, _stored_event(domain_event.originator_id, version, topic, state))
 
     @staticmethod
     def _state(domain_event: DomainEventProtocol[UUID], codec: _Codec, full: bytes) -> bytes:

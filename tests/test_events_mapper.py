@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
@@ -10,7 +11,7 @@ from uuid import UUID, uuid4
 import msgspec
 import pytest
 from eventsourcing.compressor import ZlibCompressor
-from eventsourcing.persistence import JSONTranscoder, MapperDeserialisationError
+from eventsourcing.persistence import JSONTranscoder, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,6 +104,24 @@ def test_the_fast_encoding_stores_the_bytes_of_the_general_one(
     stored = mapper.to_stored_event(event)
     assert stored.state == general
     assert mapper.to_domain_event(stored) == event
+
+
+def test_stored_events_are_plain_stored_events() -> None:
+    """The mapper makes its ``StoredEvent`` without the dataclass constructor: it must be
+    one in every respect (equal, hashed and frozen alike)."""
+    event = NoteTaken(
+        originator_id=uuid4(),
+        originator_version=1,
+        recorded_at=datetime(2024, 1, 1, tzinfo=UTC),
+        namespace=Namespace("t", "p", "s"),
+        text="hello",
+    )
+    stored = MsgspecMapper(transcoder=JSONTranscoder()).to_stored_event(event)
+    built = StoredEvent(stored.originator_id, stored.originator_version, stored.topic, stored.state)
+    assert type(stored) is StoredEvent and stored == built and hash(stored) == hash(built)
+    assert vars(stored) == vars(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stored.topic = "other"  # type: ignore[misc]
 
 
 def test_all_catalog_classes_are_covered() -> None:
