@@ -1020,8 +1020,9 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         )
         if ids is None:
             keys = [key for request in requests for key, _ in request.payload[0]]
-            found = txn.cursor(db=self._index).getmulti(keys)
-            accepted = accept_in_order(requests, {bytes(key) for key, _ in found})
+            found = txn.cursor(db=self._index).getmulti(keys) if keys else []
+            if found or len(set(keys)) != len(keys):
+                accepted = accept_in_order(requests, {bytes(key) for key, _ in found})
             ids = self._append_records(txn, *_gathered(accepted))
         at = 0
         for request in accepted:
