@@ -375,11 +375,11 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
         """
+        to_stored_event = self.mapper.to_stored_event
         with self.ledger_guard():
             self.keyring.refresh()  # a key erased by another process is never used again
-            stored = [self.mapper.to_stored_event(e) for e in events]
-        tags = [event_tags(e) for e in events]
-        with self.ledger_guard():
+            stored = [to_stored_event(e) for e in events]
+            tags = [event_tags(e) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         if self.indexer is not None:

@@ -4,11 +4,21 @@ one LMDB write transaction and one sync.
 A durable append costs one ``fsync``; while one thread waits for it, others queue. The first
 queued request leads: it takes every request waiting behind it (up to a bound), runs them one
 after the other inside ONE write transaction, commits it (one sync) and only then hands each
-request its own outcome; the next request in the queue leads the next group. A lone writer
-forms groups of one and pays nothing but the queue's lock. A waiting request blocks on a lock
-of its own, released once to wake it (no condition, no ``threading.Event``): each command
-costs the fewest context switches and the least work under the GIL, which is what bounds
-many writers once their syncs are shared.
+request its own outcome; the next request in the queue leads the next group. A request that
+finds the queue empty right after a group of several first lets that group's writers come back
+and queue (it yields the interpreter while they do), so groups stay whole instead of
+alternating between one command and the rest. (A leader that went on leading while requests
+wait would spare the next one's wake-up, but would keep its own writer from queueing
+meanwhile: with a slow sync, groups shrink.) A lone writer forms groups of one and pays
+nothing but the queue's lock. A waiting request blocks on a lock of its own, released once to
+wake it (no condition, no ``threading.Event``): each command costs the fewest context switches
+and the least work under the GIL, which is what bounds many writers once their syncs are
+shared.
+
+A request may come as data (``combine`` and ``payload``): consecutive requests of one kind
+in a group then run as one call, which must give each request the outcome it would have had
+run alone in its place in the group (the LMDB recorder checks and writes the stream keys of
+all its plain appends in one pass and their records with one chain of puts).
 
 Each request keeps the guarantees it has alone:
 
@@ -31,8 +41,8 @@ transaction, as a lone write always did.
 
 from __future__ import annotations
 
-import contextlib
 import threading
+import time
 from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -67,18 +77,45 @@ class _Signal:
 
     def set(self) -> None:
         """Wake the waiter (or let its next :meth:`wait` return at once)."""
-        with contextlib.suppress(RuntimeError):  # already set
+        try:
             self._lock.release()
+        except RuntimeError:  # already set
+            pass
 
 
 class WriteRequest(Generic[T]):
-    """One caller's write: ``fn(txn)`` and, once its group ran, its result or error."""
+    """One caller's write: ``fn(txn)`` and, once its group ran, its result or error.
 
-    __slots__ = ("done", "error", "fn", "result", "size_hint", "taken", "wake")
+    ``combine`` and ``payload`` (optional) describe the request as data: consecutive
+    requests of a group with the same ``combine`` run as ONE call ``combine(txn, requests)``,
+    which must leave each request the outcome ``fn`` would have had, run one after the
+    other in the same transaction (see :data:`Combine`). ``fn`` still runs the request
+    alone, after a group failed as a whole.
+    """
 
-    def __init__(self, fn: Callable[[Any], T], size_hint: int) -> None:
+    __slots__ = (
+        "combine",
+        "done",
+        "error",
+        "fn",
+        "payload",
+        "result",
+        "size_hint",
+        "taken",
+        "wake",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[[Any], T],
+        size_hint: int,
+        combine: Combine | None = None,
+        payload: Any = None,
+    ) -> None:
         self.fn = fn
         self.size_hint = size_hint
+        self.combine = combine
+        self.payload = payload
         self.result: T | None = None
         self.error: BaseException | None = None
         self.taken = False
@@ -121,6 +158,12 @@ class GroupStats:
         return self.requests / self.groups if self.groups else 0.0
 
 
+Combine = Callable[[Any, "list[WriteRequest[Any]]"], None]
+"""``combine(txn, requests)`` runs several requests of one kind in ``txn`` at once, setting
+each one's ``result`` or ``error`` (a refusal) exactly as running their ``fn`` one after the
+other would; it raises (failing the transaction) only where one of those ``fn`` would have
+raised something else than a refusal."""
+
 RunGroup = Callable[[list[WriteRequest[Any]], Callable[[], bool]], None]
 """``run_group(group, extend)`` runs ``group`` in one transaction and sets each request's
 ``result`` or ``error`` (a refusal); it calls ``extend()`` once it ran them all, which appends
@@ -150,28 +193,39 @@ class GroupCommit:
         self.stats = GroupStats()
         self._queue: list[WriteRequest[Any]] = []
         self._lock = threading.Lock()
+        self._last_group = 0
+        """Requests of the last group that ran (its writers may be about to come back)."""
 
-    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+    def write(
+        self,
+        fn: Callable[[Any], T],
+        size_hint: int = 0,
+        combine: Combine | None = None,
+        payload: Any = None,
+    ) -> T:
         """Run ``fn(txn)`` in a write transaction shared with the requests of other threads
         queued at the same time; return its result once that transaction is committed.
+        ``combine`` and ``payload``: see :class:`WriteRequest`.
 
         :raises BaseException: what ``fn`` raised (a refusal leaves the others unaffected),
             or the error that failed the transaction.
         """
-        request: WriteRequest[T] = WriteRequest(fn, size_hint)
+        request: WriteRequest[T] = WriteRequest(fn, size_hint, combine, payload)
         with self._lock:
             self._queue.append(request)
             leads = self._queue[0] is request
             if not leads:
                 wake = request.wake = _Signal()
-        if not leads:
-            try:
+        try:
+            if not leads:
                 wake.wait()
-            except BaseException:
-                self._withdraw(request)  # KeyboardInterrupt while waiting (main thread)
-                raise
-            if request.done:
-                return request.outcome()
+                if request.done:
+                    return request.outcome()
+            elif self._last_group > 1 and self.enabled:
+                self._let_others_queue()
+        except BaseException:
+            self._withdraw(request)  # KeyboardInterrupt while waiting (main thread)
+            raise
         with self._lock:
             group = self._take_group()
             for member in group:
@@ -184,12 +238,32 @@ class GroupCommit:
                     member.done = True
                 del self._queue[: len(group)]
                 following = self._queue[0] if self._queue else None
+                self._last_group = len(group)
             # Wake each member (its outcome is set) and the next leader, no one else.
             for member in group:
                 member.wake_up()
             if following is not None:
                 following.wake_up()
         return request.outcome()
+
+    def _let_others_queue(self) -> None:
+        """Before leading at once after a group of several: yield the interpreter while the
+        writers of that group, acknowledged a moment ago, come back and queue (each yield
+        lets runnable threads run; stop when one brought nobody, or all are back).
+
+        Without it the first writer back would lead a group of one, whose sync the others
+        then wait for: groups would alternate between one and the rest, and a slow sync
+        be shared by half as many commands. No clock: a yield that finds no thread
+        waiting to run returns at once, so this costs a lone writer nothing.
+        """
+        expected = self._last_group
+        queued = len(self._queue)
+        while queued < expected:
+            time.sleep(0)
+            now = len(self._queue)
+            if now == queued:
+                return
+            queued = now
 
     def _withdraw(self, request: WriteRequest[Any]) -> None:
         """Take an interrupted waiter's request out of the queue, unless a leader already

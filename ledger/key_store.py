@@ -119,12 +119,13 @@ class FileKeyStore:
         self.folder = Path(folder)
         self.path = self.folder / KEY_STORE_FILE
         self.description = str(self.path)
+        self._stat_path = os.fspath(self.path)
         self.read_only = read_only
         self._seen: tuple[int, int, int] | None = None
 
     def _identity(self) -> tuple[int, int, int] | None:
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._stat_path)
         except FileNotFoundError:
             return None
         except OSError as e:

@@ -60,7 +60,7 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, NamedTuple, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast, overload
 from uuid import UUID
 
 import lmdb
@@ -92,8 +92,9 @@ from memory_ledger.ledger.errors import (
     LedgerRecordError,
     LedgerSettingError,
 )
-from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.group_commit import GroupCommit, WriteRequest
+from memory_ledger.ledger.faults import FAULTS, fault
+from memory_ledger.ledger.group_commit import Combine, GroupCommit, WriteRequest
+from memory_ledger.ledger.group_insert import accept_in_order
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
 from memory_ledger.ledger.records import (
     GENESIS_HASH,
@@ -495,6 +496,15 @@ class _SharedEnvironment:
             done = 0
             while done < len(group) or extend():
                 request = group[done]
+                combine = request.combine
+                if combine is not None:
+                    # A run of requests of one kind, given as data: one call for them all.
+                    end = done + 1
+                    while end < len(group) and group[end].combine is combine:
+                        end += 1
+                    combine(txn, group[done:end])
+                    done = end
+                    continue
                 request.result, request.error = None, None
                 try:
                     request.result = request.fn(txn)
@@ -507,13 +517,21 @@ class _SharedEnvironment:
     def _run_alone(self, request: WriteRequest[Any]) -> Any:
         return self._run_write(request.fn, request.size_hint)
 
-    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+    def write(
+        self,
+        fn: Callable[[Any], T],
+        size_hint: int = 0,
+        combine: Combine | None = None,
+        payload: Any = None,
+    ) -> T:
         """Run ``fn(txn)`` in a durable write transaction, then wake in-process listeners.
 
         Writes that other threads of this process make at the same time share the
         transaction and its sync (group commit); the result is returned once it is committed.
+        ``combine`` and ``payload``: the request as data (see
+        :class:`~memory_ledger.ledger.group_commit.WriteRequest`).
         """
-        result = self.group_commit.write(fn, size_hint)
+        result = self.group_commit.write(fn, size_hint, combine, payload)
         if self.listeners:
             with self.listeners_lock:
                 listeners = list(self.listeners)
@@ -701,16 +719,25 @@ class LMDBDatastore:
         """Handle of the named database ``name`` (opened once per process)."""
         return self.shared.db(name)
 
-    def write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+    def write(
+        self,
+        fn: Callable[[Any], T],
+        size_hint: int = 0,
+        combine: Combine | None = None,
+        payload: Any = None,
+    ) -> T:
         """Run ``fn(txn)`` in one write transaction; durable on return when ``sync`` is on.
 
         ``fn`` may raise :class:`Refused` (before writing anything) to refuse the batch.
+        ``combine`` and ``payload``: the request as data, run with the requests of its kind
+        that share its transaction (see
+        :class:`~memory_ledger.ledger.group_commit.WriteRequest`).
         """
         shared = self.shared
         if self.readonly:
             msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
             raise LedgerReadOnlyError(msg, path=self.path)
-        result = shared.write(fn, size_hint)
+        result = shared.write(fn, size_hint, combine, payload)
         if self.sync and not shared.sync:
             try:
                 shared.env.sync(True)
@@ -925,6 +952,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         self.tag_index = TagIndex(
             datastore.db(b"tags"), datastore.db(b"event_tags"), self._log, _topic_of_value
         )
+        self._combine_plain: Combine = self._insert_plain
+        """One bound method for every plain append (requests of one kind share it)."""
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -965,7 +994,41 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         def insert(txn: Any) -> list[int]:
             return self.insert_in_transaction(txn, prepared, tracking, tags, condition)
 
+        if tracking is None and condition is None:
+            # A plain append: given as data, so the appends that share a transaction are
+            # checked and written together (see _insert_plain).
+            return self.datastore.write(insert, size, self._combine_plain, (prepared, tags))
         return self.datastore.write(insert, size)
+
+    def _insert_plain(self, txn: Any, requests: list[WriteRequest[Any]]) -> None:
+        """Run several plain appends (``payload``: prepared rows and tags; no tracking, no
+        condition) in ``txn`` as if one after the other, written by one
+        :meth:`_append_records` in request order.
+
+        ONE ``getmulti`` finds the stream keys taken; each request whose key exists (in the
+        store, in itself, or written by an accepted request before it) is refused, and the
+        rest are written. Several requests first try without it: their stream keys are put
+        without overwriting, which checks them too, and only when one was taken are the
+        keys just put taken back and the ``getmulti`` made (a lone request never writes
+        before its check: refused, it leaves the transaction untouched).
+        """
+        accepted = requests
+        ids = (
+            self._append_records(txn, *_gathered(accepted), fresh=True)
+            if len(requests) > 1
+            else None
+        )
+        if ids is None:
+            keys = [key for request in requests for key, _ in request.payload[0]]
+            found = txn.cursor(db=self._index).getmulti(keys) if keys else []
+            if found or len(set(keys)) != len(keys):
+                accepted = accept_in_order(requests, {bytes(key) for key, _ in found})
+            ids = self._append_records(txn, *_gathered(accepted))
+        at = 0
+        for request in accepted:
+            count = len(request.payload[0])
+            request.result, request.error = ids[at : at + count], None
+            at += count
 
     def _prepare(self, stored_events: Sequence[StoredEvent]) -> list[tuple[bytes, bytes]]:
         """``(stream key, record body)`` of each stored event: the bytes of
@@ -1045,15 +1108,44 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             )
         return ids
 
+    @overload
     def _append_records(
-        self, txn: Any, prepared: list[tuple[bytes, bytes]], tags: Sequence[Sequence[str]] | None
-    ) -> list[int]:
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tags: Sequence[Sequence[str]] | None,
+    ) -> list[int]: ...
+
+    @overload
+    def _append_records(
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tags: Sequence[Sequence[str]] | None,
+        *,
+        fresh: bool,
+    ) -> list[int] | None: ...
+
+    def _append_records(
+        self,
+        txn: Any,
+        prepared: list[tuple[bytes, bytes]],
+        tags: Sequence[Sequence[str]] | None,
+        *,
+        fresh: bool = False,
+    ) -> list[int] | None:
         """Write the checked ``prepared`` rows at the log's end in ``txn`` (stream keys,
         hash-chained records, tags); return their positions.
+
+        ``fresh``: the stream keys are not checked yet; they are put without overwriting,
+        and when one is taken (it exists, or repeats in ``prepared``) the ones put are taken
+        back and nothing is written (None is returned).
 
         :raises LedgerIntegrityError: the log did not end where this transaction found it
             (an appending put refused a key); the caller's transaction must be aborted.
         """
+        if not prepared:
+            return []
         shared = self.datastore.shared
         tail = shared.log_tail
         if tail is not None and tail[0] is txn:  # an earlier request of this group
@@ -1069,20 +1161,29 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         pack, sha256 = _ID.pack, hashlib.sha256
         keys: list[tuple[bytes, bytes]] = []
         records: list[tuple[bytes, bytes]] = []
+        add_key, add_record = keys.append, records.append
         for key, body in prepared:
             last_id += 1
             packed_id = pack(last_id)
-            keys.append((key, packed_id))
+            add_key((key, packed_id))
             prev_hash = sha256(prev_hash + body).digest()
-            records.append((packed_id, prev_hash + body))
-        txn.cursor(db=self._index).putmulti(keys)
+            add_record((packed_id, prev_hash + body))
+        if fresh:
+            if txn.cursor(db=self._index).putmulti(keys, overwrite=False)[1] != len(keys):
+                _take_back(txn, self._index, keys)
+                return None
+        else:
+            txn.cursor(db=self._index).putmulti(keys)
         if txn.cursor(db=self._log).putmulti(records, append=True)[1] != len(records):
             msg = f"the log of {self.datastore.path!r} does not end at position {first - 1}"
             raise LedgerIntegrityError(msg, path=self.datastore.path)
-        for n, (packed_id, _record) in enumerate(records):
-            if tags is not None and tags[n]:
-                self.tag_index.put(txn, packed_id, tags[n])
-            fault("ledger.put")
+        if tags is not None and not any(tags):
+            tags = None
+        if tags is not None or FAULTS:
+            for n, (packed_id, _record) in enumerate(records):
+                if tags is not None and tags[n]:
+                    self.tag_index.put(txn, packed_id, tags[n])
+                fault("ledger.put")
         shared.log_tail = (txn, last_id, prev_hash)
         return list(range(first, last_id + 1))
 
@@ -1429,6 +1530,31 @@ class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
     def stop(self) -> None:
         super().stop()
         self._recorder.datastore.unlisten(self._has_been_notified)
+
+
+def _gathered(
+    requests: list[WriteRequest[Any]],
+) -> tuple[list[tuple[bytes, bytes]], list[Sequence[str]] | None]:
+    """The prepared rows of plain appends (``payload``: rows and tags) in request order, and
+    their tags (None when no row has any)."""
+    rows: list[tuple[bytes, bytes]] = []
+    tags: list[Sequence[str]] | None = None
+    for request in requests:
+        prepared, request_tags = request.payload
+        if tags is None and request_tags is not None and any(request_tags):
+            tags = [()] * len(rows)
+        rows += prepared
+        if tags is not None:
+            tags += request_tags if request_tags is not None else [()] * len(prepared)
+    return rows, tags
+
+
+def _take_back(txn: Any, db: Any, entries: list[tuple[bytes, bytes]]) -> None:
+    """Delete each ``(key, value)`` of ``entries`` that ``db`` holds with that value: the
+    entries a put without overwriting added (a key it found taken kept its own value)."""
+    for key, value in entries:
+        if txn.get(key, db=db) == value:
+            txn.delete(key, db=db)
 
 
 def _refuse_existing(txn: Any, db: Any, keys: list[bytes]) -> None:

@@ -25,6 +25,7 @@ event. A payload whose key was erased decodes to an
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 from typing import Any, cast
 from uuid import UUID
@@ -92,7 +93,9 @@ def _split_map(data: bytes) -> tuple[int, int]:
 
 
 class _Codec:
-    """The decoder and class version of one event class."""
+    """What the mapper keeps per event class: its decoder and class version, and for
+    encoding its topic, whether it is sealed, and the state prefix (class version byte and
+    map header) for each field count."""
 
     def __init__(self, cls: type[msgspec.Struct]) -> None:
         names = [f.name for f in msgspec.structs.fields(cls)]
@@ -101,6 +104,12 @@ class _Codec:
             raise UnsupportedEventError(msg)
         self.decoder = msgspec.msgpack.Decoder(cls)
         self.class_version = int(getattr(cls, "class_version", 1))
+        self.topic = get_topic(cls)
+        self.sealed = bool(getattr(cls, "sealed", True))
+        version = bytes((self.class_version,))
+        self.state_prefixes = tuple(version + _map_header(n - 2) for n in range(2, 16))
+        """``state_prefixes[count - 2]``: the state's first bytes for an encoded map of
+        ``count`` entries (the envelope's two left out)."""
 
 
 @cache
@@ -108,7 +117,35 @@ def _codec(cls: type[msgspec.Struct]) -> _Codec:
     return _Codec(cls)
 
 
+_ENCODING: dict[type, _Codec] = {}
+"""The codec of each event class the mapper encoded (checked once per class)."""
+
+
+def _encoding(cls: type) -> _Codec:
+    """The codec of an event class about to be encoded, checked on first use.
+
+    :raises UnsupportedEventError: not a msgspec Struct, an :class:`ErasedPayload`, or the
+        envelope fields are not declared first.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, msgspec.Struct)):
+        msg = f"{cls.__qualname__} is not a msgspec Struct event"
+        raise UnsupportedEventError(msg)
+    if cls is ErasedPayload:
+        msg = "an ErasedPayload is what an erased payload reads as; it is never stored"
+        raise UnsupportedEventError(msg)
+    codec = _codec(cls)
+    _ENCODING[cls] = codec
+    return codec
+
+
 _SMALL_INTS = tuple(_encoder.encode(n) for n in range(4096))
+_VERSION_FIELDS = tuple(_KEY_VERSION + encoded for encoded in _SMALL_INTS)
+"""``_VERSION_FIELDS[v]``: the encoded ``originator_version`` entry of version ``v``."""
+_ID_FIELD = _KEY_ID + _BIN16
+"""The encoded ``originator_id`` key and the header of its 16 bytes."""
+_ID_FIELD_END = 1 + len(_ID_FIELD) + 16
+"""Where the ``originator_version`` entry starts in an encoded event of fewer than 16
+fields (after the one-byte map header and the ``originator_id`` entry)."""
 _TOPICS: dict[str, tuple[Any, msgspec.msgpack.Decoder[Any], int]] = {}
 
 
@@ -119,6 +156,45 @@ def _topic_entry(topic: str) -> tuple[Any, msgspec.msgpack.Decoder[Any], int]:
     entry = (cls, codec.decoder, codec.class_version)
     _TOPICS[topic] = entry
     return entry
+
+
+def _make_stored_event() -> Any:
+    """``StoredEvent(originator_id, version, topic, state)``, made with its ``__dict__`` set
+    at once: the frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, which costs more than the rest of encoding a small event. Used
+    only where the class is a plain frozen dataclass of those four fields (checked here on a
+    probe); the constructor otherwise."""
+    new, set_attribute = object.__new__, object.__setattr__
+
+    def make(originator_id: Any, version: int, topic: str, state: bytes) -> StoredEvent:
+        stored = new(StoredEvent)
+        set_attribute(
+            stored,
+            "__dict__",
+            {
+                "originator_id": originator_id,
+                "originator_version": version,
+                "topic": topic,
+                "state": state,
+            },
+        )
+        return stored
+
+    plain = (
+        not hasattr(StoredEvent, "__slots__")
+        and not hasattr(StoredEvent, "__post_init__")
+        and [f.name for f in dataclasses.fields(StoredEvent)]
+        == ["originator_id", "originator_version", "topic", "state"]
+    )
+    if plain:
+        args = (UUID(int=1), 2, "a:b", b"c")
+        probe, expected = make(*args), StoredEvent(*args)
+        if probe == expected and vars(probe) == vars(expected):
+            return make
+    return StoredEvent
+
+
+_stored_event = _make_stored_event()
 
 
 def _envelope(originator_id: UUID, version: int) -> bytes:
@@ -150,41 +226,55 @@ class MsgspecMapper(Mapper[UUID]):
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         cls = type(domain_event)
-        if not isinstance(domain_event, msgspec.Struct):
-            msg = f"{cls.__qualname__} is not a msgspec Struct event"
-            raise UnsupportedEventError(msg)
-        if cls is ErasedPayload:
-            msg = "an ErasedPayload is what an erased payload reads as; it is never stored"
-            raise UnsupportedEventError(msg)
-        codec = _codec(cls)
+        codec = _ENCODING.get(cls)
+        if codec is None:
+            codec = _encoding(cls)
         full = _encoder.encode(domain_event)
-        count, header = _split_map(full)
-        envelope = _envelope(domain_event.originator_id, domain_event.originator_version)
-        if full[header : header + len(envelope)] != envelope:  # pragma: no cover (invariant)
-            msg = f"{cls.__qualname__} did not encode its envelope first"
-            raise UnsupportedEventError(msg)
-        payload = _map_header(count - 2) + full[header + len(envelope) :]
-        state = bytes((codec.class_version,)) + payload
+        version = domain_event.originator_version
+        # The envelope (originator_id, originator_version: the first two entries) is left
+        # out of the state; with fewer than 16 fields it sits at fixed offsets.
+        count = full[0] - 0x80
+        if (
+            2 <= count < 16
+            and type(version) is int
+            and 0 <= version < len(_VERSION_FIELDS)
+            and full.startswith(_ID_FIELD, 1)
+            and full.startswith(_VERSION_FIELDS[version], _ID_FIELD_END)
+        ):
+            state = (
+                codec.state_prefixes[count - 2]
+                + full[_ID_FIELD_END + len(_VERSION_FIELDS[version]) :]
+            )
+        else:
+            state = self._state(domain_event, codec, full)
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:
             state = self.cipher.encrypt(state)
-        topic = get_topic(cls)
+        topic = codec.topic
         keyring = self.keyring
-        if keyring is not None and keyring.master is not None and cls.sealed:  # type: ignore[attr-defined]
+        if codec.sealed and keyring is not None and keyring.master is not None:
             state = keyring.sealer(domain_event.namespace).seal(  # type: ignore[attr-defined]
                 state,
                 topic,
                 domain_event.originator_id.bytes,
-                domain_event.originator_version,
+                version,
                 domain_event.recorded_at,  # type: ignore[attr-defined]
             )
-        return StoredEvent(
-            originator_id=domain_event.originator_id,
-            originator_version=domain_event.originator_version,
-            topic=topic,
-            state=state,
-        )
+        return cast(StoredEvent, _stored_event(domain_event.originator_id, version, topic, state))
+
+    @staticmethod
+    def _state(domain_event: DomainEventProtocol[UUID], codec: _Codec, full: bytes) -> bytes:
+        """The state of an event whose encoding the fast path does not cover (16 fields or
+        more, a version of 4096 or more), and the check that its envelope came first."""
+        cls = type(domain_event)
+        count, header = _split_map(full)
+        envelope = _envelope(domain_event.originator_id, domain_event.originator_version)
+        if full[header : header + len(envelope)] != envelope:
+            msg = f"{cls.__qualname__} did not encode its envelope first"
+            raise UnsupportedEventError(msg)
+        payload = _map_header(count - 2) + full[header + len(envelope) :]
+        return bytes((codec.class_version,)) + payload
 
     def plain_state(
         self, topic: str, state: bytes, originator_id: UUID | bytes | str, version: int

@@ -159,18 +159,28 @@ def _instrument_catch_up(
 
 
 def _instrument_ledger_writes(engine: MemoryEngine, command: str) -> None:
-    """Stall inside the LMDB write transaction of ``command``, after its records were put."""
+    """Stall inside the LMDB write transaction of ``command``, after its records were put
+    (by a conditional append, or by the plain appends a transaction runs together)."""
     recorder: Any = engine.recorder
     original_insert = recorder.insert_in_transaction
+    original_plain = recorder._combine_plain
 
-    def insert(txn: Any, prepared: Any, tracking: Any, *args: Any) -> list[int]:
-        ids: list[int] = original_insert(txn, prepared, tracking, *args)
+    def stall(ids: list[int]) -> None:
         if _command == command:
             emit(kind="stalled", where="ledger_txn", command=command, ids=ids)
             time.sleep(STALL_SECONDS)
+
+    def insert(txn: Any, prepared: Any, tracking: Any, *args: Any) -> list[int]:
+        ids: list[int] = original_insert(txn, prepared, tracking, *args)
+        stall(ids)
         return ids
 
+    def insert_plain(txn: Any, requests: list[Any]) -> None:
+        original_plain(txn, requests)
+        stall([i for request in requests for i in request.result or []])
+
     recorder.insert_in_transaction = insert
+    recorder._combine_plain = insert_plain
 
 
 def main(argv: Sequence[str] | None = None) -> int:

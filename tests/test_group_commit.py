@@ -366,3 +366,80 @@ def test_queue_protocol_outcomes_only_after_the_group_ran() -> None:
     log.clear()
     call("solo", lambda txn: "solo")
     assert log == ["alone"] and returned["solo"] == "solo"
+
+
+def test_plain_appends_checked_together_keep_their_order_around_a_conditional_one(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    """Plain appends (no condition) of a group are checked and written together, in runs
+    split by a conditional append: each outcome, position and tag is what running them one
+    after the other would give."""
+    read_at = recorder.max_notification_id() or 0
+    condition = DCBAppendCondition(DCBQuery(items=[DCBQueryItem(tags=["key:p"])]), after=read_at)
+    targets: list[Callable[[], object]] = [
+        lambda: recorder.insert_events(command("p", events=2), tags=[["key:p"], []]),
+        lambda: recorder.insert_events(command("q", events=2)),
+        # Overtaken by the first (same tag): refused whichever run it follows.
+        lambda: recorder.insert_events(
+            command("r", events=1), tags=[["key:p"]], condition=condition
+        ),
+        lambda: recorder.insert_events(command("q", events=2, first_version=2)),  # q's 2 taken
+        lambda: recorder.insert_events(command("s", events=3), tags=[[], ["tag:s"], []]),
+    ]
+    with HeldLeader(recorder, queued=len(targets)) as held:
+        first = threading.Thread(target=lambda: recorder.insert_events(command("first")))
+        first.start()
+        assert held.committing.wait(30)
+        outcome: list[tuple[Callable[[], object], object]] = []
+
+        def record(target: Callable[[], object]) -> None:
+            try:
+                outcome.append((target, target()))
+            except IntegrityError as e:
+                outcome.append((target, e))
+
+        for target in targets:  # queued one after the other: the group keeps this order
+            queued = len(held.group_commit._queue)
+            threading.Thread(target=record, args=(target,)).start()
+            deadline = time.monotonic() + 30
+            while len(held.group_commit._queue) == queued:
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+        held.release.set()
+        first.join(30)
+        deadline = time.monotonic() + 30
+        while len(outcome) < len(targets):
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    results = {targets.index(t): r for t, r in outcome}
+    assert results[0] == [4, 5] and results[1] == [6, 7] and results[4] == [8, 9, 10]
+    assert isinstance(results[2], AppendConditionFailedError)
+    assert isinstance(results[3], IntegrityError)
+    assert recorder.max_notification_id() == 10
+    assert recorder.datastore.shared.group_commit.stats.largest == len(targets)
+    assert_log_chains(recorder)
+    assert recorder.tags_of(4) == ["key:p"] and recorder.tags_of(5) == []
+    assert recorder.tags_of(9) == ["tag:s"] and recorder.tags_of(8) == []
+
+
+def test_refused_outcomes_of_plain_appends_checked_together() -> None:
+    """``accept_in_order``: a request is refused when a key exists before the group, repeats
+    within itself, or was written by an accepted request before it; a refused one's keys
+    stay free for those after it."""
+    from memory_ledger.ledger.group_insert import accept_in_order
+
+    def request(*keys: bytes) -> WriteRequest[object]:
+        return WriteRequest(lambda txn: None, 0, payload=([(k, b"") for k in keys], None))
+
+    requests = [
+        request(b"a1", b"a2"),
+        request(b"x1"),  # exists before the group
+        request(b"b1", b"b1"),  # repeats within itself
+        request(b"a2", b"c1"),  # a2 written by the first
+        request(b"c1", b"b1"),  # c1 and b1 still free: the requests holding them were refused
+    ]
+    accepted = accept_in_order(requests, {b"x1"})
+    assert accepted == [requests[0], requests[4]]
+    for refused, key in ((1, b"x1"), (2, b"b1"), (3, b"a2")):
+        assert isinstance(requests[refused].error, IntegrityError)
+        assert key.hex() in str(requests[refused].error)
