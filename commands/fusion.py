@@ -234,7 +234,7 @@ PLAIN_RRF = HybridFusion(method="rrf", fields=("statement",))
 """Unweighted RRF with k = 60 (the design's documented rank fusion), for comparison."""
 
 TUNED_ALPHA: dict[str, float] = {
-    "all-MiniLM-L6-v2": 0.5,
+    "all-MiniLM-L6-v2": 0.45,
     "multilingual-e5-small-q4": 0.7,
 }
 """The semantic share ``alpha`` chosen for a model (by the name before ``@`` in its
