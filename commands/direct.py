@@ -22,7 +22,7 @@ import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
 from memory_ledger.commands.lexical import shared_stems
-from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import Namespace, check_namespace, memory_id, normalize_statement
 
@@ -269,7 +269,7 @@ def _statement(value: object, name: str) -> str:
         msg = f"{name} must be a string, got {type(value).__name__}"
         raise CommandRejectedError(msg, "invalid_statement", parameter=name)
     text = " ".join(value.split())
-    if not text:
+    if not text or not has_visible_text(text):
         raise CommandRejectedError(f"{name} is empty", "empty_statement", parameter=name)
     try:
         text.encode("utf-8")

@@ -11,6 +11,7 @@ ones the extractor was shown; namespace keys inside tags are refused
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "Rejection",
     "cited_ids",
     "has_injection_marker",
+    "has_visible_text",
     "validate_item",
 ]
 
@@ -72,11 +74,24 @@ class Rejection(msgspec.Struct, frozen=True):
     detail: str
 
 
+_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me", "Cn", "Co", "Cs"})
+"""Unicode categories that show nothing by themselves: controls, format characters
+(zero-width spaces and joiners, direction marks), separators, combining marks without a
+base, unassigned, private-use and surrogate code points."""
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds at least one character that shows (a letter, digit, mark of
+    punctuation or symbol): a statement of zero-width spaces or direction marks alone is
+    empty, however long (Unicode general categories, :data:`_INVISIBLE`)."""
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+
+
 def _clean(text: str | None) -> str | None:
     if text is None:
         return None
     stripped = " ".join(text.split())
-    return stripped or None
+    return stripped if stripped and has_visible_text(stripped) else None
 
 
 RELATION_FIELDS = ("supersedes", "conflicts_with")

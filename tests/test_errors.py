@@ -334,3 +334,21 @@ def test_a_refused_command_names_the_argument_at_fault(engine: MemoryEngine) -> 
             call()
         assert getattr(raised.value, "parameter", None) == name, (name, raised.value)
         assert name in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "invisible", ["\u200b\u200b\u200b", "\u200e\u2066\u2069", "\u0301\u0301", "\x00\x00"]
+)
+def test_a_statement_that_shows_nothing_is_empty(engine: MemoryEngine, invisible: str) -> None:
+    """Zero-width spaces, direction marks, lone combining marks or NULs are no statement:
+    refused as empty (``empty_statement``, naming ``statement``), nothing written; the same
+    rule as an extracted item's statement."""
+    head = engine.head
+    with pytest.raises(ValueError) as raised:
+        engine.remember(NS, invisible)
+    assert getattr(raised.value, "reason_code", None) == "empty_statement"
+    assert getattr(raised.value, "parameter", None) == "statement"
+    assert engine.head == head
+    from memory_ledger.commands.validation import has_visible_text
+
+    assert not has_visible_text(invisible) and has_visible_text(f"{invisible}Alice likes tea.")
