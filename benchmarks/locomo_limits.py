@@ -80,14 +80,13 @@ def top(signal: Signal, depth: int = DEPTH) -> list[str]:
 
 def window_texts(conversation: Conversation, channels: Channels, width: int) -> dict[str, str]:
     """Each memory's source turn with ``width`` turns either side in the same session
-    (the turn of its first evidence dia_id; the statement when it cites no known turn)."""
+    (the turn of its first known evidence dia_id); a memory citing no known turn has none."""
     index = {turn.dia_id: i for i, turn in enumerate(conversation.turns)}
     out: dict[str, str] = {}
     for memory_id, evidence in channels.evidence.items():
         known = [dia_id for dia_id in evidence if dia_id in index]
         if not known:
-            out[memory_id] = memory_id
-            continue
+            continue  # no turn to widen: no window vector (its other vectors still count)
         at = index[known[0]]
         session = conversation.turns[at].session
         lo, hi = max(0, at - width), min(len(conversation.turns), at + width + 1)
