@@ -26,10 +26,11 @@ import argparse
 import os
 import shutil
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import msgspec
@@ -240,6 +241,104 @@ def catch_up(engine: MemoryEngine, page_size: int) -> Timing:
             store.close()
 
 
+class TimedConnection:
+    """A DuckDB connection that adds up the wall seconds spent in its calls (``seconds``).
+
+    Put in place of a projection store's connection, it splits a catch-up into DuckDB's
+    share (insert, commit, lookups) and the rest (Python, msgspec, pyarrow, LMDB).
+    """
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._conn, name)
+        if not callable(attribute):
+            return attribute
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return attribute(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - began
+
+        return timed
+
+
+def breakdown(engine: MemoryEngine, page_size: int) -> dict[str, float]:
+    """Seconds of one catch-up into a fresh file, split into reading the pages (LMDB cursor,
+    record bodies, sorting events between the columnar path and the fold, decoding the
+    fold's events), DuckDB calls, and the rest of applying (decoding the columnar payloads,
+    building Arrow columns, the fold's Python)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        store = ProjectionStore(str(Path(scratch) / "p.duckdb"), version=1)
+        try:
+            runner = engine.projection_runner(store, page_size=page_size)
+            runner._load_known()
+            began = time.perf_counter()
+            position = 0
+            while (page := runner._read_columnar_page(position, None)) is not None:
+                position = page[0]
+            read = time.perf_counter() - began
+            timed_conn = TimedConnection(store.conn)
+            store.conn = cast(Any, timed_conn)
+            total = timed(runner.catch_up)[0]
+            store.conn = timed_conn._conn
+        finally:
+            store.close()
+    return {
+        "total": total,
+        "read": read,
+        "duckdb": timed_conn.seconds,
+        "apply_python": max(total - read - timed_conn.seconds, 0.0),
+    }
+
+
+def duckdb_beside_python(events: int) -> dict[str, float]:
+    """Whether DuckDB can run beside Python in a second thread: seconds of one Arrow
+    insert of ``events`` rows alone, then while the calling thread runs a Python loop.
+
+    DuckDB's Python client takes the GIL back between the tasks of a query (to check for
+    interrupts), so while another thread runs Python it waits for the interpreter's switch
+    interval again and again: a page's insert cannot overlap the decoding of the next one
+    in the same process. (On a busy machine part of the slowdown is the busy cores.)
+    """
+    import duckdb
+    import pyarrow as pa
+
+    conn = duckdb.connect()
+    conn.execute("CREATE TABLE t (text VARCHAR, n BIGINT)")
+    table = pa.table(
+        {
+            "text": pa.array([f"{n} has attribute_{n % 300} number {n}." for n in range(events)]),
+            "n": pa.array(range(events), type=pa.int64()),
+        }
+    )
+
+    def insert() -> None:
+        conn.register("page", table)
+        conn.execute("INSERT INTO t SELECT * FROM page")
+        conn.unregister("page")
+
+    figures: dict[str, float] = {}
+    try:
+        for label, busy in (("alone", False), ("beside_python", True), ("alone_again", False)):
+            thread = threading.Thread(target=insert)
+            began, cpu = time.perf_counter(), time.process_time()
+            thread.start()
+            spins = 0
+            while busy and thread.is_alive():
+                spins += 1
+            thread.join()
+            figures[f"{label}_seconds"] = time.perf_counter() - began
+            figures[f"{label}_cpu_seconds"] = time.process_time() - cpu
+    finally:
+        conn.close()
+    return figures
+
+
 def measure(engine: MemoryEngine, page_size: int, repeat: int) -> dict[str, list[Timing]]:
     """Each measurement ``repeat`` times, in alternating order."""
     runs: dict[str, Any] = {
@@ -274,6 +373,9 @@ def main(argv: list[str]) -> int:
             fill(engine, generate(args.events))
             total = engine.head
             runs = measure(engine, args.page_size, args.repeat)
+            parts = [breakdown(engine, args.page_size) for _ in range(args.repeat)]
+        split = {key: median([p[key] for p in parts]) for key in parts[0]}
+        beside = duckdb_beside_python(max(total, 10_000))
         wall = {name: median([t[0] for t in timings]) for name, timings in runs.items()}
         cpu = {name: median([t[1] for t in timings]) for name, timings in runs.items()}
         figures.update(
@@ -313,6 +415,37 @@ def main(argv: list[str]) -> int:
                 f"{figures['catchup_vs_raw_scan_records_only']:.2f}",
             ),
             ("catch-up / read + decode", f"{figures['catchup_vs_read_decode']:.2f}"),
+        ]
+        raw = wall["raw_scan"]
+        figures["breakdown_seconds"] = split
+        figures["breakdown_vs_raw_scan"] = {key: value / raw for key, value in split.items()}
+        figures["duckdb_beside_python"] = beside
+        slowdown = beside["beside_python_seconds"] / beside["alone_seconds"]
+        figures["duckdb_slowdown_beside_python"] = slowdown
+        rows += [
+            (
+                f"where catch-up time goes (in raw scans of {raw:.3f} s)",
+                f"{split['total'] / raw:.2f} in all (one traced run)",
+            ),
+            (
+                "  read pages: LMDB, record bodies, sorting, fold decoding",
+                f"{split['read'] / raw:.2f}  ({1e6 * split['read'] / total:.2f} us/event)",
+            ),
+            (
+                "  apply in Python: columnar decoding, Arrow columns, fold",
+                f"{split['apply_python'] / raw:.2f}  "
+                f"({1e6 * split['apply_python'] / total:.2f} us/event)",
+            ),
+            (
+                "  DuckDB calls: insert, commit, lookups",
+                f"{split['duckdb'] / raw:.2f}  ({1e6 * split['duckdb'] / total:.2f} us/event)",
+            ),
+            (
+                "DuckDB insert beside a Python thread / alone",
+                f"{slowdown:.1f}x ({beside['beside_python_seconds']:.3f} s vs "
+                f"{beside['alone_seconds']:.3f} s; "
+                f"CPU {beside['beside_python_cpu_seconds']:.3f} s)",
+            ),
         ]
         with MemoryEngine.open(scratch / "large", sync=False) as engine:
             fill(engine, generate(args.rebuild_events))
