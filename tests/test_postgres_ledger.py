@@ -21,6 +21,7 @@ from memory_ledger.commands import (
     Namespace,
     RecordedExtractor,
 )
+from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.postgres import (
     LedgerURLError,
     PostgresLedgerApplicationRecorder,
@@ -133,6 +134,34 @@ def test_passwords_never_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert parse_ledger_url("postgresql://agent@h/db").password == "other"
     with pytest.raises(LedgerURLError, match="NOT_SET_HERE"):
         parse_ledger_url("postgresql://agent@h/db?password_env=NOT_SET_HERE")
+
+
+def test_an_unset_password_env_is_named_never_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The variable's NAME is not a secret: the error names it, in Python and on the CLI
+    (whose secret scanner used to blank ``password_env=NAME`` and the rest of the line);
+    no value is ever shown, and a password put in ``password_env`` itself is not echoed."""
+    monkeypatch.delenv("MY_PG_PASS", raising=False)
+    url = "postgresql://agent@127.0.0.1:9/memory?password_env=MY_PG_PASS&schema=s1"
+    with pytest.raises(LedgerURLError) as raised:
+        parse_ledger_url(url)
+    error = raised.value
+    assert isinstance(error, MemoryLedgerError) and isinstance(error, ValueError)
+    assert error.reason_code == "password_env_unset" and error.parameter == "ledger"
+    assert "environment variable MY_PG_PASS" in str(error) and "not set" in str(error)
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "a"), "--ledger", url])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "environment variable MY_PG_PASS (named by password_env) is not set" in result.stderr
+    assert "REDACTED" not in result.stderr and "Traceback" not in result.output
+    assert "postgresql://agent@127.0.0.1:9/memory?schema=s1" in result.stderr
+    secret = "Hunt3r!2-pw"
+    bad = f"postgresql://agent@127.0.0.1:9/memory?password_env={secret}"
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "b"), "--ledger", bad])
+    assert result.exit_code == 2 and secret not in result.output
+    with pytest.raises(LedgerURLError) as echoed:
+        parse_ledger_url(f"postgresql://agent@h/db?password_env={secret}")
+    assert echoed.value.reason_code == "password_env_invalid" and secret not in str(echoed.value)
 
 
 @pytest.mark.parametrize(
