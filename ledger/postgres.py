@@ -129,6 +129,7 @@ __all__ = [
     "TAG_INDEX_FORMAT",
     "is_postgres_url",
     "parse_ledger_url",
+    "probe_server",
     "settings_from_url",
 ]
 
@@ -324,6 +325,51 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
         connect_timeout=numbers["connect_timeout"],
         append_attempts=numbers["append_attempts"],
     )
+
+
+_NO_DATABASE = re.compile(r'database "(?:[^"]|"")*" does not exist')
+"""The server's answer to a connection naming a database it does not have (SQLSTATE 3D000,
+``invalid_catalog_name``; libpq reports it as text only, in the server's language)."""
+
+
+def probe_server(url: PostgresLedgerURL) -> None:
+    """Connect once to ``url``'s database (and close): fail at once where waiting for the
+    connection pool cannot help.
+
+    Other failures (connection refused, a server still starting) return quietly: the pool
+    retries those for up to ``connect_timeout`` seconds, as before.
+
+    :raises LedgerConnectionError: ``reason_code`` ``"no_database"`` when the server
+        answers that the database does not exist (naming it); ``"ledger_connection"`` when
+        no answer came within ``connect_timeout`` (the pool would only wait as long again).
+        Messages name the ledger without its password.
+    """
+    try:
+        connection = psycopg.connect(
+            host=url.host,
+            port=url.port,
+            dbname=url.dbname,
+            user=url.user,
+            password=url.password or None,
+            connect_timeout=url.connect_timeout,
+        )
+    except psycopg.Error as e:
+        if _NO_DATABASE.search(str(e)):
+            msg = (
+                f"ledger {url.redacted}: the PostgreSQL server at {url.host}:{url.port} has no "
+                f"database {url.dbname!r}; create it (createdb {url.dbname}) or name an "
+                "existing one in the ledger URL"
+            )
+            raise LedgerConnectionError(msg, path=url.redacted, reason_code="no_database") from None
+        if isinstance(e, psycopg.errors.ConnectionTimeout):
+            msg = (
+                f"ledger {url.redacted} is unavailable: the server at {url.host}:{url.port} "
+                f"did not answer within {max(url.connect_timeout, 2)} s (connect_timeout; libpq "
+                "waits at least 2 s)"
+            )
+            raise LedgerConnectionError(msg, path=url.redacted) from None
+        return
+    connection.close()
 
 
 def settings_from_url(url: PostgresLedgerURL) -> dict[str, str]:

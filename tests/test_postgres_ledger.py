@@ -5,6 +5,7 @@ hosts sharing one ledger, and the audit commands (migrate, verify, backup, expor
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 from uuid import uuid4
@@ -31,7 +32,7 @@ from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_
 from memory_ledger.replay.cli import app
 from memory_ledger.replay.verify import verify_store
 from tests.conftest import locomo_path, make_item
-from tests.pg import BASE_URL, url_for
+from tests.pg import BASE_URL, require_postgres, url_for
 
 runner = CliRunner()
 NS = Namespace("acme", "alice", "assistant")
@@ -111,6 +112,41 @@ def test_identity_and_newer_format(pg_url: str, pg_schema: str, tmp_path: Path) 
 def test_missing_ledger_with_create_false(pg_url: str, tmp_path: Path) -> None:
     with pytest.raises(LedgerUnavailableError, match="no memory ledger"):
         MemoryEngine.open(tmp_path / "a", ledger=pg_url, create=False)
+
+
+def test_a_missing_database_fails_at_once_naming_it(tmp_path: Path) -> None:
+    """The server answers at once that the database does not exist: the open fails then
+    (not after connect_timeout, 5 s here), with a typed error naming the database."""
+    require_postgres()
+    base = parse_ledger_url(BASE_URL)
+    url = f"postgresql://{base.user}@{base.host}:{base.port}/nosuchdb_ml?connect_timeout=5"
+    started = time.monotonic()
+    with pytest.raises(LedgerUnavailableError) as raised:
+        MemoryEngine.open(tmp_path / "a", ledger=url)
+    assert time.monotonic() - started < 2.5
+    error = raised.value
+    assert error.reason_code == "no_database" and "no database 'nosuchdb_ml'" in str(error)
+    assert error.__cause__ is None and error.__suppress_context__
+    started = time.monotonic()
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "b"), "--ledger", url])
+    assert time.monotonic() - started < 2.5
+    assert result.exit_code == 2 and "no database 'nosuchdb_ml'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_server_that_never_answers_is_waited_for_once(tmp_path: Path) -> None:
+    """A port that accepts but never answers: one connect_timeout, not the probe's and then
+    the pool's."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever replies
+        port = silent.getsockname()[1]
+        url = f"postgresql://agent@127.0.0.1:{port}/memory?connect_timeout=2"
+        started = time.monotonic()
+        with pytest.raises(LedgerUnavailableError, match="did not answer within 2 s") as raised:
+            MemoryEngine.open(tmp_path / "a", ledger=url)
+        assert time.monotonic() - started < 3.5  # the probe's 2 s, not 2 s more of the pool
+        assert raised.value.reason_code == "ledger_connection"
 
 
 def test_passwords_never_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
