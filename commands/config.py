@@ -10,6 +10,8 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
     llm_extraction = true                  # run the extractor on finalized turns
     llm_extraction_max_items = 5           # items kept per turn (clamped to 1..10)
     llm_extraction_max_input_chars = 8000  # transcript characters sent to the extractor
+    max_transcript_bytes = 1048576         # largest turn transcript accepted (UTF-8 bytes,
+                                           # 1 MiB); a larger one is refused, nothing stored
     activation_policy = "auto"             # "auto" (finish activates) or "manual"
     recall_k = 5                           # results per recall
     recall_max_k = 50                      # upper bound a caller may ask for
@@ -70,6 +72,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     llm_extraction: bool = True
     llm_extraction_max_items: int = 5
     llm_extraction_max_input_chars: int = 8000
+    max_transcript_bytes: int = 1024 * 1024
     activation_policy: Literal["auto", "manual"] = "auto"
     recall_k: int = 5
     recall_max_k: int = 50
@@ -89,6 +92,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def __post_init__(self) -> None:
         positive = (
             "llm_extraction_max_input_chars",
+            "max_transcript_bytes",
             "recall_k",
             "recall_max_k",
             "context_max_items",

@@ -23,6 +23,7 @@ import msgspec
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
 from memory_ledger.commands.lexical import shared_stems
 from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
+from memory_ledger.ledger.arguments import forbidden_character
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import Namespace, check_namespace, memory_id, normalize_statement
 
@@ -264,13 +265,21 @@ class DirectCommands:
 
 def _statement(value: object, name: str) -> str:
     """``value`` with its whitespace collapsed, checked before anything is written: a
-    string, not empty, valid Unicode, no secret-shaped value (never echoed)."""
+    string, not empty, no NUL, other control character (tab and line breaks aside) or
+    bidirectional override (``"forbidden_character"``), valid Unicode, no secret-shaped
+    value (never echoed)."""
     if not isinstance(value, str):
         msg = f"{name} must be a string, got {type(value).__name__}"
         raise CommandRejectedError(msg, "invalid_statement", parameter=name)
     text = " ".join(value.split())
     if not text or not has_visible_text(text):
         raise CommandRejectedError(f"{name} is empty", "empty_statement", parameter=name)
+    forbidden = forbidden_character(value, line_breaks=True)
+    if forbidden is not None:
+        msg = (
+            f"{name} holds {forbidden}; control characters and bidirectional overrides are refused"
+        )
+        raise CommandRejectedError(msg, "forbidden_character", parameter=name)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -89,6 +89,7 @@ class EngineCommands:
         """Forget every retrievable memory of exactly ``namespace`` in one command (durable
         on return) and return how many (:func:`commands.erasure.forget_all`): the ledger
         records the command and each memory it forgot; other namespaces are untouched.
+        With nothing to forget it writes nothing and returns 0.
 
         :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
         :raises ConcurrencyConflictError: concurrent commands kept overtaking it.

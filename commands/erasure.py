@@ -9,7 +9,8 @@ it forgot, and one ``MemoryForgotten`` per memory carrying the same ``command_id
 ledger says what was forgotten and by which command; each forget is a tombstone (evidence
 observed before it, or whose ``occurred_at`` is earlier than the command's ``recorded_at``,
 never re-activates the memory). Other namespaces are never read or
-written. A namespace with an empty or missing part is refused, never read as "all".
+written. A namespace with an empty or missing part is refused, never read as "all". When the
+namespace holds no retrievable memory the call is a no-op: it writes nothing and returns 0.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def _command_id(namespace: Namespace, after: int) -> UUID:
 def forget_all(engine: MemoryEngine, namespace: Namespace, *, requested_by: str = "") -> int:
     """Forget every retrievable memory of ``namespace``; return how many were forgotten.
 
-    Writes the command record even when there is nothing to forget (the request is audited).
-    ``requested_by`` is a free label stored with it (e.g. ``"cli"``).
+    When nothing is retrievable (an empty namespace, or one already forgotten) nothing is
+    written and 0 is returned: the ledger records commands that changed memory. ``requested_by``
+    is a free label stored with the command (e.g. ``"cli"``).
 
     :raises InvalidNamespaceError: a namespace part is missing, empty or too long.
     :raises ConcurrencyConflictError: concurrent commands kept changing the namespace's
@@ -62,6 +64,8 @@ def forget_all(engine: MemoryEngine, namespace: Namespace, *, requested_by: str 
         forgotten.clear()
         states = reads.namespace_memories()
         forgotten.extend(sorted(m for m, s in states.items() if s.retrievable))
+        if not forgotten:
+            return []  # nothing to forget: a no-op, no record
         command = _command_id(namespace, reads.after)
         at = datetime.now(UTC)
         events: list[LedgerEvent] = [

@@ -34,6 +34,7 @@ __all__ = [
     "NotAdmittedError",
     "SessionSealedError",
     "StoreUnavailableError",
+    "TranscriptTooLargeError",
     "TurnConflictError",
     "UnknownMemoryError",
     "check_aware",
@@ -64,6 +65,26 @@ class LedgerUnavailableError(StoreUnavailableError):
     """
 
     reason_code = "ledger_server_unavailable"
+
+
+class TranscriptTooLargeError(InvalidArgumentError):
+    """A turn's transcript is larger than the configured cap (``memory.max_transcript_bytes``,
+    default 1 MiB of UTF-8); nothing was recorded. ``size`` and ``limit`` are in bytes and
+    ``parameter`` is ``"transcript"``."""
+
+    reason_code = "transcript_too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        msg = (
+            f"transcript is {size:,} bytes (UTF-8), over "
+            f"the limit of {limit:,} bytes (memory.max_transcript_bytes); nothing was recorded"
+        )
+        super().__init__(msg, parameter="transcript")
+        self.size = size
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.size, self.limit))
 
 
 class TurnConflictError(MemoryLedgerError, ValueError):

@@ -23,6 +23,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import get_topic
 
 from memory_ledger.commands.errors import LedgerUnavailableError, StoreUnavailableError
+from memory_ledger.ledger.errors import LedgerConnectionError
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.store_identity import check_store_root
 
@@ -70,7 +71,8 @@ def open_ledger(
     :raises StoreUnavailableError: the store folder cannot be created, or (``create=False``)
         holds no LMDB ledger.
     :raises ForeignStoreError: the folder holds another application's LMDB.
-    :raises LedgerUnavailableError: the PostgreSQL server cannot be reached, or
+    :raises LedgerUnavailableError: the PostgreSQL server cannot be reached, has no such
+        database (``reason_code`` ``"no_database"``, at once, naming it), or
         (``create=False``) holds no ledger there; the message shows no password.
     :raises ValueError: ``url`` is not a valid ledger URL (``LedgerURLError``).
     """
@@ -126,11 +128,17 @@ def _open_lmdb(
 
 def _open_postgres(root: Path, url: str, *, create: bool) -> OpenedLedger:
     # Imported here: psycopg is needed only by stores whose ledger is on PostgreSQL.
-    from memory_ledger.ledger.postgres import parse_ledger_url, settings_from_url
+    from memory_ledger.ledger.postgres import parse_ledger_url, probe_server, settings_from_url
 
     parsed = parse_ledger_url(url)
     name = parsed.redacted
     secret = parsed.password
+    try:
+        probe_server(parsed)  # a missing database fails now, not after connect_timeout
+    except LedgerConnectionError as e:
+        raise LedgerUnavailableError(
+            redact(str(e), secret), path=name, reason_code=e.reason_code
+        ) from None
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -23,8 +23,8 @@ from memory_ledger.commands.recall import (
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session_recall import SessionRecall
 from memory_ledger.commands.session_stream import check_turn_id, utc_now
-from memory_ledger.commands.validation import Rejection, validate_item
-from memory_ledger.ledger.arguments import check_aware
+from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
+from memory_ledger.ledger.arguments import check_aware, forbidden_character
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     ExtractedItem,
@@ -98,9 +98,17 @@ class SessionCommands(SessionRecall):
         if intent not in ("remember", "forget", "correct", "pin"):
             msg = f"unknown intent {intent!r}: expected remember, forget, correct or pin"
             raise CommandRejectedError(msg, "unknown_intent")
-        text = " ".join(str(statement).split())
-        if not text:
+        raw = str(statement)
+        text = " ".join(raw.split())
+        if not text or not has_visible_text(text):
             raise CommandRejectedError("the command's statement is empty", "empty_statement")
+        forbidden = forbidden_character(raw, line_breaks=True)
+        if forbidden is not None:
+            msg = (
+                f"the command's statement holds {forbidden}; control characters and "
+                "bidirectional overrides are refused"
+            )
+            raise CommandRejectedError(msg, "forbidden_character")
         if redact(text).count:
             msg = "the command's statement holds a secret-shaped value; nothing was recorded"
             raise CommandRejectedError(msg, "secret_detected")

@@ -18,6 +18,7 @@ import msgspec
 from memory_ledger.commands.errors import (
     ExtractionFailedError,
     SessionSealedError,
+    TranscriptTooLargeError,
     TurnConflictError,
 )
 from memory_ledger.commands.extraction import ExtractionRequest, RelatedMemory, pending_because
@@ -87,6 +88,8 @@ class SessionExtraction(SessionVocabulary):
             recorded and the extraction pending.
         :raises InvalidArgumentError: (a ``ValueError``) ``turn_id`` is negative,
             ``transcript`` is not a string, or ``occurred_at`` is a naive datetime.
+        :raises TranscriptTooLargeError: ``transcript`` is larger than
+            ``memory.max_transcript_bytes`` (UTF-8; default 1 MiB); nothing is recorded.
 
         ``occurred_at`` is when the turn happened in the conversation (valid time: it orders
         supersession, see ``commands.reconcile``); it must be time-zone aware.
@@ -96,6 +99,9 @@ class SessionExtraction(SessionVocabulary):
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="transcript", reason_code="not_a_string")
+        size = len(transcript.encode("utf-8", "surrogatepass"))
+        if size > self._config.max_transcript_bytes:
+            raise TranscriptTooLargeError(size, self._config.max_transcript_bytes)
         check_encodable("transcript", transcript)
         if occurred_at is not None:
             check_aware("occurred_at", occurred_at)

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from memory_ledger.ledger.arguments import forbidden_character
 from memory_ledger.ledger.events import ExtractedItem
 
 __all__ = [
@@ -141,10 +142,12 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     """Validate one raw item; return the normalized item or a :class:`Rejection`.
 
     Reason codes: ``not_an_object``, ``schema_invalid``, ``empty_statement``,
-    ``statement_too_short``, ``statement_too_long``, ``missing_reason``,
-    ``kind_source_mismatch``, ``importance_too_low``, ``confidence_too_low``,
-    ``out_of_range``, ``namespace_key_in_tags``, ``unknown_relation_id``,
-    ``secret_detected``, ``prompt_injection``.
+    ``forbidden_character`` (a NUL, another control character but tab and line breaks, or
+    a bidirectional override in any text field), ``statement_too_short``,
+    ``statement_too_long``, ``missing_reason``, ``kind_source_mismatch``,
+    ``importance_too_low``, ``confidence_too_low``, ``out_of_range``,
+    ``namespace_key_in_tags``, ``unknown_relation_id``, ``secret_detected``,
+    ``prompt_injection``.
     """
     if isinstance(raw, ExtractedItem):
         item = raw
@@ -159,6 +162,18 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     statement = _clean(item.statement)
     if statement is None:
         return Rejection("empty_statement", "statement is empty")
+    fields = [
+        ("statement", item.statement),
+        ("reason", item.reason),
+        ("subject", item.subject),
+        ("predicate", item.predicate),
+        ("value", item.value),
+        *(("tags", tag) for tag in item.tags),
+    ]
+    for name, text in fields:
+        forbidden = forbidden_character(text, line_breaks=True) if text else None
+        if forbidden is not None:
+            return Rejection("forbidden_character", f"{name} holds {forbidden}")
     if len(statement) < MIN_STATEMENT_CHARS:
         return Rejection(
             "statement_too_short",

@@ -9,6 +9,8 @@ Used by every layer (the ledger imports nothing of ours, so the checks live here
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from datetime import datetime
 
 from memory_ledger.ledger.errors import (
@@ -18,12 +20,40 @@ from memory_ledger.ledger.errors import (
 )
 
 __all__ = [
+    "BIDI_CONTROLS",
     "check_aware",
     "check_count",
     "check_encodable",
     "check_non_empty",
     "check_timeout",
+    "forbidden_character",
 ]
+
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""The bidirectional embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069):
+invisible, they reorder how the text around them is shown ("Trojan Source"). Direction
+marks (U+200E, U+200F, U+061C), which RTL text written normally uses, are not among them."""
+
+_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_LINE_CONTROLS = frozenset("\t\n\r")
+
+
+def forbidden_character(text: str, *, line_breaks: bool = False) -> str | None:
+    """Where ``text`` holds a character no stored text may hold, described without echoing
+    the text (``"U+202E RIGHT-TO-LEFT OVERRIDE at index 12"``); None when it holds none.
+
+    Forbidden: NUL and every other control character (Unicode category ``Cc``) and the
+    bidirectional controls (:data:`BIDI_CONTROLS`). With ``line_breaks``, tab, newline and
+    carriage return are allowed (text such as a statement may span lines). Letters, marks,
+    emoji, CJK and right-to-left scripts, zero-width joiners and direction marks are fine.
+    """
+    for found in _FORBIDDEN.finditer(text):
+        char = found.group()
+        if line_breaks and char in _LINE_CONTROLS:
+            continue
+        name = "NUL" if char == "\x00" else unicodedata.name(char, "control character")
+        return f"U+{ord(char):04X} {name} at index {found.start()}"
+    return None
 
 
 def check_count(parameter: str, value: object, *, minimum: int = 1) -> int:

@@ -12,6 +12,7 @@ from uuid import UUID, uuid5
 
 import msgspec
 
+from memory_ledger.ledger.arguments import forbidden_character
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
@@ -38,7 +39,8 @@ MAX_NAMESPACE_PART_BYTES = 256
 
 
 class InvalidNamespaceError(InvalidArgumentError):
-    """A namespace part is empty, not a string, or longer than 256 UTF-8 bytes.
+    """A namespace part is empty, not a string, longer than 256 UTF-8 bytes, or holds a
+    control character or bidirectional override (``"forbidden_character"``).
 
     ``parameter`` names the part (``"tenant"``, ``"principal"``, ``"scope_id"``; or
     ``"session_id"`` for a session id refused for the same reasons).
@@ -50,8 +52,9 @@ class InvalidNamespaceError(InvalidArgumentError):
 class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """``(tenant, principal, scope_id)``: isolates memories; part of every stream id and query.
 
-    Each part is a non-empty string of at most 256 UTF-8 bytes (DESIGN.md section 2);
-    :meth:`validated` checks that and raises :class:`InvalidNamespaceError`.
+    Each part is a non-empty string of at most 256 UTF-8 bytes (DESIGN.md section 2) without
+    NULs, other control characters or bidirectional overrides (U+202A..U+202E,
+    U+2066..U+2069); :meth:`validated` checks that and raises :class:`InvalidNamespaceError`.
     """
 
     tenant: str
@@ -78,6 +81,13 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
                 raise InvalidNamespaceError(
                     msg, parameter=name, reason_code="namespace_part_too_long"
                 )
+            forbidden = forbidden_character(value)
+            if forbidden is not None:
+                msg = (
+                    f"namespace {name} holds {forbidden}; control characters and "
+                    "bidirectional overrides are refused"
+                )
+                raise InvalidNamespaceError(msg, parameter=name, reason_code="forbidden_character")
         return self
 
     def key(self) -> str:

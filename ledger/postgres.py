@@ -94,6 +94,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from memory_ledger.ledger.errors import (
+    InvalidArgumentError,
     LedgerConnectionError,
     LedgerDataError,
     LedgerError,
@@ -128,6 +129,7 @@ __all__ = [
     "TAG_INDEX_FORMAT",
     "is_postgres_url",
     "parse_ledger_url",
+    "probe_server",
     "settings_from_url",
 ]
 
@@ -168,8 +170,21 @@ _SCHEMA_NAME = re.compile(rf"[a-z_][a-z0-9_]{{0,{_SCHEMA_MAX - 1}}}")
 """A schema name that needs no quoting and means the same quoted or not."""
 
 
-class LedgerURLError(ValueError):
-    """A ledger URL is malformed (the message shows it without its password)."""
+class LedgerURLError(InvalidArgumentError):
+    """A ledger URL is malformed (the message shows it without its password, and without
+    the ``password_env`` parameter, which it names on its own when it matters).
+
+    An :class:`~memory_ledger.ledger.errors.InvalidArgumentError` (a ``ValueError``) whose
+    ``parameter`` is ``"ledger"``; ``reason_code`` ``"invalid_ledger_url"``, or
+    ``"password_env_unset"`` when the variable ``password_env`` names is not set.
+    """
+
+    reason_code = "invalid_ledger_url"
+
+    def __init__(
+        self, message: str, *, parameter: str | None = "ledger", reason_code: str | None = None
+    ) -> None:
+        super().__init__(message, parameter=parameter, reason_code=reason_code)
 
 
 @dataclass(frozen=True, repr=False)
@@ -209,10 +224,24 @@ def is_postgres_url(text: str) -> bool:
     return text.startswith(("postgresql://", "postgres://"))
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+"""What ``password_env`` may name: an environment variable (letters, digits, ``_``)."""
+
+
 def _strip_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
+    """``url`` as messages show it: its password as ``***`` and its ``password_env``
+    parameter left out (``password_env=NAME`` has the shape of a password assignment, so a
+    secret scanner would blank the rest of the message; the name is shown on its own)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url.split("@", 1)[-1] if "@" in url else url  # malformed: no credentials
+    if "password_env" in parts.query:
+        kept = [p for p in parts.query.split("&") if p.split("=", 1)[0] != "password_env"]
+        parts = parts._replace(query="&".join(kept))
+    if password is None:
+        return parts.geturl()
     netloc = parts.netloc.rsplit("@", 1)
     user = netloc[0].split(":", 1)[0]
     return parts._replace(netloc=f"{user}:***@{netloc[1]}").geturl()
@@ -252,9 +281,18 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
     password = unquote(parts.password) if parts.password is not None else None
     password_env = query.get("password_env", "")
     if password is None and password_env:
+        if not _ENV_NAME.fullmatch(password_env):
+            msg = (
+                f"ledger URL {shown}: password_env must name an environment variable "
+                "(letters, digits and _), not hold the password itself"
+            )
+            raise LedgerURLError(msg, reason_code="password_env_invalid")
         if password_env not in environ:
-            msg = f"ledger URL {shown}: environment variable {password_env} is not set"
-            raise LedgerURLError(msg)
+            msg = (
+                f"ledger URL {shown}: environment variable {password_env} (named by "
+                "password_env) is not set; set it to the password, or leave password_env out"
+            )
+            raise LedgerURLError(msg, reason_code="password_env_unset")
         password = environ[password_env]
     if password is None:
         password = environ.get("PGPASSWORD", "")
@@ -287,6 +325,51 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
         connect_timeout=numbers["connect_timeout"],
         append_attempts=numbers["append_attempts"],
     )
+
+
+_NO_DATABASE = re.compile(r'database "(?:[^"]|"")*" does not exist')
+"""The server's answer to a connection naming a database it does not have (SQLSTATE 3D000,
+``invalid_catalog_name``; libpq reports it as text only, in the server's language)."""
+
+
+def probe_server(url: PostgresLedgerURL) -> None:
+    """Connect once to ``url``'s database (and close): fail at once where waiting for the
+    connection pool cannot help.
+
+    Other failures (connection refused, a server still starting) return quietly: the pool
+    retries those for up to ``connect_timeout`` seconds, as before.
+
+    :raises LedgerConnectionError: ``reason_code`` ``"no_database"`` when the server
+        answers that the database does not exist (naming it); ``"ledger_connection"`` when
+        no answer came within ``connect_timeout`` (the pool would only wait as long again).
+        Messages name the ledger without its password.
+    """
+    try:
+        connection = psycopg.connect(
+            host=url.host,
+            port=url.port,
+            dbname=url.dbname,
+            user=url.user,
+            password=url.password or None,
+            connect_timeout=url.connect_timeout,
+        )
+    except psycopg.Error as e:
+        if _NO_DATABASE.search(str(e)):
+            msg = (
+                f"ledger {url.redacted}: the PostgreSQL server at {url.host}:{url.port} has no "
+                f"database {url.dbname!r}; create it (createdb {url.dbname}) or name an "
+                "existing one in the ledger URL"
+            )
+            raise LedgerConnectionError(msg, path=url.redacted, reason_code="no_database") from None
+        if isinstance(e, psycopg.errors.ConnectionTimeout):
+            msg = (
+                f"ledger {url.redacted} is unavailable: the server at {url.host}:{url.port} "
+                f"did not answer within {max(url.connect_timeout, 2)} s (connect_timeout; libpq "
+                "waits at least 2 s)"
+            )
+            raise LedgerConnectionError(msg, path=url.redacted) from None
+        return
+    connection.close()
 
 
 def settings_from_url(url: PostgresLedgerURL) -> dict[str, str]:

@@ -71,8 +71,8 @@ def events(
             types=tuple(types or ()),
             start=start,
             stop=stop,
-            since=parse_timestamp(since) if since else None,
-            until=parse_timestamp(until) if until else None,
+            since=parse_timestamp(since, "--since") if since else None,
+            until=parse_timestamp(until, "--until") if until else None,
         )
         selection.normalized_types()
         with common.open_for_audit(ctx, store) as engine:

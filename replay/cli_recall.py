@@ -200,6 +200,7 @@ def recall(
         if occurred and at is None:
             msg = "--occurred needs --as-of TIMESTAMP"
             raise InvalidArgumentError(msg, parameter="--occurred")
+        point = parse_point(at, "--as-of") if at is not None else None
         config = common.settings(ctx)
         if embeddings is not Embeddings.config or at is not None:  # as-of recall is lexical
             wanted = "local" if embeddings is Embeddings.local and at is None else "none"
@@ -207,14 +208,14 @@ def recall(
         count = k if k is not None else config.recall_k
         folder = common.store_folder(store, config)
         with MemoryEngine.open(folder, create=False, config=config) as engine:
-            if at is None:
+            if point is None:
                 result, note = _recall_now(
                     engine, namespace, query, count, wait, endpoint_host(config)
                 )
             else:
                 from memory_ledger.replay.timetravel import as_of
 
-                with as_of(engine, parse_point(at), occurred=occurred) as then:
+                with as_of(engine, point, occurred=occurred) as then:
                     result = then.recall(namespace, query, count)
                     past = then.describe()
     if note is not None:

@@ -40,7 +40,8 @@ PointArgument = Annotated[
     str,
     typer.Argument(
         metavar="POSITION|TIMESTAMP",
-        help="A ledger position, or an ISO 8601 time (no zone = UTC; a date = end of day).",
+        help="A ledger position, or an ISO 8601 time with a zone (Z or +02:00; a date alone "
+        "= end of that day, UTC).",
     ),
 ]
 OccurredOption = Annotated[
@@ -140,7 +141,7 @@ def as_of_command(
 
     with common.user_errors():
         namespace = optional_namespace(tenant, principal, scope_id)
-        parsed = parse_point(point)
+        parsed = parse_point(point, "TIMESTAMP")
         with common.open_for_audit(ctx, store) as engine:
             total = parsed if isinstance(parsed, int) else engine.head
             with (

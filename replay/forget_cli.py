@@ -66,6 +66,15 @@ def forget(
             {"namespace": msgspec.to_builtins(namespace), "forgotten": count, "position": head}
         )
         return
+    if not count:
+        common.out.print(
+            f"nothing to forget in {namespace.tenant}/{namespace.principal}/"
+            f"{namespace.scope_id}: it holds no retrievable memory; nothing was written "
+            f"(ledger position {head})",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     common.out.print(
         f"forgot {count} memories of {namespace.tenant}/{namespace.principal}/"
         f"{namespace.scope_id} (ledger position {head})",

@@ -465,7 +465,7 @@ class MemoryMcpServer:
 
         ``about`` (a subject) and ``attribute`` (a predicate) from the memory map rank
         matching memories first; they never filter. ``as_of`` (a ledger position or an ISO
-        8601 time) answers as memory stood then (lexical).
+        8601 time with a zone, ``Z`` or ``+02:00``) answers as memory stood then (lexical).
         """
         caller = self._caller()
         if as_of is not None:
@@ -764,7 +764,7 @@ def _recall_as_of(
     if not isinstance(k, int) or k < 1:
         msg = f"k must be a positive integer, got {k!r}"
         raise ValueError(msg)
-    with as_of(engine, parse_point(point)) as then:
+    with as_of(engine, parse_point(point, "as_of")) as then:
         return then.recall(namespace, query, min(k, engine.config.recall_max_k))
 
 

@@ -1,7 +1,9 @@
 """Points in the ledger's history as users write them: a position or a timestamp.
 
 ``parse_point("40")`` is position 40; ``parse_point("2024-03-04T09:16:00Z")`` is a timestamp.
-A timestamp without a zone is UTC; a date alone (``2024-03-04``) means the END of that day
+A date-time needs a zone (``Z`` or an offset such as ``+02:00``): one without is refused
+(:class:`NaiveTimestampError`), exactly as a naive ``datetime`` is refused by the Python API,
+never guessed as UTC or local time. A date alone (``2024-03-04``) means the END of that day
 (23:59:59.999999 UTC), so "as of 4 March" includes everything recorded on 4 March.
 """
 
@@ -27,17 +29,20 @@ class NaiveTimestampError(NaiveDatetimeError, PointError):
     """A datetime given to a time-travel API has no time zone (``parameter`` names it).
 
     Both a :class:`PointError` and a
-    :class:`~memory_ledger.ledger.errors.NaiveDatetimeError` (``"naive_datetime"``). (Text
-    without a zone is read as UTC by :func:`parse_timestamp`; a ``datetime`` object without
-    one is refused.)
+    :class:`~memory_ledger.ledger.errors.NaiveDatetimeError` (``"naive_datetime"``). Raised
+    for a ``datetime`` object without a zone and for ISO 8601 date-time text without one
+    (:func:`parse_timestamp`).
     """
 
 
-def parse_timestamp(text: str) -> datetime:
-    """An aware UTC datetime from ISO 8601 text (``Z`` allowed; no zone means UTC).
+def parse_timestamp(text: str, parameter: str | None = None) -> datetime:
+    """An aware UTC datetime from ISO 8601 text with a zone (``Z`` or ``+02:00``).
 
-    A date alone (``YYYY-MM-DD``) means the last microsecond of that day.
+    A date alone (``YYYY-MM-DD``) means the last microsecond of that day (UTC).
 
+    :param parameter: the argument the text came from (``"--as-of"``, ``"as_of"``...),
+        named in errors and set as their ``parameter``.
+    :raises NaiveTimestampError: a date-time without a zone (never guessed as UTC).
     :raises PointError: the text is not an ISO 8601 date or date-time.
     """
     raw = text.strip()
@@ -47,15 +52,26 @@ def parse_timestamp(text: str) -> datetime:
         parsed = datetime.fromisoformat(raw)
     except ValueError:
         msg = f"{text!r} is not an ISO 8601 date or date-time (e.g. 2024-03-04T09:15:00Z)"
-        raise PointError(msg) from None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC)
+        raise PointError(msg, parameter=parameter) from None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise NaiveTimestampError(_naive_message(raw, parameter), parameter=parameter)
     return parsed.astimezone(UTC)
 
 
-def parse_point(text: str) -> int | datetime:
+def _naive_message(raw: str, parameter: str | None) -> str:
+    """One line naming the argument and saying how to give the time its zone."""
+    where = f"{parameter} " if parameter else ""
+    return (
+        f"{where}{raw!r} has no time zone; add an offset such as Z or +02:00 "
+        f"(e.g. {raw}Z); a time without one is not guessed"
+    )
+
+
+def parse_point(text: str, parameter: str | None = None) -> int | datetime:
     """A ledger position (digits, >= 0) or an aware timestamp (see :func:`parse_timestamp`).
 
+    :param parameter: the argument the text came from, named in errors.
+    :raises NaiveTimestampError: a date-time without a zone.
     :raises PointError: the text is neither.
     """
     raw = text.strip()
@@ -63,9 +79,11 @@ def parse_point(text: str) -> int | datetime:
         return int(raw)
     if raw.startswith("-") and raw[1:].isdigit():
         msg = f"position {raw} is negative; positions start at 1 (0 is the empty ledger)"
-        raise PointError(msg)
+        raise PointError(msg, parameter=parameter)
     try:
-        return parse_timestamp(raw)
+        return parse_timestamp(raw, parameter)
+    except NaiveTimestampError:
+        raise
     except PointError:
         msg = f"{text!r} is neither a ledger position nor an ISO 8601 timestamp"
-        raise PointError(msg) from None
+        raise PointError(msg, parameter=parameter) from None

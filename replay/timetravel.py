@@ -246,7 +246,7 @@ def as_of(
     >>> with as_of(engine, 40) as past:                      # doctest: +SKIP
     ...     [m["statement"] for m in past.memories()]
     """
-    point = parse_point(at) if isinstance(at, str) else at
+    point = parse_point(at, "at") if isinstance(at, str) else at
     if isinstance(point, bool) or not isinstance(point, int | datetime):
         msg = f"at must be a position, a timestamp or text of either, got {point!r}"
         raise PointError(msg, parameter="at", reason_code="not_a_point")

@@ -72,8 +72,42 @@ def test_forget_all_forgets_exactly_one_namespace_in_one_auditable_command(
     assert recalled(engine, ALICE, "tea chess dog") == []
     assert recalled(engine, ALICE_OTHER_SCOPE, "tea") == ["Alice likes green tea."]
     assert recalled(engine, BOB, "tea") == ["Bob likes green tea."]
-    assert engine.forget_all(ALICE) == 0  # nothing left; the request is still recorded
+    head = engine.head
+    assert engine.forget_all(ALICE) == 0  # nothing left: a no-op, nothing written
+    assert engine.head == head
     assert verify_store(engine).ok
+
+
+def test_forget_all_of_an_empty_namespace_writes_nothing(engine: MemoryEngine) -> None:
+    """A namespace that never held a memory: 0 forgotten, no record appended."""
+    remember(engine, BOB, "b1", "Bob likes green tea.")
+    head = engine.head
+    assert engine.forget_all(ALICE) == 0
+    assert engine.head == head
+    assert not any(isinstance(e, NamespaceForgotten) for _, e in all_events(engine))
+    assert recalled(engine, BOB, "tea") == ["Bob likes green tea."]
+
+
+def test_cli_forget_all_of_an_empty_namespace_says_nothing_was_forgotten(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with MemoryEngine.open(store) as engine:
+        remember(engine, BOB, "b1", "Bob likes green tea.")
+        head = engine.head
+    ns = ["--tenant", "acme", "--principal", "alice", "--scope-id", "assistant"]
+    runner = CliRunner()
+    said = runner.invoke(app, ["forget", "--all", "--store", str(store), *ns])
+    assert said.exit_code == 0, said.output
+    assert "nothing to forget in acme/alice/assistant" in said.stdout
+    assert "nothing was written" in said.stdout
+    result = runner.invoke(app, ["forget", "--all", "--store", str(store), *ns, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "namespace": {"tenant": "acme", "principal": "alice", "scope_id": "assistant"},
+        "forgotten": 0,
+        "position": head,
+    }
+    with MemoryEngine.open(store) as engine:
+        assert engine.head == head
 
 
 @pytest.mark.parametrize(

@@ -268,6 +268,14 @@ async def test_stdio_as_of_answers_as_memory_stood_then(tmp_path: Path) -> None:
         ]
         bad = await session.call_tool("recall", {"query": "cello", "as_of": "yesterday-ish"})
         assert bad.is_error and "Traceback" not in text(bad)
+        # A time without a zone is refused (as the Python API refuses a naive datetime),
+        # never read as UTC: one line naming the argument and how to add an offset.
+        naive = await session.call_tool("recall", {"query": "cello", "as_of": "2024-03-05T10:00"})
+        said = text(naive)
+        assert naive.is_error and "Traceback" not in said and "\n" not in said
+        assert "as_of" in said and "no time zone" in said and "Z or +02:00" in said
+        aware = await session.call_tool("recall", {"query": "cello", "as_of": "2024-03-05T10:00Z"})
+        assert not aware.is_error and aware.structured_content["results"] == []
 
 
 # streamable HTTP --------------------------------------------------------------------------

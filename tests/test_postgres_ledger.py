@@ -5,6 +5,7 @@ hosts sharing one ledger, and the audit commands (migrate, verify, backup, expor
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 from uuid import uuid4
@@ -21,6 +22,7 @@ from memory_ledger.commands import (
     Namespace,
     RecordedExtractor,
 )
+from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.postgres import (
     LedgerURLError,
     PostgresLedgerApplicationRecorder,
@@ -30,7 +32,7 @@ from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_
 from memory_ledger.replay.cli import app
 from memory_ledger.replay.verify import verify_store
 from tests.conftest import locomo_path, make_item
-from tests.pg import BASE_URL, url_for
+from tests.pg import BASE_URL, require_postgres, url_for
 
 runner = CliRunner()
 NS = Namespace("acme", "alice", "assistant")
@@ -112,6 +114,41 @@ def test_missing_ledger_with_create_false(pg_url: str, tmp_path: Path) -> None:
         MemoryEngine.open(tmp_path / "a", ledger=pg_url, create=False)
 
 
+def test_a_missing_database_fails_at_once_naming_it(tmp_path: Path) -> None:
+    """The server answers at once that the database does not exist: the open fails then
+    (not after connect_timeout, 5 s here), with a typed error naming the database."""
+    require_postgres()
+    base = parse_ledger_url(BASE_URL)
+    url = f"postgresql://{base.user}@{base.host}:{base.port}/nosuchdb_ml?connect_timeout=5"
+    started = time.monotonic()
+    with pytest.raises(LedgerUnavailableError) as raised:
+        MemoryEngine.open(tmp_path / "a", ledger=url)
+    assert time.monotonic() - started < 2.5
+    error = raised.value
+    assert error.reason_code == "no_database" and "no database 'nosuchdb_ml'" in str(error)
+    assert error.__cause__ is None and error.__suppress_context__
+    started = time.monotonic()
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "b"), "--ledger", url])
+    assert time.monotonic() - started < 2.5
+    assert result.exit_code == 2 and "no database 'nosuchdb_ml'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_server_that_never_answers_is_waited_for_once(tmp_path: Path) -> None:
+    """A port that accepts but never answers: one connect_timeout, not the probe's and then
+    the pool's."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever replies
+        port = silent.getsockname()[1]
+        url = f"postgresql://agent@127.0.0.1:{port}/memory?connect_timeout=2"
+        started = time.monotonic()
+        with pytest.raises(LedgerUnavailableError, match="did not answer within 2 s") as raised:
+            MemoryEngine.open(tmp_path / "a", ledger=url)
+        assert time.monotonic() - started < 3.5  # the probe's 2 s, not 2 s more of the pool
+        assert raised.value.reason_code == "ledger_connection"
+
+
 def test_passwords_never_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "s3cr3t-Pa55word"
     url = f"postgresql://agent:{secret}@127.0.0.1:9/memory?schema=x&connect_timeout=1"
@@ -133,6 +170,34 @@ def test_passwords_never_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert parse_ledger_url("postgresql://agent@h/db").password == "other"
     with pytest.raises(LedgerURLError, match="NOT_SET_HERE"):
         parse_ledger_url("postgresql://agent@h/db?password_env=NOT_SET_HERE")
+
+
+def test_an_unset_password_env_is_named_never_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The variable's NAME is not a secret: the error names it, in Python and on the CLI
+    (whose secret scanner used to blank ``password_env=NAME`` and the rest of the line);
+    no value is ever shown, and a password put in ``password_env`` itself is not echoed."""
+    monkeypatch.delenv("MY_PG_PASS", raising=False)
+    url = "postgresql://agent@127.0.0.1:9/memory?password_env=MY_PG_PASS&schema=s1"
+    with pytest.raises(LedgerURLError) as raised:
+        parse_ledger_url(url)
+    error = raised.value
+    assert isinstance(error, MemoryLedgerError) and isinstance(error, ValueError)
+    assert error.reason_code == "password_env_unset" and error.parameter == "ledger"
+    assert "environment variable MY_PG_PASS" in str(error) and "not set" in str(error)
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "a"), "--ledger", url])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "environment variable MY_PG_PASS (named by password_env) is not set" in result.stderr
+    assert "REDACTED" not in result.stderr and "Traceback" not in result.output
+    assert "postgresql://agent@127.0.0.1:9/memory?schema=s1" in result.stderr
+    secret = "Hunt3r!2-pw"
+    bad = f"postgresql://agent@127.0.0.1:9/memory?password_env={secret}"
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "b"), "--ledger", bad])
+    assert result.exit_code == 2 and secret not in result.output
+    with pytest.raises(LedgerURLError) as echoed:
+        parse_ledger_url(f"postgresql://agent@h/db?password_env={secret}")
+    assert echoed.value.reason_code == "password_env_invalid" and secret not in str(echoed.value)
 
 
 @pytest.mark.parametrize(

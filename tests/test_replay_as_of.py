@@ -191,6 +191,48 @@ def test_cli_as_of_user_errors(story: Story, args: list[str], message: str) -> N
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "argument"),
+    [
+        (["as-of", "2024-03-05T10:00"], "TIMESTAMP"),
+        (["as-of", "2024-03-05T10:00:00.5", "--occurred"], "TIMESTAMP"),
+        (["recall", "Lisbon", *NS, "--as-of", "2024-03-05T10:00"], "--as-of"),
+        (["events", "--since", "2024-03-05T10:00"], "--since"),
+        (["events", "--until", "2024-03-05 10:00"], "--until"),
+    ],
+)
+def test_cli_refuses_a_time_without_a_zone(story: Story, args: list[str], argument: str) -> None:
+    """A date-time without a zone is refused as the Python API refuses a naive datetime
+    (never read as UTC): one line naming the argument and how to add an offset, exit 2."""
+    result = runner.invoke(app, [*args, "--store", str(story.store)])
+    assert result.exit_code == 2, result.output
+    said = result.stderr
+    assert said.count("\n") == 1 and "Traceback" not in result.output
+    assert "NaiveTimestampError" in said and argument in said and "no time zone" in said
+    assert "Z or +02:00" in said
+
+
+def test_cli_accepts_a_time_with_a_zone(story: Story) -> None:
+    """The same times with ``Z`` or an offset (and a date alone) are read as given."""
+    for point, at in [
+        ("2024-03-05T10:00Z", "2024-03-05T10:00:00+00:00"),
+        ("2024-03-05T10:00+02:00", "2024-03-05T08:00:00+00:00"),
+        ("2024-03-05", "2024-03-05T23:59:59.999999+00:00"),
+    ]:
+        result = runner.invoke(app, ["as-of", point, "--store", str(story.store), "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["at"] == at
+
+
+def test_a_naive_timestamp_text_is_refused_by_the_api(engine: MemoryEngine) -> None:
+    """``as_of(engine, text)`` refuses zone-less text as it refuses a naive datetime."""
+    from memory_ledger.commands.errors import NaiveDatetimeError
+
+    with pytest.raises(NaiveDatetimeError, match="no time zone") as raised:
+        as_of(engine, "2024-03-05T10:00")
+    assert raised.value.parameter == "at" and raised.value.reason_code == "naive_datetime"
+
+
 def test_cli_recall_occurred_needs_as_of(story: Story) -> None:
     result = runner.invoke(
         app, ["recall", "Lisbon", "--store", str(story.store), *NS, "--occurred"]
