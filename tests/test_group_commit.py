@@ -443,3 +443,158 @@ def test_refused_outcomes_of_plain_appends_checked_together() -> None:
     for refused, key in ((1, b"x1"), (2, b"b1"), (3, b"a2")):
         assert isinstance(requests[refused].error, IntegrityError)
         assert key.hex() in str(requests[refused].error)
+
+
+def test_a_caller_is_answered_only_after_its_flush_and_the_next_group_commits_meanwhile(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    """With sync on, a group is committed with ``MDB_NOMETASYNC`` and its meta page flushed
+    after the writer lock is released: its caller is answered only once that flush returned,
+    and the next command's transaction (commit and flush) runs while it is held."""
+    flushing, release = threading.Event(), threading.Event()
+    flushes: list[int] = []
+
+    def at_sync() -> None:
+        flushes.append(len(flushes) + 1)
+        if len(flushes) == 1:
+            flushing.set()
+            assert release.wait(30)
+
+    answered = threading.Event()
+    outcome: list[object] = []
+
+    def first() -> None:
+        outcome.append(recorder.insert_events(command("first")))
+        answered.set()
+
+    faults.FAULTS["ledger.sync"] = at_sync
+    try:
+        thread = threading.Thread(target=first)
+        thread.start()
+        assert flushing.wait(30)
+        # Committed (visible to readers) but not flushed: its caller has no answer yet.
+        assert [e.state for e in stream_events(recorder, "first")] == [
+            b"first/1",
+            b"first/2",
+            b"first/3",
+        ]
+        time.sleep(0.1)
+        assert not answered.is_set()
+        # The next command is written, committed and flushed meanwhile (its own flush also
+        # makes the first one's meta page durable).
+        assert recorder.insert_events(command("second")) == [4, 5, 6]
+        assert flushes == [1, 2]
+        assert not answered.is_set()
+        release.set()
+        thread.join(30)
+    finally:
+        faults.FAULTS.pop("ledger.sync", None)
+        release.set()
+    assert answered.is_set() and outcome == [[1, 2, 3]]
+    assert_log_chains(recorder)
+
+
+def test_a_failed_flush_fails_the_command_it_was_to_make_durable(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    """When the flush after a commit fails, the caller is not answered with success: it gets
+    the error (its records are committed, as after a crash between commit and answer)."""
+
+    def failing_flush() -> None:
+        raise OSError("the device went away")
+
+    faults.FAULTS["ledger.sync"] = failing_flush
+    try:
+        with pytest.raises(OSError, match="device went away"):
+            recorder.insert_events(command("unflushed"))
+    finally:
+        faults.FAULTS.pop("ledger.sync", None)
+    assert len(stream_events(recorder, "unflushed")) == 3
+    assert recorder.insert_events(command("next")) == [4, 5, 6]
+    assert_log_chains(recorder)
+
+
+def test_queue_protocol_durable_step_and_cohorts() -> None:
+    """The protocol alone: the ``durable`` step runs after the group ran and before any of
+    its callers returns; after a group that left nobody queued behind, the writers split in
+    two turns (a group takes at most half of the last one)."""
+    log: list[str] = []
+    hold = threading.Event()
+    hold.set()
+    queue: GroupCommit
+
+    def run_group(group: list[WriteRequest[object]], extend: Callable[[], bool]) -> None:
+        hold.wait(30)
+        done = 0
+        while done < len(group) or extend():
+            group[done].result = group[done].fn(None)
+            done += 1
+        log.append(f"group {len(group)}")
+
+    def durable() -> None:
+        log.append("durable")
+
+    queue = GroupCommit(run_group, lambda request: request.fn(None), durable=durable)
+    returned: list[str] = []
+
+    def call(name: str) -> None:
+        queue.write(lambda txn: name)
+        returned.append(f"{name} after {log[-1]}")
+
+    # One request held in its group, 7 queued behind it: they join it (one group of 8).
+    hold.clear()
+    threads = [threading.Thread(target=call, args=(f"w{i}",)) for i in range(8)]
+    threads[0].start()
+    deadline = time.monotonic() + 30
+    while not (log == [] and len(queue._queue) == 1):
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    for thread in threads[1:]:
+        thread.start()
+    while len(queue._queue) < 8:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    hold.set()
+    for thread in threads:
+        thread.join(30)
+    assert log == ["group 8", "durable"]
+    assert len(returned) == 8
+    assert all(r.endswith("after durable") for r in returned)  # answered once durable
+    # Nobody was queued behind the group of 8: the next groups take at most 4 requests.
+    log.clear()
+    threads = [threading.Thread(target=call, args=(f"v{i}",)) for i in range(7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    sizes = [int(entry.split()[1]) for entry in log if entry.startswith("group")]
+    assert sum(sizes) == 7 and max(sizes) <= 4
+
+
+def test_queue_protocol_a_failed_durable_step_fails_all_but_the_refused() -> None:
+    """A ``durable`` step that raises gives its error to every request of the group, except
+    one refused in it (its refusal stands: it wrote nothing)."""
+
+    def run_group(group: list[WriteRequest[object]], extend: Callable[[], bool]) -> None:
+        done = 0
+        while done < len(group) or extend():
+            request = group[done]
+            try:
+                request.result = request.fn(None)
+            except ValueError as e:
+                request.error = e
+            done += 1
+
+    def durable() -> None:
+        raise OSError("flush failed")
+
+    queue = GroupCommit(run_group, lambda request: request.fn(None), durable=durable)
+    group = [
+        WriteRequest(lambda txn: "written", 0),
+        WriteRequest(lambda txn: (_ for _ in ()).throw(ValueError("refused")), 0),
+    ]
+    queue._queue.extend(group)
+    queue._lead(group)
+    queue._make_durable(group)
+    assert isinstance(group[0].error, OSError) and group[0].result is None
+    assert isinstance(group[1].error, ValueError)
