@@ -12,9 +12,6 @@ Points (:data:`POINTS`):
 - ``ledger.put``: inside an LMDB write transaction of the log, right after one event's
   records were put (before the next event's; after the last one too);
 - ``ledger.commit``: inside an LMDB write transaction, every put done, before the commit;
-- ``ledger.sync``: an LMDB write transaction (a group's) is committed and visible, its meta
-  page written but not flushed (``MDB_NOMETASYNC``), and no caller has its outcome yet: the
-  flush that makes it durable comes next;
 - ``session.appended``: a session command's events are committed (durable) and its caller
   has not seen them yet: the session state, read buffer and projections are not updated;
 - ``session.finish_planned``: ``finish()`` planned its events and has not appended them;
@@ -40,7 +37,6 @@ __all__ = ["FAULTS", "POINTS", "fault"]
 POINTS = (
     "ledger.put",
     "ledger.commit",
-    "ledger.sync",
     "session.appended",
     "session.finish_planned",
     "decision.planned",

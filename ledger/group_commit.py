@@ -2,28 +2,18 @@
 one LMDB write transaction and one sync.
 
 A durable append costs one ``fsync``; while one thread waits for it, others queue. The first
-queued request leads: it takes the requests waiting behind it (up to a bound), runs them one
-after the other inside ONE write transaction, commits it and only then hands each request its
-own outcome; the next request in the queue leads the next group. A lone writer forms groups
-of one and pays nothing but the queue's lock. A waiting request blocks on a lock of its own,
-released once to wake it (no condition, no ``threading.Event``): each command costs the
-fewest context switches and the least work under the GIL.
-
-Two groups in flight (the ``durable`` step and cohorts). With a ``durable`` step (the LMDB
-module: commit with ``MDB_NOMETASYNC``, then flush the meta page), a leader wakes the next
-leader as soon as its transaction is committed, and only then makes its group durable and
-answers its members: the next group's transaction (its puts, its commit and data flush) runs
-while this group's meta page is flushed. Whole groups would leave that overlap unused (every
-writer waits for the same sync, and the CPU idles while it runs; then the writers all prepare
-their next command while the disk idles), so the writers split into two cohorts that take
-turns: the members of one group prepare their next command (encoding, hashing, stream keys,
-all outside the transaction) while the other group syncs. A group takes at most
-:attr:`GroupCommit._cohort` requests: after a group of ``g`` with ``q`` requests queued
-behind it, ``max(g, q)`` (the turns go on as they are), and after a group that left nobody
-behind, half of it (the writers split into two turns). A request that finds the queue empty
-right after a group of several first yields the interpreter while that group's writers come
-back and queue, up to a cohort (otherwise the first one back would lead a group of one, and
-the rest would wait for its sync).
+queued request leads: it takes every request waiting behind it (up to a bound), runs them one
+after the other inside ONE write transaction, commits it (one sync) and only then hands each
+request its own outcome; the next request in the queue leads the next group. A request that
+finds the queue empty right after a group of several first lets that group's writers come back
+and queue (it yields the interpreter while they do), so groups stay whole instead of
+alternating between one command and the rest. (A leader that went on leading while requests
+wait would spare the next one's wake-up, but would keep its own writer from queueing
+meanwhile: with a slow sync, groups shrink.) A lone writer forms groups of one and pays
+nothing but the queue's lock. A waiting request blocks on a lock of its own, released once to
+wake it (no condition, no ``threading.Event``): each command costs the fewest context switches
+and the least work under the GIL, which is what bounds many writers once their syncs are
+shared.
 
 A request may come as data (``combine`` and ``payload``): consecutive requests of one kind
 in a group then run as one call, which must give each request the outcome it would have had
@@ -40,11 +30,8 @@ Each request keeps the guarantees it has alone:
   the group left it (their records, index entries and tags are visible), so a duplicate
   stream version or an append condition overtaken by an earlier request of the same group is
   refused exactly as if the requests had committed one by one;
-- acknowledged once durable: no caller sees its result before the group's transaction is
-  committed and (with a ``durable`` step) flushed; when the commit fails, every request of
-  the group fails and nothing is written; when the flush fails, every request of the group
-  that was not refused fails with its error (its records are committed, and may or may not
-  survive an OS crash: as after a crash between the commit and the answer).
+- acknowledged after the sync: no caller sees its result before the group's transaction is
+  committed; when the commit fails, every request of the group fails and nothing is written.
 
 When a group of several requests fails for another reason than a refusal (an error after a
 request began writing, which aborts the whole transaction), its requests are run again one
@@ -153,25 +140,11 @@ class WriteRequest(Generic[T]):
 class GroupStats:
     """Counters of one :class:`GroupCommit` (for benchmarks and tests)."""
 
-    __slots__ = (
-        "commit_seconds",
-        "current",
-        "durable_seconds",
-        "groups",
-        "largest",
-        "last",
-        "requests",
-    )
+    __slots__ = ("current", "groups", "largest", "requests")
 
     def __init__(self) -> None:
         self.current = 0
         """Requests of the group being written now (0: none)."""
-        self.last = 0
-        """Requests of the last group written (the one being made durable, if any)."""
-        self.commit_seconds = 0.0
-        """Seconds spent running groups (their transactions, up to the commit's return)."""
-        self.durable_seconds = 0.0
-        """Seconds spent making groups durable (the ``durable`` step: the meta flush)."""
         self.groups = 0
         """Groups committed (or failed)."""
         self.requests = 0
@@ -205,10 +178,6 @@ class GroupCommit:
     :param run_alone: runs one request in a transaction of its own, returning its result or
         raising its error (used after a group failed as a whole).
     :param enabled: False runs every request alone, one after the other (no grouping).
-    :param durable: (optional) makes what the group's transaction committed durable,
-        raising when it cannot; called after the next leader was woken (so the next group's
-        transaction runs meanwhile) and before any member is answered. When it raises,
-        every member that was not refused gets its error.
     """
 
     def __init__(
@@ -217,20 +186,15 @@ class GroupCommit:
         run_alone: Callable[[WriteRequest[Any]], Any],
         *,
         enabled: bool = True,
-        durable: Callable[[], None] | None = None,
     ) -> None:
         self._run_group = run_group
         self._run_alone = run_alone
-        self._durable = durable
         self.enabled = enabled
         self.stats = GroupStats()
         self._queue: list[WriteRequest[Any]] = []
         self._lock = threading.Lock()
         self._last_group = 0
         """Requests of the last group that ran (its writers may be about to come back)."""
-        self._cohort = MAX_GROUP_REQUESTS
-        """The most requests the next group takes: set when a group ends (see the module
-        documentation: ``max(g, q)``, or ``g / 2`` rounded up when nobody waits behind)."""
 
     def write(
         self,
@@ -275,41 +239,24 @@ class GroupCommit:
                 del self._queue[: len(group)]
                 following = self._queue[0] if self._queue else None
                 self._last_group = len(group)
-                behind = len(self._queue)
-                self._cohort = max(len(group), behind) if behind else (len(group) + 1) // 2
-            # Wake the next leader (its transaction may begin now), make this group's
-            # durable, then wake each member (its outcome is set), no one else.
-            if following is not None:
-                following.wake_up()
-            if self._durable is not None:
-                self._make_durable(group)
+            # Wake each member (its outcome is set) and the next leader, no one else.
             for member in group:
                 member.wake_up()
+            if following is not None:
+                following.wake_up()
         return request.outcome()
-
-    def _make_durable(self, group: list[WriteRequest[Any]]) -> None:
-        """Run :attr:`_durable` for ``group`` (committed); when it fails, each member that
-        was not refused fails with its error (what it wrote may not survive an OS crash)."""
-        began = time.perf_counter()
-        try:
-            self._durable()  # type: ignore[misc]
-        except BaseException as e:  # noqa: BLE001 (each member gets it)
-            for member in group:
-                if member.error is None:
-                    member.result, member.error = None, e
-        finally:
-            self.stats.durable_seconds += time.perf_counter() - began
 
     def _let_others_queue(self) -> None:
         """Before leading at once after a group of several: yield the interpreter while the
         writers of that group, acknowledged a moment ago, come back and queue (each yield
-        lets runnable threads run; stop when one brought nobody, or a cohort is queued).
+        lets runnable threads run; stop when one brought nobody, or all are back).
 
         Without it the first writer back would lead a group of one, whose sync the others
-        then wait for. No clock: a yield that finds no thread waiting to run returns at
-        once, so this costs a lone writer nothing.
+        then wait for: groups would alternate between one and the rest, and a slow sync
+        be shared by half as many commands. No clock: a yield that finds no thread
+        waiting to run returns at once, so this costs a lone writer nothing.
         """
-        expected = min(self._last_group, self._cohort)
+        expected = self._last_group
         queued = len(self._queue)
         while queued < expected:
             time.sleep(0)
@@ -337,9 +284,10 @@ class GroupCommit:
             return self._queue[:1]
         group: list[WriteRequest[Any]] = []
         size = 0
-        most = min(MAX_GROUP_REQUESTS, self._cohort)
         for queued in self._queue:
-            if group and (len(group) >= most or size + queued.size_hint > MAX_GROUP_BYTES):
+            if group and (
+                len(group) >= MAX_GROUP_REQUESTS or size + queued.size_hint > MAX_GROUP_BYTES
+            ):
                 break
             group.append(queued)
             size += queued.size_hint
@@ -351,12 +299,9 @@ class GroupCommit:
         self.stats.requests += len(group)
         self.stats.largest = max(self.stats.largest, len(group))
         self.stats.current = len(group)
-        began = time.perf_counter()
         try:
             self._run(group)
         finally:
-            self.stats.commit_seconds += time.perf_counter() - began
-            self.stats.last = len(group)
             self.stats.current = 0
 
     def _run(self, group: list[WriteRequest[Any]]) -> None:
@@ -384,9 +329,8 @@ class GroupCommit:
         with self._lock:
             size = sum(member.size_hint for member in group)
             added = 0
-            most = min(MAX_GROUP_REQUESTS, self._cohort)
             for queued in self._queue[len(group) :]:
-                if len(group) >= most or size + queued.size_hint > MAX_GROUP_BYTES:
+                if len(group) >= MAX_GROUP_REQUESTS or size + queued.size_hint > MAX_GROUP_BYTES:
                     break
                 queued.taken = True
                 group.append(queued)

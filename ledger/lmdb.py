@@ -42,42 +42,6 @@ the tags a caller derives from each record, in one write transaction); condition
 are refused until then. A version-1 reader refuses a version-2 store, so no older process can
 append records without their tags.
 
-Durability (``LMDB_SYNC`` on). The environment is opened with ``MDB_NOMETASYNC``: a commit
-writes the transaction's pages, flushes them (``fdatasync``) and then writes the meta page
-that makes the transaction current, without flushing it; :meth:`_SharedEnvironment.flush`
-(``mdb_env_sync``, one more ``fdatasync``) flushes it right after, outside the writer lock
-and without the GIL, while the next group's transaction runs (group commit,
-:mod:`memory_ledger.ledger.group_commit`). The flush count per commit is the same as with
-``metasync`` (there the meta page is written through an ``O_DSYNC`` descriptor, inside the
-writer lock); only the second flush moved out of the lock. What this keeps:
-
-- no caller is answered before its transaction's meta page is flushed (the group's members
-  are woken after :meth:`~_SharedEnvironment.flush` returned), so an acknowledged command
-  survives an OS crash or power loss, as before;
-- atomicity and consistency (LMDB documents ``MDB_NOMETASYNC`` as keeping ACI): every
-  transaction's data pages are flushed before its meta page is written, and a transaction
-  reuses only pages freed before the previous one, so the tree of the last durable meta page
-  is intact whichever meta pages an OS crash loses; a later commit's data flush also makes
-  the earlier meta pages durable, so a durable transaction implies every earlier one is;
-- a process kill (SIGKILL, a crash of this process) loses nothing that was committed: the
-  page cache keeps the written meta page, so a group is present after a kill in the flush
-  (its callers were not answered: allowed, as for a kill between a commit and its answer)
-  and absent after a kill before its commit;
-- an OS crash can lose only transactions whose flush had not returned: none of them was
-  acknowledged;
-- readers (this process's or another's) see a transaction from the moment its meta page is
-  written, so one may see a transaction that an OS crash then loses (and whose positions a
-  later transaction reuses). That window existed with ``metasync`` too: the ``O_DSYNC``
-  write puts the meta page in the shared page cache before the device has it, for one
-  flush. It is now one flush plus the committing thread's return from the commit to the
-  flush (it wakes the next leader in between; under contention for the GIL, up to a few
-  other threads' slices of Python): the same kind of exposure, somewhat longer, and only
-  to an OS crash or power loss inside that window, never to a process crash. A writer that
-  read such a transaction and commits makes it durable first (its own data flush covers
-  the earlier meta page), so nothing in the ledger ever depends on a lost transaction; what
-  can is a read model caught up in the window (projections are disposable: as before,
-  nothing detects this after such a crash, and rebuilding them from the ledger repairs it).
-
 LMDB facts this module relies on (LMDB docs, ``mdb_env_open``/``mdb_env_set_mapsize``):
 one write transaction at a time across all processes (so ids assigned inside it are gapless
 and in commit order); an environment must be opened once per process (hence the process-wide
@@ -301,12 +265,9 @@ class _SharedEnvironment:
         self.refcount = 0
         self.gate = _TransactionGate()
         self.write_lock = threading.Lock()
-        self.group_commit = GroupCommit(
-            self._run_group, self._run_alone, durable=self.flush if sync else None
-        )
+        self.group_commit = GroupCommit(self._run_group, self._run_alone)
         """Gathers the writes that threads of this process make at once into one
-        transaction and one sync (:mod:`memory_ledger.ledger.group_commit`); a group's
-        meta page is flushed (:meth:`flush`) while the next group's transaction runs."""
+        transaction and one sync (:mod:`memory_ledger.ledger.group_commit`)."""
         self.listeners: set[threading.Event] = set()
         self.listeners_lock = threading.Lock()
         self._dbs_lock = threading.Lock()
@@ -330,7 +291,7 @@ class _SharedEnvironment:
             max_dbs=32,
             max_readers=254,
             sync=sync,
-            metasync=False,  # flushed by flush() after the commit, outside the writer lock
+            metasync=sync,
             lock=self.locked,
             readonly=readonly,
             create=not readonly,
@@ -450,9 +411,8 @@ class _SharedEnvironment:
 
     # Transactions ---------------------------------------------------------------------------
 
-    def _run_write(self, fn: Callable[[Any], T], size_hint: int = 0, *, flush: bool = True) -> T:
-        """Run ``fn(txn)`` in one write transaction, growing the map and retrying when full;
-        with ``flush`` (and ``sync``), make it durable (:meth:`flush`) before returning.
+    def _run_write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
+        """Run ``fn(txn)`` in one write transaction, growing the map and retrying when full.
 
         ``fn`` refuses a batch by raising :class:`Refused` before it writes anything; the
         untouched transaction is then committed (a no-op), not aborted: with py-lmdb >= 2 an
@@ -465,29 +425,9 @@ class _SharedEnvironment:
             msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
             raise LedgerReadOnlyError(msg, path=self.path)
         try:
-            result = self._run_write_once(fn, size_hint)
+            return self._run_write_once(fn, size_hint)
         except lmdb.Error as e:
             raise translate_lmdb_error(e, self.path, "write") from e
-        if flush and self.sync:
-            self.flush()
-        return result
-
-    def flush(self) -> None:
-        """Make every committed transaction durable: flush the data file (``fdatasync``),
-        which holds the meta page of the last commit (written, with ``MDB_NOMETASYNC``, but
-        not flushed by the commit itself). Runs outside the writer lock, without the GIL.
-
-        :raises LedgerOperationalError: the flush failed (what the last commits wrote may
-            not survive an OS crash).
-        """
-        fault("ledger.sync")
-        self.gate.acquire_shared()  # py-lmdb refuses a sync while the map is resized
-        try:
-            self.env.sync(True)
-        except lmdb.Error as e:
-            raise translate_lmdb_error(e, self.path, "sync") from e
-        finally:
-            self.gate.release_shared()
 
     def _run_write_once(self, fn: Callable[[Any], T], size_hint: int) -> T:
         with self.write_lock:
@@ -572,10 +512,10 @@ class _SharedEnvironment:
                     request.error = refused.error
                 done += 1
 
-        self._run_write(run, sum(request.size_hint for request in group), flush=False)
+        self._run_write(run, sum(request.size_hint for request in group))
 
     def _run_alone(self, request: WriteRequest[Any]) -> Any:
-        return self._run_write(request.fn, request.size_hint, flush=False)
+        return self._run_write(request.fn, request.size_hint)
 
     def write(
         self,

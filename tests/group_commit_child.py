@@ -11,10 +11,8 @@ line per message on stdout, each written with one ``os.write``:
   ``{"kind": "ack", "writer", "number", "positions"}`` when it returned (acknowledged);
 - ``{"kind": "at_fault", "group"}`` at the ``NTH`` call of fault point ``POINT``
   (``ledger.put`` or ``ledger.commit``; ``group``: how many commands the transaction being
-  written holds; or ``ledger.sync``: the group's transaction is committed and its meta page
-  not flushed, none of its callers answered; ``group``: how many commands it holds), after
-  which the worker sleeps until the parent SIGKILLs it (with ``POINT`` ``timer`` the parent
-  kills it after a delay of its choosing);
+  written holds), after which the worker sleeps until the parent SIGKILLs it (with ``POINT``
+  ``timer`` the parent kills it after a delay of its choosing);
 - ``{"kind": "finished"}`` when every command returned.
 """
 
@@ -96,8 +94,7 @@ def main(argv: list[str]) -> int:
     def at_point() -> None:
         calls["n"] += 1
         if calls["n"] == nth:
-            stats = group_commit.stats
-            emit(kind="at_fault", group=stats.last if point == "ledger.sync" else stats.current)
+            emit(kind="at_fault", group=group_commit.stats.current)
             time.sleep(120)
 
     def slow_commit() -> None:
@@ -106,8 +103,8 @@ def main(argv: list[str]) -> int:
             at_point()
 
     faults.FAULTS["ledger.commit"] = slow_commit
-    if point in ("ledger.put", "ledger.sync"):
-        faults.FAULTS[point] = at_point
+    if point == "ledger.put":
+        faults.FAULTS["ledger.put"] = at_point
     start = threading.Barrier(threads)
 
     def write(writer: int) -> None:
