@@ -140,11 +140,14 @@ class WriteRequest(Generic[T]):
 class GroupStats:
     """Counters of one :class:`GroupCommit` (for benchmarks and tests)."""
 
-    __slots__ = ("current", "groups", "largest", "requests")
+    __slots__ = ("current", "groups", "largest", "requests", "run_seconds")
 
     def __init__(self) -> None:
         self.current = 0
         """Requests of the group being written now (0: none)."""
+        self.run_seconds = 0.0
+        """Seconds leaders spent running groups: their transactions up to the commit's
+        return (the sync included): the time the writer lock was held for groups."""
         self.groups = 0
         """Groups committed (or failed)."""
         self.requests = 0
@@ -299,9 +302,11 @@ class GroupCommit:
         self.stats.requests += len(group)
         self.stats.largest = max(self.stats.largest, len(group))
         self.stats.current = len(group)
+        began = time.perf_counter()
         try:
             self._run(group)
         finally:
+            self.stats.run_seconds += time.perf_counter() - began
             self.stats.current = 0
 
     def _run(self, group: list[WriteRequest[Any]]) -> None:
