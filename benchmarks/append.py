@@ -27,6 +27,12 @@ concurrent commands share one LMDB transaction and one sync. Writer counts run i
 alternating order (1 2 4 8 16, 16 8 4 2 1, ...), beside 8 writers with group commit off;
 throughput is the median over rounds, latency percentiles pool every command. Target
 (issue 19, item 3): >= 4x the one-writer throughput at 8 writers, p99 reported.
+
+Where the time goes, per configuration: commands per sync (group), process CPU per command
+(user and system, every thread: the kernel's work in each sync included), and per group the
+time its leader held the writer lock (its transaction up to the commit's return, the sync
+included) and the time between groups (the writer lock idle: acknowledged writers waking,
+preparing their next command under the GIL and queueing).
 """
 
 from __future__ import annotations
@@ -256,22 +262,27 @@ def measure_writers(
     latencies: dict[str, list[float]] = {label: [] for label, _, _ in configs}
     groups: dict[str, list[float]] = {label: [] for label, _, _ in configs}
     cpu: dict[str, list[float]] = {label: [] for label, _, _ in configs}
+    run_ms: dict[str, list[float]] = {label: [] for label, _, _ in configs}
+    gap_ms: dict[str, list[float]] = {label: [] for label, _, _ in configs}
     offset = 0
     with MemoryEngine.open(folder / "writers") as engine:
         shared = engine.lmdb_recorder().datastore.shared
         for round_ in range(rounds):
             for label, writers, grouped in configs if round_ % 2 == 0 else configs[::-1]:
                 shared.group_commit.enabled = grouped
-                before = (shared.group_commit.stats.groups, shared.group_commit.stats.requests)
+                stats = shared.group_commit.stats
+                before = (stats.groups, stats.requests, stats.run_seconds)
                 run = WriterRun(engine, writers, seconds, offset)
                 offset += writers
                 run.run()
-                stats = shared.group_commit.stats
-                made = stats.groups - before[0]
+                made = max(stats.groups - before[0], 1)
                 throughput[label].append(run.commands / run.elapsed)
                 cpu[label].append(run.cpu / max(run.commands, 1))
                 latencies[label] += run.latencies
-                groups[label].append((stats.requests - before[1]) / made if made else 0.0)
+                groups[label].append((stats.requests - before[1]) / made)
+                running = (stats.run_seconds - before[2]) / made
+                run_ms[label].append(running * 1000)
+                gap_ms[label].append(max(run.elapsed / made - running, 0.0) * 1000)
         shared.group_commit.enabled = True
     return {
         label: {
@@ -284,6 +295,8 @@ def measure_writers(
             "latency_p99_ms": percentile(latencies[label], 99) * 1000,
             "commands_per_group": median(groups[label]),
             "cpu_ms_per_command": median(cpu[label]) * 1000,
+            "group_run_ms": median(run_ms[label]),
+            "group_gap_ms": median(gap_ms[label]),
         }
         for label, writers, grouped in configs
     }
@@ -308,7 +321,9 @@ def main_writers(counts: list[int], seconds: float, rounds: int, parent: str | N
                 f"{entry['commands_per_s']:,.0f} commands/s{speedup}, p50 "
                 f"{entry['latency_p50_ms']:.1f} ms, p99 {entry['latency_p99_ms']:.1f} ms, "
                 f"{entry['commands_per_group']:.1f} commands per sync, "
-                f"{entry['cpu_ms_per_command'] * 1000:.0f} us CPU per command",
+                f"{entry['cpu_ms_per_command'] * 1000:.0f} us CPU per command; per group "
+                f"{entry['group_run_ms']:.2f} ms transaction+commit (writer lock held), "
+                f"{entry['group_gap_ms']:.2f} ms between groups",
             )
         )
     if one:

@@ -15,6 +15,21 @@ wake it (no condition, no ``threading.Event``): each command costs the fewest co
 and the least work under the GIL, which is what bounds many writers once their syncs are
 shared.
 
+Measured and not kept (issue 19, item 3; a 2-vCPU VM on a shared virtio disk, 8 writers of
+5-event commands): flushing the meta page after the commit (``MDB_NOMETASYNC`` and
+``mdb_env_sync`` outside the writer lock, the next leader woken first) with the writers
+split in two turns of half a group each, so that one half prepares while the other syncs.
+On the disk it was slower (alternating runs against whole groups: 8 writers 4,482 and 3,909
+commands/s against 5,394 and 4,890; one writer 1,727 and 1,536 against 1,943 and 1,644): a
+separate ``fdatasync`` costs more than the ``O_DSYNC`` meta write it replaces, and two turns
+pay twice the commits. Two turns alone, the sync inside the lock (tmpfs, a sleep standing for
+the sync at ``ledger.commit``) were slower too (8 writers 4,330 against 5,030 commands/s with
+0.25 ms, 5,414 against 6,926 with 0.05 ms): the leader's path (its wake-up, the GIL released
+by ``mdb_txn_begin`` and by the commit) waits for the GIL behind the other half's writers,
+which eats the overlap. Waking the members after the next leader's puts changed nothing
+measurable. Where the time goes is in ``python -m benchmarks append --writers`` (per group:
+writer lock held, and idle between groups).
+
 A request may come as data (``combine`` and ``payload``): consecutive requests of one kind
 in a group then run as one call, which must give each request the outcome it would have had
 run alone in its place in the group (the LMDB recorder checks and writes the stream keys of
@@ -140,11 +155,14 @@ class WriteRequest(Generic[T]):
 class GroupStats:
     """Counters of one :class:`GroupCommit` (for benchmarks and tests)."""
 
-    __slots__ = ("current", "groups", "largest", "requests")
+    __slots__ = ("current", "groups", "largest", "requests", "run_seconds")
 
     def __init__(self) -> None:
         self.current = 0
         """Requests of the group being written now (0: none)."""
+        self.run_seconds = 0.0
+        """Seconds leaders spent running groups: their transactions up to the commit's
+        return (the sync included): the time the writer lock was held for groups."""
         self.groups = 0
         """Groups committed (or failed)."""
         self.requests = 0
@@ -299,9 +317,11 @@ class GroupCommit:
         self.stats.requests += len(group)
         self.stats.largest = max(self.stats.largest, len(group))
         self.stats.current = len(group)
+        began = time.perf_counter()
         try:
             self._run(group)
         finally:
+            self.stats.run_seconds += time.perf_counter() - began
             self.stats.current = 0
 
     def _run(self, group: list[WriteRequest[Any]]) -> None:

@@ -443,3 +443,18 @@ def test_refused_outcomes_of_plain_appends_checked_together() -> None:
     for refused, key in ((1, b"x1"), (2, b"b1"), (3, b"a2")):
         assert isinstance(requests[refused].error, IntegrityError)
         assert key.hex() in str(requests[refused].error)
+
+
+def test_stats_count_the_time_groups_hold_the_writer_lock(
+    recorder: LMDBApplicationRecorder,
+) -> None:
+    """``GroupStats.run_seconds`` adds up the time leaders spent running their groups (the
+    transaction up to the commit's return): at least the time a commit was held."""
+    stats = recorder.datastore.shared.group_commit.stats
+    before = stats.run_seconds
+    faults.FAULTS["ledger.commit"] = lambda: time.sleep(0.02)
+    try:
+        recorder.insert_events(command("timed"))
+    finally:
+        faults.FAULTS.pop("ledger.commit", None)
+    assert 0.02 <= stats.run_seconds - before < 5
