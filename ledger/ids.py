@@ -22,6 +22,7 @@ __all__ = [
     "bulk_forget_stream_id",
     "candidate_id",
     "check_namespace",
+    "check_session_id",
     "erasure_stream_id",
     "command_id",
     "recall_stream_id",
@@ -40,7 +41,7 @@ MAX_NAMESPACE_PART_BYTES = 256
 
 class InvalidNamespaceError(InvalidArgumentError):
     """A namespace part is empty, not a string, longer than 256 UTF-8 bytes, or holds a
-    control character or bidirectional override (``"forbidden_character"``).
+    control character, bidirectional override or tag character (``"forbidden_character"``).
 
     ``parameter`` names the part (``"tenant"``, ``"principal"``, ``"scope_id"``; or
     ``"session_id"`` for a session id refused for the same reasons).
@@ -109,6 +110,41 @@ def check_namespace(namespace: object, parameter: str = "namespace") -> Namespac
         )
         raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_namespace")
     return namespace.validated()
+
+
+def check_session_id(session_id: object, parameter: str = "session_id") -> str:
+    """``session_id`` if it is a valid session id: the rules of a namespace part (a
+    non-empty string of at most 256 UTF-8 bytes without control characters, bidirectional
+    overrides or Unicode tag characters), since it is stored in every event of the session
+    and shown by ``memory-ledger events``.
+
+    :raises InvalidArgumentTypeError: not a string (``"not_a_string"``).
+    :raises InvalidNamespaceError: ``parameter`` names it; ``reason_code`` ``"empty"``,
+        ``"not_utf8"``, ``"session_id_too_long"`` or ``"forbidden_character"``. The
+        message never repeats the id.
+    """
+    if not isinstance(session_id, str):
+        msg = f"{parameter} must be a string, got {type(session_id).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_string")
+    if not session_id.strip():
+        msg = f"{parameter} must be a non-empty string"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="empty")
+    try:
+        size = len(session_id.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        msg = f"{parameter} holds a character that is not valid Unicode text at index {e.start}"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="not_utf8") from None
+    if size > MAX_NAMESPACE_PART_BYTES:
+        msg = f"{parameter} is {size} bytes long, at most {MAX_NAMESPACE_PART_BYTES} allowed"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="session_id_too_long")
+    forbidden = forbidden_character(session_id)
+    if forbidden is not None:
+        msg = (
+            f"{parameter} holds {forbidden}; control characters, bidirectional overrides "
+            "and tag characters are refused"
+        )
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="forbidden_character")
+    return session_id
 
 
 _SPACE = re.compile(r"\s+")
