@@ -151,13 +151,22 @@ _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.!?。！？]+$")
 
 
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+"""Zero-width and format characters that change no visible glyph of a statement: ZERO WIDTH
+SPACE, ZERO WIDTH NON-JOINER, ZERO WIDTH JOINER, WORD JOINER, ZERO WIDTH NO-BREAK SPACE."""
+
+
 def normalize_statement(statement: str) -> str:
     """The exact-duplicate key of a statement.
 
-    Unicode NFKC, casefolded, whitespace runs collapsed to one space, trailing sentence
-    punctuation removed. Two statements are exact normalized duplicates when their keys match.
+    Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) dropped, then Unicode
+    NFKC (which folds full-width and compatibility forms), casefolded, whitespace runs
+    collapsed to one space, trailing sentence punctuation removed. Two statements are exact
+    normalized duplicates when their keys match, so text that looks the same ("Alice likes
+    tea." with a hidden U+200B) is the same memory. A statement without those characters
+    keeps the key (and the memory id) it had before they were dropped.
     """
-    text = unicodedata.normalize("NFKC", statement).casefold()
+    text = unicodedata.normalize("NFKC", statement.translate(_INVISIBLE)).casefold()
     text = _SPACE.sub(" ", text).strip()
     return _TRAILING.sub("", text)
 
