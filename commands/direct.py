@@ -124,11 +124,11 @@ class DirectCommands:
         }
         if isinstance(tags, str):
             msg = "tags must be a sequence of strings, not one string"
-            raise CommandRejectedError(msg, "invalid_tags")
+            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         checked = validate_item(item)  # before the command's session opens: nothing written
         if isinstance(checked, Rejection):
             msg = f"the item was rejected ({checked.reason_code}): {checked.detail}"
-            raise CommandRejectedError(msg, checked.reason_code)
+            raise CommandRejectedError(msg, checked.reason_code, parameter=checked.field)
         session_id, applied, report = self._run(namespace, "remember", text, item=item)
         mid = memory_id(namespace, normalize_statement(text))
         return DirectResult(
