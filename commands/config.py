@@ -133,8 +133,9 @@ def load_config(
     reads the current directory unasked). A relative ``store_dir`` in the file is resolved
     against the file's folder.
 
-    :raises ConfigError: the file is unreadable or not TOML, a key is unknown, or a value
-        has the wrong type or range (the message names the key).
+    :raises ConfigError: the file is unreadable, not UTF-8 (``reason_code`` ``"not_utf8"``)
+        or not TOML, a key is unknown, or a value has the wrong type or range (the message
+        names the key).
     """
     values: dict[str, Any] = {}
     file = Path(path) if path is not None else Path(CONFIG_FILE)
@@ -144,6 +145,9 @@ def load_config(
         except OSError as e:
             msg = f"cannot read configuration file {str(file)!r}: {e.strerror or e}"
             raise ConfigError(msg) from e
+        except UnicodeDecodeError as e:
+            msg = f"configuration file {str(file)!r} is not UTF-8 text (byte offset {e.start})"
+            raise ConfigError(msg, reason_code="not_utf8") from None
         except tomllib.TOMLDecodeError as e:
             msg = f"configuration file {str(file)!r} is not valid TOML: {e}"
             raise ConfigError(msg) from e

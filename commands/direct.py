@@ -25,7 +25,15 @@ from memory_ledger.commands.lexical import shared_stems
 from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
 from memory_ledger.ledger.arguments import forbidden_character
 from memory_ledger.ledger.events import ReconciliationReport
-from memory_ledger.ledger.ids import Namespace, check_namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import (
+    MAX_NAMESPACE_PART_BYTES,
+    InvalidNamespaceError,
+    Namespace,
+    check_namespace,
+    check_session_id,
+    memory_id,
+    normalize_statement,
+)
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -62,13 +70,20 @@ class DirectCommands:
 
     :param session_prefix: how the session id of each command starts (the rest is a random
         hex id); it is recorded in every event of the command. Default ``direct-``.
-    :raises ValueError: the prefix is empty or not a string.
+    :raises InvalidNamespaceError: (a ``ValueError``) the prefix is empty, longer than 224
+        UTF-8 bytes, or holds a character a session id may not hold
+        (:func:`~memory_ledger.ledger.ids.check_session_id`).
+    :raises InvalidArgumentTypeError: the prefix is not a string.
     """
 
     def __init__(self, engine: MemoryEngine, session_prefix: str = DIRECT_SESSION_PREFIX) -> None:
-        if not isinstance(session_prefix, str) or not session_prefix.strip():
-            msg = f"session_prefix must be a non-empty string, got {session_prefix!r}"
-            raise ValueError(msg)
+        check_session_id(session_prefix, "session_prefix")
+        room = MAX_NAMESPACE_PART_BYTES - 32  # the random hex id that follows
+        if len(session_prefix.encode("utf-8")) > room:
+            msg = f"session_prefix is longer than {room} UTF-8 bytes (session ids: 256 at most)"
+            raise InvalidNamespaceError(
+                msg, parameter="session_prefix", reason_code="session_id_too_long"
+            )
         self._engine = engine
         self._prefix = session_prefix
 
@@ -109,11 +124,11 @@ class DirectCommands:
         }
         if isinstance(tags, str):
             msg = "tags must be a sequence of strings, not one string"
-            raise CommandRejectedError(msg, "invalid_tags")
+            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         checked = validate_item(item)  # before the command's session opens: nothing written
         if isinstance(checked, Rejection):
             msg = f"the item was rejected ({checked.reason_code}): {checked.detail}"
-            raise CommandRejectedError(msg, checked.reason_code)
+            raise CommandRejectedError(msg, checked.reason_code, parameter=checked.field)
         session_id, applied, report = self._run(namespace, "remember", text, item=item)
         mid = memory_id(namespace, normalize_statement(text))
         return DirectResult(

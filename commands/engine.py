@@ -72,10 +72,15 @@ from memory_ledger.commands.recall_policy import (
 )
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.temporal import occurred_in, query_dates
-from memory_ledger.ledger.arguments import check_count, check_non_empty
+from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
-from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_namespace
+from memory_ledger.ledger.ids import (
+    InvalidNamespaceError,
+    Namespace,
+    check_namespace,
+    check_session_id,
+)
 from memory_ledger.ledger.key_store import FileKeyStore
 from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.master_key import MasterKeySpec
@@ -629,7 +634,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         and ``compaction`` set up :meth:`MemorySession.compact` (off by default).
 
         :raises ConfigError: an override is invalid.
-        :raises InvalidNamespaceError: the namespace or ``session_id`` is invalid.
+        :raises InvalidNamespaceError: the namespace or ``session_id`` is invalid (empty, over
+            256 UTF-8 bytes, or holding a control, bidi-override or tag character).
         :raises InvalidArgumentTypeError: ``token_counter`` is not callable.
         :raises KnowledgeBindingError: the binding is refused (see ``MemorySession``).
         :raises WorkspaceError: the workspace root is not a readable folder.
@@ -639,7 +645,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         from memory_ledger.commands.session import MemorySession
 
         check_namespace(namespace)
-        check_non_empty("session_id", session_id)
+        check_session_id(session_id)
         if token_counter is not None and not callable(token_counter):
             msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
             raise InvalidArgumentTypeError(msg, parameter="token_counter")

@@ -35,6 +35,26 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
   assignments (``token: <value>``, ``auth_token = <value>``, "session token is <value>")
   whose value looks random, and password assignments in other languages (``passwort =``,
   ``contraseña:``, ``mot de passe =``, ``senha =``, ``パスワード：``, ...).
+* Shapes with no keyword: the engine's own MCP bearer tokens (``mlt_`` + 43 URL-safe
+  base64 characters, :func:`memory_ledger.replay.mcp_tokens.new_token`), npm tokens
+  (``npm_`` + 36 alphanumerics; the library's npm plugin fires only inside ``.npmrc``) and
+  Hugging Face tokens (``hf_`` + 34+ alphanumerics; no library plugin), each required to mix
+  character classes so a snake_case identifier is not a token; and a 40-character AWS
+  secret access key with no assignment when ``aws``/``amazon`` or an ``AKIA``/``ASIA`` key id
+  stands within 120 characters (no general high-entropy detector: it would refuse ordinary
+  text).
+* Short password keywords in prose: ``pass``/``pin`` followed by "is", ``:`` or ``=`` and
+  one token ("wifi pass is CorrectHorseBatteryStaple", "my PIN is 4821"). A ``pass`` value
+  must look like a password (a symbol, letters with digits but not a measure such as
+  ``2500m``, 6+ digits, or a camel-case word of 8+ letters); a ``pin`` value is 4-12 digits.
+  A camel-case word of 8+ letters also counts as a password value after the other password
+  keywords ("my password is CorrectHorseBatteryStaple"). One lower-case or capitalized word
+  stays silent after every keyword: "the pass is open", "my password is secret" and "my
+  password is Password" are read as English, as a person would ("secret" describes the
+  password more often than it is one).
+* Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) are removed from a copy
+  of the text before the scan, so a key split by them is still found; its span covers the
+  whole original stretch, the invisible characters inside included.
 * Compatibility forms: text that is not NFKC-normalized (``ｓｋ-proj-...`` in full-width
   letters) is scanned in NFKC form, and the spans are mapped back to the original text.
 * Not used: the hex high-entropy plugin (quoted commit hashes and digests are common in
@@ -94,7 +114,7 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["Redaction", "SecretSpan", "contains_secret", "find_secrets", "redact"]
+__all__ = ["ZERO_WIDTH", "Redaction", "SecretSpan", "contains_secret", "find_secrets", "redact"]
 
 
 class SecretSpan(msgspec.Struct, frozen=True):
@@ -368,7 +388,7 @@ def _keyword_line(line: str, offset: int) -> Iterator[_Candidate]:
                 # "my secret: be kind" and "my secret: 2 eggs" are English; "password:
                 # hunter2" is a credential.
                 token = value.split()[0].rstrip(".,;!?")
-                if len(token) < 4 or not _password_like(token):
+                if len(token) < 4 or not (_password_like(token) or _camel_word(token)):
                     continue
                 end = start + len(token)
             kind = "password" if _PASSWORD_HINT.search(key.group(0)) else "secret_keyword"
@@ -518,6 +538,75 @@ _P_AWS_SECRET: Final = _CiPattern(
 )
 """AWS secret access keys in unquoted assignments (the library requires quotes)."""
 
+_P_AWS_SECRET_BARE: Final = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_P_AWS_CONTEXT: Final = re.compile(
+    r"(?<![a-z])(?:aws|amazon)(?![a-z])|(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])",
+    re.IGNORECASE,
+)
+_AWS_CONTEXT_REACH: Final = 120
+"""An AWS secret access key with no assignment: 40 characters of the base64 alphabet
+mixing upper case, lower case and a digit or ``/``/``+`` (not a path), with ``aws``,
+``amazon`` or an ``AKIA``/``ASIA`` key id within 120 characters."""
+
+
+def _upper_and_lower(body: str) -> bool:
+    return any(c.islower() for c in body) and any(c.isupper() for c in body)
+
+
+def _two_classes(body: str) -> bool:
+    return _char_classes(body) >= 2
+
+
+_P_OWN_TOKENS: Final[tuple[tuple[str, re.Pattern[str], str, Callable[[str], bool]], ...]] = (
+    (
+        "mlt_",
+        re.compile(r"(?<![A-Za-z0-9_-])mlt_[A-Za-z0-9_-]{43}"),
+        "mcp_bearer_token",
+        _upper_and_lower,
+    ),
+    ("npm_", re.compile(r"(?<![A-Za-z0-9_])(?i:npm_)[A-Za-z0-9]{36}"), "npm_token", _two_classes),
+    (
+        "hf_",
+        re.compile(r"(?<![A-Za-z0-9_])(?i:hf_)[A-Za-z0-9]{34,}"),
+        "huggingface_token",
+        _two_classes,
+    ),
+)
+"""Tokens found by shape alone: (literal, pattern, kind, what the body needs). The
+memory-ledger MCP bearer token (``mlt_`` + ``secrets.token_urlsafe(32)``: 43 URL-safe
+characters) needs upper and lower case, so a snake_case identifier after ``mlt_`` is not
+one (a random body lacks either with odds near 1e-10; a digit is missing from about one
+token in a thousand, so digits are not required); npm (``npm_`` + 36 alphanumerics) and
+Hugging Face (``hf_`` + 34+ letters and digits) tokens need two of lower case, upper case
+and digits."""
+
+
+def _char_classes(value: str) -> int:
+    return (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+    )
+
+
+def _aws_secret_candidates(scan: _Scan) -> Iterator[_Candidate]:
+    text = scan.text
+    for match in _P_AWS_SECRET_BARE.finditer(text):
+        value = match.group()
+        if value.startswith("/") or value.count("/") > 4 or _char_classes(value) < 2:
+            continue
+        if not (any(c.islower() for c in value) and any(c.isupper() for c in value)):
+            continue
+        if not any(c.isdigit() or c in "/+" for c in value) or is_sequential_string(value):
+            continue
+        start, end = match.span()
+        window_start = max(0, start - _AWS_CONTEXT_REACH)
+        if _P_AWS_CONTEXT.search(text, window_start, start) or _P_AWS_CONTEXT.search(
+            text, end, end + _AWS_CONTEXT_REACH
+        ):
+            yield (start, end, "aws_secret_access_key", 0)
+
+
 _P_AUTHORIZATION: Final = _CiPattern(
     r"authorization\s*[:=]\s*[\"']?(?:(bearer|basic|token|bot|digest|apikey)\s+)?"
     r"([a-z0-9\-._~+/=:]{8,})"
@@ -530,7 +619,37 @@ _P_BEARER: Final = _CiPattern(r"bearer\s+([a-z0-9\-._~+/]{16,}=*)")
 _P_PASSWORD_IS: Final = _CiPattern(
     r"pass(?:word|wd|phrase|code)\s+(?:is|was)\s*:?\s*[\"'`]?([^\s\"'`]{4,})"
 )
-"""Prose: "my password is hunter2". The value must hold a digit or a symbol."""
+"""Prose: "my password is hunter2". The value must hold a digit or a symbol, or be a
+camel-case word of 8+ letters (:func:`_camel_word`)."""
+
+_P_SHORT_PASSWORD: Final = _CiPattern(
+    r"(?<![a-z0-9_])(pass|pin)(?:\s*[:=]|\s+(?:is|was)\b:?)\s*[\"'`]?([^\s\"'`]+)"
+)
+_P_MEASURE: Final = re.compile(r"\d+(?:[.,]\d+)*[A-Za-z]{0,3}|[A-Za-z]{1,3}-?\d+")
+_P_PIN: Final = re.compile(r"\d{4,12}")
+
+
+def _camel_word(value: str) -> bool:
+    """A word of 8+ letters with capitals inside ("CorrectHorseBatteryStaple"): a password
+    made of words; "Secret", "SECRET" and "secret" are not."""
+    if len(value) < 8 or not value.isalpha() or not value.isascii():
+        return False
+    uppers = sum(c.isupper() for c in value)
+    return uppers >= 2 and uppers < len(value) and re.search(r"[a-z][A-Z]", value) is not None
+
+
+def _short_password_value(keyword: str, value: str) -> bool:
+    """Whether ``value`` after ``pass`` or ``pin`` is a password rather than English."""
+    if keyword == "pin":
+        return _P_PIN.fullmatch(value) is not None
+    if _random_looking(value) or _camel_word(value):
+        return True
+    if value.isdigit():
+        return len(value) >= 6
+    if any(c in _STRONG_SYMBOLS for c in value):
+        return len(value) >= 4
+    return len(value) >= 6 and _letters_and_digits(value) and not _P_MEASURE.fullmatch(value)
+
 
 _P_KEY_IS: Final = _CiPattern(r"(?:key|token|secret)s?\s*(?:[:=]|is\b|was\b)\s*[\"'`]?([^\s\"'`]+)")
 _P_KEY_IS_PREFIX: Final = re.compile(
@@ -672,7 +791,9 @@ def _credential_candidates(scan: _Scan) -> Iterator[_Candidate]:
                 # several words, so the rest of the line goes.
                 line_end = text.find("\n", end)
                 end = len(text[: len(text) if line_end < 0 else line_end].rstrip())
-            elif not (operator == ":" and quoted) and not _password_like(value):
+            elif not (operator == ":" and quoted) and not (
+                _password_like(value) or _camel_word(value)
+            ):
                 continue
         yield (start, end, "password" if password else "secret_keyword", 1)
 
@@ -712,8 +833,26 @@ def _project_candidates(scan: _Scan) -> Iterator[_Candidate]:
         for match in _P_PASSWORD_IS.finditer(scan):
             start, end = match.span(1)
             value = text[start:end].rstrip(".,;!?)")
-            if _password_like(value) and not _value_is_reference(value):
+            if (_password_like(value) or _camel_word(value)) and not _value_is_reference(value):
                 yield (start, start + len(value), "password", 1)
+    if scan.has_ci("pass", "pin"):
+        for match in _P_SHORT_PASSWORD.finditer(scan):
+            start, end = match.span(2)
+            value = text[start:end].rstrip(".,;!?)")
+            keyword = text[match.start(1) : match.end(1)].lower()
+            if not value or any(c in "()[]{}" for c in value) or _value_is_reference(value):
+                continue
+            if _names_no_secret(value) or not _short_password_value(keyword, value):
+                continue
+            yield (start, start + len(value), "password", 1)
+    if scan.long_run:
+        for literal, shape, kind, body_ok in _P_OWN_TOKENS:
+            if scan.has_ci(literal):
+                for match in shape.finditer(text):
+                    if body_ok(match.group()[len(literal) :]):
+                        yield (*_widen(text, *match.span()), kind, 0)
+    if scan.long_run and (scan.has_ci("aws", "amazon") or scan.has("AKIA", "ASIA")):
+        yield from _aws_secret_candidates(scan)
     if scan.has_ci("key", "token", "secret"):
         folded = scan.lower if scan.lower is not None else text.lower()
         for match in _P_KEY_IS.finditer(scan):
@@ -877,6 +1016,14 @@ def _candidates(text: str) -> list[_Candidate]:
     return [c for source in _SOURCES for c in source(scan)]
 
 
+ZERO_WIDTH: Final = frozenset("\u200b\u200c\u200d\u2060\ufeff")
+"""Invisible characters that can split a secret without changing how it looks: ZERO WIDTH
+SPACE, ZERO WIDTH NON-JOINER, ZERO WIDTH JOINER, WORD JOINER and ZERO WIDTH NO-BREAK SPACE
+(byte order mark)."""
+
+_P_ZERO_WIDTH: Final = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+
+
 def find_secrets(text: str) -> list[SecretSpan]:
     """Secret-shaped spans of ``text``: sorted, non-overlapping, offsets into ``text``.
 
@@ -884,8 +1031,22 @@ def find_secrets(text: str) -> list[SecretSpan]:
     Existing ``[REDACTED:<kind>]`` markers are never reported. Text that is not in NFKC form
     (full-width letters, ligatures) is scanned in that form and the spans mapped back; a
     span over a character that NFKC does not map one to one covers its whole original token.
+    Zero-width characters (:data:`ZERO_WIDTH`) are removed before the scan; a span found
+    across them covers the whole original stretch, the invisible characters included.
     Never raises for a ``str``.
     """
+    if _P_ZERO_WIDTH.search(text) is None:
+        return _find_visible(text)
+    kept = [i for i, char in enumerate(text) if char not in ZERO_WIDTH]
+    visible = "".join(text[i] for i in kept)
+    spans = [
+        SecretSpan(kept[span.start], kept[span.end - 1] + 1, span.kind)
+        for span in _find_visible(visible)
+    ]
+    return spans
+
+
+def _find_visible(text: str) -> list[SecretSpan]:
     masked = _mask_markers(text)
     if masked.isascii() or unicodedata.is_normalized("NFKC", masked):
         candidates = _candidates(masked)

@@ -64,7 +64,7 @@ from memory_ledger.commands.summarizers import Summarizer
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ExtractionAbandoned, LedgerEvent, PendingExtraction
-from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.ledger.ids import Namespace, check_session_id, session_stream_id
 from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -113,8 +113,9 @@ class MemorySession(
     :param workspace: workspace retrieval options (None: disabled).
     :param summarizer: the summarizer of :meth:`compact` (None: compaction refused).
     :param compaction: when and how far to compact (default: off).
-    :raises InvalidArgumentError: (a ``ValueError``) ``session_id`` is empty or
-        ``extraction_mode`` is unknown; ``parameter`` names it.
+    :raises InvalidArgumentError: (a ``ValueError``) ``session_id`` is invalid
+        (:func:`~memory_ledger.ledger.ids.check_session_id`) or ``extraction_mode`` is
+        unknown; ``parameter`` names it.
     :raises KnowledgeBindingError: a binding together with workspace retrieval
         (``provider_refused``), or a binding that does not match the session's record.
     """
@@ -140,9 +141,7 @@ class MemorySession(
         if knowledge is not None and not isinstance(knowledge, BoundKnowledge):
             msg = "knowledge must be a BoundKnowledge(binding, provider)"
             raise KnowledgeBindingError("invalid_binding", msg)
-        if not isinstance(session_id, str) or not session_id.strip():
-            msg = f"session_id must be a non-empty string, got {session_id!r}"
-            raise InvalidArgumentError(msg, parameter="session_id")
+        check_session_id(session_id)
         if extraction_mode not in ("blocking", "background"):
             msg = f"extraction_mode must be 'blocking' or 'background', got {extraction_mode!r}"
             raise InvalidArgumentError(msg, parameter="extraction_mode")

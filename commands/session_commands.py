@@ -202,7 +202,7 @@ class SessionCommands(SessionRecall):
         outcome = validate_item(raw)
         if isinstance(outcome, Rejection):
             msg = f"the command's item was rejected ({outcome.reason_code}): {outcome.detail}"
-            raise CommandRejectedError(msg, outcome.reason_code)
+            raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)
         return outcome
 
     def _carried_over(self, text: str, target: MemoryDoc) -> dict[str, Any]:

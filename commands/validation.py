@@ -69,10 +69,22 @@ _SOURCES_BY_KIND = {
 
 
 class Rejection(msgspec.Struct, frozen=True):
-    """Why an item was refused: a stable ``reason_code`` and a detail without item text."""
+    """Why an item was refused: a stable ``reason_code``, a detail without item text and,
+    when one field is at fault, its name (``field``: ``"statement"``, ``"subject"``,
+    ``"tags"``, ...), which a command's error reports as its ``parameter``."""
 
     reason_code: str
     detail: str
+    field: str | None = None
+
+
+_SCHEMA_PATH = re.compile(r"at `\$\.([A-Za-z_]+)")
+
+
+def _schema_field(message: str) -> str | None:
+    """The top-level item field a msgspec validation message names (``at `$.subject```)."""
+    found = _SCHEMA_PATH.search(message)
+    return found.group(1) if found else None
 
 
 _INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me", "Cn", "Co", "Cs"})
@@ -155,13 +167,13 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         try:
             item = msgspec.convert(_relations_as_lists(raw), ExtractedItem)
         except msgspec.ValidationError as e:
-            return Rejection("schema_invalid", str(e))
+            return Rejection("schema_invalid", str(e), _schema_field(str(e)))
     else:
         return Rejection("not_an_object", f"expected an object, got {type(raw).__name__}")
 
     statement = _clean(item.statement)
     if statement is None:
-        return Rejection("empty_statement", "statement is empty")
+        return Rejection("empty_statement", "statement is empty", "statement")
     fields = [
         ("statement", item.statement),
         ("reason", item.reason),
@@ -173,49 +185,67 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     for name, text in fields:
         forbidden = forbidden_character(text, line_breaks=True) if text else None
         if forbidden is not None:
-            return Rejection("forbidden_character", f"{name} holds {forbidden}")
+            return Rejection("forbidden_character", f"{name} holds {forbidden}", name)
     if len(statement) < MIN_STATEMENT_CHARS:
         return Rejection(
             "statement_too_short",
             f"statement has {len(statement)} characters, at least {MIN_STATEMENT_CHARS}",
+            "statement",
         )
     if len(statement) > MAX_STATEMENT_CHARS:
         return Rejection(
             "statement_too_long",
             f"statement has {len(statement)} characters, at most {MAX_STATEMENT_CHARS}",
+            "statement",
         )
     reason = _clean(item.reason)
     if reason is None:
-        return Rejection("missing_reason", "reason (future value) is empty")
+        return Rejection("missing_reason", "reason (future value) is empty", "reason")
     if item.source not in _SOURCES_BY_KIND[item.kind]:
         return Rejection(
-            "kind_source_mismatch", f"source {item.source!r} is not allowed for {item.kind!r}"
+            "kind_source_mismatch",
+            f"source {item.source!r} is not allowed for {item.kind!r}",
+            "source",
         )
     for name, value in (("importance", item.importance), ("confidence", item.confidence)):
         if not 0.0 <= value <= 1.0:
-            return Rejection("out_of_range", f"{name} {value} is outside [0, 1]")
+            return Rejection("out_of_range", f"{name} {value} is outside [0, 1]", name)
     if item.importance < MIN_IMPORTANCE:
-        return Rejection("importance_too_low", f"importance {item.importance} < {MIN_IMPORTANCE}")
+        detail = f"importance {item.importance} < {MIN_IMPORTANCE}"
+        return Rejection("importance_too_low", detail, "importance")
     if item.confidence < MIN_CONFIDENCE:
-        return Rejection("confidence_too_low", f"confidence {item.confidence} < {MIN_CONFIDENCE}")
+        detail = f"confidence {item.confidence} < {MIN_CONFIDENCE}"
+        return Rejection("confidence_too_low", detail, "confidence")
     tags = tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip()))
     for tag in tags:
         key = tag.split(":", 1)[0].split("=", 1)[0].strip().casefold()
         if key in NAMESPACE_KEYS and (":" in tag or "=" in tag):
-            return Rejection("namespace_key_in_tags", f"tag sets namespace key {key!r}")
-    texts = [statement, reason, item.subject or "", item.predicate or "", item.value or "", *tags]
+            return Rejection("namespace_key_in_tags", f"tag sets namespace key {key!r}", "tags")
+    texts = [
+        ("statement", statement),
+        ("reason", reason),
+        ("subject", item.subject or ""),
+        ("predicate", item.predicate or ""),
+        ("value", item.value or ""),
+        *(("tags", tag) for tag in tags),
+    ]
     from memory_ledger.commands.secrets import contains_secret  # detect_secrets: on first use
 
-    if any(contains_secret(text) for text in texts if text):
-        return Rejection("secret_detected", "the item holds a secret-shaped value")
-    if any(has_injection_marker(text) for text in texts if text):
-        return Rejection("prompt_injection", "the item carries a prompt-injection marker")
+    for name, text in texts:
+        if text and contains_secret(text):
+            return Rejection("secret_detected", "the item holds a secret-shaped value", name)
+    for name, text in texts:
+        if text and has_injection_marker(text):
+            detail = "the item carries a prompt-injection marker"
+            return Rejection("prompt_injection", detail, name)
     supersedes = _ids(item.supersedes)
     conflicts_with = _ids(item.conflicts_with)
     for relation in (*supersedes, *conflicts_with):
         if relation not in relation_ids:
             return Rejection(
-                "unknown_relation_id", "a relation cites a memory id the extractor was not shown"
+                "unknown_relation_id",
+                "a relation cites a memory id the extractor was not shown",
+                "supersedes" if relation in supersedes else "conflicts_with",
             )
     return msgspec.structs.replace(
         item,

@@ -21,6 +21,7 @@ from memory_ledger.ledger.errors import (
 
 __all__ = [
     "BIDI_CONTROLS",
+    "TAG_CHARACTERS",
     "check_aware",
     "check_count",
     "check_encodable",
@@ -34,7 +35,14 @@ BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u206
 invisible, they reorder how the text around them is shown ("Trojan Source"). Direction
 marks (U+200E, U+200F, U+061C), which RTL text written normally uses, are not among them."""
 
-_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+TAG_CHARACTERS = range(0xE0000, 0xE0080)
+"""The Unicode tag characters (U+E0000..U+E007F): invisible copies of ASCII, used to hide
+instructions in text a person cannot see ("ASCII smuggling"). Only the emoji tag sequence
+of a subdivision flag (U+1F3F4 BLACK FLAG, tag letters/digits, U+E007F CANCEL TAG, as in
+the flags of England, Scotland and Wales) holds them legitimately; it is allowed."""
+
+_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
+_FLAG_TAGS = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,6}\U000e007f")
 _LINE_CONTROLS = frozenset("\t\n\r")
 
 
@@ -42,11 +50,15 @@ def forbidden_character(text: str, *, line_breaks: bool = False) -> str | None:
     """Where ``text`` holds a character no stored text may hold, described without echoing
     the text (``"U+202E RIGHT-TO-LEFT OVERRIDE at index 12"``); None when it holds none.
 
-    Forbidden: NUL and every other control character (Unicode category ``Cc``) and the
-    bidirectional controls (:data:`BIDI_CONTROLS`). With ``line_breaks``, tab, newline and
-    carriage return are allowed (text such as a statement may span lines). Letters, marks,
-    emoji, CJK and right-to-left scripts, zero-width joiners and direction marks are fine.
+    Forbidden: NUL and every other control character (Unicode category ``Cc``), the
+    bidirectional controls (:data:`BIDI_CONTROLS`) and the tag characters
+    (:data:`TAG_CHARACTERS`, outside a subdivision flag's emoji sequence). With
+    ``line_breaks``, tab, newline and carriage return are allowed (text such as a statement
+    may span lines). Letters, marks, emoji, CJK and right-to-left scripts, zero-width
+    joiners and direction marks are fine.
     """
+    if "\U000e007f" in text:  # a subdivision flag's tags are not hidden text
+        text = _FLAG_TAGS.sub(lambda m: " " * len(m.group()), text)
     for found in _FORBIDDEN.finditer(text):
         char = found.group()
         if line_breaks and char in _LINE_CONTROLS:

@@ -22,6 +22,7 @@ __all__ = [
     "bulk_forget_stream_id",
     "candidate_id",
     "check_namespace",
+    "check_session_id",
     "erasure_stream_id",
     "command_id",
     "recall_stream_id",
@@ -40,7 +41,7 @@ MAX_NAMESPACE_PART_BYTES = 256
 
 class InvalidNamespaceError(InvalidArgumentError):
     """A namespace part is empty, not a string, longer than 256 UTF-8 bytes, or holds a
-    control character or bidirectional override (``"forbidden_character"``).
+    control character, bidirectional override or tag character (``"forbidden_character"``).
 
     ``parameter`` names the part (``"tenant"``, ``"principal"``, ``"scope_id"``; or
     ``"session_id"`` for a session id refused for the same reasons).
@@ -111,17 +112,61 @@ def check_namespace(namespace: object, parameter: str = "namespace") -> Namespac
     return namespace.validated()
 
 
+def check_session_id(session_id: object, parameter: str = "session_id") -> str:
+    """``session_id`` if it is a valid session id: the rules of a namespace part (a
+    non-empty string of at most 256 UTF-8 bytes without control characters, bidirectional
+    overrides or Unicode tag characters), since it is stored in every event of the session
+    and shown by ``memory-ledger events``.
+
+    :raises InvalidArgumentTypeError: not a string (``"not_a_string"``).
+    :raises InvalidNamespaceError: ``parameter`` names it; ``reason_code`` ``"empty"``,
+        ``"not_utf8"``, ``"session_id_too_long"`` or ``"forbidden_character"``. The
+        message never repeats the id.
+    """
+    if not isinstance(session_id, str):
+        msg = f"{parameter} must be a string, got {type(session_id).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_string")
+    if not session_id.strip():
+        msg = f"{parameter} must be a non-empty string"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="empty")
+    try:
+        size = len(session_id.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        msg = f"{parameter} holds a character that is not valid Unicode text at index {e.start}"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="not_utf8") from None
+    if size > MAX_NAMESPACE_PART_BYTES:
+        msg = f"{parameter} is {size} bytes long, at most {MAX_NAMESPACE_PART_BYTES} allowed"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="session_id_too_long")
+    forbidden = forbidden_character(session_id)
+    if forbidden is not None:
+        msg = (
+            f"{parameter} holds {forbidden}; control characters, bidirectional overrides "
+            "and tag characters are refused"
+        )
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="forbidden_character")
+    return session_id
+
+
 _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.!?。！？]+$")
+
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+"""Zero-width and format characters that change no visible glyph of a statement: ZERO WIDTH
+SPACE, ZERO WIDTH NON-JOINER, ZERO WIDTH JOINER, WORD JOINER, ZERO WIDTH NO-BREAK SPACE."""
 
 
 def normalize_statement(statement: str) -> str:
     """The exact-duplicate key of a statement.
 
-    Unicode NFKC, casefolded, whitespace runs collapsed to one space, trailing sentence
-    punctuation removed. Two statements are exact normalized duplicates when their keys match.
+    Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) dropped, then Unicode
+    NFKC (which folds full-width and compatibility forms), casefolded, whitespace runs
+    collapsed to one space, trailing sentence punctuation removed. Two statements are exact
+    normalized duplicates when their keys match, so text that looks the same ("Alice likes
+    tea." with a hidden U+200B) is the same memory. A statement without those characters
+    keeps the key (and the memory id) it had before they were dropped.
     """
-    text = unicodedata.normalize("NFKC", statement).casefold()
+    text = unicodedata.normalize("NFKC", statement.translate(_INVISIBLE)).casefold()
     text = _SPACE.sub(" ", text).strip()
     return _TRAILING.sub("", text)
 

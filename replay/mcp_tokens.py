@@ -129,7 +129,8 @@ class TokenRegistry:
     def from_toml(cls, path: str | Path) -> TokenRegistry:
         """Read ``[[mcp.token]]`` (or top-level ``[[token]]``) entries from a TOML file.
 
-        :raises TokenFileError: unreadable, not TOML, or invalid entries (none at all too).
+        :raises TokenFileError: unreadable, not UTF-8 (``"not_utf8"``), not TOML, or invalid
+            entries (none at all too).
         """
         file = Path(path)
         try:
@@ -137,6 +138,9 @@ class TokenRegistry:
         except OSError as e:
             msg = f"cannot read token file {str(file)!r}: {e.strerror or e}"
             raise TokenFileError(msg) from None
+        except UnicodeDecodeError as e:
+            msg = f"token file {str(file)!r} is not UTF-8 text (byte offset {e.start})"
+            raise TokenFileError(msg, reason_code="not_utf8") from None
         except tomllib.TOMLDecodeError as e:
             msg = f"token file {str(file)!r} is not valid TOML: {e}"
             raise TokenFileError(msg) from None

@@ -20,7 +20,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
 from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.errors import MemoryLedgerError
-from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace
+from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_session_id
 
 __all__ = [
     "CommandStep",
@@ -95,16 +95,18 @@ class ScriptError(MemoryLedgerError, ValueError):
 
     reason_code = "bad_script"
 
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(f"line {line}: {message}")
+    def __init__(self, line: int, message: str, *, reason_code: str | None = None) -> None:
+        super().__init__(f"line {line}: {message}", reason_code=reason_code)
         self.line = line
 
 
 def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
     """Parse JSON Lines into ``(line number, step)`` pairs; blank lines are skipped.
 
-    :raises ScriptError: a line is not a valid step, the first step is not an ``open``, or
-        a step names a session that was not opened before it.
+    :raises ScriptError: a line is not a valid step, the first step is not an ``open``, a
+        step names a session that was not opened before it, or a session id is invalid
+        (:func:`~memory_ledger.ledger.ids.check_session_id`; the error's ``reason_code`` is
+        the check's, e.g. ``forbidden_character``, and its message names ``session_id``).
     """
     steps: list[tuple[int, Step]] = []
     opened: set[str] = set()
@@ -121,6 +123,10 @@ def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
             step = _step_decoder.decode(line)
         except msgspec.DecodeError as e:
             raise ScriptError(number, str(e)) from None
+        try:
+            check_session_id(step.session)
+        except InvalidNamespaceError as e:
+            raise ScriptError(number, str(e), reason_code=e.reason_code) from None
         if isinstance(step, OpenStep):
             try:
                 step.namespace.validated()

@@ -352,3 +352,46 @@ def test_a_statement_that_shows_nothing_is_empty(engine: MemoryEngine, invisible
     from memory_ledger.commands.validation import has_visible_text
 
     assert not has_visible_text(invisible) and has_visible_text(f"{invisible}Alice likes tea.")
+
+
+# --- files that are not UTF-8, and the item field a rejected command names -------------------
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    from memory_ledger.commands.config import load_config
+    from memory_ledger.replay.mcp_tokens import TokenFileError, TokenRegistry
+
+    path = tmp_path / "memory-ledger.toml"
+    path.write_bytes(b"[memory]\nllm_extraction = true\n# caf\xe9 \xff\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert raised.value.reason_code == "not_utf8" and "not UTF-8" in str(raised.value)
+    assert raised.value.__cause__ is None  # no UnicodeDecodeError chained to a user
+    with pytest.raises(ConfigError):
+        MemoryEngine.open(tmp_path / "store", config=path)
+    with pytest.raises(TokenFileError) as token_file:
+        TokenRegistry.from_toml(path)
+    assert token_file.value.reason_code == "not_utf8"
+
+
+@pytest.mark.parametrize(
+    ("statement", "fields", "code", "parameter"),
+    [
+        ("Alice likes tea. " * 200, {}, "statement_too_long", "statement"),
+        ("Alice likes tea.", {"subject": 3}, "schema_invalid", "subject"),
+        ("Alice likes tea.", {"value": ["x"]}, "schema_invalid", "value"),
+        ("Alice likes tea.", {"tags": ["tenant:bob"]}, "namespace_key_in_tags", "tags"),
+        ("Alice likes tea.", {"subject": "Al\x1bice"}, "forbidden_character", "subject"),
+        ("Alice likes tea.", {"tags": "drinks"}, "invalid_tags", "tags"),
+    ],
+)
+def test_a_rejected_remember_names_the_parameter(
+    tmp_path: Path, statement: str, fields: dict[str, Any], code: str, parameter: str
+) -> None:
+    from memory_ledger.commands.errors import CommandRejectedError
+
+    with memory_ledger.open(tmp_path / "store") as mem:
+        with pytest.raises(CommandRejectedError) as raised:
+            mem.remember(Namespace("acme", "alice", "assistant"), statement, **fields)
+        assert raised.value.reason_code == code and raised.value.parameter == parameter
+        assert mem.head == 0

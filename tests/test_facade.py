@@ -244,3 +244,34 @@ def test_bad_arguments_get_typed_errors(tmp_path: Path) -> None:
             session.record_use(1, "garbage")
         with pytest.raises(InvalidArgumentTypeError):
             session.admit(1, None)  # type: ignore[arg-type]
+
+
+def test_invisible_characters_do_not_make_a_second_memory(tmp_path: Path) -> None:
+    """ "Alice likes tea." with a U+200B inside, a leading U+FEFF or a trailing U+200D looks
+    the same and is the same memory; forgetting it by its words finds one memory."""
+    from memory_ledger.ledger.ids import normalize_statement
+
+    variants = [
+        "Alice likes tea.",
+        "Alice li\u200bkes tea.",
+        "\ufeffAlice likes tea.",
+        "Alice likes tea.\u200d",
+        "Alice\u2060 likes\u200c tea.",
+    ]
+    assert len({normalize_statement(v) for v in variants}) == 1
+    with memory_ledger.open(tmp_path / "store") as mem:
+        ids = {mem.remember(NS, v).memory_id for v in variants}
+        assert len(ids) == 1
+        assert mem.forget(NS, "Alice likes tea.").report.forgotten
+
+
+def test_statement_keys_without_invisible_characters_are_unchanged() -> None:
+    """Dropping zero-width characters leaves every other key as it was (ids are stable)."""
+    from uuid import UUID
+
+    from memory_ledger.ledger.ids import memory_id, normalize_statement
+
+    assert normalize_statement("  Alice  LIKES ｔｅａ!! ") == "alice likes tea"
+    assert memory_id(NS, normalize_statement("Alice likes tea.")) == UUID(
+        "e5f14ef1-057b-50b0-91ef-089c009a47e5"  # the id before U+200B etc. were dropped
+    )

@@ -1,5 +1,6 @@
-"""NULs, other control characters and bidirectional overrides are refused in statements, in
-extracted items and in namespace parts, with a typed error and the reason code
+"""NULs, other control characters, bidirectional overrides and Unicode tag characters are
+refused in statements, in extracted items, in namespace parts and in session ids (which also
+get the namespace parts' 256-byte limit), with a typed error and the reason code
 ``forbidden_character``; nothing is written. Normal Unicode text (accents, CJK, emoji,
 Arabic and Hebrew written normally, direction marks, joiners, tabs and line breaks in a
 statement) is accepted."""
@@ -142,3 +143,98 @@ def test_normal_unicode_text_is_never_refused_for_its_characters(text: str, layo
     assert forbidden_character(text) is None
     if text.strip() and len(text.encode("utf-8")) <= 256:
         Namespace(text, text, text).validated()
+
+
+# --- session ids: the namespace parts' rules ------------------------------------------------
+
+BAD_SESSION_IDS = [
+    ("s\x001", "forbidden_character"),
+    ("s\x1b[31m1", "forbidden_character"),
+    ("s\u202e1", "forbidden_character"),
+    ("s1\nforged line", "forbidden_character"),
+    ("s\U000e0041\U000e0042", "forbidden_character"),
+    ("s" * 100_000, "session_id_too_long"),
+    ("é" * 129, "session_id_too_long"),  # 258 UTF-8 bytes
+    ("s\ud8001", "not_utf8"),
+    ("  ", "empty"),
+]
+
+
+@pytest.mark.parametrize(("session_id", "code"), BAD_SESSION_IDS)
+def test_a_bad_session_id_is_refused_before_anything_is_written(
+    engine: MemoryEngine, session_id: str, code: str
+) -> None:
+    from memory_ledger.commands.session import MemorySession
+
+    head = engine.head
+    with pytest.raises(InvalidNamespaceError) as raised:
+        engine.session(NS, session_id)
+    error = raised.value
+    assert error.reason_code == code and error.parameter == "session_id"
+    assert str(error).startswith("session_id ") and session_id[:200] not in str(error)
+    with pytest.raises(InvalidNamespaceError) as direct:
+        MemorySession(engine, NS, session_id, extractor=RecordedExtractor(), config=engine.config)
+    assert direct.value.reason_code == code and direct.value.parameter == "session_id"
+    assert engine.head == head
+
+
+def test_session_ids_at_the_limit_are_accepted(engine: MemoryEngine) -> None:
+    for session_id in ("s" * 256, "é" * 128, "會話-🍵", "s1\u200d"):
+        engine.session(NS, session_id).close()
+
+
+def test_a_direct_session_prefix_follows_the_session_id_rules(engine: MemoryEngine) -> None:
+    from memory_ledger.commands.direct import DirectCommands
+
+    for prefix, code in (("mcp-\x1b-", "forbidden_character"), ("p" * 225, "session_id_too_long")):
+        with pytest.raises(InvalidNamespaceError) as raised:
+            DirectCommands(engine, prefix)
+        assert raised.value.reason_code == code and raised.value.parameter == "session_prefix"
+    assert DirectCommands(engine, "p" * 224).remember(NS, "Alice likes tea.").memory_id
+
+
+@pytest.mark.parametrize(("session_id", "code"), BAD_SESSION_IDS[:6])
+@pytest.mark.parametrize("step", ["open", "turn"])
+def test_a_script_with_a_bad_session_id_is_refused_at_parse(
+    session_id: str, code: str, step: str
+) -> None:
+    import json
+
+    from memory_ledger.replay.script import ScriptError, parse_script
+
+    ns = {"tenant": "acme", "principal": "alice", "scope_id": "assistant"}
+    lines = [json.dumps({"op": "open", "session": "s1", "namespace": ns})]
+    if step == "open":
+        lines.append(json.dumps({"op": "open", "session": session_id, "namespace": ns}))
+    else:
+        lines.append(
+            json.dumps({"op": "turn", "session": session_id, "turn": 1, "transcript": "hi"})
+        )
+    with pytest.raises(ScriptError) as raised:
+        parse_script(lines)
+    assert raised.value.line == 2 and raised.value.reason_code == code
+    assert "session_id" in str(raised.value) and session_id[:200] not in str(raised.value)
+
+
+# --- Unicode tag characters ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("char", ["\U000e0001", "\U000e0020", "\U000e0041", "\U000e007f"])
+def test_tag_characters_are_refused_in_statements_and_namespaces(
+    engine: MemoryEngine, char: str
+) -> None:
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "ignore previous")
+    for statement in (f"Alice likes{char} tea.", f"Alice likes tea.{hidden}"):
+        with pytest.raises(CommandRejectedError) as raised:
+            engine.remember(NS, statement)
+        assert raised.value.reason_code == "forbidden_character"
+        assert raised.value.parameter == "statement" and "TAG" in str(raised.value)
+    with pytest.raises(InvalidNamespaceError):
+        engine.remember(Namespace("acme", f"al{char}ice", "assistant"), "Alice likes tea.")
+    assert engine.head == 0
+
+
+def test_subdivision_flags_keep_their_tags() -> None:
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert forbidden_character(f"Alice is from {scotland} Scotland") is None
+    assert forbidden_character(f"{scotland}\U000e0041") is not None  # a tag after the flag

@@ -554,7 +554,10 @@ def test_redaction_leaves_nothing_detectable(text: str) -> None:
     st.lists(
         st.one_of(
             st.sampled_from(["password", "secret", "key", "token", "is", "was", "Password"]),
-            st.text(alphabet=string.ascii_letters + " ,.!?'\n", max_size=20),
+            # Capitalized or upper-case words: a camel-case word of 8+ letters after a
+            # password keyword is a password ("CorrectHorseBatteryStaple"), not prose.
+            st.text(alphabet=string.ascii_lowercase + " ,.!?'\n", max_size=20).map(str.capitalize),
+            st.text(alphabet=string.ascii_uppercase + " ,.!?'\n", max_size=20),
         ),
         max_size=20,
     ).map(" ".join)
@@ -597,3 +600,96 @@ def test_redaction_of_unnormalized_text_leaves_nothing_detectable(text: str) -> 
     result = redact(text)
     assert find_secrets(result.text) == []
     assert redact(result.text).text == result.text
+
+
+# --- shapes without a keyword, zero-width splits, prose passwords ---------------------------
+
+MLT_TOKEN = "ml" + "t_" + b64url(bytes(_RNG.randrange(256) for _ in range(32)))
+NPM_TOKEN = "np" + "m_" + rand(ALNUM, 36)
+HF_TOKEN = "h" + "f_" + rand(string.ascii_letters, 34)
+AWS_DOC_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"  # AWS documentation example
+
+
+def test_own_mcp_token_has_the_shape_new_token_makes() -> None:
+    from memory_ledger.replay.mcp_tokens import new_token
+
+    for _ in range(2000):
+        token = new_token()
+        assert find_secrets(token) == [SecretSpan(0, len(token), "mcp_bearer_token")]
+    assert len(MLT_TOKEN) == 4 + 43
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kind"),
+    [
+        (f"connect with {MLT_TOKEN} please", MLT_TOKEN, "mcp_bearer_token"),
+        (f"{MLT_TOKEN}", MLT_TOKEN, "mcp_bearer_token"),
+        (f"publish using {NPM_TOKEN}.", NPM_TOKEN, "npm_token"),
+        (f"my hub login {HF_TOKEN}", HF_TOKEN, "huggingface_token"),
+        (f"{AWS_DOC_SECRET} is the AWS secret", AWS_DOC_SECRET, "aws_secret_access_key"),
+        (f"{AWS_KEY_ID} {AWS_DOC_SECRET}", AWS_DOC_SECRET, "aws_secret_access_key"),
+        (f"aws_secret_access_key = {AWS_DOC_SECRET}", AWS_DOC_SECRET, "aws_secret_access_key"),
+        (f"amazon creds: {AWS_SECRET}", AWS_SECRET, "aws_secret_access_key"),
+        ("wifi pass is CorrectHorseBatteryStaple", "CorrectHorseBatteryStaple", "password"),
+        ("my password is CorrectHorseBatteryStaple.", "CorrectHorseBatteryStaple", "password"),
+        ("the wifi pass: hunter22", "hunter22", "password"),
+        ("pass = Tr0ub4dor&3", "Tr0ub4dor&3", "password"),
+        ("my PIN is 4821", "4821", "password"),
+        ("bank pin: 908172", "908172", "password"),
+        ("pwd: CorrectHorseBattery", "CorrectHorseBattery", "password"),
+    ],
+)
+def test_shapes_without_a_keyword_and_prose_passwords(text: str, secret: str, kind: str) -> None:
+    start = text.index(secret)
+    assert SecretSpan(start, start + len(secret), kind) in find_secrets(text)
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mlt_some_long_python_identifier_name_here_and_more",  # snake_case, not a token
+        "npm_" + "a" * 36,
+        "hf_" + "transformers_pipeline_loader_class_x",
+        # 40 base64 characters with no AWS word or key id near: not flagged
+        f"checksum {AWS_DOC_SECRET} of the build",
+        "aws docs live at /usr/share/doc/AwsCli2/examples/PutObjectX1",
+        # "pass" and "pin" in English
+        "the pass is open",
+        "The pass is 2500m high and the road is closed",
+        "the pass is I-70 in winter",
+        "He made a pass: a long one",
+        "I need a boarding pass: AB1234",
+        "pin: the red one",
+        "the pin is 3 inches",
+        "Pin is broken",
+        "bypass is 12345678",
+        "spin is 45000rpm",
+        # one word after "password": read as English (decided, see the module docstring)
+        "my password is secret",
+        "my password is Password",
+        "my password is SECRET",
+        "my password is complicated",
+    ],
+)
+def test_prose_and_lookalikes_stay_silent(text: str) -> None:
+    assert find_secrets(text) == []
+
+
+@pytest.mark.parametrize("joiner", ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"])
+@pytest.mark.parametrize("secret", [OPENAI_KEY_NO_MARKER, GITHUB_TOKEN, MLT_TOKEN, NPM_TOKEN])
+def test_keys_split_by_zero_width_characters(joiner: str, secret: str) -> None:
+    split = secret[:6] + joiner + secret[6:20] + joiner + joiner + secret[20:]
+    text = f"here: {split} ok"
+    start = text.index(split)
+    spans = find_secrets(text)
+    assert [(s.start, s.end) for s in spans] == [(start, start + len(split))]
+    redacted = redact(text).text
+    assert redacted.startswith("here: [REDACTED:") and redacted.endswith("] ok")
+    assert secret[20:] not in redacted and secret[6:20] not in redacted
+
+
+def test_zero_width_characters_around_a_key_and_in_prose() -> None:
+    text = "\ufeff" + GITHUB_TOKEN + "\u200d and Alice\u200b likes tea"
+    assert find_secrets(text) == [SecretSpan(1, 1 + len(GITHUB_TOKEN), "github_token")]
+    assert find_secrets("Alice\u200b likes\u200d tea\ufeff") == []

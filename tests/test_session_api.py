@@ -195,6 +195,43 @@ def test_chinese_transcript_recalled_by_chinese_query(
     assert hits[0].statement == "Alice 下个月去上海出差。"
 
 
+def test_keyless_token_shapes_and_split_keys_never_stored(
+    engine: MemoryEngine, namespace: Namespace
+) -> None:
+    """The engine's own MCP token, npm and Hugging Face tokens and a key split by zero-width
+    characters: redacted in the transcript, refused in items (statement or reason) and in
+    explicit commands, so none reaches the ledger."""
+    from memory_ledger.replay.mcp_tokens import new_token
+
+    mlt = new_token()
+    npm = "npm_" + "Q2w3E4r5T6y7U8i9O0pA1sD2fG3hJ4kL5zX6"
+    hf = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
+    ghp = "ghp_" + "Q2w3E4r5T6y7U8i9O0pA1sD2fG3hJ4kL5zX6"
+    split = ghp[:8] + "\u200b" + ghp[8:30] + "\u200d" + ghp[30:]
+    chat = Chat(engine, namespace, "s1")
+    outcome = chat.say(
+        f"user: server token {mlt}, npm {npm}, hub {hf}, gh {split}; wifi pass is "
+        "CorrectHorseBatteryStaple",
+        make_item(f"Alice's MCP token is {mlt}."),
+        make_item("Alice publishes packages.", reason=f"needs {npm} to publish"),
+        make_item(f"Alice's GitHub token is {split}."),
+        make_item("Alice uses Postgres."),
+    )
+    assert outcome.redactions == 5 and outcome.candidates == 1 and outcome.rejected == 3
+    for statement in (
+        f"my hub token {hf}",
+        f"gh {split}",
+        "wifi pass is CorrectHorseBatteryStaple",
+    ):
+        with pytest.raises(CommandRejectedError) as rejected:
+            chat.session.apply_explicit_command("remember", statement, 1)
+        assert rejected.value.reason_code == "secret_detected"
+    chat.session.finish()
+    dumped = "\n".join(msgspec.json.encode(event).decode() for _, event in iter_events(engine))
+    for secret in (mlt, npm, hf, ghp[30:], "CorrectHorseBatteryStaple"):
+        assert secret not in dumped
+
+
 def test_pasted_api_key_never_stored_or_recalled(
     engine: MemoryEngine, namespace: Namespace
 ) -> None:
