@@ -9,8 +9,6 @@ from typing import Annotated, Any
 
 import msgspec
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
@@ -28,6 +26,7 @@ from memory_ledger.replay.cli_common import (
     when,
 )
 from memory_ledger.replay.points import parse_timestamp
+from memory_ledger.replay.terminal_text import Table, escape
 
 __all__ = ["events", "explain_command", "stats_command", "verify"]
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
 from memory_ledger.commands.config import CONFIG_FILE, MemoryConfig, load_config
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.terminal_text import escape
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine

@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from memory_ledger.commands.config import MemoryConfig, load_config_from
 from memory_ledger.ledger.errors import InvalidArgumentError
@@ -27,6 +25,7 @@ from memory_ledger.replay.cli_common import (
     TenantOption,
 )
 from memory_ledger.replay.points import parse_point
+from memory_ledger.replay.terminal_text import Table, escape
 
 if TYPE_CHECKING:  # the engine's modules are imported when recall runs
     from memory_ledger.commands.embeddings import EmbeddingError

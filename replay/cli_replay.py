@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
@@ -26,6 +24,7 @@ from memory_ledger.replay.cli_common import (
     print_json,
 )
 from memory_ledger.replay.points import parse_point
+from memory_ledger.replay.terminal_text import Table, escape
 
 __all__ = [
     "as_of_command",

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay import cli_common as common
@@ -22,6 +20,7 @@ from memory_ledger.replay.cli_common import (
     MasterKeyFileOption,
     StoreOption,
 )
+from memory_ledger.replay.terminal_text import Table, escape
 
 if TYPE_CHECKING:  # the engine's modules are imported by the command that runs
     from memory_ledger.commands.extraction import Extractor

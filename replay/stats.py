@@ -27,7 +27,6 @@ from pathlib import Path
 import duckdb
 import msgspec
 from eventsourcing.utils import get_topic
-from rich.table import Table
 
 from memory_ledger.commands.engine import MemoryEngine, check_engine
 from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
@@ -35,6 +34,7 @@ from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpene
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
+from memory_ledger.replay.terminal_text import Table
 
 __all__ = [
     "EncryptionStats",
