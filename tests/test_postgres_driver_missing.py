@@ -37,7 +37,7 @@ def test_opening_a_postgres_ledger_without_the_driver_names_the_extra(tmp_path: 
     error = raised.value
     assert isinstance(error, memory_ledger.MemoryLedgerError)
     assert isinstance(error, ImportError)
-    assert error.reason_code == "extra_not_installed"
+    assert error.reason_code == "postgres_extra_not_installed"
     assert error.name == "psycopg"
     assert 'pip install "memory-ledger[postgres]"' in str(error)
     again = pickle.loads(pickle.dumps(error))
