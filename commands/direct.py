@@ -43,6 +43,25 @@ if TYPE_CHECKING:
 __all__ = ["DirectCommands", "DirectResult"]
 
 DIRECT_SESSION_PREFIX = "direct-"
+
+_SEARCHED = 10
+"""How many of the best lexical matches a command naming a memory by its words reads."""
+
+_LISTED = 5
+"""How many of several named memories an ``ambiguous_match`` error lists (best first)."""
+
+
+def _ambiguous(named: list[MemoryDoc], capped: bool) -> str:
+    """The message of an ``ambiguous_match``: how many memories the words name, the
+    :data:`_LISTED` best (id and the start of the statement) and how many more, so its size
+    does not grow with the store."""
+    count = f"at least {len(named)}" if capped else str(len(named))
+    listed = "; ".join(f"{doc.memory_id}: {doc.statement[:60]}" for doc in named[:_LISTED])
+    rest = len(named) - _LISTED
+    more = f"; and {'at least ' if capped else ''}{rest} more" if rest > 0 else ""
+    return f"the words name {count} memories, pass one memory id: {listed}{more}"
+
+
 """Session ids of direct commands start with this; the rest is a random hex id."""
 
 
@@ -248,15 +267,14 @@ class DirectCommands:
         :meth:`MemoryEngine.named_memories`); None (or, when ``required``, an error) when it
         names none; an error when it names several (never a silent pick). Messages never
         repeat ``text``."""
-        named = self._engine.named_memories(namespace, text, strict=strict)
+        named = self._engine.named_memories(namespace, text, _SEARCHED, strict=strict)
+        capped = len(named) >= _SEARCHED  # more may match beyond the search depth
         if len(named) > 1:  # the ones sharing the most of the text's words, if that is one
             overlaps = [len(shared_stems(text, doc.subject, doc.statement)) for doc in named]
             best = max(overlaps)
             named = [doc for doc, n in zip(named, overlaps, strict=True) if n == best]
         if len(named) > 1:
-            listed = "; ".join(f"{doc.memory_id}: {doc.statement[:60]}" for doc in named[:5])
-            msg = f"the words name {len(named)} memories, pass one memory id: {listed}"
-            raise UnknownMemoryError(msg, reason_code="ambiguous_match")
+            raise UnknownMemoryError(_ambiguous(named, capped), reason_code="ambiguous_match")
         if not named and required:
             msg = "no memory of this namespace matches the given words"
             raise UnknownMemoryError(msg, reason_code="no_match")

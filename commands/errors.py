@@ -26,6 +26,7 @@ __all__ = [
     "ConcurrencyConflictError",
     "ExtractionFailedError",
     "ExtractionPendingError",
+    "LedgerDriverNotInstalledError",
     "LedgerUnavailableError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
@@ -65,6 +66,28 @@ class LedgerUnavailableError(StoreUnavailableError):
     """
 
     reason_code = "ledger_server_unavailable"
+
+
+POSTGRES_EXTRA = 'pip install "memory-ledger[postgres]"'
+"""The command that installs the PostgreSQL ledger's driver (psycopg 3 and its pool)."""
+
+
+class LedgerDriverNotInstalledError(MemoryLedgerError, ImportError):
+    """A PostgreSQL ledger was asked for, but its driver (the ``postgres`` extra: psycopg 3
+    and its pool) is not installed; the message names the missing module and the command
+    that installs it (:data:`POSTGRES_EXTRA`). Nothing was opened or written."""
+
+    reason_code = "postgres_extra_not_installed"
+
+    @classmethod
+    def missing(cls, module: str | None) -> LedgerDriverNotInstalledError:
+        """The error for the missing ``module`` (``ImportError.name``; None: unknown)."""
+        what = f" ({module} is missing)" if module else ""
+        error = cls(
+            f"a PostgreSQL ledger needs the postgres extra{what}; install it: {POSTGRES_EXTRA}"
+        )
+        error.name = module
+        return error
 
 
 class TranscriptTooLargeError(InvalidArgumentError):

@@ -22,7 +22,11 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic
 
-from memory_ledger.commands.errors import LedgerUnavailableError, StoreUnavailableError
+from memory_ledger.commands.errors import (
+    LedgerDriverNotInstalledError,
+    LedgerUnavailableError,
+    StoreUnavailableError,
+)
 from memory_ledger.ledger.errors import LedgerConnectionError
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.store_identity import check_store_root
@@ -75,6 +79,8 @@ def open_ledger(
         database (``reason_code`` ``"no_database"``, at once, naming it), or
         (``create=False``) holds no ledger there; the message shows no password.
     :raises ValueError: ``url`` is not a valid ledger URL (``LedgerURLError``).
+    :raises LedgerDriverNotInstalledError: ``url`` names a PostgreSQL ledger and the
+        ``postgres`` extra (psycopg) is not installed.
     """
     if url is None:
         return _open_lmdb(root, sync=sync, map_size=map_size, create=create, read_only=read_only)
@@ -128,7 +134,14 @@ def _open_lmdb(
 
 def _open_postgres(root: Path, url: str, *, create: bool) -> OpenedLedger:
     # Imported here: psycopg is needed only by stores whose ledger is on PostgreSQL.
-    from memory_ledger.ledger.postgres import parse_ledger_url, probe_server, settings_from_url
+    try:
+        from memory_ledger.ledger.postgres import (
+            parse_ledger_url,
+            probe_server,
+            settings_from_url,
+        )
+    except ImportError as e:
+        raise LedgerDriverNotInstalledError.missing(e.name) from e
 
     parsed = parse_ledger_url(url)
     name = parsed.redacted

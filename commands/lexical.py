@@ -32,7 +32,7 @@ back, so :class:`~projections.text_index.BM25Index` indexes it unchanged.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -210,7 +210,9 @@ class ConversationWindows:
     itself, in turn order, each cut to :data:`CONTEXT_CHARS` characters, newline-joined,
     counting only turns recorded before the memory was created (``created_position``), so a
     memory's document never depends on when its index was built. None when the memory has
-    no provenance or no such turn exists.
+    no provenance or no such turn exists. A turn that is the source of a forgotten memory
+    lends nothing to any window (``silenced`` of :meth:`for_namespace`): a memory's own
+    source turn still counts for itself (its context), a forgotten memory is not retrieved.
 
     :param transcripts: reads a transcript by ledger position (cached there).
     :param turns_of: ``(tenant, principal, scope_id) -> [(session_id, turn_id, position)]``,
@@ -228,9 +230,15 @@ class ConversationWindows:
         self._turns_of = turns_of
         self.turns = turns
 
-    def for_namespace(self, tenant: str, principal: str, scope_id: str) -> WindowOf:
+    def for_namespace(
+        self, tenant: str, principal: str, scope_id: str, silenced: Collection[int] = ()
+    ) -> WindowOf:
         """A reader of windows for one namespace (reads its turns once: call it per index
-        build or refresh, then once per memory)."""
+        build or refresh, then once per memory).
+
+        ``silenced``: ledger positions of turns that lend no words to any window (the
+        source turns of forgotten memories, ``CanonicalMemory.forgotten_turns``): once a
+        memory is forgotten, its words must not find its neighbours."""
         if self.turns <= 0:
             return lambda positions, created: None
         by_position: dict[int, tuple[str, int]] = {}
@@ -240,6 +248,7 @@ class ConversationWindows:
             by_turn.setdefault((session, turn), position)
         span = self.turns
         text_at = self._transcripts.text_at
+        muted = {by_position[p] for p in silenced if p in by_position}
 
         def window(positions: Sequence[int], created: int) -> str | None:
             if not positions:
@@ -253,6 +262,8 @@ class ConversationWindows:
                 position = by_turn.get((session, other))
                 if other == turn or position is None or position >= created:
                     continue
+                if (session, other) in muted:
+                    continue  # the source turn of a forgotten memory
                 text = text_at(position)
                 if text:
                     parts.append(text)

