@@ -31,6 +31,7 @@ from eventsourcing.utils import get_topic
 from memory_ledger.commands.engine import MemoryEngine, check_engine
 from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpened
+from memory_ledger.ledger.mapper import may_be_sealed
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
@@ -222,7 +223,7 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
             break
         for _, raw_id, version, topic, state in rows:
             by_type[topic_type(topic)] += 1
-            if state and state[0] == SEALED:
+            if state and state[0] == SEALED and may_be_sealed(topic):
                 sealed += 1
                 if sealed_key_id(state) in erased_keys:
                     erased += 1
