@@ -50,12 +50,39 @@ class InvalidNamespaceError(InvalidArgumentError):
     reason_code = "invalid_namespace"
 
 
+def _check_stored_label(value: str, label: str, parameter: str, too_long_code: str) -> None:
+    """The rules a namespace part and a session id share, as text stored in every event of
+    theirs and shown by the CLI: valid UTF-8 (``"not_utf8"``), at most
+    :data:`MAX_NAMESPACE_PART_BYTES` bytes (``too_long_code``), no control, bidirectional
+    override or tag character (``"forbidden_character"``). Messages say ``label`` and never
+    repeat the value.
+
+    :raises InvalidNamespaceError: naming ``parameter``.
+    """
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        msg = f"{label} holds a character that is not valid Unicode text at index {e.start}"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="not_utf8") from None
+    if size > MAX_NAMESPACE_PART_BYTES:
+        msg = f"{label} is {size} bytes long, at most {MAX_NAMESPACE_PART_BYTES} allowed"
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code=too_long_code)
+    forbidden = forbidden_character(value)
+    if forbidden is not None:
+        msg = (
+            f"{label} holds {forbidden}; control characters, bidirectional overrides "
+            "and tag characters are refused"
+        )
+        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="forbidden_character")
+
+
 class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """``(tenant, principal, scope_id)``: isolates memories; part of every stream id and query.
 
     Each part is a non-empty string of at most 256 UTF-8 bytes (DESIGN.md section 2) without
-    NULs, other control characters or bidirectional overrides (U+202A..U+202E,
-    U+2066..U+2069); :meth:`validated` checks that and raises :class:`InvalidNamespaceError`.
+    NULs, other control characters, bidirectional overrides (U+202A..U+202E,
+    U+2066..U+2069) or tag characters; :meth:`validated` checks that and raises
+    :class:`InvalidNamespaceError`.
     """
 
     tenant: str
@@ -69,26 +96,7 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
             if not isinstance(value, str) or not value.strip():
                 msg = f"namespace {name} must be a non-empty string, got {value!r}"
                 raise InvalidNamespaceError(msg, parameter=name, reason_code="empty_namespace_part")
-            try:
-                size = len(value.encode("utf-8"))
-            except UnicodeEncodeError:
-                msg = f"namespace {name} holds a character that is not valid Unicode text"
-                raise InvalidNamespaceError(msg, parameter=name, reason_code="not_utf8") from None
-            if size > MAX_NAMESPACE_PART_BYTES:
-                msg = (
-                    f"namespace {name} is {size} bytes long, "
-                    f"at most {MAX_NAMESPACE_PART_BYTES} allowed"
-                )
-                raise InvalidNamespaceError(
-                    msg, parameter=name, reason_code="namespace_part_too_long"
-                )
-            forbidden = forbidden_character(value)
-            if forbidden is not None:
-                msg = (
-                    f"namespace {name} holds {forbidden}; control characters and "
-                    "bidirectional overrides are refused"
-                )
-                raise InvalidNamespaceError(msg, parameter=name, reason_code="forbidden_character")
+            _check_stored_label(value, f"namespace {name}", name, "namespace_part_too_long")
         return self
 
     def key(self) -> str:
@@ -129,21 +137,7 @@ def check_session_id(session_id: object, parameter: str = "session_id") -> str:
     if not session_id.strip():
         msg = f"{parameter} must be a non-empty string"
         raise InvalidNamespaceError(msg, parameter=parameter, reason_code="empty")
-    try:
-        size = len(session_id.encode("utf-8"))
-    except UnicodeEncodeError as e:
-        msg = f"{parameter} holds a character that is not valid Unicode text at index {e.start}"
-        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="not_utf8") from None
-    if size > MAX_NAMESPACE_PART_BYTES:
-        msg = f"{parameter} is {size} bytes long, at most {MAX_NAMESPACE_PART_BYTES} allowed"
-        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="session_id_too_long")
-    forbidden = forbidden_character(session_id)
-    if forbidden is not None:
-        msg = (
-            f"{parameter} holds {forbidden}; control characters, bidirectional overrides "
-            "and tag characters are refused"
-        )
-        raise InvalidNamespaceError(msg, parameter=parameter, reason_code="forbidden_character")
+    _check_stored_label(session_id, parameter, parameter, "session_id_too_long")
     return session_id
 
 
