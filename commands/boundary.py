@@ -9,9 +9,17 @@ namespace; see :mod:`memory_ledger.ledger.tags`). Its events are appended with t
 condition "no event carrying any tag I read was appended after ``after``"
 (``DCBAppendCondition``, the ``eventsourcing`` library's dynamic consistency boundary),
 checked inside the LMDB write transaction. When the condition fails (or a stream version
-was taken), the command re-reads and re-decides (:func:`append_decision`), at most
-:data:`DECISION_ATTEMPTS` times, then raises :class:`ConcurrencyConflictError`. A refused
-append writes nothing, so nothing is ever half-written.
+was taken), the command re-reads and re-decides (:func:`append_decision`) after a jittered
+back-off, until a deadline (:data:`DECISION_DEADLINE_SECONDS`, not a fixed count of
+attempts), then raises :class:`ConcurrencyConflictError` naming what raced. A refused append
+writes nothing, so nothing is ever half-written.
+
+:func:`append_decision` is THE decision path (DESIGN.md section 6, "one decision path"):
+every command that changes what is current (direct remember/correct/forget/pin, a session's
+``finish``, ``activate_candidate``, admissions, pruning, ``forget_all``) and every session
+append goes through it, so a new surface inherits the boundary instead of re-implementing
+it. A command whose target was superseded meanwhile applies to the current head of its
+supersession chain (:meth:`DecisionReads.head`), on every surface.
 
 Why tags and not stream versions alone: two new values of one key ("Alice lives in Lisbon",
 "Alice lives in Porto") are two memory streams; neither writer touches the other's stream,
@@ -20,6 +28,8 @@ so only a condition on the key's tag makes the second see the first.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -37,10 +47,48 @@ from memory_ledger.ledger.tags import condition_for, key_tag, memory_tag, namesp
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
 
-__all__ = ["DECISION_ATTEMPTS", "DecisionReads", "append_decision", "memory_of"]
+__all__ = [
+    "DECISION_DEADLINE_SECONDS",
+    "ConflictBackoff",
+    "DecisionReads",
+    "append_decision",
+    "memory_of",
+]
 
-DECISION_ATTEMPTS = 8
-"""How many times a decision is re-read and re-decided before ConcurrencyConflictError."""
+DECISION_DEADLINE_SECONDS = 10.0
+"""How long (seconds, monotonic) a decision is re-read and re-decided after conflicts
+before :class:`ConcurrencyConflictError` (``MemoryEngine.decision_deadline`` overrides)."""
+
+BACKOFF_FIRST_SECONDS = 0.001
+BACKOFF_CAP_SECONDS = 0.1
+
+
+class ConflictBackoff:
+    """Jittered exponential back-off with a deadline, for re-deciding after a conflict.
+
+    "Full jitter" (a uniform wait in [0, min(cap, first * 2**n)]), the scheme AWS's
+    architecture blog measured as finishing contended work soonest; the deadline, not a
+    count, bounds the whole command, so a loaded machine retries as long as it may.
+
+    :param deadline: seconds from construction after which :meth:`wait` refuses.
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + deadline
+        self.conflicts = 0
+        self._random = random.Random()
+
+    def wait(self) -> bool:
+        """Count one conflict and sleep before the next attempt; False (no sleep) when the
+        deadline has passed."""
+        self.conflicts += 1
+        now = time.monotonic()
+        if now >= self.deadline:
+            return False
+        ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** min(self.conflicts, 16))
+        time.sleep(min(self._random.uniform(0, ceiling), max(0.0, self.deadline - now)))
+        return True
 
 
 class DecisionReads:
@@ -66,6 +114,26 @@ class DecisionReads:
     def _select(self, tag: str) -> list[tuple[int, LedgerEvent]]:
         self.tags.add(tag)
         return self._engine.read_tagged(tag)
+
+    def head(self, memory: UUID) -> UUID | None:
+        """The current head of ``memory``'s supersession chain: ``memory`` itself while it
+        is retrievable, else the memory that superseded it, followed to the first
+        retrievable one (each link is read, so the chain is in the append condition).
+        None when the memory does not exist (in this namespace) or the chain ends in a
+        memory that is not retrievable (forgotten, pruned) or loops."""
+        seen: set[UUID] = set()
+        current: UUID | None = memory
+        while current is not None and current not in seen:
+            seen.add(current)
+            state = self.memory(current)
+            if state is None:
+                return None
+            if state.retrievable:
+                return current
+            if state.status != "superseded":
+                return None
+            current = state.superseded_by
+        return None
 
     def memory(self, memory: UUID) -> MemoryStreamState | None:
         """The memory's state folded from its ledger history (with positions); None when it
@@ -128,32 +196,56 @@ def append_decision(
     plan: Callable[[DecisionReads], Sequence[LedgerEvent]],
     *,
     what: str,
-    attempts: int = DECISION_ATTEMPTS,
     on_conflict: Callable[[], None] | None = None,
+    append: Callable[[list[LedgerEvent], DCBAppendCondition | None], list[int]] | None = None,
 ) -> list[int]:
-    """Decide with fresh ledger reads and append under the decision's condition; on a
-    conflict (condition failed or stream version taken) call ``on_conflict`` (refresh other
-    state) and decide again. Returns the positions written ([] when ``plan`` decided
+    """THE decision path: decide with fresh ledger reads and append under the decision's
+    condition; on a conflict (condition failed or stream version taken) call
+    ``on_conflict`` (refresh other state), back off (jittered) and decide again, until the
+    engine's ``decision_deadline``. Returns the positions written ([] when ``plan`` decided
     nothing).
 
-    :raises ConcurrencyConflictError: ``attempts`` decisions in a row were overtaken.
+    ``plan`` reads what it decides from through the :class:`DecisionReads` it is given
+    (fresh on every attempt); it may raise a typed error (nothing is written). ``append``
+    writes the planned events under the condition (default ``engine.append``; a session
+    puts its buffered read records in front).
+
+    :raises ConcurrencyConflictError: overtaken until the deadline; names what raced (the
+        first conflicting position, or the stream version taken) and how many attempts.
     """
-    for _ in range(attempts):
+    write = append or (lambda events, condition: engine.append(events, condition=condition))
+    backoff = ConflictBackoff(getattr(engine, "decision_deadline", DECISION_DEADLINE_SECONDS))
+    raced = ""
+    while True:
         reads = DecisionReads(engine, namespace)
         events = list(plan(reads))
         if not events:
             return []
-        fault("decision.planned")
+        condition = reads.condition(events)
+        if reads.tags:
+            fault("decision.planned")
         try:
-            return engine.append(events, condition=reads.condition(events))
-        except IntegrityError:
+            return write(events, condition)
+        except IntegrityError as error:
+            raced = _raced(error)
             if on_conflict is not None:
                 on_conflict()
+            if not backoff.wait():
+                break
+    seconds = time.monotonic() - backoff.started
     msg = (
-        f"{what}: other commands changed the memories it decides about {attempts} times in "
-        "a row; nothing was written (retry later)"
+        f"{what}: concurrent commands overtook it {backoff.conflicts} times in {seconds:.1f} s "
+        f"(last: {raced}); nothing was written (retry later)"
     )
     raise ConcurrencyConflictError(msg)
+
+
+def _raced(error: IntegrityError) -> str:
+    """What a refused append raced with, in words (never payload text)."""
+    position = getattr(error, "position", None)
+    if isinstance(position, int):
+        return f"the event at position {position} changed what it read"
+    return "another command took a stream version it wrote"
 
 
 def memory_of(engine: MemoryEngine, namespace: Namespace, memory: UUID) -> MemoryStreamState | None:

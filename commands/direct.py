@@ -20,25 +20,37 @@ from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands.boundary import DecisionReads, append_decision, memory_of
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
 from memory_ledger.commands.lexical import shared_stems
+from memory_ledger.commands.reconcile import IN_THIS_BATCH, Reconciler, plan_finish
+from memory_ledger.commands.session_commands import CommandResult
+from memory_ledger.commands.session_stream import utc_now
 from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
 from memory_ledger.ledger.arguments import forbidden_character
-from memory_ledger.ledger.events import ReconciliationReport
+from memory_ledger.ledger.events import (
+    ExplicitCommandApplied,
+    ExtractedItem,
+    LedgerEvent,
+    ReconciliationReport,
+    SessionOpened,
+)
 from memory_ledger.ledger.ids import (
     MAX_NAMESPACE_PART_BYTES,
     InvalidNamespaceError,
     Namespace,
     check_namespace,
     check_session_id,
+    command_id,
     memory_id,
     normalize_statement,
+    session_stream_id,
 )
+from memory_ledger.ledger.key_errors import NamespaceErasedError
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
     from memory_ledger.commands.recall import MemoryDoc
-    from memory_ledger.commands.session import CommandResult
 
 __all__ = ["DirectCommands", "DirectResult"]
 
@@ -144,10 +156,6 @@ class DirectCommands:
         if isinstance(tags, str):
             msg = "tags must be a sequence of strings, not one string"
             raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
-        checked = validate_item(item)  # before the command's session opens: nothing written
-        if isinstance(checked, Rejection):
-            msg = f"the item was rejected ({checked.reason_code}): {checked.detail}"
-            raise CommandRejectedError(msg, checked.reason_code, parameter=checked.field)
         session_id, applied, report = self._run(namespace, "remember", text, item=item)
         mid = memory_id(namespace, normalize_statement(text))
         return DirectResult(
@@ -172,13 +180,11 @@ class DirectCommands:
         """
         check_namespace(namespace)
         target = self._target(namespace, statement_or_id)
-        session_id, applied, report = self._run(
-            namespace, "forget", target.statement, target=UUID(target.memory_id)
-        )
+        session_id, applied, report = self._run(namespace, "forget", None, target=target)
         return DirectResult(
             intent="forget",
-            memory_id=UUID(target.memory_id),
-            target=UUID(target.memory_id),
+            memory_id=applied.target,
+            target=applied.target,
             session_id=session_id,
             position=report.position or applied.position,
             report=report,
@@ -193,13 +199,11 @@ class DirectCommands:
         """
         check_namespace(namespace)
         target = self._target(namespace, statement_or_id)
-        session_id, applied, report = self._run(
-            namespace, "pin", target.statement, target=UUID(target.memory_id)
-        )
+        session_id, applied, report = self._run(namespace, "pin", None, target=target)
         return DirectResult(
             intent="pin",
-            memory_id=UUID(target.memory_id),
-            target=UUID(target.memory_id),
+            memory_id=applied.target,
+            target=applied.target,
             session_id=session_id,
             position=report.position or applied.position,
             report=report,
@@ -224,14 +228,12 @@ class DirectCommands:
         text = _statement(statement, "statement")
         check_namespace(namespace)
         if target is not None:
-            resolved: MemoryDoc | None = self._target(namespace, target, "target")
+            resolved: UUID | None = self._target(namespace, target, "target")
         else:
-            resolved = self._named(namespace, text, required=False, strict=True)
+            named = self._named(namespace, text, required=False, strict=True)
+            resolved = UUID(named.memory_id) if named is not None else None
         session_id, applied, report = self._run(
-            namespace,
-            "correct" if resolved is not None else "remember",
-            text,
-            target=UUID(resolved.memory_id) if resolved is not None else None,
+            namespace, "correct" if resolved is not None else "remember", text, target=resolved
         )
         return DirectResult(
             intent="correct",
@@ -246,19 +248,20 @@ class DirectCommands:
 
     def _target(
         self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
-    ) -> MemoryDoc:
-        """The retrievable memory of ``namespace`` a forget/correct names (``name``: the
-        argument it came in, for errors)."""
+    ) -> UUID:
+        """The memory of ``namespace`` a forget/pin/correct names (``name``: the argument it
+        came in, for errors): an id that exists in the LEDGER (any status; the decision
+        resolves it to the head of its supersession chain), or the one retrievable memory
+        the words name."""
         wanted = _as_uuid(statement_or_id)
         if wanted is not None:
-            doc = self._engine.retrievable_memory(namespace, wanted)
-            if doc is None:
+            if memory_of(self._engine, namespace, wanted) is None:
                 raise UnknownMemoryError(str(wanted))
-            return doc
+            return wanted
         text = _statement(statement_or_id, name)
         doc = self._named(namespace, text, required=True)
         assert doc is not None
-        return doc
+        return UUID(doc.memory_id)
 
     def _named(
         self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
@@ -284,16 +287,159 @@ class DirectCommands:
         self,
         namespace: Namespace,
         intent: Literal["remember", "forget", "correct", "pin"],
-        text: str,
+        text: str | None,
         *,
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
+        """Plan and append the whole command as ONE decision (one transaction, one sync):
+        SessionOpened, ExplicitCommandApplied, SessionSealed, the memory events and
+        SessionReconciled, under the append condition of what the plan read
+        (:func:`~memory_ledger.commands.boundary.append_decision`). A crash leaves all of it
+        or none of it; a backup never holds half of one.
+
+        ``text`` None (a forget or pin): the statement recorded is the target's current one.
+        ``target`` is resolved to the head of its supersession chain in the ledger at the
+        decision (a concurrent correction that superseded it is what this command applies
+        to); a chain that ends in a forgotten memory is an unknown target.
+
+        :raises UnknownMemoryError: ``target`` names no retrievable memory now.
+        :raises CommandRejectedError: the (carried-over) item fails validation.
+        :raises NamespaceErasedError: the namespace was erased.
+        """
+        engine = self._engine
         session_id = self._prefix + uuid.uuid4().hex
-        with self._engine.session(namespace, session_id) as session:
-            applied = session.apply_explicit_command(intent, text, 1, item=item, target=target)
-            report = session.finish()
+        stream = session_stream_id(namespace, session_id)
+        policy = engine.config.activation_policy
+        outcome: dict[str, Any] = {}
+        with engine.ledger_guard():
+            engine.keyring.refresh()
+        if engine.keyring.erased_namespace_ids and engine.keyring.is_erased(namespace):
+            raise NamespaceErasedError(f"namespace {namespace.key()!r} was erased")
+
+        def plan(reads: DecisionReads) -> list[LedgerEvent]:
+            head = None
+            if target is not None:
+                head = reads.head(target)
+                if head is None:
+                    raise UnknownMemoryError(str(target))
+            state = reads.memory(head) if head is not None else None
+            statement = text
+            if statement is None:  # forget / pin: the target's statement as it is now
+                assert state is not None and head is not None
+                statement = state.item.statement if state.item is not None else str(head)
+            resolved: ExtractedItem | None = None
+            if intent == "correct":
+                resolved = _checked(_correction(statement, state.item if state else None, item))
+            elif intent == "remember":
+                resolved = _checked(item if item is not None else _plain_item(statement))
+            cid = command_id(stream, 1, intent, statement)
+            at = utc_now()
+            base = {"recorded_at": at, "namespace": namespace, "session_id": session_id}
+            opened = SessionOpened(
+                originator_id=stream,
+                originator_version=1,
+                **base,  # type: ignore[arg-type]
+                activation_policy=policy,
+                extractor_id=DIRECT_EXTRACTOR_ID,
+            )
+            command = ExplicitCommandApplied(
+                originator_id=stream,
+                originator_version=2,
+                **base,  # type: ignore[arg-type]
+                turn_id=1,
+                command_id=cid,
+                intent=intent,
+                statement=statement,
+                target=head,
+                item=resolved,
+                occurred_at=None,
+            )
+            reconciler = Reconciler(
+                namespace=namespace,
+                session_id=session_id,
+                load_memory=reads.memory,
+                same_key=reads.activated_under,
+                recorded_at=at,
+                evidence_position=lambda _entry: IN_THIS_BATCH,
+            )
+            finished = plan_finish(
+                reconciler,
+                session_stream=stream,
+                session_version=2,
+                items=[command],
+                policy=policy,
+            )
+            outcome.update(report=finished.report, command=command)
+            return [opened, command, *finished.events]
+
+        positions = append_decision(engine, namespace, plan, what=f"{intent} ({session_id})")
+        report = msgspec.structs.replace(outcome["report"], position=positions[-1])
+        command = outcome["command"]
+        applied = CommandResult(
+            command_id=command.command_id,
+            intent=intent,
+            target=command.target,
+            position=positions[1],
+        )
         return session_id, applied, report
+
+
+DIRECT_EXTRACTOR_ID = "direct"
+"""The extractor id recorded in a direct command's SessionOpened (no extractor runs)."""
+
+
+def _plain_item(text: str) -> dict[str, Any]:
+    """The item of a plain ``remember`` (no subject or predicate given)."""
+    return {
+        "kind": "semantic",
+        "subject": None,
+        "predicate": None,
+        "value": None,
+        "statement": text,
+        "source": "fact",
+        "scope": "user",
+        "reason": "the user explicitly asked to remember this",
+        "importance": 0.9,
+        "confidence": 1.0,
+    }
+
+
+def _correction(
+    text: str, base: ExtractedItem | None, supplied: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The item of a ``correct`` (issue 13 item 4): the target's current item (subject,
+    predicate, kind, source, scope, reason, tags, evidence and importance) with the
+    correction's statement, no value and the user's confidence; a plain item when there is
+    no target. ``supplied`` fields override."""
+    if base is None:
+        raw = _plain_item(text)
+        raw["reason"] = "the user explicitly asked to correct this"
+    else:
+        raw = {
+            "kind": base.kind,
+            "subject": base.subject,
+            "predicate": base.predicate,
+            "value": None,
+            "statement": text,
+            "source": base.source,
+            "scope": base.scope,
+            "reason": base.reason,
+            "importance": base.importance,
+            "confidence": 1.0,
+            "tags": list(base.tags),
+            "evidence": list(base.evidence),
+        }
+    raw.update(supplied or {})
+    return raw
+
+
+def _checked(raw: dict[str, Any]) -> ExtractedItem:
+    outcome = validate_item(raw)
+    if isinstance(outcome, Rejection):
+        msg = f"the item was rejected ({outcome.reason_code}): {outcome.detail}"
+        raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)
+    return outcome
 
 
 def _statement(value: object, name: str) -> str:

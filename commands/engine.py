@@ -42,6 +42,7 @@ from eventsourcing.persistence import (
     Mapper,
 )
 
+from memory_ledger.commands.boundary import DECISION_DEADLINE_SECONDS
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.encryption import check_erasures, record_erasures
 from memory_ledger.commands.engine_commands import EngineCommands
@@ -171,6 +172,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.tagged_recorder: TaggedRecorder = recorder
         """The recorder as the consistency boundary uses it (tags, conditions, tagged reads)."""
         self.consistency_boundary = True
+        self.decision_deadline = DECISION_DEADLINE_SECONDS
+        """Seconds a decision is re-read and re-decided after conflicts (jittered back-off)
+        before :class:`ConcurrencyConflictError` (``commands.boundary.append_decision``)."""
         """Append decisions with their append condition (commands/boundary.py). False only
         to measure its cost (``python -m benchmarks engine``): decisions are then unguarded."""
         self.mapper = mapper

@@ -72,6 +72,9 @@ class MemoryStreamState(msgspec.Struct, kw_only=True):
     item: ExtractedItem | None = None
     forgotten_at: int | None = None
     forgotten_time: datetime | None = None
+    superseded_by: UUID | None = None
+    """The memory that superseded this one while its status is ``superseded`` (the next
+    link of its supersession chain); None otherwise."""
 
     @property
     def retrievable(self) -> bool:
@@ -161,6 +164,11 @@ def latest(first: datetime | None, second: datetime | None) -> datetime | None:
     return max(first, second)
 
 
+def _superseded(state: MemoryStreamState, _: int, event: MemorySuperseded) -> None:
+    state.status = "superseded"
+    state.superseded_by = event.superseded_by
+
+
 def _conflict(state: MemoryStreamState, _: int, event: MemoryConflictMarked) -> None:
     if state.status == "active":
         state.status = "conflicted"
@@ -175,7 +183,7 @@ _MEMORY_FOLD: EventDispatch[_Fold] = EventDispatch(
     {
         MemoryActivated: _activated,
         MemoryReinforced: _revision(_reinforced),
-        MemorySuperseded: _revision(_status("superseded")),
+        MemorySuperseded: _revision(_superseded),
         MemoryForgotten: _revision(_forgotten),
         MemoryPruned: _revision(_status("pruned")),
         MemoryConflictMarked: _revision(_conflict),

@@ -89,6 +89,7 @@ from memory_ledger.ledger.ids import (
 __all__ = [
     "EVIDENCE_OLDER_THAN_FORGET",
     "EVIDENCE_PREDATES_FORGET",
+    "IN_THIS_BATCH",
     "RETRIEVABLE",
     "MemoryStreamState",
     "ReconciliationPlan",
@@ -110,6 +111,10 @@ EVIDENCE_OLDER_THAN_FORGET = "evidence_older_than_forget"
 evidence."""
 
 _NOT_YET_APPENDED = 2**63 - 1
+
+IN_THIS_BATCH = _NOT_YET_APPENDED
+"""The evidence position of a command appended in the same batch as its reconciliation (a
+direct command): after every position that exists now."""
 
 Cause = Literal["same_subject_predicate", "declared", "correction"]
 
@@ -189,6 +194,26 @@ class Reconciler:
                     holders.add(mid)
             self.keys[key] = holders
         return self.keys[key]
+
+    def head(self, mid: UUID) -> UUID | None:
+        """The current head of ``mid``'s supersession chain as this plan sees it: ``mid``
+        while retrievable, else the memory that superseded it, followed to the first
+        retrievable one; None when it does not exist, or the chain ends in a memory that is
+        not retrievable (forgotten, pruned). A command whose target was superseded meanwhile
+        (a concurrent correct) applies to this head (DESIGN.md section 6)."""
+        seen: set[UUID] = set()
+        current: UUID | None = mid
+        while current is not None and current not in seen:
+            seen.add(current)
+            state = self.state(current)
+            if state is None:
+                return None
+            if state.retrievable:
+                return current
+            if state.status != "superseded":
+                return None
+            current = state.superseded_by
+        return None
 
     def _base(self, mid: UUID) -> dict[str, object]:
         state = self.state(mid)
@@ -405,6 +430,7 @@ class Reconciler:
             )
         )
         state.status = "superseded"
+        state.superseded_by = new
         if state.key is not None:
             self._holders(state.key).discard(old)
         self.superseded.append(old)
@@ -430,6 +456,9 @@ class Reconciler:
     def command(self, command: ExplicitCommandApplied) -> None:
         """Reconcile one explicit command (the user's word: decision ``manual``)."""
         position = self._evidence(command)
+        # The target of a forget/pin/correct is the head of its supersession chain now: a
+        # correction that landed since the command named it is what the command applies to.
+        target = self.head(command.target) if command.target is not None else None
         if command.intent in ("remember", "correct") and command.item is not None:
             self.activate(
                 command.item,
@@ -438,33 +467,34 @@ class Reconciler:
                 decision="manual",
                 occurred_at=None,
                 decision_evidence=(f"explicit:{command.intent}",),
-                corrects=command.target if command.intent == "correct" else None,
+                corrects=target if command.intent == "correct" else None,
                 evidence_position=position,
             )
             return
-        if command.target is None:
+        if target is None:
             return
-        state = self.state(command.target)
-        if state is None or not state.retrievable:
-            return
+        state = self.state(target)
+        assert state is not None and state.retrievable
         if command.intent == "forget":
+            # A command appended in this very batch has no position yet: 0 makes the
+            # tombstone the MemoryForgotten's own position.
             self.forget(
-                command.target,
+                target,
                 command.turn_id,
                 command.command_id,
-                position or 0,
+                0 if position is None or position >= IN_THIS_BATCH else position,
                 forget_time=command.occurred_at or command.recorded_at,
             )
         elif command.intent == "pin" and not state.pinned:
             self.events.append(
                 MemoryPinned(
-                    **self._base(command.target),  # type: ignore[arg-type]
+                    **self._base(target),  # type: ignore[arg-type]
                     turn_id=command.turn_id,
                     command_id=command.command_id,
                 )
             )
             state.pinned = True
-            self.pinned.append(command.target)
+            self.pinned.append(target)
 
     def forget(
         self,

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.dcb.api import DCBAppendCondition
 
-from memory_ledger.commands.boundary import DECISION_ATTEMPTS, DecisionReads
+from memory_ledger.commands.boundary import DecisionReads, append_decision
 from memory_ledger.commands.config import MemoryConfig
-from memory_ledger.commands.errors import ConcurrencyConflictError, SessionSealedError
+from memory_ledger.commands.errors import SessionSealedError
 from memory_ledger.commands.extraction import Extractor
 from memory_ledger.commands.session_state import SessionState
 from memory_ledger.ledger.errors import InvalidArgumentError
@@ -112,7 +112,7 @@ class SessionStream:
 
         ``plan`` returns [] when, given the refreshed state, nothing is left to write.
 
-        :raises ConcurrencyConflictError: overtaken ``DECISION_ATTEMPTS`` times in a row.
+        :raises ConcurrencyConflictError: overtaken until the decision deadline.
         """
         return self._append(lambda _reads: plan(), decides=False)
 
@@ -132,36 +132,35 @@ class SessionStream:
     def _append(
         self, plan: Callable[[DecisionReads | None], list[LedgerEvent]], *, decides: bool
     ) -> list[int]:
+        """Both kinds of session append go through the one decision path
+        (:func:`commands.boundary.append_decision`): a plan that reads nothing through its
+        :class:`DecisionReads` has no append condition (stream versions guard it)."""
+
+        def planned(decision: DecisionReads) -> list[LedgerEvent]:
+            return plan(decision if decides else None)
+
+        def write(events: list[LedgerEvent], condition: DCBAppendCondition | None) -> list[int]:
+            reads = list(self._reads)
+            positions = self.engine.append([*reads, *events], condition=condition)
+            fault("session.appended")
+            del self._reads[: len(reads)]
+            written = positions[len(reads) :]
+            for event, position in zip(events, written, strict=True):
+                if event.originator_id == self.stream_id:
+                    self.state.apply(event, position)
+            self.last_position = positions[-1]
+            self._last_activity = time.monotonic()
+            return written
+
         with self._lock:
-            for _ in range(DECISION_ATTEMPTS):
-                decision = DecisionReads(self.engine, self.namespace) if decides else None
-                events = plan(decision)
-                if not events:
-                    return []
-                condition = None
-                if decision is not None:
-                    condition = decision.condition(events)
-                    fault("decision.planned")
-                reads = list(self._reads)
-                try:
-                    positions = self.engine.append([*reads, *events], condition=condition)
-                except IntegrityError:
-                    self.refresh()
-                    continue
-                fault("session.appended")
-                del self._reads[: len(reads)]
-                written = positions[len(reads) :]
-                for event, position in zip(events, written, strict=True):
-                    if event.originator_id == self.stream_id:
-                        self.state.apply(event, position)
-                self.last_position = positions[-1]
-                self._last_activity = time.monotonic()
-                return written
-            msg = (
-                f"session {self.session_id!r}: concurrent commands overtook this one "
-                f"{DECISION_ATTEMPTS} times in a row; nothing was written (retry later)"
+            return append_decision(
+                self.engine,
+                self.namespace,
+                planned,
+                what=f"session {self.session_id!r}",
+                on_conflict=self.refresh,
+                append=write,
             )
-            raise ConcurrencyConflictError(msg)
 
     def _base(self) -> dict[str, Any]:
         """Envelope of the next session-stream event (call once per event, in order)."""
