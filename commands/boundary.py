@@ -196,7 +196,7 @@ def append_decision(
     plan: Callable[[DecisionReads], Sequence[LedgerEvent]],
     *,
     what: str,
-    on_conflict: Callable[[], None] | None = None,
+    on_conflict: Callable[[], object] | None = None,
     append: Callable[[list[LedgerEvent], DCBAppendCondition | None], list[int]] | None = None,
 ) -> list[int]:
     """THE decision path: decide with fresh ledger reads and append under the decision's

@@ -381,9 +381,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             (a concurrent writer), or the condition failed
             (:class:`ledger.tag_index.AppendConditionFailedError`); nothing of the batch is
             written.
+        :raises SecretRefusedError: an event holds a secret-shaped value in any string field
+            (:mod:`commands.secret_door`); nothing of the batch is written.
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
         """
+        from memory_ledger.commands.secret_door import check_event  # detect_secrets: on a write
+
+        for event in events:  # the one secret scan at the door: before a byte is encoded
+            check_event(event)
         to_stored_event = self.mapper.to_stored_event
         with self.ledger_guard():
             self.keyring.refresh()  # a key erased by another process is never used again

@@ -229,11 +229,14 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         ("value", item.value or ""),
         *(("tags", tag) for tag in tags),
     ]
-    from memory_ledger.commands.secrets import contains_secret  # detect_secrets: on first use
+    from memory_ledger.commands.secret_door import item_secret_field  # detect_secrets: lazily
 
-    for name, text in texts:
-        if text and contains_secret(text):
-            return Rejection("secret_detected", "the item holds a secret-shaped value", name)
+    # The question the ledger's door asks of every event (commands.secret_door): a candidate
+    # it would refuse is rejected here with a reason code instead.
+    probe = msgspec.structs.replace(item, statement=statement, reason=reason, tags=tags)
+    secret = item_secret_field(probe)
+    if secret is not None:
+        return Rejection("secret_detected", "the item holds a secret-shaped value", secret)
     for name, text in texts:
         if text and has_injection_marker(text):
             detail = "the item carries a prompt-injection marker"

@@ -1,0 +1,133 @@
+"""The one secret scan at the ledger's door (DESIGN.md section 6, issue 25 item 2).
+
+Every event passes :func:`check_event` in :meth:`MemoryEngine.append
+<memory_ledger.commands.engine.MemoryEngine.append>`, the one place events are encoded for
+the ledger (LMDB and PostgreSQL alike), before a byte of it is encoded. The scan walks EVERY
+string of the payload, however it got there: statements, subjects, predicates, values, tags,
+reasons, evidence ids, session and client labels, namespace parts, workspace paths,
+knowledge ids, error texts, dictionary keys and values, nested structs and sequences. An event
+that holds a secret-shaped value refuses the whole batch with :class:`SecretRefusedError`
+(``reason_code`` ``secret_detected``), naming the field (never the value): nothing is
+written. A new surface (a store adapter, a tool) inherits the rule instead of repeating it.
+
+Transcripts keep their redaction (a turn is evidence: ``commands.session_extraction``
+replaces secret spans by ``[REDACTED:<kind>]`` markers before the event is built, and the
+markers are opaque to the scan), so a redacted transcript passes.
+
+Structured fields are scanned as whole fields too (:func:`~memory_ledger.commands.secrets.
+field_secret`): a bare generated password as an item's ``value`` or a tag, and a value whose
+item's predicate names a credential ("password", "api key", ...), are secrets though no
+keyword stands inside the value. Validation of extracted items asks the same question
+(:func:`item_secret_field`), so a candidate the door would refuse is rejected with a reason
+code instead of failing its turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+
+from memory_ledger.commands.errors import CommandRejectedError
+from memory_ledger.commands.secrets import contains_secret, field_secret
+from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
+
+__all__ = ["SecretRefusedError", "check_event", "item_secret_field"]
+
+_CACHED_UP_TO = 512
+"""Strings up to this many characters are remembered (ids, labels and statements recur in
+many events of one command); longer ones (transcripts) are scanned each time."""
+
+
+class SecretRefusedError(CommandRejectedError):
+    """An event about to be written holds a secret-shaped value; nothing was written.
+
+    ``parameter`` names the field (the last part of its path: ``value``, ``tags``,
+    ``statement``, ``session_id``, ...); ``field_path`` the whole path in the event
+    (``MemoryActivated.item.value``). Neither the message nor any attribute holds the value.
+    """
+
+    reason_code = "secret_detected"
+
+    def __init__(self, event_type: str, path: str) -> None:
+        leaf = path.rsplit(".", 1)[-1].split("[", 1)[0]
+        super().__init__(
+            f"{leaf} holds a secret-shaped value ({event_type}.{path}); nothing was written",
+            "secret_detected",
+            parameter=leaf,
+        )
+        self.field_path = f"{event_type}.{path}"
+
+
+@lru_cache(maxsize=16384)
+def _cached(text: str) -> bool:
+    return contains_secret(text)
+
+
+def _text_secret(text: str) -> bool:
+    if not text:
+        return False
+    return _cached(text) if len(text) <= _CACHED_UP_TO else contains_secret(text)
+
+
+@lru_cache(maxsize=16384)
+def _field(text: str, label: str | None) -> bool:
+    return field_secret(text, label=label)
+
+
+def item_secret_field(item: ExtractedItem) -> str | None:
+    """The name of the first field of ``item`` that holds a secret (``statement``,
+    ``reason``, ``subject``, ``predicate``, ``value``, ``tags``, ``evidence``,
+    ``supersedes``, ``conflicts_with``), or None. The value is judged with its predicate as
+    its label (``password`` = ``Zq8!vR2#mK9pL4xW``); subject, predicate, value and tags are
+    also judged as whole fields (a bare generated password or cloud key)."""
+    if _text_secret(item.statement):
+        return "statement"
+    if _text_secret(item.reason):
+        return "reason"
+    for name, text in (("subject", item.subject), ("predicate", item.predicate)):
+        if text and (_field(text[:_CACHED_UP_TO], None) or _text_secret(text)):
+            return name
+    value = item.value
+    if value and (_field(value[:_CACHED_UP_TO], item.predicate) or _text_secret(value)):
+        return "value"
+    for name in ("tags", "evidence", "supersedes", "conflicts_with"):
+        for text in getattr(item, name):
+            if _field(text[:_CACHED_UP_TO], None) or _text_secret(text):
+                return name
+    return None
+
+
+def _secret_paths(value: Any, path: str) -> Iterator[str]:
+    """The path (``a.b[2]``, ``meta[key]``) of every secret-holding string inside
+    ``value``; an item's fields are judged together (:func:`item_secret_field`)."""
+    if isinstance(value, str):
+        if _text_secret(value):
+            yield path
+    elif isinstance(value, msgspec.Struct):
+        if isinstance(value, ExtractedItem):
+            field = item_secret_field(value)
+            if field is not None:
+                yield f"{path}.{field}"
+        for name in value.__struct_fields__:
+            yield from _secret_paths(getattr(value, name), f"{path}.{name}" if path else name)
+    elif isinstance(value, (tuple, list, frozenset, set)):
+        for index, entry in enumerate(value):
+            yield from _secret_paths(entry, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, entry in value.items():
+            if isinstance(key, str) and _text_secret(key):
+                yield f"{path}[]"
+            name = key if isinstance(key, str) and key.isidentifier() else ""
+            yield from _secret_paths(entry, f"{path}[{name[:40]}]")
+
+
+def check_event(event: LedgerEvent) -> None:
+    """Refuse ``event`` if any string of its payload holds a secret-shaped value.
+
+    :raises SecretRefusedError: names the event type and the field's path; never the value.
+    """
+    for path in _secret_paths(event, ""):
+        raise SecretRefusedError(type(event).__name__, path)
