@@ -22,6 +22,7 @@ BENCHMARKS = {
     "growth": "benchmarks.growth",
     "workspace": "benchmarks.workspace",
     "encryption": "benchmarks.encryption",
+    "races": "benchmarks.races",
     "all": "benchmarks.run_all",
 }
 

@@ -115,6 +115,13 @@ class DecisionReads:
         self.tags.add(tag)
         return self._engine.read_tagged(tag)
 
+    def guard_namespace(self) -> None:
+        """Put the whole namespace in the decision's boundary without reading it: for a
+        decision made from a search of the read models (a correction naming its target by
+        words, caught up to at least :attr:`after`), whose answer any memory event of the
+        namespace after :attr:`after` may change."""
+        self.tags.add(namespace_tag(self.namespace))
+
     def head(self, memory: UUID) -> UUID | None:
         """The current head of ``memory``'s supersession chain: ``memory`` itself while it
         is retrievable, else the memory that superseded it, followed to the first
@@ -228,6 +235,7 @@ def append_decision(
             return write(events, condition)
         except IntegrityError as error:
             raced = _raced(error)
+            engine.decision_conflicts += 1
             if on_conflict is not None:
                 on_conflict()
             if not backoff.wait():

@@ -179,8 +179,10 @@ class DirectCommands:
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target = self._target(namespace, statement_or_id)
-        session_id, applied, report = self._run(namespace, "forget", None, target=target)
+        target, named = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(
+            namespace, "forget", None, target=target, named=named
+        )
         return DirectResult(
             intent="forget",
             memory_id=applied.target,
@@ -198,8 +200,8 @@ class DirectCommands:
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target = self._target(namespace, statement_or_id)
-        session_id, applied, report = self._run(namespace, "pin", None, target=target)
+        target, named = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(namespace, "pin", None, target=target, named=named)
         return DirectResult(
             intent="pin",
             memory_id=applied.target,
@@ -227,13 +229,17 @@ class DirectCommands:
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
+        resolved: UUID | None = None
+        named = False
         if target is not None:
-            resolved: UUID | None = self._target(namespace, target, "target")
-        else:
-            named = self._named(namespace, text, required=False, strict=True)
-            resolved = UUID(named.memory_id) if named is not None else None
+            resolved, named = self._target(namespace, target, "target")
         session_id, applied, report = self._run(
-            namespace, "correct" if resolved is not None else "remember", text, target=resolved
+            namespace,
+            "correct",
+            text,
+            target=resolved,
+            named=named,
+            words=text if target is None else None,
         )
         return DirectResult(
             intent="correct",
@@ -248,8 +254,9 @@ class DirectCommands:
 
     def _target(
         self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
-    ) -> UUID:
-        """The memory of ``namespace`` a forget/pin/correct names (``name``: the argument it
+    ) -> tuple[UUID, bool]:
+        """The memory of ``namespace`` a forget/pin/correct names, and whether it was named
+        by words (``name``: the argument it
         came in, for errors): an id that exists in the LEDGER (any status; the decision
         resolves it to the head of its supersession chain), or the one retrievable memory
         the words name."""
@@ -257,11 +264,11 @@ class DirectCommands:
         if wanted is not None:
             if memory_of(self._engine, namespace, wanted) is None:
                 raise UnknownMemoryError(str(wanted))
-            return wanted
+            return wanted, False
         text = _statement(statement_or_id, name)
         doc = self._named(namespace, text, required=True)
         assert doc is not None
-        return UUID(doc.memory_id)
+        return UUID(doc.memory_id), True
 
     def _named(
         self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
@@ -291,6 +298,8 @@ class DirectCommands:
         *,
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
+        named: bool = False,
+        words: str | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
         """Plan and append the whole command as ONE decision (one transaction, one sync):
         SessionOpened, ExplicitCommandApplied, SessionSealed, the memory events and
@@ -301,7 +310,13 @@ class DirectCommands:
         ``text`` None (a forget or pin): the statement recorded is the target's current one.
         ``target`` is resolved to the head of its supersession chain in the ledger at the
         decision (a concurrent correction that superseded it is what this command applies
-        to); a chain that ends in a forgotten memory is an unknown target.
+        to); a chain that ends in a forgotten memory is an unknown target. ``named``: the
+        target was found by the command's words, so when it is gone at the decision the
+        command is decided as the words name nothing now (a correct remembers; a forget or
+        pin raises ``no_match``), exactly as it would have been decided a moment later.
+        ``words`` (a correct without a target): the target is what the words name, searched
+        anew in every attempt, with the namespace in the append condition (a memory that
+        appears or goes meanwhile changes what they name); naming none, it remembers.
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory now.
         :raises CommandRejectedError: the (carried-over) item fails validation.
@@ -319,21 +334,34 @@ class DirectCommands:
 
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             head = None
-            if target is not None:
-                head = reads.head(target)
-                if head is None:
-                    raise UnknownMemoryError(str(target))
+            kind = intent
+            wanted, by_words = target, named
+            if words is not None:
+                reads.guard_namespace()
+                found = self._named(namespace, words, required=False, strict=True)
+                wanted, by_words = (UUID(found.memory_id) if found else None), True
+                if wanted is None:
+                    kind = "remember"
+            if wanted is not None:
+                head = reads.head(wanted)
+                if head is None and by_words and intent == "correct":
+                    kind = "remember"
+                elif head is None and by_words:
+                    msg = "no memory of this namespace matches the given words"
+                    raise UnknownMemoryError(msg, reason_code="no_match")
+                elif head is None:
+                    raise UnknownMemoryError(str(wanted))
             state = reads.memory(head) if head is not None else None
             statement = text
             if statement is None:  # forget / pin: the target's statement as it is now
                 assert state is not None and head is not None
                 statement = state.item.statement if state.item is not None else str(head)
             resolved: ExtractedItem | None = None
-            if intent == "correct":
+            if kind == "correct":
                 resolved = _checked(_correction(statement, state.item if state else None, item))
-            elif intent == "remember":
+            elif kind == "remember":
                 resolved = _checked(item if item is not None else _plain_item(statement))
-            cid = command_id(stream, 1, intent, statement)
+            cid = command_id(stream, 1, kind, statement)
             at = utc_now()
             base = {"recorded_at": at, "namespace": namespace, "session_id": session_id}
             opened = SessionOpened(
@@ -349,7 +377,7 @@ class DirectCommands:
                 **base,  # type: ignore[arg-type]
                 turn_id=1,
                 command_id=cid,
-                intent=intent,
+                intent=kind,
                 statement=statement,
                 target=head,
                 item=resolved,

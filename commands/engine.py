@@ -173,6 +173,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         """The recorder as the consistency boundary uses it (tags, conditions, tagged reads)."""
         self.consistency_boundary = True
         self.decision_deadline = DECISION_DEADLINE_SECONDS
+        self.decision_conflicts = 0
+        """How many decisions were refused by a conflict and re-decided (a figure)."""
         """Seconds a decision is re-read and re-decided after conflicts (jittered back-off)
         before :class:`ConcurrencyConflictError` (``commands.boundary.append_decision``)."""
         """Append decisions with their append condition (commands/boundary.py). False only

@@ -49,6 +49,7 @@ OUTPUTS = {
     "growth": "growth.json",
     "workspace": "workspace.json",
     "encryption": "encryption.json",
+    "races": "races.json",
 }
 
 
