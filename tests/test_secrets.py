@@ -651,8 +651,6 @@ def test_shapes_without_a_keyword_and_prose_passwords(text: str, secret: str, ki
         "mlt_some_long_python_identifier_name_here_and_more",  # snake_case, not a token
         "npm_" + "a" * 36,
         "hf_" + "transformers_pipeline_loader_class_x",
-        # 40 base64 characters with no AWS word or key id near: not flagged
-        f"checksum {AWS_DOC_SECRET} of the build",
         "aws docs live at /usr/share/doc/AwsCli2/examples/PutObjectX1",
         # "pass" and "pin" in English
         "the pass is open",
