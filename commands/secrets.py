@@ -40,9 +40,16 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
   (``npm_`` + 36 alphanumerics; the library's npm plugin fires only inside ``.npmrc``) and
   Hugging Face tokens (``hf_`` + 34+ alphanumerics; no library plugin), each required to mix
   character classes so a snake_case identifier is not a token; and a 40-character AWS
-  secret access key with no assignment when ``aws``/``amazon`` or an ``AKIA``/``ASIA`` key id
-  stands within 120 characters (no general high-entropy detector: it would refuse ordinary
-  text).
+  secret access key with no assignment: anywhere when it mixes upper case, lower case and
+  digits, is not made of words (``handleUserAuthenticationRequestV2Handler``), not base64
+  of printable text and not inside a URL; with ``aws``/``amazon`` or an ``AKIA``/``ASIA``
+  key id within 120 characters, also without a digit. Lower-case hex (git SHA-1), uuids and
+  all-caps base32 stay silent. There is no general high-entropy detector for free text: it
+  would refuse ordinary text.
+* Prose logins: a login verb ("logs into", "signs in to", "ssh to", "connects to",
+  "authenticates"), then within 40 characters "as <user> with|using [password] <value>"
+  with a password-looking value ("logs into the NAS as admin with Zq8!vR2#mK9pL4xW");
+  "logs into the NAS as admin with her laptop" stays silent.
 * Short password keywords in prose: ``pass``/``pin`` followed by "is", ``:`` or ``=`` and
   one token ("wifi pass is CorrectHorseBatteryStaple", "my PIN is 4821"). A ``pass`` value
   must look like a password (a symbol, letters with digits but not a measure such as
@@ -60,6 +67,13 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
 * Not used: the hex high-entropy plugin (quoted commit hashes and digests are common in
   agent transcripts and are not secrets) and the public-IP plugin (an address is not a
   credential).
+
+Whole structured fields (:func:`field_secret`, for an item's value, subject, predicate, a
+tag or a label): a field is a secret when the text scan finds one in it, when the whole
+field is one generated-looking token (12+ characters with lower case, upper case, a digit
+and a symbol; or 20+ random token characters mixing letters and digits, not a uuid, a hex
+digest, a path, a URL or words and numbers), or when its label names a credential ("db
+password", "api key", "pin", ...) and the field is one plausible credential token.
 
 Redaction markers ``[REDACTED:<kind>]`` are opaque to detection, so redaction is idempotent.
 Speed: about 0.1 ms for a 2,000-character conversational transcript, about 0.5 ms for
@@ -589,12 +603,19 @@ def _made_of_words(token: str) -> bool:
 
 
 def _base64_of_text(token: str) -> bool:
-    """Whether a 40-character base64 token decodes to printable UTF-8 text."""
+    """Whether a 40-character base64 token decodes to printable UTF-8 text (the last
+    character may be cut short: the text went on)."""
     try:
-        decoded = base64.b64decode(token, validate=True).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
+        raw = base64.b64decode(token, validate=True)
+    except ValueError:
         return False
-    return decoded.replace("\n", " ").replace("\t", " ").replace("\r", " ").isprintable()
+    for cut in range(4):
+        try:
+            decoded = raw[: len(raw) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return decoded.replace("\n", " ").replace("\t", " ").replace("\r", " ").isprintable()
+    return False
 
 
 def _in_url(text: str, start: int, end: int) -> bool:
