@@ -744,7 +744,7 @@ def _short_password_value(keyword: str, value: str) -> bool:
     return len(value) >= 6 and _letters_and_digits(value) and not _P_MEASURE.fullmatch(value)
 
 
-_P_LOGIN: Final = re.compile(
+_P_LOGIN: Final = _CiPattern(
     r"(?<![a-z])(?:log(?:s|ged|ging)?\s*(?:in|on)(?:to)?|sign(?:s|ed|ing)?\s*(?:in|on)(?:to)?"
     r"|ssh(?:es|ed|'d|ing)?\s+(?:in)?to|connect(?:s|ed|ing)?\s+(?:in)?to"
     r"|authenticat(?:e|es|ed|ing))(?![a-z])[^\n]{0,40}?(?<![a-z])as\s+(?:the\s+)?"
@@ -763,22 +763,33 @@ does not count ("connects to the VPN as guest using WireGuard"). "logs into the 
 with her laptop" and "connects to the office as usual with a smile" stay silent."""
 
 
-def _login_candidates(scan: _Scan) -> Iterator[_Candidate]:
-    """Matches of :data:`_P_LOGIN`, tried at the verbs' offsets in the lowercased text."""
-    folded = scan.lower
-    if folded is None or not any(a in folded for a in _LOGIN_ANCHORS):
-        return
-    text = scan.text
+def _anchored_matches(
+    pattern: re.Pattern[str], folded: str, anchors: tuple[str, ...]
+) -> Iterator[re.Match[str]]:
+    """``pattern.match`` tried at each offset of ``folded`` where an anchor starts."""
     starts: list[int] = []
-    for anchor in _LOGIN_ANCHORS:
+    for anchor in anchors:
         at = folded.find(anchor)
         while at >= 0:
             starts.append(at)
             at = folded.find(anchor, at + 1)
     for start in sorted(starts):
-        match = _P_LOGIN.match(folded, start)
-        if match is None:
-            continue
+        match = pattern.match(folded, start)
+        if match is not None:
+            yield match
+
+
+def _login_candidates(scan: _Scan) -> Iterator[_Candidate]:
+    """Matches of :data:`_P_LOGIN`, tried at the verbs' offsets in the lowercased text."""
+    text = scan.text
+    folded = scan.lower
+    if folded is None:
+        matches: Iterator[re.Match[str]] = _P_LOGIN.finditer(scan)
+    elif any(anchor in folded for anchor in _LOGIN_ANCHORS):
+        matches = _anchored_matches(_P_LOGIN.plain, folded, _LOGIN_ANCHORS)
+    else:
+        return
+    for match in matches:
         begin, end = match.span(2)
         value = text[begin:end].rstrip(".,;!?)")
         if not value or any(c in "()[]{}" for c in value) or _value_is_reference(value):

@@ -802,6 +802,8 @@ def test_bare_aws_lookalikes_stay_silent(text: str) -> None:
         ("Authenticates as svc-backup using Tr0ub4dor&3", "Tr0ub4dor&3"),
         ("then he connected to the db as postgres with pg4dmin2024 and ran it", "pg4dmin2024"),
         ("Logged on to the laptop as guest with passcode 908172", "908172"),
+        # a character whose lower case is longer ("İ" -> "i̇"): the case-insensitive path
+        ("İstanbul trip: logs into the NAS as admin with Zq8!vR2#mK9pL4xW", "Zq8!vR2#mK9pL4xW"),
     ],
 )
 def test_prose_login_passwords(text: str, secret: str) -> None:
