@@ -1236,7 +1236,7 @@ _P_CREDENTIAL_LABEL: Final = re.compile(
     r"|mot de passe|senha|wachtwoord|lösenord|losenord|passord|adgangskode|hasło|haslo"
     r"|пароль|şifre|sifre|パスワード|密码|密碼|비밀번호)"
     r"|(?:(?:api|access|secret|private|auth|ssh|signing|encryption|license|licence|master"
-    r"|client|app|account|aws) )?(?:key|token)|(?:client )?secret|credentials?|pass|login"
+    r"|client|app|account|aws) )?(?:key|token)|(?:client )?secret|credentials?|pass"
     r")s?(?: (?:for|of|to|on|at|in) .*)?$"
 )
 """A label naming a credential: the credential word is the label's last word ("db

@@ -937,6 +937,7 @@ def test_field_secret_silent_on_ordinary_values(text: str, label: str | None) ->
         ("AB1234", "boarding pass"),
         ("red", "pin"),
         ("2500m", "pass"),
+        ("alice2024", "login"),
     ],
 )
 def test_field_secret_silent_on_labels_and_values_that_name_no_secret(
