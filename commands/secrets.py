@@ -40,9 +40,16 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
   (``npm_`` + 36 alphanumerics; the library's npm plugin fires only inside ``.npmrc``) and
   Hugging Face tokens (``hf_`` + 34+ alphanumerics; no library plugin), each required to mix
   character classes so a snake_case identifier is not a token; and a 40-character AWS
-  secret access key with no assignment when ``aws``/``amazon`` or an ``AKIA``/``ASIA`` key id
-  stands within 120 characters (no general high-entropy detector: it would refuse ordinary
-  text).
+  secret access key with no assignment: anywhere when it mixes upper case, lower case and
+  digits, is not made of words (``handleUserAuthenticationRequestV2Handler``), not base64
+  of printable text and not inside a URL; with ``aws``/``amazon`` or an ``AKIA``/``ASIA``
+  key id within 120 characters, also without a digit. Lower-case hex (git SHA-1), uuids and
+  all-caps base32 stay silent. There is no general high-entropy detector for free text: it
+  would refuse ordinary text.
+* Prose logins: a login verb ("logs into", "signs in to", "ssh to", "connects to",
+  "authenticates"), then within 40 characters "as <user> with|using [password] <value>"
+  with a password-looking value ("logs into the NAS as admin with Zq8!vR2#mK9pL4xW");
+  "logs into the NAS as admin with her laptop" stays silent.
 * Short password keywords in prose: ``pass``/``pin`` followed by "is", ``:`` or ``=`` and
   one token ("wifi pass is CorrectHorseBatteryStaple", "my PIN is 4821"). A ``pass`` value
   must look like a password (a symbol, letters with digits but not a measure such as
@@ -61,6 +68,13 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
   agent transcripts and are not secrets) and the public-IP plugin (an address is not a
   credential).
 
+Whole structured fields (:func:`field_secret`, for an item's value, subject, predicate, a
+tag or a label): a field is a secret when the text scan finds one in it, when the whole
+field is one generated-looking token (12+ characters with lower case, upper case, a digit
+and a symbol; or 20+ random token characters mixing letters and digits, not a uuid, a hex
+digest, a path, a URL or words and numbers), or when its label names a credential ("db
+password", "api key", "pin", ...) and the field is one plausible credential token.
+
 Redaction markers ``[REDACTED:<kind>]`` are opaque to detection, so redaction is idempotent.
 Speed: about 0.1 ms for a 2,000-character conversational transcript, about 0.5 ms for
 code-heavy text (literal gates skip the patterns whose anchors are absent, and keyword
@@ -69,6 +83,7 @@ patterns are tried only where ``str.find`` locates their keyword).
 
 from __future__ import annotations
 
+import base64
 import re
 import unicodedata
 from bisect import bisect_right
@@ -114,7 +129,15 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["ZERO_WIDTH", "Redaction", "SecretSpan", "contains_secret", "find_secrets", "redact"]
+__all__ = [
+    "ZERO_WIDTH",
+    "Redaction",
+    "SecretSpan",
+    "contains_secret",
+    "field_secret",
+    "find_secrets",
+    "redact",
+]
 
 
 class SecretSpan(msgspec.Struct, frozen=True):
@@ -544,9 +567,67 @@ _P_AWS_CONTEXT: Final = re.compile(
     re.IGNORECASE,
 )
 _AWS_CONTEXT_REACH: Final = 120
-"""An AWS secret access key with no assignment: 40 characters of the base64 alphabet
-mixing upper case, lower case and a digit or ``/``/``+`` (not a path), with ``aws``,
-``amazon`` or an ``AKIA``/``ASIA`` key id within 120 characters."""
+"""An AWS secret access key with no assignment: a whole run of exactly 40 characters of the
+base64 alphabet (no base64 character or ``=`` on either side), with at most four ``/`` and
+upper and lower case, not inside a URL and not a base64/hex sequence. Anywhere in the text
+it must also hold a digit, not be made of words (:func:`_made_of_words`: not
+``handleUserAuthenticationRequestV2Handler``; a path's segments are words too) and not be
+base64 of printable text (30 bytes of a sentence encode to exactly 40 characters; a random
+key decodes to printable text with odds near 1e-13); such a shape-only find ranks with the
+entropy detector, so a keyword or header detector around it names the span. With ``aws``,
+``amazon`` or an ``AKIA``/``ASIA`` key id within 120 characters, a digit or ``/``/``+`` and
+no leading ``/`` suffice. A random key lacks a digit about once in a thousand and then needs
+that context. Lower-case hex (a git SHA-1), upper-case base32 and identifiers stay silent."""
+
+_P_WORD_PIECE: Final = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_P_LETTER_DIGIT: Final = re.compile(r"(?<=[A-Za-z])[0-9]|(?<=[0-9])[A-Za-z]")
+_VOWELS: Final = frozenset("aeiouyAEIOUY")
+
+
+def _made_of_words(token: str) -> bool:
+    """Whether a letters-and-digits token reads as words and numbers (``build-2024-03-01``,
+    ``ProjectPhoenixRelease2025Q3``, ``snake_case_v2``) rather than random characters.
+
+    The token is cut into pieces at separators, case changes and digits. Random characters
+    give many odd letter pieces (1-2 letters, or no vowel); an identifier gives few. A token
+    with at least three odd pieces, making 40% of its letter pieces, or with five or more
+    letter-digit junctions (``k3j5h2g8``), is random. Measured on random tokens: a 40-char
+    base64 key reads as words about once in 20,000, a 20-char base62 token about once in
+    100, a 20-char single-case token (``k3j5...`` in lower case and digits) once in ten.
+    """
+    letters = [piece for piece in _P_WORD_PIECE.findall(token) if piece[0].isalpha()]
+    odd = sum(1 for piece in letters if len(piece) <= 2 or _VOWELS.isdisjoint(piece))
+    if odd >= 3 and odd * 5 >= len(letters) * 2:
+        return False
+    return len(_P_LETTER_DIGIT.findall(token)) < 5
+
+
+def _base64_of_text(token: str) -> bool:
+    """Whether a 40-character base64 token decodes to printable UTF-8 text (the last
+    character may be cut short: the text went on)."""
+    try:
+        raw = base64.b64decode(token, validate=True)
+    except ValueError:
+        return False
+    for cut in range(4):
+        try:
+            decoded = raw[: len(raw) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return decoded.replace("\n", " ").replace("\t", " ").replace("\r", " ").isprintable()
+    return False
+
+
+def _in_url(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` sits in a whitespace-delimited word holding ``://``."""
+    left = max(text.rfind(" ", 0, start), text.rfind("\n", 0, start))
+    right = len(text)
+    for stop in (" ", "\n"):
+        at = text.find(stop, end)
+        if 0 <= at < right:
+            right = at
+    word = text[left + 1 : right]
+    return "://" in word or word.lower().startswith("www.")
 
 
 def _upper_and_lower(body: str) -> bool:
@@ -591,15 +672,27 @@ def _char_classes(value: str) -> int:
 
 def _aws_secret_candidates(scan: _Scan) -> Iterator[_Candidate]:
     text = scan.text
+    context: bool | None = None
     for match in _P_AWS_SECRET_BARE.finditer(text):
         value = match.group()
-        if value.startswith("/") or value.count("/") > 4 or _char_classes(value) < 2:
-            continue
-        if not (any(c.islower() for c in value) and any(c.isupper() for c in value)):
-            continue
-        if not any(c.isdigit() or c in "/+" for c in value) or is_sequential_string(value):
+        if value.count("/") > 4 or not _upper_and_lower(value) or is_sequential_string(value):
             continue
         start, end = match.span()
+        if (
+            any(c.isdigit() for c in value)
+            and not _made_of_words(value)
+            and not _base64_of_text(value)
+            and not _in_url(text, start, end)
+        ):
+            # A guess from the shape alone: a keyword or header detector names it better.
+            yield (start, end, "aws_secret_access_key", 2)
+            continue
+        if value.startswith("/") or not any(c.isdigit() or c in "/+" for c in value):
+            continue
+        if context is None:
+            context = scan.has_ci("aws", "amazon") or scan.has("AKIA", "ASIA")
+        if not context:
+            continue
         window_start = max(0, start - _AWS_CONTEXT_REACH)
         if _P_AWS_CONTEXT.search(text, window_start, start) or _P_AWS_CONTEXT.search(
             text, end, end + _AWS_CONTEXT_REACH
@@ -649,6 +742,63 @@ def _short_password_value(keyword: str, value: str) -> bool:
     if any(c in _STRONG_SYMBOLS for c in value):
         return len(value) >= 4
     return len(value) >= 6 and _letters_and_digits(value) and not _P_MEASURE.fullmatch(value)
+
+
+_P_LOGIN: Final = _CiPattern(
+    r"(?<![a-z])(?:log(?:s|ged|ging)?\s*(?:in|on)(?:to)?|sign(?:s|ed|ing)?\s*(?:in|on)(?:to)?"
+    r"|ssh(?:es|ed|'d|ing)?\s+(?:in)?to|connect(?:s|ed|ing)?\s+(?:in)?to"
+    r"|authenticat(?:e|es|ed|ing))(?![a-z])[^\n]{0,40}?(?<![a-z])as\s+(?:the\s+)?"
+    r"(?:user(?:name)?\s+)?[\"'`]?[\w.@\\-]+[\"'`]?\s+(?:with|using)\s+"
+    r"(?:(?:(?:the|a|an|her|his|their|my|our|your|its)\s+)?"
+    r"(pass(?:word|phrase|wd|code)?|pw|pwd)(?:\s+(?:of|is))?\s*[:=]?\s*)?"
+    r"[\"'`]?([^\s\"'`]+)"
+)
+_LOGIN_ANCHORS: Final = ("log", "sign", "ssh", "connect", "authenticat")
+"""Prose logins: a login verb ("logs into", "logged in to", "signs in to", "ssh to",
+"connects to", "authenticates"), then within 40 characters "as <user> with|using <value>",
+optionally "with the password <value>" ("logs into the NAS as admin with Zq8!vR2#mK9pL4xW",
+"ssh to the box as root using hunter2!x"). After a password keyword the value must look like
+a password (:func:`_short_password_value`); without one it must too, and a camel-case word
+does not count ("connects to the VPN as guest using WireGuard"). "logs into the NAS as admin
+with her laptop" and "connects to the office as usual with a smile" stay silent."""
+
+
+def _anchored_matches(
+    pattern: re.Pattern[str], folded: str, anchors: tuple[str, ...]
+) -> Iterator[re.Match[str]]:
+    """``pattern.match`` tried at each offset of ``folded`` where an anchor starts."""
+    starts: list[int] = []
+    for anchor in anchors:
+        at = folded.find(anchor)
+        while at >= 0:
+            starts.append(at)
+            at = folded.find(anchor, at + 1)
+    for start in sorted(starts):
+        match = pattern.match(folded, start)
+        if match is not None:
+            yield match
+
+
+def _login_candidates(scan: _Scan) -> Iterator[_Candidate]:
+    """Matches of :data:`_P_LOGIN`, tried at the verbs' offsets in the lowercased text."""
+    text = scan.text
+    folded = scan.lower
+    if folded is None:
+        matches: Iterator[re.Match[str]] = _P_LOGIN.finditer(scan)
+    elif any(anchor in folded for anchor in _LOGIN_ANCHORS):
+        matches = _anchored_matches(_P_LOGIN.plain, folded, _LOGIN_ANCHORS)
+    else:
+        return
+    for match in matches:
+        begin, end = match.span(2)
+        value = text[begin:end].rstrip(".,;!?)")
+        if not value or any(c in "()[]{}" for c in value) or _value_is_reference(value):
+            continue
+        if _names_no_secret(value) or not _short_password_value("pass", value):
+            continue
+        if match.group(1) is None and _camel_word(value):
+            continue
+        yield (begin, begin + len(value), "password", 1)
 
 
 _P_KEY_IS: Final = _CiPattern(r"(?:key|token|secret)s?\s*(?:[:=]|is\b|was\b)\s*[\"'`]?([^\s\"'`]+)")
@@ -845,13 +995,15 @@ def _project_candidates(scan: _Scan) -> Iterator[_Candidate]:
             if _names_no_secret(value) or not _short_password_value(keyword, value):
                 continue
             yield (start, start + len(value), "password", 1)
+    if scan.has_ci(" as "):
+        yield from _login_candidates(scan)
     if scan.long_run:
         for literal, shape, kind, body_ok in _P_OWN_TOKENS:
             if scan.has_ci(literal):
                 for match in shape.finditer(text):
                     if body_ok(match.group()[len(literal) :]):
                         yield (*_widen(text, *match.span()), kind, 0)
-    if scan.long_run and (scan.has_ci("aws", "amazon") or scan.has("AKIA", "ASIA")):
+    if scan.long_run:
         yield from _aws_secret_candidates(scan)
     if scan.has_ci("key", "token", "secret"):
         folded = scan.lower if scan.lower is not None else text.lower()
@@ -1065,6 +1217,141 @@ def _find_visible(text: str) -> list[SecretSpan]:
 def contains_secret(text: str) -> bool:
     """Whether :func:`find_secrets` finds at least one span in ``text``."""
     return bool(find_secrets(text))
+
+
+# ---------------------------------------------------------------------------------------
+# Whole structured fields (an item's value, subject, predicate, a tag, a label): a field can
+# hold a secret with no keyword around it, or under a label that names a credential.
+
+_FIELD_SYMBOLS: Final = frozenset("!@#$%^&*+=~|<>?")
+_P_EMAIL: Final = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
+_P_HANDLE: Final = re.compile(r"[@#]\w+")
+_P_HEX: Final = re.compile(r"[0-9a-fA-F]+")
+_FIELD_QUOTES: Final = "\"'`\u2018\u2019\u201c\u201d"
+
+_P_CREDENTIAL_LABEL: Final = re.compile(
+    r"(?:^| )(?:"
+    r"(pin(?: code| number)?)"
+    r"|(password|passwd|pwd|passphrase|passcode|passwort|kennwort|contraseña|contrasena"
+    r"|mot de passe|senha|wachtwoord|lösenord|losenord|passord|adgangskode|hasło|haslo"
+    r"|пароль|şifre|sifre|パスワード|密码|密碼|비밀번호)"
+    r"|(?:(?:api|access|secret|private|auth|ssh|signing|encryption|license|licence|master"
+    r"|client|app|account|aws) )?(?:key|token)|(?:client )?secret|credentials?|pass"
+    r")s?(?: (?:for|of|to|on|at|in) .*)?$"
+)
+"""A label naming a credential: the credential word is the label's last word ("db
+password", "api key", "wifi pass", ``dbPassword``, ``API_KEY``) or comes before "for", "of",
+"to", "on", "at" or "in" ("password for the NAS"); "password hint", "token count" and
+"secret ingredient" name something else. ``key`` alone must be qualified ("api key",
+"access key", "ssh key"): "house key" and "key" are not credentials. Group 1 is a PIN label,
+group 2 a password label (other languages included); the rest name tokens and keys."""
+
+_NOT_A_VALUE: Final = frozenset(
+    "forgotten forgot changed expired reset redacted hidden same empty blank default secret "
+    "password passwords required set unset tbd n/a na none unknown private confidential "
+    "masked omitted removed missing".split()
+)
+
+
+def _field_token(text: str) -> str:
+    """``text`` as one comparable token: NFKC, no zero-width characters, no edge quotes."""
+    token = unicodedata.normalize("NFKC", _P_ZERO_WIDTH.sub("", text)).strip()
+    return token.strip(_FIELD_QUOTES).strip()
+
+
+def _address_like(token: str) -> bool:
+    """A URL, a path, an email address or a handle/hashtag: not a generated secret."""
+    return (
+        "://" in token
+        or token.startswith(("/", "\\", "~/", "./", "../"))
+        or re.match(r"[A-Za-z]:\\", token) is not None
+        or token.lower().startswith("www.")
+        or _P_EMAIL.fullmatch(token) is not None
+        or _P_HANDLE.fullmatch(token) is not None
+    )
+
+
+def _generated_password(token: str) -> bool:
+    """12+ characters with lower case, upper case, a digit and a symbol (``Zq8!vR2#mK9pL4xW``)."""
+    return (
+        len(token) >= 12
+        and _char_classes(token) == 3
+        and not _FIELD_SYMBOLS.isdisjoint(token)
+        and not _address_like(token)
+    )
+
+
+def _random_token(token: str) -> bool:
+    """20+ token characters mixing letters and digits that are not a uuid, a hex digest, a
+    path, a URL or words and numbers (:func:`_made_of_words`)."""
+    return (
+        len(token) >= 20
+        and _RANDOM_CHARS.fullmatch(token) is not None
+        and _letters_and_digits(token)
+        and _P_HEX.fullmatch(token.replace("-", "")) is None
+        and not is_potential_uuid(token)
+        and not _address_like(token)
+        and not is_sequential_string(token)
+        and not _made_of_words(token)
+    )
+
+
+def _credential_value(label: str, token: str) -> bool:
+    """Whether one-token ``token`` is a plausible value of a field labelled ``label``."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", unicodedata.normalize("NFKC", label))
+    words = " ".join(re.sub(r"[_\-.:/]+", " ", words).lower().split())
+    match = _P_CREDENTIAL_LABEL.search(words)
+    if match is None or not token or any(c.isspace() for c in token):
+        return False
+    if _value_is_reference(token) or _names_no_secret(token) or _address_like(token):
+        return False
+    if token.lower() in _NOT_A_VALUE or any(c in "()[]{}" for c in token):
+        return False
+    if match.group(1):  # a PIN
+        return _P_PIN.fullmatch(token) is not None or _short_password_value("pass", token)
+    if match.group(2):  # a password: any one token of 4+ characters, as after "password ="
+        return len(token) >= 4
+    return _short_password_value("pass", token)
+
+
+def field_secret(text: str, *, label: str | None = None) -> bool:
+    """Whether a whole structured field value holds a secret.
+
+    ``text`` is one field (an item's value, subject or predicate, a tag, a label); ``label``
+    is optional, what the field is (an item's predicate: "db password", "api key", "pin").
+    True when:
+
+    * :func:`contains_secret` finds a secret in ``text``; or
+    * the stripped field (NFKC, zero-width characters and edge quotes removed) is one
+      token that is a secret on its own: 12+ characters with lower case, upper case, a digit
+      and one of ``!@#$%^&*+=~|<>?`` (``Zq8!vR2#mK9pL4xW``); or 20+ characters of
+      ``[A-Za-z0-9_-+/=.~]`` mixing letters and digits that are random, not words and
+      numbers (``build-2024-03-01-rc1``), a uuid, a hex digest, a path or a URL; or
+    * ``label`` names a credential (:data:`_P_CREDENTIAL_LABEL`: the credential word is the
+      label's last word, "db password", "API_KEY", "wifi pass", "pin", "access key",
+      "credentials", "Passwort", ...; or it comes before "for"/"of": "password for the NAS")
+      and the field is one plausible credential token: after a password label any token of
+      4+ characters (as the keyword rules accept after ``password =``), after a PIN label
+      4-12 digits or a password-like value, after a token or key label a password-like
+      value (:func:`_short_password_value`: a symbol, letters with digits, 6+ digits, a
+      random token or a camel-case word of 8+ letters).
+
+    Silent on ordinary values ("Lisbon", "2025-03-01", "blue", "iPhone 15 Pro", "ACME-42",
+    "v1.2.3", "https://example.com/a", ``snake_case_name``, ``CamelCaseName``, uuids,
+    emails, handles) with no label or a label that names no credential ("hunter" labelled
+    "favorite sport"); and, under a credential label, on values that name no secret:
+    references (``${DB_PASSWORD}``, ``<token>``, ``****``), types and nulls, URLs, paths,
+    emails, several words ("reset last week") and words such as "forgotten", "changed",
+    "unknown", "redacted". Never raises for a ``str``.
+    """
+    if contains_secret(text):
+        return True
+    token = _field_token(text)
+    if not token:
+        return False
+    if not any(c.isspace() for c in token) and (_generated_password(token) or _random_token(token)):
+        return True
+    return label is not None and _credential_value(label, token)
 
 
 _MAX_PASSES: Final = 4

@@ -20,6 +20,7 @@ from memory_ledger.commands.secrets import (
     Redaction,
     SecretSpan,
     contains_secret,
+    field_secret,
     find_secrets,
     redact,
 )
@@ -517,6 +518,12 @@ FRAGMENTS = [
     OPENAI_KEY,
     STRIPE_LONG,
     "hunter2",
+    "logs into the NAS as admin with ",
+    "ssh to the box as root using ",
+    " as ",
+    "with password ",
+    "Zq8!vR2#mK9pL4xW",
+    "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY",
     "I lost my house key.",
     "the key to success",
 ]
@@ -651,8 +658,6 @@ def test_shapes_without_a_keyword_and_prose_passwords(text: str, secret: str, ki
         "mlt_some_long_python_identifier_name_here_and_more",  # snake_case, not a token
         "npm_" + "a" * 36,
         "hf_" + "transformers_pipeline_loader_class_x",
-        # 40 base64 characters with no AWS word or key id near: not flagged
-        f"checksum {AWS_DOC_SECRET} of the build",
         "aws docs live at /usr/share/doc/AwsCli2/examples/PutObjectX1",
         # "pass" and "pin" in English
         "the pass is open",
@@ -693,3 +698,287 @@ def test_zero_width_characters_around_a_key_and_in_prose() -> None:
     text = "\ufeff" + GITHUB_TOKEN + "\u200d and Alice\u200b likes tea"
     assert find_secrets(text) == [SecretSpan(1, 1 + len(GITHUB_TOKEN), "github_token")]
     assert find_secrets("Alice\u200b likes\u200d tea\ufeff") == []
+
+
+# --- bare AWS secret access keys (no AWS word near) -----------------------------------------
+
+
+def aws_like_secret(rng: random.Random) -> str:
+    """40 base64 characters with upper case, lower case and a digit, as AWS issues them."""
+    while True:
+        value = rand(ALNUM + "/+", 40, rng)
+        if any(c.isupper() for c in value) and any(c.islower() for c in value):
+            if any(c.isdigit() for c in value) and value.count("/") <= 4:
+                return value
+
+
+BARE_AWS = aws_like_secret(random.Random(7))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "checksum {} of the build",
+        "{}",
+        "here it is: {}.",
+        "use ({}) for the upload",
+        'the value "{}" goes in the vault',
+        "line one\n{}\nline two",
+    ],
+)
+def test_bare_aws_secret_key_anywhere(template: str) -> None:
+    for secret in (BARE_AWS, AWS_DOC_SECRET):
+        text = template.format(secret)
+        start = text.index(secret)
+        assert SecretSpan(start, start + len(secret), "aws_secret_access_key") in find_secrets(text)
+        assert secret not in redact(text).text
+
+
+def test_random_aws_shaped_keys_are_found_without_context() -> None:
+    rng = random.Random(20261202)
+    keys = [aws_like_secret(rng) for _ in range(1000)]
+    missed = [key for key in keys if not contains_secret(f"note {key} end")]
+    assert missed == []
+
+
+def test_a_keyword_names_a_bare_aws_shaped_token() -> None:
+    text = f"Authorization: Bearer {BARE_AWS}"
+    assert [span.kind for span in find_secrets(text)] == ["authorization_header"]
+
+
+def test_base64_of_prose_is_not_an_aws_key() -> None:
+    sentences = [
+        "Caroline: I went to the LGBTQ support group yesterday.",
+        "Melanie: That's awesome, I'm so proud of you!",
+        "I painted a sunrise by the lake last weekend, it was calm.",
+        "We're thinking of adopting a dog from the shelter soon.",
+    ]
+    for sentence in sentences:
+        encoded = base64.b64encode(sentence.encode()[:30]).decode()
+        assert len(encoded) == 40
+        assert find_secrets(f"payload {encoded} ok") == []
+
+
+def test_base64_of_locomo_turns_is_not_an_aws_key(locomo_file: Path) -> None:
+    turns = [t for t in _locomo(locomo_file)["turns"] if len(t.encode()) >= 30]
+    assert len(turns) > 1000
+    encoded = [base64.b64encode(t.encode()[:30]).decode() for t in turns]
+    assert [e for e in encoded if find_secrets(e)] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 fixed it",  # git SHA-1
+        "digest 9FCEB02D0AE598E95DC970B74767F19372D61AF8",
+        "memory 0b5a3c5e-2f4e-4a3f-9d6a-1f2e3d4c5b6a and 1f2e3d4c-5b6a-4a3f-9d6a-0b5a3c5e2f4e",
+        "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQGEZDGNBV is base32",
+        "SOME_CONSTANT_IDENTIFIER_NAME_FOR_CONFIG_X",
+        "call handleUserAuthenticationRequestV2Handler now",
+        "test_handleUserAuthenticationRequestV2Handler passed",
+        "see https://example.com/aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7d for it",
+        "open /usr/share/doc/AwsCli2/examples/PutObjectX1 please",
+        "path src/Main/Java/Com/Example/Service2Impl/Factory",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn",
+        "snake_case_identifier_with_many_words_and_2_digits",
+        "Caroline went to the support group and felt really accepted there.",
+    ],
+)
+def test_bare_aws_lookalikes_stay_silent(text: str) -> None:
+    assert find_secrets(text) == []
+
+
+# --- prose logins ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("logs into the NAS as admin with Zq8!vR2#mK9pL4xW", "Zq8!vR2#mK9pL4xW"),
+        ("ssh to the box as root using hunter2!x", "hunter2!x"),
+        ("signs in to the router as admin with password Zq8!vR2", "Zq8!vR2"),
+        ('She logged in to the portal as "jane" using the password: S3cure#Pass.', "S3cure#Pass"),
+        ("ssh into prod as deploy with password CorrectHorseBattery", "CorrectHorseBattery"),
+        ("Authenticates as svc-backup using Tr0ub4dor&3", "Tr0ub4dor&3"),
+        ("then he connected to the db as postgres with pg4dmin2024 and ran it", "pg4dmin2024"),
+        ("Logged on to the laptop as guest with passcode 908172", "908172"),
+        # a character whose lower case is longer ("İ" -> "i̇"): the case-insensitive path
+        ("İstanbul trip: logs into the NAS as admin with Zq8!vR2#mK9pL4xW", "Zq8!vR2#mK9pL4xW"),
+    ],
+)
+def test_prose_login_passwords(text: str, secret: str) -> None:
+    start = text.index(secret)
+    assert SecretSpan(start, start + len(secret), "password") in find_secrets(text)
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "logs into the NAS as admin with her laptop",
+        "connects to the office as usual with a smile",
+        "connects to the VPN as guest using WireGuard",
+        "logs in as root with sudo",
+        "I logged in as a guest with my phone",
+        "signed in as Melanie using Google",
+        "she connects to people as easily as with friends",
+        "the blog is as good as with 2 authors",
+    ],
+)
+def test_login_phrases_without_a_password_stay_silent(text: str) -> None:
+    assert find_secrets(text) == []
+
+
+# --- whole structured fields -------------------------------------------------------------------
+
+FIELD_SECRETS: list[tuple[str, str | None]] = [
+    ("Zq8!vR2#mK9pL4xW", None),
+    ("  Zq8!vR2#mK9pL4xW  ", None),
+    ('"Zq8!vR2#mK9pL4xW"', None),
+    ("Zq8!vR2#mK9p\u200bL4xW", None),
+    (BARE_AWS, None),
+    (AWS_DOC_SECRET, None),
+    (rand(ALNUM, 24, random.Random(3)), None),
+    (rand(string.ascii_lowercase + string.digits, 32, random.Random(4)), None),
+    (GITHUB_TOKEN, None),
+    (f"token: {GITHUB_TOKEN}", None),
+    ("password = hunter2", None),
+    ("hunter2", "password"),
+    ("Lisbon", "db password"),
+    ("hunter22", "dbPassword"),
+    ("hunter22", "DB_PASSWORD"),
+    ("hunter22", "wifi password"),
+    ("hunter22", "password for the NAS"),
+    ("hunter22", "Passwort"),
+    ("hunter22", "contraseña"),
+    ("hunter22", "パスワード"),
+    ('"hunter22"', "wifi pass"),
+    ("4821", "pin"),
+    ("4821", "PIN code"),
+    ("abc123def456", "api key"),
+    ("abc123def456", "API_KEY"),
+    ("Zq8!vR2", "access key"),
+    ("S3cret!", "secret"),
+    ("tok_9f8e7d6c5b4a", "token"),
+    ("correcthorse", "passphrase"),
+    ("admin:hunter2", "credentials"),
+]
+
+
+@pytest.mark.parametrize(("text", "label"), FIELD_SECRETS)
+def test_field_secret_fires(text: str, label: str | None) -> None:
+    assert field_secret(text, label=label)
+
+
+ORDINARY_FIELDS = [
+    "Lisbon",
+    "2025-03-01",
+    "2025-03-01T10:00:00Z",
+    "blue",
+    "iPhone 15 Pro",
+    "iPhone-15-Pro-Max",
+    "ACME-42",
+    "user",
+    "admin",
+    "project-x",
+    "v1.2.3",
+    "v1.2.3-beta.4+build.567",
+    "https://example.com/a",
+    "https://example.com/path/to/Report2024Final?id=42&x=AbC123",
+    "/home/alice/Projects/Report2024",
+    "snake_case_name",
+    "CamelCaseName",
+    "ProjectPhoenixRelease2025Q3",
+    "build-2024-03-01-rc1",
+    "0b5a3c5e-2f4e-4a3f-9d6a-1f2e3d4c5b6a",
+    "9fceb02d0ae598e95dc970b74767f19372d61af8",
+    "alice.smith@example.com",
+    "Alice.Smith2@example.com",
+    "@JaneDoe1987",
+    "#TravelGoals2024",
+    "hunter",
+    "likes hiking with her dog",
+    "",
+    "   ",
+    "42",
+    "3.14",
+]
+PLAIN_LABELS = [None, "city", "favorite sport", "name", "tag", "start date", "phone model"]
+
+
+@pytest.mark.parametrize("label", PLAIN_LABELS)
+@pytest.mark.parametrize("text", ORDINARY_FIELDS)
+def test_field_secret_silent_on_ordinary_values(text: str, label: str | None) -> None:
+    assert not field_secret(text, label=label)
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("hunter", "favorite sport"),
+        ("reset last week", "password"),
+        ("forgotten", "wifi password"),
+        ("unknown", "password"),
+        ("${DB_PASSWORD}", "password"),
+        ("<token>", "api key"),
+        ("****", "pin"),
+        ("None", "api key"),
+        ("str", "password"),
+        ("abc", "password"),
+        ("https://vault.example.com/db", "db password"),
+        ("blue", "house key"),
+        ("C major", "key"),
+        ("cinnamon", "secret ingredient"),
+        ("12 chars", "password policy"),
+        ("1500", "token count"),
+        ("Bitwarden", "password manager"),
+        ("Bitwarden", "passwordManager"),
+        ("my dog's name", "password hint"),
+        ("AB1234", "boarding pass"),
+        ("red", "pin"),
+        ("2500m", "pass"),
+        ("alice2024", "login"),
+    ],
+)
+def test_field_secret_silent_on_labels_and_values_that_name_no_secret(
+    text: str, label: str
+) -> None:
+    assert not field_secret(text, label=label)
+
+
+def test_field_secret_silent_on_locomo_words(locomo_file: Path) -> None:
+    words = {word for turn in _locomo(locomo_file)["turns"] for word in turn.split()}
+    assert len(words) > 5000
+    assert sorted(word for word in words if field_secret(word)) == []
+
+
+DICTIONARY_WORDS = (
+    "time person year way day thing man world life hand part child eye woman place work week "
+    "case point government company number group problem fact lisbon paris painting hiking "
+    "camping pottery family friend support adoption counseling sunrise beach guitar violin "
+    "concert book library coffee espresso marathon yoga garden dog cat horse battery staple "
+    "correct password secret token key admin user hunter summer winter spring autumn"
+).split()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.sampled_from(DICTIONARY_WORDS).flatmap(
+            lambda w: st.sampled_from([w, w.capitalize(), w.upper()])
+        ),
+        st.lists(st.sampled_from(DICTIONARY_WORDS), min_size=1, max_size=6).map(" ".join),
+        st.lists(st.sampled_from(DICTIONARY_WORDS), min_size=2, max_size=4).map("_".join),
+        st.lists(st.sampled_from(DICTIONARY_WORDS), min_size=2, max_size=4).map(
+            lambda ws: "".join(w.capitalize() for w in ws)
+        ),
+        st.integers().map(str),
+        st.floats(allow_nan=False, allow_infinity=False).map(str),
+        st.dates().map(lambda d: d.isoformat()),
+        st.datetimes().map(lambda d: d.isoformat()),
+        st.dates().map(lambda d: d.strftime("%d %B %Y")),
+    ),
+    st.sampled_from(PLAIN_LABELS),
+)
+def test_field_secret_of_words_numbers_and_dates_is_false(text: str, label: str | None) -> None:
+    assert not field_secret(text, label=label)
