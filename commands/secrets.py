@@ -1382,10 +1382,3 @@ def redact(text: str) -> Redaction:
         kinds.update(span.kind for span in spans)
     return Redaction(text=text, count=count, kinds=tuple(sorted(kinds)))
 
-
-def field_secret(text: str, *, label: str | None = None) -> bool:
-    """Whether a whole structured field holds a secret (provisional: the text itself, or
-    the text as the value of ``label``)."""
-    if contains_secret(text):
-        return True
-    return bool(label) and contains_secret(f"{label} = {text}")
