@@ -89,6 +89,7 @@ from memory_ledger.replay import lineage
 from memory_ledger.replay.lineage_text import render_text
 from memory_ledger.replay.mcp_tokens import TokenRegistry
 from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
+from memory_ledger.replay.rebuild import PositionOutOfRangeError
 from memory_ledger.replay.timetravel import as_of
 
 __all__ = ["MAP_URI", "Caller", "MemoryMcpServer", "TokenGate"]
@@ -193,9 +194,7 @@ def _quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return quoted
 
 
-def _error_text(
-    error: BaseException, arguments: Collection[str], names: Mapping[str, str]
-) -> str:
+def _error_text(error: BaseException, arguments: Collection[str], names: Mapping[str, str]) -> str:
     """The one-line message of a tool error raised on purpose, in the tool's words.
 
     ``arguments`` are the tool's argument names and ``names`` maps the engine's parameter
@@ -260,6 +259,32 @@ def _expected(hint: Any) -> str:
         origin = typing.get_origin(member) or member
         names.append(_JSON_TYPES.get(origin, getattr(origin, "__name__", str(origin))))
     return " or ".join(names)
+
+
+def _bounded_data(data: Any, depth: int = 0) -> Any:
+    """``data`` of a JSON-RPC error with each string cut to a short, redacted prefix
+    (:func:`_short`), arrays and objects to their first 10 members; ``None`` for structure
+    nested deeper than 3 levels."""
+    if isinstance(data, str):
+        return _short(data)
+    if depth >= 3 and isinstance(data, (list, dict)):
+        return None
+    if isinstance(data, list):
+        return [_bounded_data(item, depth + 1) for item in data[:10]]
+    if isinstance(data, dict):
+        items = list(data.items())[:10]
+        return {_short(str(key)): _bounded_data(value, depth + 1) for key, value in items}
+    return data
+
+
+def _bounded_error(error: MCPError) -> MCPError:
+    """``error`` with its message cut to a short, redacted form (:data:`MESSAGE_CHARS`) and
+    its data bounded (:func:`_bounded_data`); ``error`` itself when nothing changes."""
+    message = _short(" ".join(error.message.split()), MESSAGE_CHARS)
+    data = _bounded_data(error.data)
+    if message == error.message and data == error.data:
+        return error
+    return MCPError(code=error.code, message=message, data=data)
 
 
 def _given(value: Any) -> str:
@@ -381,7 +406,21 @@ class MemoryMcpServer:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """Resolve the caller of every tool call, resource read and handshake; refuse
-        tool arguments a tool does not declare; put the memory map in the instructions."""
+        tool arguments a tool does not declare; put the memory map in the instructions.
+        A JSON-RPC error of any request quotes at most a short, redacted prefix of what the
+        client sent (the SDK's own echo the whole method name or resource URI):
+        :func:`_bounded_error`."""
+        try:
+            return await self._handle(ctx, call_next)
+        except MCPError as e:
+            bounded = _bounded_error(e)
+            if bounded is e:
+                raise
+            raise bounded from None
+
+    async def _handle(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         if ctx.method not in ("initialize", "tools/call", "resources/read"):
             return await call_next(ctx)
         caller = self._caller_of(ctx)
@@ -865,18 +904,27 @@ async def _serve_stdio_lines(lowlevel: Server[Any], source: BinaryIO) -> None:
 def _as_of_point(value: int | float | str) -> int | datetime:
     """The point ``as_of`` names: an integer (or an integral float, as JSON Schema counts
     integers) or a string of digits is a ledger position, other text an ISO 8601 time with
-    a zone (:func:`~memory_ledger.replay.points.parse_point`). A negative position is
-    returned as it is (the time travel refuses it, naming the ledger's range).
+    a zone (:func:`~memory_ledger.replay.points.parse_point`). Positions are not checked
+    against the ledger head here (:func:`~memory_ledger.replay.timetravel.as_of` does).
 
+    :raises PositionOutOfRangeError: a negative position, as an integer or as text
+        (``parameter`` ``"as_of"``).
     :raises NaiveTimestampError: a time without a zone (``parameter`` ``"as_of"``).
     :raises PointError: text that is neither; the message quotes at most a short, redacted
         prefix of it (:func:`_quoted`).
     """
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
     text = value if isinstance(value, str) else str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raw = text.strip()
+    if raw.startswith("-") and raw[1:].isdigit():
+        msg = (
+            f"as_of position {_quoted(raw)} is negative; positions start at 1 "
+            "(0 is the empty ledger)"
+        )
+        raise PositionOutOfRangeError(msg, parameter="as_of")
     try:
         return parse_point(text, "as_of")
     except NaiveTimestampError:

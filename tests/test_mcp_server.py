@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, MCPError
 from mcp_types import Implementation
 
 import memory_ledger
@@ -223,6 +223,13 @@ def test_stdio_answers_lone_surrogates_and_lines_that_are_no_json(tmp_path: Path
         raw.send(b"")  # a blank line is no message: nothing to answer
         raw.send({"jsonrpc": "2.0", "id": 101, "method": "ping"})
         assert raw.reply()["id"] == 101
+        # An unknown method is named in the error as a short, redacted prefix (the SDK's
+        # own answer echoes the whole method: a secret, or megabytes).
+        for method in (API_KEY, "m" * HUGE):
+            raw.send({"jsonrpc": "2.0", "id": 102, "method": method})
+            unknown = json.dumps(raw.reply())
+            assert "-32601" in unknown and len(unknown) < 300, unknown[:300]
+            assert not [f for f in SECRET_FRAGMENTS if f in unknown], unknown
     finally:
         raw.close()
     [remembered] = [e for e in ledger(tmp_path / "store") if isinstance(e, ExplicitCommandApplied)]
@@ -346,7 +353,11 @@ async def test_as_of_takes_an_integer_position(tmp_path: Path) -> None:
             assert then.structured_content["position"] == before
         empty = await client.call_tool("recall", {"query": "cello", "as_of": 0})
         assert not empty.is_error and empty.structured_content["results"] == []
-        for point, words in ((-1, "negative"), (10_000, "beyond the ledger head")):
+        for point, words in (
+            (-1, "negative"),
+            ("-3", "negative"),
+            (10_000, "beyond the ledger head"),
+        ):
             refused = await client.call_tool("recall", {"query": "cello", "as_of": point})
             assert refused.is_error and "as_of" in text(refused) and words in text(refused)
         flag = await client.call_tool("recall", {"query": "cello", "as_of": True})
@@ -415,6 +426,10 @@ async def test_no_error_or_result_echoes_a_secret(tmp_path: Path) -> None:
                 answer = await client.call_tool(tool, arguments)
                 said = everything_said(answer)
                 assert not [f for f in SECRET_FRAGMENTS if f in said], (tool, arguments, said)
+            with pytest.raises(MCPError) as unknown:
+                await client.read_resource("memory://" + secret)
+            said = f"{unknown.value.message} {unknown.value.data!r}"
+            assert "Unknown resource" in said and not [f for f in SECRET_FRAGMENTS if f in said]
 
 
 # streamable HTTP --------------------------------------------------------------------------
