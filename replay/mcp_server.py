@@ -31,8 +31,12 @@ JSON holds a lone surrogate escape is served with U+FFFD in its place (the SDK's
 loop drops both without a word).
 
 Errors raised on purpose (a bad argument, an unknown memory, a secret in a statement) reach
-the client as tool errors carrying the typed error's message; nothing else of an exception
-(no traceback) leaves the server.
+the client as tool errors carrying the typed error's message, naming the tool's arguments
+(``memory``, ``as_of``) rather than the engine's parameters; nothing else of an exception
+(no traceback) leaves the server. No error or result (the SDK's JSON-RPC errors included)
+quotes more of a value the client sent than a short prefix (:data:`QUOTE_CHARS`, with the
+length when cut) in which secret shapes are redacted (:func:`_quoted`); a recall's
+structured ``query`` is cut to :data:`QUERY_ECHO_CHARS` characters, redacted alike.
 """
 
 from __future__ import annotations
