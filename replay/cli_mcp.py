@@ -111,6 +111,21 @@ def refuse_initialize(message: str, *, wait: float = 5.0) -> bool:
     return True
 
 
+@contextmanager
+def _refusing_initialize() -> Iterator[None]:
+    """Around what a stdio server does before it serves (read its options and configuration,
+    check the namespace, open the store): an error is also the answer to the client's
+    ``initialize`` (:func:`refuse_initialize`, with :func:`startup_error_line`'s reason),
+    then raised on (``_one_line_errors`` writes it to stderr and exits with status 2). Every
+    start-up refusal is answered so, not only a store that cannot be opened."""
+    try:
+        yield
+    except Exception as e:
+        if not isinstance(e, typer.Exit | typer.Abort):
+            refuse_initialize(startup_error_line(e))
+        raise
+
+
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.strip("[]")
@@ -190,24 +205,28 @@ def mcp_command(
     import asyncio
 
     with _one_line_errors():
-        if embeddings not in ("config", "none", "local"):
-            msg = f"--embeddings must be config, none or local, got {embeddings!r}"
-            raise ValueError(msg)
-        if config_file is None and isinstance(ctx.obj, Path):
-            config_file = ctx.obj  # memory-ledger --config FILE mcp ...
-        config = load_config(config_file)
-        if embeddings != "config":
-            config = load_config_from(config, embeddings=embeddings)
-        if master_key_file is not None:
-            config = load_config_from(config, master_key_file=str(master_key_file))
-        if ledger:
-            config = load_config_from(config, ledger=ledger)
-        parts = (tenant, principal, scope_id)
-        if http is None:
-            if None in parts:
-                msg = "stdio serves one namespace: give --tenant, --principal and --scope-id"
+        # Over stdio a client waits for its initialize answer: a refusal is that answer too.
+        starting = _refusing_initialize() if http is None else contextlib.nullcontext()
+        with starting:
+            if embeddings not in ("config", "none", "local"):
+                msg = f"--embeddings must be config, none or local, got {embeddings!r}"
                 raise ValueError(msg)
-            namespace = Namespace(*(p or "" for p in parts)).validated()
+            if config_file is None and isinstance(ctx.obj, Path):
+                config_file = ctx.obj  # memory-ledger --config FILE mcp ...
+            config = load_config(config_file)
+            if embeddings != "config":
+                config = load_config_from(config, embeddings=embeddings)
+            if master_key_file is not None:
+                config = load_config_from(config, master_key_file=str(master_key_file))
+            if ledger:
+                config = load_config_from(config, ledger=ledger)
+            parts = (tenant, principal, scope_id)
+            if http is None:
+                if None in parts:
+                    msg = "stdio serves one namespace: give --tenant, --principal and --scope-id"
+                    raise ValueError(msg)
+                namespace = Namespace(*(p or "" for p in parts)).validated()
+        if http is None:
             asyncio.run(_serve_stdio(store, namespace, config))
             return
         if any(p is not None for p in parts):
@@ -220,17 +239,14 @@ def mcp_command(
 
 
 async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) -> None:
-    from memory_ledger.commands.async_engine import AsyncMemoryEngine
-    from memory_ledger.replay.mcp_server import MemoryMcpServer
-
     async with contextlib.AsyncExitStack() as stack:
-        try:
+        with _refusing_initialize():  # the client is waiting for its initialize answer
+            from memory_ledger.commands.async_engine import AsyncMemoryEngine
+            from memory_ledger.replay.mcp_server import MemoryMcpServer
+
             memory = await stack.enter_async_context(AsyncMemoryEngine.open(store, config=config))
-        except Exception as e:
-            # The client is waiting for its initialize answer: give it the reason.
-            refuse_initialize(startup_error_line(e))
-            raise
-        await MemoryMcpServer(memory, namespace=namespace).serve_stdio()
+            server = MemoryMcpServer(memory, namespace=namespace)
+        await server.serve_stdio()
 
 
 async def _serve_http(

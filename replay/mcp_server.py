@@ -31,8 +31,12 @@ JSON holds a lone surrogate escape is served with U+FFFD in its place (the SDK's
 loop drops both without a word).
 
 Errors raised on purpose (a bad argument, an unknown memory, a secret in a statement) reach
-the client as tool errors carrying the typed error's message; nothing else of an exception
-(no traceback) leaves the server.
+the client as tool errors carrying the typed error's message, naming the tool's arguments
+(``memory``, ``as_of``) rather than the engine's parameters; nothing else of an exception
+(no traceback) leaves the server. No error or result (the SDK's JSON-RPC errors included)
+quotes more of a value the client sent than a short prefix (:data:`QUOTE_CHARS`, with the
+length when cut) in which secret shapes are redacted (:func:`_quoted`); a recall's
+structured ``query`` is cut to :data:`QUERY_ECHO_CHARS` characters, redacted alike.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ import sys
 import types
 import typing
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from datetime import datetime
 from typing import Any, BinaryIO, Final, TypeVar, cast
 
 import anyio
@@ -76,14 +81,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memory_ledger.commands.async_engine import AsyncMemoryEngine
 from memory_ledger.commands.async_session import AsyncMemorySession
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.errors import MemoryLedgerError, UnknownMemoryError
+from memory_ledger.commands.errors import (
+    InvalidArgumentError,
+    MemoryLedgerError,
+    UnknownMemoryError,
+)
 from memory_ledger.commands.recall import RecallResult, RecallScope
-from memory_ledger.commands.secrets import contains_secret
+from memory_ledger.commands.secrets import contains_secret, redact
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import lineage
 from memory_ledger.replay.lineage_text import render_text
 from memory_ledger.replay.mcp_tokens import TokenRegistry
-from memory_ledger.replay.points import parse_point
+from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
+from memory_ledger.replay.rebuild import PositionOutOfRangeError
 from memory_ledger.replay.timetravel import as_of
 
 __all__ = ["MAP_URI", "Caller", "MemoryMcpServer", "TokenGate"]
@@ -93,6 +103,21 @@ MAP_URI: Final = "memory://map"
 
 READ_FLUSH_SECONDS: Final = 1.0
 """A caller's buffered recall records are written at most about this long after a recall."""
+
+QUOTE_CHARS: Final = 40
+"""At most this many characters of a value a caller sent are quoted in an error or a
+result's text (secret shapes redacted first; :func:`_quoted`)."""
+
+QUERY_ECHO_CHARS: Final = 200
+"""At most this many characters of a recall's query come back in its structured ``query``."""
+
+MESSAGE_CHARS: Final = 500
+"""A tool error's message is cut to this many characters (a last bound: each message quotes
+caller input through :func:`_quoted` already)."""
+
+_SCAN_CHARS: Final = 4096
+"""How much of a caller's value the secret detector scans before a prefix of it is quoted:
+far more than is quoted, so a secret that starts inside the quoted prefix is found whole."""
 
 INSTRUCTIONS: Final = """\
 Long-term memory of the user you are talking to (one namespace, chosen by the server).
@@ -149,6 +174,53 @@ def _label(*parts: str | None) -> str:
     return "-".join(cleaned) or "client"
 
 
+def _short(value: str, limit: int = QUOTE_CHARS) -> str:
+    """At most ``limit`` characters of ``value`` (``...`` added when cut) with every secret
+    shape redacted (``[REDACTED:<kind>]``, :func:`~memory_ledger.commands.secrets.redact`).
+    Redaction runs on the first :data:`_SCAN_CHARS` characters before the cut, so no part of
+    a secret that the prefix would show survives."""
+    shown = redact(value[:_SCAN_CHARS]).text
+    if len(shown) > limit or len(value) > _SCAN_CHARS:
+        shown = shown[: max(limit - 3, 0)] + "..."
+    return shown
+
+
+def _quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """A value a caller sent, as an error or a result's text may quote it: the ``repr`` of
+    its :func:`_short` prefix (control and invisible characters escaped), followed by its
+    length when it was cut: ``'qqqq...' (2,000,000 characters)``. Never more than about
+    ``limit + 30`` characters, never a secret shape."""
+    text = value if isinstance(value, str) else str(value)
+    shown = _short(text, limit)
+    quoted = repr(shown)
+    if shown != text and len(text) > limit:
+        quoted += f" ({len(text):,} characters)"
+    return quoted
+
+
+def _error_text(error: BaseException, arguments: Collection[str], names: Mapping[str, str]) -> str:
+    """The one-line message of a tool error raised on purpose, in the tool's words.
+
+    ``arguments`` are the tool's argument names and ``names`` maps the engine's parameter
+    names to them (``{"statement_or_id": "memory"}``, ``{"at": "as_of"}``): a mapped name
+    holding an underscore is replaced wherever it stands in the message as a word, and when
+    the error names its ``parameter`` (:class:`~memory_ledger.ledger.errors.
+    InvalidArgumentError`, :class:`~memory_ledger.commands.errors.CommandRejectedError`)
+    and the message does not say which tool argument that was, the argument is put first
+    (``as_of: position 9 is beyond the ledger head 3``). Secret shapes are redacted and the
+    message is cut to :data:`MESSAGE_CHARS`."""
+    message = " ".join(str(error)[: 4 * _SCAN_CHARS].split())
+    for engine_name, argument in names.items():
+        if "_" in engine_name:
+            message = re.sub(rf"\b{re.escape(engine_name)}\b", argument, message)
+    parameter = getattr(error, "parameter", None)
+    if isinstance(parameter, str):
+        argument = names.get(parameter, parameter)
+        if argument in arguments and not re.search(rf"\b{re.escape(argument)}\b", message):
+            message = f"{argument}: {message}"
+    return _short(message, MESSAGE_CHARS)
+
+
 _JSON_TYPES: Final[dict[type, str]] = {
     str: "a string",
     bool: "a boolean",
@@ -193,14 +265,43 @@ def _expected(hint: Any) -> str:
     return " or ".join(names)
 
 
+def _bounded_data(data: Any, depth: int = 0) -> Any:
+    """``data`` of a JSON-RPC error with each string cut to a short, redacted prefix
+    (:func:`_short`), arrays and objects to their first 10 members; ``None`` for structure
+    nested deeper than 3 levels."""
+    if isinstance(data, str):
+        return _short(data)
+    if depth >= 3 and isinstance(data, (list, dict)):
+        return None
+    if isinstance(data, list):
+        return [_bounded_data(item, depth + 1) for item in data[:10]]
+    if isinstance(data, dict):
+        items = list(data.items())[:10]
+        return {_short(str(key)): _bounded_data(value, depth + 1) for key, value in items}
+    return data
+
+
+def _bounded_error(error: MCPError) -> MCPError:
+    """``error`` with its message cut to a short, redacted form (:data:`MESSAGE_CHARS`) and
+    its data bounded (:func:`_bounded_data`); ``error`` itself when nothing changes."""
+    message = _short(" ".join(error.message.split()), MESSAGE_CHARS)
+    data = _bounded_data(error.data)
+    if message == error.message and data == error.data:
+        return error
+    return MCPError(code=error.code, message=message, data=data)
+
+
 def _given(value: Any) -> str:
     """What a client gave, in JSON words: ``the string "five"``, ``the number 1.5``."""
     kind = next((word for cls, word in _JSON_TYPES.items() if type(value) is cls), None)
     if kind is None or isinstance(value, (list, dict)) or value is None:
         return kind or type(value).__name__
-    shown = json.dumps(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
+    if isinstance(value, str):
+        shown = json.dumps(_short(value))
+        if len(value) > QUOTE_CHARS:
+            shown += f" ({len(value):,} characters)"
+    else:
+        shown = _short(json.dumps(value))
     article = kind.split(" ", 1)[1]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         article = "number"
@@ -245,7 +346,7 @@ class MemoryMcpServer:
         self._readers: dict[tuple[str, str], AsyncMemorySession] = {}
         self._reader_lock = asyncio.Lock()
         self._flushing: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._arguments: dict[str, frozenset[str]] = {}
+        self._arguments: dict[str, tuple[str, ...]] = {}
         self._required: dict[str, frozenset[str]] = {}
         self._hints: dict[str, dict[str, Any]] = {}
         self.mcp: MCPServer[Any] = MCPServer(
@@ -273,7 +374,7 @@ class MemoryMcpServer:
 
     def _add_tool(self, fn: Callable[..., Awaitable[Any]], annotations: ToolAnnotations) -> None:
         parameters = inspect.signature(fn).parameters
-        self._arguments[fn.__name__] = frozenset(parameters)
+        self._arguments[fn.__name__] = tuple(parameters)
         self._required[fn.__name__] = frozenset(
             name for name, p in parameters.items() if p.default is inspect.Parameter.empty
         )
@@ -309,12 +410,28 @@ class MemoryMcpServer:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """Resolve the caller of every tool call, resource read and handshake; refuse
-        tool arguments a tool does not declare; put the memory map in the instructions."""
+        tool arguments a tool does not declare; put the memory map in the instructions.
+        A JSON-RPC error of any request quotes at most a short, redacted prefix of what the
+        client sent (the SDK's own echo the whole method name or resource URI):
+        :func:`_bounded_error`."""
+        try:
+            return await self._handle(ctx, call_next)
+        except MCPError as e:
+            bounded = _bounded_error(e)
+            if bounded is e:
+                raise
+            raise bounded from None
+
+    async def _handle(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         if ctx.method not in ("initialize", "tools/call", "resources/read"):
             return await call_next(ctx)
         caller = self._caller_of(ctx)
         if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
-            refusal = self._refuse_unknown_arguments(ctx.params)
+            refusal = self._refuse_unknown_tool(ctx.params)
+            if refusal is None:
+                refusal = self._refuse_unknown_arguments(ctx.params)
             if refusal is None:
                 refusal = self._refuse_mistyped_arguments(ctx.params)
             if refusal is not None:
@@ -329,6 +446,17 @@ class MemoryMcpServer:
             result["instructions"] = f"{INSTRUCTIONS}\n\nMemory map:\n{memory_map}"
         return result
 
+    def _refuse_unknown_tool(self, params: Mapping[str, Any]) -> CallToolResult | None:
+        """A tool error for a call of a tool this server does not have, quoting at most a
+        short, redacted prefix of the name it was given (the SDK's own answer echoes the
+        whole name) and naming the tools; None for a known tool (or a name that is no
+        string, which the SDK refuses)."""
+        name = params.get("name")
+        if not isinstance(name, str) or name in self._arguments:
+            return None
+        text = f"unknown tool {_quoted(name)}; the tools are {', '.join(self._arguments)}"
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
     def _refuse_unknown_arguments(self, params: Mapping[str, Any]) -> CallToolResult | None:
         """A tool error naming the arguments a call gave that its tool does not declare, or
         the required ones it left out (with the arguments the tool takes); None when the
@@ -341,16 +469,20 @@ class MemoryMcpServer:
             arguments = {}
         if allowed is None or not isinstance(arguments, Mapping):
             return None
-        extra = sorted(str(key)[:40] for key in arguments if key not in allowed)
+        extra = sorted(str(key) for key in arguments if key not in allowed)
         missing = sorted(self._required.get(name, frozenset()) - set(arguments))
         if not extra and not missing:
             return None
         parts = []
         if extra:
-            parts.append(f"unexpected argument(s) {', '.join(map(repr, extra[:5]))}")
+            shown = ", ".join(_quoted(key) for key in extra[:5])
+            if len(extra) > 5:
+                shown += f" and {len(extra) - 5} more"
+            parts.append(f"unexpected argument(s) {shown}")
         if missing:
             parts.append(f"missing argument(s) {', '.join(map(repr, missing))}")
-        text = f"{name}: {'; '.join(parts)}; it takes {', '.join(sorted(allowed))}"
+        takes = ", ".join(allowed) if allowed else "no arguments"
+        text = f"{name}: {'; '.join(parts)}; {name} takes {takes}"
         if any(key.lower() in _NAMESPACE_WORDS for key in extra):
             text += (
                 "; the namespace is fixed by the server (its configuration or your token) and "
@@ -386,13 +518,14 @@ class MemoryMcpServer:
             raise ToolError("unauthenticated request")
         return caller
 
-    @staticmethod
-    async def _typed(call: Awaitable[T]) -> T:
-        """Await ``call``; an error raised on purpose becomes a tool error with its message."""
+    async def _typed(self, call: Awaitable[T], tool: str, **names: str) -> T:
+        """Await ``call`` (made by ``tool``); an error raised on purpose becomes a tool
+        error with its message in the tool's words (:func:`_error_text`; ``names`` maps the
+        engine's parameter names to ``tool``'s arguments), redacted and bounded."""
         try:
             return await call
         except (MemoryLedgerError, ValueError) as e:
-            raise ToolError(" ".join(str(e).split())) from None
+            raise ToolError(_error_text(e, self._arguments.get(tool, ()), names)) from None
 
     async def _reader(self, caller: Caller) -> AsyncMemorySession:
         key = (caller.namespace.key(), caller.label)
@@ -437,7 +570,8 @@ class MemoryMcpServer:
         done = await self._typed(
             self.memory.direct(caller.prefix).remember(
                 caller.namespace, statement, subject=subject, predicate=predicate, value=value
-            )
+            ),
+            "remember",
         )
         superseded = [str(m) for m in done.report.superseded]
         text = f"remembered {done.memory_id}: {' '.join(statement.split())}"
@@ -459,26 +593,29 @@ class MemoryMcpServer:
         k: int = 5,
         about: str | None = None,
         attribute: str | None = None,
-        as_of: str | None = None,
+        as_of: int | str | None = None,
     ) -> CallToolResult:
         """Recall the memories that best match ``query`` (at most ``k``).
 
         ``about`` (a subject) and ``attribute`` (a predicate) from the memory map rank
-        matching memories first; they never filter. ``as_of`` (a ledger position or an ISO
-        8601 time with a zone, ``Z`` or ``+02:00``) answers as memory stood then (lexical).
+        matching memories first; they never filter. ``as_of`` (a ledger position, as an
+        integer or its digits, or an ISO 8601 time with a zone, ``Z`` or ``+02:00``) answers
+        as memory stood then (lexical).
         """
         caller = self._caller()
         if as_of is not None:
             result = await self._typed(
                 self.memory.run(
                     _recall_as_of, self.memory.engine, caller.namespace, query, k, as_of
-                )
+                ),
+                "recall",
+                at="as_of",
             )
         else:
             # A namespace that was erased cannot open its reader session: a typed tool error.
-            reader = await self._typed(self._reader(caller))
+            reader = await self._typed(self._reader(caller), "recall")
             result = await self._typed(
-                reader.recall_scoped(query, None, RecallScope(), about, attribute, k)
+                reader.recall_scoped(query, None, RecallScope(), about, attribute, k), "recall"
             )
             self._flush_soon(caller, reader)
         lines = [
@@ -487,12 +624,12 @@ class MemoryMcpServer:
             + ")"
             for hit in result
         ]
-        text = "\n".join(lines) if lines else f"no memory matches {query!r}"
+        text = "\n".join(lines) if lines else f"no memory matches {_quoted(query)}"
         semantic = result.semantic.state if result.semantic is not None else "off"
         return _result(
             text,
             {
-                "query": query,
+                "query": _short(query, QUERY_ECHO_CHARS),
                 "position": result.position,
                 "semantic": semantic,
                 "results": [
@@ -515,7 +652,11 @@ class MemoryMcpServer:
         """Forget one memory: ``memory`` is its id or words that match it. A forgotten memory
         is never recalled again (its history stays auditable)."""
         caller = self._caller()
-        done = await self._typed(self.memory.direct(caller.prefix).forget(caller.namespace, memory))
+        done = await self._typed(
+            self.memory.direct(caller.prefix).forget(caller.namespace, memory),
+            "forget",
+            statement_or_id="memory",
+        )
         return _result(
             f"forgot {done.memory_id}",
             {"memory_id": done.memory_id, "session_id": done.session_id, "position": done.position},
@@ -527,7 +668,8 @@ class MemoryMcpServer:
         its subject and predicate."""
         caller = self._caller()
         done = await self._typed(
-            self.memory.direct(caller.prefix).correct(caller.namespace, statement, target=target)
+            self.memory.direct(caller.prefix).correct(caller.namespace, statement, target=target),
+            "correct",
         )
         text = f"now {done.memory_id}: {' '.join(statement.split())}"
         if done.target is not None:
@@ -545,7 +687,11 @@ class MemoryMcpServer:
     async def pin(self, memory: str) -> CallToolResult:
         """Pin one memory (its id or matching words): it is never pruned."""
         caller = self._caller()
-        done = await self._typed(self.memory.direct(caller.prefix).pin(caller.namespace, memory))
+        done = await self._typed(
+            self.memory.direct(caller.prefix).pin(caller.namespace, memory),
+            "pin",
+            statement_or_id="memory",
+        )
         return _result(
             f"pinned {done.memory_id}",
             {"memory_id": done.memory_id, "session_id": done.session_id, "position": done.position},
@@ -558,16 +704,18 @@ class MemoryMcpServer:
         caller = self._caller()
         reader = self._readers.get((caller.namespace.key(), caller.label))
         if reader is not None:  # this caller's own recalls show up at once
-            await self._typed(reader.flush_reads())
+            await self._typed(reader.flush_reads(), "explain")
         return await self._typed(
-            self.memory.run(_explain_in, self.memory.engine, caller.namespace, memory_id)
+            self.memory.run(_explain_in, self.memory.engine, caller.namespace, memory_id),
+            "explain",
+            text="memory_id",
         )
 
     async def memory_map(self) -> str:
         """The subjects and attributes memory holds (with counts): use them as recall's
         ``about`` and ``attribute``."""
         caller = self._caller()
-        return await self._typed(self.memory.memory_map(caller.namespace))
+        return await self._typed(self.memory.memory_map(caller.namespace), "memory_map")
 
     async def _map_resource(self) -> str:
         return await self.memory_map()
@@ -757,24 +905,78 @@ async def _serve_stdio_lines(lowlevel: Server[Any], source: BinaryIO) -> None:
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
+def _as_of_point(value: int | float | str) -> int | datetime:
+    """The point ``as_of`` names: an integer (or an integral float, as JSON Schema counts
+    integers) or a string of digits is a ledger position, other text an ISO 8601 time with
+    a zone (:func:`~memory_ledger.replay.points.parse_point`). Positions are not checked
+    against the ledger head here (:func:`~memory_ledger.replay.timetravel.as_of` does).
+
+    :raises PositionOutOfRangeError: a negative position, as an integer or as text
+        (``parameter`` ``"as_of"``).
+    :raises NaiveTimestampError: a time without a zone (``parameter`` ``"as_of"``).
+    :raises PointError: text that is neither; the message quotes at most a short, redacted
+        prefix of it (:func:`_quoted`).
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = value if isinstance(value, str) else str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raw = text.strip()
+    if raw.startswith("-") and raw[1:].isdigit():
+        msg = (
+            f"as_of position {_quoted(raw)} is negative; positions start at 1 "
+            "(0 is the empty ledger)"
+        )
+        raise PositionOutOfRangeError(msg, parameter="as_of")
+    try:
+        return parse_point(text, "as_of")
+    except NaiveTimestampError:
+        msg = (
+            f"as_of {_quoted(text.strip())} has no time zone; add an offset such as Z or "
+            "+02:00 (e.g. 2024-03-05T10:00Z); a time without one is not guessed"
+        )
+        raise NaiveTimestampError(msg, parameter="as_of") from None
+    except PointError as e:
+        msg = (
+            "as_of must be a ledger position (an integer, 0 or more) or an ISO 8601 time "
+            f"with a zone (2024-03-05T10:00Z), got {_quoted(text)}"
+        )
+        raise PointError(msg, parameter="as_of", reason_code=e.reason_code) from None
+
+
 def _recall_as_of(
-    engine: MemoryEngine, namespace: Namespace, query: str, k: int, point: str
+    engine: MemoryEngine, namespace: Namespace, query: str, k: int, point: int | float | str
 ) -> RecallResult:
-    """Recall as memory stood at ``point`` (a position or an ISO 8601 time); blocking."""
-    if not isinstance(k, int) or k < 1:
-        msg = f"k must be a positive integer, got {k!r}"
-        raise ValueError(msg)
-    with as_of(engine, parse_point(point, "as_of")) as then:
+    """Recall as memory stood at ``point`` (a position or a time, :func:`_as_of_point`);
+    blocking.
+
+    :raises InvalidArgumentError: ``k`` is not a positive integer (``parameter`` ``"k"``).
+    :raises PointError: ``point`` is no position or time; ``PositionOutOfRangeError`` when
+        it is negative or beyond the ledger head (``parameter`` ``"at"``).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        msg = f"k must be at least 1, got {_quoted(k)}"
+        raise InvalidArgumentError(msg, parameter="k")
+    with as_of(engine, _as_of_point(point)) as then:
         return then.recall(namespace, query, min(k, engine.config.recall_max_k))
 
 
 def _explain_in(engine: MemoryEngine, namespace: Namespace, text: str) -> str:
     """The lineage text of memory ``text`` (id or prefix) of ``namespace``; a memory of
-    another namespace is unknown, exactly like one that does not exist."""
+    another namespace is unknown, exactly like one that does not exist.
+
+    :raises UnknownMemoryError: no memory of ``namespace`` has that id (or several share
+        the prefix), quoting at most a short, redacted prefix of ``text``; ``reason_code``
+        ``not_a_memory_id`` when ``text`` is no UUID or hex prefix at all.
+    """
     try:
         found = lineage.explain(engine, text, namespace=namespace)
-    except lineage.UnknownMemoryError:
-        raise UnknownMemoryError(repr(text[:80])) from None
+    except lineage.UnknownMemoryError as e:
+        if e.reason_code == "not_a_memory_id":
+            msg = f"{_quoted(text)} is not a memory id (a UUID or a prefix of 4+ hex digits)"
+            raise UnknownMemoryError(msg, reason_code="not_a_memory_id") from None
+        raise UnknownMemoryError(_quoted(text)) from None
     if found.namespace != namespace:
-        raise UnknownMemoryError(repr(text[:80]))
+        raise UnknownMemoryError(_quoted(text))
     return render_text(found)

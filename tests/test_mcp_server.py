@@ -4,13 +4,14 @@ process) and over streamable HTTP on 127.0.0.1 with bearer tokens."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, MCPError
 from mcp_types import Implementation
 
 import memory_ledger
@@ -24,7 +25,13 @@ from memory_ledger.replay.mcp_tokens import (
     new_token,
     token_entry_toml,
 )
-from tests.mcp_harness import HttpServer, RawStdio, http_session, stdio_session
+from tests.mcp_harness import (
+    HttpServer,
+    RawStdio,
+    http_session,
+    inprocess_client,
+    stdio_session,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -216,6 +223,13 @@ def test_stdio_answers_lone_surrogates_and_lines_that_are_no_json(tmp_path: Path
         raw.send(b"")  # a blank line is no message: nothing to answer
         raw.send({"jsonrpc": "2.0", "id": 101, "method": "ping"})
         assert raw.reply()["id"] == 101
+        # An unknown method is named in the error as a short, redacted prefix (the SDK's
+        # own answer echoes the whole method: a secret, or megabytes).
+        for method in (API_KEY, "m" * HUGE):
+            raw.send({"jsonrpc": "2.0", "id": 102, "method": method})
+            unknown = json.dumps(raw.reply())
+            assert "-32601" in unknown and len(unknown) < 300, unknown[:300]
+            assert not [f for f in SECRET_FRAGMENTS if f in unknown], unknown
     finally:
         raw.close()
     [remembered] = [e for e in ledger(tmp_path / "store") if isinstance(e, ExplicitCommandApplied)]
@@ -276,6 +290,146 @@ async def test_stdio_as_of_answers_as_memory_stood_then(tmp_path: Path) -> None:
         assert "as_of" in said and "no time zone" in said and "Z or +02:00" in said
         aware = await session.call_tool("recall", {"query": "cello", "as_of": "2024-03-05T10:00Z"})
         assert not aware.is_error and aware.structured_content["results"] == []
+
+
+# what errors and results quote of the caller's input ------------------------------------
+
+SECRET_FRAGMENTS = ("T3stK3y", "AAAABBBBCCCC", "sk-proj-T3")
+HUGE = 2_000_000
+
+
+def everything_said(result: Any) -> str:
+    """The text blocks and the structured content of a tool result, as one string."""
+    return text(result) + repr(result.structured_content)
+
+
+async def test_a_huge_query_is_never_echoed_whole(tmp_path: Path) -> None:
+    """A 2 MB recall query that matches nothing came back twice (in the text and in the
+    structured ``query``): both now quote a short prefix, saying how long it was."""
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        await client.call_tool("remember", {"statement": "Alice plays the cello."})
+        found = await client.call_tool("recall", {"query": "q" * HUGE})
+        assert not found.is_error, text(found)[:200]
+        assert found.structured_content["results"] == []
+        said = everything_said(found)
+        assert len(said) < 1_000, said[:200]
+        assert "no memory matches 'qqqq" in text(found) and "2,000,000 characters" in text(found)
+        assert len(found.structured_content["query"]) <= 200
+        # Every error path quotes at most a short prefix of what it was given.
+        for tool, arguments in (
+            ("recall", {"query": "cello", "as_of": "2024-" + "x" * HUGE}),
+            ("recall", {"query": "cello", "as_of": "-" + "9" * 4000}),
+            ("recall", {"query": "cello", "k": "k" * HUGE}),
+            ("recall", {"query": "cello", "z" * HUGE: 1}),
+            ("explain", {"memory_id": "e" * HUGE}),
+            ("forget", {"memory": "\x1b" * HUGE}),
+            ("pin", {"memory": "x" * HUGE}),
+            ("correct", {"statement": "Alice plays the viola.", "target": "t" * HUGE}),
+            ("remember", {"statement": "s" * HUGE}),
+            ("t" * HUGE, {}),
+        ):
+            refused = await client.call_tool(tool, arguments)
+            said = everything_said(refused)
+            assert refused.is_error and len(said) < 600, (tool, said[:300])
+            assert "\n" not in text(refused), said
+
+
+async def test_as_of_takes_an_integer_position(tmp_path: Path) -> None:
+    """The README's "as_of position": an integer (and a numeric string) is a ledger position,
+    alongside the time forms; a boolean is no position."""
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        listed = await client.list_tools()
+        schema = next(t for t in listed.tools if t.name == "recall").input_schema
+        assert "integer" in json.dumps(schema["properties"]["as_of"])
+        first = await client.call_tool("remember", {"statement": "Alice plays the cello."})
+        before = first.structured_content["position"]
+        await client.call_tool("forget", {"memory": "cello"})
+        for point in (before, float(before), str(before), f" {before} "):
+            then = await client.call_tool("recall", {"query": "cello", "as_of": point})
+            assert not then.is_error, (point, text(then))
+            assert [h["statement"] for h in then.structured_content["results"]] == [
+                "Alice plays the cello."
+            ]
+            assert then.structured_content["position"] == before
+        empty = await client.call_tool("recall", {"query": "cello", "as_of": 0})
+        assert not empty.is_error and empty.structured_content["results"] == []
+        for point, words in (
+            (-1, "negative"),
+            ("-3", "negative"),
+            (10_000, "beyond the ledger head"),
+        ):
+            refused = await client.call_tool("recall", {"query": "cello", "as_of": point})
+            assert refused.is_error and "as_of" in text(refused) and words in text(refused)
+        flag = await client.call_tool("recall", {"query": "cello", "as_of": True})
+        assert_refused_in_one_line(flag, "recall", "'as_of' must be", "boolean true")
+
+
+async def test_errors_name_the_tool_arguments_not_python_parameters(tmp_path: Path) -> None:
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        await client.call_tool("remember", {"statement": "Alice plays the cello."})
+        for tool, arguments, words in (
+            ("forget", {"memory": "   "}, "memory is empty"),
+            ("pin", {"memory": ""}, "memory is empty"),
+            ("forget", {"memory": "cello \x1b"}, "memory holds U+001B"),
+            ("pin", {"memory": API_KEY}, "memory holds a secret-shaped value"),
+            ("correct", {"statement": "x", "target": " "}, "target is empty"),
+            ("recall", {"query": "cello", "as_of": 99}, "as_of"),
+            ("recall", {"query": "cello", "k": 0}, "k must be"),
+            ("recall", {"query": "cello", "k": 0, "as_of": 1}, "k must be"),
+        ):
+            refused = await client.call_tool(tool, arguments)
+            said = text(refused)
+            assert refused.is_error and words in said, (tool, said)
+            assert "statement_or_id" not in said and "'at'" not in said, said
+            assert not said.startswith(f"Error executing tool {tool}: at "), said
+
+
+async def test_a_tool_without_arguments_says_so(tmp_path: Path) -> None:
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        extra = await client.call_tool("memory_map", {"extra": 1})
+        assert_refused_in_one_line(
+            extra, "memory_map", "unexpected argument(s) 'extra'", "memory_map takes no arguments"
+        )
+        assert "takes ;" not in text(extra)
+        typo = await client.call_tool("remember", {"statment": "Alice plays the cello."})
+        assert_refused_in_one_line(
+            typo, "remember", "remember takes statement, subject, predicate, value"
+        )
+
+
+async def test_no_error_or_result_echoes_a_secret(tmp_path: Path) -> None:
+    """The CLI redacts a secret given as a memory id; MCP echoed 80 characters of it. No
+    tool's error or result quotes a secret-shaped value a caller sent."""
+    buried = "x" * 30 + " " + API_KEY  # a secret across the cut of a short prefix
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        await client.call_tool("remember", {"statement": "Alice plays the cello."})
+        explained = await client.call_tool("explain", {"memory_id": API_KEY})
+        assert explained.is_error and "not a memory id" in text(explained), text(explained)
+        for secret in (API_KEY, buried):
+            for tool, arguments in (
+                ("explain", {"memory_id": secret}),
+                ("recall", {"query": secret}),
+                ("recall", {"query": secret, "as_of": 1}),
+                ("recall", {"query": "cello", "as_of": secret}),
+                ("recall", {"query": "cello", "k": secret}),
+                ("recall", {"query": "cello", "about": 3, "attribute": secret}),
+                ("recall", {"query": "cello", secret: 1}),
+                ("memory_map", {secret: 1}),
+                ("forget", {"memory": secret}),
+                ("pin", {"memory": secret}),
+                ("correct", {"statement": secret}),
+                ("correct", {"statement": "Alice plays the viola.", "target": secret}),
+                ("remember", {"statement": secret}),
+                ("remember", {"statement": "Alice likes tea.", "subject": secret}),
+                (secret, {}),
+            ):
+                answer = await client.call_tool(tool, arguments)
+                said = everything_said(answer)
+                assert not [f for f in SECRET_FRAGMENTS if f in said], (tool, arguments, said)
+            with pytest.raises(MCPError) as unknown:
+                await client.read_resource("memory://" + secret)
+            said = f"{unknown.value.message} {unknown.value.data!r}"
+            assert "Unknown resource" in said and not [f for f in SECRET_FRAGMENTS if f in said]
 
 
 # streamable HTTP --------------------------------------------------------------------------

@@ -90,3 +90,65 @@ def test_a_missing_lite_extra_is_a_typed_error_and_one_line(
     assert "Traceback" not in result.output
     assert result.output.count("\n") == 1
     assert 'pip install "memory-ledger[embeddings-lite]"' in result.output
+
+
+BAD_NAMESPACES = [
+    pytest.param(["--tenant", "ac\x1bme"], "U+001B control character", id="control-character"),
+    pytest.param(["--tenant", "t" * 258], "258 bytes long", id="258-byte-tenant"),
+]
+
+
+def bad_namespace_args(store: Path, bad: list[str]) -> list[str]:
+    given = dict(zip(NAMESPACE[::2], NAMESPACE[1::2], strict=True))
+    given.update(dict(zip(bad[::2], bad[1::2], strict=True)))
+    return [
+        "-m",
+        "memory_ledger.replay",
+        "mcp",
+        "--store",
+        str(store),
+        *[part for pair in given.items() for part in pair],
+        "--embeddings",
+        "none",
+    ]
+
+
+@pytest.mark.parametrize(("bad", "reason"), BAD_NAMESPACES)
+def test_a_bad_namespace_is_refused_in_one_line_with_status_2(
+    tmp_path: Path, bad: list[str], reason: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, *bad_namespace_args(tmp_path / "store", bad)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    assert reason in done.stderr and "\x1b" not in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("bad", "reason"), BAD_NAMESPACES)
+async def test_a_bad_namespace_answers_the_clients_initialize(
+    tmp_path: Path, bad: list[str], reason: str
+) -> None:
+    """As a store that cannot be opened does: the client's ``initialize`` gets a JSON-RPC
+    error naming the reason (it had nothing on stdout before)."""
+    params = StdioServerParameters(
+        command=sys.executable, args=bad_namespace_args(tmp_path / "store", bad), env=child_env()
+    )
+    said = ""
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            try:
+                await session.initialize()
+            except MCPError as e:
+                said = str(e)
+    assert "memory-ledger mcp did not start" in said and "InvalidNamespaceError" in said
+    assert reason in said and "\x1b" not in said
+    assert not (tmp_path / "store").exists()  # refused before anything was opened
