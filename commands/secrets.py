@@ -1381,4 +1381,3 @@ def redact(text: str) -> Redaction:
         count += len(spans)
         kinds.update(span.kind for span in spans)
     return Redaction(text=text, count=count, kinds=tuple(sorted(kinds)))
-
