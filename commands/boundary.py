@@ -112,8 +112,12 @@ class DecisionReads:
         """The version of each memory stream as read (0: absent), before any planning."""
 
     def _select(self, tag: str) -> list[tuple[int, LedgerEvent]]:
+        """The events carrying ``tag`` up to :attr:`after`: every read of one attempt sees
+        the same consistent prefix of the ledger (a later commit between two reads would
+        otherwise tear the state, e.g. a supersession chain read half before and half
+        after a concurrent command); what came after fails the append condition."""
         self.tags.add(tag)
-        return self._engine.read_tagged(tag)
+        return [(p, e) for p, e in self._engine.read_tagged(tag) if p <= self.after]
 
     def guard_namespace(self) -> None:
         """Put the whole namespace in the decision's boundary without reading it: for a

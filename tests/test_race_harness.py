@@ -1,0 +1,227 @@
+"""The race harness's fast profile (issue 25 item 3) and its sequential model in step with
+the engine (a hypothesis state machine).
+
+Every deciding command (keyed and plain ``remember``, ``correct`` by id and by words,
+``forget``, ``pin``, ``forget_all``) raced from 4 threads of one engine, 4 processes on one
+store and 3 hosts of one PostgreSQL ledger; after every round the ledger holds at most one
+current value per key and per correction chain, every acknowledged effect, and a state and
+answers that some serial order of the calls gives (``benchmarks.race_harness``). The long
+profile is ``python -m benchmarks races --rounds 340 --ops 20``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from benchmarks.race_harness import (
+    CITIES,
+    DRINKS,
+    NAMESPACE,
+    Call,
+    Model,
+    Op,
+    Workers,
+    check_round,
+    initial_model,
+    linearizable,
+    race,
+    run_op,
+    run_threads_round,
+)
+from memory_ledger.commands import MemoryEngine
+
+
+def test_threads_of_one_engine(tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        figures = race(
+            "threads",
+            engine,
+            lambda ops: run_threads_round(engine, NAMESPACE, ops, 4),
+            rounds=25,
+            ops_per_round=8,
+            seed=1,
+        )
+        assert figures.violations == []
+        assert figures.commands == 200
+        assert engine.decision_conflicts > 0  # the rounds really raced
+
+
+def test_processes_on_one_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with MemoryEngine.open(store):
+        pass
+    workers = Workers(store, 4)
+    try:
+        with MemoryEngine.open(store) as auditor:
+            figures = race(
+                "processes", auditor, workers.run_round, rounds=8, ops_per_round=8, seed=2
+            )
+    finally:
+        workers.close()
+    assert figures.violations == []
+    assert figures.commands == 64
+
+
+def test_hosts_on_one_postgres_ledger(pg_url: str, tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "auditor", ledger=pg_url) as auditor:
+        workers = Workers(tmp_path, 3, pg_url)
+        try:
+            figures = race("hosts", auditor, workers.run_round, rounds=5, ops_per_round=6, seed=3)
+        finally:
+            workers.close()
+    assert figures.violations == []
+    assert figures.commands == 30
+
+
+def test_the_harness_detects_the_race_it_guards_against(tmp_path: Path) -> None:
+    """The control: with the append condition switched off, the same rounds find forks."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        engine.consistency_boundary = False
+        figures = race(
+            "unguarded",
+            engine,
+            lambda ops: run_threads_round(engine, NAMESPACE, ops, 4),
+            rounds=40,
+            ops_per_round=8,
+            seed=1,
+        )
+    assert figures.violations, "an unguarded engine should fork under these races"
+
+
+def test_four_threads_correcting_one_target_leave_one_value(tmp_path: Path) -> None:
+    """The issue's reproduction: each correction applies to the head of the chain."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        first = engine.remember(NAMESPACE, "Alice lives in City0.")
+        for round_ in range(10):
+            current = [hit.memory_id for hit in engine.recall(NAMESPACE, "Alice lives", k=10)]
+            assert len(current) == 1
+            barrier = threading.Barrier(4)
+            targets: list[UUID | None] = []
+
+            def correct(
+                index: int, target: str = str(current[0]), by_id: bool = round_ % 2 == 0
+            ) -> None:
+                barrier.wait()
+                words = f"Alice lives in City{round_}{index}x."
+                result = engine.correct(NAMESPACE, words, target=target if by_id else None)
+                targets.append(result.target)
+
+            threads = [threading.Thread(target=correct, args=(i,)) for i in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert len(targets) == 4 and len(set(targets)) == 4  # a chain: each a new head
+        assert len(engine.recall(NAMESPACE, "Alice lives", k=10)) == 1
+        assert first.memory_id is not None
+
+
+def test_linearizability_search_refuses_an_impossible_history() -> None:
+    """A check that accepts everything proves nothing: two overlapping corrections that both
+    claim the same head cannot both have happened."""
+    model = Model(NAMESPACE)
+    start = run_op  # keep the import used; the search needs no engine
+    assert start is not None
+    head = UUID(int=1)
+    from benchmarks.race_harness import Memory
+
+    model.memories[head] = Memory("Alice lives in Lisbon.", "active", ("alice", "lives in"))
+    calls = [
+        Call(
+            Op("correct_id", "Alice", "Alice lives in A.", str(head)), 0.0, 2.0, ("ok", str(head))
+        ),
+        Call(
+            Op("correct_id", "Alice", "Alice lives in B.", str(head)), 1.0, 3.0, ("ok", str(head))
+        ),
+    ]
+    assert not linearizable(model, calls, set())
+
+
+# The sequential model in step with the engine ---------------------------------------------
+
+
+class ModelInStep(RuleBasedStateMachine):
+    """Each rule runs one command on the engine and on :class:`Model`; their answers and
+    the retrievable memories agree after every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(__import__("tempfile").mkdtemp(prefix="race-model-"))
+        self.engine = MemoryEngine.open(self.folder / "store")
+        self.counter = 0
+
+    @initialize()
+    def start(self) -> None:
+        self.model = initial_model(self.engine, NAMESPACE)
+
+    def _step(self, op: Op) -> None:
+        call = run_op(self.engine, NAMESPACE, op)
+        expected = self.model.apply(op)
+        assert call.answer == expected, (op, call.answer, expected)
+        self.counter += 1
+
+    @rule(subject=st.sampled_from(["Alice", "Bob"]), city=st.sampled_from(CITIES))
+    def remember_keyed(self, subject: str, city: str) -> None:
+        self._step(Op("remember_keyed", subject, f"{subject} lives in {city}."))
+
+    @rule(drink=st.sampled_from(DRINKS))
+    def remember_plain(self, drink: str) -> None:
+        self._step(Op("remember_plain", "Dave", f"Dave likes {drink}."))
+
+    @rule(data=st.data(), subject=st.sampled_from(["Alice", "Bob"]))
+    def correct_id(self, data: st.DataObject, subject: str) -> None:
+        if self.model.memories:
+            target = data.draw(st.sampled_from(sorted(self.model.memories)))
+            self._step(
+                Op("correct_id", subject, f"{subject} lives in T{self.counter}.", str(target))
+            )
+
+    @rule()
+    def correct_words(self) -> None:
+        self._step(Op("correct_words", "Carol", f"Carol works at Shop{self.counter}."))
+
+    @rule(data=st.data(), kind=st.sampled_from(["forget", "pin"]))
+    def by_id(self, data: st.DataObject, kind: str) -> None:
+        if self.model.memories:
+            target = data.draw(st.sampled_from(sorted(self.model.memories)))
+            self._step(Op(kind, "", target=str(target)))
+
+    @rule()
+    def forget_all(self) -> None:
+        self._step(Op("forget_all", ""))
+
+    @invariant()
+    def same_current_memories(self) -> None:
+        if hasattr(self, "model"):
+            actual = initial_model(self.engine, NAMESPACE).retrievable()
+            assert actual == self.model.retrievable()
+            assert check_round(self.engine, NAMESPACE, self.model, []) == []
+
+    def teardown(self) -> None:
+        self.engine.close()
+
+
+ModelInStep.TestCase.settings = settings(
+    max_examples=12,
+    stateful_step_count=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestModelInStep = ModelInStep.TestCase
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_rounds_are_reproducible_plans(seed: int) -> None:
+    from benchmarks.race_harness import plan_round
+
+    first = plan_round(random.Random(seed), {}, 8, 0)
+    second = plan_round(random.Random(seed), {}, 8, 0)
+    assert first == second and len(first) == 8
