@@ -275,7 +275,7 @@ def test_events_show_erased_records_as_erased(erased_store: tuple[Path, dict[str
     records = [json.loads(line) for line in lines]
     erased = [r for r in records if r.get("erased")]
     assert erased and all(
-        set(r) == {"position", "type", "stream_id", "version", "recorded_at", "erased", "key_id"}
+        set(r) == {"position", "type", "stream_id", "stream_version", "recorded_at", "erased", "key_id"}
         for r in erased
     )
     assert {"SessionOpened", "TranscriptObserved", "CandidateExtracted"} <= {
