@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.ledger.events import EVENT_CLASSES, KnowledgeBound, LedgerEvent
+from memory_ledger.ledger.events import EVENT_CLASSES, LedgerEvent
 from memory_ledger.replay import export as export_module
 from memory_ledger.replay.cli import app
 from memory_ledger.replay.export import ExportFormat, export_store, write_events
@@ -52,7 +52,9 @@ def test_events_json_keeps_knowledge_bound_version_and_the_stream_version(
     tmp_path: Path,
 ) -> None:
     store = knowledge_store(tmp_path / "store")
-    listed = runner.invoke(app, ["events", "--store", str(store), "--json", "--type", "KnowledgeBound"])
+    listed = runner.invoke(
+        app, ["events", "--store", str(store), "--json", "--type", "KnowledgeBound"]
+    )
     assert listed.exit_code == 0, listed.output
     (record,) = [json.loads(line) for line in listed.stdout.splitlines()]
     assert record["version"] == "2.1.0"  # the package's version
@@ -98,7 +100,9 @@ def rebuilt_fields(record: dict[str, Any]) -> dict[str, Any]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(events=st.lists(any_event, min_size=1, max_size=6), fmt=st.sampled_from(["parquet", "jsonl"]))
+@given(
+    events=st.lists(any_event, min_size=1, max_size=6), fmt=st.sampled_from(["parquet", "jsonl"])
+)
 def test_every_event_class_exports_and_reads_back(
     tmp_path: Path, events: list[LedgerEvent], fmt: ExportFormat
 ) -> None:
