@@ -29,7 +29,7 @@ import typer
 
 from memory_ledger.commands.config import CONFIG_FILE
 from memory_ledger.replay.cli_audit import events, explain_command, stats_command, verify
-from memory_ledger.replay.cli_common import out
+from memory_ledger.replay.cli_common import NegativeNumberArguments, PipeAwareGroup, out
 from memory_ledger.replay.cli_mcp import register as register_mcp_commands
 from memory_ledger.replay.cli_recall import recall
 from memory_ledger.replay.cli_replay import (
@@ -48,6 +48,7 @@ __all__ = ["COMMANDS", "app", "main"]
 
 app = typer.Typer(
     name="memory-ledger",
+    cls=PipeAwareGroup,
     no_args_is_help=True,
     add_completion=False,
 )
@@ -68,7 +69,9 @@ COMMANDS = (
 )
 """Every command by name, in the order ``--help`` lists them."""
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    # ``as-of -1``: the negative number is the position (refused in its own words).
+    _cls = NegativeNumberArguments if _name == "as-of" else None
+    app.command(_name, cls=_cls)(_command)
 
 
 def _version(value: bool) -> None:
