@@ -140,7 +140,7 @@ def as_of_command(
 
     with common.user_errors():
         namespace = optional_namespace(tenant, principal, scope_id)
-        parsed = parse_point(point, "POSITION")
+        parsed = parse_point(point, "TIMESTAMP")
         with common.open_for_audit(ctx, store) as engine:
             total = parsed if isinstance(parsed, int) else engine.head
             with (
