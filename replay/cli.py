@@ -14,7 +14,8 @@ master key of an encrypted store; default: ``master_key_file`` of the settings f
 ``./memory-ledger.toml`` when it exists (the CLI looks in the current directory; the
 library reads only a file it is given). Exit status: 0 ok, 1 a check failed (``verify``,
 ``replay --check``, ``restore``) or a turn's extraction failed (``run``), 2 any error (one
-line on stderr, never a traceback). Progress bars appear only on a terminal (stderr).
+line on stderr, never a traceback); a closed output pipe (``| head``) ends quietly with 0
+(:class:`~.cli_common.PipeAwareGroup`). Progress bars appear only on a terminal (stderr).
 """
 
 from __future__ import annotations

@@ -226,6 +226,7 @@ def test_an_open_of_a_session_under_another_namespace_is_refused(tmp_path: Path)
         FinishStep,
         OpenStep,
         SessionNamespaceMismatchError,
+        Step,
         run_script,
     )
 
@@ -247,7 +248,7 @@ def test_an_open_of_a_session_under_another_namespace_is_refused(tmp_path: Path)
     assert "acme/alice/assistant" in result.stderr and "acme/bob/assistant" in result.stderr
     assert not store.exists()  # refused before anything was written
     # Steps given to run_script directly (no parse_script) are refused at the step.
-    steps = [
+    steps: list[tuple[int, Step]] = [
         (1, OpenStep(session="s1", namespace=Namespace(**NS))),
         (2, OpenStep(session="s1", namespace=Namespace(**other))),
         (3, FinishStep(session="s1")),
