@@ -414,8 +414,12 @@ def test_match_counts_what_the_prompt_names(tmp_path: Path, key_file: Path) -> N
     assert sum(principal.matches(r) for r in records) == 1
 
 
-def test_keys_new_into_a_missing_folder_is_a_typed_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["keys", "new", "--out", str(tmp_path / "nodir" / "k")])
+def test_keys_new_under_a_file_is_a_typed_error(tmp_path: Path) -> None:
+    """A missing folder is created (mode 0700, tests/test_cli_edges.py); a path through a
+    file cannot be, and says so in one line."""
+    (tmp_path / "afile").write_text("not a folder")
+    out = tmp_path / "afile" / "nodir" / "k"
+    result = CliRunner().invoke(app, ["keys", "new", "--out", str(out)])
     assert result.exit_code == 2
     assert "KeyFileUnwritableError" in result.output and "Traceback" not in result.output
-    assert not (tmp_path / "nodir").exists()
+    assert (tmp_path / "afile").read_text() == "not a folder"
