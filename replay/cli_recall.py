@@ -5,7 +5,6 @@ lexically (saying so once, naming the endpoint's host and the cause) rather than
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
@@ -16,6 +15,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import cli_common as common
 from memory_ledger.replay.cli_common import (
+    Embeddings,
     JsonOption,
     LedgerOption,
     MasterKeyFileOption,
@@ -39,14 +39,6 @@ WAIT_SECONDS = 2.0
 
 _STOP_WAITING = 0.2
 """Seconds given to a failing indexer's request in flight once the answer is lexical."""
-
-
-class Embeddings(StrEnum):
-    """Which recall ``--embeddings`` asks for."""
-
-    config = "config"
-    none = "none"
-    local = "local"
 
 
 def endpoint_host(config: MemoryConfig) -> str | None:
@@ -174,7 +166,9 @@ def recall(
         typer.Option(
             "--embeddings",
             help="config: what memory-ledger.toml says (default: lexical); none: lexical "
-            "BM25 only; local: hybrid with the bundled MiniLM (the embeddings extra).",
+            "BM25 only; local: hybrid with the bundled MiniLM (the embeddings extra); lite: "
+            "hybrid with the bundled multilingual e5 without PyTorch (the embeddings-lite "
+            "extra).",
         ),
     ] = Embeddings.config,
     wait: Annotated[
@@ -202,7 +196,7 @@ def recall(
         point = parse_point(at, "--as-of") if at is not None else None
         config = common.settings(ctx)
         if embeddings is not Embeddings.config or at is not None:  # as-of recall is lexical
-            wanted = "local" if embeddings is Embeddings.local and at is None else "none"
+            wanted = embeddings.value if at is None else "none"
             config = load_config_from(config, embeddings=wanted)
         count = k if k is not None else config.recall_k
         folder = common.store_folder(store, config)

@@ -137,7 +137,12 @@ def run(
     """Replay a session script into a store (created if absent).
 
     Re-running a script writes nothing new: recorded turns, commands and finished sessions
-    are skipped, and recall steps are not recorded unless --record-recalls. Exit status 1
+    are skipped, and recall steps are not recorded unless --record-recalls. The summary
+    (and --json) counts what this run wrote apart from what it found already written:
+    turns_observed + turns_already_recorded = the script's turns, also when two runs of one
+    script overlap. A command the engine refuses (e.g. a statement holding a secret:
+    secret_detected) is listed with its reason code, nothing is recorded, and the script
+    goes on. Exit status 1
     when a turn's extraction failed: its evidence is kept, its session is left open, and
     running the script again retries it.
     """
@@ -189,8 +194,8 @@ def _print_summary(script: Path, report: RunReport) -> None:
     rows: list[tuple[str, object]] = [
         ("events written", report.events_written),
         ("ledger head", f"{report.head_before} -> {report.head_after}"),
-        ("turns observed", report.turns_observed),
-        ("turns already recorded", report.turns_skipped),
+        ("turns observed (written by this run)", report.turns_observed),
+        ("turns already recorded (found written)", report.turns_already_recorded),
         ("candidates", report.candidates),
         ("rejected items", report.rejected),
         ("turns pending extraction", len(report.pending_extractions)),
@@ -201,6 +206,8 @@ def _print_summary(script: Path, report: RunReport) -> None:
         ("memories reinforced", report.memories_reinforced),
         ("memories superseded", report.memories_superseded),
         ("explicit commands", report.commands_applied),
+        ("explicit commands already applied", report.commands_skipped),
+        ("explicit commands refused", report.commands_refused),
         ("recalls (recorded)", f"{report.recalls} ({report.recalls_recorded})"),
         ("active memories", report.active_memories),
         ("time taken", f"{report.seconds:.2f} s"),
@@ -210,6 +217,20 @@ def _print_summary(script: Path, report: RunReport) -> None:
     for label, value in rows:
         table.add_row(label, str(value))
     common.out.print(table)
+    if report.refusals:
+        refused = Table(title="refused commands (nothing recorded)")
+        for column in ("session", "turn", "line", "intent", "reason code", "detail"):
+            refused.add_column(column, overflow="fold" if column == "detail" else "ellipsis")
+        for command in report.refusals:
+            refused.add_row(
+                command.session,
+                str(command.turn),
+                str(command.line),
+                command.intent,
+                command.reason_code,
+                command.detail,
+            )
+        common.out.print(refused)
     if report.rejections:
         rejected = Table(title="rejected items")
         for column in ("session", "turn", "item", "reason code", "detail"):

@@ -169,19 +169,37 @@ def erase(
     )
 
 
+def _make_private_folders(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each with mode 0700.
+
+    :raises OSError: one cannot be created.
+    """
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile: kept as it is
+            os.mkdir(created, 0o700)
+            os.chmod(created, 0o700)  # whatever the umask
+
+
 def write_master_key_file(path: Path) -> str:
     """Write 32 random bytes (``os.urandom``) to the NEW file ``path`` with mode 0600,
-    fsynced with its folder; return the key's id (never the key).
+    fsynced with its folder; return the key's id (never the key). Missing folders of
+    ``path`` are created owner-only (mode 0700, whatever the umask).
 
     :raises KeyFileExistsError: ``path`` exists (never overwritten).
-    :raises KeyFileUnwritableError: the file cannot be created (an ``OSError``).
+    :raises KeyFileUnwritableError: the file or a missing folder cannot be created (an
+        ``OSError``).
     """
     from memory_ledger.ledger.master_key import KEY_SIZE, LocalMasterKey
 
     key = os.urandom(KEY_SIZE)
     try:
+        _make_private_folders(path.absolute().parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    except FileExistsError:  # os.open's: the folders exist (or were just made)
         msg = f"{str(path)!r} exists; a key file is never overwritten (choose another name)"
         raise KeyFileExistsError(msg, path=str(path)) from None
     except OSError as e:

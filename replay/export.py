@@ -4,22 +4,30 @@
 
 - ``events.parquet`` / ``events.jsonl``: every event up to the export position. JSON Lines
   records are those of ``memory-ledger events --json``; Parquet rows carry the common
-  columns (position, type, stream_id, version, recorded_at, tenant, principal, scope_id,
-  session_id, turn_id, occurred_at) plus ``payload``, the whole record as JSON text.
+  columns (position, type, stream_id, stream_version, recorded_at, tenant, principal,
+  scope_id, session_id, turn_id, occurred_at) plus ``payload``, the whole record as JSON
+  text (:func:`write_events`).
 - ``<read model>.parquet`` / ``.jsonl``: each table and view (DuckDB writes the files).
 - ``manifest.json``: the position, the hash of the record at that position (ties the export
   to the hash chain), and per file its rows (and for read models the content digest).
 
 Read models and events are taken at the same position: the engine's projection caught up to
 the head when the export starts, or a rebuild at ``to``.
+
+An export is all or nothing: the files are written into a hidden sibling folder
+(``.<name>.<random>.partial``) that is renamed into place once the manifest is written; on
+any failure it is removed, and ``out`` is left as it was (absent, empty, or for ``force``
+with its files untouched).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +39,7 @@ import pyarrow.parquet as pq
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.records import HASH_SIZE
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
@@ -40,7 +49,7 @@ from memory_ledger.replay.filters import EventFilter, filter_events
 from memory_ledger.replay.rebuild import build_projections
 from memory_ledger.replay.timeline import event_record
 
-__all__ = ["ExportFormat", "ExportReport", "ExportedFile", "export_store"]
+__all__ = ["ExportFormat", "ExportReport", "ExportedFile", "export_store", "write_events"]
 
 ExportFormat = Literal["parquet", "jsonl"]
 
@@ -49,7 +58,7 @@ _EVENT_SCHEMA = pa.schema(
         ("position", pa.int64()),
         ("type", pa.string()),
         ("stream_id", pa.string()),
-        ("version", pa.int64()),
+        ("stream_version", pa.int64()),
         ("recorded_at", pa.timestamp("us", tz="UTC")),
         ("tenant", pa.string()),
         ("principal", pa.string()),
@@ -85,14 +94,37 @@ class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
 
 
-def _prepare(out: Path, force: bool) -> None:
+def _check_out(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         msg = f"{str(out)!r} is a file; export writes into a folder"
         raise OutputNotADirectoryError(msg, path=str(out))
     if out.exists() and any(out.iterdir()) and not force:
         msg = f"{str(out)!r} is not empty; choose a new folder or pass --force"
         raise OutputExistsError(msg, path=str(out))
-    out.mkdir(parents=True, exist_ok=True)
+
+
+def _missing_ancestor(folder: Path) -> Path | None:
+    """The highest missing folder among ``folder``'s parents (what the export creates)."""
+    missing = None
+    for parent in folder.parents:
+        if parent.exists():
+            break
+        missing = parent
+    return missing
+
+
+def _move_into_place(staging: Path, out: Path) -> None:
+    """Rename the complete ``staging`` folder to ``out`` (absent or empty); into a
+    non-empty ``out`` (``force``), each file is renamed over its namesake, the manifest
+    last."""
+    if not out.exists() or not any(out.iterdir()):
+        os.replace(staging, out)  # an empty folder is replaced (POSIX rename)
+        return
+    names = sorted(p.name for p in staging.iterdir())
+    names.sort(key=lambda name: name == "manifest.json")
+    for name in names:
+        os.replace(staging / name, out / name)
+    staging.rmdir()
 
 
 def _quoted(path: Path) -> str:
@@ -107,61 +139,73 @@ def _record_hash(engine: MemoryEngine, position: int) -> str | None:
     return None
 
 
-def _event_rows(engine: MemoryEngine, position: int) -> Iterator[dict[str, Any]]:
-    if position <= 0:
-        return
-    for at, event in filter_events(engine, EventFilter(stop=position)):
-        yield event_record(at, event)
+def _timestamp(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
 
 
-def _write_events(engine: MemoryEngine, path: Path, fmt: ExportFormat, position: int) -> int:
+def _parquet_row(record: dict[str, Any], encoder: msgspec.json.Encoder) -> dict[str, Any]:
+    namespace = record.get("namespace")
+    if not isinstance(namespace, dict):
+        namespace = {}
+    session = record.get("session_id")
+    turn = record.get("turn_id")
+    return {
+        "position": record["position"],
+        "type": record["type"],
+        "stream_id": str(record["stream_id"]),
+        "stream_version": record["stream_version"],
+        "recorded_at": _timestamp(record["recorded_at"]),
+        "tenant": namespace.get("tenant"),
+        "principal": namespace.get("principal"),
+        "scope_id": namespace.get("scope_id"),
+        "session_id": session if isinstance(session, str) else None,
+        "turn_id": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+        "occurred_at": _timestamp(record.get("occurred_at")),
+        "payload": encoder.encode(record).decode(),
+    }
+
+
+def write_events(
+    events: Iterable[tuple[int, LedgerEvent]], path: str | Path, fmt: ExportFormat
+) -> int:
+    """Write ``(position, event)`` pairs to the NEW or replaced file ``path``; return rows.
+
+    JSON Lines: one :func:`~memory_ledger.replay.timeline.event_record` per line (as
+    ``memory-ledger events --json``). Parquet: the common columns of the module docstring
+    and ``payload``, the record as JSON text; a column the event does not have (or holds
+    another type in, e.g. a ``turn_id`` that is not an integer) is null.
+
+    :raises InvalidArgumentError: ``fmt`` is neither ``parquet`` nor ``jsonl``.
+    :raises OSError: the file cannot be written.
+    """
+    if fmt not in ("parquet", "jsonl"):
+        msg = f"unknown export format {fmt!r}; use parquet or jsonl"
+        raise InvalidArgumentError(msg, parameter="fmt")
     rows = 0
     encoder = msgspec.json.Encoder()
+    records = (event_record(at, event) for at, event in events)
     if fmt == "jsonl":
-        with path.open("wb") as handle:
-            for record in _event_rows(engine, position):
+        with Path(path).open("wb") as handle:
+            for record in records:
                 handle.write(encoder.encode(record) + b"\n")
                 rows += 1
         return rows
-    writer = pq.ParquetWriter(str(path), _EVENT_SCHEMA)
-    try:
+    with pq.ParquetWriter(str(path), _EVENT_SCHEMA) as writer:
         batch: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            if batch:
-                writer.write_table(pa.Table.from_pylist(batch, schema=_EVENT_SCHEMA))
-                batch.clear()
-
-        for record in _event_rows(engine, position):
-            namespace = record.get("namespace") or {}
-            turn = record.get("turn_id")
-            batch.append(
-                {
-                    "position": record["position"],
-                    "type": record["type"],
-                    "stream_id": str(record["stream_id"]),
-                    "version": record["version"],
-                    "recorded_at": datetime.fromisoformat(record["recorded_at"]),
-                    "tenant": namespace.get("tenant"),
-                    "principal": namespace.get("principal"),
-                    "scope_id": namespace.get("scope_id"),
-                    "session_id": record.get("session_id"),
-                    "turn_id": turn if isinstance(turn, int) else None,
-                    "occurred_at": (
-                        datetime.fromisoformat(record["occurred_at"])
-                        if record.get("occurred_at")
-                        else None
-                    ),
-                    "payload": encoder.encode(record).decode(),
-                }
-            )
+        for record in records:
+            batch.append(_parquet_row(record, encoder))
             rows += 1
             if len(batch) >= 5000:
-                flush()
-        flush()
-    finally:
-        writer.close()
+                writer.write_table(pa.Table.from_pylist(batch, schema=_EVENT_SCHEMA))
+                batch.clear()
+        if batch:
+            writer.write_table(pa.Table.from_pylist(batch, schema=_EVENT_SCHEMA))
     return rows
+
+
+def _events_up_to(engine: MemoryEngine, position: int) -> Iterator[tuple[int, LedgerEvent]]:
+    if position > 0:
+        yield from filter_events(engine, EventFilter(stop=position))
 
 
 def _write_read_models(
@@ -197,13 +241,43 @@ def export_store(
     :raises OutputNotADirectoryError: (a ``NotADirectoryError``) ``out`` is a file.
     :raises InvalidArgumentError: (a ``ValueError``) ``fmt`` is unknown or ``to`` is beyond
         the head.
+
+    Nothing is left behind on failure: the files are written into a hidden sibling folder,
+    renamed into place when complete (see the module docstring).
     """
     if fmt not in ("parquet", "jsonl"):
         msg = f"unknown export format {fmt!r}; use parquet or jsonl"
         raise InvalidArgumentError(msg, parameter="fmt")
     started = time.perf_counter()
     folder = Path(out)
-    _prepare(folder, force)
+    _check_out(folder, force)
+    target = folder.absolute()
+    created = _missing_ancestor(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    )
+    try:
+        report = _export_into(engine, staging, folder, fmt, to, started)
+        _check_out(folder, force)  # again: another process may have written it meanwhile
+        _move_into_place(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    return report
+
+
+def _export_into(
+    engine: MemoryEngine,
+    staging: Path,
+    folder: Path,
+    fmt: ExportFormat,
+    to: int | None,
+    started: float,
+) -> ExportReport:
+    """Write every file and the manifest into ``staging`` (``folder`` is where they go)."""
     with contextlib.ExitStack() as stack:
         if to is None:
             live = stack.enter_context(engine.read_models())
@@ -214,10 +288,10 @@ def export_store(
             stack.callback(store.close)
             position, conn = to, store.conn
         with engine.projection_guard() if to is None else store.guard("export"):
-            files = _write_read_models(conn, folder, fmt)
-    events_path = folder / f"events.{fmt}"
-    rows = _write_events(engine, events_path, fmt, position)
-    files.insert(0, ExportedFile(name="events", path=events_path.name, rows=rows))
+            files = _write_read_models(conn, staging, fmt)
+    events_name = f"events.{fmt}"
+    rows = write_events(_events_up_to(engine, position), staging / events_name, fmt)
+    files.insert(0, ExportedFile(name="events", path=events_name, rows=rows))
     report = ExportReport(
         format=fmt,
         out=str(folder.absolute()),
@@ -230,5 +304,5 @@ def export_store(
         seconds=time.perf_counter() - started,
     )
     manifest = msgspec.json.format(msgspec.json.encode(report), indent=2)
-    (folder / "manifest.json").write_bytes(manifest + b"\n")
+    (staging / "manifest.json").write_bytes(manifest + b"\n")
     return report

@@ -52,6 +52,7 @@ __all__ = [
     "ConvertedScript",
     "Fallback",
     "FallbackReason",
+    "LocomoFileError",
     "LocomoFormatError",
     "SampleNotFoundError",
     "convert_sample",
@@ -143,6 +144,17 @@ class LocomoFormatError(MemoryLedgerError, ValueError):
         self.value = value
         self.problem = problem
         super().__init__(f"LoCoMo sample {sample_id!r}, key {key!r}: {problem} (value: {value!r})")
+
+
+class LocomoFileError(MemoryLedgerError, ValueError):
+    """A LoCoMo file is not JSON (or not UTF-8 JSON); ``path`` names it, the message says
+    where the decoder stopped."""
+
+    reason_code = "bad_locomo_file"
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"{path!r} is not a LoCoMo JSON file: {problem}")
 
 
 class SampleNotFoundError(MemoryLedgerError, KeyError):
@@ -243,9 +255,18 @@ def parse_session_datetime(value: str, *, sample_id: str = "?", key: str = "?") 
 
 
 def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a LoCoMo JSON file (a list of samples) and return the samples."""
+    """Read a LoCoMo JSON file (a list of samples) and return the samples.
+
+    :raises LocomoFileError: the file is not JSON.
+    :raises LocomoFormatError: it is JSON but not a list of sample objects.
+    :raises OSError: the file cannot be read.
+    """
     with open(path, "rb") as handle:
-        data = msgspec.json.decode(handle.read())
+        raw = handle.read()
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError as e:
+        raise LocomoFileError(os.fspath(path), str(e)) from None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
         raise LocomoFormatError(
             "?", os.fspath(path), type(data).__name__, "expected a JSON list of sample objects"

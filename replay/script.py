@@ -17,7 +17,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_session_id
@@ -28,9 +30,11 @@ __all__ = [
     "OpenStep",
     "PendingTurn",
     "RecallStep",
+    "RefusedCommand",
     "RejectedItem",
     "RunReport",
     "ScriptError",
+    "SessionNamespaceMismatchError",
     "Step",
     "TurnStep",
     "parse_script",
@@ -100,6 +104,25 @@ class ScriptError(MemoryLedgerError, ValueError):
         self.line = line
 
 
+class SessionNamespaceMismatchError(ScriptError):
+    """An ``open`` names a session id the script already opened under another namespace
+    (a session id names one session of one namespace in a script: never rebound)."""
+
+    reason_code = "session_namespace_mismatch"
+
+    def __init__(self, line: int, session: str, first: Namespace, other: Namespace) -> None:
+        super().__init__(
+            line,
+            f"session {session!r} was opened under namespace {_label(first)}; this open "
+            f"names {_label(other)} (use another session id for another namespace)",
+        )
+        self.session = session
+
+
+def _label(namespace: Namespace) -> str:
+    return f"{namespace.tenant}/{namespace.principal}/{namespace.scope_id}"
+
+
 def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
     """Parse JSON Lines into ``(line number, step)`` pairs; blank lines are skipped.
 
@@ -107,9 +130,12 @@ def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
         step names a session that was not opened before it, or a session id is invalid
         (:func:`~memory_ledger.ledger.ids.check_session_id`; the error's ``reason_code`` is
         the check's, e.g. ``forbidden_character``, and its message names ``session_id``).
+    :raises SessionNamespaceMismatchError: (a ``ScriptError``, reason code
+        ``session_namespace_mismatch``) an ``open`` names a session opened before under
+        another namespace.
     """
     steps: list[tuple[int, Step]] = []
-    opened: set[str] = set()
+    opened: dict[str, Namespace] = {}
     for number, line in enumerate(lines, start=1):
         if number == 1:
             line = (
@@ -132,7 +158,9 @@ def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
                 step.namespace.validated()
             except InvalidNamespaceError as e:
                 raise ScriptError(number, str(e)) from None
-            opened.add(step.session)
+            first = opened.setdefault(step.session, step.namespace)
+            if first != step.namespace:
+                raise SessionNamespaceMismatchError(number, step.session, first, step.namespace)
         elif not steps:
             raise ScriptError(number, f"the first step must be an open, got {step_op(step)!r}")
         elif step.session not in opened:
@@ -158,6 +186,18 @@ class RejectedItem(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
 
 
+class RefusedCommand(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``command`` step the engine refused (nothing recorded): where it was, its intent,
+    the reason code (e.g. ``secret_detected``) and the refusal's message (redacted)."""
+
+    session: str
+    turn: int
+    line: int
+    intent: str
+    reason_code: str
+    detail: str
+
+
 class PendingTurn(msgspec.Struct, frozen=True, kw_only=True):
     """A turn whose evidence is recorded but whose extraction is not, and why."""
 
@@ -178,12 +218,20 @@ class RunReport(msgspec.Struct, kw_only=True):
     not run because of them (run the script again to retry and reconcile them).
     ``recalls_recorded`` counts the recall steps written as RecallServed
     (``record_recalls``).
+
+    Turns: ``turns_observed`` counts the turns whose evidence (TranscriptObserved) this run
+    wrote, ``turns_already_recorded`` those it found already written (by an earlier run,
+    or by another run of the script at the same time); the two add up to the script's turn
+    steps, and over runs that overlap, each turn is counted observed by exactly one.
+    Commands: ``commands_applied`` written by this run, ``commands_skipped`` found applied,
+    ``commands_refused`` refused by the engine (nothing recorded; each in ``refusals`` with
+    its reason code, e.g. ``secret_detected``); the rest of the script goes on.
     """
 
     steps: int = 0
     sessions_opened: int = 0
     turns_observed: int = 0
-    turns_skipped: int = 0
+    turns_already_recorded: int = 0
     candidates: int = 0
     rejected: int = 0
     sessions_finished: int = 0
@@ -193,6 +241,7 @@ class RunReport(msgspec.Struct, kw_only=True):
     memories_superseded: int = 0
     commands_applied: int = 0
     commands_skipped: int = 0
+    commands_refused: int = 0
     recalls: int = 0
     recalls_recorded: int = 0
     recorded_items_ignored: int = 0
@@ -202,6 +251,7 @@ class RunReport(msgspec.Struct, kw_only=True):
     active_memories: int = 0
     seconds: float = 0.0
     rejections: list[RejectedItem] = msgspec.field(default_factory=list)
+    refusals: list[RefusedCommand] = msgspec.field(default_factory=list)
     pending_extractions: list[PendingTurn] = msgspec.field(default_factory=list)
     sessions_left_open: list[str] = msgspec.field(default_factory=list)
 
@@ -234,7 +284,10 @@ def run_script(
         ``finish`` is not run, so running the script again retries it.
     :param record_recalls: write a RecallServed record for each ``recall`` step. Off by
         default, so a re-run of a script writes nothing new.
-    :raises ScriptError: a step cannot be applied (names the line and the cause).
+    :raises ScriptError: a step cannot be applied (names the line and the cause); a
+        :class:`SessionNamespaceMismatchError` for an ``open`` of a session this run opened
+        under another namespace. A ``command`` the engine refuses is no error: it is
+        reported in ``refusals`` and the script goes on.
     """
     started = time.perf_counter()
     appended_before = engine.appended
@@ -243,7 +296,9 @@ def run_script(
     try:
         for number, step in steps:
             try:
-                _apply(engine, step, sessions, report, extractor, record_recalls)
+                _apply(engine, number, step, sessions, report, extractor, record_recalls)
+            except ScriptError:
+                raise
             except (ValueError, TypeError) as e:
                 raise ScriptError(number, f"{type(e).__name__}: {e}") from e
             report.steps += 1
@@ -294,6 +349,7 @@ def _collect(sid: str, opened: _Opened, report: RunReport) -> list[PendingTurn]:
 
 def _apply(
     engine: MemoryEngine,
+    number: int,
     step: Step,
     sessions: dict[str, _Opened],
     report: RunReport,
@@ -302,6 +358,11 @@ def _apply(
 ) -> None:
     if isinstance(step, OpenStep):
         previous = sessions.pop(step.session, None)
+        if previous is not None and previous.session.namespace != step.namespace.validated():
+            sessions[step.session] = previous
+            raise SessionNamespaceMismatchError(
+                number, step.session, previous.session.namespace, step.namespace
+            )
         if previous is not None:
             _collect(step.session, previous, report)
             previous.session.close()
@@ -322,12 +383,14 @@ def _apply(
         if opened.recorded is not None:
             opened.recorded.provide(step.turn, step.extracted)
         outcome = session.observe_final_transcript(step.turn, step.transcript, step.occurred_at)
-        extracted_now = outcome.extraction_position or outcome.extraction_pending
-        if outcome.already_observed and not extracted_now:
-            report.turns_skipped += 1
-        else:
+        # Written here, or found written (earlier, or by a run at the same time: then the
+        # outcome may say not already_observed, yet this run appended nothing).
+        if outcome.evidence_position:
             report.turns_observed += 1
-            opened.observed.add(step.turn)
+        else:
+            report.turns_already_recorded += 1
+        if outcome.evidence_position or outcome.extraction_position or outcome.extraction_pending:
+            opened.observed.add(step.turn)  # its candidates and rejections are this run's
             if opened.recorded is None:
                 report.recorded_items_ignored += len(step.extracted)
     elif isinstance(step, RecallStep):
@@ -347,9 +410,23 @@ def _apply(
             report.memories_reinforced += len(result.reinforced)
             report.memories_superseded += len(result.superseded)
     else:
-        command = session.apply_explicit_command(
-            step.intent, step.statement, step.turn, occurred_at=step.occurred_at
-        )
+        try:
+            command = session.apply_explicit_command(
+                step.intent, step.statement, step.turn, occurred_at=step.occurred_at
+            )
+        except CommandRejectedError as e:  # refused, nothing recorded: the script goes on
+            report.commands_refused += 1
+            report.refusals.append(
+                RefusedCommand(
+                    session=step.session,
+                    turn=step.turn,
+                    line=number,
+                    intent=step.intent,
+                    reason_code=e.reason_code,
+                    detail=redact(str(e)).text,
+                )
+            )
+            return
         if command.already_applied:
             report.commands_skipped += 1
         else:

@@ -71,12 +71,14 @@ class SlotStats(msgspec.Struct, frozen=True, kw_only=True):
 
 class EncryptionStats(msgspec.Struct, frozen=True, kw_only=True):
     """Encryption at rest of a store: ``encrypting`` (new payloads are sealed), the id of
-    the master key that wraps its data keys (None: none configured; never the key itself),
-    live and erased data keys, the key store, and records ``sealed`` (of the ledger read)
-    and ``erased`` (sealed with a destroyed key: unreadable for good)."""
+    the master key that wraps its data keys, else of the configured one while no data key
+    is written yet (``master_key_recorded`` false; None: no master key at all; never the key
+    itself), live and erased data keys, the key store, and records ``sealed`` (of the ledger
+    read) and ``erased`` (sealed with a destroyed key: unreadable for good)."""
 
     encrypting: bool
     master_key_id: str | None
+    master_key_recorded: bool = True
     live_keys: int
     erased_keys: int
     key_store: str
@@ -89,10 +91,13 @@ class EncryptionStats(msgspec.Struct, frozen=True, kw_only=True):
         if not self.encrypting and not self.live_keys and not self.erased_keys:
             return "off: payloads are stored in clear (no master key configured)"
         state = "on" if self.encrypting else "off for new payloads"
-        return (
-            f"{state}: master key {self.master_key_id}, {self.live_keys} live data key(s), "
-            f"{self.erased_keys} erased"
-        )
+        if self.master_key_id is None:
+            key = "master key not set"
+        elif self.master_key_recorded:
+            key = f"master key {self.master_key_id}"
+        else:
+            key = f"master key {self.master_key_id} (configured; bound at the first data key)"
+        return f"{state}: {key}, {self.live_keys} live data key(s), {self.erased_keys} erased"
 
 
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -214,6 +219,8 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
     decode = engine.event_decoder()
     sessions: collections.Counter[tuple[str, str, str]] = collections.Counter()
     key_status = engine.keyring.status()
+    configured = engine.keyring.master
+    configured_key = configured.key_id if configured is not None else None
     erased_keys = {r.key_id.bytes for r in engine.keyring.records() if r.erased}
     sealed = erased = erased_sessions = 0
     after = 0
@@ -282,7 +289,8 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
         total_bytes=ledger_bytes + sum(s.bytes for s in slots),
         encryption=EncryptionStats(
             encrypting=key_status.encrypting,
-            master_key_id=key_status.master_key_id,
+            master_key_id=key_status.master_key_id or configured_key,
+            master_key_recorded=key_status.master_key_id is not None or configured_key is None,
             live_keys=key_status.live_keys,
             erased_keys=key_status.erased_keys,
             key_store=key_status.key_store,

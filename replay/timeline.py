@@ -10,7 +10,13 @@ import msgspec
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent
 
-__all__ = ["event_record", "event_type", "iter_events"]
+__all__ = ["ENVELOPE_KEYS", "event_record", "event_type", "iter_events"]
+
+ENVELOPE_KEYS = frozenset({"position", "type", "stream_id", "stream_version", "recorded_at"})
+"""The keys :func:`event_record` adds around an event's own fields (and an erased record's
+``erased``/``key_id``). No event class of the catalog has a field of these names
+(``originator_id``/``originator_version``/``recorded_at`` are the base class's), so an
+event's own fields, e.g. KnowledgeBound's package ``version``, are never overwritten."""
 
 
 def iter_events(
@@ -41,29 +47,31 @@ def event_type(event: LedgerEvent) -> str:
 
 
 def event_record(position: int, event: LedgerEvent) -> dict[str, Any]:
-    """A JSON-ready dict: ``position``, ``type`` (class name), ``stream_id``, ``version``,
-    ``recorded_at``, then the event's own fields.
+    """A JSON-ready dict: ``position``, ``type`` (class name), ``stream_id``,
+    ``stream_version`` (the event's version in its stream), ``recorded_at``, then the
+    event's own fields under their own names (none is one of :data:`ENVELOPE_KEYS`).
 
     An erased payload (its namespace's data key was destroyed) gives only what the record
-    keeps in clear: ``type`` (the class it was stored as), ``stream_id``, ``version``,
-    ``recorded_at``, ``erased: true`` and the destroyed ``key_id``; no namespace, no content.
+    keeps in clear: ``type`` (the class it was stored as), ``stream_id``,
+    ``stream_version``, ``recorded_at``, ``erased: true`` and the destroyed ``key_id``; no
+    namespace, no content.
     """
     if type(event) is ErasedPayload:
         return {
             "position": position,
             "type": event_type(event),
             "stream_id": str(event.originator_id),
-            "version": event.originator_version,
+            "stream_version": event.originator_version,
             "recorded_at": msgspec.to_builtins(event.recorded_at),
             "erased": True,
-            "key_id": str(event.key_id),
+            "key_id": None if event.key_id is None else str(event.key_id),
         }
     fields = msgspec.to_builtins(event)
     record: dict[str, Any] = {
         "position": position,
         "type": type(event).__name__,
         "stream_id": fields.pop("originator_id"),
-        "version": fields.pop("originator_version"),
+        "stream_version": fields.pop("originator_version"),
         "recorded_at": fields.pop("recorded_at"),
     }
     record.update(fields)

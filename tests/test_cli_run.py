@@ -43,7 +43,8 @@ def test_a_second_run_writes_nothing(tmp_path: Path) -> None:
     assert head(store) == before
     assert second["events_written"] == 0
     assert second["head_before"] == second["head_after"] == before
-    assert second["turns_skipped"] == 5 and second["rejections"] == []
+    assert second["turns_already_recorded"] == 5 and second["turns_observed"] == 0
+    assert second["rejections"] == [] and second["refusals"] == []
 
 
 def test_record_recalls_writes_recall_served(tmp_path: Path) -> None:
@@ -154,7 +155,9 @@ def test_failed_extraction_is_named_exits_1_and_a_rerun_completes_it(
     assert up.exit_code == 0, up.output
     retried = json.loads(up.stdout)
     assert retried["pending_extractions"] == [] and retried["sessions_finished"] == 1
-    assert retried["turns_observed"] == 2 and retried["memories_activated"] == 2
+    # The first run wrote both turns' evidence; this one found it and wrote the extractions.
+    assert retried["turns_observed"] == 0 and retried["turns_already_recorded"] == 2
+    assert retried["candidates"] == 2 and retried["memories_activated"] == 2
     assert all(r.headers.get("authorization") == f"Bearer {API_KEY}" for r in server.requests)
 
 
@@ -165,3 +168,117 @@ def test_model_options_come_together(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2 and "--llm-model" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def write_steps(path: Path, steps: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(step) + "\n" for step in steps))
+    return path
+
+
+def test_a_command_holding_a_secret_is_refused_and_the_script_goes_on(tmp_path: Path) -> None:
+    path = write_steps(
+        tmp_path / "secret.jsonl",
+        [
+            {"op": "open", "session": "s1", "namespace": NS},
+            {"op": "turn", "session": "s1", "turn": 1, "transcript": "user: hi"},
+            {
+                "op": "command",
+                "session": "s1",
+                "turn": 1,
+                "intent": "remember",
+                "statement": f"My API key is {API_KEY}",
+            },
+            {
+                "op": "command",
+                "session": "s1",
+                "turn": 1,
+                "intent": "remember",
+                "statement": "Alice likes tea.",
+            },
+            {"op": "finish", "session": "s1"},
+        ],
+    )
+    store = tmp_path / "store"
+    result = runner.invoke(app, ["run", str(path), "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    assert API_KEY not in result.output
+    report = json.loads(result.stdout)
+    assert report["commands_refused"] == 1 and report["commands_applied"] == 1
+    (refused,) = report["refusals"]
+    assert (refused["session"], refused["turn"], refused["line"], refused["intent"]) == (
+        "s1",
+        1,
+        3,
+        "remember",
+    )
+    assert refused["reason_code"] == "secret_detected"
+    assert report["sessions_finished"] == 1 and report["sessions_left_open"] == []
+    assert report["active_memories"] == 1
+    again = runner.invoke(app, ["run", str(path), "--store", str(store)])  # replayable
+    assert again.exit_code == 0, again.output
+    assert "refused commands" in again.stdout and "secret_detected" in again.stdout
+    assert API_KEY not in again.output
+
+
+def test_an_open_of_a_session_under_another_namespace_is_refused(tmp_path: Path) -> None:
+    from memory_ledger.commands import Namespace
+    from memory_ledger.replay.script import (
+        FinishStep,
+        OpenStep,
+        SessionNamespaceMismatchError,
+        Step,
+        run_script,
+    )
+
+    other = {**NS, "principal": "bob"}
+    path = write_steps(
+        tmp_path / "rebind.jsonl",
+        [
+            {"op": "open", "session": "s1", "namespace": NS},
+            {"op": "turn", "session": "s1", "turn": 1, "transcript": "user: hi"},
+            {"op": "open", "session": "s1", "namespace": other},
+            {"op": "finish", "session": "s1"},
+        ],
+    )
+    store = tmp_path / "store"
+    result = runner.invoke(app, ["run", str(path), "--store", str(store)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+    assert "SessionNamespaceMismatchError: line 3" in result.stderr
+    assert "acme/alice/assistant" in result.stderr and "acme/bob/assistant" in result.stderr
+    assert not store.exists()  # refused before anything was written
+    # Steps given to run_script directly (no parse_script) are refused at the step.
+    steps: list[tuple[int, Step]] = [
+        (1, OpenStep(session="s1", namespace=Namespace(**NS))),
+        (2, OpenStep(session="s1", namespace=Namespace(**other))),
+        (3, FinishStep(session="s1")),
+    ]
+    with MemoryEngine.open(tmp_path / "direct") as engine:
+        with pytest.raises(SessionNamespaceMismatchError) as caught:
+            run_script(engine, steps)
+    assert caught.value.reason_code == "session_namespace_mismatch" and caught.value.line == 2
+
+
+def test_overlapping_runs_count_each_turn_written_once(tmp_path: Path) -> None:
+    """Two runs of one script at once: each says what it wrote and what it found written,
+    and every turn is written (and counted observed) by exactly one of them."""
+    import subprocess
+    import sys
+
+    turns = 150
+    path = script(tmp_path / "many.jsonl", turns)
+    store = tmp_path / "store"
+    command = [sys.executable, "-m", "memory_ledger.replay", "run", str(path)]
+    command += ["--store", str(store), "--json", "--no-sync"]
+    runs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+        for _ in range(2)
+    ]
+    reports = []
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr.decode()
+        reports.append(json.loads(stdout))
+    for report in reports:
+        assert report["turns_observed"] + report["turns_already_recorded"] == turns
+    assert sum(r["turns_observed"] for r in reports) == turns

@@ -275,7 +275,8 @@ def test_events_show_erased_records_as_erased(erased_store: tuple[Path, dict[str
     records = [json.loads(line) for line in lines]
     erased = [r for r in records if r.get("erased")]
     assert erased and all(
-        set(r) == {"position", "type", "stream_id", "version", "recorded_at", "erased", "key_id"}
+        set(r)
+        == {"position", "type", "stream_id", "stream_version", "recorded_at", "erased", "key_id"}
         for r in erased
     )
     assert {"SessionOpened", "TranscriptObserved", "CandidateExtracted"} <= {
@@ -414,8 +415,12 @@ def test_match_counts_what_the_prompt_names(tmp_path: Path, key_file: Path) -> N
     assert sum(principal.matches(r) for r in records) == 1
 
 
-def test_keys_new_into_a_missing_folder_is_a_typed_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["keys", "new", "--out", str(tmp_path / "nodir" / "k")])
+def test_keys_new_under_a_file_is_a_typed_error(tmp_path: Path) -> None:
+    """A missing folder is created (mode 0700, tests/test_cli_edges.py); a path through a
+    file cannot be, and says so in one line."""
+    (tmp_path / "afile").write_text("not a folder")
+    out = tmp_path / "afile" / "nodir" / "k"
+    result = CliRunner().invoke(app, ["keys", "new", "--out", str(out)])
     assert result.exit_code == 2
     assert "KeyFileUnwritableError" in result.output and "Traceback" not in result.output
-    assert not (tmp_path / "nodir").exists()
+    assert (tmp_path / "afile").read_text() == "not a folder"

@@ -107,14 +107,22 @@ def test_four_threads_correcting_one_target_leave_one_value(tmp_path: Path) -> N
             targets: list[UUID | None] = []
 
             def correct(
-                index: int, target: str = str(current[0]), by_id: bool = round_ % 2 == 0
+                index: int,
+                round_: int,
+                barrier: threading.Barrier,
+                targets: list[UUID | None],
+                target: str,
             ) -> None:
                 barrier.wait()
                 words = f"Alice lives in City{round_}{index}x."
+                by_id = round_ % 2 == 0
                 result = engine.correct(NAMESPACE, words, target=target if by_id else None)
                 targets.append(result.target)
 
-            threads = [threading.Thread(target=correct, args=(i,)) for i in range(4)]
+            arguments = (barrier, targets, str(current[0]))
+            threads = [
+                threading.Thread(target=correct, args=(i, round_, *arguments)) for i in range(4)
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:

@@ -43,7 +43,7 @@ BLOCKS = python_blocks()
 
 def test_the_readme_has_python_blocks() -> None:
     assert len(BLOCKS) >= 5
-    assert BLOCKS[0][1].startswith("import memory_ledger\n")  # the three-line start is first
+    assert BLOCKS[0][1].startswith("import memory_ledger\n")  # the five-line start is first
 
 
 @pytest.fixture
@@ -91,3 +91,33 @@ def test_block_runs_as_written(
         assert printed.strip(), "the block prints nothing"
     if line == BLOCKS[0][0]:
         assert printed.strip() == "Alice only drinks espresso."
+
+
+def test_the_stated_line_count_is_the_first_blocks() -> None:
+    words = {"three": 3, "four": 4, "five": 5, "six": 6}
+    text = README.read_text(encoding="utf-8")
+    stated = re.search(r"From Python, in (\w+) lines:", text)
+    assert stated is not None
+    assert words[stated.group(1)] == len(BLOCKS[0][1].splitlines())
+
+
+def test_every_block_that_needs_a_model_says_so_and_has_a_model_free_variant() -> None:
+    """A block that talks to the README's endpoint ends in a traceback without one: the
+    prose before it says so, and the next Python block runs without any model."""
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    needing = [(n, i) for i, (n, source) in enumerate(BLOCKS) if CHAT_URL in source]
+    assert len(needing) >= 2
+    for line, index in needing:
+        before = "\n".join(lines[max(0, line - 8) : line - 1])
+        assert "127.0.0.1:8000" in before and "traceback" in before, line
+        variant = BLOCKS[index + 1][1]
+        assert "127.0.0.1" not in variant and "OpenAI" not in variant, line
+        assert "RecordedExtractor" in variant or "DeterministicSummarizer" in variant, line
+
+
+def test_every_erase_example_names_its_store() -> None:
+    text = README.read_text(encoding="utf-8")
+    shell = "\n".join(re.findall(r"^```sh\n(.*?)^```$", text, flags=re.S | re.M))
+    erases = [line for line in shell.splitlines() if line.startswith("memory-ledger erase")]
+    assert erases and all("--store" in line for line in erases)
