@@ -183,7 +183,7 @@ class AsyncMemoryEngine:
 
     async def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes
-        (:meth:`MemoryEngine.recall`).
+        (:meth:`MemoryEngine.recall`: ``k`` at most ``config.recall_max_k``, clamped there).
 
         :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
         """
