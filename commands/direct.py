@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -23,7 +24,7 @@ import msgspec
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
 from memory_ledger.commands.lexical import shared_stems
 from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
-from memory_ledger.ledger.arguments import forbidden_character
+from memory_ledger.ledger.arguments import check_aware, forbidden_character
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import (
     MAX_NAMESPACE_PART_BYTES,
@@ -115,8 +116,12 @@ class DirectCommands:
         predicate: str | None = None,
         value: str | None = None,
         tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Store ``statement`` as canonical memory of ``namespace`` (durable on return).
+
+        ``occurred_at`` (aware) is when it was said: the value's valid time, so an older
+        conversation imported later does not retire it (None: ledger order decides).
 
         ``subject``/``predicate``/``value`` make it a keyed fact: a later remember of the
         same subject and predicate supersedes it (single-valued attribute). Remembering a
@@ -125,6 +130,8 @@ class DirectCommands:
         :raises CommandRejectedError: empty statement, a secret-shaped value, or an item
             that fails validation (``reason_code`` says which rule).
         :raises InvalidNamespaceError: an empty or invalid namespace part.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone
+            (``InvalidArgumentTypeError`` when it is not a datetime).
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
@@ -148,7 +155,9 @@ class DirectCommands:
         if isinstance(checked, Rejection):
             msg = f"the item was rejected ({checked.reason_code}): {checked.detail}"
             raise CommandRejectedError(msg, checked.reason_code, parameter=checked.field)
-        session_id, applied, report = self._run(namespace, "remember", text, item=item)
+        session_id, applied, report = self._run(
+            namespace, "remember", text, item=item, occurred_at=occurred_at
+        )
         mid = memory_id(namespace, normalize_statement(text))
         return DirectResult(
             intent="remember",
@@ -206,7 +215,12 @@ class DirectCommands:
         )
 
     def correct(
-        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Replace what memory says with ``statement``: the target is superseded by the new
         statement, which keeps the target's subject and predicate.
@@ -214,12 +228,14 @@ class DirectCommands:
         The target is ``target`` (an id), or else the one memory ``statement`` names (its
         subject is mentioned and another word of it is shared:
         :func:`~memory_ledger.commands.lexical.names_memory`). When it names none, the
-        statement is simply remembered (``target`` None in the result).
+        statement is simply remembered (``target`` None in the result). ``occurred_at``
+        (aware): when it was said, the new value's valid time (as for :meth:`remember`).
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
             ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
             ``target``).
         :raises CommandRejectedError: empty statement, a secret-shaped value.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
@@ -232,6 +248,7 @@ class DirectCommands:
             "correct" if resolved is not None else "remember",
             text,
             target=UUID(resolved.memory_id) if resolved is not None else None,
+            occurred_at=occurred_at,
         )
         return DirectResult(
             intent="correct",
@@ -288,10 +305,15 @@ class DirectCommands:
         *,
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
+        occurred_at: datetime | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
+        if occurred_at is not None:
+            check_aware("occurred_at", occurred_at)  # before the session: nothing written
         session_id = self._prefix + uuid.uuid4().hex
         with self._engine.session(namespace, session_id) as session:
-            applied = session.apply_explicit_command(intent, text, 1, item=item, target=target)
+            applied = session.apply_explicit_command(
+                intent, text, 1, item=item, target=target, occurred_at=occurred_at
+            )
             report = session.finish()
         return session_id, applied, report
 
