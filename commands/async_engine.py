@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Generator, Sequence
+from datetime import datetime
 from typing import Any, Literal, ParamSpec, TypeVar
 from uuid import UUID
 
@@ -108,9 +109,10 @@ class AsyncMemoryEngine:
         predicate: str | None = None,
         value: str | None = None,
         tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Store ``statement`` as canonical memory, durable and reconciled on return
-        (:meth:`MemoryEngine.remember`).
+        (:meth:`MemoryEngine.remember`; ``occurred_at``: when it was said, its valid time).
 
         :raises CommandRejectedError: empty statement, a secret-shaped value, an invalid item.
         :raises InvalidNamespaceError: an invalid namespace.
@@ -123,6 +125,7 @@ class AsyncMemoryEngine:
             predicate=predicate,
             value=value,
             tags=tags,
+            occurred_at=occurred_at,
         )
 
     async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
@@ -133,14 +136,21 @@ class AsyncMemoryEngine:
         return await self._worker.run(self.engine.forget, namespace, statement_or_id)
 
     async def correct(
-        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Supersede the memory ``target`` (or the best match) with ``statement``
-        (:meth:`MemoryEngine.correct`).
+        (:meth:`MemoryEngine.correct`; ``occurred_at``: when it was said, its valid time).
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
         """
-        return await self._worker.run(self.engine.correct, namespace, statement, target=target)
+        return await self._worker.run(
+            self.engine.correct, namespace, statement, target=target, occurred_at=occurred_at
+        )
 
     async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Pin one memory by id or by its words (:meth:`MemoryEngine.pin`).
@@ -183,7 +193,7 @@ class AsyncMemoryEngine:
 
     async def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes
-        (:meth:`MemoryEngine.recall`).
+        (:meth:`MemoryEngine.recall`: ``k`` at most ``config.recall_max_k``, clamped there).
 
         :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
         """
@@ -298,6 +308,7 @@ class AsyncDirectCommands:
         predicate: str | None = None,
         value: str | None = None,
         tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """As :meth:`AsyncMemoryEngine.remember`."""
         return await self._engine.run(
@@ -308,6 +319,7 @@ class AsyncDirectCommands:
             predicate=predicate,
             value=value,
             tags=tags,
+            occurred_at=occurred_at,
         )
 
     async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
@@ -315,10 +327,17 @@ class AsyncDirectCommands:
         return await self._engine.run(self._commands.forget, namespace, statement_or_id)
 
     async def correct(
-        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """As :meth:`AsyncMemoryEngine.correct`."""
-        return await self._engine.run(self._commands.correct, namespace, statement, target=target)
+        return await self._engine.run(
+            self._commands.correct, namespace, statement, target=target, occurred_at=occurred_at
+        )
 
     async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """As :meth:`AsyncMemoryEngine.pin`."""

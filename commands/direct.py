@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -27,7 +28,7 @@ from memory_ledger.commands.reconcile import IN_THIS_BATCH, Reconciler, plan_fin
 from memory_ledger.commands.session_commands import CommandResult
 from memory_ledger.commands.session_stream import utc_now
 from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
-from memory_ledger.ledger.arguments import forbidden_character
+from memory_ledger.ledger.arguments import check_aware, forbidden_character
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     ExtractedItem,
@@ -127,8 +128,12 @@ class DirectCommands:
         predicate: str | None = None,
         value: str | None = None,
         tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Store ``statement`` as canonical memory of ``namespace`` (durable on return).
+
+        ``occurred_at`` (aware) is when it was said: the value's valid time, so an older
+        conversation imported later does not retire it (None: ledger order decides).
 
         ``subject``/``predicate``/``value`` make it a keyed fact: a later remember of the
         same subject and predicate supersedes it (single-valued attribute). Remembering a
@@ -137,6 +142,8 @@ class DirectCommands:
         :raises CommandRejectedError: empty statement, a secret-shaped value, or an item
             that fails validation (``reason_code`` says which rule).
         :raises InvalidNamespaceError: an empty or invalid namespace part.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone
+            (``InvalidArgumentTypeError`` when it is not a datetime).
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
@@ -156,7 +163,9 @@ class DirectCommands:
         if isinstance(tags, str):
             msg = "tags must be a sequence of strings, not one string"
             raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
-        session_id, applied, report = self._run(namespace, "remember", text, item=item)
+        session_id, applied, report = self._run(
+            namespace, "remember", text, item=item, occurred_at=occurred_at
+        )
         mid = memory_id(namespace, normalize_statement(text))
         return DirectResult(
             intent="remember",
@@ -212,7 +221,12 @@ class DirectCommands:
         )
 
     def correct(
-        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Replace what memory says with ``statement``: the target is superseded by the new
         statement, which keeps the target's subject and predicate.
@@ -220,12 +234,14 @@ class DirectCommands:
         The target is ``target`` (an id), or else the one memory ``statement`` names (its
         subject is mentioned and another word of it is shared:
         :func:`~memory_ledger.commands.lexical.names_memory`). When it names none, the
-        statement is simply remembered (``target`` None in the result).
+        statement is simply remembered (``target`` None in the result). ``occurred_at``
+        (aware): when it was said, the new value's valid time (as for :meth:`remember`).
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
             ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
             ``target``).
         :raises CommandRejectedError: empty statement, a secret-shaped value.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
@@ -240,6 +256,7 @@ class DirectCommands:
             target=resolved,
             named=named,
             words=text if target is None else None,
+            occurred_at=occurred_at,
         )
         return DirectResult(
             intent="correct",
@@ -300,6 +317,7 @@ class DirectCommands:
         target: UUID | None = None,
         named: bool = False,
         words: str | None = None,
+        occurred_at: datetime | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
         """Plan and append the whole command as ONE decision (one transaction, one sync):
         SessionOpened, ExplicitCommandApplied, SessionSealed, the memory events and
@@ -318,10 +336,16 @@ class DirectCommands:
         anew in every attempt, with the namespace in the append condition (a memory that
         appears or goes meanwhile changes what they name); naming none, it remembers.
 
+        ``occurred_at`` (aware): when it was said, recorded in the command (the value's
+        valid time, ``commands.reconcile``).
+
         :raises UnknownMemoryError: ``target`` names no retrievable memory now.
         :raises CommandRejectedError: the (carried-over) item fails validation.
         :raises NamespaceErasedError: the namespace was erased.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
+        if occurred_at is not None:
+            check_aware("occurred_at", occurred_at)  # before anything is planned or written
         engine = self._engine
         session_id = self._prefix + uuid.uuid4().hex
         stream = session_stream_id(namespace, session_id)
@@ -381,7 +405,7 @@ class DirectCommands:
                 statement=statement,
                 target=head,
                 item=resolved,
-                occurred_at=None,
+                occurred_at=occurred_at,
             )
             reconciler = Reconciler(
                 namespace=namespace,

@@ -461,7 +461,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         ``RecallResult.semantic`` reports the channel's state and coverage; a query that
         cannot be embedded degrades to lexical recall, never to an error.
 
-        :param k: how many results (default: the policy's ``limit``).
+        :param k: how many results (default: the policy's ``limit``), at most
+            ``config.recall_max_k`` (a larger one is clamped to it, as session recall and
+            the MCP server clamp it; :meth:`AsyncMemoryEngine.recall` passes here too).
         :param policy: the recall policy for this call (default :attr:`recall_policy`):
             result bound, minimum lexical score and one-hop relation reads; relations are
             returned in ``RecallHit.related``.
@@ -476,7 +478,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         policy = self.recall_policy if policy is None else policy
         if k is None:
             k = policy.limit
-        check_count("k", k)
+        k = min(check_count("k", k), self.config.recall_max_k)  # as session recall bounds it
         ranked, status, position = self.canonical_candidates(
             namespace, query, k, min_lexical_score=policy.min_lexical_score
         )

@@ -7,6 +7,7 @@ MemoryEngine`; the attributes below are set by its ``__init__``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 from uuid import UUID
@@ -56,12 +57,20 @@ class EngineCommands:
         predicate: str | None = None,
         value: str | None = None,
         tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Store ``statement`` as canonical memory of ``namespace``, durable on return
-        (:meth:`DirectCommands.remember <memory_ledger.commands.direct.DirectCommands.remember>`).
+        (:meth:`DirectCommands.remember <memory_ledger.commands.direct.DirectCommands.remember>`;
+        ``occurred_at``: when it was said, the value's valid time).
         """
         return DirectCommands(self._engine).remember(
-            namespace, statement, subject=subject, predicate=predicate, value=value, tags=tags
+            namespace,
+            statement,
+            subject=subject,
+            predicate=predicate,
+            value=value,
+            tags=tags,
+            occurred_at=occurred_at,
         )
 
     def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
@@ -71,13 +80,21 @@ class EngineCommands:
         return DirectCommands(self._engine).forget(namespace, statement_or_id)
 
     def correct(
-        self, namespace: Namespace, statement: str, *, target: str | UUID | None = None
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Supersede the memory ``target`` (or the best match for ``statement``) with
         ``statement``, durable on return
-        (:meth:`DirectCommands.correct <memory_ledger.commands.direct.DirectCommands.correct>`).
+        (:meth:`DirectCommands.correct <memory_ledger.commands.direct.DirectCommands.correct>`;
+        ``occurred_at``: when it was said, the new value's valid time).
         """
-        return DirectCommands(self._engine).correct(namespace, statement, target=target)
+        return DirectCommands(self._engine).correct(
+            namespace, statement, target=target, occurred_at=occurred_at
+        )
 
     def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on

@@ -22,8 +22,9 @@ section 5, issues "session engine" and 13):
   occurred earlier than the current one never retires it: it is activated and superseded
   by the current value in the same command (history from the moment it is stored; the
   ``MemorySuperseded`` carries the current value's ``occurred_at``, so ``as-of --occurred``
-  answers the old value for its own period). Where either lacks ``occurred_at`` (an
-  explicit command's value has none: the user's word is new), ledger order decides: the
+  answers the old value for its own period). An explicit ``remember``/``correct`` has the
+  valid time of its command's ``occurred_at`` (when the user said it). Where either lacks
+  ``occurred_at`` (an undated command: the user's word is new), ledger order decides: the
   value reconciled last wins;
 - a forget is a tombstone with a position and a time (``MemoryForgotten``): a candidate or
   command whose evidence was observed before it (transcript or command position lower than
@@ -35,8 +36,8 @@ section 5, issues "session engine" and 13):
   recorded; it is declined with reason code ``evidence_older_than_forget``. A candidate
   without ``occurred_at`` is ordered by position alone. Evidence newer by both activates
   the memory anew. Explicit ``remember`` and ``correct`` are the user's word now, a new
-  statement: only the position rule applies to them (their ``occurred_at`` is not valid
-  time for the fact, as in supersession);
+  statement: only the position rule applies to them (their ``occurred_at`` orders their
+  value among the other values, not against a forget);
 - explicit commands, in ledger order with the candidates: ``remember`` activates (decision
   manual), ``correct`` activates and supersedes its target, ``forget`` forgets its target,
   ``pin`` pins it;
@@ -306,17 +307,21 @@ class Reconciler:
         decision_evidence: tuple[str, ...] = (),
         corrects: UUID | None = None,
         evidence_position: int | None = None,
+        forget_by_time: bool = True,
     ) -> UUID | None:
         """Activate ``item`` (or reinforce its exact duplicate); supersede and mark conflicts.
 
+        ``occurred_at`` is the value's valid time (None: unknown, ledger order decides).
         Returns the memory id, or None when the memory's tombstone postdates the evidence
-        (declined, see the module doc): by ``evidence_position``, or by ``occurred_at`` (the
-        evidence's valid time; explicit commands pass None: only position orders them).
+        (declined, see the module doc): by ``evidence_position``, or by ``occurred_at``
+        unless ``forget_by_time`` is False (explicit commands: only position orders them
+        against a forget).
         """
         normalized = normalize_statement(item.statement)
         mid = memory_id(self.namespace, normalized)
         state = self.state(mid)
-        refused = self._forgotten_after(state, evidence_position, occurred_at)
+        tombstone_time = occurred_at if forget_by_time else None
+        refused = self._forgotten_after(state, evidence_position, tombstone_time)
         if refused is not None:
             self._decline(source_id, mid, refused)
             return None
@@ -465,10 +470,11 @@ class Reconciler:
                 turn_id=command.turn_id,
                 source_id=command.command_id,
                 decision="manual",
-                occurred_at=None,
+                occurred_at=command.occurred_at,  # its valid time (None: ledger order)
                 decision_evidence=(f"explicit:{command.intent}",),
                 corrects=target if command.intent == "correct" else None,
                 evidence_position=position,
+                forget_by_time=False,
             )
             return
         if target is None:

@@ -81,8 +81,9 @@ class SessionCommands(SessionRecall):
         ``forget`` its time: evidence whose valid time is earlier than the forget's time
         (this ``occurred_at``, else the command's ``recorded_at``) never re-activates the
         forgotten memory (``commands.reconcile``, rule "a forget is never undone by older
-        evidence"). A ``remember``/``correct`` is a new statement by the user: its time does
-        not order it against a forget or another value (ledger order does).
+        evidence"). For a ``remember``/``correct`` it is the new value's valid time: an
+        older value imported later never retires it (without a time, ledger order decides);
+        against a forget only the command's position counts (a new statement by the user).
 
         :raises CommandRejectedError: unknown intent, empty statement, a secret in it, or an
             item that fails validation (the reason code is in the message).

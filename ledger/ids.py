@@ -17,6 +17,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTyp
 
 __all__ = [
     "ID_ROOT",
+    "INVISIBLE_CHARACTERS",
     "InvalidNamespaceError",
     "Namespace",
     "bulk_forget_stream_id",
@@ -25,6 +26,7 @@ __all__ = [
     "check_session_id",
     "erasure_stream_id",
     "command_id",
+    "drop_invisible",
     "recall_stream_id",
     "snapshot_id",
     "memory_id",
@@ -145,22 +147,33 @@ _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.!?。！？]+$")
 
 
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+INVISIBLE_CHARACTERS = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 """Zero-width and format characters that change no visible glyph of a statement: ZERO WIDTH
-SPACE, ZERO WIDTH NON-JOINER, ZERO WIDTH JOINER, WORD JOINER, ZERO WIDTH NO-BREAK SPACE."""
+SPACE, ZERO WIDTH NON-JOINER, ZERO WIDTH JOINER, WORD JOINER, ZERO WIDTH NO-BREAK SPACE and
+SOFT HYPHEN (shown only where a line breaks). :func:`normalize_statement` and the lexical
+tokenizer (:func:`projections.text_index.tokenize`) drop them."""
+
+_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE_CHARACTERS))
+
+
+def drop_invisible(text: str) -> str:
+    """``text`` without its :data:`INVISIBLE_CHARACTERS` (``str -> str``; every other
+    character kept, in order): "ma\u200btcha" and "ma\u00adtcha" become "matcha"."""
+    return text.translate(_INVISIBLE)
 
 
 def normalize_statement(statement: str) -> str:
     """The exact-duplicate key of a statement.
 
-    Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) dropped, then Unicode
+    Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) and the soft hyphen
+    (U+00AD) dropped (:func:`drop_invisible`), then Unicode
     NFKC (which folds full-width and compatibility forms), casefolded, whitespace runs
     collapsed to one space, trailing sentence punctuation removed. Two statements are exact
     normalized duplicates when their keys match, so text that looks the same ("Alice likes
     tea." with a hidden U+200B) is the same memory. A statement without those characters
     keeps the key (and the memory id) it had before they were dropped.
     """
-    text = unicodedata.normalize("NFKC", statement.translate(_INVISIBLE)).casefold()
+    text = unicodedata.normalize("NFKC", drop_invisible(statement)).casefold()
     text = _SPACE.sub(" ", text).strip()
     return _TRAILING.sub("", text)
 

@@ -5,6 +5,9 @@ dependence, so rebuilding it from the same documents (in any order) yields bit-i
 scores and rankings.
 
 Tokenization (:func:`tokenize`)
+    0. Zero-width characters and soft hyphens (:data:`ledger.ids.INVISIBLE_CHARACTERS`)
+       are dropped, as :func:`ledger.ids.normalize_statement` drops them: ``"ma\\u200btcha"``
+       is the token ``"matcha"``, so a statement and the memory it is indexed as read alike.
     1. Unicode NFKC normalization (so full-width ``"ＬＧＢＴＱ"`` becomes ``"LGBTQ"`` and
        half-width katakana become full-width katakana).
     2. ``str.lower`` (not ``str.casefold``): ``"ß"`` stays ``"ß"``; only simple lowercase
@@ -64,6 +67,7 @@ from collections.abc import Iterable
 import msgspec
 
 from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.ids import drop_invisible
 
 __all__ = [
     "CJK_RANGES",
@@ -118,14 +122,15 @@ _SLACK = 1.0 + 1e-9  # relative safety margin on pruning bounds (rounding is ~1e
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into lexical tokens (see the module docstring for the full rules).
 
-    Shape: ``str -> list[str]`` in text order, duplicates kept.  NFKC, then ``str.lower``,
+    Shape: ``str -> list[str]`` in text order, duplicates kept.  Zero-width characters and
+    soft hyphens dropped (:func:`ledger.ids.drop_invisible`), NFKC, then ``str.lower``,
     then ``\\w+`` runs; CJK runs inside a word become overlapping character bigrams (a lone
     CJK character stays a unigram).  Deterministic and locale-independent.
 
     >>> tokenize("Caroline's ＬＧＢＴＱ 支持小组")
     ['caroline', 's', 'lgbtq', '支持', '持小', '小组']
     """
-    normalized = unicodedata.normalize("NFKC", text).lower()
+    normalized = unicodedata.normalize("NFKC", drop_invisible(text)).lower()
     words: list[str] = _WORD_RE.findall(normalized)
     if _HAS_CJK_RE.search(normalized) is None:
         return words

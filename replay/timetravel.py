@@ -9,7 +9,12 @@ answered then. The point may also be a timestamp:
 - occurred time (``occurred=True``): every event whose conversation time is at or before it,
   whenever it was recorded. An event's conversation time is its own ``occurred_at``, else
   that of its turn's transcript, else the latest one seen in its session, else (a host that
-  supplied no times) its ``recorded_at``.
+  supplied no times) its ``recorded_at``. A value's period ends where the next value of its
+  (subject, predicate) begins, whichever order they were recorded in: when values of one key
+  are still current together (a value backfilled between two dated ones: the one before it
+  was retired by the later one, at the later one's time), the one that occurred last is
+  current and the others are superseded by it (:func:`settle_current_values`), so exactly
+  one value per key is current at any occurred time.
 """
 
 from __future__ import annotations
@@ -27,9 +32,15 @@ import msgspec
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.lexical import ConversationWindows
 from memory_ledger.commands.recall import NamespaceRecallIndex, RecallResult
+from memory_ledger.commands.reconcile import occurred_earlier
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.events import LedgerEvent
-from memory_ledger.ledger.ids import Namespace, check_namespace, session_stream_id
+from memory_ledger.ledger.ids import (
+    Namespace,
+    check_namespace,
+    session_stream_id,
+    subject_predicate_key,
+)
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.store import ProjectionStore
@@ -37,7 +48,15 @@ from memory_ledger.replay.filters import filter_events
 from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
 from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
 
-__all__ = ["AsOf", "AsOfMode", "WindowsOf", "as_of", "memory_record", "position_at"]
+__all__ = [
+    "AsOf",
+    "AsOfMode",
+    "WindowsOf",
+    "as_of",
+    "memory_record",
+    "position_at",
+    "settle_current_values",
+]
 
 WindowsOf = Callable[
     [Callable[[str, str, str], Sequence[tuple[str, int, int]]]], ConversationWindows
@@ -286,6 +305,12 @@ def as_of(
         )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
+    try:
+        with store.guard("as-of"):
+            settle_current_values(store.conn)
+    except BaseException:
+        store.close()
+        raise
     return AsOf(
         store,
         at=point,
@@ -296,6 +321,54 @@ def as_of(
         context_of=engine.transcript_context,
         windows_of=engine.conversation_windows,
     )
+
+
+def settle_current_values(conn: duckdb.DuckDBPyConnection) -> int:
+    """Leave one current value per (subject, predicate) key of each namespace in the
+    ``canonical_memory`` table of ``conn`` (an occurred-time fold); returns how many rows it
+    superseded.
+
+    Retrievable rows (active, conflicted) of one key (:func:`ledger.ids.subject_predicate_key`)
+    are taken in ledger order (``updated_position``, then ``memory_id``) and settled as
+    reconciliation settles a key: a value that occurred earlier than the current one (both
+    dated) is superseded by it; otherwise the later value supersedes the current one. A
+    superseded row gets ``status`` 'superseded' and ``superseded_by``; its successor lists it
+    in ``supersedes``. Rows of other keys, and keys with one current value, are untouched.
+    """
+    rows = conn.sql(
+        "SELECT memory_id, tenant, principal, scope_id, subject, predicate, occurred_at "
+        "FROM canonical_memory WHERE status IN ("
+        + ", ".join(f"'{s}'" for s in RETRIEVABLE)
+        + ") AND subject IS NOT NULL AND predicate IS NOT NULL "
+        "ORDER BY updated_position, memory_id"
+    ).fetchall()
+    current: dict[tuple[str, str, str, str, str], tuple[str, datetime | None]] = {}
+    retired: list[tuple[str, str]] = []
+    for memory, tenant, principal, scope_id, subject, predicate, occurred in rows:
+        key = subject_predicate_key(subject, predicate)
+        if key is None:
+            continue
+        where = (tenant, principal, scope_id, *key)
+        held = current.get(where)
+        if held is None:
+            current[where] = (memory, occurred)
+        elif occurred_earlier(occurred, held[1]):
+            retired.append((memory, held[0]))
+        else:
+            retired.append((held[0], memory))
+            current[where] = (memory, occurred)
+    for old, new in retired:
+        conn.execute(
+            "UPDATE canonical_memory SET status = 'superseded', superseded_by = ? "
+            "WHERE memory_id = ?",
+            [new, old],
+        )
+        conn.execute(
+            "UPDATE canonical_memory SET supersedes = list_append(supersedes, ?) "
+            "WHERE memory_id = ? AND NOT list_contains(supersedes, ?)",
+            [old, new, old],
+        )
+    return len(retired)
 
 
 def memory_record(row: dict[str, Any]) -> dict[str, Any]:

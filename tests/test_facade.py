@@ -277,6 +277,20 @@ def test_statement_keys_without_invisible_characters_are_unchanged() -> None:
     )
 
 
+def test_a_soft_hyphen_does_not_make_a_second_memory_and_keeps_other_ids() -> None:
+    """U+00AD (soft hyphen) is dropped like the zero-width characters: "Alice li\u00adkes
+    tea." is "Alice likes tea."; a statement without one keeps its id."""
+    from uuid import UUID
+
+    from memory_ledger.ledger.ids import memory_id, normalize_statement
+
+    assert normalize_statement("Alice li\u00adkes tea.") == normalize_statement("Alice likes tea.")
+    assert memory_id(NS, normalize_statement("Alice li\u00adkes tea.")) == UUID(
+        "e5f14ef1-057b-50b0-91ef-089c009a47e5"
+    )
+    assert normalize_statement("Alice likes ma-tcha") == "alice likes ma-tcha"
+
+
 def test_an_ambiguous_correction_lists_the_five_best_and_counts_the_rest(tmp_path: Path) -> None:
     """The message of ``ambiguous_match`` does not grow with the store: five memories listed,
     the others counted ("at least": the search reads the best ten)."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.ids import memory_id, normalize_statement
 from memory_ledger.replay import (
     AsOf,
     PointError,
@@ -247,3 +249,114 @@ def test_events_filter_matches_as_of_positions(story: Story, engine: MemoryEngin
         for _, e in filter_events(engine, EventFilter(stop=story.after_s1))
     }
     assert sessions == {"s1"}
+
+
+# --------------------------------------------------------------------------- valid time
+
+_LIVES_IN = {"predicate": "lives_in", "subject": "Alice"}
+
+
+def _told(engine: MemoryEngine, session: str, when: datetime, statement: str) -> str:
+    """Reconcile one conversation (one turn at ``when``) that says ``statement`` about
+    where Alice lives; the memory id."""
+    from memory_ledger.commands import RecordedExtractor
+    from tests.conftest import make_item
+
+    extractor = RecordedExtractor()
+    extractor.provide(1, [make_item(statement, value=statement.split()[-1], **_LIVES_IN)])
+    with engine.session(NAMESPACE, session, extractor=extractor) as s:
+        s.observe_final_transcript(1, f"user: {statement}", when)
+        s.finish()
+    return str(memory_id(NAMESPACE, normalize_statement(statement)))
+
+
+def _current(engine: MemoryEngine, when: str | None = None) -> list[str]:
+    """Statements of the retrievable memories under Alice/lives_in (now, or as of ``when``
+    in occurred time)."""
+    if when is None:
+        statements = [doc.statement for doc in engine.retrievable_memories(NAMESPACE)]
+    else:
+        with as_of(engine, when, occurred=True) as past:
+            statements = [row["statement"] for row in past.memories(NAMESPACE)]
+    return sorted(s for s in statements if "lives in" in s)
+
+
+def test_a_dated_correction_is_not_retired_by_an_older_conversation_imported_later(
+    tmp_path: Path,
+) -> None:
+    """A correction whose command carries ``occurred_at`` (1 March) holds that valid time:
+    a conversation of 1 February imported afterwards becomes history under it, both now
+    and as of March (it used to retire the correction, as if told last)."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        lisbon = _told(engine, "s1", datetime(2025, 1, 1, tzinfo=UTC), "Alice lives in Lisbon.")
+        fixed = engine.correct(
+            NAMESPACE,
+            "Alice lives in Berlin.",
+            target=lisbon,
+            occurred_at=datetime(2025, 3, 1, tzinfo=UTC),
+        )
+        assert str(fixed.target) == lisbon
+        _told(engine, "old", datetime(2025, 2, 1, tzinfo=UTC), "Alice lives in Porto.")
+        assert _current(engine) == ["Alice lives in Berlin."]
+        assert _current(engine, "2025-03-15") == ["Alice lives in Berlin."]
+        assert _current(engine, "2025-01-15") == ["Alice lives in Lisbon."]
+
+
+def test_a_dated_session_correction_holds_its_valid_time(tmp_path: Path) -> None:
+    """The same through ``apply_explicit_command(..., occurred_at=...)`` in a session, and a
+    dated ``remember`` (``MemoryEngine.remember(..., occurred_at=...)``) likewise."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        lisbon = _told(engine, "s1", datetime(2025, 1, 1, tzinfo=UTC), "Alice lives in Lisbon.")
+        with engine.session(NAMESPACE, "s2") as s:
+            s.apply_explicit_command(
+                "correct",
+                "Alice lives in Berlin.",
+                1,
+                target=lisbon,
+                occurred_at=datetime(2025, 3, 1, tzinfo=UTC),
+            )
+            s.finish()
+        _told(engine, "old", datetime(2025, 2, 1, tzinfo=UTC), "Alice lives in Porto.")
+        assert _current(engine) == ["Alice lives in Berlin."]
+    with MemoryEngine.open(tmp_path / "store2") as engine:
+        engine.remember(
+            NAMESPACE,
+            "Alice lives in Oslo.",
+            subject="Alice",
+            predicate="lives_in",
+            value="Oslo",
+            occurred_at=datetime(2025, 3, 1, tzinfo=UTC),
+        )
+        _told(engine, "old", datetime(2025, 2, 1, tzinfo=UTC), "Alice lives in Porto.")
+        assert _current(engine) == ["Alice lives in Oslo."]
+        assert _current(engine, "2025-02-15") == ["Alice lives in Porto."]
+
+
+def test_an_undated_correction_still_wins_by_ledger_order(tmp_path: Path) -> None:
+    """Without ``occurred_at`` a correction is ordered by the ledger, as before: a dated
+    conversation imported after it retires it."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        lisbon = _told(engine, "s1", datetime(2025, 1, 1, tzinfo=UTC), "Alice lives in Lisbon.")
+        engine.correct(NAMESPACE, "Alice lives in Berlin.", target=lisbon)
+        _told(engine, "old", datetime(2025, 2, 1, tzinfo=UTC), "Alice lives in Porto.")
+        assert _current(engine) == ["Alice lives in Porto."]
+
+
+@pytest.mark.parametrize("order", ["v1 v3 v2", "v3 v1 v2", "v3 v2 v1", "v2 v3 v1", "v1 v2 v3"])
+def test_a_backfilled_value_ends_the_period_of_the_one_before(tmp_path: Path, order: str) -> None:
+    """v1 (January), v2 (February) and v3 (March) of one key, imported in any order: at any
+    occurred time exactly one value is current, the latest that had begun by then."""
+    values = {
+        "v1": (datetime(2025, 1, 1, tzinfo=UTC), "Alice lives in Lisbon."),
+        "v2": (datetime(2025, 2, 1, tzinfo=UTC), "Alice lives in Porto."),
+        "v3": (datetime(2025, 3, 1, tzinfo=UTC), "Alice lives in Berlin."),
+    }
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        for name in order.split():
+            when, statement = values[name]
+            _told(engine, name, when, statement)
+        assert _current(engine) == ["Alice lives in Berlin."]
+        assert _current(engine, "2024-12-15") == []
+        assert _current(engine, "2025-01-15") == ["Alice lives in Lisbon."]
+        assert _current(engine, "2025-02-15") == ["Alice lives in Porto."]
+        assert _current(engine, "2025-03-15") == ["Alice lives in Berlin."]

@@ -6,6 +6,7 @@ import math
 import random
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -522,3 +523,36 @@ def _assert_same_as_fresh(index: BM25Index, docs: list[IndexedDoc], queries: lis
         full = fresh.search(query, len(fresh) + 1)
         for k in (1, 3, 10, 50):
             assert index.search(query, k) == fresh.search(query, k) == full[:k]
+
+
+# --------------------------------------------------------------------------- invisible characters
+
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"])
+def test_invisible_characters_do_not_split_a_token(hidden: str) -> None:
+    """Zero-width characters and soft hyphens are dropped before tokenizing, for documents
+    and queries alike: "ma\u200btcha" is the token "matcha" (as normalize_statement reads
+    it), not "ma" + "tcha"."""
+    assert tokenize(f"Alice likes ma{hidden}tcha.") == ["alice", "likes", "matcha"]
+    index = BM25Index.build([IndexedDoc("d", 0, f"Alice likes ma{hidden}tcha.")])
+    assert [hit.doc_id for hit in index.search("matcha", 5)] == ["d"]
+    clean = BM25Index.build([IndexedDoc("d", 0, "Alice likes matcha.")])
+    assert [hit.doc_id for hit in clean.search(f"mat{hidden}cha", 5)] == ["d"]
+
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u00ad"])
+def test_recall_finds_a_memory_remembered_with_an_invisible_character(
+    tmp_path: Path, hidden: str
+) -> None:
+    """A memory remembered as "Alice likes ma<hidden>tcha." (one memory with the clean
+    statement) is recalled by "matcha", before and after the clean statement reinforces it."""
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.ledger.ids import Namespace
+
+    ns = Namespace("acme", "alice", "assistant")
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        first = engine.remember(ns, f"Alice likes ma{hidden}tcha.")
+        assert [h.memory_id for h in engine.recall(ns, "matcha").results] == [str(first.memory_id)]
+        again = engine.remember(ns, "Alice likes matcha.")
+        assert again.memory_id == first.memory_id
+        assert [h.memory_id for h in engine.recall(ns, "matcha").results] == [str(first.memory_id)]
