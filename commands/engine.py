@@ -45,7 +45,7 @@ from eventsourcing.persistence import (
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.encryption import check_erasures, record_erasures
 from memory_ledger.commands.engine_commands import EngineCommands
-from memory_ledger.commands.engine_open import open_store_parts
+from memory_ledger.commands.engine_open import check_store_path, open_store_parts
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.engine_vectors import EngineVectors
 from memory_ledger.commands.errors import StoreUnavailableError
@@ -237,7 +237,12 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         follow: bool | None = None,
         master_key: MasterKeySpec | None = None,
     ) -> MemoryEngine:
-        """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
+        """Open (or create) the store folder ``path``.
+
+        :param path: the store folder. None only with ``config`` given: its ``store_dir``
+            (a relative one in a TOML file is relative to that file's folder). There is no
+            implicit default folder, and ``""`` is refused: neither ever creates the store's
+            ``ledger/`` and ``projections/`` in the current directory unasked.
 
         :param ledger: where the ledger is: None or ``""`` for the LMDB ledger inside the
             store folder (default: ``config.ledger``), or a ``postgresql://`` URL (see
@@ -285,10 +290,13 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             ``create=False``, holds no ledger); names it without its password.
         :raises LedgerFormatError: the ledger was written by a newer version.
         :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
-        :raises InvalidArgumentError: ``map_size`` is not a positive integer.
+        :raises InvalidArgumentError: ``map_size`` is not a positive integer; ``path`` is
+            ``""`` (``reason_code`` ``"empty_path"``) or None without ``config``
+            (``"path_required"``); nothing is created.
         :raises InvalidArgumentTypeError: ``path``, ``token_counter`` or ``embeddings`` is of
             the wrong kind (checked before anything is created).
         """
+        check_store_path(path, configured=config is not None)
         if config is None:
             config = MemoryConfig()
         elif not isinstance(config, MemoryConfig):

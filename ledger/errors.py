@@ -212,7 +212,9 @@ class ForeignStoreError(LedgerFormatError):
 
     ``reason_code`` says what was found: ``"foreign_lmdb"`` (another application's LMDB
     environment: other named databases or keys, or no memory-ledger identity),
-    ``"empty_data_file"`` (a zero-byte ``data.mdb``), ``"not_lmdb"`` (``data.mdb`` is not an
+    ``"foreign_ledger"`` (a ledger of this package's persistence module written by another
+    ``eventsourcing`` application, refused by the engine), ``"empty_data_file"`` (a
+    zero-byte ``data.mdb``), ``"not_lmdb"`` (``data.mdb`` is not an
     LMDB file) or ``"lmdb_at_top_level"`` (an LMDB environment where the store folder
     should hold a ``ledger/`` folder).
     """

@@ -83,6 +83,9 @@ __getattr__, __dir__ = lazy_exports(
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> MemoryEngine:  # noqa: A001
     """Open (or create) the memory store in folder ``path``; use it as a context manager.
 
+    ``path`` is required (None only with ``config=`` naming ``store_dir``); ``""`` is refused
+    (``InvalidArgumentError``, ``reason_code`` ``"empty_path"`` / ``"path_required"``).
+
     The same as :meth:`MemoryEngine.open` (its keyword ``options``: ``sync``, ``config``,
     ``create``, ``embeddings``, ...). The engine it returns offers the direct commands
     ``remember`` / ``forget`` / ``correct`` (durable before they return) and
