@@ -48,7 +48,7 @@ from memory_ledger.commands.engine_commands import EngineCommands
 from memory_ledger.commands.engine_open import check_store_path, open_store_parts
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.engine_vectors import EngineVectors
-from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.commands.errors import EngineClosedError, StoreUnavailableError
 from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.fusion import fusion_for
 from memory_ledger.commands.lexical import (
@@ -705,7 +705,18 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     if callable(closer):
                         closer()
             finally:
-                self.factory.close()
+                try:
+                    self.factory.close()
+                finally:
+                    # From now on every public attribute raises EngineClosedError (one
+                    # check, costing nothing while the engine is open).
+                    self.__class__ = _ClosedMemoryEngine
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (then every other public attribute raises
+        :class:`~memory_ledger.commands.errors.EngineClosedError`)."""
+        return False
 
     def __enter__(self) -> MemoryEngine:
         return self
@@ -717,3 +728,30 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_USABLE_AFTER_CLOSE = frozenset({"close", "closed", "path"})
+
+
+class _ClosedMemoryEngine(MemoryEngine):
+    """What a :class:`MemoryEngine` becomes on :meth:`~MemoryEngine.close`: its public
+    methods and properties (and so its sessions' calls) raise
+    :class:`~memory_ledger.commands.errors.EngineClosedError`; ``close`` is a no-op."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_") or name in _USABLE_AFTER_CLOSE:
+            return object.__getattribute__(self, name)
+        path = object.__getattribute__(self, "path")
+        msg = (
+            f"the memory engine of {str(path)!r} is closed (engine.{name} after close()); "
+            "open the store again"
+        )
+        raise EngineClosedError(msg)
+
+    def close(self) -> None:
+        """Nothing to do: the engine is closed."""
+
+    @property
+    def closed(self) -> bool:
+        """True: the engine is closed."""
+        return True

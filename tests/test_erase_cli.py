@@ -351,6 +351,28 @@ def test_verify_without_the_master_key(
     assert "does not match its hash" in tampered.stderr
 
 
+@pytest.mark.parametrize("with_key", [True, False])
+def test_a_tampered_erasure_record_is_named_with_or_without_the_key(
+    erased_store: tuple[Path, dict[str, str]],
+    key_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    with_key: bool,
+) -> None:
+    store, _ = erased_store
+    monkeypatch.delenv(ENV_MASTER_KEY_FILE)
+    data = store / "ledger" / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    at = raw.find(b"key_ids", raw.find(b"NamespaceErased"))
+    assert at > 0
+    raw[at] ^= 0x01  # a field name: the payload no longer decodes as a NamespaceErased
+    data.write_bytes(bytes(raw))
+    key = ["--master-key-file", str(key_file)] if with_key else []
+    tampered = invoke("verify", "--store", str(store), *key, code=1)
+    assert "tampered" in tampered.stderr and "does not match its hash" in tampered.stderr
+    report = json.loads(invoke("verify", "--store", str(store), *key, "--json", code=1).stdout)
+    assert not report["ok"] and report["first_bad_position"] == report["head"]
+
+
 def test_backup_keeps_the_keys_and_restore_reads_it(
     erased_store: tuple[Path, dict[str, str]], tmp_path: Path, key_file: Path
 ) -> None:
