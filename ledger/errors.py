@@ -39,12 +39,14 @@ from eventsourcing.persistence import (
 )
 
 __all__ = [
+    "DiskFullError",
     "ForeignStoreError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
     "LedgerConnectionError",
     "LedgerDamagedError",
     "LedgerDataError",
+    "LedgerDiskFullError",
     "LedgerError",
     "LedgerFormatError",
     "LedgerIntegrityError",
@@ -138,6 +140,28 @@ class LedgerOperationalError(LedgerError, OperationalError):
     """The store cannot be opened, read or written now (permissions, disk, readers full)."""
 
     reason_code = "ledger_unavailable"
+
+
+class DiskFullError(MemoryLedgerError, OSError):
+    """No space is left on the device holding ``path`` (a ledger folder or a projection
+    file): the write was refused whole, nothing stored was lost; free space and retry.
+
+    ``reason_code`` ``"disk_full"``. The ledger raises
+    :class:`LedgerDiskFullError`, the projections ``ProjectionDiskFullError``
+    (:mod:`memory_ledger.projections.errors`); catch this class for either.
+    """
+
+    reason_code = "disk_full"
+
+    def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+        self.path = path
+
+
+class LedgerDiskFullError(DiskFullError, LedgerOperationalError):
+    """The LMDB ledger cannot be written: no space left on its device (see
+    :class:`DiskFullError`, whose ``reason_code`` it has; also a ``LedgerOperationalError``,
+    as before)."""
 
 
 class LedgerReadOnlyError(LedgerOperationalError):

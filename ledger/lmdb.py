@@ -761,7 +761,7 @@ def _errno_reason(error: OSError) -> str:
     if error.errno == errno.EROFS:
         return "read_only_file_system"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "no_space"
+        return "disk_full"
     return "ledger_unavailable"
 
 

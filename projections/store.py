@@ -23,6 +23,7 @@ from typing import IO
 
 import duckdb
 
+from memory_ledger.ledger.errors import DiskFullError
 from memory_ledger.projections.errors import (
     ProjectionDamagedError,
     ProjectionError,
@@ -267,6 +268,9 @@ class ProjectionStore:
                 if _is_lock_conflict(e.__cause__):  # a process outside the engine has it open
                     lock.close()
                     continue
+                if isinstance(e, DiskFullError):  # the file is sound: never set it aside
+                    lock.close()
+                    raise
                 # We hold the slot's lock, so nobody else uses this file: it is damaged.
                 # Read models are disposable: set it aside and rebuild from the ledger.
                 try:
@@ -316,9 +320,10 @@ class ProjectionStore:
         try:
             yield
         except duckdb.Error as e:
-            if is_damage(e):
+            typed = translate_duckdb_error(e, self.path, action)
+            if is_damage(e) and not isinstance(typed, DiskFullError):
                 raise self.mark_damaged(e) from e
-            raise translate_duckdb_error(e, self.path, action) from e
+            raise typed from e
 
     def position(self) -> int:
         """The last ledger position applied to the read models (0 when none)."""
