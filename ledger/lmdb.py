@@ -337,8 +337,9 @@ class _SharedEnvironment:
         if os.path.isfile(os.path.join(path, _DATA_FILE)):
             # Refuse a foreign environment before LMDB opens it for real: that open writes
             # lock.mdb (creating it when absent), and a refused folder is left as it was.
-            names, meta, topics = _read_untouched(path, topics=ENGINE_SAMPLE if engine_store else 0)
-            identity_to_record(path, names, meta, format_version=FORMAT_VERSION)
+            sample = ENGINE_SAMPLE if engine_store else 0
+            present, meta, topics = _read_untouched(path, topics=sample)
+            identity_to_record(path, present, meta, format_version=FORMAT_VERSION)
             if engine_store:
                 check_engine_ledger(path, meta, topics)
         self.locked = not readonly or _lock_file_writable(path)
