@@ -214,10 +214,20 @@ class AsyncMemoryEngine:
         """The semantic channel's coverage of ``namespace`` (``off`` without one)."""
         return await self._worker.run(self.engine.semantic_status, namespace)
 
-    async def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
+    async def wait_for_vectors(
+        self,
+        timeout: float,
+        namespace: Namespace | None = None,
+        *,
+        raise_on_timeout: bool = False,
+    ) -> bool:
         """Wait up to ``timeout`` seconds for every retrievable memory to have a vector; True
-        when ready. Waits on a thread of its own: other calls of this engine go on."""
-        return await asyncio.to_thread(self.engine.wait_for_vectors, timeout, namespace)
+        when ready, False when the time ran out (``raise_on_timeout``: raise
+        ``VectorsPendingError`` instead, as :meth:`MemoryEngine.wait_for_vectors`). Waits on
+        a thread of its own: other calls of this engine go on."""
+        return await asyncio.to_thread(
+            self.engine.wait_for_vectors, timeout, namespace, raise_on_timeout=raise_on_timeout
+        )
 
     async def index_vectors(self) -> int:
         """Embed every memory still lacking a vector now; how many rows were written."""

@@ -42,6 +42,7 @@ from memory_ledger.ledger.master_key import (
 from memory_ledger.ledger.sealing import is_sealed
 from memory_ledger.ledger.tags import ERASURE_TAG
 from memory_ledger.projections.erasure import present_namespaces
+from memory_ledger.projections.store import remove_set_aside
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
@@ -179,7 +180,9 @@ def check_erasures(engine: MemoryEngine) -> int:
     live in the key store (an old ``keys/`` copied back over a store that erased since):
     such keys are destroyed again (read-only: refused by this engine only). Returns how many
     were found live. Reads the ledger's ``erasure`` tag (a store without its tag index is
-    skipped)."""
+    skipped). Damaged projection files set aside in the store folder are deleted then
+    (:func:`~memory_ledger.projections.store.remove_set_aside`): they may predate an
+    erasure."""
     recorder = engine.tagged_recorder
     if not recorder.tag_index_built():
         return 0
@@ -191,6 +194,10 @@ def check_erasures(engine: MemoryEngine) -> int:
     ]
     if not destroyed:
         return 0
+    if not engine.read_only:
+        # A damaged projection file set aside after an erasure (marked while another
+        # process held it) may still hold the erased rows: read models are disposable.
+        remove_set_aside(engine.path / "projections")
     return engine.keyring.revoke(destroyed, persist=not engine.read_only)
 
 

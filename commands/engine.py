@@ -46,10 +46,10 @@ from memory_ledger.commands.boundary import DECISION_DEADLINE_SECONDS
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.encryption import check_erasures, record_erasures
 from memory_ledger.commands.engine_commands import EngineCommands
-from memory_ledger.commands.engine_open import open_store_parts
+from memory_ledger.commands.engine_open import check_store_path, open_store_parts
 from memory_ledger.commands.engine_reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.engine_vectors import EngineVectors
-from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.commands.errors import EngineClosedError, StoreUnavailableError
 from memory_ledger.commands.follower import Follower
 from memory_ledger.commands.fusion import fusion_for
 from memory_ledger.commands.lexical import (
@@ -243,7 +243,12 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         follow: bool | None = None,
         master_key: MasterKeySpec | None = None,
     ) -> MemoryEngine:
-        """Open (or create) the store folder ``path`` (default: ``config.store_dir``).
+        """Open (or create) the store folder ``path``.
+
+        :param path: the store folder. None only with ``config`` given: its ``store_dir``
+            (a relative one in a TOML file is relative to that file's folder). There is no
+            implicit default folder, and ``""`` is refused: neither ever creates the store's
+            ``ledger/`` and ``projections/`` in the current directory unasked.
 
         :param ledger: where the ledger is: None or ``""`` for the LMDB ledger inside the
             store folder (default: ``config.ledger``), or a ``postgresql://`` URL (see
@@ -291,10 +296,13 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             ``create=False``, holds no ledger); names it without its password.
         :raises LedgerFormatError: the ledger was written by a newer version.
         :raises ConfigError: ``config`` is a path that cannot be read or is invalid.
-        :raises InvalidArgumentError: ``map_size`` is not a positive integer.
+        :raises InvalidArgumentError: ``map_size`` is not a positive integer; ``path`` is
+            ``""`` (``reason_code`` ``"empty_path"``) or None without ``config``
+            (``"path_required"``); nothing is created.
         :raises InvalidArgumentTypeError: ``path``, ``token_counter`` or ``embeddings`` is of
             the wrong kind (checked before anything is created).
         """
+        check_store_path(path, configured=config is not None)
         if config is None:
             config = MemoryConfig()
         elif not isinstance(config, MemoryConfig):
@@ -711,7 +719,18 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     if callable(closer):
                         closer()
             finally:
-                self.factory.close()
+                try:
+                    self.factory.close()
+                finally:
+                    # From now on every public attribute raises EngineClosedError (one
+                    # check, costing nothing while the engine is open).
+                    self.__class__ = _ClosedMemoryEngine
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (then every other public attribute raises
+        :class:`~memory_ledger.commands.errors.EngineClosedError`)."""
+        return False
 
     def __enter__(self) -> MemoryEngine:
         return self
@@ -723,3 +742,30 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_USABLE_AFTER_CLOSE = frozenset({"close", "closed", "path"})
+
+
+class _ClosedMemoryEngine(MemoryEngine):
+    """What a :class:`MemoryEngine` becomes on :meth:`~MemoryEngine.close`: its public
+    methods and properties (and so its sessions' calls) raise
+    :class:`~memory_ledger.commands.errors.EngineClosedError`; ``close`` is a no-op."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_") or name in _USABLE_AFTER_CLOSE:
+            return object.__getattribute__(self, name)
+        path = object.__getattribute__(self, "path")
+        msg = (
+            f"the memory engine of {str(path)!r} is closed (engine.{name} after close()); "
+            "open the store again"
+        )
+        raise EngineClosedError(msg)
+
+    def close(self) -> None:
+        """Nothing to do: the engine is closed."""
+
+    @property
+    def closed(self) -> bool:
+        """True: the engine is closed."""
+        return True

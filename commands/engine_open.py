@@ -18,6 +18,7 @@ from memory_ledger.commands.embedding_config import provider_from_config
 from memory_ledger.commands.encryption import open_keyring, resolve_master_key
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.commands.ledger_url import open_ledger
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
@@ -29,7 +30,31 @@ from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailab
 if TYPE_CHECKING:
     from memory_ledger.commands.embeddings import EmbeddingProvider  # numpy: on use only
 
-__all__ = ["StoreParts", "open_store_parts"]
+__all__ = ["StoreParts", "check_store_path", "open_store_parts"]
+
+
+def check_store_path(path: object, *, configured: bool) -> None:
+    """Refuse a store path that would silently put a store in the current directory.
+
+    :param path: the ``path`` given to :meth:`MemoryEngine.open`.
+    :param configured: a configuration was given (its ``store_dir`` then names the folder
+        when ``path`` is None).
+    :raises InvalidArgumentError: ``path`` is ``""`` (or only blanks; ``reason_code``
+        ``"empty_path"``), or None without a configuration (``"path_required"``).
+    """
+    if path is None and not configured:
+        msg = (
+            "a store folder path is required: MemoryEngine.open(path) / "
+            "memory_ledger.open(path), e.g. open('./store') (or pass config= whose "
+            "store_dir names it); there is no implicit default folder"
+        )
+        raise InvalidArgumentError(msg, parameter="path", reason_code="path_required")
+    if isinstance(path, str) and not path.strip():
+        msg = (
+            f"the store folder path is empty ({path!r}): name a folder, e.g. './store' "
+            "(an empty path would put ledger/ and projections/ in the current directory)"
+        )
+        raise InvalidArgumentError(msg, parameter="path", reason_code="empty_path")
 
 
 class StoreParts(NamedTuple):

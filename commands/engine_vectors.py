@@ -9,6 +9,7 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Protocol
 
+from memory_ledger.commands.errors import VectorsPendingError
 from memory_ledger.commands.semantic_status import OFF, SemanticStatus
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace, check_namespace
@@ -48,12 +49,25 @@ class EngineVectors:
         with self.projection_guard():
             return self.semantic.status(namespace)
 
-    def wait_for_vectors(self, timeout: float, namespace: Namespace | None = None) -> bool:
+    def wait_for_vectors(
+        self,
+        timeout: float,
+        namespace: Namespace | None = None,
+        *,
+        raise_on_timeout: bool = False,
+    ) -> bool:
         """Wait up to ``timeout`` seconds until every retrievable memory (of ``namespace``,
         or of the store) has a vector; True when ready (also when no provider is attached:
-        there is nothing to wait for).
+        there is nothing to wait for), False when the time ran out (or an embedding batch
+        failed) first. Check the result: on False, recall ranks the memories still without
+        a vector lexically only.
 
+        :param timeout: seconds, a finite number >= 0.
+        :param raise_on_timeout: raise :class:`~memory_ledger.commands.errors.
+            VectorsPendingError` (how many vectors are missing, the provider's last failure)
+            instead of returning False.
         :raises InvalidArgumentError: ``timeout`` is NaN, infinite, negative or not a number.
+        :raises VectorsPendingError: ``raise_on_timeout`` and the vectors are not ready.
         """
         seconds = check_timeout("timeout", timeout, allow_none=False)
         assert seconds is not None
@@ -62,7 +76,20 @@ class EngineVectors:
         if self.indexer is None:
             return True
         with self.projection_guard():
-            return self.indexer.wait_ready(seconds, namespace)
+            ready = self.indexer.wait_ready(seconds, namespace)
+            if ready or not raise_on_timeout:
+                return ready
+            assert self.semantic is not None
+            pending = self.semantic.count_pending(namespace)
+        error = self.semantic.last_error
+        cause = error.reason_code if error is not None else None
+        where = f"namespace {namespace}" if namespace is not None else "the store"
+        because = f" (the provider's last failure: {cause}: {error})" if error else ""
+        msg = (
+            f"{pending} vectors of {where} are still missing after {seconds:g} s{because}; "
+            "recall ranks the memories without one lexically until they are embedded"
+        )
+        raise VectorsPendingError(msg, pending=pending, cause=cause)
 
     def maintenance_health(self) -> MaintenanceHealth:
         """The semantic channel's maintenance health now (:mod:`commands.maintenance`):

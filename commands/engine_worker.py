@@ -31,7 +31,7 @@ from typing import ParamSpec, TypeVar
 
 import anyio
 
-from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.commands.errors import EngineClosedError
 
 __all__ = ["EngineWorker"]
 
@@ -62,13 +62,13 @@ class EngineWorker:
         Cancelled while queued, the call never runs; cancelled while running, it runs to the
         end before ``CancelledError`` propagates (see the module docstring).
 
-        :raises StoreUnavailableError: the worker was shut down (the engine is closed).
+        :raises EngineClosedError: the worker was shut down (the engine is closed).
         """
         try:
             future = self._executor.submit(fn, *args, **kwargs)
         except RuntimeError as e:  # submit after shutdown
             msg = "the async memory engine is closed"
-            raise StoreUnavailableError(msg) from e
+            raise EngineClosedError(msg) from e
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:

@@ -24,6 +24,7 @@ from memory_ledger.ledger.events import PendingExtraction
 __all__ = [
     "CommandRejectedError",
     "ConcurrencyConflictError",
+    "EngineClosedError",
     "ExtractionFailedError",
     "ExtractionPendingError",
     "LedgerDriverNotInstalledError",
@@ -38,6 +39,7 @@ __all__ = [
     "TranscriptTooLargeError",
     "TurnConflictError",
     "UnknownMemoryError",
+    "VectorsPendingError",
     "check_aware",
 ]
 
@@ -55,6 +57,15 @@ class StoreUnavailableError(MemoryLedgerError, OSError):
     def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
         super().__init__(message, reason_code=reason_code)
         self.path = path
+
+
+class EngineClosedError(StoreUnavailableError):
+    """The engine was closed (``MemoryEngine.close`` / ``AsyncMemoryEngine.aclose``): every
+    public method and property of it, and of its sessions, raises this (closing again is a
+    no-op). Open the store again to go on; nothing stored is affected. A
+    :class:`StoreUnavailableError` (what a closed async engine raised before)."""
+
+    reason_code = "engine_closed"
 
 
 class LedgerUnavailableError(StoreUnavailableError):
@@ -108,6 +119,24 @@ class TranscriptTooLargeError(InvalidArgumentError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.size, self.limit))
+
+
+class VectorsPendingError(MemoryLedgerError, TimeoutError):
+    """``wait_for_vectors(timeout, raise_on_timeout=True)`` timed out: some retrievable
+    memories still have no vector (recall now would rank them lexically only).
+
+    :param pending: how many vectors (one per memory and field: statement, source) of the
+        namespace waited for, or of the store, are still missing.
+    :param cause: the reason code of the provider's last failure, if any (e.g.
+        ``"embedding_unreachable"``), else None.
+    """
+
+    reason_code = "vectors_pending"
+
+    def __init__(self, message: str, *, pending: int, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.pending = pending
+        self.cause = cause
 
 
 class TurnConflictError(MemoryLedgerError, ValueError):

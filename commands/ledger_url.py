@@ -115,6 +115,7 @@ def _open_lmdb(
         "LMDB_PATH": str(ledger),
         "LMDB_SYNC": "y" if sync else "n",
         "LMDB_READONLY": "y" if read_only else "n",
+        "LMDB_ENGINE_STORE": "y",
         "MAPPER_TOPIC": get_topic(MsgspecMapper),
     }
     if map_size is not None:

@@ -39,12 +39,14 @@ from eventsourcing.persistence import (
 )
 
 __all__ = [
+    "DiskFullError",
     "ForeignStoreError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
     "LedgerConnectionError",
     "LedgerDamagedError",
     "LedgerDataError",
+    "LedgerDiskFullError",
     "LedgerError",
     "LedgerFormatError",
     "LedgerIntegrityError",
@@ -140,6 +142,28 @@ class LedgerOperationalError(LedgerError, OperationalError):
     reason_code = "ledger_unavailable"
 
 
+class DiskFullError(MemoryLedgerError, OSError):
+    """No space is left on the device holding ``path`` (a ledger folder or a projection
+    file): the write was refused whole, nothing stored was lost; free space and retry.
+
+    ``reason_code`` ``"disk_full"``. The ledger raises
+    :class:`LedgerDiskFullError`, the projections ``ProjectionDiskFullError``
+    (:mod:`memory_ledger.projections.errors`); catch this class for either.
+    """
+
+    reason_code = "disk_full"
+
+    def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+        self.path = path
+
+
+class LedgerDiskFullError(DiskFullError, LedgerOperationalError):
+    """The LMDB ledger cannot be written: no space left on its device (see
+    :class:`DiskFullError`, whose ``reason_code`` it has; also a ``LedgerOperationalError``,
+    as before)."""
+
+
 class LedgerReadOnlyError(LedgerOperationalError):
     """A write was attempted on a ledger opened read-only (an audit of a read-only store)."""
 
@@ -212,7 +236,9 @@ class ForeignStoreError(LedgerFormatError):
 
     ``reason_code`` says what was found: ``"foreign_lmdb"`` (another application's LMDB
     environment: other named databases or keys, or no memory-ledger identity),
-    ``"empty_data_file"`` (a zero-byte ``data.mdb``), ``"not_lmdb"`` (``data.mdb`` is not an
+    ``"foreign_ledger"`` (a ledger of this package's persistence module written by another
+    ``eventsourcing`` application, refused by the engine), ``"empty_data_file"`` (a
+    zero-byte ``data.mdb``), ``"not_lmdb"`` (``data.mdb`` is not an
     LMDB file) or ``"lmdb_at_top_level"`` (an LMDB environment where the store folder
     should hold a ``ledger/`` folder).
     """

@@ -106,8 +106,12 @@ from memory_ledger.ledger.records import (
     encode_body,
 )
 from memory_ledger.ledger.store_identity import (
+    ENGINE_SAMPLE,
+    ENGINE_STORE,
     FORMAT_KEY,
+    STORE_KIND_KEY,
     check_data_file,
+    check_engine_ledger,
     identity_to_record,
 )
 from memory_ledger.ledger.tag_index import AppendConditionFailedError, TagIndex
@@ -241,6 +245,53 @@ class _TransactionGate:
                 self._cond.notify_all()
 
 
+_DATA_FILE = "data.mdb"
+
+
+def _first(cursor: Any, count: int) -> list[tuple[bytes, bytes]]:
+    """The first ``count`` entries of ``cursor``'s database."""
+    entries: list[tuple[bytes, bytes]] = []
+    for key, value in cursor:
+        if len(entries) >= count:
+            break
+        entries.append((bytes(key), bytes(value)))
+    return entries
+
+
+def _read_untouched(
+    path: str, *, topics: int = 0
+) -> tuple[list[bytes], dict[bytes, bytes] | None, list[str]]:
+    """Read the identity of the existing LMDB environment at ``path`` without changing any
+    file: opened read-only and without its lock file (so no ``lock.mdb`` is created or
+    written). Returns the main database's keys, the ``meta`` entries (None without one) and
+    the topics of the first ``topics`` records of ``log``.
+
+    :raises LedgerError: LMDB refused the file (translated: ``not_lmdb`` for a non-LMDB file).
+    """
+    try:
+        env = lmdb.open(path, subdir=True, readonly=True, lock=False, create=False, max_dbs=32)
+    except lmdb.Error as e:
+        raise translate_lmdb_error(e, path, "open") from e
+    try:
+        with env.begin(write=False) as txn:
+            names = [bytes(key) for key in txn.cursor().iternext(keys=True, values=False)]
+        meta: dict[bytes, bytes] | None = None
+        found: list[str] = []
+        if b"meta" in names:
+            meta_db = env.open_db(b"meta", create=False)
+            with env.begin(write=False) as txn:
+                meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
+        if topics and b"log" in names:
+            log_db = env.open_db(b"log", create=False)
+            with env.begin(write=False) as txn:
+                found = [_topic_of_value(v) for _, v in _first(txn.cursor(db=log_db), topics)]
+    except lmdb.Error as e:
+        raise translate_lmdb_error(e, path, "open") from e
+    finally:
+        env.close()
+    return names, meta, found
+
+
 def _lock_file_writable(path: str) -> bool:
     """Whether this process may write the environment's ``lock.mdb`` (or create it)."""
     lock_file = os.path.join(path, "lock.mdb")
@@ -258,10 +309,20 @@ class _SharedEnvironment:
     consistent snapshot only while no other process writes the store.
     """
 
-    def __init__(self, path: str, map_size: int, *, sync: bool, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        map_size: int,
+        *,
+        sync: bool,
+        readonly: bool = False,
+        engine_store: bool = False,
+    ) -> None:
         self.path = path
         self.sync = sync
         self.readonly = readonly
+        self.engine_store = engine_store
+        """Whether the ledger was checked (and, writable, marked) as an engine store's."""
         self.refcount = 0
         self.gate = _TransactionGate()
         self.write_lock = threading.Lock()
@@ -273,6 +334,14 @@ class _SharedEnvironment:
         self._dbs_lock = threading.Lock()
         self._dbs: dict[bytes, Any] = {}
         check_data_file(path)
+        if os.path.isfile(os.path.join(path, _DATA_FILE)):
+            # Refuse a foreign environment before LMDB opens it for real: that open writes
+            # lock.mdb (creating it when absent), and a refused folder is left as it was.
+            sample = ENGINE_SAMPLE if engine_store else 0
+            present, meta, topics = _read_untouched(path, topics=sample)
+            identity_to_record(path, present, meta, format_version=FORMAT_VERSION)
+            if engine_store:
+                check_engine_ledger(path, meta, topics)
         self.locked = not readonly or _lock_file_writable(path)
         self.tag_index_built = False
         """Whether the store indexes every record's tags (format >= 2), as last seen."""
@@ -364,6 +433,8 @@ class _SharedEnvironment:
         """
         names, meta = self._read_identity()
         missing = identity_to_record(self.path, names, meta, format_version=FORMAT_VERSION)
+        if self.engine_store and (meta or {}).get(STORE_KIND_KEY) is None:
+            missing[STORE_KIND_KEY] = ENGINE_STORE  # checked by the untouched read first
         if missing and not self.readonly:
 
             def record(txn: Any) -> None:
@@ -374,6 +445,27 @@ class _SharedEnvironment:
             self._run_write(record)
         stored = (meta or {}).get(FORMAT_KEY) or missing.get(FORMAT_KEY)
         self.tag_index_built = self.parse_format(stored) >= TAG_INDEX_FORMAT
+
+    def check_engine_store(self) -> None:
+        """Check (and, writable, mark) an environment that this process opened without the
+        engine-store check as the ledger of an engine's store (see
+        :func:`~memory_ledger.ledger.store_identity.check_engine_ledger`).
+
+        :raises ForeignStoreError: ``"foreign_ledger"``.
+        """
+        if self.engine_store:
+            return
+        meta_db, log_db = self.db(b"meta"), self.db(b"log")
+        with self.env.begin(write=False) as txn:
+            meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
+            topics = [_topic_of_value(v) for _, v in _first(txn.cursor(db=log_db), ENGINE_SAMPLE)]
+        if check_engine_ledger(self.path, meta, topics) and not self.readonly:
+
+            def record(txn: Any) -> None:
+                txn.put(STORE_KIND_KEY, ENGINE_STORE, db=meta_db, overwrite=False)
+
+            self._run_write(record)
+        self.engine_store = True
 
     def _log_is_empty(self, txn: Any) -> bool:
         try:
@@ -601,7 +693,13 @@ class _Registry:
         self._envs: dict[str, _SharedEnvironment] = {}
 
     def acquire(
-        self, path: str, map_size: int, *, sync: bool, readonly: bool = False
+        self,
+        path: str,
+        map_size: int,
+        *,
+        sync: bool,
+        readonly: bool = False,
+        engine_store: bool = False,
     ) -> _SharedEnvironment:
         """The process's environment on ``path``, opened now if needed.
 
@@ -630,10 +728,17 @@ class _Registry:
                             msg, path=key, reason_code=_errno_reason(e)
                         ) from e
                 try:
-                    shared = _SharedEnvironment(key, map_size, sync=sync, readonly=readonly)
+                    shared = _SharedEnvironment(
+                        key, map_size, sync=sync, readonly=readonly, engine_store=engine_store
+                    )
                 except lmdb.Error as e:
                     raise translate_lmdb_error(e, key, "open") from e
                 self._envs[key] = shared
+            elif engine_store:
+                try:
+                    shared.check_engine_store()
+                except lmdb.Error as e:
+                    raise translate_lmdb_error(e, key, "open") from e
             shared.refcount += 1
             return shared
 
@@ -657,7 +762,7 @@ def _errno_reason(error: OSError) -> str:
     if error.errno == errno.EROFS:
         return "read_only_file_system"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "no_space"
+        return "disk_full"
     return "ledger_unavailable"
 
 
@@ -677,6 +782,9 @@ class LMDBDatastore:
     :param readonly: open the store read-only (it must exist): every write raises
         :class:`~memory_ledger.ledger.errors.LedgerReadOnlyError`. Audits of a store the
         user can only read use it.
+    :param engine_store: the ledger of a memory-ledger engine's store: refuse (untouched) a
+        ledger written by another application through this module, and record
+        ``store_kind`` in a new or adopted one (:mod:`memory_ledger.ledger.store_identity`).
     :raises LedgerOperationalError: (an ``OperationalError``) the directory cannot be
         created or opened; the message names it.
     :raises ForeignStoreError: the directory holds another application's LMDB, an empty
@@ -693,6 +801,7 @@ class LMDBDatastore:
         originator_id_type: OriginatorIdType = "uuid",
         poll_interval: float = 0.05,
         readonly: bool = False,
+        engine_store: bool = False,
     ) -> None:
         self.path = path
         self.sync = sync
@@ -700,7 +809,7 @@ class LMDBDatastore:
         self.originator_id_type: OriginatorIdType = originator_id_type
         self.poll_interval = poll_interval
         self._shared: _SharedEnvironment | None = _registry.acquire(
-            path, map_size, sync=sync, readonly=readonly
+            path, map_size, sync=sync, readonly=readonly, engine_store=engine_store
         )
 
     @property
@@ -1637,6 +1746,8 @@ class LMDBFactory(
     name): ``LMDB_PATH`` (required, a directory), ``LMDB_MAP_SIZE`` (bytes),
     ``LMDB_SYNC`` (y/n, default y), ``LMDB_POLL_INTERVAL`` (seconds),
     ``LMDB_READONLY`` (y/n, default n: open an existing store read-only),
+    ``LMDB_ENGINE_STORE`` (y/n, default n: the ledger of an engine's store, see
+    :class:`LMDBDatastore`'s ``engine_store``),
     ``ORIGINATOR_ID_TYPE`` (``uuid`` or ``text``).
 
     :raises LedgerSettingError: (an ``OSError``, as the library's SQLite factory raises) a
@@ -1650,6 +1761,7 @@ class LMDBFactory(
     LMDB_SYNC = "LMDB_SYNC"
     LMDB_POLL_INTERVAL = "LMDB_POLL_INTERVAL"
     LMDB_READONLY = "LMDB_READONLY"
+    LMDB_ENGINE_STORE = "LMDB_ENGINE_STORE"
     ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
     CREATE_TABLE = "CREATE_TABLE"
 
@@ -1697,6 +1809,15 @@ class LMDBFactory(
                 f"{raw_readonly!r}"
             )
             raise LedgerSettingError(msg) from None
+        raw_engine = self.env.get(self.LMDB_ENGINE_STORE, "n") or "n"
+        try:
+            engine_store = bool(strtobool(raw_engine))
+        except ValueError:
+            msg = (
+                f"LMDB environment value for key '{self.LMDB_ENGINE_STORE}' is not y/n: "
+                f"{raw_engine!r}"
+            )
+            raise LedgerSettingError(msg) from None
         originator_id_type = (self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid").lower()
         if originator_id_type not in ("uuid", "text"):
             msg = (
@@ -1711,6 +1832,7 @@ class LMDBFactory(
             originator_id_type=cast(OriginatorIdType, originator_id_type),
             poll_interval=poll_interval,
             readonly=readonly,
+            engine_store=engine_store,
         )
 
     def _int_setting(self, key: str, default: int) -> int:

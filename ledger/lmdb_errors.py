@@ -26,18 +26,25 @@ LMDB error                                    translated to (reason code)
 ``InvalidParameterError``, ``NotFoundError``   ``LedgerProgrammingError`` (ledger_programming)
 ``EnvEncryptionError``                        ``LedgerNotSupportedError``
 ``lmdb.Error`` (an ``errno``)                 ``LedgerOperationalError`` (permission_denied,
-                                              read_only_file_system, no_space, ...)
+                                              read_only_file_system, ...)
 ============================================  =============================================
+
+A full disk (``ENOSPC``, or an input/output error while the ledger's file system has no
+space left: :func:`memory_ledger.ledger.disk_full.is_disk_full`) is
+``LedgerDiskFullError`` (``disk_full``), whatever LMDB class reported it, with a one-line
+message naming the cause and the folder.
 """
 
 from __future__ import annotations
 
 import lmdb
 
+from memory_ledger.ledger.disk_full import disk_full_message, is_disk_full
 from memory_ledger.ledger.errors import (
     ForeignStoreError,
     LedgerDamagedError,
     LedgerDataError,
+    LedgerDiskFullError,
     LedgerError,
     LedgerFormatError,
     LedgerIntegrityError,
@@ -84,8 +91,8 @@ _BY_CLASS: tuple[tuple[type[lmdb.Error], type[LedgerError], str | None], ...] = 
 _ERRNO_REASONS = (
     ("permission denied", "permission_denied"),
     ("read-only file system", "read_only_file_system"),
-    ("no space left", "no_space"),
-    ("disk quota", "no_space"),
+    ("no space left", "disk_full"),
+    ("disk quota", "disk_full"),
     ("no such file", "not_found"),
     ("not a directory", "not_a_directory"),
     ("input/output error", "io_error"),
@@ -112,6 +119,8 @@ def translate_lmdb_error(error: lmdb.Error, path: str, action: str = "use") -> L
         module table), whose message names ``path`` and the driver's message.
     """
     detail = str(error) or type(error).__name__
+    if is_disk_full(error, path):
+        return LedgerDiskFullError(disk_full_message("the LMDB ledger", path, detail), path=path)
     typed, reason = _classify(error, detail)
     msg = f"cannot {action} the LMDB ledger at {path!r}: {detail}"
     return typed(msg, path=path, reason_code=reason)

@@ -17,6 +17,15 @@ On open the folder is refused, untouched, with
   ``event_tags``, ``agg:*``), or
   the ledger's ``format_version`` is missing.
 
+The ledger of an engine's store also records ``store_kind``: ``memory-engine``
+(:data:`ENGINE_STORE`), written when an engine creates (or first adopts) it. The engine
+opens an LMDB ledger only with that record (:func:`check_engine_ledger`): a ledger written by
+another ``eventsourcing`` application through this package's persistence module (same
+``application``, but its own aggregates' events) is refused, untouched, with
+``reason_code`` ``"foreign_ledger"``. A ledger without the record whose log is empty, or whose
+first records are all memory-ledger events (a store written before the record existed, or
+rebuilt by a replay tool), is adopted: the record is written on the next writable open.
+
 A store written before identities were recorded (``meta`` with ``format_version`` only,
 nothing but the ledger's own databases) is adopted: its identity is recorded on the next
 writable open. Once a store carries the identity, named databases added by later versions
@@ -35,6 +44,10 @@ from memory_ledger.ledger.errors import ForeignStoreError, LedgerFormatError
 __all__ = [
     "APPLICATION",
     "APPLICATION_KEY",
+    "ENGINE_STORE",
+    "ENGINE_TOPIC_PREFIX",
+    "STORE_KIND_KEY",
+    "check_engine_ledger",
     "FORMAT_KEY",
     "LEDGER_DATABASES",
     "STORE_ID_KEY",
@@ -49,6 +62,13 @@ APPLICATION = b"memory-ledger"
 APPLICATION_KEY = b"application"
 STORE_ID_KEY = b"store_id"
 FORMAT_KEY = b"format_version"
+STORE_KIND_KEY = b"store_kind"
+ENGINE_STORE = b"memory-engine"
+"""The ``store_kind`` value of the ledger of an engine's store."""
+ENGINE_TOPIC_PREFIX = "memory_ledger."
+"""Every event the engine records has a topic in this package."""
+ENGINE_SAMPLE = 64
+"""How many of a ledger's first records :func:`check_engine_ledger` is given."""
 
 LEDGER_DATABASES = frozenset({b"meta", b"log", b"index", b"tracking", b"tags", b"event_tags"})
 """Named databases every ledger has (plus ``agg:<purpose>`` ones of aggregate recorders)."""
@@ -162,3 +182,37 @@ def identity_to_record(
     if STORE_ID_KEY not in meta:
         missing[STORE_ID_KEY] = str(uuid.uuid4()).encode("ascii")
     return missing
+
+
+def check_engine_ledger(
+    path: str, meta: Mapping[bytes, bytes] | None, topics: Iterable[str]
+) -> bool:
+    """Check that the LMDB ledger at ``path`` is the ledger of an engine's store; return
+    whether its ``store_kind`` record is still to be written (an adopted ledger).
+
+    :param meta: the entries of its ``meta`` database (None: a new ledger).
+    :param topics: the topics of the log's first records (at most :data:`ENGINE_SAMPLE`).
+    :raises ForeignStoreError: ``reason_code`` ``"foreign_ledger"``: another application's
+        ledger (another ``store_kind``, or a record whose topic is not memory-ledger's),
+        naming the folder and the first foreign topic.
+    """
+    kind = (meta or {}).get(STORE_KIND_KEY)
+    if kind == ENGINE_STORE:
+        return False
+    if kind is not None:
+        shown = kind.decode("utf-8", "replace")
+        msg = (
+            f"the LMDB ledger at {path!r} is not the ledger of a memory store (its store_kind "
+            f"is {shown!r}); it is left untouched"
+        )
+        raise ForeignStoreError(msg, path=path, reason_code="foreign_ledger")
+    foreign = next((t for t in topics if not t.startswith(ENGINE_TOPIC_PREFIX)), None)
+    if foreign is not None:
+        msg = (
+            f"the LMDB ledger at {path!r} was written by another eventsourcing application "
+            f"(it records {foreign!r} events and has no memory-store identity), not by a "
+            "memory-ledger engine; it is left untouched (open it with the application that "
+            "wrote it, or give the engine another folder)"
+        )
+        raise ForeignStoreError(msg, path=path, reason_code="foreign_ledger")
+    return True

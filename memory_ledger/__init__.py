@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.async_session import AsyncMemorySession
     from memory_ledger.commands.direct import DirectResult
     from memory_ledger.commands.engine import MemoryEngine
-    from memory_ledger.commands.errors import MemoryLedgerError
+    from memory_ledger.commands.errors import EngineClosedError, MemoryLedgerError
     from memory_ledger.commands.extraction import RecordedExtractor
     from memory_ledger.commands.recall import RecallHit, RecallResult
     from memory_ledger.commands.session import MemorySession
@@ -45,6 +45,7 @@ __all__ = [
     "AsyncMemoryEngine",
     "AsyncMemorySession",
     "DirectResult",
+    "EngineClosedError",
     "KeyWrapper",
     "LocalMasterKey",
     "MasterKeyError",
@@ -66,6 +67,7 @@ __getattr__, __dir__ = lazy_exports(
         "AsyncMemorySession": "memory_ledger.commands.async_session",
         "DirectResult": "memory_ledger.commands.direct",
         "MemoryEngine": "memory_ledger.commands.engine",
+        "EngineClosedError": "memory_ledger.commands.errors",
         "MemoryLedgerError": "memory_ledger.commands.errors",
         "MemorySession": "memory_ledger.commands.session",
         "Namespace": "memory_ledger.ledger.ids",
@@ -82,6 +84,9 @@ __getattr__, __dir__ = lazy_exports(
 
 def open(path: str | os.PathLike[str] | None = None, **options: Any) -> MemoryEngine:  # noqa: A001
     """Open (or create) the memory store in folder ``path``; use it as a context manager.
+
+    ``path`` is required (None only with ``config=`` naming ``store_dir``); ``""`` is refused
+    (``InvalidArgumentError``, ``reason_code`` ``"empty_path"`` / ``"path_required"``).
 
     The same as :meth:`MemoryEngine.open` (its keyword ``options``: ``sync``, ``config``,
     ``create``, ``embeddings``, ...). The engine it returns offers the direct commands

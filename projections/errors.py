@@ -23,6 +23,8 @@ any other ``duckdb.Error``             :class:`ProjectionError` (projection_erro
 
 from __future__ import annotations
 
+import os
+
 import duckdb
 from eventsourcing.persistence import (
     DatabaseError,
@@ -34,10 +36,12 @@ from eventsourcing.persistence import (
     ProgrammingError,
 )
 
-from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.ledger.disk_full import disk_full_message, is_disk_full, says_no_space
+from memory_ledger.ledger.errors import DiskFullError, MemoryLedgerError
 
 __all__ = [
     "ProjectionDamagedError",
+    "ProjectionDiskFullError",
     "ProjectionDataError",
     "ProjectionError",
     "ProjectionIntegrityError",
@@ -47,6 +51,7 @@ __all__ = [
     "ProjectionProgrammingError",
     "ProjectionUnavailableError",
     "is_damage",
+    "rollback_quietly",
     "translate_duckdb_error",
 ]
 
@@ -100,6 +105,12 @@ class ProjectionOperationalError(ProjectionError, OperationalError):
     reason_code = "projection_operational"
 
 
+class ProjectionDiskFullError(DiskFullError, ProjectionOperationalError):
+    """The projection file cannot be written: no space left on its device (``disk_full``;
+    a :class:`~memory_ledger.ledger.errors.DiskFullError`). The file is not damaged and not
+    set aside; the ledger holds everything (read models are rebuilt from it)."""
+
+
 class ProjectionIntegrityError(ProjectionError, IntegrityError):
     """A read-model constraint failed."""
 
@@ -124,11 +135,23 @@ class ProjectionNotSupportedError(ProjectionError, NotSupportedError):
     reason_code = "projection_not_supported"
 
 
+def rollback_quietly(conn: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the open transaction of ``conn`` while another error is on its way: a
+    write that failed (a full disk, an I/O error) may have ended the transaction already,
+    and DuckDB's "cannot rollback - no transaction is active" must not hide the cause."""
+    try:
+        conn.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
+
+
 def is_damage(error: BaseException) -> bool:
     """Whether a DuckDB error says the file itself is damaged (short read, bad checksum,
-    corrupt block), rather than a bad query or a lock."""
+    corrupt block), rather than a bad query, a lock or a full disk."""
     if not isinstance(error, duckdb.Error):
         return False
+    if says_no_space(error):
+        return False  # the file is sound; the store's guard names the full disk
     text = str(error).lower()
     return isinstance(error, duckdb.IOException) or any(
         word in text for word in ("corrupt", "checksum", "could not read enough bytes")
@@ -150,6 +173,10 @@ def translate_duckdb_error(error: duckdb.Error, path: str, action: str = "use") 
     file ``path`` (raise it ``from error``). Damage is not marked here: see
     :meth:`memory_ledger.projections.store.ProjectionStore.guard`.
     """
+    folder = os.path.dirname(os.path.abspath(path)) if path != ":memory:" else "."
+    if is_disk_full(error, folder):
+        msg = disk_full_message("the projection file", folder, str(error))
+        return ProjectionDiskFullError(msg, path=path)
     typed: type[ProjectionError] = ProjectionError
     for driver_class, candidate in _BY_CLASS:
         if isinstance(error, driver_class):

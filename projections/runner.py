@@ -38,6 +38,7 @@ from memory_ledger.projections.columnar import (
     uuid_text,
 )
 from memory_ledger.projections.erasure import erase_namespace_rows
+from memory_ledger.projections.errors import rollback_quietly
 from memory_ledger.projections.fold import PROJECTED_EVENTS, KnownKeys, fold_page
 from memory_ledger.projections.store import ProjectionStore
 
@@ -298,7 +299,7 @@ class ProjectionRunner:
                 fault("projections.commit")
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback_quietly(conn)  # a failed write may have ended the transaction
                 self._position = None
                 self._known = None
                 raise

@@ -23,6 +23,7 @@ from typing import IO
 
 import duckdb
 
+from memory_ledger.ledger.errors import DiskFullError
 from memory_ledger.projections.errors import (
     ProjectionDamagedError,
     ProjectionError,
@@ -39,6 +40,7 @@ __all__ = [
     "ProjectionUnavailableError",
     "damage_marker",
     "remove_idle_slots",
+    "remove_set_aside",
     "rewrite_file",
     "is_damage",
 ]
@@ -90,12 +92,28 @@ def rewrite_file(path: Path) -> None:
         os.close(fd)
 
 
+def remove_set_aside(directory: str | os.PathLike[str]) -> list[str]:
+    """Delete every damaged projection file that was set aside under ``directory``
+    (``slot-N.duckdb.damaged-PID`` and its WAL's ``slot-N.duckdb.wal.damaged-PID``): no
+    process uses one, and it may hold rows of any namespace in clear. Returns their names.
+
+    :raises OSError: a file cannot be deleted (its error, naming it).
+    """
+    removed = []
+    for path in sorted(Path(directory).glob("slot-*.duckdb*.damaged-*")):
+        path.unlink(missing_ok=True)
+        removed.append(str(path))
+    return removed
+
+
 def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None) -> int:
     """Delete the files of every projection slot under ``directory`` that no process holds
-    (each is rebuilt from the ledger when next claimed), except the file ``keep``; return
-    how many slots are held by running processes (left alone: they drop erased rows at
-    their next catch-up and rewrite their file when they close)."""
+    (each is rebuilt from the ledger when next claimed), except the file ``keep``, and every
+    damaged file set aside there (:func:`remove_set_aside`); return how many slots are held
+    by running processes (left alone: they drop erased rows at their next catch-up and
+    rewrite their file when they close)."""
     folder = Path(directory)
+    remove_set_aside(folder)
     busy = 0
     for slot in range(MAX_SLOTS):
         path = folder / f"slot-{slot}.duckdb"
@@ -110,7 +128,7 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
             except OSError:
                 busy += 1
                 continue
-            for name in (path, path.with_name(path.name + ".wal")):
+            for name in (path, path.with_name(path.name + ".wal"), damage_marker(path)):
                 name.unlink(missing_ok=True)
     return busy
 
@@ -250,6 +268,9 @@ class ProjectionStore:
                 if _is_lock_conflict(e.__cause__):  # a process outside the engine has it open
                     lock.close()
                     continue
+                if isinstance(e, DiskFullError):  # the file is sound: never set it aside
+                    lock.close()
+                    raise
                 # We hold the slot's lock, so nobody else uses this file: it is damaged.
                 # Read models are disposable: set it aside and rebuild from the ledger.
                 try:
@@ -299,9 +320,10 @@ class ProjectionStore:
         try:
             yield
         except duckdb.Error as e:
-            if is_damage(e):
+            typed = translate_duckdb_error(e, self.path, action)
+            if is_damage(e) and not isinstance(typed, DiskFullError):
                 raise self.mark_damaged(e) from e
-            raise translate_duckdb_error(e, self.path, action) from e
+            raise typed from e
 
     def position(self) -> int:
         """The last ledger position applied to the read models (0 when none)."""

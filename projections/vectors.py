@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.faults import fault
+from memory_ledger.projections.errors import rollback_quietly
 
 __all__ = ["FIELDS", "PendingMemory", "StoredVectors", "VectorStore"]
 
@@ -362,7 +363,7 @@ class VectorStore:
             fault("vectors.commit")
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            rollback_quietly(self.conn)  # a failed write may have ended the transaction
             raise
         return base + count
 

@@ -176,7 +176,7 @@ def copy_log(source: LedgerLog, ledger: Path, page: int = 2000) -> tuple[int, st
     :raises IntegrityError: a record does not chain (the source is damaged).
     """
     head = source.max_notification_id() or 0
-    datastore = LMDBDatastore(str(ledger))
+    datastore = LMDBDatastore(str(ledger), engine_store=True)  # a store's ledger
     try:
         target = LMDBApplicationRecorder(datastore)
         batch: list[tuple[int, bytes]] = []

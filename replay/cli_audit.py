@@ -108,10 +108,14 @@ def verify(
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering.
 
     An encrypted store verifies without its master key too (the chain covers the sealed
-    bytes): sealed payloads are then checked for their envelope only.
+    bytes): sealed payloads are then checked for their envelope only. A record that stops
+    the store from opening (a tampered erasure record) is named the same way, with or
+    without the key: the ledger is then verified alone.
     """
     from memory_ledger.commands.engine import MemoryEngine  # the engine's imports: on use
+    from memory_ledger.ledger.errors import LedgerDamagedError
     from memory_ledger.ledger.key_errors import MasterKeyError
+    from memory_ledger.ledger.mapper import EventDecodeError
     from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
 
     with common.user_errors():
@@ -123,6 +127,10 @@ def verify(
         except MasterKeyError as e:
             if e.reason_code != "master_key_missing":
                 raise
+            report = verify_ledger(folder, config.ledger or None)
+        except (EventDecodeError, LedgerDamagedError, msgspec.DecodeError):
+            # Opening reads records (the erasure records, to check no erased key is live):
+            # a tampered one stops the open. Verify the ledger alone, which names it.
             report = verify_ledger(folder, config.ledger or None)
         else:
             with engine:

@@ -39,6 +39,7 @@ from memory_ledger.ledger.errors import (
     ForeignStoreError,
     LedgerDamagedError,
     LedgerDataError,
+    LedgerDiskFullError,
     LedgerError,
     LedgerFormatError,
     LedgerIntegrityError,
@@ -104,12 +105,20 @@ def test_lmdb_errors_map_to_typed_errors_naming_the_path(
         assert translated.reason_code == reason
 
 
+def test_no_space_left_is_a_disk_full_error_naming_the_folder() -> None:
+    translated = translate_lmdb_error(
+        lmdb.Error("/s/ledger: No space left on device"), "/s/ledger", "open"
+    )
+    assert type(translated) is LedgerDiskFullError and translated.reason_code == "disk_full"
+    assert isinstance(translated, LedgerOperationalError)
+    assert "no space left on device" in str(translated) and "/s/ledger" in str(translated)
+
+
 @pytest.mark.parametrize(
     ("message", "reason"),
     [
         ("/s/ledger: Permission denied", "permission_denied"),
         ("/s/ledger: Read-only file system", "read_only_file_system"),
-        ("/s/ledger: No space left on device", "no_space"),
         ("/s/ledger: something else", "ledger_unavailable"),
     ],
 )

@@ -352,6 +352,68 @@ def test_verify_without_the_master_key(
     assert "does not match its hash" in tampered.stderr
 
 
+@pytest.mark.parametrize("with_key", [True, False])
+def test_a_tampered_erasure_record_is_named_with_or_without_the_key(
+    erased_store: tuple[Path, dict[str, str]],
+    key_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    with_key: bool,
+) -> None:
+    store, _ = erased_store
+    monkeypatch.delenv(ENV_MASTER_KEY_FILE)
+    data = store / "ledger" / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    at = raw.find(b"key_ids", raw.find(b"NamespaceErased"))
+    assert at > 0
+    raw[at] ^= 0x01  # a field name: the payload no longer decodes as a NamespaceErased
+    data.write_bytes(bytes(raw))
+    key = ["--master-key-file", str(key_file)] if with_key else []
+    tampered = invoke("verify", "--store", str(store), *key, code=1)
+    assert "tampered" in tampered.stderr and "does not match its hash" in tampered.stderr
+    report = json.loads(invoke("verify", "--store", str(store), *key, "--json", code=1).stdout)
+    assert not report["ok"] and report["first_bad_position"] == report["head"]
+
+
+def files_holding(folder: Path, canary: bytes) -> list[str]:
+    """Every file under ``folder`` whose bytes contain ``canary``."""
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and canary in p.read_bytes()
+    )
+
+
+def test_erase_leaves_no_copy_in_a_set_aside_projection_file(
+    tmp_path: Path, key_file: Path
+) -> None:
+    store = tmp_path / "store"
+    fill(store, key_file.read_bytes())
+    slot = store / "projections" / "slot-0.duckdb"
+    (slot.parent / (slot.name + ".damaged")).touch()  # found damaged: set aside at open
+    with memory_ledger.open(store, master_key=key_file) as engine:
+        assert engine.recall(ALICE, SECRET)  # rebuilt from the ledger
+        aside = list(slot.parent.glob("slot-0.duckdb*.damaged-*"))
+        assert aside, "the damaged file was set aside"
+        assert any(SECRET.encode() in p.read_bytes() for p in aside), "the canary is there"
+        engine.erase("acme", "alice")
+    for canary in (SECRET.encode(), f"{SECRET}tag".encode(), b"alice"):
+        assert files_holding(store, canary) == [], canary
+    assert not list(slot.parent.glob("*.damaged*"))
+    with memory_ledger.open(store, master_key=key_file) as engine:  # still works
+        assert engine.recall(BOB, KEPT)
+
+
+def test_a_file_set_aside_after_an_erasure_is_deleted_at_open(
+    erased_store: tuple[Path, dict[str, str]], key_file: Path
+) -> None:
+    store, _ = erased_store
+    aside = store / "projections" / "slot-7.duckdb.damaged-1234"
+    aside.write_bytes(b"rows of " + SECRET.encode())  # set aside by a host busy at erasure
+    with memory_ledger.open(store, master_key=key_file) as engine:
+        assert engine.recall(BOB, KEPT)
+    assert not aside.exists()
+
+
 def test_backup_keeps_the_keys_and_restore_reads_it(
     erased_store: tuple[Path, dict[str, str]], tmp_path: Path, key_file: Path
 ) -> None:

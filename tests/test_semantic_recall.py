@@ -31,6 +31,7 @@ from memory_ledger.commands.embeddings import (
     content_digest,
     embedding_text,
 )
+from memory_ledger.commands.errors import VectorsPendingError
 from memory_ledger.commands.recall import (
     DEFAULT_FUSION,
     PLAIN_RRF,
@@ -374,6 +375,25 @@ def test_a_failing_indexer_leaves_commands_and_lexical_recall_working(
         provider.mode = "ok"
         assert engine.wait_for_vectors(30) is True
         assert engine.semantic_status(namespace).state == "ready"
+
+
+def test_a_timeout_can_raise_vectors_pending_naming_the_count_and_cause(
+    store: Path, namespace: Namespace
+) -> None:
+    provider = BagProvider()
+    provider.mode = "raise"
+    with open_engine(store, provider, background=True) as engine:
+        remember(engine, namespace, "s1", make_item(ZOLTAN), make_item(ESPRESSO))
+        with pytest.raises(VectorsPendingError) as raised:
+            engine.wait_for_vectors(0.3, namespace, raise_on_timeout=True)
+        assert raised.value.reason_code == "vectors_pending"
+        assert isinstance(raised.value, TimeoutError)
+        pending = raised.value.pending
+        assert pending >= 2 and f"{pending} vectors" in str(raised.value)
+        assert raised.value.cause == "provider_failed" and "provider_failed" in str(raised.value)
+        assert engine.wait_for_vectors(0.05) is False  # the default still returns False
+        provider.mode = "ok"
+        assert engine.wait_for_vectors(30, raise_on_timeout=True) is True
 
 
 # 5. Vector reuse ---------------------------------------------------------------------------

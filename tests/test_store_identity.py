@@ -16,13 +16,15 @@ from pathlib import Path
 
 import lmdb
 import pytest
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import DatabaseError
 
 from memory_ledger import MemoryLedgerError
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger.errors import ForeignStoreError, LedgerFormatError
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBDatastore
-from memory_ledger.ledger.store_identity import APPLICATION
+from memory_ledger.ledger.store_identity import APPLICATION, ENGINE_STORE, STORE_KIND_KEY
 from memory_ledger.replay import backup_store
 
 NS = Namespace("acme", "alice", "assistant")
@@ -172,6 +174,7 @@ def make_legacy(path: Path) -> None:
         with env.begin(write=True) as txn:
             txn.delete(b"application", db=meta)
             txn.delete(b"store_id", db=meta)
+            txn.delete(STORE_KIND_KEY, db=meta)
     finally:
         env.close()
 
@@ -197,3 +200,73 @@ def test_the_datastore_itself_refuses_a_foreign_environment(tmp_path: Path) -> N
         LMDBDatastore(str(tmp_path / "other"))
     with pytest.raises(LedgerFormatError):  # a ForeignStoreError is a format refusal too
         LMDBDatastore(str(tmp_path / "other"), readonly=True)
+
+
+class _Dog(Aggregate):
+    @event("Registered")
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _ledger_of_another_application(ledger: Path) -> None:
+    """What the README's InfrastructureFactory block lets another application write."""
+
+    class Kennel(Application):
+        env = {"PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb", "LMDB_PATH": str(ledger)}
+
+    app = Kennel()
+    app.save(_Dog("fido"))
+    app.factory.close()
+
+
+def files_as_they_are(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Bytes and mtime (ns) of every file under ``folder``, the lock file included."""
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_ledger_of_another_eventsourcing_application_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    _ledger_of_another_application(store / "ledger")
+    assert read_meta(store / "ledger")[b"application"] == APPLICATION  # same module
+    before = files_as_they_are(store)
+    for read_only in (False, True):
+        with pytest.raises(ForeignStoreError) as raised:
+            MemoryEngine.open(store, read_only=read_only)
+        assert raised.value.reason_code == "foreign_ledger"
+        assert str(store / "ledger") in str(raised.value) and "Dog.Registered" in str(raised.value)
+        assert files_as_they_are(store) == before
+    assert sorted(p.name for p in store.iterdir()) == ["ledger"], "no projection folder made"
+
+
+def test_a_refused_foreign_folder_gets_no_lock_file(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    lmdb_with(store / "ledger", named_databases)
+    (store / "ledger" / "lock.mdb").unlink()
+    (store / "other").mkdir()
+    lmdb_with(store / "other" / "ledger", named_databases)
+    before = files_as_they_are(store)
+    with pytest.raises(ForeignStoreError):
+        MemoryEngine.open(store)
+    with pytest.raises(ForeignStoreError):
+        LMDBDatastore(str(store / "other" / "ledger"))  # lock.mdb present: not rewritten
+    assert files_as_they_are(store) == before
+
+
+def test_an_engine_store_records_its_kind_and_a_legacy_one_is_adopted(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with MemoryEngine.open(store, sync=False) as engine:
+        engine.remember(NS, "Alice drinks espresso.")
+    assert read_meta(store / "ledger")[STORE_KIND_KEY] == ENGINE_STORE
+    env = lmdb.open(str(store / "ledger"), max_dbs=8)
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+        txn.delete(STORE_KIND_KEY)
+    env.close()
+    with MemoryEngine.open(store, sync=False) as engine:  # memory-ledger events only
+        assert engine.recall(NS, "espresso")
+    assert read_meta(store / "ledger")[STORE_KIND_KEY] == ENGINE_STORE
