@@ -1,0 +1,88 @@
+"""A direct command is ONE append: one transaction, one sync (issue 25 items 4 and 5).
+
+Before, ``remember`` opened a session (one transaction), applied its command (a second)
+and reconciled it (a third): a SIGKILL between them left ``direct-...`` sessions holding only
+``SessionOpened`` (or that and the unacknowledged command) that nothing reconciled, and a
+backup taken meanwhile could hold half of one. Now SessionOpened, ExplicitCommandApplied,
+SessionSealed, the memory events and SessionReconciled are planned together and appended
+under one append condition (``commands.direct``, ``commands.boundary.append_decision``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memory_ledger
+from memory_ledger.commands import MemoryEngine, Namespace
+from memory_ledger.ledger.events import (
+    ExplicitCommandApplied,
+    SessionOpened,
+    SessionReconciled,
+    SessionSealed,
+)
+
+NS = Namespace("acme", "alice", "assistant")
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
+    with MemoryEngine.open(tmp_path / "store") as opened:
+        yield opened
+
+
+def _appends(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
+    batches: list[list[Any]] = []
+    original = engine.append
+
+    def counted(events: Any, **kwargs: Any) -> list[int]:
+        batches.append(list(events))
+        return original(events, **kwargs)
+
+    monkeypatch.setattr(engine, "append", counted)
+    return batches
+
+
+def test_every_direct_command_is_one_append(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = _appends(engine, monkeypatch)
+    kept = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
+    fixed = engine.correct(NS, "Alice lives in Porto.", target=kept.memory_id)
+    engine.pin(NS, str(fixed.memory_id))
+    engine.forget(NS, "Porto")
+    assert len(batches) == 4
+    for batch in batches:
+        kinds = [type(e) for e in batch]
+        assert kinds[:3] == [SessionOpened, ExplicitCommandApplied, SessionSealed]
+        assert kinds[-1] is SessionReconciled
+        assert len({e.session_id for e in batch}) == 1  # one command, one session
+
+
+def test_a_refused_direct_command_writes_nothing(engine: MemoryEngine) -> None:
+    kept = engine.remember(NS, "Alice lives in Lisbon.")
+    engine.forget(NS, str(kept.memory_id))
+    head = engine.head
+    with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+        engine.correct(NS, "Alice lives in Porto.", target=kept.memory_id)  # forgotten now
+    assert refused.value.reason_code == "unknown_memory"
+    with pytest.raises(memory_ledger.MemoryLedgerError):
+        engine.remember(NS, "Alice's login.", predicate="password", value="Zq8!vR2#mK9pL4xW")
+    assert engine.head == head
+
+
+def test_a_superseded_target_applies_to_the_head_of_its_chain(engine: MemoryEngine) -> None:
+    """The documented choice (README, DESIGN.md section 6): a forget, pin or correct whose
+    target was superseded meanwhile applies to the current value, never 'unknown'."""
+    first = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
+    second = engine.correct(NS, "Alice lives in Porto.", target=first.memory_id)
+    third = engine.correct(NS, "Alice lives in Braga.", target=first.memory_id)  # stale id
+    assert third.target == second.memory_id
+    pinned = engine.pin(NS, str(first.memory_id))
+    assert pinned.target == third.memory_id
+    gone = engine.forget(NS, str(first.memory_id))
+    assert gone.target == third.memory_id
+    assert [hit.statement for hit in engine.recall(NS, "where does Alice live", k=5)] == []
