@@ -38,6 +38,11 @@ MIN_IMPORTANCE = 0.70
 MIN_CONFIDENCE = 0.75
 MIN_STATEMENT_CHARS = 3
 MAX_STATEMENT_CHARS = 2000
+MAX_FIELD_CHARS = {"subject": 256, "predicate": 256, "value": MAX_STATEMENT_CHARS, "tags": 256}
+"""The longest subject, predicate, value and tag accepted (characters): a key or a label,
+not a document (``field_too_long``)."""
+MAX_TAGS = 64
+"""The most tags one item carries (``too_many_tags``)."""
 INJECTION_MARKERS = (
     re.compile(
         r"\b(ignore|disregard|forget)\s+(all\s+|any\s+)?(the\s+)?(previous|prior|above|earlier)\s+"
@@ -159,7 +164,8 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     ``statement_too_long``, ``missing_reason``, ``kind_source_mismatch``,
     ``importance_too_low``, ``confidence_too_low``, ``out_of_range``,
     ``namespace_key_in_tags``, ``unknown_relation_id``, ``secret_detected``,
-    ``prompt_injection``.
+    ``prompt_injection``, ``field_too_long`` (:data:`MAX_FIELD_CHARS`), ``too_many_tags``
+    (:data:`MAX_TAGS`).
     """
     if isinstance(raw, ExtractedItem):
         item = raw
@@ -186,6 +192,12 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         forbidden = forbidden_character(text, line_breaks=True) if text else None
         if forbidden is not None:
             return Rejection("forbidden_character", f"{name} holds {forbidden}", name)
+        limit = MAX_FIELD_CHARS.get(name)
+        if text and limit is not None and len(text) > limit:
+            detail = f"{name} has {len(text)} characters, at most {limit}"
+            return Rejection("field_too_long", detail, name)
+    if len(item.tags) > MAX_TAGS:
+        return Rejection("too_many_tags", f"{len(item.tags)} tags, at most {MAX_TAGS}", "tags")
     if len(statement) < MIN_STATEMENT_CHARS:
         return Rejection(
             "statement_too_short",

@@ -86,3 +86,23 @@ def test_a_superseded_target_applies_to_the_head_of_its_chain(engine: MemoryEngi
     gone = engine.forget(NS, str(first.memory_id))
     assert gone.target == third.memory_id
     assert [hit.statement for hit in engine.recall(NS, "where does Alice live", k=5)] == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"subject": "S" * 100_000}, "field_too_long"),
+        ({"predicate": "p" * 257}, "field_too_long"),
+        ({"value": "v" * 2001}, "field_too_long"),
+        ({"tags": ["t" * 257]}, "field_too_long"),
+        ({"tags": [f"t{i}" for i in range(65)]}, "too_many_tags"),
+    ],
+)
+def test_keys_and_labels_are_bounded(
+    engine: MemoryEngine, fields: dict[str, Any], reason: str
+) -> None:
+    head = engine.head
+    with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+        engine.remember(NS, "Alice lives in Lisbon.", **fields)
+    assert refused.value.reason_code == reason
+    assert engine.head == head
