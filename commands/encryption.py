@@ -21,12 +21,12 @@ import os
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID, uuid4
 
 import msgspec
-from eventsourcing.persistence import IntegrityError
 
+from memory_ledger.commands.boundary import DecisionReads, append_decision
 from memory_ledger.ledger.errors import LedgerReadOnlyError
 from memory_ledger.ledger.events import ERASURE_NAMESPACE, NamespaceErased
 from memory_ledger.ledger.faults import fault
@@ -212,8 +212,7 @@ def record_erasures(engine: MemoryEngine) -> dict[UUID, int]:
     appended: dict[UUID, int] = {}
     for command, records in commands.items():
         stream = erasure_stream_id(command)
-        if engine.load_stream(stream):
-            continue
+
         event = NamespaceErased(
             originator_id=stream,
             originator_version=1,
@@ -225,8 +224,14 @@ def record_erasures(engine: MemoryEngine) -> dict[UUID, int]:
             key_ids=tuple(r.key_id for r in records),
             requested_by=records[0].erased_by,
         )
-        try:
-            appended[command] = engine.append([event])[0]
-        except IntegrityError:
-            continue  # another process recorded it first
+
+        def plan(_reads: DecisionReads, stream: UUID = stream, event: Any = event) -> Any:
+            # Recorded already (by another process, or before a restart): nothing to write.
+            return [] if engine.load_stream(stream) else [event]
+
+        # The one decision path: a concurrent recorder takes the stream version, and the
+        # re-plan finds the record written.
+        positions = append_decision(engine, ERASURE_NAMESPACE, plan, what="erase")
+        if positions:
+            appended[command] = positions[0]
     return appended
