@@ -40,6 +40,7 @@ from memory_ledger.ledger.ids import (
     MAX_NAMESPACE_PART_BYTES,
     InvalidNamespaceError,
     Namespace,
+    as_memory_id,
     check_namespace,
     check_session_id,
     command_id,
@@ -277,7 +278,7 @@ class DirectCommands:
         came in, for errors): an id that exists in the LEDGER (any status; the decision
         resolves it to the head of its supersession chain), or the one retrievable memory
         the words name."""
-        wanted = _as_uuid(statement_or_id)
+        wanted = as_memory_id(statement_or_id)
         if wanted is not None:
             if memory_of(self._engine, namespace, wanted) is None:
                 raise UnknownMemoryError(str(wanted))
@@ -522,14 +523,3 @@ def _statement(value: object, name: str) -> str:
         msg = f"{name} holds a secret-shaped value; nothing was recorded"
         raise CommandRejectedError(msg, "secret_detected", parameter=name)
     return text
-
-
-def _as_uuid(value: object) -> UUID | None:
-    if isinstance(value, UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return UUID(value.strip())
-        except ValueError:
-            return None
-    return None

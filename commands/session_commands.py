@@ -31,7 +31,7 @@ from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryPruned,
 )
-from memory_ledger.ledger.ids import command_id, memory_id, normalize_statement
+from memory_ledger.ledger.ids import as_memory_id, command_id, memory_id, normalize_statement
 
 __all__ = ["CommandResult", "Intent", "SessionCommands"]
 
@@ -131,7 +131,14 @@ class SessionCommands(SessionRecall):
             raise SessionSealedError(msg)
         target_doc: MemoryDoc | None = None
         if target is not None and intent in ("forget", "pin", "correct"):
+            # An id corrected since the caller read it names the head of its chain (the
+            # policy of every surface, ``commands.boundary``); finish() resolves it again.
             target_doc = self.engine.retrievable_memory(self.namespace, target)
+            if target_doc is None:
+                wanted = as_memory_id(target)
+                head = DecisionReads(self.engine, self.namespace).head(wanted) if wanted else None
+                if head is not None:
+                    target_doc = self.engine.retrievable_memory(self.namespace, head)
             if target_doc is None:
                 raise UnknownMemoryError(str(target))
         target = None if target_doc is None else UUID(target_doc.memory_id)

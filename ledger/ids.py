@@ -16,6 +16,7 @@ from memory_ledger.ledger.arguments import forbidden_character
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
+    "as_memory_id",
     "ID_ROOT",
     "INVISIBLE_CHARACTERS",
     "InvalidNamespaceError",
@@ -227,3 +228,16 @@ def erasure_stream_id(command: UUID) -> UUID:
     """Stream id of the :class:`~memory_ledger.ledger.events.NamespaceErased` record of one
     erasure command (a retried record hits the same stream)."""
     return uuid5(ID_ROOT, f"erasure\x1f{command}")
+
+
+def as_memory_id(value: object) -> UUID | None:
+    """``value`` as a memory id: a UUID, or a string holding one (surrounding whitespace
+    ignored); None for anything else (a statement, another type)."""
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value.strip())
+        except ValueError:
+            return None
+    return None

@@ -106,3 +106,15 @@ def test_keys_and_labels_are_bounded(
         engine.remember(NS, "Alice lives in Lisbon.", **fields)
     assert refused.value.reason_code == reason
     assert engine.head == head
+
+
+def test_a_session_command_naming_a_superseded_id_applies_to_the_head(
+    engine: MemoryEngine,
+) -> None:
+    first = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
+    second = engine.correct(NS, "Alice lives in Porto.", target=first.memory_id)
+    with engine.session(NS, "chat-1") as session:
+        applied = session.apply_explicit_command("forget", "Lisbon", 1, target=first.memory_id)
+        assert applied.target == second.memory_id
+        report = session.finish()
+    assert report.forgotten == (second.memory_id,)
