@@ -25,7 +25,6 @@ from memory_ledger.commands.boundary import DecisionReads, append_decision, memo
 from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
 from memory_ledger.commands.lexical import shared_stems
 from memory_ledger.commands.reconcile import IN_THIS_BATCH, Reconciler, plan_finish
-from memory_ledger.commands.session_commands import CommandResult
 from memory_ledger.commands.session_stream import utc_now
 from memory_ledger.commands.validation import Rejection, has_visible_text, validate_item
 from memory_ledger.ledger.arguments import check_aware, forbidden_character
@@ -53,6 +52,7 @@ from memory_ledger.ledger.key_errors import NamespaceErasedError
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
     from memory_ledger.commands.recall import MemoryDoc
+    from memory_ledger.commands.session_commands import CommandResult
 
 __all__ = ["DirectCommands", "DirectResult"]
 
@@ -425,6 +425,8 @@ class DirectCommands:
             )
             outcome.update(report=finished.report, command=command)
             return [opened, command, *finished.events]
+
+        from memory_ledger.commands.session_commands import CommandResult  # sessions: on a write
 
         positions = append_decision(engine, namespace, plan, what=f"{intent} ({session_id})")
         report = msgspec.structs.replace(outcome["report"], position=positions[-1])
