@@ -505,15 +505,13 @@ def test_cli_session_scripts_and_forget(world: World) -> None:
     ]
     script = _script(world, "canary.jsonl", steps)
     for extra in ((), ("--json",)):
-        world.run_cli(
-            "run",
-            "run",
-            str(script),
-            "--store",
-            str(world.store),
-            "--record-recalls",
-            *extra,
+        said = world.run_cli(
+            "run", "run", str(script), "--store", str(world.store), "--record-recalls", *extra
         )
+    report = json.loads(said)  # the second run: the turns were recorded by the first
+    assert report["turns_already_recorded"] == len(item_turns()), report
+    assert report["commands_refused"] == 12, report
+    assert {r["reason_code"] for r in report["refusals"]} == {"secret_detected"}, report
     for name, opened in (
         ("secret-session.jsonl", {"op": "open", "session": GITHUB, "namespace": ns}),
         (
@@ -522,7 +520,9 @@ def test_cli_session_scripts_and_forget(world: World) -> None:
         ),
     ):
         bad = _script(world, name, [opened, {"op": "finish", "session": opened["session"]}])
-        world.run_cli(f"run {name}", "run", str(bad), "--store", str(world.store), "--json")
+        world.run_cli(
+            f"run {name}", "run", str(bad), "--store", str(world.store), "--json", ok=(2,)
+        )
     for tenant, principal in ((GITHUB, "alice"), ("acme", AWS_SECRET)):
         world.run_cli(
             "forget",
@@ -536,8 +536,9 @@ def test_cli_session_scripts_and_forget(world: World) -> None:
             "assistant",
             "--store",
             str(world.store),
+            ok=(2,),
         )
-    world.run_cli("explain", "explain", GITHUB, "--store", str(world.store))
+    world.run_cli("explain", "explain", GITHUB, "--store", str(world.store), ok=(2,))
 
 
 # MCP over stdio and HTTP -----------------------------------------------------------------
