@@ -50,7 +50,10 @@ def forget_all(engine: MemoryEngine, namespace: Namespace, *, requested_by: str 
     written and 0 is returned: the ledger records commands that changed memory. ``requested_by``
     is a free label stored with the command (e.g. ``"cli"``).
 
-    :raises InvalidNamespaceError: a namespace part is missing, empty or too long.
+    :raises InvalidNamespaceError: a namespace part is missing, empty or too long, or holds
+        a secret-shaped value (``reason_code`` ``secret_detected``, naming the part, never
+        its value: no memory can be stored under such a namespace, and ``memory-ledger
+        forget`` printed it back).
     :raises ConcurrencyConflictError: concurrent commands kept changing the namespace's
         memories (nothing was written).
     """
@@ -58,6 +61,12 @@ def forget_all(engine: MemoryEngine, namespace: Namespace, *, requested_by: str 
         msg = f"forget_all needs a Namespace, got {type(namespace).__name__}"
         raise InvalidNamespaceError(msg)
     namespace.validated()
+    from memory_ledger.commands.secrets import contains_secret  # detect_secrets: on use
+
+    for label in ("tenant", "principal", "scope_id"):
+        if contains_secret(getattr(namespace, label)):
+            msg = f"{label} holds a secret-shaped value; no memory is stored under it"
+            raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
     forgotten: list[UUID] = []
 
     def plan(reads: DecisionReads) -> Sequence[LedgerEvent]:

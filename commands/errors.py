@@ -176,12 +176,20 @@ class CommandRejectedError(MemoryLedgerError, ValueError):
 class UnknownMemoryError(CommandRejectedError):
     """A memory id names no retrievable memory of the caller's namespace, or a statement
     matches none. A memory of another namespace gets exactly this error, with the same
-    message shape as an id that never existed (the namespace comes from the host)."""
+    message shape as an id that never existed (the namespace comes from the host).
+
+    ``what`` (the id or words the caller named, or the whole message for another
+    ``reason_code``) is shown with its secret-shaped spans redacted (``[REDACTED:<kind>]``):
+    every surface that names an unknown target raises this error, and a canary secret given
+    as a target was echoed in its message."""
 
     reason_code = "unknown_memory"
 
     def __init__(self, what: str, reason_code: str = "unknown_memory") -> None:
-        message = f"unknown memory {what}" if reason_code == "unknown_memory" else what
+        from memory_ledger.commands.secrets import redact  # detect_secrets: on an error only
+
+        shown = redact(str(what)).text
+        message = f"unknown memory {shown}" if reason_code == "unknown_memory" else shown
         super().__init__(message, reason_code)
 
 

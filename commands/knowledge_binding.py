@@ -269,6 +269,12 @@ def _check_citation(binding: KnowledgeBinding, document: KnowledgeDocument) -> N
         raise KnowledgeBindingError("generation_drift", msg)
     if not citation.document_id.strip():
         raise KnowledgeBindingError("malformed_citation", "a citation has no document id")
+    from memory_ledger.commands.secrets import contains_secret  # detect_secrets: on use
+
+    if contains_secret(citation.document_id):
+        # Cited to the model and recorded in KnowledgeServed (refused there at the door).
+        msg = "a citation's document id holds a secret-shaped value"
+        raise KnowledgeBindingError("malformed_citation", msg)
     if citation.digest != markdown_digest(document.markdown):
         msg = f"citation {citation.label()} has a digest that does not match its Markdown"
         raise KnowledgeBindingError("malformed_citation", msg)

@@ -45,7 +45,8 @@ class SessionAdmission(SessionStream):
         records appended under their append condition (``commands.boundary``).
 
         :raises UnknownMemoryError: an item names no memory of this session's namespace (an
-            id of another namespace gets exactly this error); nothing is recorded.
+            id of another namespace gets exactly this error), or (``not_a_memory_id``) its
+            memory id is not a UUID; nothing is recorded.
         """
         self._check_open()
         check_turn_id(turn_id)
@@ -65,7 +66,12 @@ class SessionAdmission(SessionStream):
             if mid is None or revision is None:
                 skipped.append(str(mid))
                 continue
-            wanted.append((UUID(str(mid)), int(revision), tokens))
+            try:
+                memory = UUID(str(mid))
+            except ValueError:
+                msg = f"{str(mid)[:40]!r} is not a memory id"
+                raise UnknownMemoryError(msg, "not_a_memory_id") from None
+            wanted.append((memory, int(revision), tokens))
         admitted: list[tuple[UUID, int]] = []
         revoked: list[tuple[UUID, int]] = []
 

@@ -92,6 +92,26 @@ def _schema_field(message: str) -> str | None:
     return found.group(1) if found else None
 
 
+_SCHEMA_AT = re.compile(r" - at `\$[^`]*`$")
+_QUOTING = {
+    "Invalid enum value": "Invalid enum value",
+    "Object contains unknown field": "Object contains an unknown field",
+}
+"""msgspec messages that quote the caller's text (the value, the field's name), and what
+is kept of them."""
+
+
+def _schema_detail(message: str) -> str:
+    """msgspec's validation ``message`` without the item text it quotes (an invalid enum
+    value, an unknown field's name: a canary secret there was stored in CandidateRejected
+    and echoed by a command's error); the path (`` - at `$.kind```) is kept."""
+    for start, kept in _QUOTING.items():
+        if message.startswith(start):
+            at = _SCHEMA_AT.search(message)
+            return kept + (at.group(0) if at else "")
+    return message
+
+
 _INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me", "Cn", "Co", "Cs"})
 """Unicode categories that show nothing by themselves: controls, format characters
 (zero-width spaces and joiners, direction marks), separators, combining marks without a
@@ -173,7 +193,7 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         try:
             item = msgspec.convert(_relations_as_lists(raw), ExtractedItem)
         except msgspec.ValidationError as e:
-            return Rejection("schema_invalid", str(e), _schema_field(str(e)))
+            return Rejection("schema_invalid", _schema_detail(str(e)), _schema_field(str(e)))
     else:
         return Rejection("not_an_object", f"expected an object, got {type(raw).__name__}")
 

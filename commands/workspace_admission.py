@@ -9,7 +9,9 @@ non-text assets are left out before chunking and before any embedding. Here:
   ``.egg-info``) or a memory-ledger store (a folder holding ``ledger/data.mdb``, or a path
   the host lists in ``AdmissionRules.exclude``); it leaves out by name credential files
   (:data:`CREDENTIAL_NAMES`, :data:`CREDENTIAL_SUFFIXES`) and non-text assets
-  (:data:`BINARY_SUFFIXES`), by size files over ``max_file_bytes``, and symbolic links;
+  (:data:`BINARY_SUFFIXES`), by path files whose relative path holds a secret shape
+  (``secret``: a hit's path is cited to the model and recorded), by size files over
+  ``max_file_bytes``, and symbolic links;
 * the content check (:func:`admit_content`) leaves out bytes holding a NUL byte (binary),
   bytes that are not strict UTF-8, and text in which the engine's secret detection
   (:func:`commands.secrets.contains_secret`) finds a secret.
@@ -244,6 +246,8 @@ def scan_tree(root: Path, rules: AdmissionRules) -> TreeScan:
                 excluded["binary"] += 1
             elif info.st_size > rules.max_file_bytes:
                 excluded["too_large"] += 1
+            elif contains_secret(rel):
+                excluded["secret"] += 1  # its path would reach the model and the ledger
             elif len(files) >= rules.max_files:
                 excluded["file_limit"] += 1
             else:
