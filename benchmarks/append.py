@@ -56,7 +56,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from benchmarks.corpus import BENCH_NAMESPACE, candidate_batches, scratch
 from benchmarks.results import median, percentile, print_table, save
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
 from memory_ledger.ledger.mapper import MsgspecMapper

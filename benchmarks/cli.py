@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
         "load_average_before": os.getloadavg(),
         "targets_s": TARGETS,
     }
-    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine
 
     with scratch("bench_cli_", None) as folder:
         store = folder / "store"

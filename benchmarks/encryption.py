@@ -32,7 +32,7 @@ from benchmarks.catchup import fill as fill_log
 from benchmarks.catchup import generate
 from benchmarks.corpus import BENCH_NAMESPACE, candidate_batches, fill, memories, queries, scratch
 from benchmarks.results import median, print_table, save
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.projections import ProjectionStore
 

@@ -12,7 +12,7 @@ command, the default). Then:
 - finish: ``finish()`` of a session of 20 turns x 5 candidates (80 new facts, 10 exact
   duplicates of canonical memories, 10 new values for an existing subject + predicate),
   timed as a host calls it. The decision reads canonical memory from the ledger (tagged
-  reads, ``commands/boundary.py``) and appends under its append condition; the time in
+  reads, ``commands/canonical/boundary.py``) and appends under its append condition; the time in
   those reads and in the condition check inside the write transaction is shown.
   Baseline: one durable append of as many events as finish wrote.
 

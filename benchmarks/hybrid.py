@@ -2,7 +2,7 @@
 
 The synthetic corpus of the recall benchmark (``benchmarks.corpus``: facts about thousands
 of people, 30 predicates, one namespace) is appended with sync off, then the store is
-reopened durable with the bundled MiniLM provider (``memory_ledger.commands.local_embeddings``, the
+reopened durable with the bundled MiniLM provider (``memory_ledger.commands.embeddings.local``, the
 ``embeddings`` extra) and every memory is embedded (``engine.index_vectors()``, timed:
 vectors/s). Then, for each query ("Where does Maya Chen work?", half by first name only):
 
@@ -10,7 +10,7 @@ vectors/s). Then, for each query ("Where does Maya Chen work?", half by first na
   time is ``RecallResult.semantic.query_embedding_ms``; "excluding the query embedding" is
   the difference (lexical search + exact cosine over every vector + verification + fusion);
 - baselines in the same run: the same recall with the previous default fusion
-  (``commands.fusion.LEGACY_FUSION``: raw scores, statement vectors only; timed alternately
+  (``commands.recall.fusion.LEGACY_FUSION``: raw scores, statement vectors only; timed alternately
   with the new default, query by query), lexical-only recall of the same store
   (``canonical_candidates(semantic=False)``), a bare numpy product of the namespace's
   (n x 384) float32 matrix with a query vector (the floor of exact cosine), and the query
@@ -38,8 +38,8 @@ import numpy as np
 from benchmarks.corpus import BENCH_NAMESPACE, EPOCH, Memory, fill, memories, queries, scratch
 from benchmarks.results import median, percentile, print_table, save
 from memory_ledger.commands import MemoryEngine
-from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
-from memory_ledger.commands.fusion import LEGACY_FUSION
+from memory_ledger.commands.embeddings.base import EmbeddingDescriptor, EmbeddingProvider
+from memory_ledger.commands.recall.fusion import LEGACY_FUSION
 from memory_ledger.ledger.events import LedgerEvent, TranscriptObserved
 from memory_ledger.ledger.ids import session_stream_id
 from memory_ledger.projections.text_index import tokenize
@@ -73,7 +73,7 @@ def make_provider(choice: str) -> EmbeddingProvider:
     if choice == "fake":
         return HashingProvider()
     try:
-        from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
+        from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
 
         return SentenceTransformerProvider()
     except ImportError:

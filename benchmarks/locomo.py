@@ -14,7 +14,7 @@ Channels are read from the engine once per question (``benchmarks.locomo_channel
 fused by ``HybridFusion.fuse_scores`` itself, so the ways compared are exactly the
 engine's: the old default (raw-score fusion, statement vector, alpha 0.7, the lexical
 channel without the conversation window, as shipped before), the new default
-(``commands.fusion.fusion_for`` the provider: min-max, statement and source vectors, the
+(``commands.recall.fusion.fusion_for`` the provider: min-max, statement and source vectors, the
 lexical conversation window, the temporal boost), each channel alone, what the source
 vector, the window and the temporal boost add, plain RRF; the
 engine's own recall with the new default is checked against the simulation
@@ -65,8 +65,8 @@ from benchmarks.locomo_turns import TURN_KS, rank_turns, turn_metrics
 from benchmarks.provider_figures import import_seconds, install_bytes, query_p50_ms
 from benchmarks.results import print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
-from memory_ledger.commands.fusion import LEGACY_FUSION, PLAIN_RRF, HybridFusion, fusion_for
+from memory_ledger.commands.embeddings.base import EmbeddingDescriptor, EmbeddingProvider
+from memory_ledger.commands.recall.fusion import LEGACY_FUSION, PLAIN_RRF, HybridFusion, fusion_for
 from memory_ledger.replay.script import parse_script, run_script
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
@@ -118,7 +118,7 @@ def providers(choice: str) -> list[EmbeddingProvider]:
     out: list[EmbeddingProvider] = []
     if choice in ("auto", "all", "local"):
         try:
-            from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
+            from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
 
             out.append(SentenceTransformerProvider())
         except ImportError:
@@ -126,7 +126,7 @@ def providers(choice: str) -> list[EmbeddingProvider]:
                 raise
     if choice in ("auto", "all", "lite"):
         try:
-            from memory_ledger.commands.lite_embeddings import E5LiteProvider
+            from memory_ledger.commands.embeddings.lite import E5LiteProvider
 
             out.append(E5LiteProvider())
         except ImportError:

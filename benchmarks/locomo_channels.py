@@ -1,10 +1,10 @@
 """Each LoCoMo question's channel scores, read once from the engine, then fused any way.
 
 For every question the engine's own pieces are read once: the lexical ranking (BM25 with
-the source-turn and conversation-window expansion, ``commands.lexical``), lexical rankings
+the source-turn and conversation-window expansion, ``commands.recall.lexical``), lexical rankings
 without the window (subject, statement and source turn) and without any expansion (subject
 and statement: "what each expansion adds"), the memories whose time falls near a date the
-question names (``commands.temporal``), and the verified cosines of the semantic channel
+question names (``commands.recall.temporal``), and the verified cosines of the semantic channel
 per vector field (``statement``, ``source``: top ``depth`` of each plus
 the lexical candidates, as ``MemoryEngine.canonical_candidates`` reads them). Any
 :class:`HybridFusion` is then applied to these with its own ``fuse_scores``, so a grid of
@@ -20,10 +20,10 @@ from dataclasses import field as dataclass_field
 
 from benchmarks.locomo_data import CATEGORIES, Conversation, Question
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.fusion import HybridFusion
-from memory_ledger.commands.lexical import analyze_document, analyze_query
-from memory_ledger.commands.recall import build_index, lexical_search
-from memory_ledger.commands.temporal import occurred_in, query_dates
+from memory_ledger.commands.recall.fusion import HybridFusion
+from memory_ledger.commands.recall.index import build_index, lexical_search
+from memory_ledger.commands.recall.lexical import analyze_document, analyze_query
+from memory_ledger.commands.recall.temporal import occurred_in, query_dates
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 KS = (1, 5, 10)
@@ -43,7 +43,7 @@ class Channels:
     evidence: dict[str, tuple[str, ...]]
     position: dict[str, int]
     dated: frozenset[str] = frozenset()
-    """Memories whose time falls near a date the question names (``commands.temporal``)."""
+    """Memories whose time falls near a date the question names (``commands.recall.temporal``)."""
     subjects: dict[str, str] = dataclass_field(default_factory=dict)
     """Each memory's subject (LoCoMo: the speaker the observation is about)."""
 

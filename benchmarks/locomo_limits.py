@@ -6,7 +6,7 @@ The channels of every question are read from the engine once per provider, exact
 ``python -m benchmarks locomo`` reads them (``benchmarks.locomo_channels.collect``). Each
 variant below is a linear fusion of per-query min-max normalised signals over its own
 candidates (the union of each signal's top 100), the same form as the engine's default
-(``commands.fusion.HybridFusion``, Bruch, Gai and Ingber, ACM TOIS 2023); its weights are
+(``commands.recall.fusion.HybridFusion``, Bruch, Gai and Ingber, ACM TOIS 2023); its weights are
 searched on a grid and chosen on six conversations for the seventh, the held-out answers
 together give the LOCO Recall@5. Variants:
 
@@ -42,8 +42,8 @@ from benchmarks.locomo_channels import Channels
 from benchmarks.locomo_data import CATEGORIES, Conversation, load
 from benchmarks.locomo_run import default_data
 from benchmarks.results import print_table, save
-from memory_ledger.commands.embeddings import EmbeddingProvider
-from memory_ledger.commands.fusion import minmax
+from memory_ledger.commands.embeddings.base import EmbeddingProvider
+from memory_ledger.commands.recall.fusion import minmax
 
 DEPTH = 100
 BOOSTS = (0.0, 0.2, 0.3, 0.4, 0.5)

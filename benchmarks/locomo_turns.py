@@ -12,12 +12,12 @@ session granularity (MemPalace's default; its published hybrid R@10 0.889 is tha
 on ten conversations): the first k distinct sessions of the turn ranking against the
 question's evidence sessions.
 
-Turns are ranked by the engine's machinery: BM25 of ``commands.lexical`` over each
+Turns are ranked by the engine's machinery: BM25 of ``commands.recall.lexical`` over each
 transcript, exact cosine of the provider's vectors of the transcripts (the same text a
 memory's ``source`` vector embeds, so the cache of a run answers most of them), fused by
 the given :class:`HybridFusion`. With ``window`` (the engine's recall as it now is), each
 turn's BM25 document also holds the words of the two turns before and after it in its
-session (``commands.lexical.analyze_document``'s window) and, when the question names a
+session (``commands.recall.lexical.analyze_document``'s window) and, when the question names a
 date, turns of sessions held near it gain the fusion's ``temporal_boost``.
 """
 
@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from benchmarks.locomo_data import Conversation, Question, Turn
-from memory_ledger.commands.embeddings import EmbeddingProvider, embed_checked
-from memory_ledger.commands.fusion import HybridFusion
-from memory_ledger.commands.lexical import (
+from memory_ledger.commands.embeddings.base import EmbeddingProvider, embed_checked
+from memory_ledger.commands.recall.fusion import HybridFusion
+from memory_ledger.commands.recall.lexical import (
     CONTEXT_CHARS,
     WINDOW_TURNS,
     analyze_document,
     analyze_query,
 )
-from memory_ledger.commands.temporal import occurred_in, query_dates
+from memory_ledger.commands.recall.temporal import occurred_in, query_dates
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 TURN_KS = (5, 10)

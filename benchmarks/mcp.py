@@ -36,9 +36,9 @@ import anyio
 from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries, scratch
 from benchmarks.results import median, percentile, print_table, save
 from memory_ledger.commands import MemoryEngine
-from memory_ledger.commands.embeddings import EmbeddingProvider
-from memory_ledger.commands.recall import RecallScope
-from memory_ledger.replay.mcp_tokens import new_token, token_entry_toml
+from memory_ledger.commands.embeddings.base import EmbeddingProvider
+from memory_ledger.commands.recall.index import RecallScope
+from memory_ledger.replay.mcp.tokens import new_token, token_entry_toml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 def local_provider() -> EmbeddingProvider | None:
     """The bundled MiniLM, or None without the ``embeddings`` extra."""
     try:
-        from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
+        from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
 
         return SentenceTransformerProvider()
     except ImportError:

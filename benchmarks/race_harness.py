@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from memory_ledger.commands.boundary import DecisionReads
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.canonical.boundary import DecisionReads
+from memory_ledger.commands.canonical.memory_state import MemoryStreamState
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import ConcurrencyConflictError
-from memory_ledger.commands.memory_state import MemoryStreamState
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.events import SessionReconciled
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement, session_stream_id
@@ -184,7 +184,7 @@ class Memory:
 class Model:
     """The sequential specification of the deciding commands over one namespace: what
     each would answer and leave, applied one at a time (DESIGN.md section 5 and the
-    reconciliation rules of ``commands.reconcile``)."""
+    reconciliation rules of ``commands.canonical.reconcile``)."""
 
     ns: Namespace
     memories: dict[UUID, Memory] = field(default_factory=dict)

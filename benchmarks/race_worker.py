@@ -17,7 +17,7 @@ import sys
 import time
 
 from benchmarks.race_harness import NAMESPACE, Op, run_op
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 
 
 def main(argv: list[str]) -> int:

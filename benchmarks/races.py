@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks.race_harness import NAMESPACE, SurfaceFigures, Workers, race, run_threads_round
 from benchmarks.results import print_table, save
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 
 PG = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -1,6 +1,6 @@
 """Workspace retrieval: construction, time to ready, query p50/p99 per mode, release rate.
 
-Two trees are indexed by ``memory_ledger.commands.workspace_retrieval.WorkspaceRetrieval``
+Two trees are indexed by ``memory_ledger.commands.workspace.retrieval.WorkspaceRetrieval``
 (default ``LineWindows`` chunking): this repository's own checkout, and a synthetic tree of
 2,000 small Python modules (``--files``; 40 folders, deterministic for ``--seed``). For each:
 
@@ -38,10 +38,10 @@ from typing import Any
 
 from benchmarks.hybrid import make_provider
 from benchmarks.results import median, percentile, print_table, save
-from memory_ledger.commands.embeddings import EmbeddingProvider
-from memory_ledger.commands.workspace_admission import GENERATED_DIRS
-from memory_ledger.commands.workspace_retrieval import WorkspaceRetrieval
-from memory_ledger.commands.workspace_search import SearchMode
+from memory_ledger.commands.embeddings.base import EmbeddingProvider
+from memory_ledger.commands.workspace.admission import GENERATED_DIRS
+from memory_ledger.commands.workspace.retrieval import WorkspaceRetrieval
+from memory_ledger.commands.workspace.search import SearchMode
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = (

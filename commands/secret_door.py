@@ -1,7 +1,8 @@
 """The one secret scan at the ledger's door (DESIGN.md section 6, issue 25 item 2).
 
 Every event passes :func:`check_event` in :meth:`MemoryEngine.append
-<memory_ledger.commands.engine.MemoryEngine.append>`, the one place events are encoded for
+<memory_ledger.commands.engine.memory_engine.MemoryEngine.append>`, the one place events are
+encoded for
 the ledger (LMDB and PostgreSQL alike), before a byte of it is encoded. The scan walks EVERY
 string of the payload, however it got there: statements, subjects, predicates, values, tags,
 reasons, evidence ids, session and client labels, namespace parts, workspace paths,
@@ -10,7 +11,7 @@ that holds a secret-shaped value refuses the whole batch with :class:`SecretRefu
 (``reason_code`` ``secret_detected``), naming the field (never the value): nothing is
 written. A new surface (a store adapter, a tool) inherits the rule instead of repeating it.
 
-Transcripts keep their redaction (a turn is evidence: ``commands.session_extraction``
+Transcripts keep their redaction (a turn is evidence: ``commands.session.extraction``
 replaces secret spans by ``[REDACTED:<kind>]`` markers before the event is built, and the
 markers are opaque to the scan), so a redacted transcript passes.
 

@@ -36,7 +36,7 @@ Adjustments for conversational text (each is named ``_P_*`` below or documented 
   whose value looks random, and password assignments in other languages (``passwort =``,
   ``contraseña:``, ``mot de passe =``, ``senha =``, ``パスワード：``, ...).
 * Shapes with no keyword: the engine's own MCP bearer tokens (``mlt_`` + 43 URL-safe
-  base64 characters, :func:`memory_ledger.replay.mcp_tokens.new_token`), npm tokens
+  base64 characters, :func:`memory_ledger.replay.mcp.tokens.new_token`), npm tokens
   (``npm_`` + 36 alphanumerics; the library's npm plugin fires only inside ``.npmrc``) and
   Hugging Face tokens (``hf_`` + 34+ alphanumerics; no library plugin), each required to mix
   character classes so a snake_case identifier is not a token; and a 40-character AWS

@@ -15,7 +15,7 @@ Points (:data:`POINTS`):
 - ``session.appended``: a session command's events are committed (durable) and its caller
   has not seen them yet: the session state, read buffer and projections are not updated;
 - ``session.finish_planned``: ``finish()`` planned its events and has not appended them;
-- ``decision.planned``: a decision about canonical memory (``commands.boundary``) read the
+- ``decision.planned``: a decision about canonical memory (``commands.canonical.boundary``) read the
   ledger and planned its events, and has not appended them (a concurrent writer may
   overtake it here: its append condition then fails and it decides again);
 - ``projections.commit``: inside a projection batch's DuckDB transaction, its rows and its

@@ -11,9 +11,10 @@ Usage, in a package ``__init__`` (the ``TYPE_CHECKING`` imports keep type checke
 editors seeing the real names)::
 
     if TYPE_CHECKING:
-        from memory_ledger.commands.engine import MemoryEngine
+        from memory_ledger.commands.engine.memory_engine import MemoryEngine
 
-    __getattr__, __dir__ = lazy_exports(__name__, {"MemoryEngine": "memory_ledger.commands.engine"})
+    __getattr__, __dir__ = lazy_exports(__name__, {"MemoryEngine":
+    "memory_ledger.commands.engine.memory_engine"})
 """
 
 from __future__ import annotations

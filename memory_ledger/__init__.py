@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.async_engine import AsyncMemoryEngine
-    from memory_ledger.commands.async_session import AsyncMemorySession
-    from memory_ledger.commands.direct import DirectResult
-    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.aio.engine import AsyncMemoryEngine
+    from memory_ledger.commands.aio.session import AsyncMemorySession
+    from memory_ledger.commands.engine.direct import DirectResult
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.errors import EngineClosedError, MemoryLedgerError
-    from memory_ledger.commands.extraction import RecordedExtractor
-    from memory_ledger.commands.recall import RecallHit, RecallResult
-    from memory_ledger.commands.session import MemorySession
+    from memory_ledger.commands.extraction.base import RecordedExtractor
+    from memory_ledger.commands.recall.index import RecallHit, RecallResult
+    from memory_ledger.commands.session.memory_session import MemorySession
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
     from memory_ledger.ledger.master_key import KeyWrapper, LocalMasterKey
@@ -63,21 +63,21 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "AsyncMemoryEngine": "memory_ledger.commands.async_engine",
-        "AsyncMemorySession": "memory_ledger.commands.async_session",
-        "DirectResult": "memory_ledger.commands.direct",
-        "MemoryEngine": "memory_ledger.commands.engine",
+        "AsyncMemoryEngine": "memory_ledger.commands.aio.engine",
+        "AsyncMemorySession": "memory_ledger.commands.aio.session",
+        "DirectResult": "memory_ledger.commands.engine.direct",
+        "MemoryEngine": "memory_ledger.commands.engine.memory_engine",
         "EngineClosedError": "memory_ledger.commands.errors",
         "MemoryLedgerError": "memory_ledger.commands.errors",
-        "MemorySession": "memory_ledger.commands.session",
+        "MemorySession": "memory_ledger.commands.session.memory_session",
         "Namespace": "memory_ledger.ledger.ids",
         "KeyWrapper": "memory_ledger.ledger.master_key",
         "LocalMasterKey": "memory_ledger.ledger.master_key",
         "MasterKeyError": "memory_ledger.ledger.key_errors",
         "NamespaceErasedError": "memory_ledger.ledger.key_errors",
-        "RecallHit": "memory_ledger.commands.recall",
-        "RecallResult": "memory_ledger.commands.recall",
-        "RecordedExtractor": "memory_ledger.commands.extraction",
+        "RecallHit": "memory_ledger.commands.recall.index",
+        "RecallResult": "memory_ledger.commands.recall.index",
+        "RecordedExtractor": "memory_ledger.commands.extraction.base",
     },
 )
 
@@ -97,6 +97,6 @@ def open(path: str | os.PathLike[str] | None = None, **options: Any) -> MemoryEn
 
     :raises MemoryLedgerError: the store cannot be opened (the error names the path and why).
     """
-    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine
 
     return MemoryEngine.open(path, **options)

@@ -118,7 +118,7 @@ class CanonicalMemory:
         """Every observed turn of one namespace as ``(session_id, turn_id, position)``
         (the ``transcripts`` read model: one row per TranscriptObserved, ``position`` its
         ledger position), ordered by position. Recall reads it to find the turns around a
-        memory's source turn (``commands.lexical.ConversationWindows``)."""
+        memory's source turn (``commands.recall.lexical.ConversationWindows``)."""
         rows = self._fetch(
             f"SELECT session_id, turn_id, position FROM transcripts WHERE {_NAMESPACE_SQL} "
             "ORDER BY position",
@@ -129,7 +129,7 @@ class CanonicalMemory:
     def forgotten_turns(self, tenant: str, principal: str, scope_id: str) -> frozenset[int]:
         """The ledger positions of every transcript a forgotten memory of one namespace was
         drawn from (its ``transcript_positions``). Recall lends no word of these turns to
-        any conversation window of the namespace (``commands.lexical.ConversationWindows``):
+        any conversation window of the namespace (``commands.recall.lexical.ConversationWindows``):
         a forget must not leave its words steering recall through the neighbours."""
         rows = self._fetch(
             "SELECT DISTINCT unnest(transcript_positions) FROM canonical_memory "

@@ -4,7 +4,7 @@ Columns (one row per memory, model and field: the latest revision embedded)::
 
     tenant, principal, scope_id   the memory's namespace
     memory_id, revision           the canonical_memory row and the revision embedded
-    content_digest                sha256 of the embedded text (commands.embeddings)
+    content_digest                sha256 of the embedded text (commands.embeddings.base)
     model_key                     EmbeddingDescriptor.model_key(): provider/model/dim/norm
     dimension                     vector length
     vector                        FLOAT[] (unit length: a dot product is the cosine)
@@ -24,7 +24,7 @@ Each retrievable memory gets a row for its current revision: the indexer writes 
 when the revision moves, reusing the stored vector when the text (hence the digest) is
 unchanged, and the row replaces the memory's older one. A vector is served only while
 its memory is retrievable and its ``content_digest`` equals the digest of the memory's
-current text (see ``commands.semantic``), so a revision that kept its text (reinforced,
+current text (see ``commands.recall.semantic``), so a revision that kept its text (reinforced,
 pinned) keeps being served while its new row is written, and a memory remembered again
 with other wording is embedded again. Vectors of superseded, forgotten or pruned memories
 stay until :meth:`VectorStore.prune_stale` removes them; they are never served.

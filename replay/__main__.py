@@ -1,5 +1,5 @@
 """``python -m replay`` runs the memory-ledger CLI."""
 
-from memory_ledger.replay.cli import main
+from memory_ledger.replay.cli.app import main
 
 main()

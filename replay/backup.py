@@ -39,8 +39,8 @@ from pathlib import Path
 import msgspec
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
-from memory_ledger.commands.encryption import resolve_master_key
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.encryption import resolve_master_key
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import KEY_STORE_FILE, FileKeyStore, KeyStoreState
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore

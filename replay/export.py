@@ -37,7 +37,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.records import HASH_SIZE

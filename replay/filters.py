@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.arguments import check_aware, check_count
 from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.errors import InvalidArgumentError

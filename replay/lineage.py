@@ -23,7 +23,7 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands import errors as commands_errors
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.ledger.dispatch import EventDispatch
 from memory_ledger.ledger.events import (

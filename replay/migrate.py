@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.key_store import KeyStoreState
 from memory_ledger.ledger.keyring import Keyring

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import msgspec
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.projections.digest import table_digests

@@ -16,11 +16,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
-from memory_ledger.commands.extraction import Extractor, RecordedExtractor
+from memory_ledger.commands.extraction.base import Extractor, RecordedExtractor
 from memory_ledger.commands.secrets import redact
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_session_id
 
@@ -278,7 +278,7 @@ def run_script(
 
     :param on_step: called after each step with its line number and the step.
     :param extractor: extract every turn with this extractor (e.g. a model behind
-        :class:`~memory_ledger.commands.openai_extractor.OpenAIChatExtractor`), in the
+        :class:`~memory_ledger.commands.extraction.openai.OpenAIChatExtractor`), in the
         background, instead of the items recorded in the script (which are then ignored).
         A turn whose extraction fails stays pending: it is reported, and its session's
         ``finish`` is not run, so running the script again retries it.

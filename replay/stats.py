@@ -1,6 +1,6 @@
 """Store statistics (``memory-ledger stats``): events, namespaces, memories, positions, sizes,
 and the semantic channel's maintenance health (vector coverage, indexer lag, failures, last
-refresh; :mod:`commands.maintenance`) for every embedding model with vectors in this
+refresh; :mod:`commands.recall.maintenance`) for every embedding model with vectors in this
 process's projection file.
 
 Event counts come from the stored topics (no decoding); namespaces and sessions from the
@@ -28,14 +28,14 @@ import duckdb
 import msgspec
 from eventsourcing.utils import get_topic
 
-from memory_ledger.commands.engine import MemoryEngine, check_engine
-from memory_ledger.commands.maintenance import MaintenanceHealth, maintenance_health
+from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
+from memory_ledger.commands.recall.maintenance import MaintenanceHealth, maintenance_health
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpened
 from memory_ledger.ledger.mapper import may_be_sealed
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
+from memory_ledger.replay.cli.terminal_text import Table
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
-from memory_ledger.replay.terminal_text import Table
 
 __all__ = [
     "EncryptionStats",

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent
 
 __all__ = ["ENVELOPE_KEYS", "event_record", "event_type", "iter_events"]

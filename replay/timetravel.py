@@ -29,10 +29,10 @@ from uuid import UUID
 import duckdb
 import msgspec
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.lexical import ConversationWindows
-from memory_ledger.commands.recall import NamespaceRecallIndex, RecallResult
-from memory_ledger.commands.reconcile import occurred_earlier
+from memory_ledger.commands.canonical.reconcile import occurred_earlier
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.recall.index import NamespaceRecallIndex, RecallResult
+from memory_ledger.commands.recall.lexical import ConversationWindows
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import (

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
-from memory_ledger.commands.engine import MemoryEngine, check_engine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.key_errors import EncryptionError
 from memory_ledger.ledger.mapper import MsgspecMapper
@@ -87,7 +87,7 @@ def verify_ledger(root: str | Path, ledger: str | None = None) -> VerifyReport:
     :raises StoreUnavailableError: no ledger at ``root``.
     :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached.
     """
-    from memory_ledger.commands.ledger_url import open_ledger  # the engine's imports
+    from memory_ledger.commands.engine.ledger_url import open_ledger  # the engine's imports
 
     opened = open_ledger(Path(root).absolute(), ledger or None, create=False)
     try:

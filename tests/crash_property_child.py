@@ -47,10 +47,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.commands.extraction import RecordedExtractor
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace

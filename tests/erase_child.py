@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger import faults
 
 

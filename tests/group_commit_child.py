@@ -26,7 +26,7 @@ import time
 from datetime import UTC, datetime
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem
 from memory_ledger.ledger.ids import Namespace

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from memory_ledger.commands.knowledge_binding import (
+from memory_ledger.commands.context.knowledge_binding import (
     KnowledgeBinding,
     KnowledgeCitation,
     KnowledgeDocument,

@@ -81,10 +81,10 @@ async def inprocess_client(
     store: Path, namespace: Namespace, client: Implementation = CLIENT
 ) -> AsyncIterator[Client]:
     """An initialized SDK ``Client`` connected in-process (memory streams, no child process)
-    to a :class:`~memory_ledger.replay.mcp_server.MemoryMcpServer` serving ``namespace`` of
+    to a :class:`~memory_ledger.replay.mcp.server.MemoryMcpServer` serving ``namespace`` of
     ``store``: the same middleware and tools as ``memory-ledger mcp`` over stdio, faster."""
-    from memory_ledger.commands.async_engine import AsyncMemoryEngine
-    from memory_ledger.replay.mcp_server import MemoryMcpServer
+    from memory_ledger.commands.aio.engine import AsyncMemoryEngine
+    from memory_ledger.replay.mcp.server import MemoryMcpServer
 
     async with AsyncMemoryEngine.open(store) as memory:
         server = MemoryMcpServer(memory, namespace=namespace)

@@ -19,8 +19,8 @@ import random
 import sys
 from typing import Any
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import RecordedExtractor
 from memory_ledger.ledger.ids import Namespace
 
 NS = Namespace("acme", "team", "shared")

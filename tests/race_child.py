@@ -24,10 +24,10 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
-from memory_ledger.commands.memory_state import fold_memory_history
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.canonical.memory_state import fold_memory_history
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.ids import Namespace, subject_predicate_key
 from memory_ledger.ledger.tags import key_tag, memory_tag

@@ -25,10 +25,10 @@ import pytest
 import memory_ledger
 from memory_ledger import replay
 from memory_ledger.commands import MemoryEngine, MemorySession, RecordedExtractor
+from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
 from memory_ledger.commands.errors import StoreUnavailableError, UnknownMemoryError
-from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
-from memory_ledger.commands.openai_extractor import OpenAIChatExtractor
-from memory_ledger.commands.recall import RecallScope
+from memory_ledger.commands.extraction.openai import OpenAIChatExtractor
+from memory_ledger.commands.recall.index import RecallScope
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     LedgerEvent,

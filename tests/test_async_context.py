@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 import memory_ledger
-from memory_ledger.commands.chat_messages import ChatMessage
-from memory_ledger.commands.knowledge_binding import KnowledgeBindingError
-from memory_ledger.commands.knowledge_context import BoundKnowledge
-from memory_ledger.commands.session import WorkspaceOptions
-from memory_ledger.commands.summarizers import DeterministicSummarizer
+from memory_ledger.commands.context.chat_messages import ChatMessage
+from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
+from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+from memory_ledger.commands.context.summarizers import DeterministicSummarizer
+from memory_ledger.commands.session.memory_session import WorkspaceOptions
 from tests.knowledge_helpers import PackageProvider, binding
 from tests.workspace_helpers import write_tree
 

@@ -13,7 +13,8 @@ forget by id) and ``finish()``. After every step:
    (forgets carry random ``occurred_at`` too, or none: then their recorded time);
 3. the projections equal a rebuild from the ledger;
 4. canonical memory equals :class:`RulesModel`, an independent model of the rules
-   (``commands/reconcile.py``'s docstring): every fact's status, and every finish's declined
+   (``commands/canonical/reconcile.py``'s docstring): every fact's status, and every finish's
+   declined
    candidates.
 """
 
@@ -32,7 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.errors import UnknownMemoryError
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExplicitCommandApplied,

@@ -37,7 +37,7 @@ from memory_ledger.commands.errors import (
     NotAdmittedError,
     UnknownMemoryError,
 )
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.events import (
     LedgerEvent,
@@ -399,8 +399,8 @@ def test_a_decision_overtaken_every_time_gives_up_with_a_typed_error(
 def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryEngine) -> None:
     """A finish's condition names the keys it read and the memories it read without writing
     them; memories it writes at the next version are guarded by their stream versions."""
-    from memory_ledger.commands.boundary import DecisionReads
-    from memory_ledger.commands.reconcile import Reconciler, plan_finish
+    from memory_ledger.commands.canonical.boundary import DecisionReads
+    from memory_ledger.commands.canonical.reconcile import Reconciler, plan_finish
     from memory_ledger.ledger.tags import key_tag, memory_tag
 
     observed(engine, "seed", lives("Lisbon")).finish()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import REPO_ROOT
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import REPO_ROOT
 
 runner = CliRunner()
@@ -79,7 +79,7 @@ def test_any_error_is_one_line_and_exit_2(
     def broken(*args: object, **kwargs: object) -> None:
         raise raised
 
-    monkeypatch.setattr("memory_ledger.commands.engine.MemoryEngine.open", broken)
+    monkeypatch.setattr("memory_ledger.commands.engine.memory_engine.MemoryEngine.open", broken)
     for args in (
         ["stats", "--store", str(tmp_path)],
         ["run", QUICKSTART, "--store", str(tmp_path)],

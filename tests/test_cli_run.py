@@ -13,8 +13,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
-from memory_ledger.replay import cli_common
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli import common as cli_common
+from memory_ledger.replay.cli.app import app
 from tests.conftest import REPO_ROOT, make_item
 from tests.scripted_server import Reply, ScriptedServer
 

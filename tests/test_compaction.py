@@ -9,16 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.chat_messages import ChatMessage, history_tokens, message_tokens
-from memory_ledger.commands.compaction import (
+from memory_ledger.commands.context.chat_messages import ChatMessage, history_tokens, message_tokens
+from memory_ledger.commands.context.compaction import (
     MIN_SUMMARY_TOKENS,
     CompactionError,
     CompactionPolicy,
     compact_history,
     truncate_tool_output,
 )
-from memory_ledger.commands.compaction_goal import pin_goal, split_summary, strip_goal
-from memory_ledger.commands.summarizers import (
+from memory_ledger.commands.context.compaction_goal import pin_goal, split_summary, strip_goal
+from memory_ledger.commands.context.summarizers import (
     DeterministicSummarizer,
     OpenAISummarizer,
     SummarizerError,

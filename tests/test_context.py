@@ -1,4 +1,5 @@
-"""Tests for commands.context: budgets, required items, dedupe, ordering, providers, tokens."""
+"""Tests for commands.context.assembler: budgets, required items, dedupe, ordering, providers,
+tokens."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_ledger import projections
-from memory_ledger.commands.context import (
+from memory_ledger.commands.context.assembler import (
     BALANCED,
     AssembledContext,
     AssemblyPolicy,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.commands.lexical import ConversationWindows, analyze_document
+from memory_ledger.commands.recall.lexical import ConversationWindows, analyze_document
 from tests.conftest import make_item
 
 

@@ -53,8 +53,8 @@ from uuid import UUID
 
 import pytest
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import RecordedExtractor
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,

@@ -78,9 +78,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,

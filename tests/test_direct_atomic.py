@@ -5,7 +5,8 @@ and reconciled it (a third): a SIGKILL between them left ``direct-...`` sessions
 ``SessionOpened`` (or that and the unacknowledged command) that nothing reconciled, and a
 backup taken meanwhile could hold half of one. Now SessionOpened, ExplicitCommandApplied,
 SessionSealed, the memory events and SessionReconciled are planned together and appended
-under one append condition (``commands.direct``, ``commands.boundary.append_decision``).
+under one append condition (``commands.engine.direct``,
+``commands.canonical.boundary.append_decision``).
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.commands.embeddings import EmbeddingError
-from memory_ledger.commands.extraction import ExtractionRequest
-from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
-from memory_ledger.commands.openai_extractor import ModelOutputError, OpenAIChatExtractor
+from memory_ledger.commands.embeddings.base import EmbeddingError
+from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
+from memory_ledger.commands.extraction.base import ExtractionRequest
+from memory_ledger.commands.extraction.openai import ModelOutputError, OpenAIChatExtractor
 from memory_ledger.ledger.errors import (
     ForeignStoreError,
     LedgerDamagedError,

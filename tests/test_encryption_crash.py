@@ -41,8 +41,8 @@ from typing import Any
 
 import pytest
 
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import RecordedExtractor
 from memory_ledger.ledger.events import ErasedPayload, NamespaceErased
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_store import FileKeyStore

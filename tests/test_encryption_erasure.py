@@ -29,7 +29,7 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, NamespaceErased
 from memory_ledger.ledger.key_store import KeyStoreState
 from memory_ledger.ledger.keyring import namespace_ids

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.master_key import ENV_MASTER_KEY_FILE, MasterKeySpec

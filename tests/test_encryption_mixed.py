@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memory_ledger.commands.async_engine import AsyncMemoryEngine
-from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.aio.engine import AsyncMemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import RecordedExtractor
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError, UnknownMemoryError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import NamespaceErasedError

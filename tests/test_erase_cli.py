@@ -16,11 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 import memory_ledger
-from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.extraction.base import RecordedExtractor
 from memory_ledger.ledger.keyring import NamespaceMatch
 from memory_ledger.ledger.master_key import ENV_MASTER_KEY_FILE, read_master_key_file
-from memory_ledger.replay import erase_cli
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli import erase as erase_cli
+from memory_ledger.replay.cli.app import app
 from tests.conftest import make_item
 
 runner = CliRunner()

@@ -34,10 +34,10 @@ from eventsourcing.persistence import (
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.config import ConfigError, MemoryConfig
-from memory_ledger.commands.context import AssemblyPolicy, ContextAssembler, ContextItem
+from memory_ledger.commands.context.assembler import AssemblyPolicy, ContextAssembler, ContextItem
+from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
 from memory_ledger.commands.errors import StoreUnavailableError
-from memory_ledger.commands.openai_embeddings import OpenAIEmbeddingProvider
-from memory_ledger.commands.openai_extractor import OpenAIChatExtractor
+from memory_ledger.commands.extraction.openai import OpenAIChatExtractor
 from memory_ledger.ledger.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -61,15 +61,15 @@ ERROR_MODULES = (
     "memory_ledger.projections.errors",
     "memory_ledger.commands.errors",
     "memory_ledger.commands.config",
-    "memory_ledger.commands.context",
-    "memory_ledger.commands.embeddings",
-    "memory_ledger.commands.local_embeddings",
-    "memory_ledger.commands.openai_extractor",
-    "memory_ledger.commands.workspace_retrieval",
-    "memory_ledger.commands.workspace_files",
-    "memory_ledger.commands.knowledge_binding",
-    "memory_ledger.commands.compaction",
-    "memory_ledger.commands.summarizers",
+    "memory_ledger.commands.context.assembler",
+    "memory_ledger.commands.embeddings.base",
+    "memory_ledger.commands.embeddings.local",
+    "memory_ledger.commands.extraction.openai",
+    "memory_ledger.commands.workspace.retrieval",
+    "memory_ledger.commands.workspace.files",
+    "memory_ledger.commands.context.knowledge_binding",
+    "memory_ledger.commands.context.compaction",
+    "memory_ledger.commands.context.summarizers",
     "memory_ledger.replay.errors",
     "memory_ledger.replay.rebuild",
     "memory_ledger.replay.lineage",
@@ -349,7 +349,7 @@ def test_a_statement_that_shows_nothing_is_empty(engine: MemoryEngine, invisible
     assert getattr(raised.value, "reason_code", None) == "empty_statement"
     assert getattr(raised.value, "parameter", None) == "statement"
     assert engine.head == head
-    from memory_ledger.commands.validation import has_visible_text
+    from memory_ledger.commands.extraction.validation import has_visible_text
 
     assert not has_visible_text(invisible) and has_visible_text(f"{invisible}Alice likes tea.")
 
@@ -359,7 +359,7 @@ def test_a_statement_that_shows_nothing_is_empty(engine: MemoryEngine, invisible
 
 def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     from memory_ledger.commands.config import load_config
-    from memory_ledger.replay.mcp_tokens import TokenFileError, TokenRegistry
+    from memory_ledger.replay.mcp.tokens import TokenFileError, TokenRegistry
 
     path = tmp_path / "memory-ledger.toml"
     path.write_bytes(b"[memory]\nllm_extraction = true\n# caf\xe9 \xff\n")

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger.events import EVENT_CLASSES, LedgerEvent
 from memory_ledger.replay import export as export_module
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.export import ExportFormat, export_store, write_events
 from memory_ledger.replay.timeline import ENVELOPE_KEYS, event_record
 from tests.knowledge_helpers import PackageProvider, binding
@@ -29,7 +29,7 @@ runner = CliRunner()
 
 def knowledge_store(folder: Path) -> Path:
     """A store whose ledger holds a KnowledgeBound event (package version "2.1.0")."""
-    from memory_ledger.commands.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.context.knowledge_context import BoundKnowledge
 
     provider = PackageProvider(binding(3))
     with MemoryEngine.open(folder) as engine:

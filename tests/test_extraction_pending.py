@@ -10,7 +10,7 @@ import pytest
 
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.errors import ExtractionPendingError
-from memory_ledger.commands.openai_extractor import OpenAIChatExtractor
+from memory_ledger.commands.extraction.openai import OpenAIChatExtractor
 from memory_ledger.ledger.events import PendingExtraction, SessionReconciled
 from memory_ledger.replay import EventFilter, filter_events
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.errors import CommandRejectedError
-from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.commands.extraction.validation import Rejection, validate_item
 from memory_ledger.ledger.arguments import BIDI_CONTROLS, forbidden_character
 from memory_ledger.ledger.events import CandidateRejected
 from memory_ledger.ledger.ids import InvalidNamespaceError
@@ -164,7 +164,7 @@ BAD_SESSION_IDS = [
 def test_a_bad_session_id_is_refused_before_anything_is_written(
     engine: MemoryEngine, session_id: str, code: str
 ) -> None:
-    from memory_ledger.commands.session import MemorySession
+    from memory_ledger.commands.session.memory_session import MemorySession
 
     head = engine.head
     with pytest.raises(InvalidNamespaceError) as raised:
@@ -184,7 +184,7 @@ def test_session_ids_at_the_limit_are_accepted(engine: MemoryEngine) -> None:
 
 
 def test_a_direct_session_prefix_follows_the_session_id_rules(engine: MemoryEngine) -> None:
-    from memory_ledger.commands.direct import DirectCommands
+    from memory_ledger.commands.engine.direct import DirectCommands
 
     for prefix, code in (("mcp-\x1b-", "forbidden_character"), ("p" * 225, "session_id_too_long")):
         with pytest.raises(InvalidNamespaceError) as raised:

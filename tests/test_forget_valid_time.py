@@ -23,9 +23,9 @@ from eventsourcing.utils import get_topic
 
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
+from memory_ledger.commands.canonical.memory_state import fold_memory_stream
 from memory_ledger.commands.errors import CommandRejectedError
-from memory_ledger.commands.memory_state import fold_memory_stream
-from memory_ledger.commands.session import MemorySession
+from memory_ledger.commands.session.memory_session import MemorySession
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     ExtractedItem,

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from memory_ledger import replay
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.commands.lexical import ConversationWindows
-from memory_ledger.replay.cli import app
+from memory_ledger.commands.recall.lexical import ConversationWindows
+from memory_ledger.replay.cli.app import app
 from tests.conftest import REPO_ROOT, make_item
 
 NS = Namespace("acme", "alice", "assistant")

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.commands.fusion import (
+from memory_ledger.commands.recall.fusion import (
     DEFAULT_FUSION,
     LEGACY_FUSION,
     FusionError,

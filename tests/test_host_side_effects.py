@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.config import MemoryConfig, load_config
-from memory_ledger.commands.context import (
+from memory_ledger.commands.context.assembler import (
     AssemblyPolicy,
     ContextAssembler,
     ContextItem,
@@ -35,7 +35,7 @@ from memory_ledger.ledger.events import MemoryAdmitted
 from memory_ledger.projections import tokens
 from memory_ledger.projections.memory_map import estimate_tokens as map_estimate
 from memory_ledger.replay import filter_events, rebuild_projections
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import REPO_ROOT, make_item
 
 NS = Namespace("acme", "alice", "assistant")

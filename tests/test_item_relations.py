@@ -13,8 +13,8 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.extraction import ExtractionRequest
-from memory_ledger.commands.validation import Rejection, cited_ids, validate_item
+from memory_ledger.commands.extraction.base import ExtractionRequest
+from memory_ledger.commands.extraction.validation import Rejection, cited_ids, validate_item
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     ExtractedItem,

@@ -9,19 +9,19 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.context import ContextAssembler, StaticContextProvider
-from memory_ledger.commands.knowledge_binding import (
+from memory_ledger.commands.context.assembler import ContextAssembler, StaticContextProvider
+from memory_ledger.commands.context.knowledge_binding import (
     KnowledgeBinding,
     KnowledgeBindingError,
     KnowledgeLimits,
 )
-from memory_ledger.commands.knowledge_context import BoundKnowledge
-from memory_ledger.commands.memory_provider import SessionMemoryProvider
-from memory_ledger.commands.recall import RecallScope
-from memory_ledger.commands.session import WorkspaceOptions
+from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+from memory_ledger.commands.recall.index import RecallScope
+from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
+from memory_ledger.commands.session.memory_session import WorkspaceOptions
 from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, SessionOpened
 from memory_ledger.replay import EventFilter, describe_event, explain, filter_events
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import make_item
 from tests.knowledge_helpers import PackageProvider, binding, digest
 
@@ -293,10 +293,10 @@ def test_binding_ids_differ_for_any_field() -> None:
 def test_context_errors_are_typed_and_survive_pickling() -> None:
     import pickle
 
-    from memory_ledger.commands.compaction import CompactionError
-    from memory_ledger.commands.summarizers import SummarizerError
-    from memory_ledger.commands.workspace_files import OutsideRootError
-    from memory_ledger.commands.workspace_retrieval import WorkspaceError
+    from memory_ledger.commands.context.compaction import CompactionError
+    from memory_ledger.commands.context.summarizers import SummarizerError
+    from memory_ledger.commands.workspace.files import OutsideRootError
+    from memory_ledger.commands.workspace.retrieval import WorkspaceError
     from memory_ledger.ledger.errors import MemoryLedgerError
 
     errors = [

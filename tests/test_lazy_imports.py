@@ -41,7 +41,7 @@ PACKAGES = (
 
 _PROBE = """
 import json, sys
-from memory_ledger.replay.cli import main
+from memory_ledger.replay.cli.app import main
 sys.argv = ["memory-ledger", *json.loads(sys.argv[1])]
 try:
     main()
@@ -137,7 +137,7 @@ def test_lazy_exports_are_the_defining_modules_objects(package: str) -> None:
 def test_from_import_and_isinstance_see_one_class(tmp_path: Path) -> None:
     import memory_ledger
     from memory_ledger import MemoryEngine as FromFacade
-    from memory_ledger.commands.engine import MemoryEngine as FromModule
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine as FromModule
 
     assert FromFacade is FromModule is MemoryEngine
     with memory_ledger.open(tmp_path / "store") as engine:

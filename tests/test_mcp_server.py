@@ -17,8 +17,8 @@ from mcp_types import Implementation
 import memory_ledger
 from memory_ledger import replay
 from memory_ledger.ledger.events import ExplicitCommandApplied, MemoryForgotten, RecallServed
-from memory_ledger.replay.mcp_server import READ_FLUSH_SECONDS, _stdio_line
-from memory_ledger.replay.mcp_tokens import (
+from memory_ledger.replay.mcp.server import READ_FLUSH_SECONDS, _stdio_line
+from memory_ledger.replay.mcp.tokens import (
     TokenFileError,
     TokenRegistry,
     hash_token,
@@ -252,8 +252,8 @@ async def test_stdio_serving_falls_back_to_the_sdk_loop(
     attribute: it is found with this SDK, and without it the SDK's own loop serves."""
     from mcp.server.lowlevel.server import Server
 
-    from memory_ledger.commands.async_engine import AsyncMemoryEngine
-    from memory_ledger.replay import mcp_server
+    from memory_ledger.commands.aio.engine import AsyncMemoryEngine
+    from memory_ledger.replay.mcp import server as mcp_server
 
     async with AsyncMemoryEngine.open(tmp_path / "store") as memory:
         server = mcp_server.MemoryMcpServer(memory, namespace=ALICE)
@@ -620,7 +620,7 @@ def test_mcp_token_command_prints_the_token_once_and_stores_its_digest(tmp_path:
 
     from typer.testing import CliRunner
 
-    from memory_ledger.replay.cli import app
+    from memory_ledger.replay.cli.app import app
 
     made = CliRunner().invoke(
         app,
@@ -661,7 +661,7 @@ def test_cli_help_keeps_its_brackets() -> None:
     import typer
     from typer.testing import CliRunner
 
-    from memory_ledger.replay.cli import app
+    from memory_ledger.replay.cli.app import app
 
     def texts(command: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, command.help or ""

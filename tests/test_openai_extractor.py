@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from memory_ledger.commands.extraction import ExtractionRequest, Extractor, RelatedMemory
-from memory_ledger.commands.openai_extractor import (
+from memory_ledger.commands.extraction.base import ExtractionRequest, Extractor, RelatedMemory
+from memory_ledger.commands.extraction.openai import (
     ModelOutputError,
     OpenAIChatExtractor,
     reply_schema,
 )
-from memory_ledger.commands.validation import Rejection, validate_item
+from memory_ledger.commands.extraction.validation import Rejection, validate_item
 from memory_ledger.ledger.events import ExtractedItem
 from tests.conftest import make_item
 from tests.scripted_server import Reply, ScriptedServer

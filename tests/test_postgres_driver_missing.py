@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import memory_ledger
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.errors import LedgerDriverNotInstalledError
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import REPO_ROOT
 
 URL = "postgresql://postgres@127.0.0.1:5432/test?schema=demo"

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.ledger.key_store import KeyStoreState

@@ -29,7 +29,7 @@ from memory_ledger.ledger.postgres import (
     parse_ledger_url,
 )
 from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_hash
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.verify import verify_store
 from tests.conftest import locomo_path, make_item
 from tests.pg import BASE_URL, require_postgres, url_for

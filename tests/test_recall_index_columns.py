@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.recall import DOC_COLUMNS, MemoryDoc, NamespaceRecallIndex
+from memory_ledger.commands.recall.index import DOC_COLUMNS, MemoryDoc, NamespaceRecallIndex
 
 
 class ReadKeys(dict[str, Any]):

@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.commands.recall_policy import (
+from memory_ledger.commands.recall.policy import (
     DEFAULT_RECALL_POLICY,
     MAX_RELATED_LOOKUPS,
     RecallPolicy,
     RecallPolicyError,
 )
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.stats import store_stats
 from tests.conftest import make_item
 from tests.test_semantic_recall import BagProvider, remember
@@ -165,7 +165,7 @@ def test_engine_recall_holds_recall_max_k_sync_and_async(tmp_path: Path) -> None
     limit) is clamped, never answered in full."""
     import asyncio
 
-    from memory_ledger.commands.async_engine import AsyncMemoryEngine
+    from memory_ledger.commands.aio.engine import AsyncMemoryEngine
     from memory_ledger.commands.config import MemoryConfig
 
     config = MemoryConfig(recall_max_k=7)

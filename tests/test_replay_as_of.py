@@ -20,7 +20,7 @@ from memory_ledger.replay import (
     filter_events,
     position_at,
 )
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.filters import EventFilter
 from tests.replay_story import NAMESPACE, Story, build_story
 

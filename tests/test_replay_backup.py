@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.projections import table_digests
 from memory_ledger.replay import backup_store, rebuild_projections, restore_store, verify_store
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import make_item
 from tests.replay_story import Story, build_story
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.conftest import make_item
 from tests.replay_story import Story, build_story
 

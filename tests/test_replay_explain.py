@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.replay import UnknownMemoryError, explain, render_mermaid
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.script import parse_script, run_script
 from tests.conftest import locomo_path
 from tests.replay_story import FEB, JAN, Story, build_story

@@ -14,7 +14,7 @@ from memory_ledger.ledger.lmdb import HASH_SIZE, LMDBApplicationRecorder
 from memory_ledger.projections import TABLES, table_digests
 from memory_ledger.projections.tables import VIEWS
 from memory_ledger.replay import export_store
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.replay_story import Story, build_story
 
 runner = CliRunner()

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.projections import table_digests
 from memory_ledger.replay import build_projections, check_projections, rebuild_projections
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.replay_story import Story, build_story
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.replay import filter_events, store_stats
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.replay_story import Story, build_story
 
 runner = CliRunner()

@@ -31,14 +31,14 @@ import pytest
 
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.async_engine import AsyncMemoryEngine
+from memory_ledger.commands.aio.engine import AsyncMemoryEngine
+from memory_ledger.commands.context.knowledge_context import BoundKnowledge
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.commands.extraction import RecordedExtractor
-from memory_ledger.commands.knowledge_context import BoundKnowledge
-from memory_ledger.commands.session import WorkspaceOptions
+from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.session.memory_session import WorkspaceOptions
 from memory_ledger.ledger.events import TranscriptObserved
 from memory_ledger.replay import filter_events
-from memory_ledger.replay.mcp_tokens import new_token, token_entry_toml
+from memory_ledger.replay.mcp.tokens import new_token, token_entry_toml
 from tests.conftest import make_item
 from tests.knowledge_helpers import PackageProvider, binding
 from tests.mcp_harness import cli, free_port, stdio_command
@@ -424,7 +424,7 @@ class _SecretDocs(PackageProvider):
     """Serves one document whose id, title and Markdown hold canaries."""
 
     def fetch(self, request: Any) -> Any:
-        from memory_ledger.commands.knowledge_binding import KnowledgeResponse
+        from memory_ledger.commands.context.knowledge_binding import KnowledgeResponse
 
         self.requests.append(request)
         generation = self.binding.generation
@@ -438,7 +438,7 @@ class _SecretDocs(PackageProvider):
 
 
 def test_knowledge_binding(world: World) -> None:
-    from memory_ledger.commands.knowledge_binding import KnowledgeBinding
+    from memory_ledger.commands.context.knowledge_binding import KnowledgeBinding
 
     plain = binding()
     for changes in ({"package_id": GITHUB}, {"version": AWS_SECRET}, {"package_id": PROSE}):
@@ -761,7 +761,7 @@ def test_a_schema_rejection_never_quotes_the_items_text(
     """msgspec quotes an invalid enum value (and an unknown field's name) in its message; the
     rejection's detail held it, so a command's error echoed the canary and the turn's
     CandidateRejected record was refused at the door (the whole turn failed)."""
-    from memory_ledger.commands.validation import validate_item
+    from memory_ledger.commands.extraction.validation import validate_item
 
     raw = make_item("Alice keeps her keys safe.", **fields)
     rejected = validate_item(raw)
@@ -825,7 +825,7 @@ def test_a_knowledge_citation_whose_id_holds_a_secret_fails_closed(tmp_path: Pat
     """Such a document was served, and its KnowledgeServed record refused at the door when
     the session's reads were flushed (``close()`` raised). The response is refused as a
     ``malformed_citation`` instead, its message without the id."""
-    from memory_ledger.commands.knowledge_binding import KnowledgeBindingError
+    from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
 
     provider = _SecretDocs(binding())
     with MemoryEngine.open(tmp_path / "store") as mem:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.async_engine import AsyncMemoryEngine
+from memory_ledger.commands.aio.engine import AsyncMemoryEngine
 from memory_ledger.commands.secret_door import SecretRefusedError, check_event
 from memory_ledger.ledger.events import EVENT_CLASSES, ErasedPayload, ExtractedItem, LedgerEvent
 from tests import test_events_mapper as shapes

@@ -618,7 +618,7 @@ AWS_DOC_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"  # AWS document
 
 
 def test_own_mcp_token_has_the_shape_new_token_makes() -> None:
-    from memory_ledger.replay.mcp_tokens import new_token
+    from memory_ledger.replay.mcp.tokens import new_token
 
     for _ in range(2000):
         token = new_token()

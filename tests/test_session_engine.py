@@ -19,7 +19,7 @@ from memory_ledger.commands import (
     StoreUnavailableError,
     TurnConflictError,
 )
-from memory_ledger.commands.extraction import ExtractionRequest
+from memory_ledger.commands.extraction.base import ExtractionRequest
 from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,

@@ -110,8 +110,8 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def incremental_recall_index_equals_a_fresh_one(self) -> None:
-        from memory_ledger.commands.lexical import ConversationWindows
-        from memory_ledger.commands.recall import NamespaceRecallIndex
+        from memory_ledger.commands.recall.index import NamespaceRecallIndex
+        from memory_ledger.commands.recall.lexical import ConversationWindows
         from memory_ledger.projections import CanonicalMemory
 
         position = self.engine.catch_up()

@@ -8,17 +8,17 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.context import StaticContextProvider
-from memory_ledger.commands.session import WorkspaceOptions
-from memory_ledger.commands.workspace_chunking import LineWindows
-from memory_ledger.commands.workspace_retrieval import WorkspaceError
+from memory_ledger.commands.context.assembler import StaticContextProvider
+from memory_ledger.commands.session.memory_session import WorkspaceOptions
+from memory_ledger.commands.workspace.chunking import LineWindows
+from memory_ledger.commands.workspace.retrieval import WorkspaceError
 from memory_ledger.ledger.events import (
     WorkspaceAttached,
     WorkspaceReleased,
     WorkspaceSearched,
 )
 from memory_ledger.replay import EventFilter, check_projections, describe_event, filter_events
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from tests.workspace_helpers import WordBagProvider, write_tree
 
 TREE = {

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memory_ledger.commands.fusion import (
+from memory_ledger.commands.recall.fusion import (
     DEFAULT_FUSION,
     LEGACY_FUSION,
     TUNED_TEMPORAL_BOOST,
@@ -14,7 +14,7 @@ from memory_ledger.commands.fusion import (
     HybridFusion,
     fusion_for,
 )
-from memory_ledger.commands.temporal import (
+from memory_ledger.commands.recall.temporal import (
     DAYS_AFTER,
     DAYS_BEFORE,
     DateRange,

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger.events import SessionOpened
 from memory_ledger.ledger.ids import session_stream_id
-from memory_ledger.replay.cli import app
-from memory_ledger.replay.terminal_text import shown
+from memory_ledger.replay.cli.app import app
+from memory_ledger.replay.cli.terminal_text import shown
 
 HOSTILE = "s\x1b[31mRED\x1b[0m\x00\u202eevil\U000e0041"
 

@@ -546,7 +546,7 @@ def test_recall_finds_a_memory_remembered_with_an_invisible_character(
 ) -> None:
     """A memory remembered as "Alice likes ma<hidden>tcha." (one memory with the clean
     statement) is recalled by "matcha", before and after the clean statement reinforces it."""
-    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.ledger.ids import Namespace
 
     ns = Namespace("acme", "alice", "assistant")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.config import ConfigError, MemoryConfig, load_config
 from memory_ledger.commands.errors import InvalidArgumentError, TranscriptTooLargeError
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 
 NS = Namespace("acme", "alice", "assistant")
 MIB = 1024 * 1024

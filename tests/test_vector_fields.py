@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.commands.fusion import HybridFusion
+from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.projections.vectors import VectorStore
 from tests.conftest import make_item
 from tests.test_semantic_recall import BagProvider

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
-from memory_ledger.replay.cli import app
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.verify import verify_store
 from tests.conftest import REPO_ROOT
 

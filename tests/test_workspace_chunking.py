@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.workspace_chunking import (
+from memory_ledger.commands.workspace.chunking import (
     ByteWindows,
     ChunkingStrategy,
     LineWindows,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from memory_ledger.commands.workspace_chunking import ByteWindows, LineWindows
-from memory_ledger.commands.workspace_files import OutsideRootError, WorkspaceRoot
-from memory_ledger.commands.workspace_retrieval import (
+from memory_ledger.commands.workspace.chunking import ByteWindows, LineWindows
+from memory_ledger.commands.workspace.files import OutsideRootError, WorkspaceRoot
+from memory_ledger.commands.workspace.retrieval import (
     AdmissionRules,
     WorkspaceError,
     WorkspaceRetrieval,
 )
-from memory_ledger.commands.workspace_search import RRF_K, search_tool_schema
+from memory_ledger.commands.workspace.search import RRF_K, search_tool_schema
 from tests.workspace_helpers import WordBagProvider, write_tree
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"

@@ -1,0 +1,402 @@
+"""``AsyncMemoryEngine``: the memory store for asyncio hosts (FastAPI, LangGraph, agent SDKs).
+
+It wraps a blocking :class:`~memory_ledger.commands.MemoryEngine`: every coroutine is the
+blocking method of the same name, run on the engine's one worker thread
+(:class:`~memory_ledger.commands.aio.worker.EngineWorker`). One thread per engine keeps
+DuckDB's one-connection rule and runs calls in the order they were awaited; the loop never
+waits on LMDB or DuckDB. Usage::
+
+    async with AsyncMemoryEngine.open("./store") as mem:
+        await mem.remember(ns, "Alice only drinks espresso.")
+        hits = await mem.recall(ns, "what does Alice drink?")
+
+Cancellation: a cancelled coroutine never leaves half a command. A call still queued when
+its coroutine is cancelled never runs; a call already running finishes (one durable
+transaction per command, a direct command also reconciled) before ``CancelledError``
+reaches the caller, so after the cancel the ledger holds the whole command or none of it.
+
+HTTP clients: an extractor or embedding provider that also has a coroutine form
+(``aextract`` / ``aembed``: the shipped OpenAI-compatible ones) does its HTTP on this
+event loop with ``httpx.AsyncClient`` (:mod:`memory_ledger.commands.aio.loop_bridge`); background
+extraction and vector indexing keep running on their own threads and reach the loop the same
+way while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Generator, Sequence
+from datetime import datetime
+from typing import Any, Literal, ParamSpec, TypeVar
+from uuid import UUID
+
+from memory_ledger.commands.aio.loop_bridge import bridge_embeddings, bridge_extractor
+from memory_ledger.commands.aio.session import AsyncMemorySession
+from memory_ledger.commands.aio.worker import EngineWorker
+from memory_ledger.commands.config import MemoryConfig
+from memory_ledger.commands.embeddings.base import EmbeddingProvider
+from memory_ledger.commands.embeddings.config import provider_from_config
+from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
+from memory_ledger.commands.engine.encryption import ErasureReport
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.base import Extractor
+from memory_ledger.commands.recall.index import MemoryDoc, RecallResult
+from memory_ledger.commands.recall.semantic_status import SemanticStatus
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.master_key import MasterKeySpec
+
+__all__ = ["AsyncEngineOpener", "AsyncMemoryEngine"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class AsyncMemoryEngine:
+    """An open memory store driven from coroutines. Create with :meth:`open`.
+
+    ``engine`` is the blocking :class:`~memory_ledger.commands.MemoryEngine` underneath:
+    read its plain attributes (``path``, ``config``) freely, but call its methods through
+    :meth:`run` (the worker thread), never on the event loop.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        worker: EngineWorker,
+        *,
+        owned_provider: EmbeddingProvider | None = None,
+    ) -> None:
+        self.engine = engine
+        self._worker = worker
+        self._owned_provider = owned_provider
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> AsyncEngineOpener:
+        """Open (or create) the store in folder ``path``: ``await`` the result, or use it as
+        ``async with``. The keyword ``options`` are :meth:`MemoryEngine.open`'s (``sync``,
+        ``config``, ``create``, ``embeddings``, ...); the blocking open (LMDB, DuckDB, an
+        embedding model) runs on the worker thread.
+
+        An ``embeddings`` provider with ``aembed`` (or, with ``config`` given and no
+        provider, the one the configuration names) embeds over ``httpx.AsyncClient`` on
+        this loop.
+
+        :raises MemoryLedgerError: the store cannot be opened (as :meth:`MemoryEngine.open`).
+        """
+        return AsyncEngineOpener(cls, path, options)
+
+    # The generic way in ------------------------------------------------------------------
+
+    async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run any blocking call on this engine's worker thread, e.g.
+        ``await mem.run(replay.explain, mem.engine, memory_id)``; same cancellation rule as
+        every other method.
+
+        :raises StoreUnavailableError: the engine is closed.
+        """
+        return await self._worker.run(fn, *args, **kwargs)
+
+    # Direct commands -----------------------------------------------------------------------
+
+    async def remember(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+        tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """Store ``statement`` as canonical memory, durable and reconciled on return
+        (:meth:`MemoryEngine.remember`; ``occurred_at``: when it was said, its valid time).
+
+        :raises CommandRejectedError: empty statement, a secret-shaped value, an invalid item.
+        :raises InvalidNamespaceError: an invalid namespace.
+        """
+        return await self._worker.run(
+            self.engine.remember,
+            namespace,
+            statement,
+            subject=subject,
+            predicate=predicate,
+            value=value,
+            tags=tags,
+            occurred_at=occurred_at,
+        )
+
+    async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Forget one memory by id or by its words (:meth:`MemoryEngine.forget`).
+
+        :raises UnknownMemoryError: no retrievable memory of this namespace matches.
+        """
+        return await self._worker.run(self.engine.forget, namespace, statement_or_id)
+
+    async def correct(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """Supersede the memory ``target`` (or the best match) with ``statement``
+        (:meth:`MemoryEngine.correct`; ``occurred_at``: when it was said, its valid time).
+
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
+        """
+        return await self._worker.run(
+            self.engine.correct, namespace, statement, target=target, occurred_at=occurred_at
+        )
+
+    async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory by id or by its words (:meth:`MemoryEngine.pin`).
+
+        :raises UnknownMemoryError: no retrievable memory of this namespace matches.
+        """
+        return await self._worker.run(self.engine.pin, namespace, statement_or_id)
+
+    async def erase(
+        self,
+        tenant: str,
+        principal: str | None = None,
+        scope_id: str | None = None,
+        *,
+        requested_by: str = "",
+    ) -> ErasureReport:
+        """Erase a tenant's, a principal's or one namespace's memories by destroying their
+        data keys (:meth:`MemoryEngine.erase`).
+
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        """
+        return await self._worker.run(
+            self.engine.erase, tenant, principal, scope_id, requested_by=requested_by
+        )
+
+    async def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
+        """Re-wrap every live data key under a new master key (:meth:`MemoryEngine.
+        rotate_master_key`); how many keys."""
+        return await self._worker.run(self.engine.rotate_master_key, new_master_key)
+
+    def direct(self, session_prefix: str) -> AsyncDirectCommands:
+        """Direct commands whose sessions are named ``<session_prefix><hex>`` (e.g.
+        ``mcp-<client>-``), so the ledger shows who issued each one.
+
+        :raises ValueError: an empty prefix.
+        """
+        return AsyncDirectCommands(self, DirectCommands(self.engine, session_prefix))
+
+    # Reads ---------------------------------------------------------------------------------
+
+    async def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
+        """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes
+        (:meth:`MemoryEngine.recall`: ``k`` at most ``config.recall_max_k``, clamped there).
+
+        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
+        """
+        return await self._worker.run(self.engine.recall, namespace, query, k)
+
+    async def memory_map(self, namespace: Namespace) -> str:
+        """The vocabulary map of ``namespace`` (:meth:`MemoryEngine.memory_map`)."""
+        return await self._worker.run(self.engine.memory_map, namespace)
+
+    async def retrievable_memory(
+        self, namespace: Namespace, memory: UUID | str
+    ) -> MemoryDoc | None:
+        """The retrievable memory ``memory`` of ``namespace``, or None (another namespace's
+        id is None too)."""
+        return await self._worker.run(self.engine.retrievable_memory, namespace, memory)
+
+    async def semantic_status(self, namespace: Namespace) -> SemanticStatus:
+        """The semantic channel's coverage of ``namespace`` (``off`` without one)."""
+        return await self._worker.run(self.engine.semantic_status, namespace)
+
+    async def wait_for_vectors(
+        self,
+        timeout: float,
+        namespace: Namespace | None = None,
+        *,
+        raise_on_timeout: bool = False,
+    ) -> bool:
+        """Wait up to ``timeout`` seconds for every retrievable memory to have a vector; True
+        when ready, False when the time ran out (``raise_on_timeout``: raise
+        ``VectorsPendingError`` instead, as :meth:`MemoryEngine.wait_for_vectors`). Waits on
+        a thread of its own: other calls of this engine go on."""
+        return await asyncio.to_thread(
+            self.engine.wait_for_vectors, timeout, namespace, raise_on_timeout=raise_on_timeout
+        )
+
+    async def index_vectors(self) -> int:
+        """Embed every memory still lacking a vector now; how many rows were written."""
+        return await self._worker.run(self.engine.index_vectors)
+
+    @property
+    def head(self) -> int:
+        """The ledger's last position (a cheap LMDB read)."""
+        return self.engine.head
+
+    # Sessions ------------------------------------------------------------------------------
+
+    async def session(
+        self,
+        namespace: Namespace,
+        session_id: str,
+        *,
+        extractor: Extractor | None = None,
+        config: MemoryConfig | None = None,
+        extraction_mode: Literal["blocking", "background"] = "blocking",
+        **overrides: Any,
+    ) -> AsyncMemorySession:
+        """Open (or resume) a session (:meth:`MemoryEngine.session`). An extractor with
+        ``aextract`` calls its model over ``httpx.AsyncClient`` on this loop, in blocking and
+        background extraction alike.
+
+        :raises ConfigError: an override is invalid.
+        :raises InvalidNamespaceError: an invalid namespace.
+        """
+        loop = asyncio.get_running_loop()
+        session = await self._worker.run(
+            self.engine.session,
+            namespace,
+            session_id,
+            extractor=bridge_extractor(extractor, loop),
+            config=config,
+            extraction_mode=extraction_mode,
+            **overrides,
+        )
+        return AsyncMemorySession(session, self._worker)
+
+    # Lifecycle -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Let queued calls finish, close the engine (indexer, projections, ledger) on the
+        worker thread, then stop the worker. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._worker.run(self.engine.close)
+            owned = self._owned_provider
+            if owned is not None:
+                closer = getattr(owned, "close", None)
+                if callable(closer):
+                    await self._worker.run(closer)
+                wrapped = getattr(owned, "wrapped", owned)
+                async_closer = getattr(wrapped, "aclose", None)
+                if callable(async_closer):
+                    await async_closer()
+        finally:
+            await asyncio.to_thread(self._worker.shutdown)
+
+    close = aclose
+    """The same as :meth:`aclose` (the blocking API's name)."""
+
+    async def __aenter__(self) -> AsyncMemoryEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncDirectCommands:
+    """Direct commands (remember, forget, correct, pin) of an :class:`AsyncMemoryEngine`
+    with their own session-id prefix; see :meth:`AsyncMemoryEngine.direct`."""
+
+    def __init__(self, engine: AsyncMemoryEngine, commands: DirectCommands) -> None:
+        self._engine = engine
+        self._commands = commands
+
+    async def remember(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+        tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """As :meth:`AsyncMemoryEngine.remember`."""
+        return await self._engine.run(
+            self._commands.remember,
+            namespace,
+            statement,
+            subject=subject,
+            predicate=predicate,
+            value=value,
+            tags=tags,
+            occurred_at=occurred_at,
+        )
+
+    async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """As :meth:`AsyncMemoryEngine.forget`."""
+        return await self._engine.run(self._commands.forget, namespace, statement_or_id)
+
+    async def correct(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """As :meth:`AsyncMemoryEngine.correct`."""
+        return await self._engine.run(
+            self._commands.correct, namespace, statement, target=target, occurred_at=occurred_at
+        )
+
+    async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """As :meth:`AsyncMemoryEngine.pin`."""
+        return await self._engine.run(self._commands.pin, namespace, statement_or_id)
+
+
+class AsyncEngineOpener:
+    """What :meth:`AsyncMemoryEngine.open` returns: ``await`` it for the engine (then call
+    ``aclose``), or ``async with`` it (closed on exit)."""
+
+    def __init__(
+        self,
+        cls: type[AsyncMemoryEngine],
+        path: str | os.PathLike[str] | None,
+        options: dict[str, Any],
+    ) -> None:
+        self._cls = cls
+        self._path = path
+        self._options = options
+        self._opened: AsyncMemoryEngine | None = None
+
+    async def _open(self) -> AsyncMemoryEngine:
+        loop = asyncio.get_running_loop()
+        worker = EngineWorker()
+        options = dict(self._options)
+        owned: EmbeddingProvider | None = None
+        try:
+            provider = options.pop("embeddings", None)
+            config = options.get("config")
+            if provider is None and isinstance(config, MemoryConfig):
+                provider = owned = await worker.run(provider_from_config, config)
+            options["embeddings"] = bridge_embeddings(provider, loop)
+            engine = await worker.run(MemoryEngine.open, self._path, **options)
+        except BaseException:
+            if owned is not None:
+                closer = getattr(owned, "close", None)
+                if callable(closer):
+                    closer()
+            worker.shutdown(wait=False)
+            raise
+        return self._cls(engine, worker, owned_provider=owned)
+
+    def __await__(self) -> Generator[Any, None, AsyncMemoryEngine]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> AsyncMemoryEngine:
+        self._opened = await self._open()
+        return self._opened
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._opened is not None:
+            await self._opened.aclose()

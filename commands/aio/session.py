@@ -1,0 +1,354 @@
+"""``AsyncMemorySession``: a :class:`~memory_ledger.commands.MemorySession` driven from
+coroutines.
+
+Every method is the coroutine form of the blocking method of the same name: the same
+arguments, results, events and errors. The blocking method runs on its engine's worker
+thread (:class:`~memory_ledger.commands.aio.worker.EngineWorker`), so the event loop never
+waits on LMDB or DuckDB, and a cancelled coroutine never leaves half a command (a call either
+completed, and is in the ledger when the ``await`` ends, or never started). Obtain one with
+``await async_engine.session(namespace, session_id, ...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from memory_ledger.commands.aio.worker import EngineWorker
+from memory_ledger.commands.context.assembler import (
+    BALANCED,
+    AssembledContext,
+    AssemblyPolicy,
+    ContextProvider,
+)
+from memory_ledger.commands.context.chat_messages import ChatMessage
+from memory_ledger.commands.context.compaction import CompactionResult
+from memory_ledger.commands.recall.index import RecallHit, RecallResult, RecallScope
+from memory_ledger.commands.workspace.retrieval import WorkspaceStatus
+from memory_ledger.commands.workspace.search import SearchMode, WorkspaceSearchResult
+from memory_ledger.ledger.events import (
+    ActivationDecision,
+    ExplicitCommandApplied,
+    ExtractedItem,
+    ReconciliationReport,
+)
+from memory_ledger.ledger.ids import Namespace
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.session.commands import Intent
+    from memory_ledger.commands.session.memory_session import (
+        ActivationResult,
+        AdmissionReport,
+        CommandResult,
+        KnownValue,
+        MemorySession,
+        PreparedMemorySnapshot,
+        ScheduledWork,
+        TurnOutcome,
+    )
+
+__all__ = ["AsyncMemorySession"]
+
+
+class AsyncMemorySession:
+    """One logical conversation, as coroutines. Use ``async with`` or call :meth:`aclose`.
+
+    ``session`` is the blocking :class:`~memory_ledger.commands.MemorySession` underneath
+    (call its methods only from the engine's worker, e.g. through
+    ``AsyncMemoryEngine.run``). ``namespace`` and ``session_id`` are its own.
+    """
+
+    def __init__(self, session: MemorySession, worker: EngineWorker) -> None:
+        self.session = session
+        self._worker = worker
+
+    @property
+    def namespace(self) -> Namespace:
+        """The session's namespace."""
+        return self.session.namespace
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self.session.session_id
+
+    # Evidence and extraction ---------------------------------------------------------------
+
+    async def observe_final_transcript(
+        self, turn_id: int, transcript: str, occurred_at: datetime | None = None
+    ) -> TurnOutcome:
+        """Record a finalized turn, then extract (blocking mode) or queue extraction
+        (background mode): :meth:`MemorySession.observe_final_transcript`.
+
+        :raises TurnConflictError: the turn was observed with a different transcript.
+        :raises SessionSealedError: the session was finished or closed.
+        :raises ExtractionFailedError: the extractor failed (evidence recorded, pending).
+        :raises ValueError: a negative ``turn_id`` or a transcript that is not a string.
+        """
+        return await self._worker.run(
+            self.session.observe_final_transcript, turn_id, transcript, occurred_at
+        )
+
+    async def pending_extractions(self) -> list[int]:
+        """Turns whose extraction is not recorded yet
+        (:meth:`MemorySession.pending_extractions`)."""
+        return await self._worker.run(self.session.pending_extractions)
+
+    async def wait_for_extractions(self, timeout: float | None = None) -> list[int]:
+        """Wait for queued background extractions; the turns still unfinished.
+
+        Waits on a thread of its own, so the engine's other calls go on meanwhile.
+        """
+        return await asyncio.to_thread(self.session.wait_for_extractions, timeout)
+
+    async def on_turn_complete(self, turn_id: int) -> list[ScheduledWork]:
+        """Record TurnCompleted, flush reads, retry pending extractions
+        (:meth:`MemorySession.on_turn_complete`)."""
+        return await self._worker.run(self.session.on_turn_complete, turn_id)
+
+    # Turns and snapshots -------------------------------------------------------------------
+
+    async def prepare(self, turn_id: int, transcript: str) -> PreparedMemorySnapshot:
+        """Prepare a turn's snapshot speculatively (:meth:`MemorySession.prepare`)."""
+        return await self._worker.run(self.session.prepare, turn_id, transcript)
+
+    async def begin_turn(self, turn_id: int) -> int:
+        """Freeze the prepared snapshot for a starting turn; its generation
+        (:meth:`MemorySession.begin_turn`)."""
+        return await self._worker.run(self.session.begin_turn, turn_id)
+
+    def current_turn(self) -> int | None:
+        """The turn in flight (the last ``begin_turn``), or None (no I/O)."""
+        return self.session.current_turn()
+
+    async def active_snapshot(self) -> PreparedMemorySnapshot:
+        """The snapshot the current turn is answered from
+        (:meth:`MemorySession.active_snapshot`)."""
+        return await self._worker.run(self.session.active_snapshot)
+
+    async def prepared_snapshot(self) -> PreparedMemorySnapshot:
+        """The most recently prepared snapshot (:meth:`MemorySession.prepared_snapshot`)."""
+        return await self._worker.run(self.session.prepared_snapshot)
+
+    # Recall --------------------------------------------------------------------------------
+
+    async def recall(
+        self, query: str, turn_id: int | None = None, k: int | None = None
+    ) -> RecallResult:
+        """Serve a ``recall`` tool call (:meth:`MemorySession.recall`); records
+        RecallServed (buffered, never an fsync on this path).
+
+        :raises ValueError: an invalid query, turn id or ``k``.
+        """
+        return await self._worker.run(self.session.recall, query, turn_id, k)
+
+    async def recall_scoped(
+        self,
+        query: str,
+        turn_id: int | None,
+        scope: RecallScope,
+        about: str | None = None,
+        attribute: str | None = None,
+        k: int | None = None,
+    ) -> RecallResult:
+        """A live recall narrowed by ``scope`` and reordered by ``about`` (a subject) /
+        ``attribute`` (a predicate) hints (:meth:`MemorySession.recall_scoped`)."""
+        return await self._worker.run(
+            self.session.recall_scoped, query, turn_id, scope, about, attribute, k
+        )
+
+    async def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
+        """Canonical and session memories similar to ``query``."""
+        return await self._worker.run(self.session.recall_similar, query, k)
+
+    async def memory_recent(self, k: int = 10) -> list[RecallHit]:
+        """The ``k`` most recent retrievable memories (session facts first)."""
+        return await self._worker.run(self.session.memory_recent, k)
+
+    async def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
+        """Retrievable memories carrying any of ``tags``."""
+        return await self._worker.run(self.session.recall_by_tags, tags, k)
+
+    async def flush_reads(self) -> int:
+        """Write buffered RecallServed records now; how many were written."""
+        return await self._worker.run(self.session.flush_reads)
+
+    async def memory_map(self) -> str:
+        """The namespace's vocabulary map (:meth:`MemorySession.memory_map`)."""
+        return await self._worker.run(self.session.memory_map)
+
+    async def known_predicates(self) -> list[str]:
+        """Predicate names this memory already uses (at most 50)."""
+        return await self._worker.run(self.session.known_predicates)
+
+    async def known_values(self) -> list[KnownValue]:
+        """The (subject, predicate, value) facts memory can currently assert."""
+        return await self._worker.run(self.session.known_values)
+
+    async def known_statements(self) -> list[str]:
+        """Every statement currently retrievable, session and canonical."""
+        return await self._worker.run(self.session.known_statements)
+
+    # Explicit commands ---------------------------------------------------------------------
+
+    async def apply_explicit_command(
+        self,
+        intent: Intent,
+        statement: str,
+        turn_id: int,
+        *,
+        item: ExtractedItem | dict[str, Any] | None = None,
+        target: UUID | str | None = None,
+        occurred_at: datetime | None = None,
+    ) -> CommandResult:
+        """Apply remember / forget / correct / pin from the user
+        (:meth:`MemorySession.apply_explicit_command`); idempotent per command id.
+        ``occurred_at`` is when the user said it (a forget's time; default: the turn's).
+
+        :raises CommandRejectedError: unknown intent, empty or secret-bearing statement, an
+            invalid item.
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
+        """
+        return await self._worker.run(
+            self.session.apply_explicit_command,
+            intent,
+            statement,
+            turn_id,
+            item=item,
+            target=target,
+            occurred_at=occurred_at,
+        )
+
+    async def pending_explicit_commands(self) -> list[ExplicitCommandApplied]:
+        """This session's explicit commands not yet reconciled."""
+        return await self._worker.run(self.session.pending_explicit_commands)
+
+    async def remember_success(
+        self, task: str, tools: Sequence[str], outcome: str
+    ) -> CommandResult:
+        """Record a reusable workflow that worked (procedural memory)."""
+        return await self._worker.run(self.session.remember_success, task, tools, outcome)
+
+    async def remember_failure(self, task: str, error: str, tools: Sequence[str]) -> CommandResult:
+        """Record a failure lesson (procedural memory)."""
+        return await self._worker.run(self.session.remember_failure, task, error, tools)
+
+    # Reconciliation, admission and use ------------------------------------------------------
+
+    async def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
+        """Seal the session and reconcile it into canonical memory, exactly once
+        (:meth:`MemorySession.finish`; waits for queued background extraction first and
+        refuses to seal over turns pending extraction unless ``allow_pending``)."""
+        return await self._worker.run(lambda: self.session.finish(allow_pending=allow_pending))
+
+    async def activate_candidate(
+        self, candidate: UUID | str, decision: ActivationDecision, evidence: Sequence[str]
+    ) -> ActivationResult:
+        """Activate one candidate by hand (:meth:`MemorySession.activate_candidate`).
+
+        :raises CommandRejectedError: decision ``auto``, no evidence, unknown or reconciled.
+        """
+        return await self._worker.run(
+            self.session.activate_candidate, candidate, decision, evidence
+        )
+
+    async def admit(self, turn_id: int, items: Sequence[Any]) -> AdmissionReport:
+        """Record admissions (and revocations) for a turn's context
+        (:meth:`MemorySession.admit`)."""
+        return await self._worker.run(self.session.admit, turn_id, items)
+
+    async def record_use(self, turn_id: int, memory_id: UUID | str) -> int:
+        """Record that an admitted memory was used; the position
+        (:meth:`MemorySession.record_use`).
+
+        :raises NotAdmittedError: no live admission of that memory in that turn.
+        """
+        return await self._worker.run(self.session.record_use, turn_id, memory_id)
+
+    async def prune(
+        self,
+        *,
+        older_than: datetime | None = None,
+        max_importance: float = 0.75,
+        max_uses: int = 2,
+    ) -> list[UUID]:
+        """Prune stale, low-importance memories (:meth:`MemorySession.prune`)."""
+        return await self._worker.run(
+            self.session.prune,
+            older_than=older_than,
+            max_importance=max_importance,
+            max_uses=max_uses,
+        )
+
+    # Context: assembly, workspace retrieval, compaction ----------------------------------
+
+    async def assemble_context(
+        self,
+        turn_id: int,
+        query: str,
+        providers: Sequence[ContextProvider] = (),
+        *,
+        policy: AssemblyPolicy = BALANCED,
+        memory: bool = True,
+    ) -> AssembledContext:
+        """The turn's context (:meth:`MemorySession.assemble_context`; a bound session's is
+        its knowledge package's documents only)."""
+        return await self._worker.run(
+            self.session.assemble_context, turn_id, query, providers, policy=policy, memory=memory
+        )
+
+    async def search_workspace(
+        self, query: str, mode: SearchMode = "lexical", k: int = 8, *, turn_id: int | None = None
+    ) -> WorkspaceSearchResult:
+        """Verified workspace results (:meth:`MemorySession.search_workspace`)."""
+        return await self._worker.run(
+            self.session.search_workspace, query, mode, k, turn_id=turn_id
+        )
+
+    async def workspace_status(self) -> WorkspaceStatus:
+        """The workspace status (``disabled`` without a workspace)."""
+        return self.session.workspace_status()
+
+    async def wait_for_workspace(self, timeout: float = 30.0) -> WorkspaceStatus:
+        """Wait for the workspace index (at most ``timeout`` seconds) in a thread of its own,
+        never on the engine's worker."""
+        return await asyncio.to_thread(self.session.wait_for_workspace, timeout)
+
+    async def compact(
+        self,
+        messages: Sequence[ChatMessage | dict[str, object]],
+        *,
+        turn_id: int | None = None,
+        fixed_tokens: int = 0,
+        force: bool = False,
+        max_context_tokens: int | None = None,
+    ) -> CompactionResult | None:
+        """Compact and record (:meth:`MemorySession.compact`)."""
+        return await self._worker.run(
+            self.session.compact,
+            messages,
+            turn_id=turn_id,
+            fixed_tokens=fixed_tokens,
+            force=force,
+            max_context_tokens=max_context_tokens,
+        )
+
+    # Lifecycle -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """End this session object (:meth:`MemorySession.close`: waits up to 5 s for
+        background extraction, records what was abandoned, flushes buffered reads)."""
+        await self._worker.run(self.session.close)
+
+    close = aclose
+    """The same as :meth:`aclose` (the blocking API's name)."""
+
+    async def __aenter__(self) -> AsyncMemorySession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,172 @@
+"""The engine's commands that change memory by name: direct commands (``remember``,
+``forget``, ``correct``, ``pin``, ``forget_all``) and erasure by crypto-shredding
+(``erase``, ``rotate_master_key``). A base of :class:`~memory_ledger.commands.engine.memory_engine.
+MemoryEngine`; the attributes below are set by its ``__init__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+from uuid import UUID
+
+from memory_ledger.commands.canonical.erasure import forget_all
+from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
+from memory_ledger.commands.engine.encryption import ErasureReport, erase_namespaces
+from memory_ledger.commands.recall.index import NamespaceRecallIndex
+from memory_ledger.commands.recall.lexical import SourceTranscripts, stem
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.key_errors import MasterKeyError
+from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
+from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
+from memory_ledger.projections.columnar import session_key
+from memory_ledger.projections.store import ProjectionStore, remove_idle_slots
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.recall.semantic import SemanticChannel
+
+__all__ = ["EngineCommands"]
+
+
+class EngineCommands:
+    """Direct commands and erasure of ``MemoryEngine`` (one of its bases)."""
+
+    keyring: Keyring
+    recall_index: NamespaceRecallIndex
+    transcripts: SourceTranscripts
+    semantic: SemanticChannel | None
+    _memory_maps: dict[str, tuple[int, str]]
+    path: Path
+    projections: ProjectionStore
+
+    @property
+    def _engine(self) -> MemoryEngine:
+        return cast("MemoryEngine", self)
+
+    # Direct commands (the short way in; see commands/engine/direct.py) ---------------------------
+
+    def remember(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+        tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """Store ``statement`` as canonical memory of ``namespace``, durable on return
+        (:meth:`DirectCommands.remember
+        <memory_ledger.commands.engine.direct.DirectCommands.remember>`;
+        ``occurred_at``: when it was said, the value's valid time).
+        """
+        return DirectCommands(self._engine).remember(
+            namespace,
+            statement,
+            subject=subject,
+            predicate=predicate,
+            value=value,
+            tags=tags,
+            occurred_at=occurred_at,
+        )
+
+    def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Forget one memory of ``namespace`` by id or by its words, durable on return
+        (:meth:`DirectCommands.forget
+        <memory_ledger.commands.engine.direct.DirectCommands.forget>`).
+        """
+        return DirectCommands(self._engine).forget(namespace, statement_or_id)
+
+    def correct(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """Supersede the memory ``target`` (or the best match for ``statement``) with
+        ``statement``, durable on return
+        (:meth:`DirectCommands.correct
+        <memory_ledger.commands.engine.direct.DirectCommands.correct>`;
+        ``occurred_at``: when it was said, the new value's valid time).
+        """
+        return DirectCommands(self._engine).correct(
+            namespace, statement, target=target, occurred_at=occurred_at
+        )
+
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
+        return (:meth:`DirectCommands.pin
+        <memory_ledger.commands.engine.direct.DirectCommands.pin>`).
+        """
+        return DirectCommands(self._engine).pin(namespace, statement_or_id)
+
+    def forget_all(self, namespace: Namespace) -> int:
+        """Forget every retrievable memory of exactly ``namespace`` in one command (durable
+        on return) and return how many (:func:`commands.canonical.erasure.forget_all`): the ledger
+        records the command and each memory it forgot; other namespaces are untouched.
+        With nothing to forget it writes nothing and returns 0.
+
+        :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
+        :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
+        """
+        return forget_all(self._engine, namespace)
+
+    # Erasure (commands/engine/encryption.py) -----------------------------------------------------
+
+    def remove_idle_projections(self) -> int:
+        """Delete this host's projection files that no process holds (after an erasure:
+        they may hold erased rows; each is rebuilt from the ledger when next used); return
+        how many are held by running processes (:func:`projections.store.remove_idle_slots`)."""
+        return remove_idle_slots(self.path / "projections", keep=self.projections.path)
+
+    def _drop_erased_content(self) -> None:
+        """Empty every in-process index and cache that may hold an erased namespace's text
+        (run after catch-up applied a ``NamespaceErased`` record); they refill on use."""
+        self.recall_index.clear()
+        self.transcripts.clear()
+        self._memory_maps.clear()
+        if self.semantic is not None:
+            self.semantic.clear()
+        stem.cache_clear()
+        session_key.cache_clear()
+
+    def erase(
+        self,
+        tenant: str,
+        principal: str | None = None,
+        scope_id: str | None = None,
+        *,
+        requested_by: str = "",
+    ) -> ErasureReport:
+        """Erase a tenant's namespaces, a principal's, or one namespace by crypto-shredding
+        (``commands.engine.encryption``, issue #16): their data keys are destroyed, a
+        ``NamespaceErased`` record says what and by whom, and their rows leave every
+        projection. The chain still verifies; other namespaces are untouched.
+
+        :raises InvalidNamespaceError: a part is empty or too long, or a scope id is given
+            without its principal.
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        :raises KeyStoreError: the key store cannot be written (nothing was erased).
+        :raises LedgerReadOnlyError: the store is open read-only.
+        """
+        match = NamespaceMatch(tenant=tenant, principal=principal, scope_id=scope_id)
+        return erase_namespaces(self._engine, match, requested_by=requested_by)
+
+    def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
+        """Re-wrap every live data key under ``new_master_key`` (events are not touched);
+        return how many keys. From then on only the new key opens the store.
+
+        :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        :raises MasterKeyError: the new key is invalid.
+        """
+        new = master_key_from(new_master_key)
+        if new is None:
+            msg = "rotate_master_key needs a new master key"
+            raise MasterKeyError(msg, reason_code="master_key_invalid")
+        return self.keyring.rotate(new)

@@ -1,0 +1,528 @@
+"""Direct commands: remember, forget and correct without driving a session by hand.
+
+A host that only wants "store this" and "what do we know about that" calls
+:meth:`MemoryEngine.remember` / :meth:`~MemoryEngine.forget` / :meth:`~MemoryEngine.correct`
+/ :meth:`~MemoryEngine.pin` (which delegate here). Each call is one short session of its
+own (``direct-<hex>``; another prefix names another caller, e.g. ``mcp-<client>-`` for the
+MCP server, so ``explain`` shows who changed a memory): the
+explicit command (ExplicitCommandApplied) and its reconciliation into canonical memory
+(SessionSealed, MemoryActivated / MemoryForgotten / MemorySuperseded, SessionReconciled) are
+appended and fsynced before the call returns, so the ledger shows exactly the lineage a
+session's command would have (``memory-ledger explain`` walks it back to the call).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision, memory_of
+from memory_ledger.commands.canonical.reconcile import IN_THIS_BATCH, Reconciler, plan_finish
+from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
+from memory_ledger.commands.extraction.validation import Rejection, has_visible_text, validate_item
+from memory_ledger.commands.recall.lexical import shared_stems
+from memory_ledger.commands.session.stream import utc_now
+from memory_ledger.ledger.arguments import check_aware, forbidden_character
+from memory_ledger.ledger.events import (
+    ExplicitCommandApplied,
+    ExtractedItem,
+    LedgerEvent,
+    ReconciliationReport,
+    SessionOpened,
+)
+from memory_ledger.ledger.ids import (
+    MAX_NAMESPACE_PART_BYTES,
+    InvalidNamespaceError,
+    Namespace,
+    as_memory_id,
+    check_namespace,
+    check_session_id,
+    command_id,
+    memory_id,
+    normalize_statement,
+    session_stream_id,
+)
+from memory_ledger.ledger.key_errors import NamespaceErasedError
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.recall.index import MemoryDoc
+    from memory_ledger.commands.session.commands import CommandResult
+
+__all__ = ["DirectCommands", "DirectResult"]
+
+DIRECT_SESSION_PREFIX = "direct-"
+
+_SEARCHED = 10
+"""How many of the best lexical matches a command naming a memory by its words reads."""
+
+_LISTED = 5
+"""How many of several named memories an ``ambiguous_match`` error lists (best first)."""
+
+
+def _ambiguous(named: list[MemoryDoc], capped: bool) -> str:
+    """The message of an ``ambiguous_match``: how many memories the words name, the
+    :data:`_LISTED` best (id and the start of the statement) and how many more, so its size
+    does not grow with the store."""
+    count = f"at least {len(named)}" if capped else str(len(named))
+    listed = "; ".join(f"{doc.memory_id}: {doc.statement[:60]}" for doc in named[:_LISTED])
+    rest = len(named) - _LISTED
+    more = f"; and {'at least ' if capped else ''}{rest} more" if rest > 0 else ""
+    return f"the words name {count} memories, pass one memory id: {listed}{more}"
+
+
+"""Session ids of direct commands start with this; the rest is a random hex id."""
+
+
+class DirectResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a direct command did.
+
+    ``memory_id`` is the memory the command is about: the remembered one, the forgotten
+    one, the pinned one, or the corrected value (the new memory) for ``correct``; ``target``
+    is the memory a ``forget``, ``pin`` or ``correct`` applied to (None when nothing
+    matched: a ``correct`` without a target then simply remembers). ``position`` is the
+    ledger position of the last event written; ``report`` the reconciliation report of the
+    command's session.
+    """
+
+    intent: Literal["remember", "forget", "correct", "pin"]
+    memory_id: UUID | None
+    target: UUID | None
+    session_id: str
+    position: int
+    report: ReconciliationReport
+
+
+class DirectCommands:
+    """Explicit commands against one engine, each reconciled before it returns.
+
+    :param session_prefix: how the session id of each command starts (the rest is a random
+        hex id); it is recorded in every event of the command. Default ``direct-``.
+    :raises InvalidNamespaceError: (a ``ValueError``) the prefix is empty, longer than 224
+        UTF-8 bytes, or holds a character a session id may not hold
+        (:func:`~memory_ledger.ledger.ids.check_session_id`).
+    :raises InvalidArgumentTypeError: the prefix is not a string.
+    """
+
+    def __init__(self, engine: MemoryEngine, session_prefix: str = DIRECT_SESSION_PREFIX) -> None:
+        check_session_id(session_prefix, "session_prefix")
+        room = MAX_NAMESPACE_PART_BYTES - 32  # the random hex id that follows
+        if len(session_prefix.encode("utf-8")) > room:
+            msg = f"session_prefix is longer than {room} UTF-8 bytes (session ids: 256 at most)"
+            raise InvalidNamespaceError(
+                msg, parameter="session_prefix", reason_code="session_id_too_long"
+            )
+        self._engine = engine
+        self._prefix = session_prefix
+
+    def remember(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        value: str | None = None,
+        tags: Sequence[str] = (),
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """Store ``statement`` as canonical memory of ``namespace`` (durable on return).
+
+        ``occurred_at`` (aware) is when it was said: the value's valid time, so an older
+        conversation imported later does not retire it (None: ledger order decides).
+
+        ``subject``/``predicate``/``value`` make it a keyed fact: a later remember of the
+        same subject and predicate supersedes it (single-valued attribute). Remembering a
+        statement that is already active reinforces it.
+
+        :raises CommandRejectedError: empty statement, a secret-shaped value, or an item
+            that fails validation (``reason_code`` says which rule).
+        :raises InvalidNamespaceError: an empty or invalid namespace part.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone
+            (``InvalidArgumentTypeError`` when it is not a datetime).
+        """
+        text = _statement(statement, "statement")
+        check_namespace(namespace)
+        item: dict[str, Any] = {
+            "kind": "semantic",
+            "subject": subject,
+            "predicate": predicate,
+            "value": value,
+            "statement": text,
+            "source": "fact",
+            "scope": "user",
+            "reason": "the host asked to remember this",
+            "importance": 0.9,
+            "confidence": 1.0,
+            "tags": list(tags),
+        }
+        if isinstance(tags, str):
+            msg = "tags must be a sequence of strings, not one string"
+            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
+        session_id, applied, report = self._run(
+            namespace, "remember", text, item=item, occurred_at=occurred_at
+        )
+        mid = memory_id(namespace, normalize_statement(text))
+        return DirectResult(
+            intent="remember",
+            memory_id=mid,
+            target=None,
+            session_id=session_id,
+            position=report.position or applied.position,
+            report=report,
+        )
+
+    def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Forget one memory of ``namespace``: by its id (a UUID or its text form) or by the
+        best lexical match for a statement.
+
+        A forgotten memory is never recalled again; the ledger keeps its history.
+
+        :raises UnknownMemoryError: an id that names no retrievable memory of this namespace
+            (another namespace's id behaves exactly like an unknown one), or a statement
+            that matches none.
+        :raises CommandRejectedError: an empty statement or a secret-shaped value.
+        """
+        check_namespace(namespace)
+        target, named = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(
+            namespace, "forget", None, target=target, named=named
+        )
+        return DirectResult(
+            intent="forget",
+            memory_id=applied.target,
+            target=applied.target,
+            session_id=session_id,
+            position=report.position or applied.position,
+            report=report,
+        )
+
+    def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
+        """Pin one memory of ``namespace`` (by id, or the best lexical match for a
+        statement): a pinned memory is never pruned.
+
+        :raises UnknownMemoryError: as :meth:`forget`.
+        :raises CommandRejectedError: an empty statement or a secret-shaped value.
+        """
+        check_namespace(namespace)
+        target, named = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(namespace, "pin", None, target=target, named=named)
+        return DirectResult(
+            intent="pin",
+            memory_id=applied.target,
+            target=applied.target,
+            session_id=session_id,
+            position=report.position or applied.position,
+            report=report,
+        )
+
+    def correct(
+        self,
+        namespace: Namespace,
+        statement: str,
+        *,
+        target: str | UUID | None = None,
+        occurred_at: datetime | None = None,
+    ) -> DirectResult:
+        """Replace what memory says with ``statement``: the target is superseded by the new
+        statement, which keeps the target's subject and predicate.
+
+        The target is ``target`` (an id), or else the one memory ``statement`` names (its
+        subject is mentioned and another word of it is shared:
+        :func:`~memory_ledger.commands.recall.lexical.names_memory`). When it names none, the
+        statement is simply remembered (``target`` None in the result). ``occurred_at``
+        (aware): when it was said, the new value's valid time (as for :meth:`remember`).
+
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
+            ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
+            ``target``).
+        :raises CommandRejectedError: empty statement, a secret-shaped value.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
+        """
+        text = _statement(statement, "statement")
+        check_namespace(namespace)
+        resolved: UUID | None = None
+        named = False
+        if target is not None:
+            resolved, named = self._target(namespace, target, "target")
+        session_id, applied, report = self._run(
+            namespace,
+            "correct",
+            text,
+            target=resolved,
+            named=named,
+            words=text if target is None else None,
+            occurred_at=occurred_at,
+        )
+        return DirectResult(
+            intent="correct",
+            memory_id=memory_id(namespace, normalize_statement(text)),
+            target=applied.target,
+            session_id=session_id,
+            position=report.position or applied.position,
+            report=report,
+        )
+
+    # Internals ----------------------------------------------------------------------------
+
+    def _target(
+        self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
+    ) -> tuple[UUID, bool]:
+        """The memory of ``namespace`` a forget/pin/correct names, and whether it was named
+        by words (``name``: the argument it
+        came in, for errors): an id that exists in the LEDGER (any status; the decision
+        resolves it to the head of its supersession chain), or the one retrievable memory
+        the words name."""
+        wanted = as_memory_id(statement_or_id)
+        if wanted is not None:
+            if memory_of(self._engine, namespace, wanted) is None:
+                raise UnknownMemoryError(str(wanted))
+            return wanted, False
+        text = _statement(statement_or_id, name)
+        doc = self._named(namespace, text, required=True)
+        assert doc is not None
+        return UUID(doc.memory_id), True
+
+    def _named(
+        self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
+    ) -> MemoryDoc | None:
+        """The one retrievable memory ``text`` names (``strict``: the correction rule of
+        :meth:`MemoryEngine.named_memories`); None (or, when ``required``, an error) when it
+        names none; an error when it names several (never a silent pick). Messages never
+        repeat ``text``."""
+        named = self._engine.named_memories(namespace, text, _SEARCHED, strict=strict)
+        capped = len(named) >= _SEARCHED  # more may match beyond the search depth
+        if len(named) > 1:  # the ones sharing the most of the text's words, if that is one
+            overlaps = [len(shared_stems(text, doc.subject, doc.statement)) for doc in named]
+            best = max(overlaps)
+            named = [doc for doc, n in zip(named, overlaps, strict=True) if n == best]
+        if len(named) > 1:
+            raise UnknownMemoryError(_ambiguous(named, capped), reason_code="ambiguous_match")
+        if not named and required:
+            msg = "no memory of this namespace matches the given words"
+            raise UnknownMemoryError(msg, reason_code="no_match")
+        return named[0] if named else None
+
+    def _run(
+        self,
+        namespace: Namespace,
+        intent: Literal["remember", "forget", "correct", "pin"],
+        text: str | None,
+        *,
+        item: dict[str, Any] | None = None,
+        target: UUID | None = None,
+        named: bool = False,
+        words: str | None = None,
+        occurred_at: datetime | None = None,
+    ) -> tuple[str, CommandResult, ReconciliationReport]:
+        """Plan and append the whole command as ONE decision (one transaction, one sync):
+        SessionOpened, ExplicitCommandApplied, SessionSealed, the memory events and
+        SessionReconciled, under the append condition of what the plan read
+        (:func:`~memory_ledger.commands.canonical.boundary.append_decision`). A crash leaves all
+        of it
+        or none of it; a backup never holds half of one.
+
+        ``text`` None (a forget or pin): the statement recorded is the target's current one.
+        ``target`` is resolved to the head of its supersession chain in the ledger at the
+        decision (a concurrent correction that superseded it is what this command applies
+        to); a chain that ends in a forgotten memory is an unknown target. ``named``: the
+        target was found by the command's words, so when it is gone at the decision the
+        command is decided as the words name nothing now (a correct remembers; a forget or
+        pin raises ``no_match``), exactly as it would have been decided a moment later.
+        ``words`` (a correct without a target): the target is what the words name, searched
+        anew in every attempt, with the namespace in the append condition (a memory that
+        appears or goes meanwhile changes what they name); naming none, it remembers.
+
+        ``occurred_at`` (aware): when it was said, recorded in the command (the value's
+        valid time, ``commands.canonical.reconcile``).
+
+        :raises UnknownMemoryError: ``target`` names no retrievable memory now.
+        :raises CommandRejectedError: the (carried-over) item fails validation.
+        :raises NamespaceErasedError: the namespace was erased.
+        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
+        """
+        if occurred_at is not None:
+            check_aware("occurred_at", occurred_at)  # before anything is planned or written
+        engine = self._engine
+        session_id = self._prefix + uuid.uuid4().hex
+        stream = session_stream_id(namespace, session_id)
+        policy = engine.config.activation_policy
+        outcome: dict[str, Any] = {}
+        with engine.ledger_guard():
+            engine.keyring.refresh()
+        if engine.keyring.erased_namespace_ids and engine.keyring.is_erased(namespace):
+            raise NamespaceErasedError(f"namespace {namespace.key()!r} was erased")
+
+        def plan(reads: DecisionReads) -> list[LedgerEvent]:
+            head = None
+            kind = intent
+            wanted, by_words = target, named
+            if words is not None:
+                reads.guard_namespace()
+                found = self._named(namespace, words, required=False, strict=True)
+                wanted, by_words = (UUID(found.memory_id) if found else None), True
+                if wanted is None:
+                    kind = "remember"
+            if wanted is not None:
+                head = reads.head(wanted)
+                if head is None and by_words and intent == "correct":
+                    kind = "remember"
+                elif head is None and by_words:
+                    msg = "no memory of this namespace matches the given words"
+                    raise UnknownMemoryError(msg, reason_code="no_match")
+                elif head is None:
+                    raise UnknownMemoryError(str(wanted))
+            state = reads.memory(head) if head is not None else None
+            statement = text
+            if statement is None:  # forget / pin: the target's statement as it is now
+                assert state is not None and head is not None
+                statement = state.item.statement if state.item is not None else str(head)
+            resolved: ExtractedItem | None = None
+            if kind == "correct":
+                resolved = _checked(_correction(statement, state.item if state else None, item))
+            elif kind == "remember":
+                resolved = _checked(item if item is not None else _plain_item(statement))
+            cid = command_id(stream, 1, kind, statement)
+            at = utc_now()
+            base = {"recorded_at": at, "namespace": namespace, "session_id": session_id}
+            opened = SessionOpened(
+                originator_id=stream,
+                originator_version=1,
+                **base,  # type: ignore[arg-type]
+                activation_policy=policy,
+                extractor_id=DIRECT_EXTRACTOR_ID,
+            )
+            command = ExplicitCommandApplied(
+                originator_id=stream,
+                originator_version=2,
+                **base,  # type: ignore[arg-type]
+                turn_id=1,
+                command_id=cid,
+                intent=kind,
+                statement=statement,
+                target=head,
+                item=resolved,
+                occurred_at=occurred_at,
+            )
+            reconciler = Reconciler(
+                namespace=namespace,
+                session_id=session_id,
+                load_memory=reads.memory,
+                same_key=reads.activated_under,
+                recorded_at=at,
+                evidence_position=lambda _entry: IN_THIS_BATCH,
+            )
+            finished = plan_finish(
+                reconciler,
+                session_stream=stream,
+                session_version=2,
+                items=[command],
+                policy=policy,
+            )
+            outcome.update(report=finished.report, command=command)
+            return [opened, command, *finished.events]
+
+        from memory_ledger.commands.session.commands import CommandResult  # sessions: on a write
+
+        positions = append_decision(engine, namespace, plan, what=f"{intent} ({session_id})")
+        report = msgspec.structs.replace(outcome["report"], position=positions[-1])
+        command = outcome["command"]
+        applied = CommandResult(
+            command_id=command.command_id,
+            intent=intent,
+            target=command.target,
+            position=positions[1],
+        )
+        return session_id, applied, report
+
+
+DIRECT_EXTRACTOR_ID = "direct"
+"""The extractor id recorded in a direct command's SessionOpened (no extractor runs)."""
+
+
+def _plain_item(text: str) -> dict[str, Any]:
+    """The item of a plain ``remember`` (no subject or predicate given)."""
+    return {
+        "kind": "semantic",
+        "subject": None,
+        "predicate": None,
+        "value": None,
+        "statement": text,
+        "source": "fact",
+        "scope": "user",
+        "reason": "the user explicitly asked to remember this",
+        "importance": 0.9,
+        "confidence": 1.0,
+    }
+
+
+def _correction(
+    text: str, base: ExtractedItem | None, supplied: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The item of a ``correct`` (issue 13 item 4): the target's current item (subject,
+    predicate, kind, source, scope, reason, tags, evidence and importance) with the
+    correction's statement, no value and the user's confidence; a plain item when there is
+    no target. ``supplied`` fields override."""
+    if base is None:
+        raw = _plain_item(text)
+        raw["reason"] = "the user explicitly asked to correct this"
+    else:
+        raw = {
+            "kind": base.kind,
+            "subject": base.subject,
+            "predicate": base.predicate,
+            "value": None,
+            "statement": text,
+            "source": base.source,
+            "scope": base.scope,
+            "reason": base.reason,
+            "importance": base.importance,
+            "confidence": 1.0,
+            "tags": list(base.tags),
+            "evidence": list(base.evidence),
+        }
+    raw.update(supplied or {})
+    return raw
+
+
+def _checked(raw: dict[str, Any]) -> ExtractedItem:
+    outcome = validate_item(raw)
+    if isinstance(outcome, Rejection):
+        msg = f"the item was rejected ({outcome.reason_code}): {outcome.detail}"
+        raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)
+    return outcome
+
+
+def _statement(value: object, name: str) -> str:
+    """``value`` with its whitespace collapsed, checked before anything is written: a
+    string, not empty, no NUL, other control character (tab and line breaks aside) or
+    bidirectional override (``"forbidden_character"``), valid Unicode, no secret-shaped
+    value (never echoed)."""
+    if not isinstance(value, str):
+        msg = f"{name} must be a string, got {type(value).__name__}"
+        raise CommandRejectedError(msg, "invalid_statement", parameter=name)
+    text = " ".join(value.split())
+    if not text or not has_visible_text(text):
+        raise CommandRejectedError(f"{name} is empty", "empty_statement", parameter=name)
+    forbidden = forbidden_character(value, line_breaks=True)
+    if forbidden is not None:
+        msg = (
+            f"{name} holds {forbidden}; control characters and bidirectional overrides are refused"
+        )
+        raise CommandRejectedError(msg, "forbidden_character", parameter=name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = f"{name} holds a character that is not valid Unicode text"
+        raise CommandRejectedError(msg, "not_utf8", parameter=name) from None
+    from memory_ledger.commands.secrets import redact  # detect_secrets: loaded on a write
+
+    if redact(text).count:
+        msg = f"{name} holds a secret-shaped value; nothing was recorded"
+        raise CommandRejectedError(msg, "secret_detected", parameter=name)
+    return text

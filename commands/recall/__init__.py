@@ -1,0 +1,34 @@
+"""The recall wing: lexical and semantic channels, fusion, policies, valid time.
+
+The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memory_ledger.ledger.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.recall.fusion import HybridFusion
+    from memory_ledger.commands.recall.index import RecallHit, RecallResult, RecallScope
+    from memory_ledger.commands.recall.policy import RecallPolicy
+
+__all__ = [
+    "HybridFusion",
+    "RecallHit",
+    "RecallPolicy",
+    "RecallResult",
+    "RecallScope",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "HybridFusion": "memory_ledger.commands.recall.fusion",
+        "RecallHit": "memory_ledger.commands.recall.index",
+        "RecallPolicy": "memory_ledger.commands.recall.policy",
+        "RecallResult": "memory_ledger.commands.recall.index",
+        "RecallScope": "memory_ledger.commands.recall.index",
+    },
+)

@@ -1,0 +1,37 @@
+"""The session wing: one logical conversation and its concerns (turns, extraction, commands,
+recall, admission, finish).
+
+The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memory_ledger.ledger.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.session.admission import AdmissionReport
+    from memory_ledger.commands.session.commands import CommandResult
+    from memory_ledger.commands.session.extraction import TurnOutcome
+    from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
+    from memory_ledger.commands.session.memory_session import MemorySession
+
+__all__ = [
+    "AdmissionReport",
+    "CommandResult",
+    "MemorySession",
+    "SessionMemoryProvider",
+    "TurnOutcome",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AdmissionReport": "memory_ledger.commands.session.admission",
+        "CommandResult": "memory_ledger.commands.session.commands",
+        "MemorySession": "memory_ledger.commands.session.memory_session",
+        "SessionMemoryProvider": "memory_ledger.commands.session.memory_provider",
+        "TurnOutcome": "memory_ledger.commands.session.extraction",
+    },
+)

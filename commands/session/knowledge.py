@@ -1,0 +1,258 @@
+"""The session's exact knowledge binding: recorded at start, required on resume, exclusive.
+
+A host binds a session with ``engine.session(..., knowledge=BoundKnowledge(binding,
+provider))`` (seed 002, "Exact Cognitive Packages"):
+
+* the binding is recorded as KnowledgeBound in the same transaction as SessionOpened; a
+  session that started unbound cannot be bound later (``binding_not_recorded``), and a bound
+  session resumes only with the same binding (``binding_missing``, ``binding_mismatch``);
+* a bound session suppresses memory recall, session and canonical: ``recall``,
+  ``recall_scoped``, ``recall_similar``, ``memory_recent``, ``recall_by_tags`` and
+  ``memory_map`` raise ``recall_suppressed``, and ``prepare`` freezes an empty snapshot;
+  extraction, explicit commands and reconciliation (the write side) work as in any session;
+* :meth:`SessionKnowledge.assemble_context` accepts no other provider in a bound session
+  (``provider_refused``); its context is the package's validated documents or an error,
+  never a fallback. Unbound, it assembles memory, the workspace (when attached) and the
+  host's providers. What entered context is recorded (KnowledgeServed).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from memory_ledger.commands.context.assembler import (
+    BALANCED,
+    AssembledContext,
+    AssemblyPolicy,
+    ContextAssembler,
+    ContextProvider,
+    ContextQuery,
+    assemble_items,
+)
+from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
+from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
+from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
+from memory_ledger.commands.session.stream import check_turn_id, utc_now
+from memory_ledger.commands.session.turns import PreparedMemorySnapshot, SessionTurns
+from memory_ledger.commands.session.workspace import SessionWorkspace
+from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, LedgerEvent
+from memory_ledger.ledger.ids import recall_stream_id
+from memory_ledger.projections.tokens import TokenCounter
+
+__all__ = ["SessionKnowledge"]
+
+_preparing = threading.local()
+"""The bound session whose ``prepare`` runs in this thread (its live search finds nothing;
+explicit commands that find their target by words still search)."""
+
+
+class SessionKnowledge(SessionWorkspace, SessionTurns):
+    """Knowledge binding rules of a session (see the module docstring)."""
+
+    knowledge: BoundKnowledge | None
+    token_counter: TokenCounter
+
+    def _check_binding_on_open(self) -> None:
+        """Refuse a resume without, or with another, binding than the one recorded, and a
+        binding for a session that started without one. Call after ``refresh``."""
+        recorded = self.state.knowledge
+        given = self.knowledge
+        if recorded is None:
+            if given is not None and self.state.opened is not None:
+                msg = (
+                    f"session {self.session_id!r} started without a knowledge binding; "
+                    "a binding is recorded only when a session starts"
+                )
+                raise KnowledgeBindingError("binding_not_recorded", msg)
+            return
+        if given is None:
+            msg = (
+                f"session {self.session_id!r} is bound to {recorded.package_id}@"
+                f"{recorded.version}#{recorded.generation}; resume it with that binding"
+            )
+            raise KnowledgeBindingError("binding_missing", msg)
+        if given.binding.binding_id() != recorded.binding_id:
+            msg = (
+                f"session {self.session_id!r} is bound to {recorded.package_id}@"
+                f"{recorded.version}#{recorded.generation}, not {given.binding.label()}"
+            )
+            raise KnowledgeBindingError("binding_mismatch", msg)
+
+    def _opened_events(self) -> list[LedgerEvent]:
+        events = super()._opened_events()
+        if events and self.knowledge is not None:
+            binding = self.knowledge.binding
+            events.append(
+                KnowledgeBound(
+                    **self._base(),
+                    binding_id=binding.binding_id(),
+                    package_id=binding.package_id,
+                    version=binding.version,
+                    generation=binding.generation,
+                    generation_digest=binding.generation_digest,
+                    capability_digest=binding.capability_digest,
+                    max_documents=binding.limits.max_documents,
+                    max_document_bytes=binding.limits.max_document_bytes,
+                    max_total_bytes=binding.limits.max_total_bytes,
+                )
+            )
+        return events
+
+    # Recall suppression -------------------------------------------------------------------
+
+    def _suppressed(self, what: str) -> None:
+        if self.knowledge is not None:
+            msg = f"{what} is suppressed: the session is bound to {self.knowledge.binding.label()}"
+            raise KnowledgeBindingError("recall_suppressed", msg)
+
+    def _live(
+        self,
+        query: str,
+        k: int,
+        scope: RecallScope,
+        about: str | None,
+        attribute: str | None,
+        *,
+        semantic: bool = True,
+    ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
+        if getattr(_preparing, "session", None) is self:  # a bound prepare(): no memory
+            return [], OFF
+        return super()._live(query, k, scope, about, attribute, semantic=semantic)
+
+    def prepare(self, turn_id: int, transcript: str) -> PreparedMemorySnapshot:
+        """As :meth:`SessionTurns.prepare`; a bound session freezes an empty snapshot
+        (memory recall is suppressed, the turn protocol goes on)."""
+        if self.knowledge is None:
+            return super().prepare(turn_id, transcript)
+        _preparing.session = self
+        try:
+            return super().prepare(turn_id, transcript)
+        finally:
+            _preparing.session = None
+
+    def recall(
+        self,
+        query: str,
+        turn_id: int | None = None,
+        k: int | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
+        """As :meth:`SessionRecall.recall`; raises ``recall_suppressed`` when bound."""
+        self._suppressed("memory recall")
+        return super().recall(query, turn_id, k, record=record)
+
+    def recall_scoped(
+        self,
+        query: str,
+        turn_id: int | None,
+        scope: RecallScope,
+        about: str | None = None,
+        attribute: str | None = None,
+        k: int | None = None,
+    ) -> RecallResult:
+        """As :meth:`SessionRecall.recall_scoped`; raises ``recall_suppressed`` when bound."""
+        self._suppressed("memory recall")
+        return super().recall_scoped(query, turn_id, scope, about, attribute, k)
+
+    def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
+        """As :meth:`SessionRecall.recall_similar`; raises ``recall_suppressed`` when bound."""
+        self._suppressed("memory recall")
+        return super().recall_similar(query, k)
+
+    def memory_recent(self, k: int = 10) -> list[RecallHit]:
+        """As :meth:`SessionRecall.memory_recent`; raises ``recall_suppressed`` when bound."""
+        self._suppressed("memory recall")
+        return super().memory_recent(k)
+
+    def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
+        """As :meth:`SessionRecall.recall_by_tags`; raises ``recall_suppressed`` when bound."""
+        self._suppressed("memory recall")
+        return super().recall_by_tags(tags, k)
+
+    def memory_map(self) -> str:
+        """As :meth:`SessionRecall.memory_map`; raises ``recall_suppressed`` when bound."""
+        self._suppressed("the memory map")
+        return super().memory_map()
+
+    # Context ------------------------------------------------------------------------------
+
+    def assemble_context(
+        self,
+        turn_id: int,
+        query: str,
+        providers: Sequence[ContextProvider] = (),
+        *,
+        policy: AssemblyPolicy = BALANCED,
+        memory: bool = True,
+        memory_failure: Literal["fail_open", "fail_closed"] = "fail_open",
+    ) -> AssembledContext:
+        """The turn's context.
+
+        Bound: the package's validated documents only (``providers`` must be empty), and
+        KnowledgeServed records the documents selected. Unbound: memory recall (unless
+        ``memory`` is False), the workspace (when attached) and ``providers``, through
+        :class:`~commands.context.assembler.ContextAssembler`.
+
+        :raises KnowledgeBindingError: bound and ``providers`` given (``provider_refused``),
+            or the package request failed (fail closed; nothing else is consulted).
+        :raises ContextProviderError: a fail-closed provider failed (unbound).
+        """
+        self._check_open()
+        check_turn_id(turn_id)
+        if self.knowledge is None:
+            return self._assemble_unbound(turn_id, query, providers, policy, memory, memory_failure)
+        if providers:
+            names = ", ".join(repr(getattr(p, "name", "?")) for p in providers)
+            label = self.knowledge.binding.label()
+            msg = f"a session bound to {label} accepts no other provider ({names})"
+            raise KnowledgeBindingError("provider_refused", msg)
+        answer = self.knowledge.fetch(self.session_id, turn_id, query)
+        items = self.knowledge.context_items(answer)
+        assembled = assemble_items(items, policy, token_counter=self.token_counter)
+        chosen = {item.item_id for item in assembled.items}
+        served = [d for d in answer.documents if f"knowledge:{d.citation.label()}" in chosen]
+        sequence = f"knowledge/{time.time_ns()}/{next(self._read_sequence)}"
+        self._buffer_read(
+            KnowledgeServed(
+                originator_id=recall_stream_id(self.stream_id, sequence),
+                originator_version=1,
+                recorded_at=utc_now(),
+                namespace=self.namespace,
+                session_id=self.session_id,
+                turn_id=turn_id,
+                binding_id=self.knowledge.binding.binding_id(),
+                request_id=answer.request.request_id,
+                citations=tuple(d.citation.label() for d in served),
+                digests=tuple(d.citation.digest for d in served),
+                total_bytes=sum(len(d.title.encode()) + len(d.markdown.encode()) for d in served),
+            )
+        )
+        return assembled
+
+    def _assemble_unbound(
+        self,
+        turn_id: int,
+        query: str,
+        providers: Sequence[ContextProvider],
+        policy: AssemblyPolicy,
+        memory: bool,
+        memory_failure: Literal["fail_open", "fail_closed"],
+    ) -> AssembledContext:
+        # Imported here: the memory provider module imports the session module.
+        from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
+        from memory_ledger.commands.session.memory_session import MemorySession
+
+        own: list[ContextProvider] = []
+        if memory and isinstance(self, MemorySession):
+            own.append(SessionMemoryProvider(self, failure_mode=memory_failure))
+        if self.workspace is not None:
+            own.append(self.workspace_provider())
+        assembler = ContextAssembler([*own, *providers], policy, token_counter=self.token_counter)
+        return assembler.assemble(
+            ContextQuery(session_id=self.session_id, turn_id=turn_id, query=query)
+        )

@@ -1,0 +1,63 @@
+"""Memory as a context provider: a session's recall, as items for the context assembler."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from memory_ledger.commands.context.assembler import ContextItem, ContextQuery
+from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
+from memory_ledger.commands.session.memory_session import MemorySession
+
+__all__ = ["SessionMemoryProvider"]
+
+
+class SessionMemoryProvider:
+    """Queries a session's ``recall`` for a turn and returns its hits as context items.
+
+    Relevance is the hit's score divided by the best score of the answer (so in [0, 1]);
+    canonical items carry ``memory_id`` and ``revision`` so the session can ``admit`` the
+    selected ones. Fail-open by default: a failing memory lookup never blocks a turn.
+
+    :raises KnowledgeBindingError: ``provider_refused`` for a session bound to a knowledge
+        package (its memory recall is suppressed).
+    """
+
+    def __init__(
+        self,
+        session: MemorySession,
+        *,
+        k: int = 6,
+        name: str = "memory",
+        failure_mode: Literal["fail_open", "fail_closed"] = "fail_open",
+    ) -> None:
+        if session.knowledge is not None:
+            msg = (
+                f"session {session.session_id!r} is bound to {session.knowledge.binding.label()}: "
+                "memory recall is suppressed and no other provider is accepted"
+            )
+            raise KnowledgeBindingError("provider_refused", msg)
+        self.session = session
+        self.k = k
+        self._name = name
+        self.failure_mode: Literal["fail_open", "fail_closed"] = failure_mode
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def query(self, q: ContextQuery) -> Sequence[ContextItem]:
+        result = self.session.recall(q.query, q.turn_id, self.k)
+        best = max((h.score for h in result.results), default=0.0)
+        return [
+            ContextItem(
+                item_id=f"memory:{hit.memory_id}",
+                source=self._name,
+                kind="memory",
+                text=hit.statement,
+                relevance=min(1.0, hit.score / best) if best > 0 else 0.0,
+                memory_id=hit.memory_id,
+                revision=hit.revision,
+            )
+            for hit in result.results
+        ]

@@ -1,0 +1,311 @@
+"""Recall paths of a session: snapshot fast path, live search, fused, scoped and listings.
+
+``recall`` reads the turn's frozen snapshot when it plainly covers the query, otherwise runs
+a live search (canonical memory, lexical or hybrid, plus the session's provisional facts,
+fused by RRF) and fuses the snapshot into it. Every recall is recorded (RecallServed) through
+the session's read buffer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Literal
+from uuid import UUID
+
+from memory_ledger.commands.recall.index import (
+    MemoryDoc,
+    RecallHit,
+    RecallResult,
+    RecallScope,
+    apply_hints,
+    build_index,
+    rrf_fuse,
+)
+from memory_ledger.commands.recall.lexical import analyze_query
+from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
+from memory_ledger.commands.secrets import redact
+from memory_ledger.commands.session.overlay import Overlay, build_overlay
+from memory_ledger.commands.session.stream import SessionStream, check_turn_id, utc_now
+from memory_ledger.ledger.arguments import check_count
+from memory_ledger.ledger.errors import InvalidArgumentTypeError
+from memory_ledger.ledger.events import (
+    RecalledItem,
+    RecallServed,
+    SnapshotPrepared,
+)
+from memory_ledger.ledger.ids import recall_stream_id
+from memory_ledger.projections.text_index import tokenize
+
+__all__ = ["SessionRecall", "check_query"]
+
+SNAPSHOT_COVERAGE = 0.8
+
+
+def check_query(query: object) -> str:
+    """``query`` if it is a string; otherwise InvalidArgumentTypeError (a ValueError)."""
+    if not isinstance(query, str):
+        msg = f"query must be a string, got {type(query).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
+    return query
+
+
+class SessionRecall(SessionStream):
+    """Reads of a session: recall paths, the session overlay and memory listings."""
+
+    _overlay: tuple[int, Overlay] | None
+
+    def overlay(self) -> Overlay:
+        """The session facts and what they hide (cached per session version)."""
+        with self._lock:
+            if self._overlay is None or self._overlay[0] != self.state.version:
+                self._overlay = (self.state.version, build_overlay(self.namespace, self.state))
+            return self._overlay[1]
+
+    def _canonical_docs(self) -> list[MemoryDoc]:
+        return self.engine.retrievable_memories(self.namespace)
+
+    def _live(
+        self,
+        query: str,
+        k: int,
+        scope: RecallScope,
+        about: str | None,
+        attribute: str | None,
+        *,
+        semantic: bool = True,
+    ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
+        """Live search: canonical memories (lexical, or hybrid with the semantic channel)
+        and session facts (shadowing applied), fused by RRF; plus the semantic status."""
+        overlay = self.overlay()
+        depth = max(k * 4, 20)
+        status = OFF
+        rankings: list[list[str]] = []
+        docs: dict[str, MemoryDoc] = {}
+        scores: dict[str, float] = {}
+
+        def admit(doc: MemoryDoc) -> bool:
+            return scope.item_scope is None or doc.scope == scope.item_scope
+
+        if scope.source in ("canonical", "both"):
+            candidates, status, _ = self.engine.canonical_candidates(
+                self.namespace, query, depth * 2, semantic=semantic
+            )
+            ranking = []
+            for doc, score in candidates:
+                if overlay.visible(doc) and admit(doc):
+                    ranking.append(doc.memory_id)
+                    docs[doc.memory_id] = doc
+                    scores[doc.memory_id] = score
+                if len(ranking) >= depth:
+                    break
+            rankings.append(ranking)
+        if scope.source in ("session", "both") and overlay.docs:
+            session_docs = [d for d in overlay.docs if admit(d)]
+            index = build_index(session_docs)
+            by_session = {d.memory_id: d for d in session_docs}
+            ranking = []
+            for scored in index.search(analyze_query(query), depth):
+                if scored.doc_id in docs:
+                    continue  # the canonical item with the same id answers
+                docs[scored.doc_id] = by_session[scored.doc_id]
+                scores[scored.doc_id] = scored.score
+                ranking.append(scored.doc_id)
+            rankings.append(ranking)
+        rankings = [r for r in rankings if r]
+        if len(rankings) > 1:
+            fused = rrf_fuse(rankings)
+        elif rankings:
+            fused = [(doc_id, scores[doc_id]) for doc_id in rankings[0]]
+        else:
+            fused = []
+        ordered = apply_hints([docs[doc_id] for doc_id, _ in fused], about, attribute)
+        fused_scores = dict(fused)
+        return [(doc, fused_scores[doc.memory_id]) for doc in ordered[:k]], status
+
+    def _covers(self, snapshot: SnapshotPrepared, query: str) -> bool:
+        """The fast-path test: the snapshot plainly covers the query by word overlap."""
+        wanted = set(tokenize(query))
+        if not snapshot.items or not wanted:
+            return False
+        have: set[str] = set()
+        for item in snapshot.items:
+            have.update(tokenize(item.statement))
+        return len(wanted & have) / len(wanted) >= SNAPSHOT_COVERAGE
+
+    def recall(
+        self,
+        query: str,
+        turn_id: int | None = None,
+        k: int | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
+        """Serve a ``recall`` tool call.
+
+        Reads the turn's frozen snapshot when it plainly covers the query; otherwise runs a
+        live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed
+        unless ``record`` is False (a replay that must write nothing, e.g. a re-run).
+        """
+        self._check_open()
+        check_query(query)
+        if turn_id is not None:
+            check_turn_id(turn_id)
+        k = self._bounded_k(k)
+        snapshot = self.state.frozen_snapshot(turn_id) if turn_id is not None else None
+        if snapshot is not None and self._covers(snapshot, query):
+            by_id = {
+                doc.memory_id: doc
+                for doc in self._docs_by_id({str(item.memory_id) for item in snapshot.items[:k]})
+            }
+            hits: list[RecallHit] = []
+            for item in snapshot.items[:k]:
+                doc = by_id.get(str(item.memory_id))
+                hits.append(
+                    RecallHit(
+                        rank=len(hits) + 1,
+                        memory_id=str(item.memory_id),
+                        statement=item.statement,
+                        subject=doc.subject if doc else None,
+                        predicate=doc.predicate if doc else None,
+                        score=item.score,
+                        evidence=doc.evidence if doc else (),
+                        occurred_at=doc.occurred_at if doc else None,
+                        origin=doc.origin if doc else "canonical",
+                        revision=item.revision or None,
+                        tags=doc.tags if doc else (),
+                    )
+                )
+            return self._served(query, turn_id, "snapshot", hits, record=record)
+        live, semantic = self._live(query, k, RecallScope(), None, None)
+        if snapshot is not None and snapshot.items:
+            live_ids = [doc.memory_id for doc, _ in live]
+            snapshot_ids = [str(i.memory_id) for i in snapshot.items]
+            known = {doc.memory_id: doc for doc, _ in live}
+            for doc in self._docs_by_id(set(snapshot_ids) - set(known)):
+                known[doc.memory_id] = doc
+            fused = [(d, s) for d, s in rrf_fuse([live_ids, snapshot_ids]) if d in known]
+            hits = [known[d].hit(rank, s) for rank, (d, s) in enumerate(fused[:k], start=1)]
+            return self._served(query, turn_id, "fused", hits, semantic, record=record)
+        hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
+        return self._served(query, turn_id, "live", hits, semantic, record=record)
+
+    def _docs_by_id(self, ids: set[str]) -> list[MemoryDoc]:
+        if not ids:
+            return []
+        overlay = self.overlay()
+        # Details only (subject, evidence, times): the in-process index as it stands serves,
+        # without a catch-up on the snapshot path.
+        by_id = self.engine.memory_details(self.namespace, ids)
+        found = [doc for doc in by_id.values() if overlay.visible(doc)]
+        found += [d for d in overlay.docs if d.memory_id in ids]
+        return found
+
+    def recall_scoped(
+        self,
+        query: str,
+        turn_id: int | None,
+        scope: RecallScope,
+        about: str | None = None,
+        attribute: str | None = None,
+        k: int | None = None,
+    ) -> RecallResult:
+        """A recall restricted to a scope and/or reordered by ``about``/``attribute`` hints.
+
+        Always a live search (the snapshot knows neither the restriction nor the hints);
+        hints only reorder, never filter.
+        """
+        self._check_open()
+        check_query(query)
+        if turn_id is not None:
+            check_turn_id(turn_id)
+        live, semantic = self._live(query, self._bounded_k(k), scope, about, attribute)
+        hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
+        return self._served(query, turn_id, "live", hits, semantic)
+
+    def _bounded_k(self, k: int | None) -> int:
+        """``k`` clamped to ``recall_max_k``; InvalidArgumentError when it is not a positive
+        int."""
+        if k is None:
+            return self._config.recall_k
+        return min(check_count("k", k), self._config.recall_max_k)
+
+    def _served(
+        self,
+        query: str,
+        turn_id: int | None,
+        path: Literal["snapshot", "live", "fused"],
+        hits: Sequence[RecallHit],
+        semantic: SemanticStatus | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
+        position = max(self.engine.projection_position, self.last_position)
+        result = RecallResult(
+            query=query,
+            results=tuple(hits),
+            position=position,
+            path=path,
+            turn_id=turn_id,
+            semantic=semantic,
+        )
+        if not record:
+            return result
+        canonical = [h for h in hits if h.origin == "canonical"]
+        sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
+        self._buffer_read(
+            RecallServed(
+                originator_id=recall_stream_id(self.stream_id, sequence),
+                originator_version=1,
+                recorded_at=utc_now(),
+                namespace=self.namespace,
+                session_id=self.session_id,
+                turn_id=turn_id,
+                query=redact(query).text[:2000],
+                path=path,
+                results=tuple(
+                    RecalledItem(
+                        memory_id=UUID(h.memory_id),
+                        revision=h.revision or 0,
+                        rank=h.rank,
+                        score=h.score,
+                    )
+                    for h in canonical
+                ),
+            )
+        )
+        self._last_activity = time.monotonic()
+        return result
+
+    def memory_map(self) -> str:
+        """The vocabulary a model needs to fill recall's about/attribute fields."""
+        return self.engine.memory_map(self.namespace, token_counter=self.token_counter)
+
+    def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
+        """Canonical and session memories similar to ``query`` (live BM25, fused)."""
+        return list(self.recall_scoped(query, None, RecallScope(), k=k).results)
+
+    def memory_recent(self, k: int = 10) -> list[RecallHit]:
+        """The ``k`` most recent retrievable memories (session facts first)."""
+        check_count("k", k)
+        overlay = self.overlay()
+        canonical = [d for d in self._canonical_docs() if overlay.visible(d)]
+        canonical.sort(key=lambda d: (-d.position, d.memory_id))
+        docs = [*overlay.docs, *canonical][: max(k, 0)]
+        return [doc.hit(rank, 0.0) for rank, doc in enumerate(docs, start=1)]
+
+    def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
+        """Retrievable memories carrying any of ``tags``: most matching tags first, then the
+        most recent."""
+        check_count("k", k)
+        wanted = {t.strip().casefold() for t in tags if t.strip()}
+        overlay = self.overlay()
+        docs = [*overlay.docs, *(d for d in self._canonical_docs() if overlay.visible(d))]
+        scored = []
+        for doc in docs:
+            matches = len(wanted & {t.casefold() for t in doc.tags})
+            if matches:
+                scored.append((doc, matches))
+        recent = {d.memory_id: n for n, d in enumerate(docs)}
+        scored.sort(key=lambda pair: (-pair[1], recent[pair[0].memory_id]))
+        return [doc.hit(rank, float(m)) for rank, (doc, m) in enumerate(scored[: max(k, 0)], 1)]
