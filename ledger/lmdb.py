@@ -65,8 +65,7 @@ from uuid import UUID
 
 import lmdb
 import msgspec
-from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBRecorder
-from eventsourcing.dcb.persistence import DCBInfrastructureFactory
+from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
@@ -1736,11 +1735,10 @@ class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, Process
         super().__init__(datastore)
 
 
-class LMDBFactory(
-    InfrastructureFactory[LMDBTrackingRecorder], DCBInfrastructureFactory[LMDBTrackingRecorder]
-):
-    """Infrastructure factory of the LMDB persistence module (also the library's DCB
-    infrastructure factory: :meth:`dcb_recorder` over the same ledger).
+class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
+    """Infrastructure factory of the LMDB persistence module (the library's DCB factory over
+    the same ledger is its subclass :class:`memory_ledger.ledger.lmdb_dcb.LMDBDCBFactory`,
+    ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb_dcb``, as the library keeps ``dcb/``).
 
     Settings (from the ``env`` given to the factory, optionally prefixed by an application
     name): ``LMDB_PATH`` (required, a directory), ``LMDB_MAP_SIZE`` (bytes),
@@ -1878,12 +1876,6 @@ class LMDBFactory(
         )
         assert issubclass(recorder_class, LMDBProcessRecorder)
         return recorder_class(datastore=self.datastore)
-
-    def dcb_recorder(self) -> DCBRecorder:
-        """The library's DCB recorder interface over this ledger (same log and positions)."""
-        from memory_ledger.ledger.lmdb_dcb import LMDBDCBRecorder  # noqa: PLC0415 (cycle)
-
-        return LMDBDCBRecorder(self.datastore)
 
     def env_create_table(self) -> bool:
         """Whether recorders create their named databases now (``CREATE_TABLE``, default y)."""

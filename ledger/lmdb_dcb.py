@@ -30,14 +30,16 @@ from eventsourcing.dcb.api import (
     DCBRecorder,
     DCBSequencedEvent,
 )
-from eventsourcing.dcb.persistence import DCBListenNotifySubscription
+from eventsourcing.dcb.persistence import DCBInfrastructureFactory, DCBListenNotifySubscription
 from eventsourcing.persistence import ProgrammingError
 
 from memory_ledger.ledger.lmdb import (
     HASH_SIZE,
     LMDBApplicationRecorder,
     LMDBDatastore,
+    LMDBFactory,
     LMDBRecorder,
+    LMDBTrackingRecorder,
     decode_record,
     encode_body,
     pack_position,
@@ -191,3 +193,19 @@ class LMDBDCBSubscription(DCBListenNotifySubscription[LMDBDCBRecorder]):
     def stop(self) -> None:
         super().stop()
         self._recorder.datastore.unlisten(self._has_been_notified)
+
+
+class LMDBDCBFactory(LMDBFactory, DCBInfrastructureFactory[LMDBTrackingRecorder]):
+    """The LMDB persistence module's factory with the library's DCB interface: its
+    :meth:`dcb_recorder` reads and appends the same ledger (same log and positions) as the
+    application recorder of :class:`~memory_ledger.ledger.lmdb.LMDBFactory`. Selected with
+    ``PERSISTENCE_MODULE=memory_ledger.ledger.lmdb_dcb`` (the shape of the library's own
+    backends: the DCB factory subclasses the base, so ``lmdb`` never imports ``lmdb_dcb``).
+    """
+
+    def dcb_recorder(self) -> DCBRecorder:
+        """The library's DCB recorder interface over this ledger."""
+        return LMDBDCBRecorder(self.datastore)
+
+
+Factory = LMDBDCBFactory

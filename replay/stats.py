@@ -34,7 +34,6 @@ from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpene
 from memory_ledger.ledger.mapper import may_be_sealed
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
-from memory_ledger.replay.cli.terminal_text import Table
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
 
 __all__ = [
@@ -44,7 +43,6 @@ __all__ = [
     "StoreStats",
     "store_stats",
     "vector_health",
-    "vector_health_table",
 ]
 
 
@@ -315,21 +313,3 @@ def vector_health(engine: MemoryEngine) -> tuple[MaintenanceHealth, ...]:
             maintenance_health(vectors, key, ledger_head=head, projection_position=models.position)
             for key in vectors.model_keys()
         )
-
-
-def vector_health_table(report: StoreStats) -> Table:
-    """The ``vectors`` part of ``memory-ledger stats`` as a table (one row per model)."""
-    table = Table(title="semantic vectors (maintenance health)")
-    for column in ("model", "state", "coverage", "pending", "lag", "failures", "last refresh"):
-        table.add_column(column)
-    for health in report.vectors:
-        table.add_row(
-            health.model or "",
-            health.state,
-            ", ".join(f"{c.field} {c.embedded}/{c.eligible}" for c in health.coverage),
-            str(health.pending),
-            f"{health.lag_positions} positions",
-            "unknown" if health.failures is None else str(health.failures),
-            "" if health.last_refresh_at is None else health.last_refresh_at.isoformat(),
-        )
-    return table

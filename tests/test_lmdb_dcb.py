@@ -54,7 +54,7 @@ from memory_ledger.ledger.lmdb import (
     LMDBFactory,
     LMDBProcessRecorder,
 )
-from memory_ledger.ledger.lmdb_dcb import LMDBDCBRecorder
+from memory_ledger.ledger.lmdb_dcb import LMDBDCBFactory, LMDBDCBRecorder
 from tests.test_lmdb_store import Child
 
 TOPIC = "tests.dcb:Recorded"
@@ -115,10 +115,10 @@ del DCBRecorderTestCase
 
 
 def test_the_factory_is_the_library_dcb_factory_over_the_same_log(tmp_path: Path) -> None:
-    env = {"PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb", "LMDB_PATH": str(tmp_path)}
+    env = {"PERSISTENCE_MODULE": "memory_ledger.ledger.lmdb_dcb", "LMDB_PATH": str(tmp_path)}
     factory = DCBInfrastructureFactory.construct(env=env)
     try:
-        assert isinstance(factory, LMDBFactory)
+        assert isinstance(factory, LMDBDCBFactory) and isinstance(factory, LMDBFactory)
         dcb = factory.dcb_recorder()
         assert isinstance(dcb, LMDBDCBRecorder)
         recorder = factory.application_recorder()

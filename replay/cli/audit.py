@@ -5,7 +5,7 @@ existing store lexically and never create one."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -26,6 +26,9 @@ from memory_ledger.replay.cli.common import (
     when,
 )
 from memory_ledger.replay.cli.terminal_text import Table, escape
+
+if TYPE_CHECKING:
+    from memory_ledger.replay.stats import StoreStats
 from memory_ledger.replay.points import parse_timestamp
 
 __all__ = ["events", "explain_command", "stats_command", "verify"]
@@ -171,7 +174,7 @@ def stats_command(
     master_key_file: MasterKeyFileOption = None,
 ) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
-    from memory_ledger.replay.stats import store_stats, vector_health_table
+    from memory_ledger.replay.stats import store_stats
 
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
         report = store_stats(engine)
@@ -379,3 +382,21 @@ def explain_command(
         sys.stdout.flush()
     else:
         common.out.print(_explain_tree(lineage), highlight=False)
+
+
+def vector_health_table(report: StoreStats) -> Table:
+    """The ``vectors`` part of ``memory-ledger stats`` as a table (one row per model)."""
+    table = Table(title="semantic vectors (maintenance health)")
+    for column in ("model", "state", "coverage", "pending", "lag", "failures", "last refresh"):
+        table.add_column(column)
+    for health in report.vectors:
+        table.add_row(
+            health.model or "",
+            health.state,
+            ", ".join(f"{c.field} {c.embedded}/{c.eligible}" for c in health.coverage),
+            str(health.pending),
+            f"{health.lag_positions} positions",
+            "unknown" if health.failures is None else str(health.failures),
+            "" if health.last_refresh_at is None else health.last_refresh_at.isoformat(),
+        )
+    return table
