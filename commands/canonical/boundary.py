@@ -45,7 +45,7 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.tags import condition_for, key_tag, memory_tag, namespace_tag
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = [
     "DECISION_DEADLINE_SECONDS",
@@ -99,7 +99,7 @@ class DecisionReads:
         (exactly like an id that never existed; issue 13 item 5).
     """
 
-    def __init__(self, engine: MemoryEngine, namespace: Namespace) -> None:
+    def __init__(self, engine: MemoryStore, namespace: Namespace) -> None:
         self._engine = engine
         self.namespace = namespace
         self.after = engine.head
@@ -202,7 +202,7 @@ class DecisionReads:
 
 
 def append_decision(
-    engine: MemoryEngine,
+    engine: MemoryStore,
     namespace: Namespace,
     plan: Callable[[DecisionReads], Sequence[LedgerEvent]],
     *,
@@ -225,7 +225,7 @@ def append_decision(
         first conflicting position, or the stream version taken) and how many attempts.
     """
     write = append or (lambda events, condition: engine.append(events, condition=condition))
-    backoff = ConflictBackoff(getattr(engine, "decision_deadline", DECISION_DEADLINE_SECONDS))
+    backoff = ConflictBackoff(engine.decision_deadline)
     raced = ""
     while True:
         reads = DecisionReads(engine, namespace)
@@ -260,7 +260,7 @@ def _raced(error: IntegrityError) -> str:
     return "another command took a stream version it wrote"
 
 
-def memory_of(engine: MemoryEngine, namespace: Namespace, memory: UUID) -> MemoryStreamState | None:
+def memory_of(engine: MemoryStore, namespace: Namespace, memory: UUID) -> MemoryStreamState | None:
     """The memory's state read from the ledger now, or None when it does not exist or
     belongs to another namespace (the two are indistinguishable to the caller). For checks
     that are not decisions (e.g. ``record_use``); decisions use :class:`DecisionReads`."""

@@ -31,7 +31,7 @@ from memory_ledger.ledger.ids import (
 )
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = ["FORGET_ALL_SESSION", "forget_all"]
 
@@ -44,7 +44,7 @@ def _command_id(namespace: Namespace, after: int) -> UUID:
     return uuid5(ID_ROOT, f"forget-all\x1f{namespace.key()}\x1f{after}")
 
 
-def forget_all(engine: MemoryEngine, namespace: Namespace, *, requested_by: str = "") -> int:
+def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str = "") -> int:
     """Forget every retrievable memory of ``namespace``; return how many were forgotten.
 
     When nothing is retrievable (an empty namespace, or one already forgotten) nothing is

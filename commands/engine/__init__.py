@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.engine.direct import DirectResult
     from memory_ledger.commands.engine.encryption import ErasureReport
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
-    from memory_ledger.commands.engine.reads import ReadModels
+    from memory_ledger.commands.store import ReadModels
 
 __all__ = [
     "DirectResult",
@@ -28,6 +28,6 @@ __getattr__, __dir__ = lazy_exports(
         "DirectResult": "memory_ledger.commands.engine.direct",
         "ErasureReport": "memory_ledger.commands.engine.encryption",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",
-        "ReadModels": "memory_ledger.commands.engine.reads",
+        "ReadModels": "memory_ledger.commands.store",
     },
 )

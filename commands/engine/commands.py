@@ -1,7 +1,7 @@
 """The engine's commands that change memory by name: direct commands (``remember``,
 ``forget``, ``correct``, ``pin``, ``forget_all``) and erasure by crypto-shredding
 (``erase``, ``rotate_master_key``). A base of :class:`~memory_ledger.commands.engine.memory_engine.
-MemoryEngine`; the attributes below are set by its ``__init__``.
+MemoryStore`; the attributes below are set by its ``__init__``.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from memory_ledger.projections.columnar import session_key
 from memory_ledger.projections.store import ProjectionStore, remove_idle_slots
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.recall.semantic import SemanticChannel
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = ["EngineCommands"]
 
 
 class EngineCommands:
-    """Direct commands and erasure of ``MemoryEngine`` (one of its bases)."""
+    """Direct commands and erasure of ``MemoryStore`` (one of its bases)."""
 
     keyring: Keyring
     recall_index: NamespaceRecallIndex
@@ -43,8 +43,8 @@ class EngineCommands:
     projections: ProjectionStore
 
     @property
-    def _engine(self) -> MemoryEngine:
-        return cast("MemoryEngine", self)
+    def _engine(self) -> MemoryStore:
+        return cast("MemoryStore", self)
 
     # Direct commands (the short way in; see commands/engine/direct.py) ---------------------------
 

@@ -1,8 +1,8 @@
 """Direct commands: remember, forget and correct without driving a session by hand.
 
 A host that only wants "store this" and "what do we know about that" calls
-:meth:`MemoryEngine.remember` / :meth:`~MemoryEngine.forget` / :meth:`~MemoryEngine.correct`
-/ :meth:`~MemoryEngine.pin` (which delegate here). Each call is one short session of its
+:meth:`MemoryStore.remember` / :meth:`~MemoryStore.forget` / :meth:`~MemoryStore.correct`
+/ :meth:`~MemoryStore.pin` (which delegate here). Each call is one short session of its
 own (``direct-<hex>``; another prefix names another caller, e.g. ``mcp-<client>-`` for the
 MCP server, so ``explain`` shows who changed a memory): the
 explicit command (ExplicitCommandApplied) and its reconciliation into canonical memory
@@ -50,9 +50,9 @@ from memory_ledger.ledger.ids import (
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.recall.index import MemoryDoc
     from memory_ledger.commands.session.commands import CommandResult
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = ["DirectCommands", "DirectResult"]
 
@@ -109,7 +109,7 @@ class DirectCommands:
     :raises InvalidArgumentTypeError: the prefix is not a string.
     """
 
-    def __init__(self, engine: MemoryEngine, session_prefix: str = DIRECT_SESSION_PREFIX) -> None:
+    def __init__(self, engine: MemoryStore, session_prefix: str = DIRECT_SESSION_PREFIX) -> None:
         check_session_id(session_prefix, "session_prefix")
         room = MAX_NAMESPACE_PART_BYTES - 32  # the random hex id that follows
         if len(session_prefix.encode("utf-8")) > room:
@@ -292,7 +292,7 @@ class DirectCommands:
         self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
     ) -> MemoryDoc | None:
         """The one retrievable memory ``text`` names (``strict``: the correction rule of
-        :meth:`MemoryEngine.named_memories`); None (or, when ``required``, an error) when it
+        :meth:`MemoryStore.named_memories`); None (or, when ``required``, an error) when it
         names none; an error when it names several (never a silent pick). Messages never
         repeat ``text``."""
         named = self._engine.named_memories(namespace, text, _SEARCHED, strict=strict)

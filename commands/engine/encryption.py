@@ -46,7 +46,7 @@ from memory_ledger.projections.store import remove_set_aside
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = [
     "ErasureReport",
@@ -136,7 +136,7 @@ def _level(value: str) -> Literal["tenant", "principal", "namespace"]:
 
 
 def erase_namespaces(
-    engine: MemoryEngine, match: NamespaceMatch, *, requested_by: str = ""
+    engine: MemoryStore, match: NamespaceMatch, *, requested_by: str = ""
 ) -> ErasureReport:
     """Erase every namespace ``match`` names (see the module doc); idempotent: namespaces
     already erased are not counted again, and a second call erases nothing.
@@ -175,7 +175,7 @@ def erase_namespaces(
     )
 
 
-def check_erasures(engine: MemoryEngine) -> int:
+def check_erasures(engine: MemoryStore) -> int:
     """Make sure no data key that a ``NamespaceErased`` record of the ledger destroyed is
     live in the key store (an old ``keys/`` copied back over a store that erased since):
     such keys are destroyed again (read-only: refused by this engine only). Returns how many
@@ -201,7 +201,7 @@ def check_erasures(engine: MemoryEngine) -> int:
     return engine.keyring.revoke(destroyed, persist=not engine.read_only)
 
 
-def record_erasures(engine: MemoryEngine) -> dict[UUID, int]:
+def record_erasures(engine: MemoryStore) -> dict[UUID, int]:
     """Append the ``NamespaceErased`` record of every erasure in the key store that the
     ledger does not hold yet (an erasure interrupted after its commit point); return
     ``{command id: position}`` of the records appended."""

@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.extraction.base import Extractor
     from memory_ledger.commands.recall.semantic import EmbeddingIndexer, SemanticChannel
     from memory_ledger.commands.session.memory_session import MemorySession, WorkspaceOptions
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels", "check_engine"]
 
@@ -772,3 +773,10 @@ class _ClosedMemoryEngine(MemoryEngine):
     def closed(self) -> bool:
         """True: the engine is closed."""
         return True
+
+
+def _is_a_memory_store(engine: MemoryEngine) -> MemoryStore:
+    """The static pin of issue 26: mypy checks here that ``MemoryEngine`` satisfies the
+    :class:`~memory_ledger.commands.store.MemoryStore` Protocol the lower wings type
+    against (a member renamed or retyped on one side fails the type check)."""
+    return engine

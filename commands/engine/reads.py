@@ -14,10 +14,9 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 from uuid import UUID
 
-import duckdb
 from eventsourcing.dcb.api import DCBQuery, DCBQueryItem
 from eventsourcing.persistence import (
     ApplicationRecorder,
@@ -31,6 +30,7 @@ from memory_ledger.commands.engine.ledger_url import redact
 from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
 from memory_ledger.commands.recall.index import MemoryDoc, NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import ConversationWindows, SourceTranscripts
+from memory_ledger.commands.store import ReadModels
 from memory_ledger.ledger.errors import InvalidArgumentTypeError, LedgerConnectionError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace
@@ -50,14 +50,6 @@ for a UUID), originator version, topic, state)``."""
 
 EventDecoder = Callable[[str, bytes, Any, int], LedgerEvent]
 """``decode(topic, state, originator id as stored, version) -> event``."""
-
-
-class ReadModels(NamedTuple):
-    """The engine's projection connection, for read-only SQL, and the ledger position its
-    read models reflect. Valid only inside :meth:`MemoryEngine.read_models`."""
-
-    conn: duckdb.DuckDBPyConnection
-    position: int
 
 
 class _CatchUp(Protocol):

@@ -36,6 +36,7 @@ from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingErr
 from memory_ledger.commands.context.knowledge_context import BoundKnowledge
 from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
+from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
 from memory_ledger.commands.session.stream import check_turn_id, utc_now
 from memory_ledger.commands.session.turns import PreparedMemorySnapshot, SessionTurns
 from memory_ledger.commands.session.workspace import SessionWorkspace
@@ -243,12 +244,8 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
         memory: bool,
         memory_failure: Literal["fail_open", "fail_closed"],
     ) -> AssembledContext:
-        # Imported here: the memory provider module imports the session module.
-        from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
-        from memory_ledger.commands.session.memory_session import MemorySession
-
         own: list[ContextProvider] = []
-        if memory and isinstance(self, MemorySession):
+        if memory:
             own.append(SessionMemoryProvider(self, failure_mode=memory_failure))
         if self.workspace is not None:
             own.append(self.workspace_provider())

@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from memory_ledger.commands.context.assembler import ContextItem, ContextQuery
 from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
-from memory_ledger.commands.session.memory_session import MemorySession
 
-__all__ = ["SessionMemoryProvider"]
+if TYPE_CHECKING:
+    from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.recall.index import RecallResult
+
+__all__ = ["RecallingSession", "SessionMemoryProvider"]
+
+
+class RecallingSession(Protocol):
+    """What :class:`SessionMemoryProvider` needs of a session (``MemorySession`` has it):
+    its id, its knowledge binding, and ``recall``. A local Protocol, so the provider (used by
+    the session's knowledge concern) does not import the session it serves."""
+
+    session_id: str
+    knowledge: BoundKnowledge | None
+
+    def recall(
+        self, query: str, turn_id: int | None = None, k: int | None = None, *, record: bool = True
+    ) -> RecallResult: ...
 
 
 class SessionMemoryProvider:
@@ -25,7 +41,7 @@ class SessionMemoryProvider:
 
     def __init__(
         self,
-        session: MemorySession,
+        session: RecallingSession,
         *,
         k: int = 6,
         name: str = "memory",

@@ -68,7 +68,7 @@ from memory_ledger.ledger.ids import Namespace, check_session_id, session_stream
 from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.store import MemoryStore
 
 __all__ = [
     "ActivationResult",
@@ -122,7 +122,7 @@ class MemorySession(
 
     def __init__(
         self,
-        engine: MemoryEngine,
+        engine: MemoryStore,
         namespace: Namespace,
         session_id: str,
         *,

@@ -40,7 +40,7 @@ from memory_ledger.ledger.key_errors import NamespaceErasedError
 from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.store import MemoryStore
 
 
 __all__ = ["MAX_TURN_ID", "SessionStream", "check_turn_id"]
@@ -72,7 +72,7 @@ class SessionStream:
     Its attributes are set by ``MemorySession.__init__``.
     """
 
-    engine: MemoryEngine
+    engine: MemoryStore
     namespace: Namespace
     session_id: str
     stream_id: UUID
