@@ -21,8 +21,12 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.boundary import DecisionReads, append_decision, memory_of
-from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
+from memory_ledger.commands.boundary import DecisionReads, StaleRead, append_decision
+from memory_ledger.commands.errors import (
+    CommandRejectedError,
+    SupersededTargetError,
+    UnknownMemoryError,
+)
 from memory_ledger.commands.lexical import shared_stems
 from memory_ledger.commands.reconcile import IN_THIS_BATCH, Reconciler, plan_finish
 from memory_ledger.commands.session_stream import utc_now
@@ -186,12 +190,14 @@ class DirectCommands:
         :raises UnknownMemoryError: an id that names no retrievable memory of this namespace
             (another namespace's id behaves exactly like an unknown one), or a statement
             that matches none.
+        :raises SupersededTargetError: the id names a superseded memory (``current`` names
+            the memory that holds the fact now); nothing was done.
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target, named = self._target(namespace, statement_or_id)
+        target, words = self._target(namespace, statement_or_id)
         session_id, applied, report = self._run(
-            namespace, "forget", None, target=target, named=named
+            namespace, "forget", None, target=target, words=words
         )
         return DirectResult(
             intent="forget",
@@ -207,11 +213,12 @@ class DirectCommands:
         statement): a pinned memory is never pruned.
 
         :raises UnknownMemoryError: as :meth:`forget`.
+        :raises SupersededTargetError: as :meth:`forget`.
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target, named = self._target(namespace, statement_or_id)
-        session_id, applied, report = self._run(namespace, "pin", None, target=target, named=named)
+        target, words = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(namespace, "pin", None, target=target, words=words)
         return DirectResult(
             intent="pin",
             memory_id=applied.target,
@@ -241,24 +248,22 @@ class DirectCommands:
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
             ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
             ``target``).
+        :raises SupersededTargetError: ``target`` was superseded (by a concurrent
+            correction, say): ``current`` names the value to correct instead.
         :raises CommandRejectedError: empty statement, a secret-shaped value.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
-        resolved: UUID | None = None
-        named = False
-        if target is not None:
-            resolved, named = self._target(namespace, target, "target")
-        session_id, applied, report = self._run(
-            namespace,
-            "correct",
-            text,
-            target=resolved,
-            named=named,
-            words=text if target is None else None,
-            occurred_at=occurred_at,
-        )
+        if target is None:  # the statement names its target (the correction rule)
+            session_id, applied, report = self._run(
+                namespace, "correct", text, words=text, strict=True, occurred_at=occurred_at
+            )
+        else:
+            resolved, words = self._target(namespace, target, "target")
+            session_id, applied, report = self._run(
+                namespace, "correct", text, target=resolved, words=words, occurred_at=occurred_at
+            )
         return DirectResult(
             intent="correct",
             memory_id=memory_id(namespace, normalize_statement(text)),
@@ -272,21 +277,14 @@ class DirectCommands:
 
     def _target(
         self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
-    ) -> tuple[UUID, bool]:
-        """The memory of ``namespace`` a forget/pin/correct names, and whether it was named
-        by words (``name``: the argument it
-        came in, for errors): an id that exists in the LEDGER (any status; the decision
-        resolves it to the head of its supersession chain), or the one retrievable memory
-        the words name."""
+    ) -> tuple[UUID | None, str | None]:
+        """What a forget/pin/correct names (``name``: the argument it came in, for errors):
+        ``(id, None)`` for a memory id (checked at the decision), ``(None, words)`` for words
+        (searched at the decision)."""
         wanted = as_memory_id(statement_or_id)
         if wanted is not None:
-            if memory_of(self._engine, namespace, wanted) is None:
-                raise UnknownMemoryError(str(wanted))
-            return wanted, False
-        text = _statement(statement_or_id, name)
-        doc = self._named(namespace, text, required=True)
-        assert doc is not None
-        return UUID(doc.memory_id), True
+            return wanted, None
+        return None, _statement(statement_or_id, name)
 
     def _named(
         self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
@@ -316,8 +314,8 @@ class DirectCommands:
         *,
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
-        named: bool = False,
         words: str | None = None,
+        strict: bool = False,
         occurred_at: datetime | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
         """Plan and append the whole command as ONE decision (one transaction, one sync):
@@ -327,20 +325,21 @@ class DirectCommands:
         or none of it; a backup never holds half of one.
 
         ``text`` None (a forget or pin): the statement recorded is the target's current one.
-        ``target`` is resolved to the head of its supersession chain in the ledger at the
-        decision (a concurrent correction that superseded it is what this command applies
-        to); a chain that ends in a forgotten memory is an unknown target. ``named``: the
-        target was found by the command's words, so when it is gone at the decision the
-        command is decided as the words name nothing now (a correct remembers; a forget or
-        pin raises ``no_match``), exactly as it would have been decided a moment later.
-        ``words`` (a correct without a target): the target is what the words name, searched
-        anew in every attempt, with the namespace in the append condition (a memory that
-        appears or goes meanwhile changes what they name); naming none, it remembers.
+        ``target`` (an id) must be retrievable at the decision: a superseded one is refused
+        with :class:`SupersededTargetError` naming the current head of its chain (the
+        policy of every surface: a command never moves to another memory than the one it
+        named); a forgotten or unknown one with :class:`UnknownMemoryError`. ``words``: the
+        target is what the words name, searched anew in every attempt, with the namespace in
+        the append condition (a memory that appears or goes meanwhile changes what they
+        name); ``strict``: they are a correction's own statement (the correction rule,
+        :func:`~memory_ledger.commands.lexical.names_memory`), and naming none it
+        remembers; otherwise naming none raises ``no_match``.
 
         ``occurred_at`` (aware): when it was said, recorded in the command (the value's
         valid time, ``commands.reconcile``).
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory now.
+        :raises SupersededTargetError: ``target`` was superseded.
         :raises CommandRejectedError: the (carried-over) item fails validation.
         :raises NamespaceErasedError: the namespace was erased.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
@@ -360,22 +359,25 @@ class DirectCommands:
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             head = None
             kind = intent
-            wanted, by_words = target, named
             if words is not None:
+                # What the words name, searched now (the read models are caught up past
+                # ``reads.after``), with the whole namespace in the append condition.
                 reads.guard_namespace()
-                found = self._named(namespace, words, required=False, strict=True)
-                wanted, by_words = (UUID(found.memory_id) if found else None), True
-                if wanted is None:
-                    kind = "remember"
-            if wanted is not None:
-                head = reads.head(wanted)
-                if head is None and by_words and intent == "correct":
-                    kind = "remember"
-                elif head is None and by_words:
-                    msg = "no memory of this namespace matches the given words"
-                    raise UnknownMemoryError(msg, reason_code="no_match")
-                elif head is None:
-                    raise UnknownMemoryError(str(wanted))
+                found = self._named(namespace, words, required=not strict, strict=strict)
+                if found is None:
+                    kind = "remember"  # a correction naming nothing remembers
+                else:
+                    head = UUID(found.memory_id)
+                    seen = reads.memory(head)
+                    if seen is None or not seen.retrievable:
+                        raise StaleRead  # the search saw a later state: decide again
+            elif target is not None:
+                seen = reads.memory(target)
+                if seen is not None and seen.status == "superseded":
+                    raise SupersededTargetError(target, reads.head(target))
+                if seen is None or not seen.retrievable:
+                    raise UnknownMemoryError(str(target))
+                head = target
             state = reads.memory(head) if head is not None else None
             statement = text
             if statement is None:  # forget / pin: the target's statement as it is now
