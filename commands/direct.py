@@ -152,6 +152,9 @@ class DirectCommands:
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
+        if isinstance(tags, (str, bytes, dict, set)) or not isinstance(tags, Sequence):
+            msg = f"tags must be a list or tuple of strings, got {type(tags).__name__}"
+            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         item: dict[str, Any] = {
             "kind": "semantic",
             "subject": subject,
@@ -165,9 +168,6 @@ class DirectCommands:
             "confidence": 1.0,
             "tags": list(tags),
         }
-        if isinstance(tags, str):
-            msg = "tags must be a sequence of strings, not one string"
-            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         session_id, applied, report = self._run(
             namespace, "remember", text, item=item, occurred_at=occurred_at
         )
