@@ -39,6 +39,7 @@ from memory_ledger.ledger.events import (
     ReconciliationReport,
     SessionOpened,
 )
+from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import (
     MAX_NAMESPACE_PART_BYTES,
     InvalidNamespaceError,
@@ -426,6 +427,7 @@ class DirectCommands:
                 policy=policy,
             )
             outcome.update(report=finished.report, command=command)
+            fault("session.finish_planned")  # the short session's finish: planned, not written
             return [opened, command, *finished.events]
 
         from memory_ledger.commands.session_commands import CommandResult  # sessions: on a write
