@@ -201,19 +201,15 @@ class Model:
     def retrievable(self) -> set[UUID]:
         return {k for k, v in self.memories.items() if v.status in ("active", "conflicted")}
 
-    def head(self, mid: UUID) -> UUID | None:
-        seen: set[UUID] = set()
-        current: UUID | None = mid
-        while current is not None and current not in seen:
-            seen.add(current)
-            memory = self.memories.get(current)
-            if memory is None:
-                return None
-            if memory.status in ("active", "conflicted"):
-                return current
-            if memory.status != "superseded":
-                return None
-            current = memory.superseded_by
+    def _refusal(self, target: UUID) -> tuple[str, str | None] | None:
+        """The answer of a command naming ``target`` by id when it is refused: a superseded
+        memory gets ``target_superseded`` (never moved to the current value), a forgotten or
+        unknown one ``unknown_memory``; None when it is retrievable."""
+        memory = self.memories.get(target)
+        if memory is not None and memory.status == "superseded":
+            return ("error", "target_superseded")
+        if memory is None or memory.status not in ("active", "conflicted"):
+            return ("error", "unknown_memory")
         return None
 
     def _activate(self, statement: str, key: tuple[str, str] | None) -> UUID:
@@ -248,9 +244,10 @@ class Model:
         if op.kind in ("correct_id", "correct_words"):
             if op.kind == "correct_id":
                 assert op.target is not None
-                head = self.head(UUID(op.target))
-                if head is None:
-                    return ("error", "unknown_memory")
+                head: UUID | None = UUID(op.target)
+                refused = self._refusal(UUID(op.target))
+                if refused is not None:
+                    return refused
             else:
                 named = self._named()
                 if len(named) > 1:
@@ -265,12 +262,12 @@ class Model:
             return ("ok", str(head) if head is not None else None)
         if op.kind in ("forget", "pin"):
             assert op.target is not None
-            head = self.head(UUID(op.target))
-            if head is None:
-                return ("error", "unknown_memory")
+            refused = self._refusal(UUID(op.target))
+            if refused is not None:
+                return refused
             if op.kind == "forget":
-                self.memories[head].status = "forgotten"
-            return ("ok", str(head))
+                self.memories[UUID(op.target)].status = "forgotten"
+            return ("ok", op.target)
         count = 0
         for memory in self.memories.values():
             if memory.status in ("active", "conflicted"):

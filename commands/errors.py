@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
@@ -38,6 +39,7 @@ __all__ = [
     "StoreUnavailableError",
     "TranscriptTooLargeError",
     "TurnConflictError",
+    "SupersededTargetError",
     "UnknownMemoryError",
     "VectorsPendingError",
     "check_aware",
@@ -191,6 +193,24 @@ class UnknownMemoryError(CommandRejectedError):
         shown = redact(str(what)).text
         message = f"unknown memory {shown}" if reason_code == "unknown_memory" else shown
         super().__init__(message, reason_code)
+
+
+class SupersededTargetError(CommandRejectedError):
+    """A forget, pin or correct named a memory that was superseded (by a correction or a
+    newer value of its key): it is refused, nothing is written, and ``current`` names the
+    memory that holds the fact now (None when its supersession chain ends in a forgotten
+    memory). The policy of every surface (DESIGN.md section 6, issue 25): a command never
+    silently moves to another memory than the one it named; the caller decides, e.g. by
+    naming ``current``. Of several concurrent corrections of one value, one applies and the
+    others get this error naming the winner."""
+
+    reason_code = "target_superseded"
+
+    def __init__(self, target: UUID, current: UUID | None) -> None:
+        now = f"by {current}, the current value" if current else "and its chain ends forgotten"
+        super().__init__(f"memory {target} was superseded {now}; nothing was done")
+        self.target = target
+        self.current = current
 
 
 class NotAdmittedError(MemoryLedgerError, ValueError):

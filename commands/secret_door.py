@@ -33,6 +33,7 @@ import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.secrets import contains_secret, field_secret
+from memory_ledger.ledger.arguments import check_encodable
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 
 __all__ = ["SecretRefusedError", "check_event", "item_secret_field"]
@@ -105,6 +106,7 @@ def _secret_paths(value: Any, path: str) -> Iterator[str]:
     """The path (``a.b[2]``, ``meta[key]``) of every secret-holding string inside
     ``value``; an item's fields are judged together (:func:`item_secret_field`)."""
     if isinstance(value, str):
+        check_encodable(path, value)  # a lone surrogate: a typed error, never a codec error
         if _text_secret(value):
             yield path
     elif isinstance(value, msgspec.Struct):
@@ -129,6 +131,7 @@ def check_event(event: LedgerEvent) -> None:
     """Refuse ``event`` if any string of its payload holds a secret-shaped value.
 
     :raises SecretRefusedError: names the event type and the field's path; never the value.
+    :raises InvalidArgumentError: a string holds a lone surrogate (``not_utf8``).
     """
     for path in _secret_paths(event, ""):
         raise SecretRefusedError(type(event).__name__, path)

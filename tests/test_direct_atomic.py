@@ -75,18 +75,28 @@ def test_a_refused_direct_command_writes_nothing(engine: MemoryEngine) -> None:
     assert engine.head == head
 
 
-def test_a_superseded_target_applies_to_the_head_of_its_chain(engine: MemoryEngine) -> None:
-    """The documented choice (README, DESIGN.md section 6): a forget, pin or correct whose
-    target was superseded meanwhile applies to the current value, never 'unknown'."""
+def test_a_superseded_target_is_refused_naming_the_current_value(engine: MemoryEngine) -> None:
+    """The documented choice (README, DESIGN.md section 6): a forget, pin or correct naming a
+    superseded memory is refused with SupersededTargetError naming the current value; it
+    never moves to another memory (forgetting "Lisbon" must not forget "Porto")."""
+    from memory_ledger.commands.errors import SupersededTargetError
+
     first = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
     second = engine.correct(NS, "Alice lives in Porto.", target=first.memory_id)
-    third = engine.correct(NS, "Alice lives in Braga.", target=first.memory_id)  # stale id
-    assert third.target == second.memory_id
-    pinned = engine.pin(NS, str(first.memory_id))
-    assert pinned.target == third.memory_id
-    gone = engine.forget(NS, str(first.memory_id))
-    assert gone.target == third.memory_id
-    assert [hit.statement for hit in engine.recall(NS, "where does Alice live", k=5)] == []
+    head = engine.head
+    for command in (
+        lambda: engine.correct(NS, "Alice lives in Braga.", target=first.memory_id),
+        lambda: engine.pin(NS, str(first.memory_id)),
+        lambda: engine.forget(NS, str(first.memory_id)),
+    ):
+        with pytest.raises(SupersededTargetError) as refused:
+            command()
+        assert refused.value.reason_code == "target_superseded"
+        assert refused.value.current == second.memory_id
+        assert str(second.memory_id) in str(refused.value)
+    assert engine.head == head  # nothing written
+    hits = engine.recall(NS, "where does Alice live", k=5)
+    assert [hit.statement for hit in hits] == ["Alice lives in Porto."]
 
 
 @pytest.mark.parametrize(
@@ -109,13 +119,19 @@ def test_keys_and_labels_are_bounded(
     assert engine.head == head
 
 
-def test_a_session_command_naming_a_superseded_id_applies_to_the_head(
+def test_a_session_command_naming_a_superseded_id_is_refused_and_finish_declines_a_late_one(
     engine: MemoryEngine,
 ) -> None:
+    from memory_ledger.commands.errors import SupersededTargetError
+
     first = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
-    second = engine.correct(NS, "Alice lives in Porto.", target=first.memory_id)
     with engine.session(NS, "chat-1") as session:
-        applied = session.apply_explicit_command("forget", "Lisbon", 1, target=first.memory_id)
-        assert applied.target == second.memory_id
+        session.apply_explicit_command("forget", "Lisbon", 1, target=first.memory_id)
+        second = engine.correct(NS, "Alice lives in Porto.", target=first.memory_id)  # meanwhile
+        with pytest.raises(SupersededTargetError):
+            session.apply_explicit_command("pin", "Lisbon", 2, target=first.memory_id)
         report = session.finish()
-    assert report.forgotten == (second.memory_id,)
+    assert report.forgotten == ()
+    assert [d.reason_code for d in report.declined] == ["target_superseded"]
+    hits = engine.recall(NS, "where does Alice live", k=5)
+    assert [hit.memory_id for hit in hits] == [str(second.memory_id)]

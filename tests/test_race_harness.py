@@ -37,6 +37,7 @@ from benchmarks.race_harness import (
     run_threads_round,
 )
 from memory_ledger.commands import MemoryEngine
+from memory_ledger.commands.errors import SupersededTargetError
 
 
 def test_threads_of_one_engine(tmp_path: Path) -> None:
@@ -97,39 +98,51 @@ def test_the_harness_detects_the_race_it_guards_against(tmp_path: Path) -> None:
 
 
 def test_four_threads_correcting_one_target_leave_one_value(tmp_path: Path) -> None:
-    """The issue's reproduction: each correction applies to the head of the chain."""
+    """The issue's reproduction. By id: one correction applies, the three others are refused
+    naming the winner (``target_superseded``); by words: each decides what the words name
+    inside its decision, so the four form one chain. Either way one value is current."""
     with MemoryEngine.open(tmp_path / "store") as engine:
-        first = engine.remember(NAMESPACE, "Alice lives in City0.")
+        engine.remember(NAMESPACE, "Alice lives in City0.")
         for round_ in range(10):
             current = [hit.memory_id for hit in engine.recall(NAMESPACE, "Alice lives", k=10)]
             assert len(current) == 1
             barrier = threading.Barrier(4)
-            targets: list[UUID | None] = []
+            answers: list[tuple[str, UUID | None]] = []
+            by_id = round_ % 2 == 0
 
             def correct(
-                index: int,
-                round_: int,
+                words: str,
+                target: str | None,
                 barrier: threading.Barrier,
-                targets: list[UUID | None],
-                target: str,
+                answers: list[tuple[str, UUID | None]],
             ) -> None:
                 barrier.wait()
-                words = f"Alice lives in City{round_}{index}x."
-                by_id = round_ % 2 == 0
-                result = engine.correct(NAMESPACE, words, target=target if by_id else None)
-                targets.append(result.target)
+                try:
+                    result = engine.correct(NAMESPACE, words, target=target)
+                    answers.append(("ok", result.memory_id))
+                except SupersededTargetError as refused:
+                    answers.append(("superseded", refused.current))
 
-            arguments = (barrier, targets, str(current[0]))
+            target = current[0] if by_id else None
             threads = [
-                threading.Thread(target=correct, args=(i, round_, *arguments)) for i in range(4)
+                threading.Thread(
+                    target=correct,
+                    args=(f"Alice lives in City{round_}{i}x.", target, barrier, answers),
+                )
+                for i in range(4)
             ]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-            assert len(targets) == 4 and len(set(targets)) == 4  # a chain: each a new head
-        assert len(engine.recall(NAMESPACE, "Alice lives", k=10)) == 1
-        assert first.memory_id is not None
+            now = [hit.memory_id for hit in engine.recall(NAMESPACE, "Alice lives", k=10)]
+            assert len(now) == 1
+            winners = [str(memory) for kind, memory in answers if kind == "ok"]
+            if by_id:
+                assert winners == [now[0]]
+                assert [str(m) for kind, m in answers if kind == "superseded"] == [now[0]] * 3
+            else:
+                assert len(winners) == 4 and now[0] in winners
 
 
 def test_linearizability_search_refuses_an_impossible_history() -> None:

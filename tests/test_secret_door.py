@@ -217,3 +217,22 @@ def test_a_canary_through_a_session_script_never_reaches_the_store(tmp_path: Pat
     data = _store_bytes(store)
     for secret in (CANARY, PASSWORD, AWS_SECRET):
         assert secret.encode() not in data
+
+
+def test_erase_with_a_secret_label_is_refused_before_any_key_is_destroyed(tmp_path: Path) -> None:
+    """Found by an acceptance check: the keys were destroyed (and the label kept in the key
+    store) before the door refused the record, leaving a store that could not be opened."""
+    import os
+
+    key = tmp_path / "master.key"
+    key.write_bytes(os.urandom(32))
+    store = tmp_path / "enc"
+    with memory_ledger.open(store, master_key=key) as engine:
+        engine.remember(NS, "Carol likes tea.")
+        with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+            engine.erase(NS.tenant, NS.principal, requested_by=f"ticket 42, password={PASSWORD}")
+        assert refused.value.reason_code == "secret_detected"
+        assert PASSWORD not in str(refused.value)
+    with memory_ledger.open(store, master_key=key) as engine:  # still opens, still readable
+        assert [hit.statement for hit in engine.recall(NS, "tea")] == ["Carol likes tea."]
+    assert PASSWORD.encode() not in _store_bytes(store)

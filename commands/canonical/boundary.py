@@ -18,8 +18,10 @@ writes nothing, so nothing is ever half-written.
 every command that changes what is current (direct remember/correct/forget/pin, a session's
 ``finish``, ``activate_candidate``, admissions, pruning, ``forget_all``) and every session
 append goes through it, so a new surface inherits the boundary instead of re-implementing
-it. A command whose target was superseded meanwhile applies to the current head of its
-supersession chain (:meth:`DecisionReads.head`), on every surface.
+it. A command whose target was superseded (meanwhile or long ago) is refused with
+``SupersededTargetError`` naming the current head of its supersession chain
+(:meth:`DecisionReads.head`), on every surface: a command never moves to another memory
+than the one it named.
 
 Why tags and not stream versions alone: two new values of one key ("Alice lives in Lisbon",
 "Alice lives in Porto") are two memory streams; neither writer touches the other's stream,
@@ -51,6 +53,7 @@ __all__ = [
     "DECISION_DEADLINE_SECONDS",
     "ConflictBackoff",
     "DecisionReads",
+    "StaleRead",
     "append_decision",
     "memory_of",
 ]
@@ -61,6 +64,15 @@ before :class:`ConcurrencyConflictError` (``MemoryEngine.decision_deadline`` ove
 
 BACKOFF_FIRST_SECONDS = 0.001
 BACKOFF_CAP_SECONDS = 0.1
+
+
+class StaleRead(IntegrityError):
+    """Raised by a plan whose reads disagree with each other (a read-model search caught up
+    past the decision's position saw a memory the ledger reads at that position do not):
+    :func:`append_decision` treats it as a conflict and decides again, as it would when the
+    append condition failed."""
+
+    position = None
 
 
 class ConflictBackoff:
@@ -229,15 +241,15 @@ def append_decision(
     raced = ""
     while True:
         reads = DecisionReads(engine, namespace)
-        events = list(plan(reads))
-        if not events:
-            return []
-        condition = reads.condition(events)
-        if reads.tags:
-            fault("decision.planned")
         try:
+            events = list(plan(reads))
+            if not events:
+                return []
+            condition = reads.condition(events)
+            if reads.tags:
+                fault("decision.planned")
             return write(events, condition)
-        except IntegrityError as error:
+        except IntegrityError as error:  # StaleRead, a failed condition, a version taken
             raced = _raced(error)
             engine.decision_conflicts += 1
             if on_conflict is not None:
@@ -254,6 +266,8 @@ def append_decision(
 
 def _raced(error: IntegrityError) -> str:
     """What a refused append raced with, in words (never payload text)."""
+    if isinstance(error, StaleRead):
+        return "its reads saw a concurrent command half"
     position = getattr(error, "position", None)
     if isinstance(position, int):
         return f"the event at position {position} changed what it read"

@@ -91,6 +91,7 @@ __all__ = [
     "EVIDENCE_OLDER_THAN_FORGET",
     "EVIDENCE_PREDATES_FORGET",
     "IN_THIS_BATCH",
+    "TARGET_SUPERSEDED",
     "RETRIEVABLE",
     "MemoryStreamState",
     "ReconciliationPlan",
@@ -105,6 +106,10 @@ __all__ = [
 
 EVIDENCE_PREDATES_FORGET = "evidence_predates_forget"
 """Reason code: the evidence was observed before the memory's forget (its tombstone)."""
+
+TARGET_SUPERSEDED = "target_superseded"
+"""Reason code: a forget, pin or correct whose target was superseded before the command was
+reconciled (a concurrent correction); declined, not moved to the new value."""
 
 EVIDENCE_OLDER_THAN_FORGET = "evidence_older_than_forget"
 """Reason code: the evidence was observed after the memory's forget, but its valid time
@@ -195,26 +200,6 @@ class Reconciler:
                     holders.add(mid)
             self.keys[key] = holders
         return self.keys[key]
-
-    def head(self, mid: UUID) -> UUID | None:
-        """The current head of ``mid``'s supersession chain as this plan sees it: ``mid``
-        while retrievable, else the memory that superseded it, followed to the first
-        retrievable one; None when it does not exist, or the chain ends in a memory that is
-        not retrievable (forgotten, pruned). A command whose target was superseded meanwhile
-        (a concurrent correct) applies to this head (DESIGN.md section 6)."""
-        seen: set[UUID] = set()
-        current: UUID | None = mid
-        while current is not None and current not in seen:
-            seen.add(current)
-            state = self.state(current)
-            if state is None:
-                return None
-            if state.retrievable:
-                return current
-            if state.status != "superseded":
-                return None
-            current = state.superseded_by
-        return None
 
     def _base(self, mid: UUID) -> dict[str, object]:
         state = self.state(mid)
@@ -461,9 +446,15 @@ class Reconciler:
     def command(self, command: ExplicitCommandApplied) -> None:
         """Reconcile one explicit command (the user's word: decision ``manual``)."""
         position = self._evidence(command)
-        # The target of a forget/pin/correct is the head of its supersession chain now: a
-        # correction that landed since the command named it is what the command applies to.
-        target = self.head(command.target) if command.target is not None else None
+        target = command.target
+        if target is not None and command.intent in ("forget", "pin", "correct"):
+            # A target superseded since the command named it (a concurrent correction): the
+            # command is declined, never moved to the memory that superseded it (the policy
+            # of every surface, commands.canonical.boundary).
+            state = self.state(target)
+            if state is not None and state.status == "superseded":
+                self._decline(command.command_id, target, TARGET_SUPERSEDED)
+                return
         if command.intent in ("remember", "correct") and command.item is not None:
             self.activate(
                 command.item,
@@ -480,7 +471,8 @@ class Reconciler:
         if target is None:
             return
         state = self.state(target)
-        assert state is not None and state.retrievable
+        if state is None or not state.retrievable:
+            return
         if command.intent == "forget":
             # A command appended in this very batch has no position yet: 0 makes the
             # tombstone the MemoryForgotten's own position.

@@ -1,8 +1,8 @@
 """Direct commands: remember, forget and correct without driving a session by hand.
 
 A host that only wants "store this" and "what do we know about that" calls
-:meth:`MemoryStore.remember` / :meth:`~MemoryStore.forget` / :meth:`~MemoryStore.correct`
-/ :meth:`~MemoryStore.pin` (which delegate here). Each call is one short session of its
+:meth:`MemoryEngine.remember` / :meth:`~MemoryEngine.forget` / :meth:`~MemoryEngine.correct`
+/ :meth:`~MemoryEngine.pin` (which delegate here). Each call is one short session of its
 own (``direct-<hex>``; another prefix names another caller, e.g. ``mcp-<client>-`` for the
 MCP server, so ``explain`` shows who changed a memory): the
 explicit command (ExplicitCommandApplied) and its reconciliation into canonical memory
@@ -21,9 +21,13 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision, memory_of
+from memory_ledger.commands.canonical.boundary import DecisionReads, StaleRead, append_decision
 from memory_ledger.commands.canonical.reconcile import IN_THIS_BATCH, Reconciler, plan_finish
-from memory_ledger.commands.errors import CommandRejectedError, UnknownMemoryError
+from memory_ledger.commands.errors import (
+    CommandRejectedError,
+    SupersededTargetError,
+    UnknownMemoryError,
+)
 from memory_ledger.commands.extraction.validation import Rejection, has_visible_text, validate_item
 from memory_ledger.commands.recall.lexical import shared_stems
 from memory_ledger.commands.session.stream import utc_now
@@ -35,6 +39,7 @@ from memory_ledger.ledger.events import (
     ReconciliationReport,
     SessionOpened,
 )
+from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import (
     MAX_NAMESPACE_PART_BYTES,
     InvalidNamespaceError,
@@ -148,6 +153,9 @@ class DirectCommands:
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
+        if isinstance(tags, (str, bytes, dict, set)) or not isinstance(tags, Sequence):
+            msg = f"tags must be a list or tuple of strings, got {type(tags).__name__}"
+            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         item: dict[str, Any] = {
             "kind": "semantic",
             "subject": subject,
@@ -161,9 +169,6 @@ class DirectCommands:
             "confidence": 1.0,
             "tags": list(tags),
         }
-        if isinstance(tags, str):
-            msg = "tags must be a sequence of strings, not one string"
-            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         session_id, applied, report = self._run(
             namespace, "remember", text, item=item, occurred_at=occurred_at
         )
@@ -186,12 +191,14 @@ class DirectCommands:
         :raises UnknownMemoryError: an id that names no retrievable memory of this namespace
             (another namespace's id behaves exactly like an unknown one), or a statement
             that matches none.
+        :raises SupersededTargetError: the id names a superseded memory (``current`` names
+            the memory that holds the fact now); nothing was done.
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target, named = self._target(namespace, statement_or_id)
+        target, words = self._target(namespace, statement_or_id)
         session_id, applied, report = self._run(
-            namespace, "forget", None, target=target, named=named
+            namespace, "forget", None, target=target, words=words
         )
         return DirectResult(
             intent="forget",
@@ -207,11 +214,12 @@ class DirectCommands:
         statement): a pinned memory is never pruned.
 
         :raises UnknownMemoryError: as :meth:`forget`.
+        :raises SupersededTargetError: as :meth:`forget`.
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target, named = self._target(namespace, statement_or_id)
-        session_id, applied, report = self._run(namespace, "pin", None, target=target, named=named)
+        target, words = self._target(namespace, statement_or_id)
+        session_id, applied, report = self._run(namespace, "pin", None, target=target, words=words)
         return DirectResult(
             intent="pin",
             memory_id=applied.target,
@@ -234,31 +242,29 @@ class DirectCommands:
 
         The target is ``target`` (an id), or else the one memory ``statement`` names (its
         subject is mentioned and another word of it is shared:
-        :func:`~memory_ledger.commands.recall.lexical.names_memory`). When it names none, the
+        :func:`~memory_ledger.commands.lexical.names_memory`). When it names none, the
         statement is simply remembered (``target`` None in the result). ``occurred_at``
         (aware): when it was said, the new value's valid time (as for :meth:`remember`).
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
             ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
             ``target``).
+        :raises SupersededTargetError: ``target`` was superseded (by a concurrent
+            correction, say): ``current`` names the value to correct instead.
         :raises CommandRejectedError: empty statement, a secret-shaped value.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         text = _statement(statement, "statement")
         check_namespace(namespace)
-        resolved: UUID | None = None
-        named = False
-        if target is not None:
-            resolved, named = self._target(namespace, target, "target")
-        session_id, applied, report = self._run(
-            namespace,
-            "correct",
-            text,
-            target=resolved,
-            named=named,
-            words=text if target is None else None,
-            occurred_at=occurred_at,
-        )
+        if target is None:  # the statement names its target (the correction rule)
+            session_id, applied, report = self._run(
+                namespace, "correct", text, words=text, strict=True, occurred_at=occurred_at
+            )
+        else:
+            resolved, words = self._target(namespace, target, "target")
+            session_id, applied, report = self._run(
+                namespace, "correct", text, target=resolved, words=words, occurred_at=occurred_at
+            )
         return DirectResult(
             intent="correct",
             memory_id=memory_id(namespace, normalize_statement(text)),
@@ -272,27 +278,20 @@ class DirectCommands:
 
     def _target(
         self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
-    ) -> tuple[UUID, bool]:
-        """The memory of ``namespace`` a forget/pin/correct names, and whether it was named
-        by words (``name``: the argument it
-        came in, for errors): an id that exists in the LEDGER (any status; the decision
-        resolves it to the head of its supersession chain), or the one retrievable memory
-        the words name."""
+    ) -> tuple[UUID | None, str | None]:
+        """What a forget/pin/correct names (``name``: the argument it came in, for errors):
+        ``(id, None)`` for a memory id (checked at the decision), ``(None, words)`` for words
+        (searched at the decision)."""
         wanted = as_memory_id(statement_or_id)
         if wanted is not None:
-            if memory_of(self._engine, namespace, wanted) is None:
-                raise UnknownMemoryError(str(wanted))
-            return wanted, False
-        text = _statement(statement_or_id, name)
-        doc = self._named(namespace, text, required=True)
-        assert doc is not None
-        return UUID(doc.memory_id), True
+            return wanted, None
+        return None, _statement(statement_or_id, name)
 
     def _named(
         self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
     ) -> MemoryDoc | None:
         """The one retrievable memory ``text`` names (``strict``: the correction rule of
-        :meth:`MemoryStore.named_memories`); None (or, when ``required``, an error) when it
+        :meth:`MemoryEngine.named_memories`); None (or, when ``required``, an error) when it
         names none; an error when it names several (never a silent pick). Messages never
         repeat ``text``."""
         named = self._engine.named_memories(namespace, text, _SEARCHED, strict=strict)
@@ -316,32 +315,32 @@ class DirectCommands:
         *,
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
-        named: bool = False,
         words: str | None = None,
+        strict: bool = False,
         occurred_at: datetime | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
         """Plan and append the whole command as ONE decision (one transaction, one sync):
         SessionOpened, ExplicitCommandApplied, SessionSealed, the memory events and
         SessionReconciled, under the append condition of what the plan read
-        (:func:`~memory_ledger.commands.canonical.boundary.append_decision`). A crash leaves all
-        of it
+        (:func:`~memory_ledger.commands.boundary.append_decision`). A crash leaves all of it
         or none of it; a backup never holds half of one.
 
         ``text`` None (a forget or pin): the statement recorded is the target's current one.
-        ``target`` is resolved to the head of its supersession chain in the ledger at the
-        decision (a concurrent correction that superseded it is what this command applies
-        to); a chain that ends in a forgotten memory is an unknown target. ``named``: the
-        target was found by the command's words, so when it is gone at the decision the
-        command is decided as the words name nothing now (a correct remembers; a forget or
-        pin raises ``no_match``), exactly as it would have been decided a moment later.
-        ``words`` (a correct without a target): the target is what the words name, searched
-        anew in every attempt, with the namespace in the append condition (a memory that
-        appears or goes meanwhile changes what they name); naming none, it remembers.
+        ``target`` (an id) must be retrievable at the decision: a superseded one is refused
+        with :class:`SupersededTargetError` naming the current head of its chain (the
+        policy of every surface: a command never moves to another memory than the one it
+        named); a forgotten or unknown one with :class:`UnknownMemoryError`. ``words``: the
+        target is what the words name, searched anew in every attempt, with the namespace in
+        the append condition (a memory that appears or goes meanwhile changes what they
+        name); ``strict``: they are a correction's own statement (the correction rule,
+        :func:`~memory_ledger.commands.lexical.names_memory`), and naming none it
+        remembers; otherwise naming none raises ``no_match``.
 
         ``occurred_at`` (aware): when it was said, recorded in the command (the value's
         valid time, ``commands.canonical.reconcile``).
 
         :raises UnknownMemoryError: ``target`` names no retrievable memory now.
+        :raises SupersededTargetError: ``target`` was superseded.
         :raises CommandRejectedError: the (carried-over) item fails validation.
         :raises NamespaceErasedError: the namespace was erased.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
@@ -361,22 +360,25 @@ class DirectCommands:
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             head = None
             kind = intent
-            wanted, by_words = target, named
             if words is not None:
+                # What the words name, searched now (the read models are caught up past
+                # ``reads.after``), with the whole namespace in the append condition.
                 reads.guard_namespace()
-                found = self._named(namespace, words, required=False, strict=True)
-                wanted, by_words = (UUID(found.memory_id) if found else None), True
-                if wanted is None:
-                    kind = "remember"
-            if wanted is not None:
-                head = reads.head(wanted)
-                if head is None and by_words and intent == "correct":
-                    kind = "remember"
-                elif head is None and by_words:
-                    msg = "no memory of this namespace matches the given words"
-                    raise UnknownMemoryError(msg, reason_code="no_match")
-                elif head is None:
-                    raise UnknownMemoryError(str(wanted))
+                found = self._named(namespace, words, required=not strict, strict=strict)
+                if found is None:
+                    kind = "remember"  # a correction naming nothing remembers
+                else:
+                    head = UUID(found.memory_id)
+                    seen = reads.memory(head)
+                    if seen is None or not seen.retrievable:
+                        raise StaleRead  # the search saw a later state: decide again
+            elif target is not None:
+                seen = reads.memory(target)
+                if seen is not None and seen.status == "superseded":
+                    raise SupersededTargetError(target, reads.head(target))
+                if seen is None or not seen.retrievable:
+                    raise UnknownMemoryError(str(target))
+                head = target
             state = reads.memory(head) if head is not None else None
             statement = text
             if statement is None:  # forget / pin: the target's statement as it is now
@@ -425,6 +427,7 @@ class DirectCommands:
                 policy=policy,
             )
             outcome.update(report=finished.report, command=command)
+            fault("session.finish_planned")  # the short session's finish: planned, not written
             return [opened, command, *finished.events]
 
         from memory_ledger.commands.session.commands import CommandResult  # sessions: on a write

@@ -145,12 +145,31 @@ def erase_namespaces(
     :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
     :raises KeyStoreError: the key store cannot be written (nothing was erased).
     :raises LedgerReadOnlyError: the store is open read-only.
+    :raises SecretRefusedError: ``requested_by`` holds a secret-shaped value (nothing was
+        erased, nothing written).
     """
     match.validated()
     if engine.read_only:
         msg = f"the store {str(engine.path)!r} is open read-only: cannot erase"
         raise LedgerReadOnlyError(msg, path=str(engine.path))
+    from memory_ledger.commands.secret_door import check_event  # detect_secrets: on a write
+
     command = uuid4()
+    # The door's question before the commit point (the keys are destroyed before the record
+    # is appended): a label the ledger would refuse must not reach the key store either.
+    check_event(
+        NamespaceErased(
+            originator_id=erasure_stream_id(command),
+            originator_version=1,
+            recorded_at=datetime.now(UTC),
+            namespace=ERASURE_NAMESPACE,
+            command_id=command,
+            level=_level(match.level),
+            namespace_ids=(),
+            key_ids=(),
+            requested_by=requested_by,
+        )
+    )
     keyring = engine.keyring
     before = sum(1 for r in keyring.records() if r.erased and match.matches(r))
     with engine.read_models() as live:

@@ -13,6 +13,7 @@ from memory_ledger.commands.canonical.boundary import DecisionReads, memory_of
 from memory_ledger.commands.errors import (
     CommandRejectedError,
     SessionSealedError,
+    SupersededTargetError,
     UnknownMemoryError,
 )
 from memory_ledger.commands.extraction.validation import Rejection, has_visible_text, validate_item
@@ -131,14 +132,15 @@ class SessionCommands(SessionRecall):
             raise SessionSealedError(msg)
         target_doc: MemoryDoc | None = None
         if target is not None and intent in ("forget", "pin", "correct"):
-            # An id corrected since the caller read it names the head of its chain (the
-            # policy of every surface, ``commands.canonical.boundary``); finish() resolves it again.
+            # A superseded id is refused, naming the current value (the policy of every
+            # surface, commands.canonical.boundary); finish() declines it if superseded by then.
             target_doc = self.engine.retrievable_memory(self.namespace, target)
             if target_doc is None:
                 wanted = as_memory_id(target)
-                head = DecisionReads(self.engine, self.namespace).head(wanted) if wanted else None
-                if head is not None:
-                    target_doc = self.engine.retrievable_memory(self.namespace, head)
+                reads = DecisionReads(self.engine, self.namespace)
+                seen = reads.memory(wanted) if wanted is not None else None
+                if wanted is not None and seen is not None and seen.status == "superseded":
+                    raise SupersededTargetError(wanted, reads.head(wanted))
             if target_doc is None:
                 raise UnknownMemoryError(str(target))
         target = None if target_doc is None else UUID(target_doc.memory_id)

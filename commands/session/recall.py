@@ -27,7 +27,7 @@ from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.overlay import Overlay, build_overlay
 from memory_ledger.commands.session.stream import SessionStream, check_turn_id, utc_now
-from memory_ledger.ledger.arguments import check_count
+from memory_ledger.ledger.arguments import check_count, check_encodable
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
     RecalledItem,
@@ -42,12 +42,17 @@ __all__ = ["SessionRecall", "check_query"]
 SNAPSHOT_COVERAGE = 0.8
 
 
-def check_query(query: object) -> str:
-    """``query`` if it is a string; otherwise InvalidArgumentTypeError (a ValueError)."""
+def check_query(query: object, parameter: str = "query") -> str:
+    """``query`` if it is a string that encodes as UTF-8.
+
+    :raises InvalidArgumentTypeError: (a ValueError) not a string (``not_a_string``).
+    :raises InvalidArgumentError: a lone surrogate (``not_utf8``): it could never be recorded
+        (its RecallServed record would block the session's next write).
+    """
     if not isinstance(query, str):
-        msg = f"query must be a string, got {type(query).__name__}"
-        raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
-    return query
+        msg = f"{parameter} must be a string, got {type(query).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter=parameter, reason_code="not_a_string")
+    return check_encodable(parameter, query)
 
 
 class SessionRecall(SessionStream):

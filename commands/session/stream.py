@@ -29,7 +29,7 @@ from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.errors import SessionSealedError
 from memory_ledger.commands.extraction.base import Extractor
 from memory_ledger.commands.session.state import SessionState
-from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 from memory_ledger.ledger.events import (
     LedgerEvent,
     SessionOpened,
@@ -133,17 +133,18 @@ class SessionStream:
         self, plan: Callable[[DecisionReads | None], list[LedgerEvent]], *, decides: bool
     ) -> list[int]:
         """Both kinds of session append go through the one decision path
-        (:func:`commands.canonical.boundary.append_decision`): a plan that reads nothing through its
+        (:func:`commands.boundary.append_decision`): a plan that reads nothing through its
         :class:`DecisionReads` has no append condition (stream versions guard it)."""
 
         def planned(decision: DecisionReads) -> list[LedgerEvent]:
             return plan(decision if decides else None)
 
         def write(events: list[LedgerEvent], condition: DCBAppendCondition | None) -> list[int]:
-            reads = list(self._reads)
+            pending = list(self._reads)
+            reads = _admissible(pending)
             positions = self.engine.append([*reads, *events], condition=condition)
             fault("session.appended")
-            del self._reads[: len(reads)]
+            del self._reads[: len(pending)]
             written = positions[len(reads) :]
             for event, position in zip(events, written, strict=True):
                 if event.originator_id == self.stream_id:
@@ -242,9 +243,29 @@ class SessionStream:
     def flush_reads(self) -> int:
         """Write buffered RecallServed records now (one transaction); return how many."""
         with self._lock:
-            reads = list(self._reads)
-            if not reads:
+            pending = list(self._reads)
+            if not pending:
                 return 0
-            self.engine.append(reads)
-            del self._reads[: len(reads)]
+            reads = _admissible(pending)
+            if reads:
+                self.engine.append(reads)
+            del self._reads[: len(pending)]
             return len(reads)
+
+
+def _admissible(records: list[LedgerEvent]) -> list[LedgerEvent]:
+    """The buffered read-path records the ledger's door admits (``commands.secret_door``);
+    one it refuses is dropped, never allowed to block the command it would ride with (read
+    records may be lost, commands never: DESIGN.md section 3)."""
+    if not records:
+        return records
+    from memory_ledger.commands.secret_door import check_event  # loaded by the first write
+
+    kept = []
+    for record in records:
+        try:
+            check_event(record)
+        except MemoryLedgerError:
+            continue
+        kept.append(record)
+    return kept

@@ -99,7 +99,7 @@ class SessionTurns(SessionExtraction):
         """
         self._check_open()
         check_turn_id(turn_id)
-        check_query(transcript)
+        check_query(transcript, "transcript")
         query = redact(transcript).text[:2000]
         generation = self.state.generation
         docs, _ = self._live(query, SNAPSHOT_SIZE, RecallScope(), None, None)

@@ -312,8 +312,8 @@ def describe_error(error: BaseException) -> str:
     package = kind.__module__.split(".")[0].lstrip("_")  # _duckdb -> duckdb
     if package not in ("builtins", "memory_ledger"):
         name = f"{package}.{name}"  # a driver's or library's error: say whose
-    message = _one_line(str(error))
-    return redact(f"{name}: {message}" if message else name).text
+    message = redact(_one_line(str(error))).text  # the class name is ours, never input
+    return f"{name}: {message}" if message else name
 
 
 def _passes_through(error: BaseException) -> bool:

@@ -225,6 +225,12 @@ def mcp_command(
                     msg = "stdio serves one namespace: give --tenant, --principal and --scope-id"
                     raise ValueError(msg)
                 namespace = Namespace(*(p or "" for p in parts)).validated()
+                from memory_ledger.commands.secrets import contains_secret
+
+                for label, part in zip(("tenant", "principal", "scope_id"), parts, strict=True):
+                    if part and contains_secret(part):
+                        msg = f"--{label.replace('_', '-')} holds a secret-shaped value"
+                        raise ValueError(msg)
         if http is None:
             asyncio.run(_serve_stdio(store, namespace, config))
             return
