@@ -261,7 +261,7 @@ def variant(m: Memory, seed: int = 0) -> Memory:
 
 
 def item(m: Memory, evidence: str, importance: float = 0.8) -> dict[str, Any]:
-    """``m`` as the raw item an extractor returns (DESIGN.md section 7)."""
+    """``m`` as the raw item an extractor returns (docs/design.md)."""
     return {
         "kind": "semantic",
         "subject": m.subject,

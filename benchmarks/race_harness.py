@@ -183,7 +183,7 @@ class Memory:
 @dataclass
 class Model:
     """The sequential specification of the deciding commands over one namespace: what
-    each would answer and leave, applied one at a time (DESIGN.md section 5 and the
+    each would answer and leave, applied one at a time (docs/design.md and the
     reconciliation rules of ``commands.canonical.reconcile``)."""
 
     ns: Namespace

@@ -199,7 +199,7 @@ class SupersededTargetError(CommandRejectedError):
     """A forget, pin or correct named a memory that was superseded (by a correction or a
     newer value of its key): it is refused, nothing is written, and ``current`` names the
     memory that holds the fact now (None when its supersession chain ends in a forgotten
-    memory). The policy of every surface (DESIGN.md section 6, issue 25): a command never
+    memory). The policy of every surface (docs/design.md, issue 25): a command never
     silently moves to another memory than the one it named; the caller decides, e.g. by
     naming ``current``. Of several concurrent corrections of one value, one applies and the
     others get this error naming the winner."""

@@ -1,4 +1,4 @@
-"""The one secret scan at the ledger's door (DESIGN.md section 6, issue 25 item 2).
+"""The one secret scan at the ledger's door (docs/design.md, issue 25 item 2).
 
 Every event passes :func:`check_event` in :meth:`MemoryEngine.append
 <memory_ledger.commands.engine.memory_engine.MemoryEngine.append>`, the one place events are

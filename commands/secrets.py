@@ -1,4 +1,4 @@
-"""Secret detection and redaction (DESIGN.md section 6).
+"""Secret detection and redaction (docs/design.md).
 
 Secret shapes (API keys, tokens, password assignments, private keys, cloud keys) are
 redacted in transcripts and rejected in candidate items before any event is written.

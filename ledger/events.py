@@ -1,4 +1,4 @@
-"""The event catalog (DESIGN.md section 3): immutable msgspec Structs, named in past tense.
+"""The event catalog (docs/design.md): immutable msgspec Structs, named in past tense.
 
 Every event is a :class:`LedgerEvent`: it carries its stream (``originator_id``), its version
 in that stream (``originator_version``), ``recorded_at`` (when the command created it, UTC)

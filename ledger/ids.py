@@ -82,7 +82,7 @@ def _check_stored_label(value: str, label: str, parameter: str, too_long_code: s
 class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """``(tenant, principal, scope_id)``: isolates memories; part of every stream id and query.
 
-    Each part is a non-empty string of at most 256 UTF-8 bytes (DESIGN.md section 2) without
+    Each part is a non-empty string of at most 256 UTF-8 bytes (docs/design.md) without
     NULs, other control characters, bidirectional overrides (U+202A..U+202E,
     U+2066..U+2069) or tag characters; :meth:`validated` checks that and raises
     :class:`InvalidNamespaceError`.

@@ -1,6 +1,6 @@
 """The keyring: per-namespace data keys, created on first use, unwrapped once, erasable.
 
-Encryption at rest (issue #16; DESIGN.md section 3): every event of a namespace is sealed
+Encryption at rest (issue #16; docs/design.md): every event of a namespace is sealed
 (:mod:`memory_ledger.ledger.sealing`) with that namespace's data key, a random AES-256 key
 wrapped by the host's master key (:mod:`memory_ledger.ledger.master_key`) and kept in the
 key store (:mod:`memory_ledger.ledger.key_store`). Destroying the key erases the namespace's

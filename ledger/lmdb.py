@@ -1072,7 +1072,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         Keyword arguments (all optional): ``tracking`` (a ``Tracking``, process recorders),
         ``tags`` (one sequence of tag strings per stored event, indexed with the records) and
         ``condition`` (a ``DCBAppendCondition``: the batch is refused when a record matching
-        its query was appended after ``condition.after``; DESIGN.md section 3).
+        its query was appended after ``condition.after``; docs/design.md).
 
         :raises IntegrityError: an (originator id, version) exists already or twice in the
             batch, or (process recorders) the tracking id is not new; nothing is written.

@@ -14,7 +14,7 @@ counter), the ciphertext carries GCM's 16-byte tag. The associated data
 sealed state moved to another event, or a header edited, fails authentication.
 
 Encryption happens in the mapper, before the recorder computes the record's hash, so the
-hash chain covers the sealed bytes and verifies with or without the key (DESIGN.md section 3:
+hash chain covers the sealed bytes and verifies with or without the key (docs/design.md:
 "computed over the bytes as stored").
 """
 

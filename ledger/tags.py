@@ -1,6 +1,6 @@
 """Tags of ledger events: what a decision about canonical memory reads and is conditioned on.
 
-The consistency boundary (DESIGN.md section 3; the ``eventsourcing`` library's dynamic
+The consistency boundary (docs/design.md; the ``eventsourcing`` library's dynamic
 consistency boundaries, ``eventsourcing/dcb/``): every event that changes canonical memory
 carries tags, derived from its content only (so the index can be rebuilt from the log):
 

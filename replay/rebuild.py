@@ -1,6 +1,6 @@
 """Rebuild every read model from the ledger, and check a live projection file against it.
 
-Projections are pure functions of the event sequence (DESIGN.md section 4), so a rebuild
+Projections are pure functions of the event sequence (docs/design.md), so a rebuild
 from position 0 into a fresh DuckDB file must equal the live file at the same position. The
 comparison uses the content digests of :func:`projections.table_digests` (sorted rows,
 sha256 in Python); a table whose digest differs is named, with the rows found on one side

@@ -1,4 +1,4 @@
-"""Session scripts (DESIGN.md section 7): JSON Lines of steps, replayed in order.
+"""Session scripts (docs/design.md): JSON Lines of steps, replayed in order.
 
 Each line is one step, a msgspec Struct tagged by ``op``: ``open``, ``turn``, ``command``,
 ``recall``, ``finish``. Every session starts with its own ``open``; the first line of a

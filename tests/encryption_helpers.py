@@ -36,7 +36,7 @@ STOPWORDS = frozenset(
 
 
 def locomo_namespace(sample_id: str) -> Namespace:
-    """The namespace the LoCoMo converter gives a sample (DESIGN.md section 7)."""
+    """The namespace the LoCoMo converter gives a sample (docs/design.md)."""
     return Namespace("locomo", sample_id, "conversation")
 
 

@@ -76,7 +76,7 @@ def test_a_refused_direct_command_writes_nothing(engine: MemoryEngine) -> None:
 
 
 def test_a_superseded_target_is_refused_naming_the_current_value(engine: MemoryEngine) -> None:
-    """The documented choice (README, DESIGN.md section 6): a forget, pin or correct naming a
+    """The documented choice (README, docs/design.md): a forget, pin or correct naming a
     superseded memory is refused with SupersededTargetError naming the current value; it
     never moves to another memory (forgetting "Lisbon" must not forget "Porto")."""
     from memory_ledger.commands.errors import SupersededTargetError

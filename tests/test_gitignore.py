@@ -20,7 +20,8 @@ OUTPUTS = (
 def created_by_the_readme() -> set[str]:
     """The first path component of every output the README's code blocks create in the
     working folder."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     found: set[str] = set()
     for block in re.findall(r"^```(?:sh|python)\n(.*?)^```$", text, flags=re.S | re.M):
         for pattern in OUTPUTS:

@@ -1,5 +1,4 @@
-"""The canonical wing: the state of a memory, the one decision path (consistency boundary) and
-reconciliation.
+"""The canonical wing: a memory's state, the one decision path and reconciliation.
 
 The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
 """

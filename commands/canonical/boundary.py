@@ -1,4 +1,4 @@
-"""The consistency boundary of decisions about canonical memory (DESIGN.md section 3).
+"""The consistency boundary of decisions about canonical memory (docs/design.md).
 
 A decision (activate, supersede, conflict, reinforce, forget, correct, pin, prune) reads the
 state it decides from out of the LEDGER, never from a read model, through a
@@ -14,7 +14,7 @@ back-off, until a deadline (:data:`DECISION_DEADLINE_SECONDS`, not a fixed count
 attempts), then raises :class:`ConcurrencyConflictError` naming what raced. A refused append
 writes nothing, so nothing is ever half-written.
 
-:func:`append_decision` is THE decision path (DESIGN.md section 6, "one decision path"):
+:func:`append_decision` is THE decision path (docs/design.md, "one decision path"):
 every command that changes what is current (direct remember/correct/forget/pin, a session's
 ``finish``, ``activate_candidate``, admissions, pruning, ``forget_all``) and every session
 append goes through it, so a new surface inherits the boundary instead of re-implementing

@@ -5,7 +5,7 @@ positions of their evidence, the ledger history of the memory streams they addre
 memories ever activated under a subject and predicate, and the command's ``recorded_at``):
 no wall clock, no randomness, so a replay plans the same events. The inputs are read from
 the ledger through :class:`commands.canonical.boundary.DecisionReads`, whose append condition makes
-the plan valid only if none of them changed before it is appended. Rules (DESIGN.md
+the plan valid only if none of them changed before it is appended. Rules (docs/design.md
 section 5, issues "session engine" and 13):
 
 - a candidate's memory id is uuid5(namespace, normalized statement) (``ledger.ids``); a

@@ -97,7 +97,7 @@ def ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> Non
     if not isinstance(recorder, TaggedRecorder):
         msg = (
             f"{type(recorder).__name__} cannot record tags and append conditions, which "
-            "the engine's consistency boundary needs (DESIGN.md section 3)"
+            "the engine's consistency boundary needs (docs/design.md)"
         )
         raise StoreUnavailableError(msg)
     if not recorder.tag_index_built():

@@ -16,13 +16,14 @@ if TYPE_CHECKING:
         RecordedExtractor,
     )
     from memory_ledger.commands.extraction.openai import OpenAIChatExtractor
-    from memory_ledger.commands.extraction.validation import validate_item
+    from memory_ledger.commands.extraction.validation import Rejection, validate_item
 
 __all__ = [
     "ExtractionRequest",
     "Extractor",
     "OpenAIChatExtractor",
     "RecordedExtractor",
+    "Rejection",
     "validate_item",
 ]
 
@@ -33,6 +34,7 @@ __getattr__, __dir__ = lazy_exports(
         "Extractor": "memory_ledger.commands.extraction.base",
         "OpenAIChatExtractor": "memory_ledger.commands.extraction.openai",
         "RecordedExtractor": "memory_ledger.commands.extraction.base",
+        "Rejection": "memory_ledger.commands.extraction.validation",
         "validate_item": "memory_ledger.commands.extraction.validation",
     },
 )

@@ -3,7 +3,7 @@
 An extractor returns raw items (JSON-like mappings, as a model would produce them); the
 session validates each one (``commands.extraction.validation``) and records the outcome as events,
 so
-replay never calls a model (DESIGN.md section 3).
+replay never calls a model (docs/design.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Extractor(Protocol):
     def extractor_id(self) -> str: ...
 
     def extract(self, request: ExtractionRequest) -> Sequence[Any]:
-        """Raw items (mappings with the ITEM keys of DESIGN.md section 7)."""
+        """Raw items (mappings with the ITEM keys of docs/design.md)."""
         ...
 
 

@@ -5,7 +5,7 @@ preferences or decisions; procedural items are workflows, failures or decisions;
 carries a scope, a non-empty future-value reason, importance >= 0.70 and confidence >= 0.75;
 relation ids (``supersedes``, ``conflicts_with``: one id, a list of ids, or null) must be
 ones the extractor was shown; namespace keys inside tags are refused
-(DESIGN.md section 6). Rejection details never echo the item's text.
+(docs/design.md). Rejection details never echo the item's text.
 """
 
 from __future__ import annotations

@@ -11,11 +11,12 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memory_ledger.commands.recall.fusion import HybridFusion
-    from memory_ledger.commands.recall.index import RecallHit, RecallResult, RecallScope
+    from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
     from memory_ledger.commands.recall.policy import RecallPolicy
 
 __all__ = [
     "HybridFusion",
+    "MemoryDoc",
     "RecallHit",
     "RecallPolicy",
     "RecallResult",
@@ -26,6 +27,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "HybridFusion": "memory_ledger.commands.recall.fusion",
+        "MemoryDoc": "memory_ledger.commands.recall.index",
         "RecallHit": "memory_ledger.commands.recall.index",
         "RecallPolicy": "memory_ledger.commands.recall.policy",
         "RecallResult": "memory_ledger.commands.recall.index",

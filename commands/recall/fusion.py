@@ -28,7 +28,7 @@ Dates named in the query (:mod:`commands.recall.temporal`): after fusion, a memo
 ``alpha`` by leave-one-conversation-out on LoCoMo (per-fold choices 0.3-0.5 for both
 models).
 
-Ties break by fused score, then ledger position, then memory id (DESIGN.md section 5).
+Ties break by fused score, then ledger position, then memory id (docs/design.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
   model only when the projection position has moved (one DuckDB query costs milliseconds; a
   BM25 search over the in-process index costs microseconds). Documents are
   ``subject + " " + statement``; ties break by score, then the memory's creation position,
-  then its id (DESIGN.md section 5).
+  then its id (docs/design.md).
 - Canonical memory's lexical and semantic channels are fused by :mod:`commands.recall.fusion`
   (per-query min-max normalisation by default); rankings whose scores are not comparable
   (session facts, snapshots) by reciprocal-rank fusion (Cormack, Clarke and Buettcher,

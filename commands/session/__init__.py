@@ -1,5 +1,4 @@
-"""The session wing: one logical conversation and its concerns (turns, extraction, commands,
-recall, admission, finish).
+"""The session wing: one logical conversation and its concerns.
 
 The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
 """
@@ -16,13 +15,17 @@ if TYPE_CHECKING:
     from memory_ledger.commands.session.extraction import TurnOutcome
     from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
     from memory_ledger.commands.session.memory_session import MemorySession
+    from memory_ledger.commands.session.turns import PreparedMemorySnapshot
+    from memory_ledger.commands.session.workspace import WorkspaceOptions
 
 __all__ = [
     "AdmissionReport",
     "CommandResult",
     "MemorySession",
+    "PreparedMemorySnapshot",
     "SessionMemoryProvider",
     "TurnOutcome",
+    "WorkspaceOptions",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -31,7 +34,9 @@ __getattr__, __dir__ = lazy_exports(
         "AdmissionReport": "memory_ledger.commands.session.admission",
         "CommandResult": "memory_ledger.commands.session.commands",
         "MemorySession": "memory_ledger.commands.session.memory_session",
+        "PreparedMemorySnapshot": "memory_ledger.commands.session.turns",
         "SessionMemoryProvider": "memory_ledger.commands.session.memory_provider",
         "TurnOutcome": "memory_ledger.commands.session.extraction",
+        "WorkspaceOptions": "memory_ledger.commands.session.workspace",
     },
 )

@@ -1,6 +1,6 @@
 """Evidence and extraction of a session: observe a finalized turn, extract, queue.
 
-``observe_final_transcript`` is two commands by design (DESIGN.md section 3): the evidence
+``observe_final_transcript`` is two commands by design (docs/design.md): the evidence
 (TranscriptObserved) first, then the extraction outcome of the turn in one transaction. In
 ``background`` mode the extraction runs afterwards in a FIFO queue (one worker) of the session.
 """
@@ -77,7 +77,7 @@ class SessionExtraction(SessionVocabulary):
     ) -> TurnOutcome:
         """Record a finalized turn (evidence first), then extract and record the outcome.
 
-        Two commands by design (DESIGN.md section 3): TranscriptObserved (the transcript
+        Two commands by design (docs/design.md): TranscriptObserved (the transcript
         with secret-shaped spans redacted), then every CandidateExtracted/CandidateRejected
         of the turn with ExtractionCompleted in one transaction. Observing the same turn again
         with the same transcript is a no-op (a pending extraction is completed).

@@ -225,7 +225,7 @@ class SessionStream:
 
     def _flush_in_background(self) -> None:
         """Write the read buffer from a worker thread: the recall that found it due returns
-        without waiting for an fsync (DESIGN.md section 3)."""
+        without waiting for an fsync (docs/design.md)."""
         with self._lock:
             if self._flusher is not None and self._flusher.is_alive():
                 return
@@ -256,7 +256,7 @@ class SessionStream:
 def _admissible(records: list[LedgerEvent]) -> list[LedgerEvent]:
     """The buffered read-path records the ledger's door admits (``commands.secret_door``);
     one it refuses is dropped, never allowed to block the command it would ride with (read
-    records may be lost, commands never: DESIGN.md section 3)."""
+    records may be lost, commands never: docs/design.md)."""
     if not records:
         return records
     from memory_ledger.commands.secret_door import check_event  # loaded by the first write
