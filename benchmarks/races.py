@@ -157,7 +157,7 @@ def main(argv: list[str]) -> int:
     for s in surfaces:
         for violation in s.violations[:20]:
             print(f"VIOLATION {s.surface}: {violation}")
-    save("races", figures)
+    print(f"figures written to {save('races', figures)}")
     return 1 if any(s.violations for s in surfaces) else 0
 
 

@@ -134,6 +134,12 @@ class RulesModel:
         their reason codes."""
         declined = []
         for entry in entries:
+            if entry.kind in ("forget", "correct") and entry.target is not None:
+                if self.facts[entry.target].status == "superseded":
+                    # superseded since the command named it: declined, never moved to the
+                    # value that superseded it
+                    declined.append((entry.target, "target_superseded"))
+                    continue
             if entry.kind == "forget":
                 assert entry.target is not None and entry.occurred is not None
                 target = self.facts[entry.target]

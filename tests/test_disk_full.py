@@ -167,5 +167,5 @@ def test_a_really_full_disk_is_named_and_the_store_survives(tmp_path: Path) -> N
             assert [h.statement for h in engine.recall(NS, "Lisbon", 1)] == [
                 "Alice lives in Lisbon."
             ]
-            assert len(engine.recall(NS, "Alice fact", 1000)) >= written
+            assert len(engine.retrievable_memories(NS)) >= written + 1  # recall caps k at 50
             assert verify_store(engine).ok

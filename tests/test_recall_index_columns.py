@@ -38,10 +38,10 @@ def test_doc_columns_hold_every_column_a_document_reads(tmp_path: Path) -> None:
             for r in engine.canonical.active_memories(ns.tenant, ns.principal, ns.scope_id)
             if r["statement"] == "Alice drinks black tea."
         ]
-    watched = ReadKeys(row)
-    MemoryDoc.from_row(watched)
-    index = NamespaceRecallIndex(engine.canonical)
-    index._doc(watched)
+        watched = ReadKeys(row)
+        MemoryDoc.from_row(watched)
+        index = NamespaceRecallIndex(engine.canonical)
+        index._doc(watched)
     assert watched.read <= set(DOC_COLUMNS), sorted(watched.read - set(DOC_COLUMNS))
     assert set(DOC_COLUMNS) <= set(row)
     # The columns the index reads carry the relations (not empty defaults).

@@ -54,8 +54,9 @@ def test_stats_reports_other_slots(story: Story) -> None:
     ):
         host.catch_up()
         stats = store_stats(cli)
+        host_slot = Path(host.projections.path).name
     held = [s for s in stats.projection_files if s.in_use and not s.this_process]
-    assert [Path(s.path).name for s in held] == [Path(host.projections.path).name]
+    assert [Path(s.path).name for s in held] == [host_slot]
     assert held[0].position is None
     # Once the host is gone, its file is free and its position readable.
     with MemoryEngine.open(story.store, create=False) as engine:
