@@ -89,7 +89,7 @@ def test_wheel_holds_only_memory_ledger(wheel: Path) -> None:
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
     assert tops == {"memory_ledger", info}
     assert top_level == ["memory_ledger"]
-    assert "memory-ledger = memory_ledger.replay.cli.app:main" in entry_points
+    assert "memory-ledger = memory_ledger.replay.cli:main" in entry_points
     for folder in ("ledger", "projections", "commands", "replay"):
         assert f"memory_ledger/{folder}/__init__.py" in names
         assert f"memory_ledger/{folder}/py.typed" in names
