@@ -97,10 +97,17 @@ class Call:
 
 
 def plan_round(rng: random.Random, ns_state: dict[UUID, Any], n_ops: int, serial: int) -> list[Op]:
-    """``n_ops`` random ops for one round; by-id targets are memories retrievable now (or
-    recently superseded ones: a command naming a stale id is part of the race)."""
-    ids = list(ns_state)
+    """``n_ops`` random ops for one round. By-id targets are memories retrievable when the
+    round starts (four in five: the ones the ops race to change) or any memory of the
+    namespace (a stale id: superseded or forgotten, refused). ``ns_state`` maps memory ids
+    to :class:`Memory`."""
+    everything = list(ns_state)
+    current = [m for m, v in ns_state.items() if getattr(v, "status", "") == "active"]
     ops: list[Op] = []
+
+    def pick() -> UUID:
+        return rng.choice(current if current and rng.random() < 0.8 else everything)
+
     for index in range(n_ops):
         tag = f"{serial}x{index}"
         roll = rng.random()
@@ -109,7 +116,7 @@ def plan_round(rng: random.Random, ns_state: dict[UUID, Any], n_ops: int, serial
             ops.append(Op("remember_keyed", subject, f"{subject} lives in {rng.choice(CITIES)}."))
         elif roll < 0.45:
             subject = rng.choice(KEYED)
-            target = rng.choice(ids) if ids else None
+            target = pick() if everything else None
             ops.append(
                 Op("correct_id", subject, f"{subject} lives in Town{tag}.", str(target))
                 if target is not None
@@ -119,10 +126,10 @@ def plan_round(rng: random.Random, ns_state: dict[UUID, Any], n_ops: int, serial
             ops.append(Op("correct_words", CHAINED, f"{CHAINED} works at Shop{tag}."))
         elif roll < 0.75:
             ops.append(Op("remember_plain", PLAIN, f"{PLAIN} likes {rng.choice(DRINKS)}."))
-        elif roll < 0.87 and ids:
-            ops.append(Op("forget", "", target=str(rng.choice(ids))))
-        elif roll < 0.98 and ids:
-            ops.append(Op("pin", "", target=str(rng.choice(ids))))
+        elif roll < 0.87 and everything:
+            ops.append(Op("forget", "", target=str(pick())))
+        elif roll < 0.98 and everything:
+            ops.append(Op("pin", "", target=str(pick())))
         elif roll >= 0.98:
             ops.append(Op("forget_all", ""))
         else:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -58,7 +58,6 @@ from memory_ledger.commands.recall.index import (
     MemoryDoc,
     NamespaceRecallIndex,
     RecallResult,
-    lexical_search,
 )
 from memory_ledger.commands.recall.lexical import (
     ConversationWindows,
@@ -71,8 +70,8 @@ from memory_ledger.commands.recall.policy import (
     RecallPolicy,
     annotate_relations,
 )
+from memory_ledger.commands.recall.ranking import rank_candidates
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
-from memory_ledger.commands.recall.temporal import occurred_in, query_dates
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -529,33 +528,18 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         with self._read_lock, self.projection_guard():
             position = self.catch_up()
             index, by_id = self.recall_index.docs(namespace, position)
-            lexical_depth = depth if channel is None else max(depth, self.fusion.depth)
-            lexical = lexical_search(index, by_id, query, lexical_depth)
-            if min_lexical_score > 0:
-                lexical = [s for s in lexical if s.score >= min_lexical_score]
-            if channel is None or vector is None:
-                ranked = [(by_id[s.doc_id], s.score) for s in lexical[:depth]]
-            else:
-                fields = self.fusion.fields
-                nearest = channel.search(namespace, vector, by_id, self.fusion.depth, fields)
-                scores = channel.cosines(
-                    namespace, vector, by_id, [s.doc_id for s in lexical], fields
-                )
-                scores.update(nearest)
-                fused = self.fusion.fuse_scores(
-                    [(s.doc_id, s.score) for s in lexical],
-                    [memory_id for memory_id, _ in nearest],
-                    scores,
-                    lambda memory_id: by_id[memory_id].position,
-                )
-                dates = query_dates(query) if self.fusion.temporal_boost > 0 else ()
-                if dates:
-                    fused = self.fusion.boost_dated(
-                        fused,
-                        lambda memory_id: occurred_in(by_id[memory_id].occurred_at, dates),
-                        lambda memory_id: by_id[memory_id].position,
-                    )
-                ranked = [(by_id[memory_id], score) for memory_id, score in fused[:depth]]
+            scores = None
+            if channel is not None and vector is not None:
+                scores = _ChannelScores(channel, namespace, vector, by_id, self.fusion.fields)
+            ranked = rank_candidates(
+                query,
+                depth,
+                index,
+                by_id,
+                self.fusion,
+                semantic=scores,
+                min_lexical_score=min_lexical_score,
+            )
             if channel is not None:
                 coverage = channel.status(namespace)
                 status = SemanticStatus(
@@ -780,3 +764,27 @@ def _is_a_memory_store(engine: MemoryEngine) -> MemoryStore:
     :class:`~memory_ledger.commands.store.MemoryStore` Protocol the lower wings type
     against (a member renamed or retyped on one side fails the type check)."""
     return engine
+
+
+class _ChannelScores:
+    """The semantic channel's scores for one query vector, as the ranking pipeline asks
+    for them (:class:`~memory_ledger.commands.recall.ranking.SemanticScores`)."""
+
+    def __init__(
+        self,
+        channel: SemanticChannel,
+        namespace: Namespace,
+        vector: Any,
+        by_id: Mapping[str, MemoryDoc],
+        fields: Sequence[str] | None,
+    ) -> None:
+        self._channel, self._namespace, self._vector = channel, namespace, vector
+        self._by_id, self._fields = by_id, fields
+
+    def nearest(self, depth: int) -> list[tuple[str, float]]:
+        return self._channel.search(self._namespace, self._vector, self._by_id, depth, self._fields)
+
+    def cosines(self, memory_ids: Sequence[str]) -> dict[str, float]:
+        return self._channel.cosines(
+            self._namespace, self._vector, self._by_id, memory_ids, self._fields
+        )

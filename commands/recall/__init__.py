@@ -11,8 +11,12 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memory_ledger.commands.recall.fusion import HybridFusion
-    from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
+    from memory_ledger.commands.recall.index import MemoryDoc
+    from memory_ledger.commands.recall.index import RecallHit
     from memory_ledger.commands.recall.policy import RecallPolicy
+    from memory_ledger.commands.recall.index import RecallResult
+    from memory_ledger.commands.recall.index import RecallScope
+    from memory_ledger.commands.recall.ranking import rank_candidates
 
 __all__ = [
     "HybridFusion",
@@ -21,6 +25,7 @@ __all__ = [
     "RecallPolicy",
     "RecallResult",
     "RecallScope",
+    "rank_candidates",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -32,5 +37,6 @@ __getattr__, __dir__ = lazy_exports(
         "RecallPolicy": "memory_ledger.commands.recall.policy",
         "RecallResult": "memory_ledger.commands.recall.index",
         "RecallScope": "memory_ledger.commands.recall.index",
+        "rank_candidates": "memory_ledger.commands.recall.ranking",
     },
 )
