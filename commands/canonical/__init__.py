@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.canonical.boundary import DecisionReads
+    from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision
+    from memory_ledger.commands.canonical.erasure import forget_all
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
     from memory_ledger.commands.canonical.reconcile import Reconciler
-    from memory_ledger.commands.canonical.boundary import append_decision
-    from memory_ledger.commands.canonical.erasure import forget_all
 
 __all__ = [
     "DecisionReads",

@@ -10,22 +10,24 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.context.assembler import ContextAssembler, ContextItem, ContextQuery
     from memory_ledger.commands.context.chat_messages import ChatMessage
     from memory_ledger.commands.context.compaction import CompactionPolicy
-    from memory_ledger.commands.context.assembler import ContextAssembler
-    from memory_ledger.commands.context.assembler import ContextItem
-    from memory_ledger.commands.context.assembler import ContextQuery
-    from memory_ledger.commands.context.summarizers import DeterministicSummarizer
-    from memory_ledger.commands.context.knowledge_binding import KnowledgeBinding
-    from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
-    from memory_ledger.commands.context.knowledge_binding import KnowledgeCitation
-    from memory_ledger.commands.context.knowledge_binding import KnowledgeDocument
-    from memory_ledger.commands.context.knowledge_binding import KnowledgeRequest
-    from memory_ledger.commands.context.knowledge_binding import KnowledgeResponse
-    from memory_ledger.commands.context.summarizers import OpenAISummarizer
-    from memory_ledger.commands.context.summarizers import Summarizer
-    from memory_ledger.commands.context.knowledge_binding import markdown_digest
+    from memory_ledger.commands.context.knowledge_binding import (
+        KnowledgeBinding,
+        KnowledgeBindingError,
+        KnowledgeCitation,
+        KnowledgeDocument,
+        KnowledgeRequest,
+        KnowledgeResponse,
+        markdown_digest,
+    )
+    from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.context.summarizers import (
+        DeterministicSummarizer,
+        OpenAISummarizer,
+        Summarizer,
+    )
 
 __all__ = [
     "BoundKnowledge",

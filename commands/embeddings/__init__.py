@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.embeddings.lite import E5LiteProvider
-    from memory_ledger.commands.embeddings.base import EmbeddingDescriptor
-    from memory_ledger.commands.embeddings.base import EmbeddingProvider
-    from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
-    from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
+    from memory_ledger.commands.embeddings.base import EmbeddingDescriptor, EmbeddingProvider
     from memory_ledger.commands.embeddings.config import provider_from_config
+    from memory_ledger.commands.embeddings.lite import E5LiteProvider
+    from memory_ledger.commands.embeddings.local import SentenceTransformerProvider
+    from memory_ledger.commands.embeddings.openai import OpenAIEmbeddingProvider
 
 __all__ = [
     "E5LiteProvider",

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.extraction.base import ExtractionRequest
-    from memory_ledger.commands.extraction.base import Extractor
+    from memory_ledger.commands.extraction.base import (
+        ExtractionRequest,
+        Extractor,
+        RecordedExtractor,
+    )
     from memory_ledger.commands.extraction.openai import OpenAIChatExtractor
-    from memory_ledger.commands.extraction.base import RecordedExtractor
-    from memory_ledger.commands.extraction.validation import Rejection
-    from memory_ledger.commands.extraction.validation import validate_item
+    from memory_ledger.commands.extraction.validation import Rejection, validate_item
 
 __all__ = [
     "ExtractionRequest",

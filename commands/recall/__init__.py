@@ -11,11 +11,8 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memory_ledger.commands.recall.fusion import HybridFusion
-    from memory_ledger.commands.recall.index import MemoryDoc
-    from memory_ledger.commands.recall.index import RecallHit
+    from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
     from memory_ledger.commands.recall.policy import RecallPolicy
-    from memory_ledger.commands.recall.index import RecallResult
-    from memory_ledger.commands.recall.index import RecallScope
     from memory_ledger.commands.recall.ranking import rank_candidates
 
 __all__ = [

@@ -12,10 +12,10 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.commands.session.admission import AdmissionReport
     from memory_ledger.commands.session.commands import CommandResult
+    from memory_ledger.commands.session.extraction import TurnOutcome
+    from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
     from memory_ledger.commands.session.memory_session import MemorySession
     from memory_ledger.commands.session.turns import PreparedMemorySnapshot
-    from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
-    from memory_ledger.commands.session.extraction import TurnOutcome
     from memory_ledger.commands.session.workspace import WorkspaceOptions
 
 __all__ = [

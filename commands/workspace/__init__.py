@@ -10,12 +10,16 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.workspace.chunking import ByteWindows
-    from memory_ledger.commands.workspace.chunking import LineWindows
-    from memory_ledger.commands.workspace.chunking import RecursiveSeparators
-    from memory_ledger.commands.workspace.retrieval import WorkspaceError
-    from memory_ledger.commands.workspace.retrieval import WorkspaceRetrieval
-    from memory_ledger.commands.workspace.retrieval import WorkspaceStatus
+    from memory_ledger.commands.workspace.chunking import (
+        ByteWindows,
+        LineWindows,
+        RecursiveSeparators,
+    )
+    from memory_ledger.commands.workspace.retrieval import (
+        WorkspaceError,
+        WorkspaceRetrieval,
+        WorkspaceStatus,
+    )
 
 __all__ = [
     "ByteWindows",
