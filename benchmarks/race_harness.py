@@ -14,7 +14,7 @@ the LEDGER (never a read model):
   calls that respects real time (a call that ended before another began comes first): a
   Wing & Gong linearizability search over :class:`Model`, the sequential specification.
 
-Used by ``tests/test_race_harness.py`` (fast profile, in CI) and ``python -m benchmarks
+Used by ``tests/canonical/test_race_harness.py`` (fast profile, in CI) and ``python -m benchmarks
 races`` (long profile).
 """
 

@@ -12,7 +12,7 @@ stream :data:`DCB_STREAM_ID` (``"memory-ledger:dcb"`` for text originator ids) w
 position as its version, so the stream index stays unique without another counter.
 
 It passes the library's own DCB recorder test cases (``eventsourcing/dcb/tests.py``,
-``tests/test_lmdb_dcb.py``). Conditions are checked inside the LMDB write transaction (one
+``tests/ledger/test_lmdb_dcb.py``). Conditions are checked inside the LMDB write transaction (one
 writer at a time across processes), so a check and the append it guards are atomic.
 """
 

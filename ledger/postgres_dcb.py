@@ -15,7 +15,7 @@ version 1 of a new stream (a random UUID, or its text for text originator ids). 
 are checked under the ledger's table lock, in the appending transaction.
 
 It passes the library's own DCB recorder test cases (``eventsourcing/dcb/tests.py``,
-``tests/test_postgres_dcb.py``).
+``tests/ledger/test_postgres_dcb.py``).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ read only the fields the tables need (the transcript text is skipped), and the t
 are built straight from the views into Arrow arrays.
 
 The result is identical to the general fold (``projections.fold``): the same rows in the
-same tables (``tests/test_projections.py`` compares both against each other). Payloads whose
-stored class version differs from the current class (upcasting), or a mapper with a cipher
-or compressor, go through the general fold instead.
+same tables (``tests/projections/test_projections.py`` compares both against each other).
+Payloads whose stored class version differs from the current class (upcasting), or a mapper
+with a cipher or compressor, go through the general fold instead.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Child processes for ``tests/test_concurrency.py``.
+"""Child processes for ``tests/crash/test_concurrency.py``.
 
 Run from the repository root (a fresh interpreter, never forked from a process with an LMDB
 environment open)::
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
-from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.events import (
     CandidateExtracted,

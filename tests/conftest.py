@@ -72,7 +72,7 @@ def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
 
 
 # Hypothesis profiles: the default one runs in CI; ``pytest --hypothesis-profile=long`` runs
-# the crash property test (tests/test_crash_property.py) with thousands of crash points.
+# the crash property test (tests/crash/test_crash_property.py) with thousands of crash points.
 settings.register_profile("long", max_examples=1000)
 
 

@@ -1,4 +1,4 @@
-"""Child process for ``tests/test_crash_kill.py``: replay a session script, acknowledging.
+"""Child process for ``tests/crash/test_crash_kill.py``: replay a session script, acknowledging.
 
 Run from the repository root (never forked from a process with an LMDB environment open)::
 
@@ -43,9 +43,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
-from memory_ledger.commands.extraction.base import ExtractionRequest, RecordedExtractor
-from memory_ledger.commands.session.memory_session import MemorySession
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import ExtractionRequest, RecordedExtractor
+from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.events import MemoryActivated, MemoryReinforced
 from memory_ledger.replay.script import (
     FinishStep,

@@ -1,4 +1,4 @@
-"""Fork server and operation runner for ``tests/test_crash_property.py``.
+"""Fork server and operation runner for ``tests/crash/test_crash_property.py``.
 
 Run from the repository root as ``python -m tests.crash_property_child``. The server imports
 everything once, single-threaded (the parent sets ``OMP_NUM_THREADS=1`` and turns off
@@ -47,10 +47,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.commands.extraction.base import RecordedExtractor
-from memory_ledger.commands.session.memory_session import MemorySession
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples
 from memory_ledger.replay.script import RunReport, parse_script, run_script

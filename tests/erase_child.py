@@ -1,4 +1,4 @@
-"""Erases a namespace in a store, to be SIGKILLed (``tests/test_encryption_crash.py``).
+"""Erases a namespace in a store, to be SIGKILLed (``tests/encryption/test_encryption_crash.py``).
 
 Run from the repository root as ``python -m tests.erase_child STORE KEY_HEX POINT``:
 opens ``STORE`` with the master key (durable sync), prints ``{"kind": "erasing"}`` right
@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger import faults
 
 

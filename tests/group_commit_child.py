@@ -1,4 +1,4 @@
-"""Worker for the group-commit crash property (``tests/test_crash_property.py``).
+"""Worker for the group-commit crash property (``tests/crash/test_crash_property.py``).
 
 Run from the repository root as ``python -m tests.group_commit_child STORE THREADS
 COMMANDS POINT NTH``. It opens the store durable (sync on) and starts ``THREADS`` threads,
@@ -26,7 +26,7 @@ import time
 from datetime import UTC, datetime
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem
 from memory_ledger.ledger.ids import Namespace

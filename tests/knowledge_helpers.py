@@ -7,15 +7,15 @@ from typing import Any, Literal
 
 import msgspec
 
-from memory_ledger.commands.context.knowledge_binding import (
+from memory_ledger.commands.context import (
     KnowledgeBinding,
     KnowledgeCitation,
     KnowledgeDocument,
-    KnowledgeLimits,
     KnowledgeRequest,
     KnowledgeResponse,
     markdown_digest,
 )
+from memory_ledger.commands.context.knowledge_binding import KnowledgeLimits
 
 Mode = Literal[
     "ok",

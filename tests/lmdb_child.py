@@ -1,4 +1,4 @@
-"""Child-process entry points for ``tests/test_lmdb_store.py``.
+"""Child-process entry points for ``tests/ledger/test_lmdb_store.py``.
 
 Every function here is a top-level, importable entry point that runs in a fresh interpreter
 (started with ``subprocess`` and ``sys.executable``; never forked from a process that has an

@@ -83,7 +83,7 @@ async def inprocess_client(
     """An initialized SDK ``Client`` connected in-process (memory streams, no child process)
     to a :class:`~memory_ledger.replay.mcp.server.MemoryMcpServer` serving ``namespace`` of
     ``store``: the same middleware and tools as ``memory-ledger mcp`` over stdio, faster."""
-    from memory_ledger.commands.aio.engine import AsyncMemoryEngine
+    from memory_ledger.commands.aio import AsyncMemoryEngine
     from memory_ledger.replay.mcp.server import MemoryMcpServer
 
     async with AsyncMemoryEngine.open(store) as memory:

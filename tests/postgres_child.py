@@ -1,4 +1,4 @@
-"""Child processes ("hosts") for ``tests/test_postgres_hosts.py``: each opens its own store
+"""Child processes ("hosts") for ``tests/ledger/test_postgres_hosts.py``: each opens its own store
 folder (its projections) on the shared PostgreSQL ledger. Run from the repository root::
 
     python -m tests.postgres_child ROLE '<json arguments>'
@@ -19,8 +19,8 @@ import random
 import sys
 from typing import Any
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
-from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.ledger.ids import Namespace
 
 NS = Namespace("acme", "team", "shared")

@@ -1,5 +1,6 @@
-"""Racing decisions about one (subject, predicate) key: shared by ``tests/test_decision_races.py``
-(threads) and run as a child process by it (two processes on one store)::
+"""Racing decisions about one (subject, predicate) key: shared by
+``tests/canonical/test_decision_races.py`` (threads) and run as a child process by it (two
+processes on one store)::
 
     python -m tests.race_child '<json arguments>'
 
@@ -25,9 +26,9 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from memory_ledger.commands.canonical.memory_state import fold_memory_history
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
-from memory_ledger.commands.extraction.base import RecordedExtractor
-from memory_ledger.commands.session.memory_session import MemorySession
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.extraction import RecordedExtractor
+from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.ids import Namespace, subject_predicate_key
 from memory_ledger.ledger.tags import key_tag, memory_tag

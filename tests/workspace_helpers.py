@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from memory_ledger.commands.embeddings.base import EmbeddingDescriptor
+from memory_ledger.commands.embeddings import EmbeddingDescriptor
 
 SYNONYMS = {"automobile": "car", "vehicle": "car", "cars": "car", "feline": "cat", "kitten": "cat"}
 

@@ -312,8 +312,8 @@ DOC_COLUMNS = (
     "conflicts_with",
 )
 """The ``canonical_memory`` columns a :class:`MemoryDoc` is made of (and its status): the
-recall index reads only these (``tests/test_recall_index_columns.py`` checks that they are
-every column :meth:`MemoryDoc.from_row` and the index read)."""
+recall index reads only these (``tests/projections/test_recall_index_columns.py`` checks
+that they are every column :meth:`MemoryDoc.from_row` and the index read)."""
 
 
 class NamespaceRecallIndex:

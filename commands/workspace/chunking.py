@@ -12,7 +12,7 @@ is refused with :class:`TypeError`):
   to ``max_bytes``; a piece no separator can cut falls back to byte windows.
 
 The contract, for the UTF-8 bytes of an admitted file (checked by a hypothesis property in
-``tests/test_workspace_chunking.py``): ranges are ``(start, end)`` byte offsets, each
+``tests/workspace/test_workspace_chunking.py``): ranges are ``(start, end)`` byte offsets, each
 non-empty (every step makes progress), the first starts at 0, each starts where the previous
 ended and the last ends at ``len(data)`` (together they cover every admitted byte, with no
 overlap), and no boundary falls inside a UTF-8 character. A range exceeds the strategy's
