@@ -28,6 +28,8 @@ LAYERS: tuple[str, ...] = (
     "memory_ledger.replay.__main__",
     "memory_ledger.replay.cli",
     "memory_ledger.replay.mcp",
+    "memory_ledger.replay.ui",
+    "memory_ledger.replay.langgraph_store",
     "memory_ledger.replay",
     "memory_ledger.commands",
     "memory_ledger.commands.aio",
