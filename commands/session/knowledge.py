@@ -19,7 +19,6 @@ provider))`` (seed 002, "Exact Cognitive Packages"):
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -37,11 +36,10 @@ from memory_ledger.commands.context.knowledge_context import BoundKnowledge
 from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
-from memory_ledger.commands.session.stream import check_turn_id, utc_now
+from memory_ledger.commands.session.stream import check_turn_id
 from memory_ledger.commands.session.turns import PreparedMemorySnapshot, SessionTurns
 from memory_ledger.commands.session.workspace import SessionWorkspace
 from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, LedgerEvent
-from memory_ledger.ledger.ids import recall_stream_id
 from memory_ledger.projections.tokens import TokenCounter
 
 __all__ = ["SessionKnowledge"]
@@ -217,14 +215,9 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
         assembled = assemble_items(items, policy, token_counter=self.token_counter)
         chosen = {item.item_id for item in assembled.items}
         served = [d for d in answer.documents if f"knowledge:{d.citation.label()}" in chosen]
-        sequence = f"knowledge/{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
             KnowledgeServed(
-                originator_id=recall_stream_id(self.stream_id, sequence),
-                originator_version=1,
-                recorded_at=utc_now(),
-                namespace=self.namespace,
-                session_id=self.session_id,
+                **self._read_envelope("knowledge"),
                 turn_id=turn_id,
                 binding_id=self.knowledge.binding.binding_id(),
                 request_id=answer.request.request_id,

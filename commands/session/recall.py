@@ -26,7 +26,7 @@ from memory_ledger.commands.recall.lexical import analyze_query
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.overlay import Overlay, build_overlay
-from memory_ledger.commands.session.stream import SessionStream, check_turn_id, utc_now
+from memory_ledger.commands.session.stream import SessionStream, check_turn_id
 from memory_ledger.ledger.arguments import check_count, check_encodable
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
@@ -34,7 +34,6 @@ from memory_ledger.ledger.events import (
     RecallServed,
     SnapshotPrepared,
 )
-from memory_ledger.ledger.ids import recall_stream_id
 from memory_ledger.projections.text_index import tokenize
 
 __all__ = ["SessionRecall", "check_query"]
@@ -257,14 +256,9 @@ class SessionRecall(SessionStream):
         if not record:
             return result
         canonical = [h for h in hits if h.origin == "canonical"]
-        sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
             RecallServed(
-                originator_id=recall_stream_id(self.stream_id, sequence),
-                originator_version=1,
-                recorded_at=utc_now(),
-                namespace=self.namespace,
-                session_id=self.session_id,
+                **self._read_envelope(),
                 turn_id=turn_id,
                 query=redact(query).text[:2000],
                 path=path,
