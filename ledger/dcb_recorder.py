@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
+from typing import Self
 
 from eventsourcing.dcb.api import (
     DCBAppendCondition,
@@ -27,12 +28,23 @@ from eventsourcing.dcb.api import (
     DCBReadResponse,
     DCBRecorder,
     DCBSequencedEvent,
+    DCBSubscription,
     TDCBRecorder_co,
 )
 from eventsourcing.dcb.persistence import DCBListenNotifySubscription
 from eventsourcing.persistence import ProgrammingError
 
-__all__ = ["LedgerDCBReadResponse", "LedgerDCBRecorder", "LedgerDCBSubscription", "sequenced"]
+__all__ = [
+    "EventTags",
+    "LedgerDCBReadResponse",
+    "LedgerDCBRecorder",
+    "LedgerDCBSubscription",
+    "sequenced",
+]
+
+
+EventTags = list[list[str]]
+"""The tags of each event of a batch, in the batch's order."""
 
 
 def sequenced(topic: str, state: bytes, tags: list[str], position: int) -> DCBSequencedEvent:
@@ -58,8 +70,8 @@ class LedgerDCBReadResponse(DCBReadResponse):
 
 
 class LedgerDCBRecorder(DCBRecorder):
-    """``DCBRecorder`` over the ledger's log; a backend supplies :meth:`_select` and
-    :meth:`_insert` (and ``subscribe``, with a :class:`LedgerDCBSubscription`)."""
+    """``DCBRecorder`` over the ledger's log; a backend supplies :meth:`_select`,
+    :meth:`_insert` and :meth:`_subscribe` (a :class:`LedgerDCBSubscription`)."""
 
     def read(
         self,
@@ -94,6 +106,20 @@ class LedgerDCBRecorder(DCBRecorder):
             raise ProgrammingError(msg)
         return self._insert(events, [list(e.tags) for e in events], condition)
 
+    def subscribe(
+        self,
+        query: DCBQuery | None = None,
+        *,
+        after: int | None = None,
+    ) -> DCBSubscription[Self]:
+        """Events after ``after`` matching ``query``, blocking for new ones (woken as the
+        backend's :meth:`_subscribe` says)."""
+        return self._subscribe(query, after)
+
+    @abstractmethod
+    def _subscribe(self, query: DCBQuery | None, after: int | None) -> DCBSubscription[Self]:
+        """The backend's subscription (a :class:`LedgerDCBSubscription`)."""
+
     @abstractmethod
     def _select(
         self, query: DCBQuery | None, after: int | None, limit: int | None
@@ -104,10 +130,7 @@ class LedgerDCBRecorder(DCBRecorder):
 
     @abstractmethod
     def _insert(
-        self,
-        events: Sequence[DCBEvent],
-        tags: list[list[str]],
-        condition: DCBAppendCondition | None,
+        self, events: Sequence[DCBEvent], tags: EventTags, condition: DCBAppendCondition | None
     ) -> int:
         """Insert the non-empty ``events`` with their ``tags`` in one transaction unless
         ``condition`` fails; the position of the last one."""
@@ -115,8 +138,26 @@ class LedgerDCBRecorder(DCBRecorder):
 
 class LedgerDCBSubscription(DCBListenNotifySubscription[TDCBRecorder_co]):
     """A DCB subscription that pulls, then waits (:meth:`_wait`) and pulls again until it is
-    stopped; an error of its thread is re-raised by ``__next__``; :meth:`_finish` runs when
+    stopped; an error of its thread is re-raised by ``__next__``. A backend's hooks:
+    :meth:`_open` runs before the thread starts, :meth:`_opened` after, :meth:`_finish` when
     the thread ends."""
+
+    def __init__(
+        self,
+        recorder: TDCBRecorder_co,
+        query: DCBQuery | None = None,
+        after: int | None = None,
+    ) -> None:
+        self._recorder = recorder  # as the library's __init__ sets it, before the thread
+        self._open()
+        super().__init__(recorder=recorder, query=query, after=after)
+        self._opened()
+
+    def _open(self) -> None:
+        """Prepare what :meth:`_wait` needs from ``self._recorder`` (nothing by default)."""
+
+    def _opened(self) -> None:
+        """Act once the thread runs (nothing by default)."""
 
     def _loop_on_pull(self) -> None:
         try:

@@ -15,9 +15,10 @@ It passes the library's own DCB recorder test cases (``eventsourcing/dcb/tests.p
 ``tests/ledger/test_lmdb_dcb.py``). Conditions are checked inside the LMDB write transaction (one
 writer at a time across processes), so a check and the append it guards are atomic.
 
-The read/append logic and the subscription loop it shares with the other backend's DCB
-recorder are in :mod:`memory_ledger.ledger.dcb_recorder`; this module supplies the backend's
-select, insert and wait.
+Only the LMDB parts are here (selecting in one read snapshot, inserting in one write
+transaction, waking on commits or polls); reading, appending and the subscription loop are
+:mod:`memory_ledger.ledger.dcb_recorder`'s, shared with ``ledger.postgres_dcb``
+(``LMDBDCBReadResponse`` is its ``LedgerDCBReadResponse``).
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from eventsourcing.dcb.api import (
 from eventsourcing.dcb.persistence import DCBInfrastructureFactory
 
 from memory_ledger.ledger.dcb_recorder import (
-    LedgerDCBReadResponse,
+    EventTags,
     LedgerDCBRecorder,
     LedgerDCBSubscription,
     sequenced,
 )
+from memory_ledger.ledger.dcb_recorder import LedgerDCBReadResponse as LMDBDCBReadResponse
 from memory_ledger.ledger.lmdb import (
     HASH_SIZE,
     LMDBApplicationRecorder,
@@ -61,10 +63,6 @@ DCB_STREAM_ID = uuid5(UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8"), "memory-ledg
 
 DCB_TEXT_STREAM_ID = "memory-ledger:dcb"
 """The same stream for stores with text originator ids."""
-
-LMDBDCBReadResponse = LedgerDCBReadResponse
-"""The events one :meth:`LMDBDCBRecorder.read` selected, and the head it reports (the
-ledger's shared read response, :mod:`memory_ledger.ledger.dcb_recorder`)."""
 
 
 class LMDBDCBRecorder(LMDBRecorder, LedgerDCBRecorder):
@@ -103,10 +101,7 @@ class LMDBDCBRecorder(LMDBRecorder, LedgerDCBRecorder):
         return events, head
 
     def _insert(
-        self,
-        events: Sequence[DCBEvent],
-        tags: list[list[str]],
-        condition: DCBAppendCondition | None,
+        self, events: Sequence[DCBEvent], tags: EventTags, condition: DCBAppendCondition | None
     ) -> int:
         """Append in ONE LMDB write transaction, the condition checked inside it; the events
         take the next versions of the DCB stream (their positions)."""
@@ -129,14 +124,8 @@ class LMDBDCBRecorder(LMDBRecorder, LedgerDCBRecorder):
         size = sum(len(e.data) + len(e.type) + HASH_SIZE + 64 for e in events)
         return self.datastore.write(insert, size)[-1]
 
-    def subscribe(
-        self,
-        query: DCBQuery | None = None,
-        *,
-        after: int | None = None,
-    ) -> LMDBDCBSubscription:
-        """Events after ``after`` matching ``query``, blocking for new ones (woken at once by
-        commits of this process, by polling for other processes' commits)."""
+    def _subscribe(self, query: DCBQuery | None, after: int | None) -> LMDBDCBSubscription:
+        """Woken at once by commits of this process, by polling for other processes'."""
         return LMDBDCBSubscription(self, query=query, after=after)
 
 
@@ -144,15 +133,11 @@ class LMDBDCBSubscription(LedgerDCBSubscription[LMDBDCBRecorder]):
     """DCB subscription woken by in-process commits and by polling every
     ``poll_interval`` seconds (``LMDB_POLL_INTERVAL``) for other processes."""
 
-    def __init__(
-        self,
-        recorder: LMDBDCBRecorder,
-        query: DCBQuery | None = None,
-        after: int | None = None,
-    ) -> None:
-        self._poll_interval = recorder.datastore.poll_interval
-        super().__init__(recorder=recorder, query=query, after=after)
-        recorder.datastore.listen(self._has_been_notified)
+    def _open(self) -> None:
+        self._poll_interval = self._recorder.datastore.poll_interval
+
+    def _opened(self) -> None:
+        self._recorder.datastore.listen(self._has_been_notified)
 
     def _wait(self) -> None:
         self._has_been_notified.wait(timeout=self._poll_interval)

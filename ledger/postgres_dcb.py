@@ -17,9 +17,10 @@ are checked under the ledger's table lock, in the appending transaction.
 It passes the library's own DCB recorder test cases (``eventsourcing/dcb/tests.py``,
 ``tests/ledger/test_postgres_dcb.py``).
 
-The read/append logic and the subscription loop it shares with the other backend's DCB
-recorder are in :mod:`memory_ledger.ledger.dcb_recorder`; this module supplies the backend's
-select, insert and wait.
+This module adds to :mod:`memory_ledger.ledger.dcb_recorder` (read, append and the
+subscription loop, shared with ``ledger.lmdb_dcb``) what PostgreSQL does its own way: the
+tagged select, the conditional insert and LISTEN/NOTIFY (``PostgresLedgerDCBReadResponse`` is
+the shared ``LedgerDCBReadResponse``).
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from eventsourcing.dcb.api import (
 from eventsourcing.persistence import StoredEvent
 
 from memory_ledger.ledger.dcb_recorder import (
-    LedgerDCBReadResponse,
+    EventTags,
     LedgerDCBRecorder,
     LedgerDCBSubscription,
     sequenced,
 )
+from memory_ledger.ledger.dcb_recorder import LedgerDCBReadResponse as PostgresLedgerDCBReadResponse
 from memory_ledger.ledger.postgres import PostgresLedgerApplicationRecorder
 
 __all__ = [
@@ -48,10 +50,6 @@ __all__ = [
     "PostgresLedgerDCBRecorder",
     "PostgresLedgerDCBSubscription",
 ]
-
-PostgresLedgerDCBReadResponse = LedgerDCBReadResponse
-"""The events one :meth:`PostgresLedgerDCBRecorder.read` selected, and the head it reports
-(the ledger's shared read response, :mod:`memory_ledger.ledger.dcb_recorder`)."""
 
 
 class PostgresLedgerDCBRecorder(LedgerDCBRecorder):
@@ -86,10 +84,7 @@ class PostgresLedgerDCBRecorder(LedgerDCBRecorder):
         return events, selection.head or None
 
     def _insert(
-        self,
-        events: Sequence[DCBEvent],
-        tags: list[list[str]],
-        condition: DCBAppendCondition | None,
+        self, events: Sequence[DCBEvent], tags: EventTags, condition: DCBAppendCondition | None
     ) -> int:
         """Insert through ``insert_events`` (the condition checked under the ledger's table
         lock); each event is version 1 of a new stream."""
@@ -101,14 +96,10 @@ class PostgresLedgerDCBRecorder(LedgerDCBRecorder):
         assert ids  # noqa: S101 (insert_events returns one id per event)
         return ids[-1]
 
-    def subscribe(
-        self,
-        query: DCBQuery | None = None,
-        *,
-        after: int | None = None,
+    def _subscribe(
+        self, query: DCBQuery | None, after: int | None
     ) -> PostgresLedgerDCBSubscription:
-        """Events after ``after`` matching ``query``, blocking for new ones (woken by the
-        ledger's NOTIFY on every append, from any host)."""
+        """Woken by the ledger's NOTIFY on every append, from any host."""
         return PostgresLedgerDCBSubscription(self, query=query, after=after)
 
 
@@ -116,14 +107,8 @@ class PostgresLedgerDCBSubscription(LedgerDCBSubscription[PostgresLedgerDCBRecor
     """DCB subscription woken by LISTEN/NOTIFY on the ledger's channel (and reading again
     every 0.1 s, which also bounds how long :meth:`stop` waits)."""
 
-    def __init__(
-        self,
-        recorder: PostgresLedgerDCBRecorder,
-        query: DCBQuery | None = None,
-        after: int | None = None,
-    ) -> None:
-        self._listener = recorder.application_recorder.listen_for_appends()
-        super().__init__(recorder=recorder, query=query, after=after)
+    def _open(self) -> None:
+        self._listener = self._recorder.application_recorder.listen_for_appends()
 
     def _wait(self) -> None:
         self._listener.wait(0.1)

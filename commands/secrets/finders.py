@@ -16,7 +16,7 @@ from typing import Final
 from detect_secrets.filters.heuristic import is_sequential_string
 
 from memory_ledger.commands.secrets.rule import Rule
-from memory_ledger.commands.secrets.scan import Candidate, Scan
+from memory_ledger.commands.secrets.scan import Candidate, Scan, anchor_offsets
 from memory_ledger.commands.secrets.validators import (
     OPEN_QUOTE,
     base64_of_text,
@@ -49,13 +49,7 @@ def _anchored_matches(
     pattern: re.Pattern[str], folded: str, anchors: tuple[str, ...]
 ) -> Iterator[re.Match[str]]:
     """``pattern.match`` tried at each offset of ``folded`` where an anchor starts."""
-    starts: list[int] = []
-    for anchor in anchors:
-        at = folded.find(anchor)
-        while at >= 0:
-            starts.append(at)
-            at = folded.find(anchor, at + 1)
-    for start in sorted(starts):
+    for start in anchor_offsets(folded, anchors):
         match = pattern.match(folded, start)
         if match is not None:
             yield match
@@ -139,14 +133,8 @@ def _credential_matches(rule: Rule, scan: Scan) -> Iterator[re.Match[str]]:
         yield from rule.pattern.finditer(scan)
         return
     anchors = _ascii_anchors(rule.anchors) if folded.isascii() else rule.anchors
-    starts: list[int] = []
-    for anchor in anchors:
-        at = folded.find(anchor)
-        while at >= 0:
-            starts.append(at)
-            at = folded.find(anchor, at + 1)
     pattern = rule.pattern.plain
-    for start in sorted(starts):
+    for start in anchor_offsets(folded, anchors):
         match = pattern.match(folded, start)
         if match is None and folded.startswith("mot", start - 7):
             match = pattern.match(folded, start - 7)  # "mot de passe", found at "pass"

@@ -19,7 +19,7 @@ paths after ``PWD=``; the library's filters skip ``${VAR}``, ``<token>``, ``{key
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 from detect_secrets.filters.heuristic import (
@@ -60,7 +60,7 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from memory_ledger.commands.secrets.rule import RulePattern
-from memory_ledger.commands.secrets.scan import LEFT_TOKEN, Candidate, Scan, widen
+from memory_ledger.commands.secrets.scan import LEFT_TOKEN, Candidate, Scan, anchor_offsets, widen
 from memory_ledger.commands.secrets.validators import (
     camel_word,
     names_no_secret,
@@ -219,28 +219,27 @@ _KEYWORD_ANCHORS: Final = ("key", "pass", "pwd", "secret", "contrase")
 _KEYWORD_ANCHORED: Final = all(any(a in word for a in _KEYWORD_ANCHORS) for word in DENYLIST)
 
 
+def _lines_at(text: str, offsets: Iterable[int]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text`` holding one of the ascending ``offsets``, once
+    (``end`` excludes the newline)."""
+    seen: set[int] = set()
+    for offset in offsets:
+        line_start = text.rfind("\n", 0, offset) + 1
+        if line_start in seen:
+            continue
+        seen.add(line_start)
+        line_end = text.find("\n", offset)
+        yield line_start, len(text) if line_end < 0 else line_end
+
+
 def _keyword_hint_offsets(scan: Scan) -> Iterator[int]:
     """Offsets of the keyword hits (at least one on each line holding a DENYLIST word)."""
     folded = scan.lower
     if folded is None or not _KEYWORD_ANCHORED:
         yield from (hint.start() for hint in _KEYWORD_HINT.finditer(scan))
         return
-    offsets: list[int] = []
-    for anchor in _KEYWORD_ANCHORS:
-        at = folded.find(anchor)
-        while at >= 0:
-            offsets.append(at)
-            at = folded.find(anchor, at + 1)
-    checked: set[int] = set()
-    for offset in sorted(offsets):
-        line_start = folded.rfind("\n", 0, offset) + 1
-        if line_start in checked:
-            continue
-        checked.add(line_start)
-        line_end = folded.find("\n", offset)
-        hint = _KEYWORD_HINT.plain.search(
-            folded, line_start, len(folded) if line_end < 0 else line_end
-        )
+    for line_start, line_end in _lines_at(folded, anchor_offsets(folded, _KEYWORD_ANCHORS)):
+        hint = _KEYWORD_HINT.plain.search(folded, line_start, line_end)
         if hint is not None:
             yield hint.start()
 
@@ -249,15 +248,7 @@ def keyword_candidates(scan: Scan) -> Iterator[Candidate]:
     """Keyword assignments found by the library's patterns, line by line (see the module
     doc for what is skipped)."""
     text = scan.text
-    seen: set[int] = set()
-    for offset in _keyword_hint_offsets(scan):
-        line_start = text.rfind("\n", 0, offset) + 1
-        if line_start in seen:
-            continue
-        seen.add(line_start)
-        line_end = text.find("\n", offset)
-        if line_end < 0:
-            line_end = len(text)
+    for line_start, line_end in _lines_at(text, _keyword_hint_offsets(scan)):
         if line_end > line_start and text[line_end - 1] == "\r":
             line_end -= 1
         yield from _keyword_line(text[line_start:line_end], line_start)

@@ -19,7 +19,7 @@ from memory_ledger.commands.secrets.finders import (
     pem_blocks,
     prose_logins,
 )
-from memory_ledger.commands.secrets.rule import Rule, RulePattern
+from memory_ledger.commands.secrets.rule import Check, Rule, RulePattern
 from memory_ledger.commands.secrets.scan import Scan
 from memory_ledger.commands.secrets.validators import (
     OPEN_QUOTE,
@@ -92,18 +92,29 @@ _VALUE: Final = r"[" + OPEN_QUOTE + r"]?([!#-&(-_a-~\u00a1-\u02af\u0370-\u052f]+
 (so a value ends at a quote, a space, or CJK text such as a trailing ``です``)."""
 
 
-def _token(id: str, kind: str, words: tuple[str, ...], pattern: str, about: str) -> Rule:
-    """A token shape with a distinctive prefix (any case), holding letters and digits."""
+def _token(
+    id: str,
+    kind: str,
+    words: tuple[str, ...],
+    pattern: str,
+    about: str,
+    *,
+    check: Check = _mixed,
+    ci: bool = True,
+) -> Rule:
+    """A token shape with a distinctive prefix (in any case unless ``ci`` is False; one of
+    ``words``), widened to the whole token, whose value passes ``check`` (by default: it
+    holds letters and digits)."""
     return Rule(
         id=id,
         kind=kind,
-        pattern=RulePattern(pattern),
+        pattern=RulePattern(pattern, ci=ci),
         about=about,
         words=words,
         long_run=True,
         widen=True,
         rank=0,
-        check=_openai if kind == "openai_token" else _mixed,
+        check=check,
     )
 
 
@@ -141,6 +152,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "library's OpenAI plugin requires. Not in lower case, the prefix must name a key type "
         "or carry a 40-character body, as legacy keys do ('SK-' alone is also a product-code "
         "prefix).",
+        check=_openai,
     ),
     _token(
         "openai_typed_key",
@@ -149,6 +161,7 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?<![a-z0-9])sk-(?:proj|svcacct|admin)-[a-z0-9_-]{20,}",
         "The distinctive OpenAI project/service/admin forms also after a hyphen, as inside an "
         "identifier ('s-sk-proj-...': a session id built from a key).",
+        check=_openai,
     ),
     _token(
         "anthropic_key",
@@ -300,44 +313,38 @@ RULES: Final[tuple[Rule, ...]] = (
         anchors=("log", "sign", "ssh", "connect", "authenticat"),
         finder=prose_logins,
     ),
-    Rule(
-        id="mcp_bearer_token",
-        kind="mcp_bearer_token",
-        pattern=RulePattern(r"(?<![A-Za-z0-9_-])mlt_[A-Za-z0-9_-]{43}", ci=False),
-        about="The engine's own MCP bearer token (mlt_ + secrets.token_urlsafe(32): 43 "
+    _token(
+        "mcp_bearer_token",
+        "mcp_bearer_token",
+        ("mlt_",),
+        r"(?<![A-Za-z0-9_-])mlt_[A-Za-z0-9_-]{43}",
+        "The engine's own MCP bearer token (mlt_ + secrets.token_urlsafe(32): 43 "
         "URL-safe characters, memory_ledger.replay.mcp.tokens.new_token) with upper and lower "
         "case in its body, so a snake_case identifier after mlt_ is not one (a random body "
         "lacks either with odds near 1e-10; digits are missing from about one token in a "
         "thousand, so they are not required).",
-        words=("mlt_",),
-        long_run=True,
-        widen=True,
-        rank=0,
         check=_mlt_body,
+        ci=False,
     ),
-    Rule(
-        id="npm_token",
-        kind="npm_token",
-        pattern=RulePattern(r"(?<![A-Za-z0-9_])(?i:npm_)[A-Za-z0-9]{36}", ci=False),
-        about="npm tokens (npm_ + 36 alphanumerics mixing two of lower case, upper case and "
+    _token(
+        "npm_token",
+        "npm_token",
+        ("npm_",),
+        r"(?<![A-Za-z0-9_])(?i:npm_)[A-Za-z0-9]{36}",
+        "npm tokens (npm_ + 36 alphanumerics mixing two of lower case, upper case and "
         "digits; the library's npm plugin fires only inside .npmrc).",
-        words=("npm_",),
-        long_run=True,
-        widen=True,
-        rank=0,
         check=_npm_body,
+        ci=False,
     ),
-    Rule(
-        id="huggingface_token",
-        kind="huggingface_token",
-        pattern=RulePattern(r"(?<![A-Za-z0-9_])(?i:hf_)[A-Za-z0-9]{34,}", ci=False),
-        about="Hugging Face tokens (hf_ + 34+ letters and digits mixing two of lower case, "
+    _token(
+        "huggingface_token",
+        "huggingface_token",
+        ("hf_",),
+        r"(?<![A-Za-z0-9_])(?i:hf_)[A-Za-z0-9]{34,}",
+        "Hugging Face tokens (hf_ + 34+ letters and digits mixing two of lower case, "
         "upper case and digits; no library plugin).",
-        words=("hf_",),
-        long_run=True,
-        widen=True,
-        rank=0,
         check=_hf_body,
+        ci=False,
     ),
     Rule(
         id="aws_secret_bare",

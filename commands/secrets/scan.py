@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["EDGE_JUNK", "LEFT_TOKEN", "RIGHT_TOKEN", "Candidate", "Scan", "widen"]
+__all__ = [
+    "EDGE_JUNK",
+    "LEFT_TOKEN",
+    "RIGHT_TOKEN",
+    "Candidate",
+    "Scan",
+    "anchor_offsets",
+    "widen",
+]
 
 Candidate = tuple[int, int, str, int]
 """(start, end, kind, rank). A lower rank wins the kind of merged spans: specific token
@@ -79,3 +87,16 @@ def widen(text: str, start: int, end: int) -> tuple[int, int]:
     while end > start and text[end - 1] == ".":  # a sentence's full stop
         end -= 1
     return start, end
+
+
+def anchor_offsets(folded: str, anchors: tuple[str, ...]) -> list[int]:
+    """Every offset of ``folded`` where one of ``anchors`` starts, ascending (``str.find``
+    locates a keyword many times faster than a regex alternation scans for it)."""
+    starts: list[int] = []
+    for anchor in anchors:
+        at = folded.find(anchor)
+        while at >= 0:
+            starts.append(at)
+            at = folded.find(anchor, at + 1)
+    starts.sort()
+    return starts
