@@ -53,6 +53,7 @@ class Rule:
     :param kind: the ``SecretSpan.kind`` it reports (several rules may share one).
     :param pattern: its pattern (:class:`RulePattern`).
     :param about: what it finds and why (the source of the rule).
+    :param example: a text holding a secret the rule finds (``tests/secrets`` checks it).
     :param words: context words, lower case: the rule runs only when one is in the text, in
         any case (``case_sensitive``: as written). Empty: always.
     :param long_run: the rule needs a run of 20 token characters in the text.
@@ -71,6 +72,7 @@ class Rule:
     kind: str
     pattern: RulePattern
     about: str
+    example: str
     words: tuple[str, ...] = ()
     case_sensitive: bool = False
     long_run: bool = False

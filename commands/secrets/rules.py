@@ -99,6 +99,7 @@ def _token(
     pattern: str,
     about: str,
     *,
+    example: str,
     check: Check = _mixed,
     ci: bool = True,
 ) -> Rule:
@@ -110,6 +111,7 @@ def _token(
         kind=kind,
         pattern=RulePattern(pattern, ci=ci),
         about=about,
+        example=example,
         words=words,
         long_run=True,
         widen=True,
@@ -126,6 +128,8 @@ RULES: Final[tuple[Rule, ...]] = (
         context=re.compile(r"-{4,5} ?END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)? ?-{4,5}"),
         about="PEM private-key blocks, multi-line: the library flags only the BEGIN line. A "
         "block with no END (a transcript cut short) is redacted to the end of the text.",
+        example="-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7v\n"
+        "-----END RSA PRIVATE KEY-----",
         words=("PRIVATE KEY",),
         case_sensitive=True,
         rank=0,
@@ -139,6 +143,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ),
         about="PuTTY key files, from the header to the Private-MAC line (library: header "
         "line only).",
+        example="PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-MAC: 8f3a",
         words=("PuTTY-User-Key-File-",),
         case_sensitive=True,
         rank=0,
@@ -152,6 +157,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "library's OpenAI plugin requires. Not in lower case, the prefix must name a key type "
         "or carry a 40-character body, as legacy keys do ('SK-' alone is also a product-code "
         "prefix).",
+        example="my key is sk-Zq8vR2mK9pL4xWa7Tb3Nc6Yd",
         check=_openai,
     ),
     _token(
@@ -161,6 +167,7 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?<![a-z0-9])sk-(?:proj|svcacct|admin)-[a-z0-9_-]{20,}",
         "The distinctive OpenAI project/service/admin forms also after a hyphen, as inside an "
         "identifier ('s-sk-proj-...': a session id built from a key).",
+        example="session s-sk-proj-Zq8vR2mK9pL4xWa7Tb3Nc6Yd here",
         check=_openai,
     ),
     _token(
@@ -169,6 +176,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("sk-ant-",),
         r"(?<![a-z0-9])sk-ant-[a-z0-9_-]{20,}",
         "Anthropic keys.",
+        example="key sk-ant-api03-Zq8vR2mK9pL4xWa7Tb3Nc6Yd",
     ),
     _token(
         "github_classic_token",
@@ -176,6 +184,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
         r"(?<![a-z0-9])gh[pousr]_[a-z0-9_]{36}",
         "GitHub classic tokens in any case (the library's plugin: lower-case prefixes only).",
+        example="GHP_A1B2C3D4E5F6G7H8I9J0K1L2M3N4O5P6Q7R8",
     ),
     _token(
         "github_fine_grained_token",
@@ -183,6 +192,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("github_pat_",),
         r"github_pat_[a-z0-9_]{22,}",
         "GitHub fine-grained personal access tokens (library: classic gh*_ tokens only).",
+        example="github_pat_11ABCDEFG0Zq8vR2mK9pL4xW",
     ),
     _token(
         "gitlab_token",
@@ -190,6 +200,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "gloas-"),
         r"(?<![a-z0-9])(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|gloas)-[a-z0-9_-]{20,}",
         "GitLab tokens in any case (the library's plugin: lower-case prefixes only).",
+        example="GLPAT-Zq8vR2mK9pL4xWa7Tb3N",
     ),
     _token(
         "stripe_key",
@@ -197,6 +208,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("k_live_", "k_test_"),
         r"[sr]k_(?:live|test)_[a-z0-9]{16,}",
         "Stripe live and test keys in any case (library: lower-case sk_live_/rk_live_ only).",
+        example="SK_TEST_4eC39HqLyjWDarjtT1zdp7dc",
     ),
     _token(
         "stripe_webhook_secret",
@@ -204,6 +216,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("whsec_",),
         r"whsec_[a-z0-9]{24,}",
         "Stripe webhook secrets.",
+        example="whsec_Zq8vR2mK9pL4xWa7Tb3Nc6Yd",
     ),
     _token(
         "google_api_key",
@@ -211,6 +224,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("aiza",),
         r"aiza[0-9a-z_-]{35}",
         "Google Cloud / Maps / Gemini API keys.",
+        example="AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     ),
     _token(
         "pypi_token",
@@ -218,6 +232,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("pypi-",),
         r"pypi-(?:ageichlwas5vcmc|agendgvzdc5wexbplm9yzw)[a-z0-9_-]{70,}",
         "PyPI tokens with their prefix in another case.",
+        example="PYPI-AgEIcHlwaS5vcmc" + "A1b2C3d4E5" * 8,
     ),
     _token(
         "sendgrid_key",
@@ -225,6 +240,7 @@ RULES: Final[tuple[Rule, ...]] = (
         ("sg.",),
         r"(?<![a-z0-9])sg\.[a-z0-9_-]{22}\.[a-z0-9_-]{43}",
         "SendGrid keys with their prefix in another case.",
+        example="sg.Zq8vR2mK9pL4xWa7Tb3Nc6.Zq8vR2mK9pL4xWa7Tb3Nc6Yd1Zq8vR2mK9pL4xWa7Tb3",
     ),
     Rule(
         id="aws_secret_assignment",
@@ -233,6 +249,7 @@ RULES: Final[tuple[Rule, ...]] = (
             r"aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*[\"']?([a-z0-9/+]{40})(?![a-z0-9/+])"
         ),
         about="AWS secret access keys in unquoted assignments (the library requires quotes).",
+        example="aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         words=("aws",),
         group=1,
         rank=0,
@@ -245,6 +262,7 @@ RULES: Final[tuple[Rule, ...]] = (
             r"([a-z0-9\-._~+/=:]{8,})"
         ),
         about="Authorization header values: after a scheme word, or holding letters and digits.",
+        example="Authorization: Basic dXNlcjpwYXNz",
         words=("authorization",),
         group=2,
         widen=True,
@@ -255,6 +273,7 @@ RULES: Final[tuple[Rule, ...]] = (
         kind="bearer_token",
         pattern=RulePattern(r"bearer\s+([a-z0-9\-._~+/]{16,}=*)"),
         about="'Bearer <token>' anywhere: a token of 16+ characters with letters and digits.",
+        example="send it with bearer Zq8vR2mK9pL4xWa7Tb3N",
         words=("bearer",),
         group=1,
         widen=True,
@@ -269,6 +288,7 @@ RULES: Final[tuple[Rule, ...]] = (
         about="Prose: 'my password is hunter2'. The value must hold a digit or a symbol, or "
         "be a camel-case word of 8+ letters ('my password is CorrectHorseBatteryStaple'); "
         "'my password is secret' is read as English.",
+        example="my password is hunter2!",
         words=("pass",),
         group=1,
         trim=True,
@@ -285,6 +305,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "must look like a password (a symbol, letters with digits but not a measure such as "
         "2500m, 6+ digits, or a camel-case word of 8+ letters); a PIN is 4-12 digits. 'the "
         "pass is open' stays silent.",
+        example="the wifi pass is Zq8vR2mK",
         words=("pass", "pin"),
         group=2,
         trim=True,
@@ -309,6 +330,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "The value must look like a password; without a password keyword a camel-case word "
         "does not count ('connects to the VPN as guest using WireGuard'); 'logs into the NAS "
         "as admin with her laptop' stays silent.",
+        example="she logs into the NAS as admin with Zq8!vR2#mK9pL4xW",
         words=(" as ",),
         anchors=("log", "sign", "ssh", "connect", "authenticat"),
         finder=prose_logins,
@@ -323,6 +345,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "case in its body, so a snake_case identifier after mlt_ is not one (a random body "
         "lacks either with odds near 1e-10; digits are missing from about one token in a "
         "thousand, so they are not required).",
+        example="mlt_Zq8vR2mK9pL4xWa7Tb3Nc6Yd1Zq8vR2mK9pL4xWa7Tb",
         check=_mlt_body,
         ci=False,
     ),
@@ -333,6 +356,7 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?<![A-Za-z0-9_])(?i:npm_)[A-Za-z0-9]{36}",
         "npm tokens (npm_ + 36 alphanumerics mixing two of lower case, upper case and "
         "digits; the library's npm plugin fires only inside .npmrc).",
+        example="npm_Zq8vR2mK9pL4xWa7Tb3Nc6Yd1Zq8vR2mK9pL",
         check=_npm_body,
         ci=False,
     ),
@@ -343,6 +367,7 @@ RULES: Final[tuple[Rule, ...]] = (
         r"(?<![A-Za-z0-9_])(?i:hf_)[A-Za-z0-9]{34,}",
         "Hugging Face tokens (hf_ + 34+ letters and digits mixing two of lower case, "
         "upper case and digits; no library plugin).",
+        example="hf_Zq8vR2mK9pL4xWa7Tb3Nc6Yd1Zq8vR2mK9",
         check=_hf_body,
         ci=False,
     ),
@@ -365,6 +390,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "around it names the span. With aws, amazon or an AKIA/ASIA key id within 120 "
         "characters, a digit or '/'/'+' and no leading '/' suffice. Lower-case hex (a git "
         "SHA-1), upper-case base32 and identifiers stay silent.",
+        example="the key wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8vR2mK9p works",
         long_run=True,
         rank=0,
         finder=bare_aws_secrets,
@@ -375,6 +401,7 @@ RULES: Final[tuple[Rule, ...]] = (
         pattern=RulePattern(r"(?:key|token|secret)s?\s*(?:[:=]|is\b|was\b)\s*[\"'`]?([^\s\"'`]+)"),
         about="Prose: 'API key: abc123def456ghi', 'my access token is ...' (after api, access, "
         "secret, auth, refresh, session, client or private): letters and digits, 12+.",
+        example="my API key is abc123def456ghi",
         words=("key", "token", "secret"),
         group=1,
         trim=True,
@@ -402,6 +429,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "characters after '=' (or quoted after ':'), or one with a digit or a symbol after "
         "':' or 'is'. 'my secret: I love jazz', 'the secret is to start early' and 'token of "
         "appreciation' stay silent.",
+        example="the token: Zq8vR2mK9pL4xWa7Tb3N",
         anchors=(
             "token",
             "secret",
