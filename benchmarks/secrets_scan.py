@@ -46,8 +46,9 @@ def timed(fn: object, texts: list[str]) -> list[float]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks secrets", description=__doc__)
     parser.add_argument("--texts", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="100 transcripts")
     args = parser.parse_args(argv)
-    texts = transcripts(args.texts)
+    texts = transcripts(100 if args.quick else args.texts)
     timed(find_secrets, texts[:20])
     scan = median(timed(find_secrets, texts))
     base = median(timed(tokenize, texts))

@@ -14,11 +14,16 @@ position as its version, so the stream index stays unique without another counte
 It passes the library's own DCB recorder test cases (``eventsourcing/dcb/tests.py``,
 ``tests/ledger/test_lmdb_dcb.py``). Conditions are checked inside the LMDB write transaction (one
 writer at a time across processes), so a check and the append it guards are atomic.
+
+Only the LMDB parts are here (selecting in one read snapshot, inserting in one write
+transaction, waking on commits or polls); reading, appending and the subscription loop are
+:mod:`memory_ledger.ledger.dcb_recorder`'s, shared with ``ledger.postgres_dcb``
+(``LMDBDCBReadResponse`` is its ``LedgerDCBReadResponse``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
@@ -26,13 +31,18 @@ from eventsourcing.dcb.api import (
     DCBAppendCondition,
     DCBEvent,
     DCBQuery,
-    DCBReadResponse,
     DCBRecorder,
     DCBSequencedEvent,
 )
-from eventsourcing.dcb.persistence import DCBInfrastructureFactory, DCBListenNotifySubscription
-from eventsourcing.persistence import ProgrammingError
+from eventsourcing.dcb.persistence import DCBInfrastructureFactory
 
+from memory_ledger.ledger.dcb_recorder import (
+    EventTags,
+    LedgerDCBRecorder,
+    LedgerDCBSubscription,
+    sequenced,
+)
+from memory_ledger.ledger.dcb_recorder import LedgerDCBReadResponse as LMDBDCBReadResponse
 from memory_ledger.ledger.lmdb import (
     HASH_SIZE,
     LMDBApplicationRecorder,
@@ -55,27 +65,9 @@ DCB_TEXT_STREAM_ID = "memory-ledger:dcb"
 """The same stream for stores with text originator ids."""
 
 
-class LMDBDCBReadResponse(DCBReadResponse):
-    """The events one :meth:`LMDBDCBRecorder.read` selected, and the head it reports.
-
-    ``head`` follows the library's reference recorders: without a limit, the store's last
-    position (None when empty); with a limit, the last event returned (None when none).
-    """
-
-    def __init__(self, events: list[DCBSequencedEvent], head: int | None) -> None:
-        self._events: Iterator[DCBSequencedEvent] = iter(events)
-        self._head = head
-
-    @property
-    def head(self) -> int | None:
-        return self._head
-
-    def __next__(self) -> DCBSequencedEvent:
-        return next(self._events)
-
-
-class LMDBDCBRecorder(LMDBRecorder, DCBRecorder):
-    """``DCBRecorder`` over the LMDB ledger (see the module doc)."""
+class LMDBDCBRecorder(LMDBRecorder, LedgerDCBRecorder):
+    """``DCBRecorder`` over the LMDB ledger (see the module doc; ``read`` and ``append`` are
+    :class:`~memory_ledger.ledger.dcb_recorder.LedgerDCBRecorder`'s)."""
 
     def __init__(self, datastore: LMDBDatastore) -> None:
         super().__init__(datastore)
@@ -84,15 +76,10 @@ class LMDBDCBRecorder(LMDBRecorder, DCBRecorder):
             DCB_STREAM_ID if datastore.originator_id_type == "uuid" else DCB_TEXT_STREAM_ID
         )
 
-    def read(
-        self,
-        query: DCBQuery | None = None,
-        *,
-        after: int | None = None,
-        limit: int | None = None,
-    ) -> DCBReadResponse:
-        """Events after ``after`` matching ``query`` (all when it has no items), ascending,
-        at most ``limit``, read in one snapshot.
+    def _select(
+        self, query: DCBQuery | None, after: int | None, limit: int | None
+    ) -> tuple[list[DCBSequencedEvent], int | None]:
+        """Matching events read in one snapshot (the tag index's matches, ascending).
 
         :raises OperationalError: the store's tag index is not built (format 1).
         """
@@ -103,40 +90,23 @@ class LMDBDCBRecorder(LMDBRecorder, DCBRecorder):
             recorder.require_tag_index(txn)
             head = recorder.last_position(txn) or None
             if limit is not None and limit <= 0:
-                return LMDBDCBReadResponse(events, None)
+                return events, head
             for position in index.matches(txn, query, after or 0):
                 packed = pack_position(position)
                 record = decode_record(packed, txn.get(packed, db=index.log_db))
-                events.append(
-                    DCBSequencedEvent(
-                        event=DCBEvent(
-                            type=record.topic, data=record.state, tags=index.tags_of(txn, packed)
-                        ),
-                        position=position,
-                    )
-                )
+                tags = index.tags_of(txn, packed)
+                events.append(sequenced(record.topic, record.state, tags, position))
                 if limit is not None and len(events) >= limit:
                     break
-        if limit is not None:
-            head = events[-1].position if events else None
-        return LMDBDCBReadResponse(events, head)
+        return events, head
 
-    def append(
-        self, events: Sequence[DCBEvent], condition: DCBAppendCondition | None = None
+    def _insert(
+        self, events: Sequence[DCBEvent], tags: EventTags, condition: DCBAppendCondition | None
     ) -> int:
-        """Append ``events`` in ONE write transaction unless ``condition`` fails; return the
-        position of the last one.
-
-        :raises ProgrammingError: ``events`` is empty (as the library's recorders do).
-        :raises AppendConditionFailedError: a record matching the condition's query was
-            appended after ``condition.after`` (an ``IntegrityError``); nothing is written.
-        """
-        if len(events) == 0:
-            msg = "Should be at least one event. Avoid this elsewhere"
-            raise ProgrammingError(msg)
+        """Append in ONE LMDB write transaction, the condition checked inside it; the events
+        take the next versions of the DCB stream (their positions)."""
         recorder = self.application_recorder
         prefix = self.datastore.stream_prefix(self._stream)
-        tags = [list(e.tags) for e in events]
         for event_tags in tags:
             recorder.tag_index.check(event_tags)
 
@@ -154,41 +124,23 @@ class LMDBDCBRecorder(LMDBRecorder, DCBRecorder):
         size = sum(len(e.data) + len(e.type) + HASH_SIZE + 64 for e in events)
         return self.datastore.write(insert, size)[-1]
 
-    def subscribe(
-        self,
-        query: DCBQuery | None = None,
-        *,
-        after: int | None = None,
-    ) -> LMDBDCBSubscription:
-        """Events after ``after`` matching ``query``, blocking for new ones (woken at once by
-        commits of this process, by polling for other processes' commits)."""
+    def _subscribe(self, query: DCBQuery | None, after: int | None) -> LMDBDCBSubscription:
+        """Woken at once by commits of this process, by polling for other processes'."""
         return LMDBDCBSubscription(self, query=query, after=after)
 
 
-class LMDBDCBSubscription(DCBListenNotifySubscription[LMDBDCBRecorder]):
+class LMDBDCBSubscription(LedgerDCBSubscription[LMDBDCBRecorder]):
     """DCB subscription woken by in-process commits and by polling every
     ``poll_interval`` seconds (``LMDB_POLL_INTERVAL``) for other processes."""
 
-    def __init__(
-        self,
-        recorder: LMDBDCBRecorder,
-        query: DCBQuery | None = None,
-        after: int | None = None,
-    ) -> None:
-        self._poll_interval = recorder.datastore.poll_interval
-        super().__init__(recorder=recorder, query=query, after=after)
-        recorder.datastore.listen(self._has_been_notified)
+    def _open(self) -> None:
+        self._poll_interval = self._recorder.datastore.poll_interval
 
-    def _loop_on_pull(self) -> None:
-        try:
-            self._pull()
-            while not self._has_been_stopped:
-                self._has_been_notified.wait(timeout=self._poll_interval)
-                self._pull()
-        except BaseException as e:  # noqa: BLE001 - re-raised by __next__
-            if self._thread_error is None:
-                self._thread_error = e
-            self.stop()
+    def _opened(self) -> None:
+        self._recorder.datastore.listen(self._has_been_notified)
+
+    def _wait(self) -> None:
+        self._has_been_notified.wait(timeout=self._poll_interval)
 
     def stop(self) -> None:
         super().stop()

@@ -19,7 +19,6 @@ provider))`` (seed 002, "Exact Cognitive Packages"):
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -34,14 +33,11 @@ from memory_ledger.commands.context.assembler import (
 )
 from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
 from memory_ledger.commands.context.knowledge_context import BoundKnowledge
-from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
-from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
-from memory_ledger.commands.session.stream import check_turn_id, utc_now
+from memory_ledger.commands.session.stream import check_turn_id
 from memory_ledger.commands.session.turns import PreparedMemorySnapshot, SessionTurns
 from memory_ledger.commands.session.workspace import SessionWorkspace
 from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, LedgerEvent
-from memory_ledger.ledger.ids import recall_stream_id
 from memory_ledger.projections.tokens import TokenCounter
 
 __all__ = ["SessionKnowledge"]
@@ -106,23 +102,14 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
     # Recall suppression -------------------------------------------------------------------
 
     def _suppressed(self, what: str) -> None:
+        """Memory recall, the memory map and a bound ``prepare``'s memory are suppressed
+        while the session is bound (``recall_suppressed``)."""
         if self.knowledge is not None:
             msg = f"{what} is suppressed: the session is bound to {self.knowledge.binding.label()}"
             raise KnowledgeBindingError("recall_suppressed", msg)
 
-    def _live(
-        self,
-        query: str,
-        k: int,
-        scope: RecallScope,
-        about: str | None,
-        attribute: str | None,
-        *,
-        semantic: bool = True,
-    ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
-        if getattr(_preparing, "session", None) is self:  # a bound prepare(): no memory
-            return [], OFF
-        return super()._live(query, k, scope, about, attribute, semantic=semantic)
+    def _live_silenced(self) -> bool:
+        return getattr(_preparing, "session", None) is self  # a bound prepare(): no memory
 
     def prepare(self, turn_id: int, transcript: str) -> PreparedMemorySnapshot:
         """As :meth:`SessionTurns.prepare`; a bound session freezes an empty snapshot
@@ -134,51 +121,6 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
             return super().prepare(turn_id, transcript)
         finally:
             _preparing.session = None
-
-    def recall(
-        self,
-        query: str,
-        turn_id: int | None = None,
-        k: int | None = None,
-        *,
-        record: bool = True,
-    ) -> RecallResult:
-        """As :meth:`SessionRecall.recall`; raises ``recall_suppressed`` when bound."""
-        self._suppressed("memory recall")
-        return super().recall(query, turn_id, k, record=record)
-
-    def recall_scoped(
-        self,
-        query: str,
-        turn_id: int | None,
-        scope: RecallScope,
-        about: str | None = None,
-        attribute: str | None = None,
-        k: int | None = None,
-    ) -> RecallResult:
-        """As :meth:`SessionRecall.recall_scoped`; raises ``recall_suppressed`` when bound."""
-        self._suppressed("memory recall")
-        return super().recall_scoped(query, turn_id, scope, about, attribute, k)
-
-    def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
-        """As :meth:`SessionRecall.recall_similar`; raises ``recall_suppressed`` when bound."""
-        self._suppressed("memory recall")
-        return super().recall_similar(query, k)
-
-    def memory_recent(self, k: int = 10) -> list[RecallHit]:
-        """As :meth:`SessionRecall.memory_recent`; raises ``recall_suppressed`` when bound."""
-        self._suppressed("memory recall")
-        return super().memory_recent(k)
-
-    def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
-        """As :meth:`SessionRecall.recall_by_tags`; raises ``recall_suppressed`` when bound."""
-        self._suppressed("memory recall")
-        return super().recall_by_tags(tags, k)
-
-    def memory_map(self) -> str:
-        """As :meth:`SessionRecall.memory_map`; raises ``recall_suppressed`` when bound."""
-        self._suppressed("the memory map")
-        return super().memory_map()
 
     # Context ------------------------------------------------------------------------------
 
@@ -217,14 +159,9 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
         assembled = assemble_items(items, policy, token_counter=self.token_counter)
         chosen = {item.item_id for item in assembled.items}
         served = [d for d in answer.documents if f"knowledge:{d.citation.label()}" in chosen]
-        sequence = f"knowledge/{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
             KnowledgeServed(
-                originator_id=recall_stream_id(self.stream_id, sequence),
-                originator_version=1,
-                recorded_at=utc_now(),
-                namespace=self.namespace,
-                session_id=self.session_id,
+                **self._read_envelope("knowledge"),
                 turn_id=turn_id,
                 binding_id=self.knowledge.binding.binding_id(),
                 request_id=answer.request.request_id,

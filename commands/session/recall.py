@@ -26,7 +26,7 @@ from memory_ledger.commands.recall.lexical import analyze_query
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.overlay import Overlay, build_overlay
-from memory_ledger.commands.session.stream import SessionStream, check_turn_id, utc_now
+from memory_ledger.commands.session.stream import SessionStream, check_turn_id
 from memory_ledger.ledger.arguments import check_count, check_encodable
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
@@ -34,7 +34,6 @@ from memory_ledger.ledger.events import (
     RecallServed,
     SnapshotPrepared,
 )
-from memory_ledger.ledger.ids import recall_stream_id
 from memory_ledger.projections.text_index import tokenize
 
 __all__ = ["SessionRecall", "check_query"]
@@ -70,6 +69,16 @@ class SessionRecall(SessionStream):
     def _canonical_docs(self) -> list[MemoryDoc]:
         return self.engine.retrievable_memories(self.namespace)
 
+    def _suppressed(self, what: str) -> None:
+        """Raise ``KnowledgeBindingError`` (``recall_suppressed``, naming ``what``) when this
+        session's memory recall is suppressed: never here; a session bound to a knowledge
+        package suppresses it (``SessionKnowledge``)."""
+
+    def _live_silenced(self) -> bool:
+        """Whether a live search must find nothing: never here; a bound session's
+        ``prepare`` freezes an empty snapshot (``SessionKnowledge``)."""
+        return False
+
     def _live(
         self,
         query: str,
@@ -82,6 +91,8 @@ class SessionRecall(SessionStream):
     ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
         """Live search: canonical memories (lexical, or hybrid with the semantic channel)
         and session facts (shadowing applied), fused by RRF; plus the semantic status."""
+        if self._live_silenced():
+            return [], OFF
         overlay = self.overlay()
         depth = max(k * 4, 20)
         status = OFF
@@ -152,6 +163,7 @@ class SessionRecall(SessionStream):
         live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed
         unless ``record`` is False (a replay that must write nothing, e.g. a re-run).
         """
+        self._suppressed("memory recall")
         self._check_open()
         check_query(query)
         if turn_id is not None:
@@ -220,6 +232,7 @@ class SessionRecall(SessionStream):
         Always a live search (the snapshot knows neither the restriction nor the hints);
         hints only reorder, never filter.
         """
+        self._suppressed("memory recall")
         self._check_open()
         check_query(query)
         if turn_id is not None:
@@ -257,14 +270,9 @@ class SessionRecall(SessionStream):
         if not record:
             return result
         canonical = [h for h in hits if h.origin == "canonical"]
-        sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
             RecallServed(
-                originator_id=recall_stream_id(self.stream_id, sequence),
-                originator_version=1,
-                recorded_at=utc_now(),
-                namespace=self.namespace,
-                session_id=self.session_id,
+                **self._read_envelope(),
                 turn_id=turn_id,
                 query=redact(query).text[:2000],
                 path=path,
@@ -284,14 +292,17 @@ class SessionRecall(SessionStream):
 
     def memory_map(self) -> str:
         """The vocabulary a model needs to fill recall's about/attribute fields."""
+        self._suppressed("the memory map")
         return self.engine.memory_map(self.namespace, token_counter=self.token_counter)
 
     def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
         """Canonical and session memories similar to ``query`` (live BM25, fused)."""
+        self._suppressed("memory recall")
         return list(self.recall_scoped(query, None, RecallScope(), k=k).results)
 
     def memory_recent(self, k: int = 10) -> list[RecallHit]:
         """The ``k`` most recent retrievable memories (session facts first)."""
+        self._suppressed("memory recall")
         check_count("k", k)
         overlay = self.overlay()
         canonical = [d for d in self._canonical_docs() if overlay.visible(d)]
@@ -302,6 +313,7 @@ class SessionRecall(SessionStream):
     def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
         """Retrievable memories carrying any of ``tags``: most matching tags first, then the
         most recent."""
+        self._suppressed("memory recall")
         check_count("k", k)
         wanted = {t.strip().casefold() for t in tags if t.strip()}
         overlay = self.overlay()

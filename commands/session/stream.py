@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from uuid import UUID
 
 from eventsourcing.dcb.api import DCBAppendCondition
@@ -35,7 +35,7 @@ from memory_ledger.ledger.events import (
     SessionOpened,
 )
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.ids import Namespace, recall_stream_id
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 from memory_ledger.projections.tokens import TokenCounter
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.store import MemoryStore
 
 
-__all__ = ["MAX_TURN_ID", "SessionStream", "check_turn_id"]
+__all__ = ["MAX_TURN_ID", "ReadEnvelope", "SessionStream", "check_turn_id"]
 
 READ_FLUSH_SECONDS = 1.0
 READ_BUFFER_LIMIT = 64
@@ -64,6 +64,19 @@ def check_turn_id(turn_id: object) -> int:
         msg = f"turn_id must be an integer from 0 to {MAX_TURN_ID}, got {turn_id!r}"
         raise InvalidArgumentError(msg, parameter="turn_id")
     return turn_id
+
+
+class ReadEnvelope(TypedDict):
+    """The envelope every read-path record of a session carries (RecallServed,
+    KnowledgeServed, WorkspaceSearched): a stream of its own (version 1), the time it was
+    recorded (aware, UTC), the session's namespace and id. See
+    :meth:`SessionStream._read_envelope`."""
+
+    originator_id: UUID
+    originator_version: int
+    recorded_at: datetime
+    namespace: Namespace
+    session_id: str
 
 
 class SessionStream:
@@ -207,6 +220,22 @@ class SessionStream:
         if keyring.erased_namespace_ids and keyring.is_erased(self.namespace):
             msg = f"session {self.session_id!r}: its namespace was erased"
             raise NamespaceErasedError(msg)
+
+    def _read_envelope(self, kind: str = "") -> ReadEnvelope:
+        """The envelope of the next read-path record: its own stream, named by this session's
+        stream, the wall-clock time in nanoseconds and a per-session counter (``kind``, when
+        given, prefixes the sequence: ``"knowledge"``, ``"workspace"``; recall records have
+        none), so two records never share a stream."""
+        sequence = f"{time.time_ns()}/{next(self._read_sequence)}"
+        if kind:
+            sequence = f"{kind}/{sequence}"
+        return ReadEnvelope(
+            originator_id=recall_stream_id(self.stream_id, sequence),
+            originator_version=1,
+            recorded_at=utc_now(),
+            namespace=self.namespace,
+            session_id=self.session_id,
+        )
 
     def _buffer_read(self, record: LedgerEvent) -> None:
         """Buffer one read-path record (RecallServed); once the buffer is due (

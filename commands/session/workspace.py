@@ -23,7 +23,7 @@ from pathlib import Path
 from memory_ledger.commands.context.assembler import ContextItem, ContextQuery, FailureMode
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.secrets import redact
-from memory_ledger.commands.session.stream import SessionStream, check_turn_id, utc_now
+from memory_ledger.commands.session.stream import SessionStream, check_turn_id
 from memory_ledger.commands.workspace.admission import AdmissionRules
 from memory_ledger.commands.workspace.chunking import ChunkingStrategy, LineWindows
 from memory_ledger.commands.workspace.retrieval import (
@@ -40,7 +40,6 @@ from memory_ledger.ledger.events import (
     WorkspaceReleased,
     WorkspaceSearched,
 )
-from memory_ledger.ledger.ids import recall_stream_id
 
 __all__ = ["SessionWorkspace", "WorkspaceContextProvider", "WorkspaceOptions"]
 
@@ -184,14 +183,9 @@ class SessionWorkspace(SessionStream):
         if retrieval is None:
             raise WorkspaceError("this session has no workspace retrieval", "disabled")
         result = retrieval.search(query, mode, k)
-        sequence = f"workspace/{time.time_ns()}/{next(self._read_sequence)}"
         self._buffer_read(
             WorkspaceSearched(
-                originator_id=recall_stream_id(self.stream_id, sequence),
-                originator_version=1,
-                recorded_at=utc_now(),
-                namespace=self.namespace,
-                session_id=self.session_id,
+                **self._read_envelope("workspace"),
                 turn_id=turn_id,
                 query=redact(query).text[:2000],
                 mode=mode,

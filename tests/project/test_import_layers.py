@@ -62,6 +62,7 @@ FACES = (
     "memory_ledger.commands.engine",
     "memory_ledger.commands.extraction",
     "memory_ledger.commands.recall",
+    "memory_ledger.commands.secrets",
     "memory_ledger.commands.session",
     "memory_ledger.commands.workspace",
     "memory_ledger.replay.cli",
