@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.engine.direct import DirectResult
+    from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
     from memory_ledger.commands.engine.encryption import ErasureReport
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.store import ReadModels
 
 __all__ = [
+    "DirectCommands",
     "DirectResult",
     "ErasureReport",
     "MemoryEngine",
@@ -25,6 +26,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "DirectCommands": "memory_ledger.commands.engine.direct",
         "DirectResult": "memory_ledger.commands.engine.direct",
         "ErasureReport": "memory_ledger.commands.engine.encryption",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",
