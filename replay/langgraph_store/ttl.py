@@ -30,8 +30,7 @@ def sweep(store: LedgerStore) -> int:
         current = store.reader.current(namespace, key)
         if current is None or not current.expired(now):
             continue
-        writer = store.writer
-        if writer.forget(namespace, key, writer.expiries, memory=current.memory_id):
+        if store.writer.expire(namespace, key, current.memory_id):
             done += 1
     return done
 

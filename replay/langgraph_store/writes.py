@@ -1,11 +1,12 @@
 """Writing LangGraph puts as engine commands: a put is a ``remember`` of a keyed fact, a
 delete (a put of None) and a TTL expiry are a ``forget``.
 
-Every write goes through the engine's direct commands (``commands.engine.DirectCommands``),
-so the secret door, the one decision path and the namespace rules apply as to any other
-caller; the session id of each command names the caller: ``langgraph-`` for puts and
-deletes, ``langgraph-ttl-`` for expiries (the recorded reason of an expiry:
-``memory-ledger explain`` shows it). :meth:`Writer.apply` is the one place a batch is sent.
+Every write is an engine command, so the secret door, the one decision path and the
+namespace rules apply as to any other caller: a batch of puts and deletes is ONE
+``MemoryEngine.apply_batch`` (session ``batch-<hex>``: one transaction, one sync); a TTL
+expiry is a direct ``forget`` whose session id starts ``langgraph-ttl-`` (its recorded
+reason: ``memory-ledger explain`` and :meth:`LedgerStore.history` show it).
+:meth:`Writer.apply` is the one place a batch is sent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from memory_ledger.commands.engine import DirectCommands
+from memory_ledger.commands.engine import DirectCommands, Forget, Remember
 from memory_ledger.commands.errors import SupersededTargetError, UnknownMemoryError
 from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record
 
@@ -27,10 +28,7 @@ if TYPE_CHECKING:
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.replay.langgraph_store.reads import ItemReader
 
-__all__ = ["EXPIRY_PREFIX", "PUT_PREFIX", "Put", "Writer"]
-
-PUT_PREFIX = "langgraph-"
-"""Session id prefix of the store's puts and deletes."""
+__all__ = ["EXPIRY_PREFIX", "Put", "Writer"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
@@ -55,57 +53,64 @@ class Writer:
     """Sends puts to the engine for one engine namespace."""
 
     def __init__(self, engine: MemoryEngine, namespace: Namespace, reader: ItemReader) -> None:
+        self.engine = engine
         self.namespace = namespace
         self.reader = reader
-        self.puts = DirectCommands(engine, PUT_PREFIX)
         self.expiries = DirectCommands(engine, EXPIRY_PREFIX)
 
-    def apply(self, puts: Sequence[Put]) -> list[int]:
-        """Send ``puts`` (already collapsed: one per address) in order; the ledger positions
-        written. The one place a batch reaches the engine.
+    def apply(self, puts: Sequence[Put]) -> int:
+        """Send ``puts`` (already collapsed: one per address) as ONE engine command
+        (:meth:`MemoryEngine.apply_batch`: one transaction, one sync, all or nothing); the
+        ledger position of its last event (0: nothing to write). The one place a batch
+        reaches the engine. A delete whose value was replaced or deleted meanwhile (the
+        engine refuses the whole batch) is re-read and the batch sent again.
 
         :raises CommandRejectedError: a value the engine refuses (a secret-shaped value:
-            ``SecretRefusedError``; too long: ``field_too_long``; not JSON); the puts before
-            it in the batch are recorded.
+            ``secret_detected``; too long: ``field_too_long``; not JSON:
+            ``value_not_json``); ``parameter`` names ``ops[i]``; nothing was written.
         """
-        return [self._one(put) for put in puts]
-
-    def _one(self, put: Put) -> int:
-        if put.value is None:
-            return self.forget(put.namespace, put.key, self.puts)
-        record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
-        done = self.puts.remember(
-            self.namespace,
-            record.statement,
-            subject=record.subject,
-            predicate=PREDICATE,
-            value=record.value,
-            tags=record.tags,
-            occurred_at=put.occurred_at,
-        )
-        return done.position
-
-    def forget(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        commands: DirectCommands | None = None,
-        memory: UUID | None = None,
-    ) -> int:
-        """Forget the current value at the address (nothing when there is none); 0 when
-        nothing was written. ``memory``: forget only this memory (an expiry: a value put
-        again meanwhile is left alone)."""
-        commands = commands or self.puts
-        for _ in range(_RETRIES):
-            current = self.reader.current(namespace, key)
-            if current is None or (memory is not None and current.memory_id != memory):
+        for attempt in range(_RETRIES):
+            ops = self._ops(puts)
+            if not ops:
                 return 0
             try:
-                return commands.forget(self.namespace, current.memory_id).position
-            except SupersededTargetError:
-                if memory is not None:
-                    return 0
-                continue  # a concurrent put replaced it: forget the new value
-            except UnknownMemoryError:
-                return 0  # a concurrent delete
+                return self.engine.apply_batch(self.namespace, ops).position
+            except (SupersededTargetError, UnknownMemoryError):
+                if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
+                    raise
+        return 0  # pragma: no cover (the loop returns or raises)
+
+    def _ops(self, puts: Sequence[Put]) -> list[Remember | Forget]:
+        ops: list[Remember | Forget] = []
+        for put in puts:
+            if put.value is None:
+                current = self.reader.current(put.namespace, put.key)
+                if current is not None:
+                    ops.append(Forget(target=current.memory_id))
+                continue
+            record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
+            ops.append(
+                Remember(
+                    statement=record.statement,
+                    subject=record.subject,
+                    predicate=PREDICATE,
+                    value=record.value,
+                    tags=record.tags,
+                    occurred_at=put.occurred_at,
+                )
+            )
+        return ops
+
+    def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
+        """Record the expiry of ``memory``, the value at the address whose TTL ran out (a
+        forget under :data:`EXPIRY_PREFIX`); 0 and nothing written when the address holds
+        another value now (put again meanwhile) or none."""
+        for _ in range(_RETRIES):
+            current = self.reader.current(namespace, key)
+            if current is None or current.memory_id != memory:
+                return 0
+            try:
+                return self.expiries.forget(self.namespace, memory).position
+            except (SupersededTargetError, UnknownMemoryError):
+                continue  # replaced or deleted meanwhile: read again
         return 0
