@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -197,29 +197,44 @@ class LedgerStore(BaseStore):
     def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
         prefix = op.namespace_prefix
         n = len(prefix)
-        scored: list[tuple[MemoryDoc, float | None]] = []
+        scored: list[tuple[MemoryDoc, float]] = []
         if op.query:
             depth = max(1, self.engine.count_active_memories(self.namespace))
             ranked, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
-            scored = [(doc, score) for doc, score in ranked]
-        seen = {doc.memory_id for doc, _ in scored}
-        rest = [(doc, None) for doc, *_ in self.reader.docs() if doc.memory_id not in seen]
-        found: list[tuple[Current, float | None]] = []
+            scored = list(ranked)
+        kept: list[tuple[tuple[tuple[str, ...], str], float | None]] = []
         wanted = op.offset + op.limit
-        for doc, score in [*scored, *rest]:
+        for doc, score in self._candidates(scored):
             decoded = self.reader.decoded(doc)
             if decoded is None:
                 continue
-            (namespace, key), value, _ = decoded
-            if namespace[:n] != prefix or not matches_filter(value, op.filter):
+            address, value, ttl = decoded
+            if address[0][:n] != prefix or not matches_filter(value, op.filter):
                 continue
-            current = self.reader.current(namespace, key)
-            if current is None or current.memory_id != _uuid(doc) or current.expired(now):
-                continue
-            found.append((current, score))
-            if len(found) >= wanted:
+            if ttl is not None:  # only an item with a TTL needs its times to be kept
+                current = self.reader.current(*address)
+                if current is None or current.expired(now):
+                    continue
+            kept.append((address, score))
+            if len(kept) >= wanted:
                 break
-        return [_search_item(c, s) for c, s in found[op.offset : wanted]]
+        page: list[SearchItem] = []
+        for address, score in kept[op.offset : wanted]:
+            current = self.reader.current(*address)
+            if current is not None:
+                page.append(_search_item(current, score))
+        return page
+
+    def _candidates(
+        self, scored: list[tuple[MemoryDoc, float]]
+    ) -> Iterator[tuple[MemoryDoc, float | None]]:
+        """The query's matches (best first), then every other item without a score (read
+        only when the matches do not fill the page)."""
+        yield from scored
+        seen = {doc.memory_id for doc, _ in scored}
+        for doc, *_ in self.reader.docs():
+            if doc.memory_id not in seen:
+                yield doc, None
 
     def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
         conditions = [(c.match_type, c.path) for c in op.match_conditions or ()]
