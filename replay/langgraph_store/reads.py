@@ -67,6 +67,8 @@ class ItemReader:
         self.engine = engine
         self.namespace = namespace
         self._decoded: dict[str, tuple[Address, dict[str, Any], float | None] | None] = {}
+        self._current: dict[Address, Current | None] = {}
+        self._current_at = -1
 
     def decoded(self, doc: MemoryDoc) -> tuple[Address, dict[str, Any], float | None] | None:
         """``(address, value, ttl)`` of a memory of this store, or None (another kind of
@@ -98,7 +100,22 @@ class ItemReader:
         return events
 
     def current(self, namespace: tuple[str, ...], key: str) -> Current | None:
-        """The current value at the address (None: never put, or deleted)."""
+        """The current value at the address (None: never put, or deleted); remembered
+        until the ledger head moves (any process's write)."""
+        head = self.engine.head
+        if head != self._current_at:
+            self._current.clear()
+            self._current_at = head
+        address = (namespace, key)
+        if address in self._current:
+            return self._current[address]
+        found = self._read_current(namespace, key)
+        if len(self._current) > 100_000:
+            self._current.clear()
+        self._current[address] = found
+        return found
+
+    def _read_current(self, namespace: tuple[str, ...], key: str) -> Current | None:
         events = self.key_events(namespace, key)
         if not events:
             return None

@@ -195,16 +195,41 @@ class LedgerStore(BaseStore):
         return _item(current)
 
     def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
+        wanted = op.offset + op.limit
+        if not op.query:
+            return self._page(op, [], wanted, now)
+        everything = max(1, len(self.engine.retrievable_memories(self.namespace)))
+        depth = min(everything, max(50, 4 * wanted))
+        while True:  # a shallow ranking first; deeper when the prefix or filter drop too many
+            ranked, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
+            if depth >= everything or len(ranked) < depth:
+                return self._page(op, list(ranked), wanted, now)
+            kept = self._keep(op, list(ranked), wanted, now, unscored=False)
+            if len(kept) >= wanted:
+                return self._items(op, kept, wanted)
+            depth = everything
+
+    def _page(
+        self, op: SearchOp, ranked: list[tuple[MemoryDoc, float]], wanted: int, now: datetime
+    ) -> list[SearchItem]:
+        return self._items(op, self._keep(op, ranked, wanted, now, unscored=True), wanted)
+
+    def _keep(
+        self,
+        op: SearchOp,
+        ranked: list[tuple[MemoryDoc, float]],
+        wanted: int,
+        now: datetime,
+        *,
+        unscored: bool,
+    ) -> list[tuple[tuple[tuple[str, ...], str], float | None]]:
+        """The first ``wanted`` addresses of the ranked matches (then, with ``unscored``,
+        of every other item) in the prefix that pass the filter and have not expired."""
         prefix = op.namespace_prefix
         n = len(prefix)
-        scored: list[tuple[MemoryDoc, float]] = []
-        if op.query:
-            depth = max(1, self.engine.count_active_memories(self.namespace))
-            ranked, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
-            scored = list(ranked)
         kept: list[tuple[tuple[tuple[str, ...], str], float | None]] = []
-        wanted = op.offset + op.limit
-        for doc, score in self._candidates(scored):
+        candidates = self._candidates(ranked) if unscored else iter(ranked)
+        for doc, score in candidates:
             decoded = self.reader.decoded(doc)
             if decoded is None:
                 continue
@@ -218,6 +243,14 @@ class LedgerStore(BaseStore):
             kept.append((address, score))
             if len(kept) >= wanted:
                 break
+        return kept
+
+    def _items(
+        self,
+        op: SearchOp,
+        kept: list[tuple[tuple[tuple[str, ...], str], float | None]],
+        wanted: int,
+    ) -> list[SearchItem]:
         page: list[SearchItem] = []
         for address, score in kept[op.offset : wanted]:
             current = self.reader.current(*address)
