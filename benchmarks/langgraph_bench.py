@@ -25,10 +25,10 @@ by cosine alone.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import shutil
-import statistics
 import tempfile
 import time
 import uuid
@@ -84,11 +84,18 @@ def measure(store: BaseStore, size: int) -> dict[str, float]:
     load_s = time.perf_counter() - started
     rng = random.Random(7)
     result = {"load_items_s": size / load_s}
-    result |= timed("put", [lambda i=i: store.put(ns, f"new{i}", value(size + i)) for i in range(200)])
     keys = [f"k{rng.randrange(size)}" for _ in range(1000)]
-    result |= timed("get", [lambda k=k: store.get(ns, k) for k in keys])
     queries = [" ".join(rng.sample(WORDS, 2)) for _ in range(200)]
-    result |= timed("search", [lambda q=q: store.search(ns, query=q, limit=10) for q in queries])
+    puts: list[Callable[[], Any]] = [
+        functools.partial(store.put, ns, f"new{i}", value(size + i)) for i in range(200)
+    ]
+    gets: list[Callable[[], Any]] = [functools.partial(store.get, ns, k) for k in keys]
+    searches: list[Callable[[], Any]] = [
+        functools.partial(store.search, ns, query=q, limit=10) for q in queries
+    ]
+    result |= timed("put", puts)
+    result |= timed("get", gets)
+    result |= timed("search", searches)
     return result
 
 
@@ -144,7 +151,10 @@ def throughput(sizes: list[int], pg_url: str) -> None:
         for name, opener in runs:
             with opener() as store:
                 if store is None:
-                    print(f"{name:14} {size:>6} skipped: PostgreSQL or langgraph-checkpoint-postgres not available")
+                    print(
+                        f"{name:14} {size:>6} skipped: no PostgreSQL server or "
+                        "langgraph-checkpoint-postgres"
+                    )
                     continue
                 r = measure(store, size)
             print(
@@ -199,8 +209,10 @@ def quality(samples: int) -> None:
                     cited = {d for item in found for d in item.value.get("evidence", [])}
                     hits[name] += bool(cited & question.evidence)
     facts = sum(len(c.facts) for c in conversations)
-    print(f"\nquality: LoCoMo facts R@5 ({len(conversations)} conversations, {facts} facts, "
-          f"{asked} questions of categories 1-4, hashing embedding 256-d for both)")
+    print(
+        f"\nquality: LoCoMo facts R@5 ({len(conversations)} conversations, {facts} facts, "
+        f"{asked} questions of categories 1-4, hashing embedding 256-d for both)"
+    )
     for name, count in hits.items():
         print(f"  {name:14} R@5 {count / asked:.3f}")
 

@@ -102,8 +102,9 @@ def _run(
         folder = common.store_folder(store, config)
         with (
             other_store(spec) as other,
-            LedgerStore.open(folder, namespace, config=config, create=direction == "import")
-            as ours,
+            LedgerStore.open(
+                folder, namespace, config=config, create=direction == "import"
+            ) as ours,
         ):
             if direction == "import":
                 report = import_store(other, ours)
@@ -115,8 +116,7 @@ def _run(
         return
     verb = "imported" if direction == "import" else "exported"
     common.out.print(
-        f"{verb} {report.items} items in {report.namespaces} namespaces "
-        f"(ledger position {head})",
+        f"{verb} {report.items} items in {report.namespaces} namespaces (ledger position {head})",
         highlight=False,
     )
 

@@ -62,7 +62,8 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def subject_of(namespace: Sequence[str], key: str) -> str:
-    """The engine subject of an address: ``lg`` and 16 hex digits of its SHA-256 (longer hex runs look like a secret to the secret door)."""
+    """The engine subject of an address: ``lg`` and 16 hex digits of its SHA-256 (a
+    longer hex run looks like a secret to the secret door)."""
     raw = json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
     return "lg" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 

@@ -64,14 +64,15 @@ def test_threads_race_on_the_same_key(tmp_path: Path) -> None:
 
 
 def test_async_delete_and_batch(engine: MemoryEngine) -> None:
-    from langgraph.store.base import GetOp, PutOp
+    from langgraph.store.base import GetOp, Item, PutOp
 
     store = LedgerStore(engine, TENANT)
 
     async def flow() -> None:
         await store.aput(("a",), "x", {"v": 1})
         results = await store.abatch([PutOp(("a",), "x", {"v": 2}), GetOp(("a",), "x")])
-        assert results[1] is not None and results[1].value == {"v": 1}
+        got = results[1]
+        assert isinstance(got, Item) and got.value == {"v": 1}
         await store.adelete(("a",), "x")
         assert await store.aget(("a",), "x") is None
 

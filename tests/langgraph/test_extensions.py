@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from langgraph.store.base import IndexConfig
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
@@ -99,13 +101,14 @@ def test_import_keeps_original_times_and_export_round_trips(engine: MemoryEngine
     target = InMemoryStore()
     assert export_store(store, target).items == 3
     assert sorted(target.list_namespaces()) == sorted(source.list_namespaces())
-    for ns in source.list_namespaces():
-        assert {(i.key, repr(i.value)) for i in target.search(ns)} == {
-            (i.key, repr(i.value)) for i in source.search(ns)
+    for space in source.list_namespaces():
+        assert {(i.key, repr(i.value)) for i in target.search(space)} == {
+            (i.key, repr(i.value)) for i in source.search(space)
         }
 
 
 SOURCE_MODULE = """
+from langgraph.store.base import IndexConfig
 from langgraph.store.memory import InMemoryStore
 
 source = InMemoryStore()
@@ -115,9 +118,7 @@ target = InMemoryStore()
 """
 
 
-def test_cli_import_and_export(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cli_import_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "lg_cli_stores.py").write_text(SOURCE_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     folder = str(tmp_path / "store")
@@ -128,7 +129,9 @@ def test_cli_import_and_export(
     )
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["items"] == 2
-    done = runner.invoke(app, ["langgraph", "export", "lg_cli_stores:target", *ns, "--store", folder])
+    done = runner.invoke(
+        app, ["langgraph", "export", "lg_cli_stores:target", *ns, "--store", folder]
+    )
     assert done.exit_code == 0, done.output
     assert "exported 2 items in 2 namespaces" in done.stdout
     import lg_cli_stores  # type: ignore[import-not-found]
@@ -143,7 +146,7 @@ class WordEmbeddings:
 
     words = ("tea", "coffee", "drink", "rain", "weather", "storm")
 
-    def __call__(self, texts: list[str]) -> list[list[float]]:
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         out = []
         for text in texts:
             lowered = text.lower()
@@ -157,7 +160,7 @@ class WordEmbeddings:
 
 
 def test_hybrid_search_with_a_langgraph_embedding_function(tmp_path: Path) -> None:
-    index = {"dims": 7, "embed": WordEmbeddings(), "fields": ["text"]}
+    index: IndexConfig = {"dims": 7, "embed": WordEmbeddings(), "fields": ["text"]}
     with LedgerStore.open(tmp_path / "s", TENANT, index=index, index_in_background=False) as store:
         store.put(("m",), "a", {"text": "Alice orders coffee every morning"})
         store.put(("m",), "b", {"text": "A storm is coming tonight"})
@@ -166,7 +169,7 @@ def test_hybrid_search_with_a_langgraph_embedding_function(tmp_path: Path) -> No
         # No word of the query is in either item: the semantic channel ranks coffee first.
         assert hits[0].key == "a" and hits[0].score is not None
         status = store.engine.recall(TENANT, "weather").semantic
-        assert "WordEmbeddings" in str(status.model)
+        assert status is not None and "WordEmbeddings" in str(status.model)
 
 
 def test_updated_at_is_ledger_time_not_clock(engine: MemoryEngine) -> None:

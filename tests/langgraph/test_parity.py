@@ -21,12 +21,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langgraph.store.base import GetOp, InvalidNamespaceError, Item, PutOp, SearchOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, Item, Op, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from memory_ledger.commands import MemoryEngine, Namespace
@@ -78,7 +78,9 @@ def test_put_get_update_delete(shared_engine: MemoryEngine) -> None:
         store.delete(("users", "alice"), "never-there")
     assert ours.get(("users", "alice"), "prefs") is None
     assert theirs.get(("users", "alice"), "prefs") is None
-    assert view(ours.get(("users", "alice"), "Prefs")) == view(theirs.get(("users", "alice"), "Prefs"))
+    assert view(ours.get(("users", "alice"), "Prefs")) == view(
+        theirs.get(("users", "alice"), "Prefs")
+    )
 
 
 def test_a_value_comes_back_exactly(shared_engine: MemoryEngine) -> None:
@@ -187,7 +189,9 @@ def test_list_namespaces(shared_engine: MemoryEngine) -> None:
     "namespace",
     [(), ("",), ("a.b",), ("langgraph",), ("ok", "a\x00b")],
 )
-def test_namespace_errors_are_langgraphs(shared_engine: MemoryEngine, namespace: tuple[str, ...]) -> None:
+def test_namespace_errors_are_langgraphs(
+    shared_engine: MemoryEngine, namespace: tuple[str, ...]
+) -> None:
     theirs, ours = both(shared_engine)
     for store in (theirs, ours):
         with pytest.raises(InvalidNamespaceError):
@@ -204,7 +208,7 @@ def test_batch_reads_before_writes_and_last_put_wins(shared_engine: MemoryEngine
     theirs, ours = both(shared_engine)
     for store in (theirs, ours):
         store.put(("b",), "k", {"v": 0})
-    ops = [
+    ops: list[Op] = [
         PutOp(("b",), "k", {"v": 1}),
         GetOp(("b",), "k"),
         PutOp(("b",), "k", {"v": 2}),
@@ -213,8 +217,8 @@ def test_batch_reads_before_writes_and_last_put_wins(shared_engine: MemoryEngine
         SearchOp(("b",)),
     ]
     mine, expected = ours.batch(ops), theirs.batch(ops)
-    assert view(mine[1]) == view(expected[1]) == (("b",), "k", {"v": 0})
-    assert views(mine[5]) == views(expected[5])
+    assert view(cast(Item, mine[1])) == view(cast(Item, expected[1])) == (("b",), "k", {"v": 0})
+    assert views(cast(list[Item], mine[5])) == views(cast(list[Item], expected[5]))
     for key in ("k", "j"):
         assert view(ours.get(("b",), key)) == view(theirs.get(("b",), key))
     assert [v.value for v in ours.history(("b",), "k")] == [{"v": 0}, {"v": 2}]  # one put
@@ -264,7 +268,9 @@ op = st.one_of(
     st.tuples(st.just("delete"), st.sampled_from(SPACES), st.sampled_from(KEYS)),
     st.tuples(st.just("get"), st.sampled_from(SPACES), st.sampled_from(KEYS)),
     st.tuples(st.just("search"), st.sampled_from([(), ("a",), ("c",)]), st.integers(0, 5)),
-    st.tuples(st.just("list"), st.sampled_from([None, ("a",), ("*", "a")]), st.sampled_from([None, 1])),
+    st.tuples(
+        st.just("list"), st.sampled_from([None, ("a",), ("*", "a")]), st.sampled_from([None, 1])
+    ),
     st.tuples(
         st.just("batch"),
         st.lists(st.tuples(st.sampled_from(KEYS), st.none() | st.integers(0, 5)), max_size=4),
