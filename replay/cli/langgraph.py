@@ -157,6 +157,7 @@ def register(app: typer.Typer) -> None:
         name="langgraph",
         help="Move items between a LangGraph store and the ledger store.",
         no_args_is_help=True,
+        subcommand_metavar="import|export STORE [OPTIONS]",
     )
     group.command("import")(import_command)
     group.command("export")(export_command)

@@ -18,7 +18,8 @@ from memory_ledger.replay.langgraph_store.records import PREDICATE, address_of, 
 from memory_ledger.replay.langgraph_store.writes import EXPIRY_PREFIX
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.langgraph_store.store import LedgerStore
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.replay.langgraph_store.reads import ItemReader
 
 __all__ = ["ItemVersion", "item_as_of", "item_explain", "item_history"]
 
@@ -38,12 +39,12 @@ class ItemVersion(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
 
 
-def item_history(store: LedgerStore, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
+def item_history(reader: ItemReader, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
     """Every recorded change of the item at ``(namespace, key)``, oldest first (empty: never
     put)."""
     versions: list[ItemVersion] = []
     values: dict[UUID, dict[str, Any] | None] = {}
-    for position, event in store.reader.key_events(tuple(namespace), str(key)):
+    for position, event in reader.key_events(tuple(namespace), str(key)):
         mid = event.originator_id
         if isinstance(event, MemoryActivated):
             raw = json.loads(event.item.value) if event.item.value else None
@@ -73,7 +74,7 @@ def item_history(store: LedgerStore, namespace: tuple[str, ...], key: str) -> li
 
 
 def item_as_of(
-    store: LedgerStore,
+    reader: ItemReader,
     namespace: tuple[str, ...],
     key: str,
     at: int | datetime | str,
@@ -88,11 +89,11 @@ def item_as_of(
         ledger head.
     """
     subject = subject_of(namespace, key)
-    with as_of(store.engine, at, occurred=occurred) as past:
+    with as_of(reader.engine, at, occurred=occurred) as past:
         point = int(past.describe()["position"])
         rows = [
             row
-            for row in past.memories(store.namespace)
+            for row in past.memories(reader.namespace)
             if row["subject"] == subject and row["predicate"] == PREDICATE
         ]
     for row in rows:
@@ -101,7 +102,7 @@ def item_as_of(
         memory = UUID(row["memory_id"])
         times = [
             v.recorded_at
-            for v in item_history(store, namespace, key)
+            for v in item_history(reader, namespace, key)
             if v.memory_id == memory and v.action in ("put", "put_again") and v.position <= point
         ]
         first = times[0] if times else row["activated_at"]
@@ -115,11 +116,12 @@ def item_as_of(
     return None
 
 
-def item_explain(store: LedgerStore, namespace: tuple[str, ...], key: str) -> Lineage | None:
+def item_explain(reader: ItemReader, namespace: tuple[str, ...], key: str) -> Lineage | None:
     """The lineage of the item's current value (:func:`memory_ledger.replay.explain`): the
     command that put it, its history and every recall that served it; None when the item
     does not exist now."""
-    current = store.reader.current(tuple(namespace), str(key))
+    current = reader.current(tuple(namespace), str(key))
     if current is None:
         return None
-    return explain(store.engine, str(current.memory_id), store.namespace)
+    engine: MemoryEngine = reader.engine
+    return explain(engine, str(current.memory_id), reader.namespace)

@@ -296,7 +296,7 @@ class LedgerStore(BaseStore):
         (:func:`~memory_ledger.replay.langgraph_store.audit.item_history`)."""
         from memory_ledger.replay.langgraph_store.audit import item_history
 
-        return item_history(self, namespace, key)
+        return item_history(self.reader, namespace, key)
 
     def get_as_of(
         self,
@@ -310,14 +310,14 @@ class LedgerStore(BaseStore):
         (:func:`~memory_ledger.replay.langgraph_store.audit.item_as_of`)."""
         from memory_ledger.replay.langgraph_store.audit import item_as_of
 
-        return item_as_of(self, namespace, key, at, occurred=occurred)
+        return item_as_of(self.reader, namespace, key, at, occurred=occurred)
 
     def explain(self, namespace: tuple[str, ...], key: str) -> Lineage | None:
         """The lineage of the item's current value, or None
         (:func:`~memory_ledger.replay.langgraph_store.audit.item_explain`)."""
         from memory_ledger.replay.langgraph_store.audit import item_explain
 
-        return item_explain(self, namespace, key)
+        return item_explain(self.reader, namespace, key)
 
     # Lifecycle -----------------------------------------------------------------------------
 
@@ -331,7 +331,7 @@ class LedgerStore(BaseStore):
             minutes = sweep_interval_minutes or (self.ttl_config or {}).get(
                 "sweep_interval_minutes"
             )
-            self._sweeper = Sweeper(self, (minutes or 5) * 60.0)
+            self._sweeper = Sweeper(self.reader, self.writer, (minutes or 5) * 60.0)
             self._sweeper.start()
 
     def stop_ttl_sweeper(self) -> None:
@@ -344,7 +344,7 @@ class LedgerStore(BaseStore):
         """Record an expiry for every item whose TTL has run out now; how many."""
         from memory_ledger.replay.langgraph_store.ttl import sweep
 
-        return sweep(self)
+        return sweep(self.reader, self.writer)
 
     def close(self) -> None:
         """Stop the sweeper and the worker; close the engine when :meth:`open` opened it."""

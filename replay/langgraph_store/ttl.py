@@ -15,22 +15,24 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.langgraph_store.store import LedgerStore
+    from memory_ledger.replay.langgraph_store.reads import ItemReader
+    from memory_ledger.replay.langgraph_store.writes import Writer
 
 __all__ = ["Sweeper", "sweep"]
 
 
-def sweep(store: LedgerStore) -> int:
-    """Record an expiry for every item of ``store`` whose TTL has run out; how many."""
+def sweep(reader: ItemReader, writer: Writer) -> int:
+    """Record an expiry for every item ``reader`` reads whose TTL has run out (through
+    ``writer``); how many."""
     now = datetime.now(UTC)
     done = 0
-    for _, (namespace, key), _, ttl in list(store.reader.docs()):
+    for _, (namespace, key), _, ttl in list(reader.docs()):
         if ttl is None:
             continue
-        current = store.reader.current(namespace, key)
+        current = reader.current(namespace, key)
         if current is None or not current.expired(now):
             continue
-        if store.writer.expire(namespace, key, current.memory_id):
+        if writer.expire(namespace, key, current.memory_id):
             done += 1
     return done
 
@@ -38,8 +40,9 @@ def sweep(store: LedgerStore) -> int:
 class Sweeper:
     """A daemon thread running :func:`sweep` every ``interval`` seconds until stopped."""
 
-    def __init__(self, store: LedgerStore, interval: float) -> None:
-        self.store = store
+    def __init__(self, reader: ItemReader, writer: Writer, interval: float) -> None:
+        self.reader = reader
+        self.writer = writer
         self.interval = interval
         self.swept = 0
         self._stop = threading.Event()
@@ -56,4 +59,4 @@ class Sweeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.swept += sweep(self.store)
+            self.swept += sweep(self.reader, self.writer)
