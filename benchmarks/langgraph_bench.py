@@ -43,13 +43,21 @@ from langgraph.store.memory import InMemoryStore
 
 from benchmarks.hybrid import HashingProvider
 from benchmarks.locomo_data import load
+from benchmarks.results import save
 from memory_ledger.commands import Namespace
 from memory_ledger.replay.langgraph_store import LedgerStore
 
-LOCOMO = Path(os.environ.get("LOCOMO_PATH", "/work/shared/data/locomo/locomo7.json"))
 PG_URL = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 WORDS = "tea coffee rain garden music travel work family book dinner river morning".split()
 TENANT = Namespace("bench", "langgraph", "store")
+
+
+def locomo_file() -> Path:
+    """``$LOCOMO_PATH``, else ``../shared/data/locomo/locomo7.json`` beside the checkout."""
+    if os.environ.get("LOCOMO_PATH"):
+        return Path(os.environ["LOCOMO_PATH"])
+    beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo7.json"
+    return beside if beside.is_file() else Path("/work/shared/data/locomo/locomo7.json")
 
 
 def value(i: int) -> dict[str, Any]:
@@ -137,7 +145,8 @@ def postgres_store(url: str) -> Iterator[BaseStore | None]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def throughput(sizes: list[int], pg_url: str) -> None:
+def throughput(sizes: list[int], pg_url: str) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
     print("throughput (ops/s; p50/p99 ms)")
     header = f"{'store':14} {'N':>6} {'load/s':>8} {'put/s':>7} {'put p50/p99':>13}"
     header += f" {'get/s':>8} {'get p50/p99':>13} {'search/s':>9} {'search p50/p99':>15}"
@@ -157,6 +166,7 @@ def throughput(sizes: list[int], pg_url: str) -> None:
                     )
                     continue
                 r = measure(store, size)
+            figures[f"{name}_{size}"] = r
             print(
                 f"{name:14} {size:>6} {r['load_items_s']:>8.0f} {r['put_ops_s']:>7.0f} "
                 f"{r['put_p50_ms']:>6.2f}/{r['put_p99_ms']:<6.2f} {r['get_ops_s']:>8.0f} "
@@ -164,6 +174,7 @@ def throughput(sizes: list[int], pg_url: str) -> None:
                 f"{r['search_p50_ms']:>7.2f}/{r['search_p99_ms']:<7.2f}",
                 flush=True,
             )
+    return figures
 
 
 @contextmanager
@@ -180,11 +191,12 @@ def embed_function() -> Callable[[list[str]], list[list[float]]]:
     return embed
 
 
-def quality(samples: int) -> None:
-    if not LOCOMO.is_file():
-        print(f"quality: skipped, {LOCOMO} not found (set LOCOMO_PATH)")
-        return
-    conversations = load(LOCOMO, [], 0)[:samples]
+def quality(samples: int) -> dict[str, Any]:
+    path = locomo_file()
+    if not path.is_file():
+        print(f"quality: skipped, {path} not found (set LOCOMO_PATH)")
+        return {}
+    conversations = load(path, [], 0)[:samples]
     index: Any = {"dims": 256, "embed": embed_function(), "fields": ["text"]}
     theirs = InMemoryStore(index=index)
     hits = {"LedgerStore": 0, "InMemoryStore": 0}
@@ -215,17 +227,24 @@ def quality(samples: int) -> None:
     )
     for name, count in hits.items():
         print(f"  {name:14} R@5 {count / asked:.3f}")
+    return {
+        "conversations": len(conversations),
+        "facts": facts,
+        "questions": asked,
+        **{f"{name}_recall@5": count / asked for name, count in hits.items()},
+    }
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks langgraph")
-    parser.add_argument("--quick", action="store_true", help="1,000 items, 2 conversations")
+    parser.add_argument("--quick", action="store_true", help="1,000 items, 1 conversation")
     parser.add_argument("--sizes", default=None, help="comma-separated sizes (1000,16000)")
     parser.add_argument("--pg", default=PG_URL, help="PostgreSQL URL for PostgresStore")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("1000" if args.quick else "1000,16000")).split(",")]
-    throughput(sizes, args.pg)
-    quality(2 if args.quick else 7)
+    figures = {"sizes": sizes, "throughput": throughput(sizes, args.pg)}
+    figures["quality"] = quality(1 if args.quick else 7)
+    print(f"figures written to {save('langgraph', figures)}")
     return 0
 
 
