@@ -37,7 +37,7 @@ from memory_ledger.commands.aio.worker import EngineWorker
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.embeddings.config import provider_from_config
-from memory_ledger.commands.engine.batch import BatchOp, BatchResult, Remember
+from memory_ledger.commands.engine.batch import BatchOp, BatchResult, Remember, apply_batch
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -343,6 +343,18 @@ class AsyncDirectCommands:
             value=value,
             tags=tags,
             occurred_at=occurred_at,
+        )
+
+    async def remember_many(
+        self, namespace: Namespace, items: Iterable[Remember | str]
+    ) -> BatchResult:
+        """As :meth:`AsyncMemoryEngine.remember_many`, in a session of this prefix."""
+        return await self._engine.run(
+            apply_batch,
+            self._engine.engine,
+            namespace,
+            list(items),
+            session_prefix=self._commands.prefix,
         )
 
     async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:

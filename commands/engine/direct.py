@@ -137,6 +137,11 @@ class DirectCommands:
         self._engine = engine
         self._prefix = session_prefix
 
+    @property
+    def prefix(self) -> str:
+        """How the session id of each command starts (``direct-`` unless told otherwise)."""
+        return self._prefix
+
     def remember(
         self,
         namespace: Namespace,

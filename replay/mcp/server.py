@@ -356,6 +356,7 @@ class MemoryMcpServer:
         change = ToolAnnotations(read_only_hint=False, destructive_hint=False)
         for tool, hints in (
             (self.remember, change),
+            (self.remember_many, change),
             (self.recall, ToolAnnotations(read_only_hint=False, idempotent_hint=True)),
             (self.forget, ToolAnnotations(read_only_hint=False, destructive_hint=True)),
             (self.correct, change),
@@ -581,6 +582,32 @@ class MemoryMcpServer:
             text,
             {
                 "memory_id": done.memory_id,
+                "superseded": superseded,
+                "session_id": done.session_id,
+                "position": done.position,
+            },
+        )
+
+    async def remember_many(self, statements: list[str]) -> CallToolResult:
+        """Store several self-contained statements at once, as ONE command: all of them or,
+        when one is refused (empty, secret-shaped), none (durable on return)."""
+        caller = self._caller()
+        try:
+            done = await self.memory.direct(caller.prefix).remember_many(
+                caller.namespace, statements
+            )
+        except (MemoryLedgerError, ValueError) as e:
+            text = _error_text(e, ("statements",), {"ops": "statements"})
+            raise ToolError(
+                re.sub(r"\bops\[(\d+)\]\.statement\b", r"statements[\1]", text)
+            ) from None
+        ids = [str(outcome.memory_id) for outcome in done.outcomes]
+        superseded = [str(m) for m in done.report.superseded]
+        text = f"remembered {len(ids)} statements in one command ({done.session_id})"
+        return _result(
+            text,
+            {
+                "memory_ids": ids,
                 "superseded": superseded,
                 "session_id": done.session_id,
                 "position": done.position,

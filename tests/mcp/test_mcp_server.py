@@ -37,7 +37,16 @@ pytestmark = pytest.mark.anyio
 
 ALICE = memory_ledger.Namespace("acme", "alice", "assistant")
 BOB = memory_ledger.Namespace("acme", "bob", "assistant")
-TOOLS = {"remember", "recall", "forget", "correct", "pin", "explain", "memory_map"}
+TOOLS = {
+    "remember",
+    "remember_many",
+    "recall",
+    "forget",
+    "correct",
+    "pin",
+    "explain",
+    "memory_map",
+}
 API_KEY = "sk-proj-T3stK3yAAAABBBBCCCCDDDDEEEEFFFFGGGG1234"
 """A client that names itself after its API key (the tester's case)."""
 MISTYPED = [
@@ -143,6 +152,28 @@ async def test_stdio_tools_resource_and_lineage(tmp_path: Path) -> None:
     assert recalls and all(r.session_id.startswith("mcp-pytest-agent-") for r in recalls)
     forgotten = [e for e in events if isinstance(e, MemoryForgotten)]
     assert [str(e.originator_id) for e in forgotten] == [espresso]
+
+
+async def test_stdio_remember_many_is_one_command_all_or_none(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with stdio_session(store, ALICE) as session:
+        done = await session.call_tool(
+            "remember_many", {"statements": ["Alice likes tea.", "Alice plays the cello."]}
+        )
+        assert not done.is_error, text(done)
+        assert len(done.structured_content["memory_ids"]) == 2
+        assert done.structured_content["session_id"].startswith("mcp-pytest-agent-")
+        refused = await session.call_tool(
+            "remember_many", {"statements": ["Alice likes jazz.", "   "]}
+        )
+        assert refused.is_error and "statements[1]" in text(refused)
+        assert "ops" not in text(refused)
+        assert sorted(await statements(session, "Alice")) == [
+            "Alice likes tea.",
+            "Alice plays the cello.",
+        ]
+    commands = [e for e in ledger(store) if isinstance(e, ExplicitCommandApplied)]
+    assert len(commands) == 2 and len({c.session_id for c in commands}) == 1
 
 
 async def test_stdio_refuses_a_namespace_in_tool_arguments(tmp_path: Path) -> None:
