@@ -23,6 +23,7 @@ BENCHMARKS = {
     "workspace": "benchmarks.workspace",
     "encryption": "benchmarks.encryption",
     "races": "benchmarks.races",
+    "langgraph": "benchmarks.langgraph_bench",
     "all": "benchmarks.run_all",
 }
 

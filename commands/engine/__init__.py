@@ -11,7 +11,7 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.batch import BatchOutcome, BatchResult, Forget, Remember
-    from memory_ledger.commands.engine.direct import DirectResult
+    from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
     from memory_ledger.commands.engine.encryption import ErasureReport
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.store import ReadModels
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BatchOutcome",
     "BatchResult",
+    "DirectCommands",
     "DirectResult",
     "ErasureReport",
     "Forget",
@@ -34,6 +35,7 @@ __getattr__, __dir__ = lazy_exports(
         "BatchResult": "memory_ledger.commands.engine.batch",
         "Forget": "memory_ledger.commands.engine.batch",
         "Remember": "memory_ledger.commands.engine.batch",
+        "DirectCommands": "memory_ledger.commands.engine.direct",
         "DirectResult": "memory_ledger.commands.engine.direct",
         "ErasureReport": "memory_ledger.commands.engine.encryption",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",

@@ -33,6 +33,7 @@ from memory_ledger.replay.cli.audit import events, explain_command, stats_comman
 from memory_ledger.replay.cli.common import NegativeNumberArguments, PipeAwareGroup, out
 from memory_ledger.replay.cli.erase import register as register_erase
 from memory_ledger.replay.cli.forget import register as register_forget
+from memory_ledger.replay.cli.langgraph import register as register_langgraph
 from memory_ledger.replay.cli.mcp import register as register_mcp_commands
 from memory_ledger.replay.cli.recall import recall
 from memory_ledger.replay.cli.replay import (
@@ -120,6 +121,7 @@ def _root(
 register_mcp_commands(app)
 register_forget(app)  # ``forget --all`` (replay/cli/forget.py)
 register_erase(app)  # ``erase`` and ``keys new|rotate`` (replay/cli/erase.py)
+register_langgraph(app)  # ``langgraph import|export`` (replay/cli/langgraph.py)
 
 
 def main() -> None:

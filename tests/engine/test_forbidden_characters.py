@@ -184,7 +184,7 @@ def test_session_ids_at_the_limit_are_accepted(engine: MemoryEngine) -> None:
 
 
 def test_a_direct_session_prefix_follows_the_session_id_rules(engine: MemoryEngine) -> None:
-    from memory_ledger.commands.engine.direct import DirectCommands
+    from memory_ledger.commands.engine import DirectCommands
 
     for prefix, code in (("mcp-\x1b-", "forbidden_character"), ("p" * 225, "session_id_too_long")):
         with pytest.raises(InvalidNamespaceError) as raised:

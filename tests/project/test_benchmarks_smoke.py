@@ -50,6 +50,7 @@ OUTPUTS = {
     "workspace": "workspace.json",
     "encryption": "encryption.json",
     "races": "races.json",
+    "langgraph": "langgraph.json",
 }
 
 

@@ -66,6 +66,7 @@ FACES = (
     "memory_ledger.commands.session",
     "memory_ledger.commands.workspace",
     "memory_ledger.replay.cli",
+    "memory_ledger.replay.langgraph_store",
     "memory_ledger.replay.mcp",
 )
 

@@ -1,0 +1,164 @@
+"""``memory-ledger langgraph import|export``: move items between any LangGraph store and a
+ledger store (``memory_ledger.replay.langgraph_store``; the ``langgraph`` extra).
+
+Registered on the CLI app by :func:`register` (``replay/cli/app.py`` calls it)::
+
+    memory-ledger langgraph import SOURCE --tenant T --principal P --scope-id S [--store DIR]
+    memory-ledger langgraph export TARGET --tenant T --principal P --scope-id S [--store DIR]
+
+``SOURCE``/``TARGET`` names the other store: ``module:name`` (a ``BaseStore``, or a callable
+of no argument returning one, imported from the current directory's path) or a
+``postgresql://`` URL (LangGraph's ``PostgresStore``, from ``langgraph-checkpoint-postgres``;
+its tables are set up first). The import keeps each item's ``updated_at`` as the occurred
+time of its put. LangGraph is imported only when one of these commands runs (``--help``
+stays fast). Exit status 0 done, 2 an error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import msgspec
+import typer
+
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.cli import common
+from memory_ledger.replay.cli.common import (
+    JsonOption,
+    LedgerOption,
+    MasterKeyFileOption,
+    PrincipalOption,
+    ScopeOption,
+    StoreOption,
+    TenantOption,
+)
+
+__all__ = ["export_command", "import_command", "register"]
+
+OtherStore = Annotated[
+    str,
+    typer.Argument(
+        metavar="STORE",
+        help="The other LangGraph store: module:name (a BaseStore or a factory of one) or a "
+        "postgresql:// URL (PostgresStore).",
+        show_default=False,
+    ),
+]
+
+
+@contextlib.contextmanager
+def other_store(spec: str) -> Iterator[Any]:
+    """The LangGraph store ``spec`` names (see the module doc), closed afterwards when it was
+    opened here.
+
+    :raises ValueError: ``spec`` names nothing usable (the message says why).
+    """
+    if spec.startswith(("postgresql://", "postgres://")):
+        try:
+            from langgraph.store.postgres import PostgresStore
+        except ImportError:
+            msg = "a postgresql:// store needs langgraph-checkpoint-postgres (pip install it)"
+            raise ValueError(msg) from None
+        with PostgresStore.from_conn_string(spec) as store:
+            store.setup()
+            yield store
+        return
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"STORE must be module:name or a postgresql:// URL, got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        found: Any = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot load {spec!r}: {e}") from None
+    from langgraph.store.base import BaseStore
+
+    if not isinstance(found, BaseStore) and callable(found):
+        found = found()
+    if not isinstance(found, BaseStore):
+        raise ValueError(f"{spec!r} is not a LangGraph BaseStore (got {type(found).__name__})")
+    yield found
+
+
+def _run(
+    ctx: typer.Context,
+    direction: str,
+    spec: str,
+    namespace: Namespace,
+    store: Any,
+    ledger: str | None,
+    as_json: bool,
+) -> None:
+    from memory_ledger.replay.langgraph_store import LedgerStore, export_store, import_store
+
+    with common.user_errors():
+        namespace.validated()
+        config = common.audit_config(ctx)
+        folder = common.store_folder(store, config)
+        with (
+            other_store(spec) as other,
+            LedgerStore.open(
+                folder, namespace, config=config, create=direction == "import"
+            ) as ours,
+        ):
+            if direction == "import":
+                report = import_store(other, ours)
+            else:
+                report = export_store(ours, other)
+            head = ours.engine.head
+    if as_json:
+        common.print_json({**msgspec.to_builtins(report), "position": head})
+        return
+    verb = "imported" if direction == "import" else "exported"
+    common.out.print(
+        f"{verb} {report.items} items in {report.namespaces} namespaces (ledger position {head})",
+        highlight=False,
+    )
+
+
+def import_command(
+    ctx: typer.Context,
+    source: OtherStore,
+    tenant: TenantOption,
+    principal: PrincipalOption,
+    scope_id: ScopeOption,
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy every item of another LangGraph store into the ledger store (as puts)."""
+    _run(ctx, "import", source, Namespace(tenant, principal, scope_id), store, ledger, as_json)
+
+
+def export_command(
+    ctx: typer.Context,
+    target: OtherStore,
+    tenant: TenantOption,
+    principal: PrincipalOption,
+    scope_id: ScopeOption,
+    store: StoreOption = None,
+    ledger: LedgerOption = None,
+    master_key_file: MasterKeyFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy every current item of the ledger store into another LangGraph store."""
+    _run(ctx, "export", target, Namespace(tenant, principal, scope_id), store, ledger, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``langgraph`` command group (``import``, ``export``) to the app."""
+    group = typer.Typer(
+        name="langgraph",
+        help="Move items between a LangGraph store and the ledger store.",
+        no_args_is_help=True,
+        subcommand_metavar="import|export STORE [OPTIONS]",
+    )
+    group.command("import")(import_command)
+    group.command("export")(export_command)
+    app.add_typer(group, name="langgraph")

@@ -1,0 +1,145 @@
+"""How a LangGraph item is recorded as a keyed fact of the ledger, and read back.
+
+One put is one ``remember`` of the engine (``commands.engine``) with:
+
+- ``value``: the item's JSON value, exactly (``json.dumps``, key order kept): the one
+  place the value lives, so ``get`` returns what was put (at most 2,000 characters, the
+  engine's ``MAX_FIELD_CHARS``; a longer one is refused with the engine's
+  ``field_too_long``);
+- ``subject``: ``lg`` and a digest of the item's address (its LangGraph namespace and key),
+  ``predicate`` :data:`PREDICATE`: the engine's (subject, predicate) key, so a put of the
+  same address supersedes the previous value (the engine lowercases keys; a hex digest
+  keeps ``"Key"`` and ``"key"`` apart);
+- ``tags``: the address as JSON (``langgraph:[["ns","sub"],"key"]``) and, with a TTL,
+  ``langgraph-ttl:<minutes>``;
+- ``statement``: the text of the item's indexed fields (``IndexConfig.fields``, paths such
+  as ``a.b`` and ``arr[*]``; the whole document for ``$``) followed by a revision digest of
+  address, value and TTL, so two addresses never share a memory id (uuid5 of the
+  statement) and a changed value is a new memory. Lexical and semantic recall search it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from memory_ledger.commands.errors import CommandRejectedError
+
+__all__ = [
+    "PREDICATE",
+    "Address",
+    "Record",
+    "address_of",
+    "encode_record",
+    "index_text",
+    "subject_of",
+]
+
+PREDICATE = "langgraph-item"
+"""The predicate of every item the store records."""
+
+ADDRESS_TAG = "langgraph:"
+TTL_TAG = "langgraph-ttl:"
+_STATEMENT_ROOM = 1960
+"""Characters of indexed text kept in the statement (the engine allows 2,000; the rest is
+the revision digest)."""
+
+Address = tuple[tuple[str, ...], str]
+"""A LangGraph item's address: (namespace tuple, key)."""
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True):
+    """The arguments of the ``remember`` that records one put (see the module doc)."""
+
+    statement: str
+    subject: str
+    value: str
+    tags: tuple[str, ...]
+
+
+def subject_of(namespace: Sequence[str], key: str) -> str:
+    """The engine subject of an address: ``lg`` and 16 hex digits of its SHA-256 (a
+    longer hex run looks like a secret to the secret door)."""
+    raw = json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
+    return "lg" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def _json(value: Any, parameter: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        msg = f"{parameter} must be JSON-serializable: {type(e).__name__}"
+        raise CommandRejectedError(msg, "value_not_json", parameter=parameter) from None
+
+
+def index_text(value: Mapping[str, Any], fields: Sequence[str] | None) -> str:
+    """The text of ``value`` at ``fields`` (LangGraph's ``get_text_at_path``), joined by
+    line breaks; None or ``["$"]``: the whole document as JSON; ``[]``: nothing."""
+    from langgraph.store.base import get_text_at_path  # the optional extra, on a write
+
+    paths = ["$"] if fields is None else list(fields)
+    texts: list[str] = []
+    for path in paths:
+        texts.extend(get_text_at_path(dict(value), path))
+    return "\n".join(texts)
+
+
+def encode_record(
+    namespace: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    fields: Sequence[str] | None,
+    ttl: float | None,
+) -> Record:
+    """The record of a put of ``value`` at ``(namespace, key)`` indexing ``fields``
+    (None: the whole document; ``[]``: not indexed) with ``ttl`` minutes (None: none).
+
+    :raises CommandRejectedError: ``value`` is not a JSON object (``value_not_json``) or the
+        address is longer than a tag holds (``address_too_long``, 256 characters).
+    """
+    if not isinstance(value, Mapping):
+        msg = f"value must be a dict, got {type(value).__name__}"
+        raise CommandRejectedError(msg, "value_not_json", parameter="value")
+    text = _json(dict(value), "value")
+    address = ADDRESS_TAG + _json([list(namespace), key], "key")
+    if len(address) > 256:
+        msg = "namespace and key together are longer than 256 characters as JSON"
+        raise CommandRejectedError(msg, "address_too_long", parameter="key")
+    tags = (address,) if ttl is None else (address, f"{TTL_TAG}{float(ttl)!r}")
+    digest = hashlib.sha256("\x1f".join((address, text, repr(ttl))).encode("utf-8"))
+    searched = " ".join(index_text(value, fields).split())[:_STATEMENT_ROOM]
+    statement = f"{searched} lgrev{digest.hexdigest()[:16]}".strip()
+    return Record(statement=statement, subject=subject_of(namespace, key), value=text, tags=tags)
+
+
+def address_of(tags: Sequence[str]) -> Address | None:
+    """The address a memory's tags record, or None (not an item of this store)."""
+    for tag in tags:
+        if tag.startswith(ADDRESS_TAG):
+            try:
+                raw = json.loads(tag[len(ADDRESS_TAG) :])
+            except ValueError:
+                return None
+            if (
+                isinstance(raw, list)
+                and len(raw) == 2
+                and isinstance(raw[0], list)
+                and isinstance(raw[1], str)
+            ):
+                return tuple(str(label) for label in raw[0]), raw[1]
+    return None
+
+
+def ttl_of(tags: Sequence[str]) -> float | None:
+    """The TTL in minutes a memory's tags record, or None."""
+    for tag in tags:
+        if tag.startswith(TTL_TAG):
+            try:
+                return float(tag[len(TTL_TAG) :])
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,387 @@
+"""``LedgerStore``: a LangGraph ``BaseStore`` whose every put and delete is an engine command.
+
+The tenant is an engine :class:`~memory_ledger.ledger.ids.Namespace` bound when the store
+is constructed; LangGraph namespace tuples live inside it and never choose it. Reads in a
+batch see the store as it was before the batch's writes (as LangGraph's ``InMemoryStore``);
+the writes of a batch are collapsed per address (the last put wins) and sent together
+(:meth:`~memory_ledger.replay.langgraph_store.writes.Writer.apply`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+from langgraph.store.base import InvalidNamespaceError as LangGraphNamespaceError
+
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.ids import Namespace, check_namespace
+from memory_ledger.replay.langgraph_store.matching import matches_filter, matches_namespace
+from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
+from memory_ledger.replay.langgraph_store.writes import Put, Writer
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.recall import MemoryDoc
+    from memory_ledger.replay import Lineage
+    from memory_ledger.replay.langgraph_store.audit import ItemVersion
+    from memory_ledger.replay.langgraph_store.ttl import Sweeper
+
+__all__ = ["LedgerStore", "StoreNamespaceError"]
+
+
+class StoreNamespaceError(InvalidArgumentError, LangGraphNamespaceError):
+    """A LangGraph namespace breaks LangGraph's rules (empty, a label that is empty, not a
+    string, holds ``.`` or NUL, or a write whose root label is ``langgraph``): both the
+    engine's typed error and LangGraph's ``InvalidNamespaceError``."""
+
+    reason_code = "invalid_langgraph_namespace"
+
+
+def _check_op(op: Op) -> None:
+    try:
+        validate_op_namespace(op)
+    except LangGraphNamespaceError as e:
+        raise StoreNamespaceError(str(e), parameter="namespace") from None
+    if isinstance(op, PutOp):
+        if not op.namespace:
+            raise StoreNamespaceError("Namespace cannot be empty.", parameter="namespace")
+        if op.namespace[0] == "langgraph":
+            msg = f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
+            raise StoreNamespaceError(msg, parameter="namespace")
+
+
+class LedgerStore(BaseStore):
+    """A LangGraph store over a memory-ledger engine, for one tenant ``namespace``.
+
+    :param engine: an open :class:`~memory_ledger.commands.engine.MemoryEngine` (its
+        semantic channel, if any, is the search's embedding function; see :meth:`open`).
+    :param namespace: the engine namespace every item of this store lives in.
+    :param index: LangGraph's ``IndexConfig``: its ``fields`` are what search indexes
+        (default ``["$"]``, the whole document; with no ``index`` too: lexical search
+        always works). Its ``embed``/``dims`` are used by :meth:`open`.
+    :param ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes,
+        ``sweep_interval_minutes``). Reads never write: ``refresh_on_read`` is not
+        supported (an item's TTL counts from its last put).
+    :raises InvalidNamespaceError: ``namespace`` is not a valid engine namespace.
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        namespace: Namespace,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        owns_engine: bool = False,
+    ) -> None:
+        check_namespace(namespace)
+        self.engine = engine
+        self.namespace = namespace
+        self.index_config = index
+        self.ttl_config = ttl
+        fields = (index or {}).get("fields")
+        self.fields: tuple[str, ...] | None = None if fields is None else tuple(fields)
+        self.reader = ItemReader(engine, namespace)
+        self.writer = Writer(engine, namespace, self.reader)
+        self._owns_engine = owns_engine
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ledgerstore")
+        self._sweeper: Sweeper | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        namespace: Namespace,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        **engine_options: Any,
+    ) -> LedgerStore:
+        """Open (or create) the store folder ``path`` and a store over it; closing the
+        store closes the engine. With ``index["embed"]`` (LangGraph embeddings or a
+        function) and ``index["dims"]``, search is hybrid with that embedding function
+        (:class:`~memory_ledger.replay.langgraph_store.embeddings.LangGraphEmbeddingProvider`);
+        without it the engine's configured provider (or lexical recall) serves.
+
+        :raises StoreUnavailableError: as :meth:`MemoryEngine.open`.
+        """
+        if index and index.get("embed") is not None and "embeddings" not in engine_options:
+            from memory_ledger.replay.langgraph_store.embeddings import provider_for
+
+            engine_options["embeddings"] = provider_for(index)
+        engine = MemoryEngine.open(path, **engine_options)
+        return cls(engine, namespace, index=index, ttl=ttl, owns_engine=True)
+
+    # BaseStore ------------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order: reads answer from the state before the batch's writes;
+        the writes, collapsed per address (last put wins), are sent at the end.
+
+        :raises StoreNamespaceError: an op's namespace breaks LangGraph's rules (nothing of
+            the batch is done).
+        :raises CommandRejectedError: a value the engine refuses (typed; e.g.
+            ``SecretRefusedError`` for a secret-shaped value).
+        :raises FilterError: a search filter with an unknown operator.
+        """
+        ops = list(ops)
+        for op in ops:
+            _check_op(op)
+        now = datetime.now(UTC)
+        results: list[Result] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op, now))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op, now))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op, now))
+            elif isinstance(op, PutOp):
+                puts.pop((op.namespace, op.key), None)  # the last put wins, in its place
+                puts[(op.namespace, op.key)] = op
+                results.append(None)
+            else:
+                msg = f"Unknown operation type: {type(op)}"
+                raise InvalidArgumentError(msg, parameter="ops", reason_code="unknown_op")
+        if puts:
+            self.writer.apply([self._put(op) for op in puts.values()])
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` on the store's one worker thread (calls run in submission order;
+        the event loop never blocks)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, self.batch, list(ops))
+
+    # Operations ----------------------------------------------------------------------------
+
+    def _put(self, op: PutOp) -> Put:
+        fields: tuple[str, ...] | None
+        if op.index is False:
+            fields = ()
+        elif op.index is None:
+            fields = self.fields
+        else:
+            fields = tuple(op.index)
+        value = None if op.value is None else dict(op.value)
+        return Put(namespace=op.namespace, key=str(op.key), value=value, fields=fields, ttl=op.ttl)
+
+    def _get(self, op: GetOp, now: datetime) -> Item | None:
+        current = self.reader.current(op.namespace, str(op.key))
+        if current is None or current.expired(now):
+            return None
+        return _item(current)
+
+    def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
+        wanted = op.offset + op.limit
+        if not op.query:
+            return self._page(op, [], wanted, now)
+        everything = max(1, len(self.engine.retrievable_memories(self.namespace)))
+        depth = min(everything, max(50, 4 * wanted))
+        while True:  # a shallow ranking first; deeper when the prefix or filter drop too many
+            ranked, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
+            if depth >= everything or len(ranked) < depth:
+                return self._page(op, list(ranked), wanted, now)
+            kept = self._keep(op, list(ranked), wanted, now, unscored=False)
+            if len(kept) >= wanted:
+                return self._items(op, kept, wanted)
+            depth = everything
+
+    def _page(
+        self, op: SearchOp, ranked: list[tuple[MemoryDoc, float]], wanted: int, now: datetime
+    ) -> list[SearchItem]:
+        return self._items(op, self._keep(op, ranked, wanted, now, unscored=True), wanted)
+
+    def _keep(
+        self,
+        op: SearchOp,
+        ranked: list[tuple[MemoryDoc, float]],
+        wanted: int,
+        now: datetime,
+        *,
+        unscored: bool,
+    ) -> list[tuple[tuple[tuple[str, ...], str], float | None]]:
+        """The first ``wanted`` addresses of the ranked matches (then, with ``unscored``,
+        of every other item) in the prefix that pass the filter and have not expired."""
+        prefix = op.namespace_prefix
+        n = len(prefix)
+        kept: list[tuple[tuple[tuple[str, ...], str], float | None]] = []
+        candidates = self._candidates(ranked) if unscored else iter(ranked)
+        for doc, score in candidates:
+            decoded = self.reader.decoded(doc)
+            if decoded is None:
+                continue
+            address, value, ttl = decoded
+            if address[0][:n] != prefix or not matches_filter(value, op.filter):
+                continue
+            if ttl is not None:  # only an item with a TTL needs its times to be kept
+                current = self.reader.current(*address)
+                if current is None or current.expired(now):
+                    continue
+            kept.append((address, score))
+            if len(kept) >= wanted:
+                break
+        return kept
+
+    def _items(
+        self,
+        op: SearchOp,
+        kept: list[tuple[tuple[tuple[str, ...], str], float | None]],
+        wanted: int,
+    ) -> list[SearchItem]:
+        page: list[SearchItem] = []
+        for address, score in kept[op.offset : wanted]:
+            current = self.reader.current(*address)
+            if current is not None:
+                page.append(_search_item(current, score))
+        return page
+
+    def _candidates(
+        self, scored: list[tuple[MemoryDoc, float]]
+    ) -> Iterator[tuple[MemoryDoc, float | None]]:
+        """The query's matches (best first), then every other item without a score (read
+        only when the matches do not fill the page)."""
+        yield from scored
+        seen = {doc.memory_id for doc, _ in scored}
+        for doc, *_ in self.reader.docs():
+            if doc.memory_id not in seen:
+                yield doc, None
+
+    def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
+        conditions = [(c.match_type, c.path) for c in op.match_conditions or ()]
+        spaces: set[tuple[str, ...]] = set()
+        expiring: set[tuple[tuple[str, ...], str]] = set()
+        for _, (namespace, key), _, ttl in self.reader.docs():
+            if namespace in spaces:
+                continue
+            if ttl is not None:
+                expiring.add((namespace, key))
+                continue
+            spaces.add(namespace)
+        for namespace, key in expiring:  # only these need their times read
+            current = self.reader.current(namespace, key)
+            if current is not None and not current.expired(now):
+                spaces.add(namespace)
+        chosen = [ns for ns in spaces if matches_namespace(ns, conditions)]
+        if op.max_depth is not None:
+            chosen = list({ns[: op.max_depth] for ns in chosen})
+        return sorted(chosen)[op.offset : op.offset + op.limit]
+
+    # Extensions: what only a ledger can tell -------------------------------------------
+
+    def history(self, namespace: tuple[str, ...], key: str) -> list[ItemVersion]:
+        """Every recorded change of the item, oldest first
+        (:func:`~memory_ledger.replay.langgraph_store.audit.item_history`)."""
+        from memory_ledger.replay.langgraph_store.audit import item_history
+
+        return item_history(self.reader, namespace, key)
+
+    def get_as_of(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        at: int | datetime | str,
+        *,
+        occurred: bool = False,
+    ) -> Item | None:
+        """The item as it stood at a ledger position or time
+        (:func:`~memory_ledger.replay.langgraph_store.audit.item_as_of`)."""
+        from memory_ledger.replay.langgraph_store.audit import item_as_of
+
+        return item_as_of(self.reader, namespace, key, at, occurred=occurred)
+
+    def explain(self, namespace: tuple[str, ...], key: str) -> Lineage | None:
+        """The lineage of the item's current value, or None
+        (:func:`~memory_ledger.replay.langgraph_store.audit.item_explain`)."""
+        from memory_ledger.replay.langgraph_store.audit import item_explain
+
+        return item_explain(self.reader, namespace, key)
+
+    # Lifecycle -----------------------------------------------------------------------------
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Start the background sweeper (a thread) that records an expiry (a forget under
+        the ``langgraph-ttl-`` session prefix) for every item whose TTL ran out; every
+        ``sweep_interval_minutes`` (default: ``ttl.sweep_interval_minutes``, else 5)."""
+        from memory_ledger.replay.langgraph_store.ttl import Sweeper
+
+        if self._sweeper is None:
+            minutes = sweep_interval_minutes or (self.ttl_config or {}).get(
+                "sweep_interval_minutes"
+            )
+            self._sweeper = Sweeper(self.reader, self.writer, (minutes or 5) * 60.0)
+            self._sweeper.start()
+
+    def stop_ttl_sweeper(self) -> None:
+        """Stop the sweeper (waits for a sweep under way)."""
+        if self._sweeper is not None:
+            self._sweeper.stop()
+            self._sweeper = None
+
+    def sweep_ttl(self) -> int:
+        """Record an expiry for every item whose TTL has run out now; how many."""
+        from memory_ledger.replay.langgraph_store.ttl import sweep
+
+        return sweep(self.reader, self.writer)
+
+    def close(self) -> None:
+        """Stop the sweeper and the worker; close the engine when :meth:`open` opened it."""
+        self.stop_ttl_sweeper()
+        self._worker.shutdown(wait=True)
+        if self._owns_engine:
+            self.engine.close()
+
+    def __enter__(self) -> LedgerStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _uuid(doc: MemoryDoc) -> Any:
+    from uuid import UUID
+
+    return UUID(doc.memory_id)
+
+
+def _item(current: Current) -> Item:
+    return Item(
+        value=current.value,
+        key=current.key,
+        namespace=current.namespace,
+        created_at=current.created_at,
+        updated_at=current.updated_at,
+    )
+
+
+def _search_item(current: Current, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=current.namespace,
+        key=current.key,
+        value=current.value,
+        created_at=current.created_at,
+        updated_at=current.updated_at,
+        score=score,
+    )

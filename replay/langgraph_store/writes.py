@@ -1,0 +1,116 @@
+"""Writing LangGraph puts as engine commands: a put is a ``remember`` of a keyed fact, a
+delete (a put of None) and a TTL expiry are a ``forget``.
+
+Every write is an engine command, so the secret door, the one decision path and the
+namespace rules apply as to any other caller: a batch of puts and deletes is ONE
+``MemoryEngine.apply_batch`` (session ``batch-<hex>``: one transaction, one sync); a TTL
+expiry is a direct ``forget`` whose session id starts ``langgraph-ttl-`` (its recorded
+reason: ``memory-ledger explain`` and :meth:`LedgerStore.history` show it).
+:meth:`Writer.apply` is the one place a batch is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from memory_ledger.commands.engine import DirectCommands, Forget, Remember
+from memory_ledger.commands.errors import SupersededTargetError, UnknownMemoryError
+from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.ledger.ids import Namespace
+    from memory_ledger.replay.langgraph_store.reads import ItemReader
+
+__all__ = ["EXPIRY_PREFIX", "Put", "Writer"]
+
+EXPIRY_PREFIX = "langgraph-ttl-"
+"""Session id prefix of a TTL expiry (its recorded reason)."""
+
+_RETRIES = 5
+
+
+class Put(msgspec.Struct, frozen=True, kw_only=True):
+    """One write of a batch after collapsing: ``value`` None deletes; ``fields`` are the
+    paths indexed (None: the whole document; ``()``: not indexed); ``ttl`` in minutes;
+    ``occurred_at``: when it happened (an import keeps the original time)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None
+    fields: tuple[str, ...] | None = None
+    ttl: float | None = None
+    occurred_at: datetime | None = None
+
+
+class Writer:
+    """Sends puts to the engine for one engine namespace."""
+
+    def __init__(self, engine: MemoryEngine, namespace: Namespace, reader: ItemReader) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self.reader = reader
+        self.expiries = DirectCommands(engine, EXPIRY_PREFIX)
+
+    def apply(self, puts: Sequence[Put]) -> int:
+        """Send ``puts`` (already collapsed: one per address) as ONE engine command
+        (:meth:`MemoryEngine.apply_batch`: one transaction, one sync, all or nothing); the
+        ledger position of its last event (0: nothing to write). The one place a batch
+        reaches the engine. A delete whose value was replaced or deleted meanwhile (the
+        engine refuses the whole batch) is re-read and the batch sent again.
+
+        :raises CommandRejectedError: a value the engine refuses (a secret-shaped value:
+            ``secret_detected``; too long: ``field_too_long``; not JSON:
+            ``value_not_json``); ``parameter`` names ``ops[i]``; nothing was written.
+        """
+        for attempt in range(_RETRIES):
+            ops = self._ops(puts)
+            if not ops:
+                return 0
+            try:
+                return self.engine.apply_batch(self.namespace, ops).position
+            except (SupersededTargetError, UnknownMemoryError):
+                if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
+                    raise
+        return 0  # pragma: no cover (the loop returns or raises)
+
+    def _ops(self, puts: Sequence[Put]) -> list[Remember | Forget]:
+        ops: list[Remember | Forget] = []
+        for put in puts:
+            if put.value is None:
+                current = self.reader.current(put.namespace, put.key)
+                if current is not None:
+                    ops.append(Forget(target=current.memory_id))
+                continue
+            record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
+            ops.append(
+                Remember(
+                    statement=record.statement,
+                    subject=record.subject,
+                    predicate=PREDICATE,
+                    value=record.value,
+                    tags=record.tags,
+                    occurred_at=put.occurred_at,
+                )
+            )
+        return ops
+
+    def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
+        """Record the expiry of ``memory``, the value at the address whose TTL ran out (a
+        forget under :data:`EXPIRY_PREFIX`); 0 and nothing written when the address holds
+        another value now (put again meanwhile) or none."""
+        for _ in range(_RETRIES):
+            current = self.reader.current(namespace, key)
+            if current is None or current.memory_id != memory:
+                return 0
+            try:
+                return self.expiries.forget(self.namespace, memory).position
+            except (SupersededTargetError, UnknownMemoryError):
+                continue  # replaced or deleted meanwhile: read again
+        return 0

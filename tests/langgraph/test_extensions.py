@@ -1,0 +1,181 @@
+"""What only a ledger can offer (history, as-of reads, explain), TTL expiry as a recorded
+event, migration from and to another LangGraph store, the CLI, and hybrid search with a
+LangGraph embedding function."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from langgraph.store.base import IndexConfig
+from langgraph.store.memory import InMemoryStore
+from typer.testing import CliRunner
+
+from memory_ledger.commands import MemoryEngine, Namespace
+from memory_ledger.replay.cli.app import app
+from memory_ledger.replay.langgraph_store import LedgerStore, export_store, import_store
+
+TENANT = Namespace("acme", "alice", "lg")
+
+
+def test_history_as_of_and_explain(engine: MemoryEngine) -> None:
+    store = LedgerStore(engine, TENANT)
+    store.put(("prefs",), "drink", {"drink": "tea"})
+    after_first = engine.head
+    store.put(("prefs",), "drink", {"drink": "coffee"})
+    store.put(("prefs",), "drink", {"drink": "coffee"})  # the same value again
+    store.delete(("prefs",), "drink")
+    store.put(("prefs",), "drink", {"drink": "water"})
+    history = store.history(("prefs",), "drink")
+    assert [(v.action, v.value) for v in history] == [
+        ("put", {"drink": "tea"}),
+        ("put", {"drink": "coffee"}),
+        ("put_again", {"drink": "coffee"}),
+        ("deleted", None),
+        ("put", {"drink": "water"}),
+    ]
+    assert [v.position for v in history] == sorted(v.position for v in history)
+    past = store.get_as_of(("prefs",), "drink", after_first)
+    assert past is not None and past.value == {"drink": "tea"}
+    assert store.get_as_of(("prefs",), "drink", 1) is None
+    when = history[1].recorded_at + timedelta(microseconds=1)
+    by_time = store.get_as_of(("prefs",), "drink", when)
+    assert by_time is not None and by_time.value == {"drink": "coffee"}
+    lineage = store.explain(("prefs",), "drink")
+    assert lineage is not None and json.loads(str(lineage.value)) == {"drink": "water"}
+    assert store.explain(("prefs",), "missing") is None
+    # Another tenant's store cannot see, explain or read the item as of any point.
+    other = LedgerStore(engine, Namespace("acme", "bob", "lg"))
+    assert other.get(("prefs",), "drink") is None
+    assert other.explain(("prefs",), "drink") is None
+    assert other.get_as_of(("prefs",), "drink", after_first) is None
+
+
+def test_ttl_expiry_is_a_recorded_event(engine: MemoryEngine) -> None:
+    store = LedgerStore(engine, TENANT, ttl={"default_ttl": 0.0005})  # 30 ms
+    store.put(("tmp",), "a", {"v": 1})
+    store.put(("tmp",), "keep", {"v": 2}, ttl=None)
+    time.sleep(0.1)
+    assert store.get(("tmp",), "a") is None  # expired: no longer read
+    assert [i.key for i in store.search(("tmp",))] == ["keep"]
+    assert store.sweep_ttl() == 1
+    assert store.sweep_ttl() == 0
+    versions = store.history(("tmp",), "a")
+    assert [v.action for v in versions] == ["put", "expired"]
+    assert versions[-1].session_id.startswith("langgraph-ttl-")
+    store.put(("tmp",), "a", {"v": 3}, ttl=60)
+    got = store.get(("tmp",), "a")
+    assert got is not None and got.value == {"v": 3}
+
+
+def test_the_sweeper_thread_expires_items(engine: MemoryEngine) -> None:
+    store = LedgerStore(engine, TENANT)
+    store.put(("tmp",), "a", {"v": 1}, ttl=0.0005)
+    store.start_ttl_sweeper(sweep_interval_minutes=0.001)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if [v.action for v in store.history(("tmp",), "a")][-1] == "expired":
+            break
+        time.sleep(0.05)
+    store.stop_ttl_sweeper()
+    assert [v.action for v in store.history(("tmp",), "a")] == ["put", "expired"]
+
+
+def test_import_keeps_original_times_and_export_round_trips(engine: MemoryEngine) -> None:
+    source = InMemoryStore()
+    source.put(("users", "alice"), "a", {"text": "likes tea"})
+    source.put(("users", "bob"), "b", {"text": "likes rain", "n": [1, 2]})
+    source.put(("users",), "c", {"text": "top"})
+    store = LedgerStore(engine, Namespace("acme", "import", uuid.uuid4().hex))
+    report = import_store(source, store)
+    assert (report.namespaces, report.items) == (3, 3)
+    for ns, key in ((("users", "alice"), "a"), (("users", "bob"), "b"), (("users",), "c")):
+        theirs, ours = source.get(ns, key), store.get(ns, key)
+        assert theirs is not None and ours is not None and ours.value == theirs.value
+        assert store.history(ns, key)[0].occurred_at == theirs.updated_at
+    target = InMemoryStore()
+    assert export_store(store, target).items == 3
+    assert sorted(target.list_namespaces()) == sorted(source.list_namespaces())
+    for space in source.list_namespaces():
+        assert {(i.key, repr(i.value)) for i in target.search(space)} == {
+            (i.key, repr(i.value)) for i in source.search(space)
+        }
+
+
+SOURCE_MODULE = """
+from langgraph.store.base import IndexConfig
+from langgraph.store.memory import InMemoryStore
+
+source = InMemoryStore()
+source.put(("docs",), "one", {"text": "first"})
+source.put(("docs", "deep"), "two", {"text": "second"})
+target = InMemoryStore()
+"""
+
+
+def test_cli_import_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "lg_cli_stores.py").write_text(SOURCE_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folder = str(tmp_path / "store")
+    ns = ["--tenant", "acme", "--principal", "alice", "--scope-id", "cli"]
+    runner = CliRunner()
+    done = runner.invoke(
+        app, ["langgraph", "import", "lg_cli_stores:source", *ns, "--store", folder, "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["items"] == 2
+    done = runner.invoke(
+        app, ["langgraph", "export", "lg_cli_stores:target", *ns, "--store", folder]
+    )
+    assert done.exit_code == 0, done.output
+    assert "exported 2 items in 2 namespaces" in done.stdout
+    import lg_cli_stores  # type: ignore[import-not-found]
+
+    assert lg_cli_stores.target.get(("docs", "deep"), "two").value == {"text": "second"}
+    done = runner.invoke(app, ["langgraph", "import", "nowhere", *ns, "--store", folder])
+    assert done.exit_code == 2 and "module:name" in done.stderr
+
+
+class WordEmbeddings:
+    """A deterministic embedding of a few words (a bag of known words, no model)."""
+
+    words = ("tea", "coffee", "drink", "rain", "weather", "storm")
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            lowered = text.lower()
+            vector = [float(lowered.count(w)) for w in self.words]
+            if "tea" in lowered or "coffee" in lowered:
+                vector[2] += 1.0  # both are drinks
+            if "rain" in lowered or "storm" in lowered:
+                vector[4] += 1.0
+            out.append([*vector, 0.01])
+        return out
+
+
+def test_hybrid_search_with_a_langgraph_embedding_function(tmp_path: Path) -> None:
+    index: IndexConfig = {"dims": 7, "embed": WordEmbeddings(), "fields": ["text"]}
+    with LedgerStore.open(tmp_path / "s", TENANT, index=index, index_in_background=False) as store:
+        store.put(("m",), "a", {"text": "Alice orders coffee every morning"})
+        store.put(("m",), "b", {"text": "A storm is coming tonight"})
+        store.engine.index_vectors()
+        hits = store.search(("m",), query="drink", limit=2)
+        # No word of the query is in either item: the semantic channel ranks coffee first.
+        assert hits[0].key == "a" and hits[0].score is not None
+        status = store.engine.recall(TENANT, "weather").semantic
+        assert status is not None and "WordEmbeddings" in str(status.model)
+
+
+def test_updated_at_is_ledger_time_not_clock(engine: MemoryEngine) -> None:
+    store = LedgerStore(engine, TENANT)
+    before = datetime.now(UTC)
+    store.put(("t",), "k", {"v": 1})
+    item = store.get(("t",), "k")
+    assert item is not None and before <= item.created_at <= datetime.now(UTC)
+    assert item.created_at == store.history(("t",), "k")[0].recorded_at
