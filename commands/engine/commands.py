@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
 from memory_ledger.commands.canonical.erasure import forget_all
-from memory_ledger.commands.engine.batch import BatchOp, BatchResult, Remember, apply_batch
+from memory_ledger.commands.engine.batch import (
+    BATCH_SESSION_PREFIX,
+    BatchOp,
+    BatchResult,
+    Remember,
+    apply_batch,
+)
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport, erase_namespaces
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
@@ -107,13 +113,21 @@ class EngineCommands:
         """
         return DirectCommands(self._engine).pin(namespace, statement_or_id)
 
-    def apply_batch(self, namespace: Namespace, ops: Iterable[BatchOp | str]) -> BatchResult:
+    def apply_batch(
+        self,
+        namespace: Namespace,
+        ops: Iterable[BatchOp | str],
+        *,
+        session_prefix: str = BATCH_SESSION_PREFIX,
+    ) -> BatchResult:
         """Write ``ops`` (:class:`Remember` / :class:`Forget`, a string remembers itself) as
         ONE command of ``namespace``: one append condition, one transaction, one sync,
         durable and reconciled on return; refused whole, naming ``ops[i]``, before anything
         is written (:func:`commands.engine.batch.apply_batch`, which lists the errors).
+        ``session_prefix`` names the caller in the batch's session id (``batch-<hex>``;
+        e.g. ``langgraph-`` for the LangGraph store), so ``explain`` shows who wrote it.
         """
-        return apply_batch(self._engine, namespace, ops)
+        return apply_batch(self._engine, namespace, ops, session_prefix=session_prefix)
 
     def remember_many(self, namespace: Namespace, items: Iterable[Remember | str]) -> BatchResult:
         """Remember every item (a string or :class:`Remember`) as ONE command

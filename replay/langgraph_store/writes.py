@@ -3,7 +3,7 @@ delete (a put of None) and a TTL expiry are a ``forget``.
 
 Every write is an engine command, so the secret door, the one decision path and the
 namespace rules apply as to any other caller: a batch of puts and deletes is ONE
-``MemoryEngine.apply_batch`` (session ``batch-<hex>``: one transaction, one sync); a TTL
+``MemoryEngine.apply_batch`` (session ``langgraph-<hex>``: one transaction, one sync); a TTL
 expiry is a direct ``forget`` whose session id starts ``langgraph-ttl-`` (its recorded
 reason: ``memory-ledger explain`` and :meth:`LedgerStore.history` show it).
 :meth:`Writer.apply` is the one place a batch is sent.
@@ -32,6 +32,9 @@ __all__ = ["EXPIRY_PREFIX", "Put", "Writer"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
+PUT_PREFIX = "langgraph-"
+"""Session id prefix of a batch of puts and deletes (the store as the caller in explain)."""
+
 
 _RETRIES = 5
 
@@ -74,7 +77,9 @@ class Writer:
             if not ops:
                 return 0
             try:
-                return self.engine.apply_batch(self.namespace, ops).position
+                return self.engine.apply_batch(
+                    self.namespace, ops, session_prefix=PUT_PREFIX
+                ).position
             except (SupersededTargetError, UnknownMemoryError):
                 if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
                     raise

@@ -68,6 +68,8 @@ def test_ttl_expiry_is_a_recorded_event(engine: MemoryEngine) -> None:
     versions = store.history(("tmp",), "a")
     assert [v.action for v in versions] == ["put", "expired"]
     assert versions[-1].session_id.startswith("langgraph-ttl-")
+    put = versions[0].session_id  # the store names itself as the caller of its puts
+    assert put.startswith("langgraph-") and not put.startswith("langgraph-ttl-")
     store.put(("tmp",), "a", {"v": 3}, ttl=60)
     got = store.get(("tmp",), "a")
     assert got is not None and got.value == {"v": 3}
