@@ -220,8 +220,10 @@ class Integrity:
     """``verify``'s result, the store's counts and encryption state, and its erasures."""
 
     verify: VerifyReport
-    stats: StoreStats
+    stats: StoreStats | None
     erased: list[ErasedNamespace]
+    problem: str | None = None
+    """Why the counts could not be read (a damaged record), else None."""
 
 
 def integrity(state: UiState) -> Integrity:
@@ -230,6 +232,13 @@ def integrity(state: UiState) -> Integrity:
     from memory_ledger.replay.stats import store_stats
     from memory_ledger.replay.verify import verify_store
 
+    from memory_ledger.commands.secrets import redact
+
     report = state.cached("verify", lambda: verify_store(state.engine))
-    stats = state.cached("stats", lambda: store_stats(state.engine))
-    return Integrity(verify=report, stats=stats, erased=erased_namespaces(state))
+    try:
+        stats = state.cached("stats", lambda: store_stats(state.engine))
+        erased = erased_namespaces(state)
+    except Exception as error:  # a damaged record the read models cannot fold
+        text = redact(" ".join(str(error).split())).text
+        return Integrity(report, None, [], problem=f"{type(error).__name__}: {text}")
+    return Integrity(verify=report, stats=stats, erased=erased)

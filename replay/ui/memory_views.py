@@ -61,10 +61,10 @@ class MemoryPage:
 
 def _row(state: UiState, memory_id: str) -> dict[str, Any] | None:
     with state.engine.read_models(catch_up=False) as live:
-        table = live.conn.execute(
+        table = live.conn.sql(
             "SELECT memory_id, statement, status, created_position, supersedes, superseded_by "
             "FROM canonical_memory WHERE memory_id = ?",
-            [memory_id],
+            params=[memory_id],
         ).to_arrow_table()
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows[0] if rows else None
@@ -130,12 +130,13 @@ def memory_rows(
     with state.engine.read_models() as live:
         total = live.conn.execute(
             f"SELECT count(*) FROM canonical_memory WHERE {where}", params
-        ).fetchone()
-        rows = live.conn.execute(
+        ).fetchall()[0]
+        rows = live.conn.sql(
             "SELECT memory_id, status, statement, subject, predicate, created_position, "
             f"updated_position FROM canonical_memory WHERE {where} "
-            "ORDER BY created_position DESC, memory_id LIMIT ? OFFSET ?",
-            [*params, state.page_size, max(0, offset)],
+            f"ORDER BY created_position DESC, memory_id LIMIT {int(state.page_size)} "
+            f"OFFSET {max(0, int(offset))}",
+            params=params,
         ).to_arrow_table()
     return rows.to_pylist(), int(total[0]) if total else 0
 
@@ -203,10 +204,10 @@ def _current(past: AsOf, namespace: Namespace) -> set[str]:
 def _statements(past: AsOf, ids: list[str]) -> dict[str, dict[str, Any]]:
     if not ids:
         return {}
-    table = past.conn.execute(
+    table = past.conn.sql(
         "SELECT memory_id, statement, status, subject, predicate, created_position "
         "FROM canonical_memory WHERE list_contains(?, memory_id)",
-        [ids],
+        params=[ids],
     ).to_arrow_table()
     return {r["memory_id"]: r for r in table.to_pylist()}
 
