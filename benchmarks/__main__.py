@@ -23,6 +23,7 @@ BENCHMARKS = {
     "workspace": "benchmarks.workspace",
     "encryption": "benchmarks.encryption",
     "races": "benchmarks.races",
+    "ui": "benchmarks.ui",
     "all": "benchmarks.run_all",
 }
 

@@ -4,8 +4,8 @@ Commands, by module: ``convert-locomo`` and ``run`` (:mod:`.cli_run`), ``recall`
 (:mod:`.cli_recall`), ``events``, ``verify``, ``stats`` and ``explain``
 (:mod:`.cli_audit`), ``replay``, ``as-of``, ``export``, ``backup``, ``restore`` and
 ``migrate`` (:mod:`.cli_replay`), ``forget`` (:mod:`.forget_cli`), ``erase`` and ``keys``
-(:mod:`.erase_cli`), ``ui`` (:mod:`.ui`); what they share is in :mod:`.cli_common`. Every command that
-reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file) and
+(:mod:`.erase_cli`), ``ui`` (:mod:`.ui`); what they share is in :mod:`.cli_common`. Every
+command that reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file) and
 ``--ledger URL`` (a PostgreSQL ledger shared by several hosts; default: ``ledger`` of the
 settings file, else the LMDB ledger in the store folder) and ``--master-key-file FILE`` (the
 master key of an encrypted store; default: ``master_key_file`` of the settings file, else

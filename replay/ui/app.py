@@ -94,7 +94,9 @@ class _Pages:
                 return self.render("error.html", code, error=_message(error))
             except Exception as error:  # never a traceback on a page
                 _log.warning(
-                    "memory-ledger ui: %s on %s", type(error).__name__, request.url.path,
+                    "memory-ledger ui: %s on %s",
+                    type(error).__name__,
+                    request.url.path,
                     exc_info=True,
                 )
                 return self.render("error.html", 500, error="internal error (see the server log)")
@@ -114,9 +116,7 @@ class _Pages:
         status = request.query_params.get("status") or None
         if status is not None and status not in ledger_views.STATUSES:
             raise InvalidArgumentError(f"unknown status {status!r}", parameter="status")
-        rows, total = memory_views.memory_rows(
-            self.state, namespace, offset=offset, status=status
-        )
+        rows, total = memory_views.memory_rows(self.state, namespace, offset=offset, status=status)
         return self.render(
             "namespace.html",
             space=namespace,
@@ -144,9 +144,7 @@ class _Pages:
             since=parse_timestamp(since, "since") if since else None,
             until=parse_timestamp(until, "until") if until else None,
         )
-        return self.render(
-            "timeline.html", space=namespace, page=page, since=since, until=until
-        )
+        return self.render("timeline.html", space=namespace, page=page, since=since, until=until)
 
     def event(self, request: Request) -> HTMLResponse:
         import json
@@ -155,7 +153,8 @@ class _Pages:
         record = ledger_views.event_payload(self.state, position)
         if record is None:
             raise InvalidArgumentError(
-                f"no event at position {position}", parameter="position",
+                f"no event at position {position}",
+                parameter="position",
                 reason_code="unknown_position",
             )
         payload = json.dumps(record, indent=2, ensure_ascii=False, default=str)
@@ -186,7 +185,11 @@ class _Pages:
             self.state, namespace, a, b, offset=_int(request, "offset", 0)
         )
         return self.render(
-            "timetravel.html", space=namespace, diff=diff, form=form, points=points,
+            "timetravel.html",
+            space=namespace,
+            diff=diff,
+            form=form,
+            points=points,
             page_size=self.state.page_size,
         )
 

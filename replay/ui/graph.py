@@ -7,6 +7,7 @@ template escapes them like every stored string."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ __all__ = ["Edge", "Graph", "Node", "lineage_graph"]
 
 WIDTH = 210
 HEIGHT = 46
-GAP = 30
+GAP = 80
 ROWS = (16, 126, 236)
 LABEL = 30
 
@@ -65,7 +66,7 @@ def _short(text: str, size: int = LABEL) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
-def _row(items: list[tuple[str, str, str, str | None]], y: int, width: int) -> list[Node]:
+def _row(items: Sequence[tuple[str, str, str, str | None]], y: int, width: int) -> list[Node]:
     total = len(items) * WIDTH + max(0, len(items) - 1) * GAP
     x = max(8, (width - total) // 2)
     nodes = []
@@ -81,14 +82,21 @@ def lineage_graph(lineage: Lineage, *, limit: int = 6) -> Graph:
     sources: list[tuple[str, str, str, str | None]] = []
     for origin in lineage.origins[:limit]:
         if origin.command is not None:
-            sources.append(("command", f"command: {origin.command.intent}",
-                            origin.command.statement, None))
+            sources.append(
+                ("command", f"command: {origin.command.intent}", origin.command.statement, None)
+            )
         elif origin.transcript is not None:
             t = origin.transcript
             sources.append(("evidence", f"turn {t.turn_id} of {t.session_id}", t.transcript, None))
         else:
-            sources.append(("evidence", f"{origin.kind} @{origin.position}",
-                            f"session {origin.session_id} turn {origin.turn_id}", None))
+            sources.append(
+                (
+                    "evidence",
+                    f"{origin.kind} @{origin.position}",
+                    f"session {origin.session_id} turn {origin.turn_id}",
+                    None,
+                )
+            )
     middle: list[tuple[str, str, str, str | None]] = []
     for earlier in lineage.supersedes[:limit]:
         middle.append(("earlier", "superseded", lineage.related.get(earlier, earlier), earlier))

@@ -229,10 +229,9 @@ class Integrity:
 def integrity(state: UiState) -> Integrity:
     """:func:`memory_ledger.replay.verify_store` and
     :func:`memory_ledger.replay.store_stats` (both walk the ledger: cached per head)."""
+    from memory_ledger.commands.secrets import redact
     from memory_ledger.replay.stats import store_stats
     from memory_ledger.replay.verify import verify_store
-
-    from memory_ledger.commands.secrets import redact
 
     report = state.cached("verify", lambda: verify_store(state.engine))
     try:

@@ -171,7 +171,7 @@ def parse_ui_point(text: str, mode: str, parameter: str) -> Point:
     if mode != "position" and isinstance(at, int):
         msg = f"{parameter} must be a time with a zone for mode {mode} (e.g. 2024-03-04T09:15Z)"
         raise PointError(msg, parameter=parameter)
-    return Point(mode=mode, at=at, text=text.strip())  # type: ignore[arg-type]
+    return Point(mode=mode, at=at, text=text.strip())
 
 
 @dataclass(frozen=True)
@@ -228,9 +228,8 @@ def time_travel(
 
     def compute() -> tuple[list[str], list[str], int, int, int]:
         now_a, now_b = _current(past_a, namespace), _current(past_b, namespace)
-        return sorted(now_a - now_b), sorted(now_b - now_a), len(now_a & now_b), *map(
-            len, (now_a, now_b)
-        )
+        gone, new = sorted(now_a - now_b), sorted(now_b - now_a)
+        return gone, new, len(now_a & now_b), len(now_a), len(now_b)
 
     gone, new, kept, count_a, count_b = state.cached(key, compute)
     offset = max(0, offset)
@@ -238,12 +237,13 @@ def time_travel(
     rest = state.page_size - len(page)
     start = max(0, offset - len(gone))
     page += [("new", i) for i in new[start : start + rest]] if rest > 0 else []
-    details_a = _statements(past_a, [i for side, i in page if side == "gone"])
-    details_b = _statements(past_b, [i for side, i in page if side == "new"])
+    gone_ids = [i for side, i in page if side == "gone"]
+    details_a = _statements(past_a, gone_ids)
+    details_b = _statements(past_b, gone_ids + [i for side, i in page if side == "new"])
     rows = []
     for side, memory_id in page:
         detail = (details_a if side == "gone" else details_b).get(memory_id, {})
-        later = past_b.memory(memory_id) if side == "gone" else None
+        later = details_b.get(memory_id) if side == "gone" else None
         rows.append(
             {
                 "side": side,

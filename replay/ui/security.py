@@ -62,8 +62,7 @@ class TokenGate:
             await _plain(send, 405, "read-only: GET only", [(b"allow", b"GET, HEAD")])
             return
         query = [
-            (k, v)
-            for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)
+            (k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), True)
         ]
         given = next((v for k, v in query if k == "token"), None)
         if given is not None:
@@ -75,9 +74,7 @@ class TokenGate:
             cookie = (
                 f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict"
             ).encode()
-            await _plain(
-                send, 303, "", [(b"location", target.encode()), (b"set-cookie", cookie)]
-            )
+            await _plain(send, 303, "", [(b"location", target.encode()), (b"set-cookie", cookie)])
             return
         if not self._valid(self._from_cookie(scope)):
             await _plain(send, 403, "token required: open the address memory-ledger ui printed")

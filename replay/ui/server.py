@@ -77,8 +77,13 @@ def serve(
                 on_ready(url)
 
     config = uvicorn.Config(
-        create_app(state), host=host, port=port, log_level="warning", access_log=False,
-        lifespan="off", server_header=False,
+        create_app(state),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        server_header=False,
     )
     try:
         _Server(config).run()

@@ -65,8 +65,9 @@ def test_hidden_characters_are_shown_as_marks(client: TestClient, ui_store: UiSt
 @given(st.text(min_size=1, max_size=40))
 def test_shown_text_never_lets_markup_or_hidden_characters_through(text: str) -> None:
     html = str(shown_text(text))
-    assert "<" not in re.sub(r'<span class="ctl" title="hidden character">U\+[0-9A-F]{4}</span>',
-                             "", html)
+    assert "<" not in re.sub(
+        r'<span class="ctl" title="hidden character">U\+[0-9A-F]{4}</span>', "", html
+    )
     assert not HIDDEN.search(html) and '"' not in re.sub(r"<span[^>]*>", "", html)
 
 

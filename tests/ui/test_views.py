@@ -43,7 +43,7 @@ def test_timeline_pages_in_ledger_order_and_filters(client: TestClient) -> None:
     first = client.get(f"/timeline?{Q}")
     positions = [int(p) for p in re.findall(r'href="/event/(\d+)"', first.text)]
     assert len(positions) == 2 and positions == sorted(positions)
-    after = re.search(r'after=(\d+)', first.text)
+    after = re.search(r"after=(\d+)", first.text)
     assert after is not None
     second = client.get(f"/timeline?{Q}&after={after.group(1)}")
     later = [int(p) for p in re.findall(r'href="/event/(\d+)"', second.text)]
@@ -104,9 +104,7 @@ def test_time_travel_shows_the_difference(client: TestClient, ui_store: UiStore)
     assert "Nothing changed between A and B." in same.text
     recorded = client.get(f"/timetravel?{Q}&mode=recorded&a=2000-01-01&b=2999-01-01")
     assert recorded.status_code == 200 and "only at B" in recorded.text
-    occurred = client.get(
-        f"/timetravel?{Q}&mode=occurred&a=2024-03-31T00:00Z&b=2024-06-01T00:00Z"
-    )
+    occurred = client.get(f"/timetravel?{Q}&mode=occurred&a=2024-03-31T00:00Z&b=2024-06-01T00:00Z")
     assert "only at A" in occurred.text and "Porto" in occurred.text
     wrong = client.get(f"/timetravel?{Q}&mode=position&a=2024-01-01&b=3")
     assert wrong.status_code == 400
