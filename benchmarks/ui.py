@@ -7,7 +7,7 @@ public commands a recorded session of 20 turns whose new values supersede 20 mem
 The store is then opened read-only as ``memory-ledger ui`` opens it and each view is
 requested through Starlette's in-process test client (the app with its token gate, no
 socket): the time of one request, an upper bound of the server's time. Paged views are
-timed at their first page and at a page in the middle (offset or keyset half-way).
+timed at their first page and at a page in the middle (keyset: half-way through the ledger).
 
 Cold figures are reported apart: a time-travel point is a fold of the ledger up to it
 (``replay.as_of``; the debugger keeps the last four open), and integrity walks the whole
@@ -97,7 +97,7 @@ def measure(folder: Path, size: int, samples: int) -> dict[str, Any]:
                 "baseline: stylesheet": lambda i: "/static/ui.css",
                 "namespaces": lambda i: "/",
                 "memories, first page": lambda i: f"/namespace?{NS}",
-                "memories, middle page": lambda i: f"/namespace?{NS}&offset={size // 2 + i}",
+                "memories, middle page": lambda i: f"/namespace?{NS}&before={head // 2 + i}",
                 "timeline, first page": lambda i: f"/timeline?{NS}",
                 "timeline, middle page": lambda i: f"/timeline?{NS}&after={head // 2 + i}",
                 "timeline, by type": lambda i: f"/timeline?{NS}&type=MemorySuperseded",

@@ -112,17 +112,18 @@ class _Pages:
 
     def namespace(self, request: Request) -> HTMLResponse:
         namespace = _namespace(request)
-        offset = _int(request, "offset", 0)
+        before = request.query_params.get("before")
+        start = _int_text(before, "before") if before else None
         status = request.query_params.get("status") or None
         if status is not None and status not in ledger_views.STATUSES:
             raise InvalidArgumentError(f"unknown status {status!r}", parameter="status")
-        rows, total = memory_views.memory_rows(self.state, namespace, offset=offset, status=status)
+        rows, total = memory_views.memory_rows(self.state, namespace, before=start, status=status)
         return self.render(
             "namespace.html",
             space=namespace,
             rows=rows,
             total=total,
-            offset=offset,
+            before=start,
             status=status,
             page_size=self.state.page_size,
         )

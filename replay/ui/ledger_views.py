@@ -29,6 +29,10 @@ __all__ = [
     "timeline",
 ]
 
+SCAN_WINDOW = 20_000
+"""Ledger positions one timeline request reads at most: a filter that matches rarely shows
+what it found in the window and where to go on from, so every request stays bounded."""
+
 STATUSES = ("active", "conflicted", "superseded", "forgotten", "pruned")
 """The statuses of ``canonical_memory`` rows, in the order the namespaces view shows them."""
 
@@ -132,6 +136,9 @@ class Timeline:
     """One page of a namespace's events in ledger order, after position ``after``;
     ``next_after`` is where the next page starts (None: this is the last page)."""
 
+    # ``rows`` may be fewer than a page, even none, with ``next_after`` set: the request's
+    # scan window (:data:`SCAN_WINDOW`) ended first.
+
     namespace: Namespace
     rows: list[TimelineRow]
     after: int
@@ -155,7 +162,8 @@ def timeline(
 ) -> Timeline:
     """One page (:attr:`UiState.page_size`) of ``namespace``'s events after position
     ``after`` (:func:`memory_ledger.replay.filter_events`; keyset paging, so page N costs
-    what page 1 does).
+    what page 1 does), read from at most :data:`SCAN_WINDOW` positions: a page holding
+    fewer events than its size then goes on from the end of the window.
 
     :raises InvalidArgumentError: an unknown event type, a naive or empty time range.
     """
@@ -171,6 +179,7 @@ def timeline(
         session_id=session_id or None,
         types=types,
         start=after + 1,
+        stop=after + SCAN_WINDOW,
         since=since,
         until=until,
     )
@@ -188,11 +197,16 @@ def timeline(
     ]
     more = len(rows) > size
     rows = rows[:size]
+    window_end = after + SCAN_WINDOW
+    if more and rows:
+        next_after: int | None = rows[-1].position
+    else:
+        next_after = window_end if window_end < state.head() else None
     return Timeline(
         namespace=namespace,
         rows=rows,
         after=after,
-        next_after=rows[-1].position if more and rows else None,
+        next_after=next_after,
         types=types,
         session_id=session_id,
         since=since,

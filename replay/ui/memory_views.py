@@ -120,25 +120,33 @@ def memory_page(state: UiState, memory_id: str) -> MemoryPage:
 
 
 def memory_rows(
-    state: UiState, namespace: Namespace, *, offset: int, status: str | None = None
+    state: UiState, namespace: Namespace, *, before: int | None = None, status: str | None = None
 ) -> tuple[list[dict[str, Any]], int]:
-    """One page of ``namespace``'s memories now (newest first) and how many there are."""
+    """One page of ``namespace``'s memories now, newest first, created before ledger
+    position ``before`` (keyset paging: a page deep in the list costs what the first one
+    does), and how many there are (counted once per ledger head)."""
     where, params = _NAMESPACE, [namespace.tenant, namespace.principal, namespace.scope_id]
     if status:
         where += " AND status = ?"
         params.append(status)
+
+    def count() -> int:
+        with state.engine.read_models() as live:
+            total = live.conn.execute(
+                f"SELECT count(*) FROM canonical_memory WHERE {where}", params
+            ).fetchall()[0]
+        return int(total[0])
+
+    total = state.cached(f"count:{namespace.key()}:{status}", count)
+    page_where = where if before is None else f"{where} AND created_position < {int(before)}"
     with state.engine.read_models() as live:
-        total = live.conn.execute(
-            f"SELECT count(*) FROM canonical_memory WHERE {where}", params
-        ).fetchall()[0]
         rows = live.conn.sql(
             "SELECT memory_id, status, statement, subject, predicate, created_position, "
-            f"updated_position FROM canonical_memory WHERE {where} "
-            f"ORDER BY created_position DESC, memory_id LIMIT {int(state.page_size)} "
-            f"OFFSET {max(0, int(offset))}",
+            f"updated_position FROM canonical_memory WHERE {page_where} "
+            f"ORDER BY created_position DESC, memory_id LIMIT {int(state.page_size)}",
             params=params,
         ).to_arrow_table()
-    return rows.to_pylist(), int(total[0]) if total else 0
+    return rows.to_pylist(), total
 
 
 # Time travel ---------------------------------------------------------------------------------
@@ -206,7 +214,7 @@ def _statements(past: AsOf, ids: list[str]) -> dict[str, dict[str, Any]]:
         return {}
     table = past.conn.sql(
         "SELECT memory_id, statement, status, subject, predicate, created_position "
-        "FROM canonical_memory WHERE list_contains(?, memory_id)",
+        "FROM canonical_memory WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
         params=[ids],
     ).to_arrow_table()
     return {r["memory_id"]: r for r in table.to_pylist()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from starlette.testclient import TestClient
 
 from tests.ui.ui_store import ALICE, BOB, UiStore
@@ -32,7 +33,9 @@ def test_namespace_pages_its_memories(client: TestClient, ui_store: UiStore) -> 
     assert first.status_code == 200, first.text[-400:]
     assert first.text.count('class="open-memory"') == 2  # page size 2
     assert "older" in first.text
-    second = client.get(f"/namespace?{Q}&offset=2")
+    older = re.search(r'class="next" href="([^"]+)"', first.text)
+    assert older is not None and "before=" in older.group(1)
+    second = client.get(older.group(1).replace("&amp;", "&"))
     assert second.text.count('class="open-memory"') == 1 and "older" not in second.text
     assert ui_store.lisbon in second.text  # oldest last
     only = client.get(f"/namespace?{Q}&status=superseded")
@@ -56,6 +59,25 @@ def test_timeline_pages_in_ledger_order_and_filters(client: TestClient) -> None:
     assert "No events match." in future.text
     naive = client.get(f"/timeline?{Q}&since=2024-01-01T00:00")
     assert naive.status_code == 400 and "time zone" in naive.text
+
+
+def test_a_sparse_filter_scans_a_bounded_window(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_ledger.replay.ui import ledger_views
+
+    monkeypatch.setattr(ledger_views, "SCAN_WINDOW", 5)
+    first = client.get(f"/timeline?{Q}&type=MemorySuperseded")
+    assert "No events match in positions 1–5" in first.text
+    found, after = False, 0
+    for _ in range(20):
+        page = client.get(f"/timeline?{Q}&type=MemorySuperseded&after={after}")
+        found = found or '<span class="type">MemorySuperseded</span>' in page.text
+        step = re.search(r"after=(\d+)", page.text)
+        if step is None:
+            break
+        after = int(step.group(1))
+    assert found
 
 
 def test_bob_timeline_has_only_bobs_events(client: TestClient) -> None:
