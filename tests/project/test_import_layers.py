@@ -66,6 +66,7 @@ FACES = (
     "memory_ledger.commands.workspace",
     "memory_ledger.replay.cli",
     "memory_ledger.replay.mcp",
+    "memory_ledger.replay.ui",
 )
 
 
