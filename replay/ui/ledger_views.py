@@ -29,7 +29,7 @@ __all__ = [
     "timeline",
 ]
 
-SCAN_WINDOW = 20_000
+SCAN_WINDOW = 10_000
 """Ledger positions one timeline request reads at most: a filter that matches rarely shows
 what it found in the window and where to go on from, so every request stays bounded."""
 

@@ -201,23 +201,31 @@ class Difference:
     offset: int
 
 
-def _current(past: AsOf, namespace: Namespace) -> set[str]:
+def _current(past: AsOf, namespace: Namespace) -> dict[str, str]:
+    """Memory id -> statement of what was current (active or conflicted) in ``namespace``."""
     params = [namespace.tenant, namespace.principal, namespace.scope_id]
-    ids = past.conn.execute(
-        f"SELECT memory_id FROM canonical_memory WHERE {_NAMESPACE} AND {_RETRIEVABLE}", params
+    rows = past.conn.execute(
+        f"SELECT memory_id, statement FROM canonical_memory WHERE {_NAMESPACE} AND {_RETRIEVABLE}",
+        params,
     ).fetchall()
-    return {i for (i,) in ids}
+    return dict(rows)
 
 
-def _statements(past: AsOf, ids: list[str]) -> dict[str, dict[str, Any]]:
+def _statuses(past: AsOf, ids: list[str]) -> dict[str, str]:
+    """Memory id -> status at ``past`` of those of ``ids`` that existed then."""
     if not ids:
         return {}
-    table = past.conn.sql(
-        "SELECT memory_id, statement, status, subject, predicate, created_position "
-        "FROM canonical_memory WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
-        params=[ids],
-    ).to_arrow_table()
-    return {r["memory_id"]: r for r in table.to_pylist()}
+    rows = past.conn.execute(
+        "SELECT memory_id, status FROM canonical_memory "
+        "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
+        [ids],
+    ).fetchall()
+    return dict(rows)
+
+
+_Diff = tuple[list[tuple[str, str, str]], list[tuple[str, str]], int, int, int]
+"""(gone: id, statement at A, status at B), (new: id, statement at B), kept, current at A,
+current at B."""
 
 
 def time_travel(
@@ -234,32 +242,27 @@ def time_travel(
     past_b = state.point(b.mode, b.at)
     key = f"diff:{namespace.key()}:{a.mode}:{a.at}:{b.mode}:{b.at}"
 
-    def compute() -> tuple[list[str], list[str], int, int, int]:
+    def compute() -> _Diff:
         now_a, now_b = _current(past_a, namespace), _current(past_b, namespace)
-        gone, new = sorted(now_a - now_b), sorted(now_b - now_a)
-        return gone, new, len(now_a & now_b), len(now_a), len(now_b)
+        gone_ids = sorted(now_a.keys() - now_b.keys())
+        status_b = _statuses(past_b, gone_ids)
+        gone = [(i, now_a[i], status_b.get(i, "not yet stored")) for i in gone_ids]
+        new = [(i, now_b[i]) for i in sorted(now_b.keys() - now_a.keys())]
+        return gone, new, len(now_a.keys() & now_b.keys()), len(now_a), len(now_b)
 
     gone, new, kept, count_a, count_b = state.cached(key, compute)
     offset = max(0, offset)
-    page = [("gone", i) for i in gone[offset : offset + state.page_size]]
-    rest = state.page_size - len(page)
+    rows: list[dict[str, Any]] = [
+        {"side": "gone", "memory_id": i, "statement": text, "status_b": status}
+        for i, text, status in gone[offset : offset + state.page_size]
+    ]
+    rest = state.page_size - len(rows)
     start = max(0, offset - len(gone))
-    page += [("new", i) for i in new[start : start + rest]] if rest > 0 else []
-    gone_ids = [i for side, i in page if side == "gone"]
-    details_a = _statements(past_a, gone_ids)
-    details_b = _statements(past_b, gone_ids + [i for side, i in page if side == "new"])
-    rows = []
-    for side, memory_id in page:
-        detail = (details_a if side == "gone" else details_b).get(memory_id, {})
-        later = details_b.get(memory_id) if side == "gone" else None
-        rows.append(
-            {
-                "side": side,
-                "memory_id": memory_id,
-                "statement": detail.get("statement", ""),
-                "status_b": (later or {}).get("status", "not yet stored"),
-            }
-        )
+    if rest > 0:
+        rows += [
+            {"side": "new", "memory_id": i, "statement": text, "status_b": "current"}
+            for i, text in new[start : start + rest]
+        ]
     return Difference(
         a=a,
         b=b,
