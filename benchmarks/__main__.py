@@ -24,6 +24,7 @@ BENCHMARKS = {
     "encryption": "benchmarks.encryption",
     "races": "benchmarks.races",
     "langgraph": "benchmarks.langgraph_bench",
+    "ui": "benchmarks.ui",
     "all": "benchmarks.run_all",
 }
 

@@ -4,8 +4,8 @@ Commands, by module: ``convert-locomo`` and ``run`` (:mod:`.cli_run`), ``recall`
 (:mod:`.cli_recall`), ``events``, ``verify``, ``stats`` and ``explain``
 (:mod:`.cli_audit`), ``replay``, ``as-of``, ``export``, ``backup``, ``restore`` and
 ``migrate`` (:mod:`.cli_replay`), ``forget`` (:mod:`.forget_cli`), ``erase`` and ``keys``
-(:mod:`.erase_cli`); what they share is in :mod:`.cli_common`. Every command that
-reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file) and
+(:mod:`.erase_cli`), ``ui`` (:mod:`.ui`); what they share is in :mod:`.cli_common`. Every
+command that reads a store takes ``--store DIR`` (default: ``store_dir`` of the settings file) and
 ``--ledger URL`` (a PostgreSQL ledger shared by several hosts; default: ``ledger`` of the
 settings file, else the LMDB ledger in the store folder) and ``--master-key-file FILE`` (the
 master key of an encrypted store; default: ``master_key_file`` of the settings file, else
@@ -45,6 +45,7 @@ from memory_ledger.replay.cli.replay import (
     restore_command,
 )
 from memory_ledger.replay.cli.run import convert_locomo, run
+from memory_ledger.replay.cli.ui import register as register_ui
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -122,6 +123,7 @@ register_mcp_commands(app)
 register_forget(app)  # ``forget --all`` (replay/cli/forget.py)
 register_erase(app)  # ``erase`` and ``keys new|rotate`` (replay/cli/erase.py)
 register_langgraph(app)  # ``langgraph import|export`` (replay/cli/langgraph.py)
+register_ui(app)  # ``ui``: the read-only debugger in the browser (replay/ui/)
 
 
 def main() -> None:

@@ -68,6 +68,7 @@ FACES = (
     "memory_ledger.replay.cli",
     "memory_ledger.replay.langgraph_store",
     "memory_ledger.replay.mcp",
+    "memory_ledger.replay.ui",
 )
 
 

@@ -34,11 +34,12 @@ names = [
     if not m.name.endswith(".__main__")  # running it would start the CLI
 ]
 optional = {"memory_ledger.commands.embeddings.local"}
+extras = ("starlette", "jinja2", "markupsafe", "uvicorn")  # the ui extra (replay/ui)
 for name in names:
     try:
         importlib.import_module(name)
-    except ImportError:
-        if name not in optional:
+    except ImportError as error:
+        if name not in optional and (error.name or "").split(".")[0] not in extras:
             raise
 files = {}
 for name, module in list(sys.modules.items()):

@@ -1,0 +1,261 @@
+"""The debugger's ASGI app (Starlette): server-rendered pages, GET only, behind the token
+gate (:mod:`.security`). Each handler reads through the audit library
+(:mod:`.ledger_views`, :mod:`.memory_views`) under the state's lock and renders a Jinja2
+template with autoescape on and :func:`.text.show` as ``finalize``, so every stored string
+is escaped and its hidden characters shown.
+
+Routes: ``/`` namespaces; ``/namespace`` one namespace's memories (``t``, ``p``, ``s``: its
+tenant, principal and scope id); ``/timeline`` its events; ``/event/{position}`` one event's
+payload; ``/memory/{id}`` one memory; ``/timetravel`` two points compared; ``/recall``
+recall explained; ``/integrity`` verify, counts and encryption; ``/static/...`` the CSS.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.ui import ledger_views, memory_views
+from memory_ledger.replay.ui.graph import lineage_graph
+from memory_ledger.replay.ui.security import TokenGate
+from memory_ledger.replay.ui.state import UiState
+from memory_ledger.replay.ui.text import show
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+__all__ = ["create_app", "templates"]
+
+HERE = Path(__file__).resolve().parent
+_log = logging.getLogger(__name__)
+
+
+def _url(path: str, **params: Any) -> str:
+    kept = {k: v for k, v in params.items() if v not in (None, "", ())}
+    return path + ("?" + urlencode(kept, doseq=True) if kept else "")
+
+
+def _ns(namespace: Namespace) -> dict[str, str]:
+    return {"t": namespace.tenant, "p": namespace.principal, "s": namespace.scope_id}
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.isoformat(timespec="seconds")
+
+
+def templates() -> Environment:
+    """The page templates: autoescape on for every file, :func:`show` as finalize."""
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=show,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(url=_url, ns=_ns, when=_when, statuses=ledger_views.STATUSES)
+    return env
+
+
+class _Pages:
+    """The route handlers of one :class:`UiState`."""
+
+    def __init__(self, state: UiState) -> None:
+        self.state = state
+        self.env = templates()
+
+    def render(self, name: str, code: int = 200, **context: Any) -> HTMLResponse:
+        page = self.env.get_template(name).render(head=self.state.head(), **context)
+        return HTMLResponse(page, status_code=code)
+
+    def guarded(self, handler: Callable[[Request], HTMLResponse]) -> Callable[..., Any]:
+        """Run ``handler`` under the lock; typed errors become a page saying what is wrong
+        (400, or 404 for an unknown memory or event); anything else a 500 page without a
+        traceback."""
+
+        def endpoint(request: Request) -> Response:
+            try:
+                with self.state.lock:
+                    return handler(request)
+            except MemoryLedgerError as error:
+                code = 404 if "unknown" in str(getattr(error, "reason_code", "")) else 400
+                return self.render("error.html", code, error=_message(error))
+            except Exception as error:  # never a traceback on a page
+                _log.warning(
+                    "memory-ledger ui: %s on %s",
+                    type(error).__name__,
+                    request.url.path,
+                    exc_info=True,
+                )
+                return self.render("error.html", 500, error="internal error (see the server log)")
+
+        return endpoint
+
+    # Views --------------------------------------------------------------------------------
+
+    def namespaces(self, request: Request) -> HTMLResponse:
+        rows = ledger_views.namespaces(self.state)
+        erased = ledger_views.erased_namespaces(self.state)
+        return self.render("namespaces.html", rows=rows, erased=erased)
+
+    def namespace(self, request: Request) -> HTMLResponse:
+        namespace = _namespace(request)
+        before = request.query_params.get("before")
+        start = _int_text(before, "before") if before else None
+        status = request.query_params.get("status") or None
+        if status is not None and status not in ledger_views.STATUSES:
+            raise InvalidArgumentError(f"unknown status {status!r}", parameter="status")
+        rows, total = memory_views.memory_rows(self.state, namespace, before=start, status=status)
+        return self.render(
+            "namespace.html",
+            space=namespace,
+            rows=rows,
+            total=total,
+            before=start,
+            status=status,
+            page_size=self.state.page_size,
+        )
+
+    def timeline(self, request: Request) -> HTMLResponse:
+        from memory_ledger.replay.points import parse_timestamp
+
+        namespace = _namespace(request)
+        query = request.query_params
+        types = tuple(t for t in query.getlist("type") if t)
+        since = query.get("since") or None
+        until = query.get("until") or None
+        page = ledger_views.timeline(
+            self.state,
+            namespace,
+            after=_int(request, "after", 0),
+            types=types,
+            session_id=query.get("session") or None,
+            since=parse_timestamp(since, "since") if since else None,
+            until=parse_timestamp(until, "until") if until else None,
+        )
+        return self.render("timeline.html", space=namespace, page=page, since=since, until=until)
+
+    def event(self, request: Request) -> HTMLResponse:
+        import json
+
+        position = _int_text(request.path_params["position"], "position")
+        record = ledger_views.event_payload(self.state, position)
+        if record is None:
+            raise InvalidArgumentError(
+                f"no event at position {position}",
+                parameter="position",
+                reason_code="unknown_position",
+            )
+        payload = json.dumps(record, indent=2, ensure_ascii=False, default=str)
+        return self.render("event.html", record=record, payload=payload)
+
+    def memory(self, request: Request) -> HTMLResponse:
+        page = memory_views.memory_page(self.state, request.path_params["memory_id"])
+        return self.render(
+            "memory.html",
+            page=page,
+            lineage=page.lineage,
+            space=page.lineage.namespace,
+            graph=lineage_graph(page.lineage),
+        )
+
+    def timetravel(self, request: Request) -> HTMLResponse:
+        namespace = _namespace(request)
+        query = request.query_params
+        mode = query.get("mode") or "position"
+        head = self.state.head()
+        points = memory_views.change_points(self.state, namespace)
+        a_text = query.get("a") or (str(points[1]) if len(points) > 1 else "0")
+        b_text = query.get("b") or str(head)
+        form = {"mode": mode, "a": a_text, "b": b_text}
+        a = memory_views.parse_ui_point(a_text, mode, "a")
+        b = memory_views.parse_ui_point(b_text, mode, "b")
+        diff = memory_views.time_travel(
+            self.state, namespace, a, b, offset=_int(request, "offset", 0)
+        )
+        return self.render(
+            "timetravel.html",
+            space=namespace,
+            diff=diff,
+            form=form,
+            points=points,
+            page_size=self.state.page_size,
+        )
+
+    def recall(self, request: Request) -> HTMLResponse:
+        namespace = _namespace(request)
+        query = request.query_params
+        text = query.get("q") or ""
+        k = _int(request, "k", 10)
+        at = (query.get("at") or "").strip()
+        mode = query.get("mode") or "position"
+        form = {"q": text, "k": k, "at": at, "mode": mode}
+        result = None
+        if text:
+            point = memory_views.parse_ui_point(at, mode, "at") if at else None
+            result = memory_views.explained_recall(self.state, namespace, text, k, point)
+        return self.render("recall.html", space=namespace, form=form, result=result)
+
+    def integrity(self, request: Request) -> HTMLResponse:
+        if request.query_params.get("again"):
+            self.state.forget("verify")
+        report = ledger_views.integrity(self.state)
+        return self.render("integrity.html", report=report)
+
+
+def _message(error: BaseException) -> str:
+    from memory_ledger.commands.secrets import redact
+
+    return redact(" ".join(str(error).split())).text or type(error).__name__
+
+
+def _int_text(text: str, name: str) -> int:
+    value = text.strip()
+    if not value.isdigit() or len(value) > 18:
+        raise InvalidArgumentError(f"{name} must be a whole number >= 0", parameter=name)
+    return int(value)
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    text = request.query_params.get(name)
+    return default if text in (None, "") else _int_text(str(text), name)
+
+
+def _namespace(request: Request) -> Namespace:
+    query = request.query_params
+    parts = [query.get(k) for k in ("t", "p", "s")]
+    if not all(parts):
+        raise InvalidArgumentError(
+            "name the namespace: t (tenant), p (principal) and s (scope id)", parameter="t"
+        )
+    return Namespace(*(str(p) for p in parts)).validated()
+
+
+def create_app(state: UiState) -> ASGIApp:
+    """The debugger's ASGI app over ``state`` (token gate included)."""
+    pages = _Pages(state)
+    routes = [
+        Route("/", pages.guarded(pages.namespaces)),
+        Route("/namespace", pages.guarded(pages.namespace)),
+        Route("/timeline", pages.guarded(pages.timeline)),
+        Route("/event/{position}", pages.guarded(pages.event)),
+        Route("/memory/{memory_id}", pages.guarded(pages.memory)),
+        Route("/timetravel", pages.guarded(pages.timetravel)),
+        Route("/recall", pages.guarded(pages.recall)),
+        Route("/integrity", pages.guarded(pages.integrity)),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    return TokenGate(app, state.token)
