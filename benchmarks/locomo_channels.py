@@ -14,7 +14,7 @@ simulation against the engine's real recall for the default fusion.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
@@ -80,9 +80,18 @@ class Scores:
         return {"all": self.figures(), **{str(c): self.figures(c) for c in CATEGORIES}}
 
 
-def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) -> list[Channels]:
-    """Read every question's channels of ``conversation`` from ``engine``."""
-    ns = Namespace("locomo", conversation.sample_id, "conversation")
+def collect(
+    engine: MemoryEngine,
+    conversation: Conversation,
+    semantic: bool,
+    *,
+    namespace: Namespace | None = None,
+    evidence: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[Channels]:
+    """Read every question's channels of ``conversation`` from ``engine`` (its namespace
+    ``locomo/<sample>/conversation`` unless ``namespace`` is given); ``evidence``: each
+    memory's evidence dia_ids when the memories do not carry them (the direct path)."""
+    ns = namespace or Namespace("locomo", conversation.sample_id, "conversation")
     docs = {doc.memory_id: doc for doc in engine.retrievable_memories(ns)}
     index = build_index(docs.values())  # what the engine's recall index holds
     plain = BM25Index.build(
@@ -99,7 +108,9 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
         )
         for d in docs.values()
     )
-    evidence = {memory_id: d.evidence for memory_id, d in docs.items()}
+    cited = {memory_id: d.evidence for memory_id, d in docs.items()}
+    if evidence is not None:
+        cited = {memory_id: evidence.get(memory_id, ()) for memory_id in docs}
     positions = {memory_id: d.position for memory_id, d in docs.items()}
     subjects = {memory_id: d.subject or "" for memory_id, d in docs.items()}
     out = []
@@ -129,7 +140,7 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
                 lexical_source,
                 statement,
                 source,
-                evidence,
+                cited,
                 positions,
                 dated,
                 subjects,
