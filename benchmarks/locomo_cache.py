@@ -73,9 +73,7 @@ class CachingProvider:
             if not query:
                 self.seconds += time.perf_counter() - started
                 self.passages += len(missing)
-            self.cache.update(
-                (_key(query, t), v) for t, v in zip(missing, vectors, strict=True)
-            )
+            self.cache.update((_key(query, t), v) for t, v in zip(missing, vectors, strict=True))
             self._dirty = True
         return np.stack([self.cache[k] for k in keys])
 

@@ -31,10 +31,13 @@ import numpy as np
 
 from benchmarks.corpus import scratch
 from benchmarks.locomo_channels import Channels, Scores, collect, first_hit
-from benchmarks.locomo_data import Conversation
+from benchmarks.locomo_data import CATEGORIES, Conversation
+from benchmarks.locomo_peers import Ranked
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 
+DEPTH = 200
+"""How deep rankings are kept for the session- and turn-level metrics."""
 VARIANTS = ("plain", "dated")
 """Without and with the fact's conversation time as ``occurred_at``."""
 
@@ -51,7 +54,7 @@ class Fact:
 def facts_of(conversation: Conversation) -> list[Fact]:
     """The conversation's observation facts in script order, each with the time of the
     turn it was extracted at (its session's date)."""
-    out = []
+    out: list[Fact] = []
     for step in conversation.steps:
         if step["op"] != "turn":
             continue
@@ -100,25 +103,37 @@ def replay_direct(
                     provider is not None,
                     namespace=namespace(*key),
                     evidence=evidence[key],
+                    questions=conversation.all_questions,
                 )
     return out
 
 
-def plain_cosine(conversations: Sequence[Conversation], provider: EmbeddingProvider) -> Scores:
-    """The provider's plain cosine over each conversation's fact statements (numpy)."""
+def hits(rankings: Sequence[Ranked]) -> Scores:
+    """R@k / MRR of rankings (categories 1-4: a hit when a top-k unit cites the evidence)."""
     scores = Scores()
+    for r in rankings:
+        if r.question.category in CATEGORIES:
+            scores.add(r.question.category, first_hit(r.units[:10], r.question.evidence))
+    return scores
+
+
+def plain_cosine(
+    conversations: Sequence[Conversation], provider: EmbeddingProvider, depth: int = DEPTH
+) -> list[Ranked]:
+    """The provider's plain cosine over each conversation's fact statements (numpy): the
+    facts' evidence best first, for every question of every category."""
+    out = []
+    embed = getattr(provider, "embed_queries", provider.embed)
     for conversation in conversations:
-        if not conversation.questions:
+        if not conversation.all_questions:
             continue
         facts = np.asarray(provider.embed([statement for statement, _ in conversation.facts]))
-        embed = getattr(provider, "embed_queries", provider.embed)
-        asked = np.asarray(embed([q.text for q in conversation.questions]))
+        asked = np.asarray(embed([q.text for q in conversation.all_questions]))
         similarity = asked @ facts.T
-        for row, q in enumerate(conversation.questions):
+        for row, q in enumerate(conversation.all_questions):
             order = sorted(range(len(conversation.facts)), key=lambda i: (-similarity[row, i], i))
-            ranked = [conversation.facts[i][1] for i in order[:10]]
-            scores.add(q.category, first_hit(ranked, q.evidence))
-    return scores
+            out.append(Ranked(q, [conversation.facts[i][1] for i in order[:depth]]))
+    return out
 
 
 def _embeddings(provider: EmbeddingProvider) -> Any:
@@ -138,15 +153,16 @@ def _embeddings(provider: EmbeddingProvider) -> Any:
 
 
 def langgraph_store(
-    conversations: Sequence[Conversation], provider: EmbeddingProvider
-) -> Scores | None:
-    """LangGraph's ``InMemoryStore`` with the provider as its index's embedding (None
-    without the ``langgraph`` extra)."""
+    conversations: Sequence[Conversation], provider: EmbeddingProvider, depth: int = 50
+) -> list[Ranked] | None:
+    """LangGraph's ``InMemoryStore`` with the provider as its index's embedding, the top
+    ``depth`` of ``store.search`` per question of every category (None without the
+    ``langgraph`` extra)."""
     try:
         memory = importlib.import_module("langgraph.store.memory")
     except ImportError:
         return None
-    scores = Scores()
+    out = []
     dims = provider.descriptor.dimension
     for conversation in conversations:
         store = memory.InMemoryStore(
@@ -159,8 +175,7 @@ def langgraph_store(
                 for i, (statement, _) in enumerate(conversation.facts)
             ]
         )
-        for q in conversation.questions:
-            found = store.search(ns, query=q.text, limit=10)
-            ranked = [conversation.facts[int(item.key)][1] for item in found]
-            scores.add(q.category, first_hit(ranked, q.evidence))
-    return scores
+        for q in conversation.all_questions:
+            found = store.search(ns, query=q.text, limit=depth)
+            out.append(Ranked(q, [conversation.facts[int(item.key)][1] for item in found]))
+    return out

@@ -141,6 +141,17 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
     depth: int = 100
     fields: tuple[VectorField, ...] = ("statement", "source")
     temporal_boost: float = 0.0
+    direct_alpha: float | None = None
+    """``alpha`` for a memory without a source turn (remembered directly: no transcript,
+    so its channels both read only its statement); None: ``alpha`` for every memory."""
+    name_boost: float = 0.0
+    """Added, times the share of the query's names it holds, to a memory's fused score
+    (:mod:`commands.recall.signals`)."""
+    phrase_boost: float = 0.0
+    """Added to the fused score of a memory holding a phrase the query quotes."""
+    neighbour_share: float = 0.0
+    """Share of the best fused score of a candidate's ledger-order neighbours among the
+    candidates added to its own (:func:`commands.recall.signals.neighbour_lift`)."""
 
     def __post_init__(self) -> None:
         if self.method not in ("minmax", "score", "rrf"):
@@ -149,12 +160,19 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
         if not (isinstance(self.alpha, int | float) and 0.0 <= self.alpha <= 1.0):
             msg = f"fusion alpha must be within [0, 1], got {self.alpha!r}"
             raise FusionError(msg, parameter="alpha")
-        boost = self.temporal_boost
-        if not (isinstance(boost, int | float) and not isinstance(boost, bool)) or not (
-            0.0 <= boost <= 1.0
+        for name in ("temporal_boost", "name_boost", "phrase_boost", "neighbour_share"):
+            boost = getattr(self, name)
+            if not (isinstance(boost, int | float) and not isinstance(boost, bool)) or not (
+                0.0 <= boost <= 1.0
+            ):
+                msg = f"fusion {name} must be within [0, 1], got {boost!r}"
+                raise FusionError(msg, parameter=name)
+        direct = self.direct_alpha
+        if direct is not None and not (
+            isinstance(direct, int | float) and not isinstance(direct, bool) and 0 <= direct <= 1
         ):
-            msg = f"fusion temporal_boost must be within [0, 1], got {boost!r}"
-            raise FusionError(msg, parameter="temporal_boost")
+            msg = f"fusion direct_alpha must be None or within [0, 1], got {direct!r}"
+            raise FusionError(msg, parameter="direct_alpha")
         for name in ("k", "depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -175,11 +193,13 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
         semantic: Sequence[str],
         cosines: Mapping[str, float],
         position: Callable[[str], int],
+        direct: Callable[[str], bool] | None = None,
     ) -> list[tuple[str, float]]:
         """Fuse a lexical ranking ``(id, bm25)`` (best first) with a semantic ranking of
         ids (best first); ``cosines`` holds the verified semantic score of any id known to
         the semantic channel. Returns ``(id, fused score)``, best first, ties by
-        ``position(id)`` then id."""
+        ``position(id)`` then id. ``direct(id)``: whether the memory has no source turn
+        (it is then weighed by ``direct_alpha`` when that is set)."""
         lexical = lexical[: self.depth]
         semantic = semantic[: self.depth]
         if self.method == "rrf":
@@ -196,11 +216,11 @@ class HybridFusion(msgspec.Struct, frozen=True, kw_only=True):
             top = lexical[0][1] if lexical and lexical[0][1] > 0 else 0.0
             lexical_part = {d: s / top for d, s in lexical} if top else {}
             semantic_part = {d: cosines[d] for d in candidates if d in cosines}
-        alpha = self.alpha
-        scores = {
-            d: alpha * semantic_part.get(d, 0.0) + (1.0 - alpha) * lexical_part.get(d, 0.0)
-            for d in candidates
-        }
+        alpha, other = self.alpha, self.direct_alpha
+        scores = {}
+        for d in candidates:
+            a = other if other is not None and direct is not None and direct(d) else alpha
+            scores[d] = a * semantic_part.get(d, 0.0) + (1.0 - a) * lexical_part.get(d, 0.0)
         return sorted(scores.items(), key=lambda item: (-item[1], position(item[0]), item[0]))
 
     def boost_dated(
