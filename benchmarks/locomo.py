@@ -381,13 +381,16 @@ def evaluate_provider(
         rankings_of([ch for channels in everything.values() for ch in channels], memories_way)
     )
     rows.append(
-        (f"{label}: session path, default, peer metrics", fmt_peer(figures["session_peer_metrics"]))
+        (
+            f"{label}: session path, default, peer metrics",
+            fmt_peer(figures["session_peer_metrics"], haystack(conversations)),
+        )
     )
     turns_key = "fused_peer_metrics" if shipped is not None else "lexical_window_peer_metrics"
     rows.append(
         (
             f"{label}: session path, turns ranked ({turns_key.split('_peer')[0]}), peer metrics",
-            fmt_peer(figures["turns"][turns_key]),
+            fmt_peer(figures["turns"][turns_key], haystack(conversations)),
         )
     )
     started = time.perf_counter()

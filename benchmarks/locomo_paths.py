@@ -29,7 +29,7 @@ from benchmarks.locomo_channels import (
 )
 from benchmarks.locomo_data import CATEGORIES, CATEGORY_NAMES, Conversation
 from benchmarks.locomo_direct import DEPTH, VARIANTS, hits, langgraph_store, plain_cosine
-from benchmarks.locomo_peers import Ranked, fmt_peer, peer_metrics
+from benchmarks.locomo_peers import Ranked, fmt_peer, haystack, peer_metrics
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.recall.fusion import HybridFusion
 
@@ -84,6 +84,7 @@ def direct_section(
     """The direct path's figures and rows of one provider (None: lexical only)."""
     figures: dict[str, Any] = {}
     rows: list[tuple[str, str]] = []
+    hay = haystack(conversations)
     peers: dict[str, list[Ranked]] = {}
     if provider is not None:
         peers["plain_cosine"] = plain_cosine(conversations, provider)
@@ -149,7 +150,7 @@ def direct_section(
                 fused(shipped, depth=DEPTH),
             )
             part["peer_metrics"] = peer_metrics(deep)
-            rows.append((f"{tag}: default, peer metrics", fmt_peer(part["peer_metrics"])))
+            rows.append((f"{tag}: default, peer metrics", fmt_peer(part["peer_metrics"], hay)))
         named = {"default": scores.get("default", scores["lexical"])}
         if "plain_cosine" in figures:
             cos = hits(peers["plain_cosine"])
@@ -171,5 +172,7 @@ def direct_section(
         _category_rows(tag, named, rows)
         figures[variant] = part
     for name in peers:
-        rows.append((f"{label}: peer metrics: {name}", fmt_peer(figures[f"{name}_peer_metrics"])))
+        rows.append(
+            (f"{label}: peer metrics: {name}", fmt_peer(figures[f"{name}_peer_metrics"], hay))
+        )
     return figures, rows

@@ -120,8 +120,9 @@ def haystack(conversations: Sequence[Conversation]) -> dict[str, float]:
     }
 
 
-def fmt_peer(figures: dict[str, float]) -> str:
-    """``MemPalace s@10 | LME session any/all @1/5/10 | turn any/all @1/5/10``."""
+def fmt_peer(figures: dict[str, float], hay: dict[str, float] | None = None) -> str:
+    """``MemPalace s@10 | LME session any/all @1/5/10 | turn any/all @1/5/10``, with the
+    haystack (sessions and turns per conversation) beside k when given."""
     parts = [f"MemPalace session R@10 {figures['mempalace_session_recall@10']:.3f}"]
     for level in ("session", "turn"):
         cells = " ".join(
@@ -130,7 +131,13 @@ def fmt_peer(figures: dict[str, float]) -> str:
             for k in LME_KS
         )
         parts.append(f"LME {level} any/all {cells}")
-    return " | ".join(parts)
+    text = " | ".join(parts)
+    if hay:
+        text += (
+            f" [k of {hay['sessions_min']:.0f}-{hay['sessions_max']:.0f} sessions,"
+            f" {hay['turns_min']:.0f}-{hay['turns_max']:.0f} turns per conversation]"
+        )
+    return text
 
 
 def fmt_haystack(hay: dict[str, float]) -> str:

@@ -131,7 +131,12 @@ def _signals(
     scores = dict(fused)
     if fusion.neighbour_share > 0:
         ordered = sorted(scores, key=lambda memory_id: (position(memory_id), memory_id))
-        scores = neighbour_lift(scores, ordered, fusion.neighbour_share)
+        scores = neighbour_lift(
+            scores,
+            ordered,
+            fusion.neighbour_share,
+            lambda memory_id: by_id[memory_id].context is None,
+        )
     names = query_names(query) if fusion.name_boost > 0 else frozenset()
     phrases = quoted_phrases(query) if fusion.phrase_boost > 0 else ()
     if names or phrases:

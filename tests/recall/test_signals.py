@@ -65,9 +65,7 @@ def test_name_boost_lifts_the_memory_about_the_person_asked_about() -> None:
     cosines = {"m1": 0.8, "m2": 0.8}
     query = "What is Caroline researching?"
     off = fuse_channels(query, lexical, ["m1", "m2"], cosines, DOCS, HybridFusion())
-    on = fuse_channels(
-        query, lexical, ["m1", "m2"], cosines, DOCS, HybridFusion(name_boost=0.2)
-    )
+    on = fuse_channels(query, lexical, ["m1", "m2"], cosines, DOCS, HybridFusion(name_boost=0.2))
     assert [d for d, _ in off][0] == "m1"  # tie: ledger position
     assert [d for d, _ in on][0] == "m2"
     assert {d for d, _ in on} == {d for d, _ in off}  # reorders, never adds or drops
