@@ -129,8 +129,9 @@ def _signals(
 ) -> list[tuple[str, float]]:
     """``fused`` with the name, phrase and neighbour signals added, re-sorted."""
     scores = dict(fused)
+    at = {memory_id: position(memory_id) for memory_id in scores}
     if fusion.neighbour_share > 0:
-        ordered = sorted(scores, key=lambda memory_id: (position(memory_id), memory_id))
+        ordered = sorted(scores, key=lambda memory_id: (at[memory_id], memory_id))
         scores = neighbour_lift(
             scores,
             ordered,
@@ -147,4 +148,4 @@ def _signals(
                 scores[memory_id] += fusion.name_boost * len(names & held) / len(names)
             if phrases and any(p in doc.statement.casefold() for p in phrases):
                 scores[memory_id] += fusion.phrase_boost
-    return sorted(scores.items(), key=lambda item: (-item[1], position(item[0]), item[0]))
+    return sorted(scores.items(), key=lambda item: (-item[1], at[item[0]], item[0]))

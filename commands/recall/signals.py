@@ -74,14 +74,12 @@ def neighbour_lift(
     are returned."""
     if share <= 0.0:
         return dict(fused)
-    at = {memory_id: i for i, memory_id in enumerate(ordered)}
-    out = {}
-    for memory_id, score in fused.items():
-        i = at.get(memory_id) if eligible is None or eligible(memory_id) else None
-        best = 0.0
-        if i is not None:
-            for j in (i - 1, i + 1):
-                if 0 <= j < len(ordered):
-                    best = max(best, fused.get(ordered[j], 0.0))
-        out[memory_id] = score + share * best
+    last = len(ordered) - 1
+    out = dict(fused)
+    for i, memory_id in enumerate(ordered):
+        if memory_id not in fused or (eligible is not None and not eligible(memory_id)):
+            continue
+        before = fused.get(ordered[i - 1], 0.0) if i > 0 else 0.0
+        after = fused.get(ordered[i + 1], 0.0) if i < last else 0.0
+        out[memory_id] = fused[memory_id] + share * (before if before > after else after)
     return out
