@@ -23,10 +23,16 @@ leave-one-conversation-out: for each conversation, the grid's best Recall@5 on t
 others (ties: MRR, then alpha nearest 0.5, then the smaller boost) scores the held-out
 one; the LOCO figure is those held-out answers together.
 
-Turn-level evidence recall (``benchmarks.locomo_turns``): MemPalace's definition
-(fraction of evidence dia_ids in the top k turns, every category), R@5 and R@10, beside
-all/any-hit and the session-granularity figure; published no-LLM figure to compare:
-MemPalace hybrid v5, R@10 0.889 (session granularity, ten conversations).
+Turn-level evidence recall (``benchmarks.locomo_turns``): fraction of evidence dia_ids in
+the top k turns, every category, R@5 and R@10, beside all/any-hit. The peer-defined
+metrics (``benchmarks.locomo_peers``): MemPalace's LoCoMo figure exactly (SESSION level:
+fraction of evidence sessions in the top 10 sessions, categories 1-5, empty evidence 1.0;
+its published no-LLM hybrid 0.889 is that, on ten conversations, not a turn-level figure)
+and LongMemEval's recall_any / recall_all at k 1, 5, 10, session and turn level, for the
+session path, the direct path (``benchmarks.locomo_direct``: one ``remember`` per fact,
+with and without its date) and the peers (plain cosine, LangGraph ``InMemoryStore``), the
+sessions per conversation printed beside k. Vectors are cached under ``.cache/locomo/``
+(``--no-cache``).
 
 Baselines in the same run: ``bm25s`` (Lucene BM25, k1 1.5, b 0.75, English stop words)
 over the facts' statements, and the provider's plain cosine over the statements (numpy,
