@@ -476,7 +476,8 @@ def main(argv: list[str]) -> int:
         "providers": {},
     }
     chosen = providers(args.embeddings)
-    for inner in chosen or [None]:
+    every_provider: list[EmbeddingProvider | None] = [*chosen] or [None]
+    for inner in every_provider:
         started = time.perf_counter()
         per_provider, provider_rows = evaluate_provider(conversations, inner, not args.no_cache)
         per_provider["total_s"] = time.perf_counter() - started
