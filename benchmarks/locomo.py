@@ -23,10 +23,16 @@ leave-one-conversation-out: for each conversation, the grid's best Recall@5 on t
 others (ties: MRR, then alpha nearest 0.5, then the smaller boost) scores the held-out
 one; the LOCO figure is those held-out answers together.
 
-Turn-level evidence recall (``benchmarks.locomo_turns``): MemPalace's definition
-(fraction of evidence dia_ids in the top k turns, every category), R@5 and R@10, beside
-all/any-hit and the session-granularity figure; published no-LLM figure to compare:
-MemPalace hybrid v5, R@10 0.889 (session granularity, ten conversations).
+Turn-level evidence recall (``benchmarks.locomo_turns``): fraction of evidence dia_ids in
+the top k turns, every category, R@5 and R@10, beside all/any-hit. The peer-defined
+metrics (``benchmarks.locomo_peers``): MemPalace's LoCoMo figure exactly (SESSION level:
+fraction of evidence sessions in the top 10 sessions, categories 1-5, empty evidence 1.0;
+its published no-LLM hybrid 0.889 is that, on ten conversations, not a turn-level figure)
+and LongMemEval's recall_any / recall_all at k 1, 5, 10, session and turn level, for the
+session path, the direct path (``benchmarks.locomo_direct``: one ``remember`` per fact,
+with and without its date) and the peers (plain cosine, LangGraph ``InMemoryStore``), the
+sessions per conversation printed beside k. Vectors are cached under ``.cache/locomo/``
+(``--no-cache``).
 
 Baselines in the same run: ``bm25s`` (Lucene BM25, k1 1.5, b 0.75, English stop words)
 over the facts' statements, and the provider's plain cosine over the statements (numpy,
@@ -39,7 +45,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -47,6 +52,7 @@ import numpy as np
 from msgspec.structs import replace as same_struct
 
 from benchmarks.corpus import scratch
+from benchmarks.locomo_cache import CachingProvider, cache_dir
 from benchmarks.locomo_channels import (
     Channels,
     Scores,
@@ -60,56 +66,29 @@ from benchmarks.locomo_channels import (
     semantic_way,
 )
 from benchmarks.locomo_data import ALL_CATEGORIES, CATEGORIES, CATEGORY_NAMES, Conversation, load
+from benchmarks.locomo_direct import DEPTH, replay_direct
+from benchmarks.locomo_paths import direct_section
+from benchmarks.locomo_paths import rankings as rankings_of
+from benchmarks.locomo_peers import (
+    PUBLISHED_MEMPALACE_SESSION_R10,
+    Ranked,
+    fmt_haystack,
+    fmt_peer,
+    haystack,
+    peer_metrics,
+)
 from benchmarks.locomo_run import default_data
 from benchmarks.locomo_turns import TURN_KS, rank_turns, turn_metrics
 from benchmarks.provider_figures import import_seconds, install_bytes, query_p50_ms
 from benchmarks.results import print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.embeddings.base import EmbeddingDescriptor, EmbeddingProvider
+from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.recall.fusion import LEGACY_FUSION, PLAIN_RRF, HybridFusion, fusion_for
 from memory_ledger.replay.script import parse_script, run_script
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
 BOOSTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 """The temporal boosts searched with every alpha (``HybridFusion.temporal_boost``)."""
-PUBLISHED_TURN_R10 = 0.889
-"""MemPalace hybrid v5, LoCoMo, no LLM, top-10 (session granularity, ten conversations)."""
-
-
-class CachingProvider:
-    """Wraps a provider so a text embedded once is not embedded again within the run
-    (passages and queries cached apart); times the passages it embeds."""
-
-    def __init__(self, inner: EmbeddingProvider) -> None:
-        self.inner = inner
-        self.cache: dict[tuple[bool, str], Any] = {}
-        self.passages = 0
-        self.seconds = 0.0
-
-    @property
-    def descriptor(self) -> EmbeddingDescriptor:
-        return self.inner.descriptor
-
-    def _get(self, texts: Sequence[str], query: bool) -> Any:
-        missing = [t for t in dict.fromkeys(texts) if (query, t) not in self.cache]
-        if missing:
-            started = time.perf_counter()
-            embed = getattr(self.inner, "embed_queries", None) if query else None
-            raw = embed(missing) if callable(embed) else self.inner.embed(missing)
-            vectors = np.asarray(raw, dtype=np.float32)
-            if not query:
-                self.seconds += time.perf_counter() - started
-                self.passages += len(missing)
-            self.cache.update(((query, t), v) for t, v in zip(missing, vectors, strict=True))
-        return np.stack([self.cache[(query, t)] for t in texts])
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        """Passages (cached)."""
-        return self._get(texts, False)
-
-    def embed_queries(self, texts: Sequence[str]) -> Any:
-        """Queries (cached; the inner provider's ``embed_queries`` when it has one)."""
-        return self._get(texts, True)
 
 
 def providers(choice: str) -> list[EmbeddingProvider]:
@@ -136,10 +115,13 @@ def providers(choice: str) -> list[EmbeddingProvider]:
 
 
 def replay_engine(
-    conversations: list[Conversation], provider: EmbeddingProvider | None
+    conversations: list[Conversation],
+    provider: EmbeddingProvider | None,
+    everything: dict[str, list[Channels]],
 ) -> tuple[dict[str, list[Channels]], dict[str, float], int]:
-    """Replay into one store, wait for vectors, read every question's channels; also
-    counts questions where the engine's own recall (new default) equals the simulation."""
+    """Replay into one store, wait for vectors, read every question's channels (of
+    categories 1-4; ``everything`` receives those of every category); also counts
+    questions where the engine's own recall (new default) equals the simulation."""
     timing: dict[str, float] = {"replay_s": 0.0}
     by_conversation: dict[str, list[Channels]] = {}
     agree = 0
@@ -160,7 +142,11 @@ def replay_engine(
             timing["vectors_wait_s"] = time.perf_counter() - started
         started = time.perf_counter()
         for conversation in conversations:
-            channels = collect(engine, conversation, provider is not None)
+            every = collect(
+                engine, conversation, provider is not None, questions=conversation.all_questions
+            )
+            everything[conversation.sample_id] = every
+            channels = [ch for ch in every if ch.question.category in CATEGORIES]
             by_conversation[conversation.sample_id] = channels
             ns = Namespace("locomo", conversation.sample_id, "conversation")
             simulate = fused(engine.fusion)
@@ -170,23 +156,6 @@ def replay_engine(
                     agree += 1
         timing["channels_s"] = time.perf_counter() - started
     return by_conversation, timing, agree
-
-
-def plain_cosine(conversations: list[Conversation], provider: EmbeddingProvider) -> Scores:
-    """The provider's plain cosine over each conversation's fact statements (numpy)."""
-    scores = Scores()
-    for conversation in conversations:
-        if not conversation.questions:
-            continue
-        facts = np.asarray(provider.embed([statement for statement, _ in conversation.facts]))
-        embed = getattr(provider, "embed_queries", provider.embed)
-        asked = np.asarray(embed([q.text for q in conversation.questions]))
-        similarity = asked @ facts.T
-        for row, q in enumerate(conversation.questions):
-            order = sorted(range(len(conversation.facts)), key=lambda i: (-similarity[row, i], i))
-            ranked = [conversation.facts[i][1] for i in order[:10]]
-            scores.add(q.category, first_hit(ranked, q.evidence))
-    return scores
 
 
 def run_bm25s(conversations: list[Conversation]) -> Scores | None:
@@ -248,11 +217,19 @@ def prefer_half(fusion: HybridFusion) -> float:
 
 
 def evaluate_provider(
-    conversations: list[Conversation], inner: EmbeddingProvider | None
+    conversations: list[Conversation], inner: EmbeddingProvider | None, cache: bool = True
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """Every figure of one provider (None: lexical only), and its table rows."""
-    provider = CachingProvider(inner) if inner is not None else None
-    by_conversation, timing, agree = replay_engine(conversations, provider)
+    provider = CachingProvider(inner, cache_dir() if cache else None) if inner is not None else None
+    everything: dict[str, list[Channels]] = {}
+    started = time.perf_counter()
+    by_conversation, timing, agree = replay_engine(conversations, provider, everything)
+    timing["session_path_s"] = time.perf_counter() - started
+    if provider is not None:
+        provider.save()
+    started = time.perf_counter()
+    by_variant = replay_direct(conversations, provider)
+    timing["direct_replay_s"] = time.perf_counter() - started
     every = [ch for channels in by_conversation.values() for ch in channels]
     name = inner.descriptor.model_key() if inner is not None else "lexical only"
     label = inner.descriptor.model_id.split("@")[0] if inner is not None else "lexical"
@@ -390,6 +367,9 @@ def evaluate_provider(
     figures["turns"] = {}
     for name, mode, fusion, window in turn_ways:
         rankings = rank_turns(conversations, provider, fusion, mode, window)
+        figures["turns"][f"{name}_peer_metrics"] = peer_metrics(
+            [Ranked(r.question, [(d,) for d in r.ranked]) for r in rankings]
+        )
         every_category = turn_metrics(rankings, ALL_CATEGORIES)
         figures["turns"][name] = {
             "all_categories": every_category,
@@ -401,8 +381,39 @@ def evaluate_provider(
                 fmt_turns(every_category),
             )
         )
+    memories_way = fused(shipped, depth=DEPTH) if shipped is not None else lexical_way(depth=DEPTH)
+    figures["ours_default_session"] = figures.get("ours_default", figures["ours_lexical"])
+    figures["session_peer_metrics"] = peer_metrics(
+        rankings_of([ch for channels in everything.values() for ch in channels], memories_way)
+    )
+    rows.append(
+        (
+            f"{label}: session path, default, peer metrics",
+            fmt_peer(figures["session_peer_metrics"], haystack(conversations)),
+        )
+    )
+    turns_key = "fused_peer_metrics" if shipped is not None else "lexical_window_peer_metrics"
+    rows.append(
+        (
+            f"{label}: session path, turns ranked ({turns_key.split('_peer')[0]}), peer metrics",
+            fmt_peer(figures["turns"][turns_key], haystack(conversations)),
+        )
+    )
+    started = time.perf_counter()
+    direct, direct_rows = direct_section(by_variant, conversations, provider, shipped, label)
+    timing["direct_figures_s"] = time.perf_counter() - started
+    figures["direct"] = direct
+    figures["ours_default_direct"] = direct["plain"].get(
+        "ours_default", direct["plain"]["ours_lexical"]
+    )
+    figures["ours_default_direct_dated"] = direct["dated"].get(
+        "ours_default", direct["dated"]["ours_lexical"]
+    )
+    rows += direct_rows
+    figures.update(timing)
     if inner is not None and provider is not None:
-        figures["plain_cosine"] = plain_cosine(conversations, provider).per_category()
+        provider.save()
+        figures["plain_cosine"] = direct["plain_cosine"]
         rows.append((f"{label}: baseline: plain cosine", fmt(figures["plain_cosine"]["all"])))
         kind = inner.descriptor.provider
         asked = [q.text for c in conversations for q in c.questions][:50]
@@ -439,6 +450,11 @@ def main(argv: list[str]) -> int:
         help="providers: every installed one (auto, all), the torch MiniLM (local), "
         "the light e5 (lite), or none (lexical only)",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="embed everything afresh (default: vectors cached under .cache/locomo/)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.samples, args.max_questions = args.samples or "conv-26", 40
@@ -460,14 +476,23 @@ def main(argv: list[str]) -> int:
         "providers": {},
     }
     chosen = providers(args.embeddings)
-    for inner in chosen or [None]:
-        per_provider, provider_rows = evaluate_provider(conversations, inner)
+    every_provider: list[EmbeddingProvider | None] = [*chosen] or [None]
+    for inner in every_provider:
+        started = time.perf_counter()
+        per_provider, provider_rows = evaluate_provider(conversations, inner, not args.no_cache)
+        per_provider["total_s"] = time.perf_counter() - started
+        provider_rows.append(
+            (f"{per_provider['model']}: run time", f"{per_provider['total_s']:.0f} s")
+        )
         key = inner.descriptor.model_key() if inner is not None else "lexical"
         figures["providers"][key] = per_provider
         rows += provider_rows
     primary = figures["providers"][next(iter(figures["providers"]))]
     figures["ours"] = primary["ours_lexical"]
     figures["ours_default"] = primary.get("ours_default", primary["ours_lexical"])
+    figures["ours_default_session"] = primary["ours_default_session"]
+    figures["ours_default_direct"] = primary["ours_default_direct"]
+    figures["haystack"] = haystack(conversations)
     figures["model"] = primary["model"]
     baseline = run_bm25s(conversations)
     top = ceiling(conversations)
@@ -476,8 +501,13 @@ def main(argv: list[str]) -> int:
     if baseline:
         figures["bm25s"] = baseline.per_category()
     rows.append(("ceiling (evidence cited by a fact)", fmt(top.figures())))
+    rows.append(("haystack", fmt_haystack(figures["haystack"])))
     rows.append(
-        ("published turn-level R@10 to beat (MemPalace hybrid v5)", f"{PUBLISHED_TURN_R10}")
+        (
+            "published: MemPalace hybrid v5, SESSION-level R@10 (fraction of evidence sessions"
+            " in the top 10 sessions, cat. 1-5, ten conversations)",
+            f"{PUBLISHED_MEMPALACE_SESSION_R10}",
+        )
     )
     print_table("LoCoMo retrieval quality (hit: a result cites a question's evidence)", rows)
     print(f"figures written to {save('locomo', figures)}")

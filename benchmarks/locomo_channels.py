@@ -14,15 +14,16 @@ simulation against the engine's real recall for the default fusion.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
 from benchmarks.locomo_data import CATEGORIES, Conversation, Question
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.recall.fusion import HybridFusion
-from memory_ledger.commands.recall.index import build_index, lexical_search
+from memory_ledger.commands.recall.index import MemoryDoc, build_index, lexical_search
 from memory_ledger.commands.recall.lexical import analyze_document, analyze_query
+from memory_ledger.commands.recall.ranking import fuse_channels
 from memory_ledger.commands.recall.temporal import occurred_in, query_dates
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
@@ -46,6 +47,8 @@ class Channels:
     """Memories whose time falls near a date the question names (``commands.recall.temporal``)."""
     subjects: dict[str, str] = dataclass_field(default_factory=dict)
     """Each memory's subject (LoCoMo: the speaker the observation is about)."""
+    docs: Mapping[str, MemoryDoc] = dataclass_field(default_factory=dict)
+    """The namespace's retrievable memories (shared by the conversation's questions)."""
 
 
 def first_hit(ranked: Sequence[tuple[str, ...]], wanted: frozenset[str]) -> int | None:
@@ -80,9 +83,20 @@ class Scores:
         return {"all": self.figures(), **{str(c): self.figures(c) for c in CATEGORIES}}
 
 
-def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) -> list[Channels]:
-    """Read every question's channels of ``conversation`` from ``engine``."""
-    ns = Namespace("locomo", conversation.sample_id, "conversation")
+def collect(
+    engine: MemoryEngine,
+    conversation: Conversation,
+    semantic: bool,
+    *,
+    namespace: Namespace | None = None,
+    evidence: Mapping[str, tuple[str, ...]] | None = None,
+    questions: Sequence[Question] | None = None,
+) -> list[Channels]:
+    """Read every question's channels of ``conversation`` from ``engine`` (its namespace
+    ``locomo/<sample>/conversation`` unless ``namespace`` is given); ``evidence``: each
+    memory's evidence dia_ids when the memories do not carry them (the direct path);
+    ``questions``: which (default: categories 1-4)."""
+    ns = namespace or Namespace("locomo", conversation.sample_id, "conversation")
     docs = {doc.memory_id: doc for doc in engine.retrievable_memories(ns)}
     index = build_index(docs.values())  # what the engine's recall index holds
     plain = BM25Index.build(
@@ -99,11 +113,13 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
         )
         for d in docs.values()
     )
-    evidence = {memory_id: d.evidence for memory_id, d in docs.items()}
+    cited = {memory_id: d.evidence for memory_id, d in docs.items()}
+    if evidence is not None:
+        cited = {memory_id: evidence.get(memory_id, ()) for memory_id in docs}
     positions = {memory_id: d.position for memory_id, d in docs.items()}
     subjects = {memory_id: d.subject or "" for memory_id, d in docs.items()}
     out = []
-    for q in conversation.questions:
+    for q in conversation.questions if questions is None else questions:
         analyzed = analyze_query(q.text)
         lexical = [(s.doc_id, s.score) for s in lexical_search(index, docs, q.text, DEPTH)]
         lexical_plain = [(s.doc_id, s.score) for s in plain.search(analyzed, DEPTH)]
@@ -129,10 +145,11 @@ def collect(engine: MemoryEngine, conversation: Conversation, semantic: bool) ->
                 lexical_source,
                 statement,
                 source,
-                evidence,
+                cited,
                 positions,
                 dated,
                 subjects,
+                docs,
             )
         )
     return out
@@ -156,41 +173,40 @@ def rank_semantic(scores: dict[str, float], depth: int) -> list[str]:
 Way = Callable[[Channels], list[str]]
 
 
-def fused(fusion: HybridFusion, lexical: str = "window") -> Way:
-    """The top 10 ids ``fusion`` gives, computed with its own ``fuse_scores`` (and
-    ``boost_dated``); ``lexical``: which lexical ranking (``window``: the engine's,
-    ``source``: without the window, ``plain``: without any expansion)."""
+def fused(fusion: HybridFusion, lexical: str = "window", depth: int = max(KS)) -> Way:
+    """The top ``depth`` ids ``fusion`` gives, computed by the engine's own fusion step
+    (``commands.recall.ranking.fuse_channels``: fusion, signals, temporal boost);
+    ``lexical``: which lexical ranking (``window``: the engine's, ``source``: without the
+    window, ``plain``: without any expansion)."""
 
     def way(ch: Channels) -> list[str]:
         ranking = {"window": ch.lexical, "source": ch.lexical_source}.get(lexical, ch.lexical_plain)
         if not ch.statement and not ch.source:
-            return [d for d, _ in ranking[: max(KS)]]
+            return [d for d, _ in ranking[:depth]]
         scores = semantic_scores(ch, fusion.fields)
         ranked = rank_semantic(scores, fusion.depth)
-        out = fusion.fuse_scores(ranking, ranked, scores, ch.position.__getitem__)
-        if ch.dated:
-            out = fusion.boost_dated(out, ch.dated.__contains__, ch.position.__getitem__)
-        return [d for d, _ in out[: max(KS)]]
+        out = fuse_channels(ch.question.text, ranking, ranked, scores, ch.docs, fusion)
+        return [d for d, _ in out[:depth]]
 
     return way
 
 
-def lexical_way(lexical: str = "window") -> Way:
+def lexical_way(lexical: str = "window", depth: int = max(KS)) -> Way:
     """The lexical channel alone (``window``: the engine's; ``source``: without the
     conversation window; ``plain``: without any expansion)."""
 
     def way(ch: Channels) -> list[str]:
         ranking = {"window": ch.lexical, "source": ch.lexical_source}.get(lexical, ch.lexical_plain)
-        return [d for d, _ in ranking[: max(KS)]]
+        return [d for d, _ in ranking[:depth]]
 
     return way
 
 
-def semantic_way(fields: Sequence[str]) -> Way:
+def semantic_way(fields: Sequence[str], depth: int = max(KS)) -> Way:
     """The semantic channel alone, over the vectors of ``fields``."""
 
     def way(ch: Channels) -> list[str]:
-        return rank_semantic(semantic_scores(ch, fields), max(KS))
+        return rank_semantic(semantic_scores(ch, fields), depth)
 
     return way
 

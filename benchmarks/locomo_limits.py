@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.locomo import CachingProvider, providers, replay_engine
+from benchmarks.locomo import providers, replay_engine
+from benchmarks.locomo_cache import CachingProvider, cache_dir
 from benchmarks.locomo_channels import Channels
 from benchmarks.locomo_data import CATEGORIES, Conversation, load
 from benchmarks.locomo_run import default_data
@@ -297,7 +298,9 @@ def main(argv: list[str]) -> int:
         raise SystemExit("no embedding provider installed: pip install -e '.[embeddings]'")
     channels: list[dict[str, list[Channels]]] = []
     for provider in installed[:2]:
-        by_conversation, _, _ = replay_engine(conversations, CachingProvider(provider))
+        by_conversation, _, _ = replay_engine(
+            conversations, CachingProvider(provider, cache_dir()), {}
+        )
         channels.append(by_conversation)
     main_provider = installed[0]
     windows = {
