@@ -31,6 +31,7 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.commands.aio.engine import AsyncMemoryEngine
     from memory_ledger.commands.aio.session import AsyncMemorySession
+    from memory_ledger.commands.engine.batch import BatchResult, Forget, Remember
     from memory_ledger.commands.engine.direct import DirectResult
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.errors import EngineClosedError, MemoryLedgerError
@@ -44,8 +45,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AsyncMemoryEngine",
     "AsyncMemorySession",
+    "BatchResult",
     "DirectResult",
     "EngineClosedError",
+    "Forget",
     "KeyWrapper",
     "LocalMasterKey",
     "MasterKeyError",
@@ -57,6 +60,7 @@ __all__ = [
     "RecallHit",
     "RecallResult",
     "RecordedExtractor",
+    "Remember",
     "open",
 ]
 
@@ -65,6 +69,9 @@ __getattr__, __dir__ = lazy_exports(
     {
         "AsyncMemoryEngine": "memory_ledger.commands.aio.engine",
         "AsyncMemorySession": "memory_ledger.commands.aio.session",
+        "BatchResult": "memory_ledger.commands.engine.batch",
+        "Forget": "memory_ledger.commands.engine.batch",
+        "Remember": "memory_ledger.commands.engine.batch",
         "DirectResult": "memory_ledger.commands.engine.direct",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",
         "EngineClosedError": "memory_ledger.commands.errors",

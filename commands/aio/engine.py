@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal, ParamSpec, TypeVar
 from uuid import UUID
@@ -37,6 +37,7 @@ from memory_ledger.commands.aio.worker import EngineWorker
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.embeddings.config import provider_from_config
+from memory_ledger.commands.engine.batch import BatchOp, BatchResult, Remember
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -127,6 +128,18 @@ class AsyncMemoryEngine:
             tags=tags,
             occurred_at=occurred_at,
         )
+
+    async def apply_batch(self, namespace: Namespace, ops: Iterable[BatchOp | str]) -> BatchResult:
+        """Write ``ops`` as ONE command, durable and reconciled on return
+        (:meth:`MemoryEngine.apply_batch`, whose errors it raises).
+        """
+        return await self._worker.run(self.engine.apply_batch, namespace, list(ops))
+
+    async def remember_many(
+        self, namespace: Namespace, items: Iterable[Remember | str]
+    ) -> BatchResult:
+        """Remember every item as ONE command (:meth:`MemoryEngine.remember_many`)."""
+        return await self._worker.run(self.engine.remember_many, namespace, list(items))
 
     async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Forget one memory by id or by its words (:meth:`MemoryEngine.forget`).

@@ -10,21 +10,30 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.engine.batch import BatchOutcome, BatchResult, Forget, Remember
     from memory_ledger.commands.engine.direct import DirectResult
     from memory_ledger.commands.engine.encryption import ErasureReport
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.commands.store import ReadModels
 
 __all__ = [
+    "BatchOutcome",
+    "BatchResult",
     "DirectResult",
     "ErasureReport",
+    "Forget",
     "MemoryEngine",
     "ReadModels",
+    "Remember",
 ]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "BatchOutcome": "memory_ledger.commands.engine.batch",
+        "BatchResult": "memory_ledger.commands.engine.batch",
+        "Forget": "memory_ledger.commands.engine.batch",
+        "Remember": "memory_ledger.commands.engine.batch",
         "DirectResult": "memory_ledger.commands.engine.direct",
         "ErasureReport": "memory_ledger.commands.engine.encryption",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",

@@ -6,13 +6,14 @@ MemoryStore`; the attributes below are set by its ``__init__``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
 from memory_ledger.commands.canonical.erasure import forget_all
+from memory_ledger.commands.engine.batch import BatchOp, BatchResult, Remember, apply_batch
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport, erase_namespaces
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
@@ -105,6 +106,19 @@ class EngineCommands:
         <memory_ledger.commands.engine.direct.DirectCommands.pin>`).
         """
         return DirectCommands(self._engine).pin(namespace, statement_or_id)
+
+    def apply_batch(self, namespace: Namespace, ops: Iterable[BatchOp | str]) -> BatchResult:
+        """Write ``ops`` (:class:`Remember` / :class:`Forget`, a string remembers itself) as
+        ONE command of ``namespace``: one append condition, one transaction, one sync,
+        durable and reconciled on return; refused whole, naming ``ops[i]``, before anything
+        is written (:func:`commands.engine.batch.apply_batch`, which lists the errors).
+        """
+        return apply_batch(self._engine, namespace, ops)
+
+    def remember_many(self, namespace: Namespace, items: Iterable[Remember | str]) -> BatchResult:
+        """Remember every item (a string or :class:`Remember`) as ONE command
+        (:meth:`apply_batch`): a batch costs one sync, not one per memory."""
+        return apply_batch(self._engine, namespace, items)
 
     def forget_all(self, namespace: Namespace) -> int:
         """Forget every retrievable memory of exactly ``namespace`` in one command (durable

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -22,7 +23,12 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.canonical.boundary import DecisionReads, StaleRead, append_decision
-from memory_ledger.commands.canonical.reconcile import IN_THIS_BATCH, Reconciler, plan_finish
+from memory_ledger.commands.canonical.reconcile import (
+    IN_THIS_BATCH,
+    TARGET_SUPERSEDED,
+    Reconciler,
+    plan_finish,
+)
 from memory_ledger.commands.errors import (
     CommandRejectedError,
     SupersededTargetError,
@@ -59,7 +65,13 @@ if TYPE_CHECKING:
     from memory_ledger.commands.session.commands import CommandResult
     from memory_ledger.commands.store import MemoryStore
 
-__all__ = ["DirectCommands", "DirectResult"]
+__all__ = [
+    "CommandSpec",
+    "DirectCommands",
+    "DirectResult",
+    "checked_statement",
+    "checked_tags",
+]
 
 DIRECT_SESSION_PREFIX = "direct-"
 
@@ -151,11 +163,8 @@ class DirectCommands:
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone
             (``InvalidArgumentTypeError`` when it is not a datetime).
         """
-        text = _statement(statement, "statement")
+        text = checked_statement(statement, "statement")
         check_namespace(namespace)
-        if isinstance(tags, (str, bytes, dict, set)) or not isinstance(tags, Sequence):
-            msg = f"tags must be a list or tuple of strings, got {type(tags).__name__}"
-            raise CommandRejectedError(msg, "invalid_tags", parameter="tags")
         item: dict[str, Any] = {
             "kind": "semantic",
             "subject": subject,
@@ -167,7 +176,7 @@ class DirectCommands:
             "reason": "the host asked to remember this",
             "importance": 0.9,
             "confidence": 1.0,
-            "tags": list(tags),
+            "tags": checked_tags(tags, "tags"),
         }
         session_id, applied, report = self._run(
             namespace, "remember", text, item=item, occurred_at=occurred_at
@@ -254,7 +263,7 @@ class DirectCommands:
         :raises CommandRejectedError: empty statement, a secret-shaped value.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
-        text = _statement(statement, "statement")
+        text = checked_statement(statement, "statement")
         check_namespace(namespace)
         if target is None:  # the statement names its target (the correction rule)
             session_id, applied, report = self._run(
@@ -285,7 +294,7 @@ class DirectCommands:
         wanted = as_memory_id(statement_or_id)
         if wanted is not None:
             return wanted, None
-        return None, _statement(statement_or_id, name)
+        return None, checked_statement(statement_or_id, name)
 
     def _named(
         self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
@@ -319,34 +328,55 @@ class DirectCommands:
         strict: bool = False,
         occurred_at: datetime | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
-        """Plan and append the whole command as ONE decision (one transaction, one sync):
-        SessionOpened, ExplicitCommandApplied, SessionSealed, the memory events and
-        SessionReconciled, under the append condition of what the plan read
-        (:func:`~memory_ledger.commands.boundary.append_decision`). A crash leaves all of it
-        or none of it; a backup never holds half of one.
+        """One command as a short session of its own (:meth:`run_many` with one spec)."""
+        spec = CommandSpec(
+            intent=intent,
+            text=text,
+            item=item,
+            target=target,
+            words=words,
+            strict=strict,
+            occurred_at=occurred_at,
+        )
+        session_id, applied, report = self.run_many(namespace, [spec])
+        return session_id, applied[0], report
 
-        ``text`` None (a forget or pin): the statement recorded is the target's current one.
-        ``target`` (an id) must be retrievable at the decision: a superseded one is refused
-        with :class:`SupersededTargetError` naming the current head of its chain (the
-        policy of every surface: a command never moves to another memory than the one it
-        named); a forgotten or unknown one with :class:`UnknownMemoryError`. ``words``: the
-        target is what the words name, searched anew in every attempt, with the namespace in
-        the append condition (a memory that appears or goes meanwhile changes what they
-        name); ``strict``: they are a correction's own statement (the correction rule,
-        :func:`~memory_ledger.commands.lexical.names_memory`), and naming none it
-        remembers; otherwise naming none raises ``no_match``.
+    def run_many(
+        self, namespace: Namespace, specs: Sequence[CommandSpec]
+    ) -> tuple[str, list[CommandResult], ReconciliationReport]:
+        """Plan and append the commands ``specs`` as ONE decision (one transaction, one
+        sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
+        SessionSealed, the memory events and SessionReconciled, under the append condition of
+        what the plan read (:func:`~memory_ledger.commands.canonical.boundary.append_decision`).
+        A crash leaves all of it or none of it; a backup never holds half of one. The specs
+        are reconciled in order, so a later one sees what an earlier one did (a remember of
+        the same subject and predicate supersedes the earlier value; a forget may name a
+        memory remembered earlier in the batch by its id).
+
+        A spec's ``text`` None (a forget or pin): the statement recorded is the target's
+        current one. Its ``target`` (an id) must be retrievable at the decision (or
+        remembered earlier in the batch): a superseded one is refused with
+        :class:`SupersededTargetError` naming the current head of its chain (the policy of
+        every surface: a command never moves to another memory than the one it named); a
+        forgotten or unknown one with :class:`UnknownMemoryError`. ``words``: the target is
+        what the words name among the memories before the batch, searched anew in every
+        attempt, with the namespace in the append condition (a memory that appears or goes
+        meanwhile changes what they name); ``strict``: they are a correction's own statement
+        (the correction rule, :func:`~memory_ledger.commands.recall.lexical.names_memory`),
+        and naming none it remembers; otherwise naming none raises ``no_match``.
 
         ``occurred_at`` (aware): when it was said, recorded in the command (the value's
         valid time, ``commands.canonical.reconcile``).
 
-        :raises UnknownMemoryError: ``target`` names no retrievable memory now.
-        :raises SupersededTargetError: ``target`` was superseded.
-        :raises CommandRejectedError: the (carried-over) item fails validation.
+        :raises UnknownMemoryError: a ``target`` names no retrievable memory now.
+        :raises SupersededTargetError: a ``target`` was superseded.
+        :raises CommandRejectedError: a (carried-over) item fails validation.
         :raises NamespaceErasedError: the namespace was erased.
-        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
+        :raises NaiveDatetimeError: an ``occurred_at`` has no time zone.
         """
-        if occurred_at is not None:
-            check_aware("occurred_at", occurred_at)  # before anything is planned or written
+        for spec in specs:
+            if spec.occurred_at is not None:
+                check_aware("occurred_at", spec.occurred_at)  # before anything is planned
         engine = self._engine
         session_id = self._prefix + uuid.uuid4().hex
         stream = session_stream_id(namespace, session_id)
@@ -358,38 +388,6 @@ class DirectCommands:
             raise NamespaceErasedError(f"namespace {namespace.key()!r} was erased")
 
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
-            head = None
-            kind = intent
-            if words is not None:
-                # What the words name, searched now (the read models are caught up past
-                # ``reads.after``), with the whole namespace in the append condition.
-                reads.guard_namespace()
-                found = self._named(namespace, words, required=not strict, strict=strict)
-                if found is None:
-                    kind = "remember"  # a correction naming nothing remembers
-                else:
-                    head = UUID(found.memory_id)
-                    seen = reads.memory(head)
-                    if seen is None or not seen.retrievable:
-                        raise StaleRead  # the search saw a later state: decide again
-            elif target is not None:
-                seen = reads.memory(target)
-                if seen is not None and seen.status == "superseded":
-                    raise SupersededTargetError(target, reads.head(target))
-                if seen is None or not seen.retrievable:
-                    raise UnknownMemoryError(str(target))
-                head = target
-            state = reads.memory(head) if head is not None else None
-            statement = text
-            if statement is None:  # forget / pin: the target's statement as it is now
-                assert state is not None and head is not None
-                statement = state.item.statement if state.item is not None else str(head)
-            resolved: ExtractedItem | None = None
-            if kind == "correct":
-                resolved = _checked(_correction(statement, state.item if state else None, item))
-            elif kind == "remember":
-                resolved = _checked(item if item is not None else _plain_item(statement))
-            cid = command_id(stream, 1, kind, statement)
             at = utc_now()
             base = {"recorded_at": at, "namespace": namespace, "session_id": session_id}
             opened = SessionOpened(
@@ -399,18 +397,11 @@ class DirectCommands:
                 activation_policy=policy,
                 extractor_id=DIRECT_EXTRACTOR_ID,
             )
-            command = ExplicitCommandApplied(
-                originator_id=stream,
-                originator_version=2,
-                **base,  # type: ignore[arg-type]
-                turn_id=1,
-                command_id=cid,
-                intent=kind,
-                statement=statement,
-                target=head,
-                item=resolved,
-                occurred_at=occurred_at,
-            )
+            planned: dict[UUID, str] = {}  # remembered earlier in this batch: id -> statement
+            commands = [
+                self._command(reads, namespace, spec, turn, planned, stream, base)
+                for turn, spec in enumerate(specs, start=1)
+            ]
             reconciler = Reconciler(
                 namespace=namespace,
                 session_id=session_id,
@@ -422,26 +413,146 @@ class DirectCommands:
             finished = plan_finish(
                 reconciler,
                 session_stream=stream,
-                session_version=2,
-                items=[command],
+                session_version=1 + len(commands),
+                items=commands,
                 policy=policy,
             )
-            outcome.update(report=finished.report, command=command)
+            _refuse_declined_targets(reconciler, finished.report, commands)
+            outcome.update(report=finished.report, commands=commands)
             fault("session.finish_planned")  # the short session's finish: planned, not written
-            return [opened, command, *finished.events]
+            return [opened, *commands, *finished.events]
 
         from memory_ledger.commands.session.commands import CommandResult  # sessions: on a write
 
-        positions = append_decision(engine, namespace, plan, what=f"{intent} ({session_id})")
+        kinds = sorted({spec.intent for spec in specs})
+        what = f"{'+'.join(kinds)} ({session_id})"
+        positions = append_decision(engine, namespace, plan, what=what)
         report = msgspec.structs.replace(outcome["report"], position=positions[-1])
-        command = outcome["command"]
-        applied = CommandResult(
-            command_id=command.command_id,
-            intent=intent,
-            target=command.target,
-            position=positions[1],
-        )
+        applied = [
+            CommandResult(
+                command_id=command.command_id,
+                intent=spec.intent,
+                target=command.target,
+                position=positions[turn],
+            )
+            for turn, (spec, command) in enumerate(
+                zip(specs, outcome["commands"], strict=True), start=1
+            )
+        ]
         return session_id, applied, report
+
+    def _command(
+        self,
+        reads: DecisionReads,
+        namespace: Namespace,
+        spec: CommandSpec,
+        turn: int,
+        planned: dict[UUID, str],
+        stream: UUID,
+        base: dict[str, Any],
+    ) -> ExplicitCommandApplied:
+        """The ExplicitCommandApplied of ``spec`` (turn ``turn`` of the short session),
+        its target resolved against the decision's reads and ``planned`` (the memories
+        remembered earlier in the batch, which it extends)."""
+        head = None
+        kind = spec.intent
+        if spec.words is not None:
+            # What the words name, searched now (the read models are caught up past
+            # ``reads.after``), with the whole namespace in the append condition.
+            reads.guard_namespace()
+            found = self._named(namespace, spec.words, required=not spec.strict, strict=spec.strict)
+            if found is None:
+                kind = "remember"  # a correction naming nothing remembers
+            else:
+                head = UUID(found.memory_id)
+                seen = reads.memory(head)
+                if seen is None or not seen.retrievable:
+                    raise StaleRead  # the search saw a later state: decide again
+        elif spec.target is not None and spec.target in planned:
+            head = spec.target  # remembered earlier in this batch
+        elif spec.target is not None:
+            seen = reads.memory(spec.target)
+            if seen is not None and seen.status == "superseded":
+                raise SupersededTargetError(spec.target, reads.head(spec.target))
+            if seen is None or not seen.retrievable:
+                raise UnknownMemoryError(str(spec.target))
+            head = spec.target
+        state = reads.memory(head) if head is not None and head not in planned else None
+        statement = spec.text
+        if statement is None:  # forget / pin: the target's statement as it is now
+            assert head is not None
+            if head in planned:
+                statement = planned[head]
+            else:
+                assert state is not None
+                statement = state.item.statement if state.item is not None else str(head)
+        resolved: ExtractedItem | None = None
+        if kind == "correct":
+            resolved = _checked(_correction(statement, state.item if state else None, spec.item))
+        elif kind == "remember":
+            resolved = _checked(spec.item if spec.item is not None else _plain_item(statement))
+        if resolved is not None:
+            planned[memory_id(namespace, normalize_statement(resolved.statement))] = (
+                resolved.statement
+            )
+        return ExplicitCommandApplied(
+            originator_id=stream,
+            originator_version=1 + turn,
+            **base,
+            turn_id=turn,
+            command_id=command_id(stream, turn, kind, statement),
+            intent=kind,
+            statement=statement,
+            target=head,
+            item=resolved,
+            occurred_at=spec.occurred_at,
+        )
+
+
+def _refuse_declined_targets(
+    reconciler: Reconciler,
+    report: ReconciliationReport,
+    commands: Sequence[ExplicitCommandApplied],
+) -> None:
+    """Refuse a batch one of whose commands names a memory that an earlier command of the
+    same batch superseded (reconciliation declined it, ``target_superseded``): as one by
+    one, where that command would be refused with :class:`SupersededTargetError`, the
+    batch is refused whole, naming the memory that holds the fact now."""
+    if not report.declined or len(commands) < 2:
+        return
+    ours = {command.command_id: command for command in commands}
+    for declined in report.declined:
+        command = ours.get(declined.candidate_id)
+        if command is None or command.target is None or declined.reason_code != TARGET_SUPERSEDED:
+            continue
+        current: UUID | None = command.target
+        seen: set[UUID] = set()
+        while current is not None and current not in seen:
+            seen.add(current)
+            state = reconciler.state(current)
+            if state is not None and state.status == "forgotten":
+                current = None  # the chain ends forgotten
+            elif state is not None and state.status == "superseded":
+                current = state.superseded_by
+            else:
+                break
+        raise SupersededTargetError(command.target, current)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandSpec:
+    """One command of a short session (:meth:`DirectCommands.run_many`): its intent, its
+    statement (None for a forget or pin: the target's), the item to activate (None: a plain
+    one), the target by id or by ``words``, the correction rule (``strict``) and its valid
+    time (``occurred_at``, aware)."""
+
+    intent: Literal["remember", "forget", "correct", "pin"]
+    text: str | None
+    item: dict[str, Any] | None = None
+    target: UUID | None = None
+    words: str | None = None
+    strict: bool = False
+    occurred_at: datetime | None = None
 
 
 DIRECT_EXTRACTOR_ID = "direct"
@@ -501,7 +612,16 @@ def _checked(raw: dict[str, Any]) -> ExtractedItem:
     return outcome
 
 
-def _statement(value: object, name: str) -> str:
+def checked_tags(tags: object, name: str) -> list[str]:
+    """``tags`` as a list, refused (``invalid_tags``, naming ``name``) unless it is a list or
+    tuple (validation checks each tag)."""
+    if isinstance(tags, (str, bytes, dict, set)) or not isinstance(tags, Sequence):
+        msg = f"{name} must be a list or tuple of strings, got {type(tags).__name__}"
+        raise CommandRejectedError(msg, "invalid_tags", parameter=name)
+    return list(tags)
+
+
+def checked_statement(value: object, name: str) -> str:
     """``value`` with its whitespace collapsed, checked before anything is written: a
     string, not empty, no NUL, other control character (tab and line breaks aside) or
     bidirectional override (``"forbidden_character"``), valid Unicode, no secret-shaped

@@ -1,0 +1,193 @@
+"""Batch commands: many remembers and forgets of one namespace as ONE command.
+
+:meth:`MemoryEngine.apply_batch` / :meth:`~MemoryEngine.remember_many` write a whole batch as
+one short session (``batch-<hex>``): one append condition, one transaction, one sync
+(:meth:`DirectCommands.run_many
+<memory_ledger.commands.engine.direct.DirectCommands.run_many>`). A crash leaves all of it or
+none of it; the ledger shows each operation as its own ExplicitCommandApplied (turn ``i + 1``)
+and its reconciliation, so ``explain`` walks any memory back to the batch and its place in
+it. What every direct command checks (the secret door, validation, the namespace rules, the
+decision under an append condition) holds for each operation: the batch is refused whole,
+naming the operation (``ops[i]``), before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.commands.engine.direct import (
+    CommandSpec,
+    DirectCommands,
+    checked_statement,
+    checked_tags,
+)
+from memory_ledger.commands.errors import CommandRejectedError, InvalidArgumentTypeError
+from memory_ledger.ledger.events import ReconciliationReport
+from memory_ledger.ledger.ids import (
+    Namespace,
+    as_memory_id,
+    check_namespace,
+    memory_id,
+    normalize_statement,
+)
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.store import MemoryStore
+
+__all__ = ["BatchOutcome", "BatchResult", "Forget", "Remember", "apply_batch", "remember_many"]
+
+BATCH_SESSION_PREFIX = "batch-"
+
+MAX_BATCH_OPS = 100_000
+"""The most operations one batch holds (one transaction): a larger batch is refused with
+``batch_too_large``; split it (each part is then atomic on its own)."""
+
+
+class Remember(msgspec.Struct, frozen=True, kw_only=True):
+    """Remember ``statement`` (as :meth:`MemoryEngine.remember`): ``subject`` and
+    ``predicate`` make it a keyed fact that supersedes the key's earlier value (in the
+    store or earlier in the batch); ``occurred_at`` (aware) is its valid time."""
+
+    statement: str
+    subject: str | None = None
+    predicate: str | None = None
+    value: str | None = None
+    tags: tuple[str, ...] = ()
+    occurred_at: datetime | None = None
+
+
+class Forget(msgspec.Struct, frozen=True, kw_only=True):
+    """Forget one memory (as :meth:`MemoryEngine.forget`): ``target`` is its id (a UUID or
+    its text form; a memory remembered earlier in the same batch counts) or words naming one
+    memory stored before the batch."""
+
+    target: UUID | str
+
+
+BatchOp = Remember | Forget
+
+
+class BatchOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one operation of a batch did: ``intent`` (``remember`` or ``forget``), the
+    memory it names (``memory_id``: the remembered statement's id, or the forgotten one) and
+    the ledger position of its ExplicitCommandApplied."""
+
+    intent: str
+    memory_id: UUID | None
+    position: int
+
+
+class BatchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A batch as written: its short session, the position of its last event (durable on
+    return), one outcome per operation in order, and the reconciliation report."""
+
+    session_id: str
+    position: int
+    outcomes: tuple[BatchOutcome, ...]
+    report: ReconciliationReport
+
+
+def apply_batch(
+    engine: MemoryStore,
+    namespace: Namespace,
+    ops: Iterable[BatchOp | str],
+    *,
+    session_prefix: str = BATCH_SESSION_PREFIX,
+) -> BatchResult:
+    """Write ``ops`` (in order; a plain string is a :class:`Remember` of it) as one command
+    of ``namespace``, durable and reconciled on return.
+
+    :raises CommandRejectedError: no operation (``empty_batch``), more than
+        :data:`MAX_BATCH_OPS` (``batch_too_large``), or an operation whose statement is
+        empty, secret-shaped or fails validation (``parameter`` names ``ops[i]``); nothing is
+        written.
+    :raises InvalidArgumentTypeError: an operation that is neither a string, a
+        :class:`Remember` nor a :class:`Forget`.
+    :raises UnknownMemoryError: a forget names no retrievable memory (nothing is written).
+    :raises SupersededTargetError: a forget names a superseded memory.
+    :raises InvalidNamespaceError: an invalid namespace.
+    :raises NaiveDatetimeError: an ``occurred_at`` without a time zone.
+    :raises NamespaceErasedError: the namespace was erased.
+    """
+    check_namespace(namespace)
+    specs = _specs(ops)
+    direct = DirectCommands(engine, session_prefix)
+    session_id, applied, report = direct.run_many(namespace, specs)
+    outcomes = tuple(
+        BatchOutcome(
+            intent=spec.intent,
+            memory_id=(
+                memory_id(namespace, normalize_statement(spec.text))
+                if spec.text is not None
+                else result.target
+            ),
+            position=result.position,
+        )
+        for spec, result in zip(specs, applied, strict=True)
+    )
+    return BatchResult(
+        session_id=session_id,
+        position=report.position or applied[-1].position,
+        outcomes=outcomes,
+        report=report,
+    )
+
+
+def _specs(ops: Iterable[BatchOp | str]) -> list[CommandSpec]:
+    """The command specs of ``ops``, each checked before anything is planned."""
+    if isinstance(ops, (str, bytes, dict)):
+        msg = f"ops must be a sequence of operations, got {type(ops).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter="ops")
+    specs: list[CommandSpec] = []
+    for index, op in enumerate(ops):
+        if len(specs) >= MAX_BATCH_OPS:
+            msg = f"a batch holds at most {MAX_BATCH_OPS} operations; split it"
+            raise CommandRejectedError(msg, "batch_too_large", parameter="ops")
+        specs.append(_spec(op, f"ops[{index}]"))
+    if not specs:
+        raise CommandRejectedError("ops holds no operation", "empty_batch", parameter="ops")
+    return specs
+
+
+def _spec(op: object, name: str) -> CommandSpec:
+    if isinstance(op, str):
+        op = Remember(statement=op)
+    if isinstance(op, Remember):
+        text = checked_statement(op.statement, f"{name}.statement")
+        item: dict[str, Any] = {
+            "kind": "semantic",
+            "subject": op.subject,
+            "predicate": op.predicate,
+            "value": op.value,
+            "statement": text,
+            "source": "fact",
+            "scope": "user",
+            "reason": "the host asked to remember this",
+            "importance": 0.9,
+            "confidence": 1.0,
+            "tags": checked_tags(op.tags, f"{name}.tags"),
+        }
+        return CommandSpec(intent="remember", text=text, item=item, occurred_at=op.occurred_at)
+    if isinstance(op, Forget):
+        wanted = as_memory_id(op.target)
+        if wanted is not None:
+            return CommandSpec(intent="forget", text=None, target=wanted)
+        words = checked_statement(op.target, f"{name}.target")
+        return CommandSpec(intent="forget", text=None, words=words)
+    msg = f"{name} must be a string, Remember or Forget, got {type(op).__name__}"
+    raise InvalidArgumentTypeError(msg, parameter=name)
+
+
+def remember_many(
+    engine: MemoryStore,
+    namespace: Namespace,
+    items: Sequence[Remember | str] | Iterable[Remember | str],
+) -> BatchResult:
+    """Remember every item of ``items`` (strings or :class:`Remember`) as one command
+    (:func:`apply_batch`; the errors are its)."""
+    return apply_batch(engine, namespace, items)
