@@ -2,7 +2,7 @@
 ``finish()`` grows with the store, from 1,000 to 1,000,000 memories.
 
 One store grows through the scales (default: 1k, 10k, 100k and 1M memories in the measured
-namespace, with 10,000, 100,000, 1,000,000 and 1,200,000 ledger events in all: the rest is
+namespace, with 10,000, 100,000, 1,000,000 and 1,100,000 ledger events in all: the rest is
 other namespaces' session traffic, turns, candidates and activations of
 ``benchmarks.catchup``). At each scale the store is reopened durable (fsync per command, the
 default) and measures:
@@ -64,7 +64,7 @@ SCALES = (
     (1_000, 10_000),
     (10_000, 100_000),
     (100_000, 1_000_000),
-    (1_000_000, 1_200_000),
+    (1_000_000, 1_100_000),
 )
 """(memories in the measured namespace, ledger events in all) per step."""
 QUICK_SCALES = ((200, 2_000), (600, 6_000))
