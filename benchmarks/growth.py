@@ -220,9 +220,7 @@ def measure(
         recall_ms = [timed_ms(engine.recall, BENCH_NAMESPACE, q, 5)[0] for q in questions]
         figures["recall_p50_ms"] = median(recall_ms)
         figures["recall_p99_ms"] = percentile(recall_ms, 99)
-        figures.update(
-            remember_figures(engine, growth, fresh[80 * finishes :], 20, batch)
-        )
+        figures.update(remember_figures(engine, growth, fresh[80 * finishes :], 20, batch))
         extractor = RecordedExtractor()
         session = engine.session(BENCH_NAMESPACE, f"growth-turns-{scale}", extractor=extractor)
         turn_ms, turn_floor_ms = [], []

@@ -59,9 +59,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 import re
 import unicodedata
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
@@ -201,7 +201,7 @@ class BM25State(msgspec.Struct, frozen=True, array_like=True):
     term_ids: bytes
 
 
-def _ints(typecode: str, raw: bytes) -> array:
+def _ints(typecode: str, raw: bytes) -> array[int]:
     values = array(typecode)
     values.frombytes(raw)
     return values
@@ -217,7 +217,7 @@ class _Postings:
         self.slots = _ints("i", state.post_slots)
         self.tfs = _ints("i", state.post_tfs)
 
-    def pairs(self, number: int) -> tuple[array, array]:
+    def pairs(self, number: int) -> tuple[array[int], array[int]]:
         start, end = self.offsets[number], self.offsets[number + 1]
         return self.slots[start:end], self.tfs[start:end]
 
@@ -242,7 +242,7 @@ class _LazyPostings(dict[str, dict[int, int]]):
         dict.__setitem__(self, term, plist)
         return plist
 
-    def get(self, term: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, term: str, default: Any = None) -> Any:
         plist = dict.get(self, term)
         if plist is None:
             plist = self._load(term)
@@ -476,7 +476,9 @@ class BM25Index:
         index._free = list(state.free)
         index._total_len = state.total_len
         index._max_len = state.max_len
-        index._postings = _LazyPostings(dict(zip(vocabulary, range(len(vocabulary)))), arrays)
+        index._postings = _LazyPostings(
+            {term: number for number, term in enumerate(vocabulary)}, arrays
+        )
         return index
 
     @property

@@ -495,7 +495,11 @@ class NamespaceRecallIndex:
         return MemoryDoc.from_row(row, context, window)
 
     def _refresh(
-        self, namespace: Namespace, built: int, index: BM25Index, by_id: MutableMapping[str, MemoryDoc]
+        self,
+        namespace: Namespace,
+        built: int,
+        index: BM25Index,
+        by_id: MutableMapping[str, MemoryDoc],
     ) -> bool:
         """Bring the index up to date with the rows changed since ``built``; False (nothing
         done) when the source turns of forgotten memories changed: every window may then

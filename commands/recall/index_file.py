@@ -105,7 +105,7 @@ class LazyDocs(MutableMapping[str, MemoryDoc]):
     read first.
     """
 
-    def __init__(self, slot_of: Mapping[str, int], offsets: array, docs: bytes) -> None:
+    def __init__(self, slot_of: Mapping[str, int], offsets: array[int], docs: bytes) -> None:
         self._slot_of = slot_of
         self._offsets = offsets
         self._docs = docs
