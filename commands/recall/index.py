@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -40,8 +40,28 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc
 
-if TYPE_CHECKING:
-    from memory_ledger.commands.recall.index_file import RecallIndexFile
+
+class PersistedIndex(Protocol):
+    """What the recall index needs of its persisted file
+    (:class:`~memory_ledger.commands.recall.index_file.RecallIndexFile`, which imports this
+    module: the Protocol keeps the import one way)."""
+
+    def namespaces(self) -> list[str]: ...
+
+    def load(
+        self, key: str
+    ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None: ...
+
+    def write(
+        self,
+        position: int,
+        built: Iterable[
+            tuple[str, tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]]
+        ],
+        keep: Iterable[str] = (),
+    ) -> None: ...
+
+    def remove(self) -> None: ...
 
 __all__ = [
     "DEFAULT_FUSION",
@@ -353,7 +373,7 @@ class NamespaceRecallIndex:
         self._windows = windows
         self._cache: dict[str, tuple[int, BM25Index, MutableMapping[str, MemoryDoc]]] = {}
         self._silenced: dict[str, frozenset[int]] = {}
-        self._stored: RecallIndexFile | None = None
+        self._stored: PersistedIndex | None = None
         self._is_erased: Callable[[Namespace], bool] = lambda namespace: False
         self._dirty: set[str] = set()
         self.loaded: dict[str, str] = {}
@@ -366,7 +386,7 @@ class NamespaceRecallIndex:
         return self._windowed()
 
     def attach(
-        self, stored: RecallIndexFile, is_erased: Callable[[Namespace], bool] | None = None
+        self, stored: PersistedIndex, is_erased: Callable[[Namespace], bool] | None = None
     ) -> None:
         """Read namespaces' indexes from ``stored`` (the persisted index,
         :mod:`commands.recall.index_file`) on their first use instead of building them;
