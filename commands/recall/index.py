@@ -63,6 +63,7 @@ class PersistedIndex(Protocol):
 
     def remove(self) -> None: ...
 
+
 __all__ = [
     "DEFAULT_FUSION",
     "LEGACY_FUSION",
