@@ -20,6 +20,7 @@ BENCHMARKS = {
     "mcp": "benchmarks.mcp",
     "cli": "benchmarks.cli",
     "growth": "benchmarks.growth",
+    "peers": "benchmarks.peers",
     "workspace": "benchmarks.workspace",
     "encryption": "benchmarks.encryption",
     "races": "benchmarks.races",

@@ -226,15 +226,28 @@ class Memory:
         )
 
 
+INITIALS = "ABCDEFGHIJKLMNOPRSTVW"
+"""Middle initials that multiply the subjects beyond first x last names (only for corpora
+larger than those allow: a million memories)."""
+
+
+def _people(n: int) -> list[str]:
+    plain = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    if n <= len(plain) * len(PREDICATES):
+        return plain  # the corpora of every earlier figure, unchanged
+    return plain + [f"{f} {i}. {ln}" for i in INITIALS for f in FIRST for ln in LAST]
+
+
 def subject_count(n: int) -> int:
     """Distinct subjects for a corpus of ``n`` memories (thousands at 16,000 and above)."""
-    return max(50, min(len(FIRST) * len(LAST), n // 8))
+    return max(50, min(len(_people(n)), n // 8))
 
 
 def memories(n: int, seed: int = 7) -> list[Memory]:
-    """``n`` distinct memories over :func:`subject_count` subjects (deterministic)."""
+    """``n`` distinct memories over :func:`subject_count` subjects (deterministic). Up to
+    138,600 memories the subjects are first x last names; beyond, middle initials too."""
     rng = random.Random(seed)
-    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    people = _people(n)
     rng.shuffle(people)
     subjects = people[: subject_count(n)]
     predicates = list(PREDICATES)

@@ -24,6 +24,10 @@ Points (:data:`POINTS`):
   ``memory_vectors`` rows, the rows written, before COMMIT;
 - ``keys.replace``: the key store's new file is written and fsynced under its temporary
   name, and has not replaced the old one (``ledger.key_store``);
+- ``recall_index.write``: the persisted recall index's temporary file holds its header and
+  first namespace's blob, not the rest (``commands.recall.index_file``);
+- ``recall_index.replace``: that file is complete and fsynced under its temporary name and
+  has not replaced the old one;
 - ``erasure.keys_destroyed``: an erasure's commit point passed (the key store no longer
   holds the keys) and its ``NamespaceErased`` record is not appended yet.
 """
@@ -44,6 +48,8 @@ POINTS = (
     "vectors.commit",
     "keys.replace",
     "erasure.keys_destroyed",
+    "recall_index.write",
+    "recall_index.replace",
 )
 """Every fault point the code calls."""
 

@@ -128,7 +128,8 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
             except OSError:
                 busy += 1
                 continue
-            for name in (path, path.with_name(path.name + ".wal"), damage_marker(path)):
+            recall = path.with_suffix(".recall")  # the persisted recall index of the slot
+            for name in (path, path.with_name(path.name + ".wal"), damage_marker(path), recall):
                 name.unlink(missing_ok=True)
     return busy
 

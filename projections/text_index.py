@@ -61,8 +61,10 @@ import heapq
 import math
 import re
 import unicodedata
+from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, cast
 
 import msgspec
 
@@ -74,6 +76,7 @@ __all__ = [
     "DEFAULT_B",
     "DEFAULT_K1",
     "BM25Index",
+    "BM25State",
     "IndexedDoc",
     "ScoredDoc",
     "tokenize",
@@ -169,6 +172,144 @@ class ScoredDoc(msgspec.Struct, frozen=True):
     score: float
 
 
+class BM25State(msgspec.Struct, frozen=True, array_like=True):
+    """A :class:`BM25Index` as a few flat arrays, for a persisted read model (msgpack).
+
+    Slots keep their numbers: ``ids`` is the slots' document ids joined by newlines (``""``
+    for a free slot, listed in ``free``); ``positions`` (int64) and ``lengths`` (int32) per
+    slot; ``vocabulary`` the sorted terms joined by newlines (tokens hold no whitespace);
+    term ``t``'s postings are ``post_slots[post_offsets[t]:post_offsets[t + 1]]`` with the
+    same range of ``post_tfs``; slot ``s``'s distinct terms (for removal) are
+    ``term_ids[term_offsets[s]:term_offsets[s + 1]]``, in the order it indexed them. Arrays
+    are native-endian ``array.array`` bytes. An index restored from it
+    (:meth:`BM25Index.from_state`) scores exactly as the one it was taken from.
+    """
+
+    k1: float
+    b: float
+    total_len: int
+    max_len: int
+    free: list[int]
+    ids: str
+    positions: bytes
+    lengths: bytes
+    vocabulary: str
+    post_offsets: bytes
+    post_slots: bytes
+    post_tfs: bytes
+    term_offsets: bytes
+    term_ids: bytes
+
+
+def _ints(typecode: str, raw: bytes) -> array[int]:
+    values = array(typecode)
+    values.frombytes(raw)
+    return values
+
+
+class _Postings:
+    """The flat posting arrays of a restored index (see :class:`BM25State`)."""
+
+    __slots__ = ("offsets", "slots", "tfs")
+
+    def __init__(self, state: BM25State) -> None:
+        self.offsets = _ints("q", state.post_offsets)
+        self.slots = _ints("i", state.post_slots)
+        self.tfs = _ints("i", state.post_tfs)
+
+    def pairs(self, number: int) -> tuple[array[int], array[int]]:
+        start, end = self.offsets[number], self.offsets[number + 1]
+        return self.slots[start:end], self.tfs[start:end]
+
+
+class _LazyPostings(dict[str, dict[int, int]]):
+    """Posting lists of a restored index, each turned into a dict on its first use (a
+    search reads only its query's terms, so opening a large index stays cheap)."""
+
+    __slots__ = ("_arrays", "_raw")
+
+    def __init__(self, raw: dict[str, int], arrays: _Postings) -> None:
+        super().__init__()
+        self._raw = raw
+        self._arrays = arrays
+
+    def _load(self, term: str) -> dict[int, int] | None:
+        number = self._raw.pop(term, None)
+        if number is None:
+            return None
+        slots, tfs = self._arrays.pairs(number)
+        plist = dict(zip(slots.tolist(), tfs.tolist(), strict=True))
+        dict.__setitem__(self, term, plist)
+        return plist
+
+    def get(self, term: str, default: Any = None) -> Any:
+        plist = dict.get(self, term)
+        if plist is None:
+            plist = self._load(term)
+        return default if plist is None else plist
+
+    def __getitem__(self, term: str) -> dict[int, int]:
+        plist = self.get(term)
+        if plist is None:
+            raise KeyError(term)
+        return cast(dict[int, int], plist)
+
+    def __contains__(self, term: object) -> bool:
+        return dict.__contains__(self, term) or term in self._raw
+
+    def __delitem__(self, term: str) -> None:
+        if dict.__contains__(self, term):
+            dict.__delitem__(self, term)
+        else:
+            del self._raw[term]
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + len(self._raw)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from list(dict.keys(self))
+        yield from list(self._raw)
+
+    def pairs(self, term: str) -> tuple[Iterable[int], Iterable[int]]:
+        """``(slots, tfs)`` of ``term`` without turning it into a dict."""
+        number = self._raw.get(term)
+        if number is not None:
+            return self._arrays.pairs(number)
+        plist = dict.__getitem__(self, term)
+        return plist.keys(), plist.values()
+
+
+class _LazyTerms(list[tuple[str, ...]]):
+    """The distinct terms of each slot of a restored index, read from the arrays on first
+    use (only a removal needs them)."""
+
+    def __init__(self, state: BM25State, vocabulary: list[str], slots: int) -> None:
+        super().__init__([()] * slots)
+        self._loaded = bytearray(slots)
+        self._offsets = _ints("q", state.term_offsets)
+        self._ids = _ints("i", state.term_ids)
+        self._vocabulary = vocabulary
+
+    def __getitem__(self, slot: Any) -> Any:
+        if isinstance(slot, int) and slot < len(self._loaded) and not self._loaded[slot]:
+            start, end = self._offsets[slot], self._offsets[slot + 1]
+            vocabulary = self._vocabulary
+            terms = tuple(vocabulary[t] for t in self._ids[start:end])
+            list.__setitem__(self, slot, terms)
+            self._loaded[slot] = 1
+            return terms
+        return list.__getitem__(self, slot)
+
+    def __setitem__(self, slot: Any, value: Any) -> None:
+        if isinstance(slot, int) and slot < len(self._loaded):
+            self._loaded[slot] = 1
+        list.__setitem__(self, slot, value)
+
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        for slot in range(len(self)):
+            yield self[slot]
+
+
 class BM25Index:
     """In-memory inverted index with Okapi BM25 ranking (Robertson & Zaragoza 2009; Lucene IDF).
 
@@ -246,6 +387,100 @@ class BM25Index:
             index.add(doc)
         return index
 
+    def state(self) -> BM25State:
+        """This index as a :class:`BM25State` (a copy: later mutations do not touch it).
+        Deterministic for a given sequence of mutations (terms sorted)."""
+        postings = self._postings
+        lazy = postings if isinstance(postings, _LazyPostings) else None
+        vocabulary = sorted(postings)
+        number = {term: i for i, term in enumerate(vocabulary)}
+        post_offsets, post_slots, post_tfs = array("q", [0]), array("i"), array("i")
+        for term in vocabulary:
+            if lazy is not None:
+                slots, tfs = lazy.pairs(term)
+            else:
+                plist = postings[term]
+                slots, tfs = plist.keys(), plist.values()
+            post_slots.extend(slots)
+            post_tfs.extend(tfs)
+            post_offsets.append(len(post_slots))
+        term_offsets, term_ids = array("q", [0]), array("i")
+        for terms in self._terms:
+            term_ids.extend([number[t] for t in terms])
+            term_offsets.append(len(term_ids))
+        return BM25State(
+            k1=self._k1,
+            b=self._b,
+            total_len=self._total_len,
+            max_len=self._max_len,
+            free=list(self._free),
+            ids="\n".join(self.state_slots()),
+            positions=array("q", self._positions).tobytes(),
+            lengths=array("i", self._lengths).tobytes(),
+            vocabulary="\n".join(vocabulary),
+            post_offsets=post_offsets.tobytes(),
+            post_slots=post_slots.tobytes(),
+            post_tfs=post_tfs.tobytes(),
+            term_offsets=term_offsets.tobytes(),
+            term_ids=term_ids.tobytes(),
+        )
+
+    def state_slots(self) -> list[str]:
+        """The document id of every slot in slot order (``""`` for a free slot): the
+        order of :attr:`BM25State.ids`."""
+        free = set(self._free)
+        return ["" if s in free else d for s, d in enumerate(self._ids)]
+
+    @property
+    def slots(self) -> int:
+        """How many slots the index has (live and free)."""
+        return len(self._ids)
+
+    def slot_map(self) -> Mapping[str, int]:
+        """The live ``doc_id -> slot`` map (a view that follows mutations; do not modify)."""
+        return self._slot_of
+
+    @classmethod
+    def from_state(cls, state: BM25State) -> BM25Index:
+        """The index ``state`` describes; posting lists become dicts on first use, a
+        slot's terms are read on its removal. A restored index keeps no document texts:
+        :meth:`get` and :meth:`remove` return the document with an empty ``text``.
+
+        :raises InvalidArgumentError: the state's arrays disagree in length (a damaged file).
+        """
+        positions = _ints("q", state.positions).tolist()
+        ids = state.ids.split("\n") if positions else []
+        vocabulary = state.vocabulary.split("\n") if len(state.post_offsets) > 8 else []
+        slots = len(ids)
+        arrays = _Postings(state)
+        lengths = _ints("i", state.lengths).tolist()
+        if not (
+            len(positions) == len(lengths) == slots
+            and len(arrays.offsets) == len(vocabulary) + 1
+            and len(arrays.slots) == len(arrays.tfs) == arrays.offsets[-1]
+            and len(state.term_offsets) == 8 * (slots + 1)
+        ):
+            msg = "BM25 state arrays disagree in length"
+            raise InvalidArgumentError(msg, parameter="state", reason_code="damaged_state")
+        index = cls(k1=state.k1, b=state.b)
+        index._ids = ids
+        index._positions = positions
+        index._lengths = lengths
+        index._terms = _LazyTerms(state, vocabulary, slots)
+        index._docs = [None] * slots
+        if state.free:
+            free = set(state.free)
+            index._slot_of = {d: s for s, d in enumerate(ids) if s not in free}
+        else:
+            index._slot_of = dict(zip(ids, range(slots), strict=True))
+        index._free = list(state.free)
+        index._total_len = state.total_len
+        index._max_len = state.max_len
+        index._postings = _LazyPostings(
+            {term: number for number, term in enumerate(vocabulary)}, arrays
+        )
+        return index
+
     @property
     def k1(self) -> float:
         """BM25 term-frequency saturation parameter."""
@@ -273,7 +508,9 @@ class BM25Index:
     def get(self, doc_id: str) -> IndexedDoc | None:
         """Return the indexed document with ``doc_id``, or ``None``."""
         slot = self._slot_of.get(doc_id)
-        return None if slot is None else self._docs[slot]
+        if slot is None:
+            return None
+        return self._docs[slot] or IndexedDoc(doc_id, self._positions[slot], "")
 
     def document_frequency(self, term: str) -> int:
         """Number of indexed documents containing the (already tokenized) ``term``."""
@@ -328,8 +565,7 @@ class BM25Index:
         O(distinct terms of the document); invalidates the cached length normalizers.
         """
         slot = self._slot_of.pop(doc_id)
-        doc = self._docs[slot]
-        assert doc is not None
+        doc = self._docs[slot] or IndexedDoc(doc_id, self._positions[slot], "")
         postings, frontier = self._postings, self._frontier
         dl = self._lengths[slot]
         for term in self._terms[slot]:

@@ -163,6 +163,9 @@ class EngineCommands:
             self.semantic.clear()
         stem.cache_clear()
         session_key.cache_clear()
+        from memory_ledger.commands.secrets import clear_scan_cache
+
+        clear_scan_cache()
 
     def erase(
         self,

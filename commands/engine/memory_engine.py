@@ -106,6 +106,11 @@ if TYPE_CHECKING:
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels", "check_engine"]
 
 
+def recall_index_path(projection_file: Path) -> Path:
+    """The persisted recall index beside a projection file (``slot-N.recall``)."""
+    return projection_file.with_suffix(".recall")
+
+
 def check_engine(engine: object, parameter: str = "engine") -> MemoryEngine:
     """``engine`` if it is an open :class:`MemoryEngine` (audit functions take the engine,
     not a path: ``with memory_ledger.open(path, create=False) as engine: ...``).
@@ -198,6 +203,17 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             self.transcripts,
             ConversationWindows(self.transcripts, self.canonical.session_turns),
         )
+        if projections.path != ":memory:":
+            from memory_ledger.commands.recall.index_file import RecallIndexFile, fingerprint
+
+            self.recall_index.attach(
+                RecallIndexFile(
+                    recall_index_path(Path(projections.path)),
+                    fingerprint(self.recall_index.windowed),
+                    recorder.max_notification_id() or 0,
+                ),
+                self.keyring.is_erased,
+            )
         self._memory_maps: dict[str, tuple[int, str]] = {}
         self.fusion: HybridFusion = DEFAULT_FUSION
         """How lexical and semantic rankings are fused (when a provider is attached)."""
@@ -699,6 +715,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             if self.indexer is not None:
                 self.indexer.close()
             with self._read_lock:
+                with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
+                    self.recall_index.persist(self.runner.position)
                 self.projections.close()
         finally:
             try:

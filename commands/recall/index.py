@@ -15,9 +15,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -39,6 +39,30 @@ from memory_ledger.commands.recall.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc
+
+
+class PersistedIndex(Protocol):
+    """What the recall index needs of its persisted file
+    (:class:`~memory_ledger.commands.recall.index_file.RecallIndexFile`, which imports this
+    module: the Protocol keeps the import one way)."""
+
+    def namespaces(self) -> list[str]: ...
+
+    def load(
+        self, key: str
+    ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None: ...
+
+    def write(
+        self,
+        position: int,
+        built: Iterable[
+            tuple[str, tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]]
+        ],
+        keep: Iterable[str] = (),
+    ) -> None: ...
+
+    def remove(self) -> None: ...
+
 
 __all__ = [
     "DEFAULT_FUSION",
@@ -316,6 +340,11 @@ recall index reads only these (``tests/projections/test_recall_index_columns.py`
 that they are every column :meth:`MemoryDoc.from_row` and the index read)."""
 
 
+REBUILD_AFTER = 1000
+"""An index (in process or persisted) more than this many changed rows behind (and more
+than half its size) is rebuilt rather than refreshed row by row."""
+
+
 class NamespaceRecallIndex:
     """BM25 indexes of retrievable canonical memories, one per namespace, kept in step with
     the projection.
@@ -343,16 +372,89 @@ class NamespaceRecallIndex:
         self._changed_at = changed_at
         self._context_of = context_of
         self._windows = windows
-        self._cache: dict[str, tuple[int, BM25Index, dict[str, MemoryDoc]]] = {}
+        self._cache: dict[str, tuple[int, BM25Index, MutableMapping[str, MemoryDoc]]] = {}
         self._silenced: dict[str, frozenset[int]] = {}
+        self._stored: PersistedIndex | None = None
+        self._is_erased: Callable[[Namespace], bool] = lambda namespace: False
+        self._dirty: set[str] = set()
+        self.loaded: dict[str, str] = {}
+        """How each namespace's index came to this process: ``file`` (read from the
+        persisted index, then caught up), ``built`` (read from the projections)."""
+
+    @property
+    def windowed(self) -> bool:
+        """Whether documents are expanded with their source turn and window."""
+        return self._windowed()
+
+    def attach(
+        self, stored: PersistedIndex, is_erased: Callable[[Namespace], bool] | None = None
+    ) -> None:
+        """Read namespaces' indexes from ``stored`` (the persisted index,
+        :mod:`commands.recall.index_file`) on their first use instead of building them;
+        ``is_erased``: whether a namespace was erased (its stored index is then never read:
+        the file is removed)."""
+        self._stored = stored
+        if is_erased is not None:
+            self._is_erased = is_erased
 
     def clear(self) -> None:
-        """Drop every namespace's index (after an erasure); each is rebuilt on its next use."""
+        """Drop every namespace's index (after an erasure), and the persisted file, which
+        may hold the erased namespace's words; each is rebuilt on its next use."""
         with self.canonical.lock:
             self._cache.clear()
             self._silenced.clear()
+            self._dirty.clear()
+            if self._stored is not None:
+                self._stored.remove()
 
-    def docs(self, namespace: Namespace, position: int) -> tuple[BM25Index, dict[str, MemoryDoc]]:
+    def persist(self, position: int) -> bool:
+        """Write the persisted index (when attached and some namespace changed since it was
+        read): the namespaces this process holds as of ``position`` and, copied unchanged,
+        the ones the file holds that this process never read. Returns whether it wrote.
+        Raises ``OSError`` when the file cannot be written."""
+        with self.canonical.lock:
+            stored = self._stored
+            if stored is None or not self._dirty:
+                return False
+            keep = [key for key in stored.namespaces() if key not in self._cache]
+            built = [
+                (key, (at, self._silenced.get(key, frozenset()), index, by_id))
+                for key, (at, index, by_id) in self._cache.items()
+            ]
+            stored.write(position, built, keep)
+            self._dirty.clear()
+            return True
+
+    def _load_stored(self, namespace: Namespace, position: int) -> bool:
+        """Put ``namespace``'s persisted index in the cache, caught up to ``position``;
+        False when there is none usable (then the caller builds it)."""
+        stored = self._stored
+        if stored is None:
+            return False
+        key = namespace.key()
+        if key not in stored.namespaces():
+            return False
+        if self._is_erased(namespace):
+            stored.remove()
+            return False
+        loaded = stored.load(key)
+        if loaded is None:
+            return False
+        built, silenced, index, by_id = loaded
+        if built > position:
+            return False  # the projections are behind the file: build from them instead
+        self._silenced[key] = silenced
+        if built < position:
+            if not self._refresh(namespace, built, index, by_id):
+                return False
+            self._dirty.add(key)
+        self._cache[key] = (position, index, by_id)
+        self.loaded[key] = "file"
+        return True
+
+    def docs(
+        self, namespace: Namespace, position: int
+    ) -> tuple[BM25Index, MutableMapping[str, MemoryDoc]]:
         """The index and documents of ``namespace`` as of projection ``position``.
 
         A stale index is refreshed incrementally: only rows whose revision moved since it was
@@ -362,6 +464,8 @@ class NamespaceRecallIndex:
         key = namespace.key()
         with self.canonical.lock:
             cached = self._cache.get(key)
+            if cached is None and self._load_stored(namespace, position):
+                return self._cache[key][1], self._cache[key][2]
             if cached is not None:
                 built, index, by_id = cached
                 stale = built < self._changed_at(key) if self._changed_at else built != position
@@ -369,6 +473,7 @@ class NamespaceRecallIndex:
                     return index, by_id
                 if self._changed_at is not None and self._refresh(namespace, built, index, by_id):
                     self._cache[key] = (position, index, by_id)
+                    self._dirty.add(key)
                     return index, by_id
             rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id, DOC_COLUMNS
@@ -377,6 +482,8 @@ class NamespaceRecallIndex:
             by_id = {row["memory_id"]: self._doc(row, window_of) for row in rows}
             index = build_index(by_id.values())
             self._cache[key] = (position, index, by_id)
+            self._dirty.add(key)
+            self.loaded[key] = "built"
             return index, by_id
 
     def _windowed(self) -> bool:
@@ -409,7 +516,11 @@ class NamespaceRecallIndex:
         return MemoryDoc.from_row(row, context, window)
 
     def _refresh(
-        self, namespace: Namespace, built: int, index: BM25Index, by_id: dict[str, MemoryDoc]
+        self,
+        namespace: Namespace,
+        built: int,
+        index: BM25Index,
+        by_id: MutableMapping[str, MemoryDoc],
     ) -> bool:
         """Bring the index up to date with the rows changed since ``built``; False (nothing
         done) when the source turns of forgotten memories changed: every window may then
@@ -417,6 +528,8 @@ class NamespaceRecallIndex:
         changed = self.canonical.changed_since(
             namespace.tenant, namespace.principal, namespace.scope_id, built, DOC_COLUMNS
         )
+        if len(changed) > max(REBUILD_AFTER, len(by_id) // 2):
+            return False  # stale beyond the threshold: a rebuild costs no more
         silenced = self._silenced.get(namespace.key(), frozenset())
         if self._windowed() and any(
             row["status"] not in RETRIEVABLE or row["memory_id"] not in by_id for row in changed

@@ -44,6 +44,7 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.commands.secrets.detect import (
         ZERO_WIDTH,
+        clear_scan_cache,
         contains_secret,
         find_secrets,
         redact,
@@ -55,6 +56,7 @@ __all__ = [
     "Redaction",
     "SecretSpan",
     "ZERO_WIDTH",
+    "clear_scan_cache",
     "contains_secret",
     "field_secret",
     "find_secrets",
@@ -67,6 +69,7 @@ __getattr__, __dir__ = lazy_exports(
         "Redaction": "memory_ledger.commands.secrets.spans",
         "SecretSpan": "memory_ledger.commands.secrets.spans",
         "ZERO_WIDTH": "memory_ledger.commands.secrets.detect",
+        "clear_scan_cache": "memory_ledger.commands.secrets.detect",
         "contains_secret": "memory_ledger.commands.secrets.detect",
         "field_secret": "memory_ledger.commands.secrets.fields",
         "find_secrets": "memory_ledger.commands.secrets.detect",

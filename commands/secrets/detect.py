@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import Final
 
 from memory_ledger.commands.secrets.nfkc import NfkcView
@@ -29,6 +30,7 @@ from memory_ledger.commands.secrets.spans import Redaction, SecretSpan
 __all__ = [
     "P_ZERO_WIDTH",
     "ZERO_WIDTH",
+    "clear_scan_cache",
     "contains_secret",
     "find_secrets",
     "redact",
@@ -140,8 +142,31 @@ def find_secrets(text: str) -> list[SecretSpan]:
     span over a character that NFKC does not map one to one covers its whole original token.
     Zero-width characters (:data:`ZERO_WIDTH`) are removed before the scan; a span found
     across them covers the whole original stretch, the invisible characters included.
-    Never raises for a ``str``.
+    Never raises for a ``str``. Results for texts of at most :data:`CACHED_UP_TO`
+    characters are cached (a statement is scanned once however many surfaces check it:
+    a command's validation, its redaction and the door of every event that carries it);
+    :func:`clear_scan_cache` empties the cache (the engine does after an erasure).
     """
+    if len(text) <= CACHED_UP_TO:
+        return list(_find_cached(text))
+    return _find_uncached(text)
+
+
+CACHED_UP_TO: Final = 1024
+"""The longest text whose scan result is cached (characters)."""
+
+
+@lru_cache(maxsize=16384)
+def _find_cached(text: str) -> tuple[SecretSpan, ...]:
+    return tuple(_find_uncached(text))
+
+
+def clear_scan_cache() -> None:
+    """Forget every cached scan result (after an erasure: the cache holds scanned texts)."""
+    _find_cached.cache_clear()
+
+
+def _find_uncached(text: str) -> list[SecretSpan]:
     if P_ZERO_WIDTH.search(text) is None:
         return _find_visible(text)
     kept = [i for i, char in enumerate(text) if char not in ZERO_WIDTH]

@@ -47,6 +47,7 @@ OUTPUTS = {
     "mcp": "mcp.json",
     "cli": "cli.json",
     "growth": "growth.json",
+    "peers": "peers.json",
     "workspace": "workspace.json",
     "encryption": "encryption.json",
     "races": "races.json",

@@ -1,0 +1,369 @@
+"""The recall index persisted: a derived read model beside the DuckDB projections.
+
+One file per projection slot (``<store>/projections/slot-N.recall``) holds, for every
+namespace whose index this slot built, the BM25 state (:class:`BM25State`), its documents
+(:class:`~memory_ledger.commands.recall.index.MemoryDoc`, without their conversation
+windows: those live in the postings) and the projection position it reflects, so a new
+process maps the file instead of re-reading, re-analysing and re-indexing every memory,
+then catches up only the rows changed after that position
+(:class:`~memory_ledger.commands.recall.index.NamespaceRecallIndex`).
+
+Layout (little-endian)::
+
+    header   8s magic "MLRECALL" | u32 format version | u64 directory offset
+             | u64 directory length | u32 crc32 of the directory
+    blobs    one msgpack blob per namespace (:class:`NamespaceBlob`)
+    directory msgpack :class:`Directory`: fingerprint, position, and per namespace the
+             blob's offset, length, crc32, built position and silenced turns
+
+Crash safety as for every projection: the file is written whole under a temporary name,
+fsynced, renamed over the old one and the folder fsynced; a file whose header, length,
+fingerprint or any checksum does not match is never served: it is removed and the index
+rebuilt from the projections (``reason`` says why). A namespace's blob is read and checked
+only when that namespace is first recalled. An erasure removes the file (the engine drops
+every in-process index at once; the next close writes a new file without the erased
+namespace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from pathlib import Path
+
+import msgspec
+
+from memory_ledger.commands.recall.index import MemoryDoc
+from memory_ledger.commands.recall.lexical import CONTEXT_CHARS, WINDOW_TURNS
+from memory_ledger.projections.text_index import BM25Index, BM25State
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Directory",
+    "NamespaceBlob",
+    "NamespaceEntry",
+    "RecallIndexFile",
+    "StoredIndex",
+]
+
+FORMAT_VERSION = 1
+"""The file's format version: a file of another version is rebuilt, never read."""
+
+MAGIC = b"MLRECALL"
+_HEADER = struct.Struct("<8sIQQI")
+
+
+class NamespaceEntry(msgspec.Struct, frozen=True, array_like=True):
+    """Where one namespace's blob is and what it reflects."""
+
+    offset: int
+    length: int
+    crc: int
+    built: int
+    """The projection position the namespace's index reflects."""
+    silenced: list[int]
+    """The source turns of its forgotten memories when it was built (they lend no words)."""
+
+
+class Directory(msgspec.Struct, frozen=True):
+    """The file's table of contents."""
+
+    fingerprint: str
+    position: int
+    namespaces: dict[str, NamespaceEntry]
+
+
+class NamespaceBlob(msgspec.Struct, frozen=True, array_like=True):
+    """One namespace's index and documents: slot ``s``'s document is the msgpack
+    :class:`MemoryDoc` at ``docs[doc_offsets[s]:doc_offsets[s + 1]]`` (empty: a free slot)."""
+
+    index: BM25State
+    doc_offsets: bytes
+    docs: bytes
+
+
+StoredIndex = tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]
+"""``(built position, silenced turns, index, documents by id)`` of one namespace."""
+
+_encoder = msgspec.msgpack.Encoder()
+_blob_decoder = msgspec.msgpack.Decoder(NamespaceBlob)
+_doc_decoder = msgspec.msgpack.Decoder(MemoryDoc)
+_directory_decoder = msgspec.msgpack.Decoder(Directory)
+
+
+class LazyDocs(MutableMapping[str, MemoryDoc]):
+    """The documents of a restored index by memory id, each decoded on first use.
+
+    Keyed by the index's own slot map (``slot_of``, which the recall index keeps equal to
+    this mapping's keys: it adds and removes a memory in both): a memory stored in the
+    file is found through its slot; one set after the restore lives in an overlay that is
+    read first.
+    """
+
+    def __init__(self, slot_of: Mapping[str, int], offsets: array[int], docs: bytes) -> None:
+        self._slot_of = slot_of
+        self._offsets = offsets
+        self._docs = docs
+        self._overlay: dict[str, MemoryDoc] = {}
+        self._replaced: set[str] = set()
+        """Memories set or removed since the restore (their stored bytes are stale)."""
+
+    def __getitem__(self, memory_id: str) -> MemoryDoc:
+        doc = self._overlay.get(memory_id)
+        if doc is not None:
+            return doc
+        raw = self.raw(memory_id)
+        if raw is None:
+            raise KeyError(memory_id)
+        doc = self._overlay[memory_id] = _doc_decoder.decode(raw)
+        return doc
+
+    def raw(self, memory_id: str) -> bytes | None:
+        """The stored bytes of a memory not changed since the restore (else None)."""
+        if memory_id in self._replaced:
+            return None
+        slot = self._slot_of.get(memory_id)
+        if slot is None:
+            return None
+        return self._docs[self._offsets[slot] : self._offsets[slot + 1]]
+
+    def __setitem__(self, memory_id: str, doc: MemoryDoc) -> None:
+        self._replaced.add(memory_id)
+        self._overlay[memory_id] = doc
+
+    def __delitem__(self, memory_id: str) -> None:
+        # The index removes the memory from its slot map first (``NamespaceRecallIndex``).
+        self._replaced.add(memory_id)
+        self._overlay.pop(memory_id, None)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._slot_of
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._slot_of))
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+
+def fingerprint(windowed: bool) -> str:
+    """What the documents of a file depend on besides the ledger: the format and the
+    analyzer's settings (a file written under other settings is rebuilt)."""
+    return f"v{FORMAT_VERSION}:context={CONTEXT_CHARS}:window={WINDOW_TURNS}:windowed={windowed}"
+
+
+def _stored_doc(doc: MemoryDoc) -> bytes:
+    # The window is in the postings already; only the source turn (``context``) is kept,
+    # for the semantic channel's source vectors.
+    return _encoder.encode(doc if doc.window is None else msgspec.structs.replace(doc, window=None))
+
+
+def _blob(index: BM25Index, by_id: MutableMapping[str, MemoryDoc]) -> NamespaceBlob:
+    """One namespace's blob: its index state and its documents in slot order."""
+    offsets, parts, size = array("q", [0]), [], 0
+    raw_of = by_id.raw if isinstance(by_id, LazyDocs) else None
+    for doc_id in index.state_slots():
+        raw = b""
+        if doc_id:
+            stored = raw_of(doc_id) if raw_of is not None else None
+            raw = stored if stored is not None else _stored_doc(by_id[doc_id])
+        parts.append(raw)
+        size += len(raw)
+        offsets.append(size)
+    return NamespaceBlob(index.state(), offsets.tobytes(), b"".join(parts))
+
+
+class RecallIndexFile:
+    """The persisted recall index of one projection slot.
+
+    :param path: the file (``slot-N.recall``).
+    :param fingerprint: :func:`fingerprint` of the index that reads it.
+    :param head: the ledger head now: a file reflecting a later position belongs to another
+        ledger and is rebuilt.
+
+    ``reason`` says why the file was not used (``missing``, ``torn``, ``format``,
+    ``ahead_of_ledger``, ``damaged``), None while it is.
+    """
+
+    def __init__(self, path: Path, fingerprint: str, head: int) -> None:
+        self.path = path
+        self.fingerprint = fingerprint
+        self.reason: str | None = None
+        self._directory: Directory | None = None
+        self._map: mmap.mmap | None = None
+        self._open(head)
+
+    def _open(self, head: int) -> None:
+        for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
+            with contextlib.suppress(OSError):
+                stale.unlink()  # a write killed before its rename
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < _HEADER.size:
+                    self._discard("torn" if size else "missing")
+                    return
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:
+            self.reason = "missing"
+            return
+        except OSError:
+            self._discard("damaged")
+            return
+        magic, version, offset, length, crc = _HEADER.unpack_from(self._map, 0)
+        if magic != MAGIC:
+            self._discard("damaged")
+            return
+        if version != FORMAT_VERSION:
+            self._discard("format")
+            return
+        if offset + length != size or offset < _HEADER.size:
+            self._discard("torn")
+            return
+        raw = self._map[offset : offset + length]
+        if zlib.crc32(raw) != crc:
+            self._discard("torn")
+            return
+        try:
+            directory = _directory_decoder.decode(raw)
+        except msgspec.DecodeError:
+            self._discard("damaged")
+            return
+        if directory.fingerprint != self.fingerprint:
+            self._discard("format")
+            return
+        if directory.position > head:
+            self._discard("ahead_of_ledger")
+            return
+        self._directory = directory
+
+    def _discard_after(self, view: memoryview, reason: str) -> None:
+        view.release()
+        self._discard(reason)
+
+    def _discard(self, reason: str) -> None:
+        self.reason = reason
+        self.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    @property
+    def position(self) -> int:
+        """The projection position the file was written at (0 without a usable file)."""
+        return self._directory.position if self._directory is not None else 0
+
+    def namespaces(self) -> list[str]:
+        """The keys of the namespaces the file holds."""
+        return list(self._directory.namespaces) if self._directory is not None else []
+
+    def load(self, key: str) -> StoredIndex | None:
+        """The stored index of namespace ``key``, or None (not stored, or its blob fails
+        its checksum: the whole file is then discarded, ``reason`` ``torn``)."""
+        if self._directory is None or self._map is None:
+            return None
+        entry = self._directory.namespaces.get(key)
+        if entry is None:
+            return None
+        if entry.offset + entry.length > len(self._map):
+            self._discard("torn")
+            return None
+        view = memoryview(self._map)[entry.offset : entry.offset + entry.length]
+        try:  # read in place: the fields are copied out once, the view released
+            if zlib.crc32(view) != entry.crc:
+                self._discard_after(view, "torn")
+                return None
+            blob = _blob_decoder.decode(view)
+            index = BM25Index.from_state(blob.index)
+            offsets = array("q")
+            offsets.frombytes(blob.doc_offsets)
+        except (msgspec.DecodeError, ValueError):
+            self._discard_after(view, "damaged")
+            return None
+        finally:
+            view.release()
+        if len(offsets) != index.slots + 1 or offsets[-1] != len(blob.docs):
+            self._discard("damaged")
+            return None
+        by_id = LazyDocs(index.slot_map(), offsets, blob.docs)
+        return entry.built, frozenset(entry.silenced), index, by_id
+
+    def raw_blob(self, key: str) -> tuple[NamespaceEntry, bytes] | None:
+        """The entry and blob bytes of namespace ``key`` as stored (copied into the next
+        file for namespaces this process never loaded)."""
+        if self._directory is None or self._map is None:
+            return None
+        entry = self._directory.namespaces.get(key)
+        if entry is None:
+            return None
+        return entry, self._map[entry.offset : entry.offset + entry.length]
+
+    def write(
+        self,
+        position: int,
+        built: Iterable[tuple[str, StoredIndex]],
+        keep: Iterable[str] = (),
+    ) -> None:
+        """Replace the file by one holding the namespaces ``built`` (their indexes now) and
+        the namespaces ``keep`` copied from the current file, reflecting ``position``.
+        Written under a temporary name, fsynced, then renamed (atomic); the folder is
+        fsynced. Raises ``OSError`` when the folder cannot be written (nothing changed)."""
+        from memory_ledger.ledger.faults import fault
+
+        blobs: list[tuple[str, NamespaceEntry, bytes]] = []
+        offset = _HEADER.size
+        for key in keep:
+            stored = self.raw_blob(key)
+            if stored is not None:
+                entry, raw = stored
+                blobs.append((key, msgspec.structs.replace(entry, offset=offset), raw))
+                offset += len(raw)
+        for key, (at, silenced, index, by_id) in built:
+            raw = _encoder.encode(_blob(index, by_id))
+            entry = NamespaceEntry(offset, len(raw), zlib.crc32(raw), at, sorted(silenced))
+            blobs.append((key, entry, raw))
+            offset += len(raw)
+        directory = _encoder.encode(
+            Directory(self.fingerprint, position, {key: entry for key, entry, _ in blobs})
+        )
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, offset, len(directory), zlib.crc32(directory))
+        tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(header)
+                for number, (_, _, raw) in enumerate(blobs):
+                    f.write(raw)
+                    if number == 0:
+                        fault("recall_index.write")
+                f.write(directory)
+                f.flush()
+                os.fsync(f.fileno())
+            fault("recall_index.replace")
+            self.close()
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.reason = None
+        self._open(position)
+
+    def remove(self) -> None:
+        """Delete the file (an erasure: it may hold an erased namespace's words)."""
+        self._discard("erased")
+
+    def close(self) -> None:
+        """Unmap the file."""
+        self._directory = None
+        if self._map is not None:
+            self._map.close()
+            self._map = None
