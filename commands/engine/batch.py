@@ -140,7 +140,7 @@ def apply_batch(
 
 def _specs(ops: Iterable[BatchOp | str]) -> list[CommandSpec]:
     """The command specs of ``ops``, each checked before anything is planned."""
-    if isinstance(ops, (str, bytes, dict)):
+    if isinstance(ops, (str, bytes, dict)) or not isinstance(ops, Iterable):
         msg = f"ops must be a sequence of operations, got {type(ops).__name__}"
         raise InvalidArgumentTypeError(msg, parameter="ops")
     specs: list[CommandSpec] = []

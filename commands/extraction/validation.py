@@ -183,7 +183,7 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
     a bidirectional override in any text field), ``statement_too_short``,
     ``statement_too_long``, ``missing_reason``, ``kind_source_mismatch``,
     ``importance_too_low``, ``confidence_too_low``, ``out_of_range``,
-    ``namespace_key_in_tags``, ``unknown_relation_id``, ``secret_detected``,
+    ``namespace_key_in_tags``, ``unknown_relation_id``, ``secret_detected``, ``not_utf8``,
     ``prompt_injection``, ``field_too_long`` (:data:`MAX_FIELD_CHARS`), ``too_many_tags``
     (:data:`MAX_TAGS`).
     """
@@ -212,6 +212,11 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         forbidden = forbidden_character(text, line_breaks=True) if text else None
         if forbidden is not None:
             return Rejection("forbidden_character", f"{name} holds {forbidden}", name)
+        try:  # a lone surrogate: refused here, before keys and ids are derived from the text
+            text.encode("utf-8") if text else None
+        except UnicodeEncodeError as e:
+            detail = f"{name} holds a character that is not valid Unicode text at index {e.start}"
+            return Rejection("not_utf8", detail, name)
         limit = MAX_FIELD_CHARS.get(name)
         if text and limit is not None and len(text) > limit:
             detail = f"{name} has {len(text)} characters, at most {limit}"

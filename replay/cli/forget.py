@@ -52,11 +52,12 @@ def forget(
     from memory_ledger.commands.engine.memory_engine import (
         MemoryEngine,  # the engine's imports: on use
     )
+    from memory_ledger.replay.errors import ConfirmationRequiredError
 
     with common.user_errors():
         if not everything:
             msg = "say --all to forget every memory of the namespace (nothing else is supported)"
-            raise ValueError(msg)
+            raise ConfirmationRequiredError(msg, parameter="--all")
         namespace = Namespace(tenant, principal, scope_id).validated()
         config = common.audit_config(ctx)
         folder = common.store_folder(store, config)

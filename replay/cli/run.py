@@ -147,11 +147,16 @@ def run(
     running the script again retries it.
     """
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
-    from memory_ledger.replay.script import TurnStep, parse_script, run_script
+    from memory_ledger.replay.script import ScriptError, TurnStep, parse_script, run_script
 
     with common.user_errors(), ExitStack() as stack:
         config = common.settings(ctx)
-        with script.open("rb") as handle:
+        try:
+            handle = script.open("rb")
+        except OSError as e:  # a typed error naming the file, not a raw OSError
+            msg = f"cannot read the script {str(script)!r}: {e.strerror or type(e).__name__}"
+            raise ScriptError(0, msg, reason_code="script_unreadable") from None
+        with handle:
             steps = parse_script(handle)
         extractor = _model_extractor(
             llm_url, llm_model, llm_key_env, llm_timeout, config.llm_extraction_max_items

@@ -22,18 +22,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError
+from memory_ledger.ledger.arguments import check_encodable
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
     "PREDICATE",
     "Address",
     "Record",
     "address_of",
+    "checked_ttl",
     "encode_record",
     "index_text",
     "subject_of",
@@ -44,6 +48,8 @@ PREDICATE = "langgraph-item"
 
 ADDRESS_TAG = "langgraph:"
 TTL_TAG = "langgraph-ttl:"
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60
+"""The longest TTL a put takes (a century): a longer one would overflow the expiry time."""
 _STATEMENT_ROOM = 1960
 """Characters of indexed text kept in the statement (the engine allows 2,000; the rest is
 the revision digest)."""
@@ -64,16 +70,38 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
 def subject_of(namespace: Sequence[str], key: str) -> str:
     """The engine subject of an address: ``lg`` and 16 hex digits of its SHA-256 (a
     longer hex run looks like a secret to the secret door)."""
+    for label in namespace:  # a lone surrogate in a label or the key: a typed error
+        check_encodable("namespace", label)
+    check_encodable("key", key)
     raw = json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
     return "lg" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
 def _json(value: Any, parameter: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as e:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
         msg = f"{parameter} must be JSON-serializable: {type(e).__name__}"
         raise CommandRejectedError(msg, "value_not_json", parameter=parameter) from None
+    return check_encodable(parameter, text)
+
+
+def checked_ttl(ttl: object) -> float | None:
+    """``ttl`` (minutes) as a float, or None.
+
+    :raises InvalidArgumentTypeError: not a number (``not_a_number``).
+    :raises InvalidArgumentError: negative, not finite or over :data:`MAX_TTL_MINUTES`
+        (``out_of_range``): such a TTL would be recorded and then break every read.
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        msg = f"ttl must be a number of minutes, got {type(ttl).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter="ttl", reason_code="not_a_number")
+    if not (math.isfinite(ttl) and 0 <= ttl <= MAX_TTL_MINUTES):
+        msg = f"ttl must be between 0 and {MAX_TTL_MINUTES} minutes, got {ttl!r}"
+        raise InvalidArgumentError(msg, parameter="ttl", reason_code="out_of_range")
+    return float(ttl)
 
 
 def index_text(value: Mapping[str, Any], fields: Sequence[str] | None) -> str:
@@ -109,7 +137,8 @@ def encode_record(
     if len(address) > 256:
         msg = "namespace and key together are longer than 256 characters as JSON"
         raise CommandRejectedError(msg, "address_too_long", parameter="key")
-    tags = (address,) if ttl is None else (address, f"{TTL_TAG}{float(ttl)!r}")
+    minutes = checked_ttl(ttl)
+    tags = (address,) if minutes is None else (address, f"{TTL_TAG}{minutes!r}")
     digest = hashlib.sha256("\x1f".join((address, text, repr(ttl))).encode("utf-8"))
     searched = " ".join(index_text(value, fields).split())[:_STATEMENT_ROOM]
     statement = f"{searched} lgrev{digest.hexdigest()[:16]}".strip()
@@ -139,7 +168,9 @@ def ttl_of(tags: Sequence[str]) -> float | None:
     for tag in tags:
         if tag.startswith(TTL_TAG):
             try:
-                return float(tag[len(TTL_TAG) :])
+                minutes = float(tag[len(TTL_TAG) :])
             except ValueError:
                 return None
+            # one recorded before puts were checked: never expiring beats breaking every read
+            return minutes if math.isfinite(minutes) and minutes <= MAX_TTL_MINUTES else None
     return None

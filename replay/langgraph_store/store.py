@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,8 @@ from langgraph.store.base import (
 from langgraph.store.base import InvalidNamespaceError as LangGraphNamespaceError
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.arguments import check_count
+from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import Namespace, check_namespace
 from memory_ledger.replay.langgraph_store.matching import matches_filter, matches_namespace
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
@@ -67,6 +68,20 @@ def _check_op(op: Op) -> None:
         if op.namespace[0] == "langgraph":
             msg = f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
             raise StoreNamespaceError(msg, parameter="namespace")
+    elif isinstance(op, SearchOp):
+        check_count("limit", op.limit, minimum=0)
+        check_count("offset", op.offset, minimum=0)
+        if op.query is not None and not isinstance(op.query, str):
+            msg = f"query must be a string or None, got {type(op.query).__name__}"
+            raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            msg = f"filter must be a dict or None, got {type(op.filter).__name__}"
+            raise InvalidArgumentTypeError(msg, parameter="filter")
+    elif isinstance(op, ListNamespacesOp):
+        check_count("limit", op.limit, minimum=0)
+        check_count("offset", op.offset, minimum=0)
+        if op.max_depth is not None:
+            check_count("max_depth", op.max_depth, minimum=0)
 
 
 class LedgerStore(BaseStore):
@@ -183,9 +198,14 @@ class LedgerStore(BaseStore):
             fields = ()
         elif op.index is None:
             fields = self.fields
-        else:
+        elif isinstance(op.index, (list, tuple)) and all(isinstance(f, str) for f in op.index):
             fields = tuple(op.index)
-        value = None if op.value is None else dict(op.value)
+        else:
+            msg = f"index must be False, None or a list of field paths, got {op.index!r:.60}"
+            raise InvalidArgumentTypeError(msg, parameter="index")
+        value: Any = op.value
+        if isinstance(value, Mapping):
+            value = dict(value)  # anything else: encode_record names it (value_not_json)
         return Put(namespace=op.namespace, key=str(op.key), value=value, fields=fields, ttl=op.ttl)
 
     def _get(self, op: GetOp, now: datetime) -> Item | None:

@@ -137,3 +137,17 @@ def test_stats_of_a_new_encrypted_store_names_its_master_key(tmp_path: Path) -> 
     )
     encryption = json.loads(as_json.stdout)["encryption"]
     assert encryption["master_key_id"] == key_id and encryption["master_key_recorded"] is False
+
+
+def test_a_missing_script_and_forget_without_all_are_typed_errors(tmp_path: Path) -> None:
+    """A newcomer's review: ``run`` of a missing file printed ``error: FileNotFoundError``
+    and ``forget`` without ``--all`` ``error: ValueError``: raw exception classes, not the
+    engine's typed errors with a reason code."""
+    missing = runner.invoke(app, ["run", str(tmp_path / "nope.jsonl"), "--store", str(tmp_path)])
+    assert missing.exit_code == 2
+    assert "ScriptError" in missing.output and "FileNotFoundError" not in missing.output
+    assert "nope.jsonl" in missing.output
+    args = ["forget", "--tenant", "a", "--principal", "b", "--scope-id", "c"]
+    refused = runner.invoke(app, [*args, "--store", str(tmp_path)])
+    assert refused.exit_code == 2
+    assert "ConfirmationRequiredError" in refused.output and "ValueError" not in refused.output

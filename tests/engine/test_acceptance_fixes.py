@@ -109,3 +109,41 @@ def test_mcp_refuses_a_secret_in_its_namespace_at_start_up(tmp_path: Path) -> No
     assert run.returncode == 2
     assert "secret-shaped" in run.stderr and "AKIAZ7QW3RT5YU8IOP2M" not in run.stderr
     assert "Traceback" not in run.stderr
+
+
+# A newcomer's review ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "parameter"),
+    [
+        ({"subject": "Al\udcffice", "predicate": "drinks"}, "subject"),
+        ({"subject": "Alice", "predicate": "drin\ud800ks"}, "predicate"),
+        ({"value": "t\ud800ea"}, "value"),
+        ({"tags": ["drin\udcffks"]}, "tags"),
+    ],
+)
+def test_a_lone_surrogate_in_any_item_field_is_refused_with_a_reason_code(
+    engine: MemoryEngine, fields: dict[str, Any], parameter: str
+) -> None:
+    """Before: a lone surrogate in a keyed fact's subject or predicate reached the key's
+    uuid5 while the command was planned: a raw UnicodeEncodeError, not a typed error."""
+    with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+        engine.remember(NS, "Alice likes tea.", **fields)
+    assert refused.value.reason_code == "not_utf8"
+    assert getattr(refused.value, "parameter", None) == parameter
+    with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+        engine.remember_many(NS, [memory_ledger.Remember(statement="Alice likes tea.", **fields)])
+    assert refused.value.reason_code == "not_utf8"
+    assert engine.head == 0
+
+
+@pytest.mark.parametrize("ops", [None, 5, 2.5, object()])
+def test_a_batch_that_is_not_a_sequence_is_a_typed_error(engine: MemoryEngine, ops: Any) -> None:
+    """Before: ``remember_many(ns, None)`` and ``apply_batch(ns, 5)`` raised a raw
+    TypeError ('NoneType' object is not iterable)."""
+    for call in (engine.remember_many, engine.apply_batch):
+        with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+            call(NS, ops)
+        assert getattr(refused.value, "parameter", None) == "ops"
+    assert engine.head == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -181,3 +181,66 @@ def test_updated_at_is_ledger_time_not_clock(engine: MemoryEngine) -> None:
     item = store.get(("t",), "k")
     assert item is not None and before <= item.created_at <= datetime.now(UTC)
     assert item.created_at == store.history(("t",), "k")[0].recorded_at
+
+
+# Found by a newcomer's review: arguments that broke the store instead of being refused.
+
+
+def test_a_ttl_that_cannot_be_an_expiry_is_refused_and_never_breaks_reads(tmp_path: Path) -> None:
+    """A put with an infinite, NaN, huge, negative or textual TTL was recorded, and then
+    every search, list_namespaces and sweep raised OverflowError (one bad put took every
+    read of the store down). Now each is refused before anything is written."""
+    from memory_ledger.ledger.errors import InvalidArgumentError
+
+    with LedgerStore.open(tmp_path / "store", TENANT) as store:
+        store.put(("u",), "fine", {"a": 1}, ttl=5)
+        head = store.engine.head
+        for ttl in (1e300, float("inf"), float("nan"), -5, "5", True):
+            with pytest.raises(InvalidArgumentError) as refused:
+                store.put(("u",), "bad", {"a": 1}, ttl=ttl)  # type: ignore[arg-type]
+            assert refused.value.parameter == "ttl"
+        assert store.engine.head == head
+        assert [item.key for item in store.search(("u",))] == ["fine"]
+        assert store.list_namespaces() == [("u",)]
+        assert store.sweep_ttl() == 0
+
+
+def test_a_ttl_recorded_before_the_check_is_read_as_no_ttl() -> None:
+    from memory_ledger.replay.langgraph_store.records import TTL_TAG, ttl_of
+
+    assert ttl_of([f"{TTL_TAG}1e+300"]) is None
+    assert ttl_of([f"{TTL_TAG}inf"]) is None
+    assert ttl_of([f"{TTL_TAG}5.0"]) == 5.0
+
+
+def test_odd_arguments_are_typed_errors_not_raw_exceptions(tmp_path: Path) -> None:
+    """Lone surrogates in a label, key or value, a list as a value, an index that is no
+    list, and search/list_namespaces limits, offsets, queries and filters of the wrong type
+    or sign raised UnicodeEncodeError, TypeError, ValueError or OverflowError."""
+    from memory_ledger import MemoryLedgerError
+
+    with LedgerStore.open(tmp_path / "store", TENANT) as store:
+        store.put(("u",), "k", {"a": 1})
+        head = store.engine.head
+        calls: list[Callable[[], object]] = [
+            lambda: store.put(("u\ud800",), "k", {"a": 1}),
+            lambda: store.put(("u",), "k\ud800", {"a": 1}),
+            lambda: store.put(("u",), "k", {"a": "\ud800"}),
+            lambda: store.put(("u",), "k", {"\udcff": 1}),
+            lambda: store.put(("u",), "k", [1, 2]),  # type: ignore[arg-type]
+            lambda: store.put(("u",), "k", "text"),  # type: ignore[arg-type]
+            lambda: store.put(("u",), "k", {"a": 1}, index=5),  # type: ignore[arg-type]
+            lambda: store.get(("u",), "k\ud800"),
+            lambda: store.search(("u",), limit=-1),
+            lambda: store.search(("u",), offset=-1),
+            lambda: store.search(("u",), limit="5"),  # type: ignore[arg-type]
+            lambda: store.search(("u",), query=5),  # type: ignore[arg-type]
+            lambda: store.search(("u",), filter=[1]),  # type: ignore[arg-type]
+            lambda: store.list_namespaces(limit=-1),
+            lambda: store.list_namespaces(max_depth=-1),
+        ]
+        for index, call in enumerate(calls):
+            with pytest.raises(MemoryLedgerError):
+                call()
+            assert store.engine.head == head, index
+        assert store.get(("u",), "k").value == {"a": 1}  # type: ignore[union-attr]
