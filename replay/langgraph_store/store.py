@@ -14,14 +14,16 @@ import concurrent.futures
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -55,6 +57,17 @@ class StoreNamespaceError(InvalidArgumentError, LangGraphNamespaceError):
     engine's typed error and LangGraph's ``InvalidNamespaceError``."""
 
     reason_code = "invalid_langgraph_namespace"
+
+
+def _check_address(namespace: object, key: object) -> None:
+    """A namespace must be a tuple of labels and a key a string (typed errors, never a
+    silent conversion)."""
+    if not isinstance(namespace, tuple):
+        msg = f"namespace must be a tuple of strings, got {type(namespace).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter="namespace")
+    if not isinstance(key, str):
+        msg = f"key must be a string, got {type(key).__name__}"
+        raise InvalidArgumentTypeError(msg, parameter="key")
 
 
 def _check_op(op: Op) -> None:
@@ -191,6 +204,46 @@ class LedgerStore(BaseStore):
         return await loop.run_in_executor(self._worker, self.batch, list(ops))
 
     # Operations ----------------------------------------------------------------------------
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """LangGraph's ``put``, whose namespace and key errors are the engine's typed errors
+        too: :class:`StoreNamespaceError` (also LangGraph's ``InvalidNamespaceError``) for a
+        namespace LangGraph refuses, ``InvalidArgumentTypeError`` for a key or namespace
+        that is not text (LangGraph would store ``5`` as ``"5"`` and ``"users"`` as its
+        letters)."""
+        _check_address(namespace, key)
+        try:
+            super().put(namespace, key, value, index, ttl=ttl)
+        except LangGraphNamespaceError as e:
+            if isinstance(e, StoreNamespaceError):
+                raise
+            raise StoreNamespaceError(str(e), parameter="namespace") from None
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """The async twin of :meth:`put` (the same typed errors)."""
+        _check_address(namespace, key)
+        try:
+            await super().aput(namespace, key, value, index, ttl=ttl)
+        except LangGraphNamespaceError as e:
+            if isinstance(e, StoreNamespaceError):
+                raise
+            raise StoreNamespaceError(str(e), parameter="namespace") from None
 
     def _put(self, op: PutOp) -> Put:
         fields: tuple[str, ...] | None

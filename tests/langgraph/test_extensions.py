@@ -244,3 +244,30 @@ def test_odd_arguments_are_typed_errors_not_raw_exceptions(tmp_path: Path) -> No
                 call()
             assert store.engine.head == head, index
         assert store.get(("u",), "k").value == {"a": 1}  # type: ignore[union-attr]
+
+
+def test_langgraphs_own_namespace_and_key_errors_are_typed_errors_too(
+    engine: MemoryEngine,
+) -> None:
+    """A put refused by LangGraph's own rules raises the engine's typed error (also
+    LangGraph's InvalidNamespaceError); a key or namespace that is not text is refused, never
+    converted (LangGraph would file ``5`` as ``"5"`` and ``"users"`` as its letters)."""
+    import asyncio
+
+    from langgraph.store.base import InvalidNamespaceError
+
+    import memory_ledger
+
+    store = LedgerStore(engine, TENANT)
+    head = engine.head
+    for namespace in [("",), ("a.b",), ("u\x00",), (1,)]:
+        with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+            store.put(namespace, "k", {"v": 1})  # type: ignore[arg-type]
+        assert isinstance(refused.value, InvalidNamespaceError)
+    for namespace, key in [("users", "k"), (("u",), None), (("u",), 5)]:
+        with pytest.raises(memory_ledger.MemoryLedgerError) as wrong:
+            store.put(namespace, key, {"v": 1})  # type: ignore[arg-type]
+        assert wrong.value.reason_code == "invalid_argument_type"
+    with pytest.raises(memory_ledger.MemoryLedgerError):
+        asyncio.run(store.aput(("a.b",), "k", {"v": 1}))
+    assert engine.head == head
