@@ -105,6 +105,42 @@ class PipeAwareGroup(TyperGroup):
         except BrokenPipeError:
             end_on_closed_pipe()
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line; a usage error (an option's value out of range, a missing
+        argument, an unknown option or command) is ONE line on stderr, ``error: ...`` naming
+        the command's ``--help``, with exit status 2, like every other error (click's own
+        box is several lines). Help for a command without arguments, exits and aborts behave
+        as click's."""
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
+        # typer ships its own click: its exception classes come from the module that
+        # defines typer.BadParameter (a public name).
+        errors = sys.modules[typer.BadParameter.__module__]
+        try:
+            code = super().main(*args, **kwargs)
+        except errors.NoArgsIsHelpError as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except errors.UsageError as e:
+            from memory_ledger.commands.secrets import redact
+
+            where = e.ctx.command_path if e.ctx is not None else "memory-ledger"
+            message = redact(_one_line(e.format_message())).text
+            err.print(
+                f"[bold red]error:[/] {escape(message)} (see '{escape(where)} --help')",
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
+        except errors.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            err.print("Aborted!", highlight=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 class NegativeNumberArguments(TyperCommand):
     """A command whose arguments may be negative numbers (``as-of -1``): such a word, unless

@@ -102,3 +102,24 @@ def test_debug_variable_lets_the_traceback_through(
     monkeypatch.setenv("MEMORY_LEDGER_DEBUG", "1")
     result = runner.invoke(app, ["stats", "--store", str(tmp_path / "none")])
     assert result.exit_code != 0 and isinstance(result.exception, MemoryLedgerError)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["recall", "q", "-k", "-1"], "'-k'"),
+        (["events", "--limit", "-1"], "'--limit'"),
+        (["--store", "x"], "--store"),
+        (["bogus"], "'bogus'"),
+        (["recall"], "QUERY"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_option_and_help(args: list[str], named: str) -> None:
+    line = one_line_error(args)
+    assert named in line and "--help" in line
+    assert "╭" not in line
+
+
+def test_a_usage_error_never_echoes_a_secret() -> None:
+    line = one_line_error(["recall", "q", "-k", "sk-proj-AbCdEf0123456789AbCdEf0123456789"])
+    assert "AbCdEf0123456789" not in line
