@@ -18,7 +18,15 @@ import duckdb
 if TYPE_CHECKING:  # pyarrow (and numpy behind it) loads with the first batch written
     import pyarrow as pa
 
-__all__ = ["ReadModelTable", "TABLES", "VIEWS", "create_tables", "drop_tables", "schema_sql"]
+__all__ = [
+    "MEMORY_HISTORY",
+    "ReadModelTable",
+    "TABLES",
+    "VIEWS",
+    "create_tables",
+    "drop_tables",
+    "schema_sql",
+]
 
 _STR = "VARCHAR"
 _INT = "BIGINT"
@@ -338,8 +346,26 @@ RECALLS = ReadModelTable(
     "Recalls served: query, path (snapshot, live, fused) and the memories returned.",
 )
 
+MEMORY_HISTORY = ReadModelTable(
+    "memory_history",
+    [
+        ("memory_id", _STR),
+        ("tenant", _STR),
+        ("principal", _STR),
+        ("scope_id", _STR),
+        ("status", _STR),
+        ("statement", _STR),
+        ("position", _INT),
+    ],
+    None,
+    "Every change of a memory's status (activation, conflict, supersede, forget, prune): "
+    "the status and statement from that position on; what was current at position P is "
+    "each memory's last row at or before P.",
+)
+
 TABLES: tuple[ReadModelTable, ...] = (
     CANONICAL_MEMORY,
+    MEMORY_HISTORY,
     CANDIDATES,
     CANDIDATE_OUTCOMES,
     TRANSCRIPTS,

@@ -15,7 +15,6 @@ from memory_ledger.ledger.ids import Namespace
 if TYPE_CHECKING:
     from memory_ledger.commands.recall import RecallHit
     from memory_ledger.replay.lineage import Lineage
-    from memory_ledger.replay.timetravel import AsOf
     from memory_ledger.replay.ui.state import UiState
 
 __all__ = [
@@ -201,28 +200,6 @@ class Difference:
     offset: int
 
 
-def _current(past: AsOf, namespace: Namespace) -> dict[str, str]:
-    """Memory id -> statement of what was current (active or conflicted) in ``namespace``."""
-    params = [namespace.tenant, namespace.principal, namespace.scope_id]
-    rows = past.conn.execute(
-        f"SELECT memory_id, statement FROM canonical_memory WHERE {_NAMESPACE} AND {_RETRIEVABLE}",
-        params,
-    ).fetchall()
-    return dict(rows)
-
-
-def _statuses(past: AsOf, ids: list[str]) -> dict[str, str]:
-    """Memory id -> status at ``past`` of those of ``ids`` that existed then."""
-    if not ids:
-        return {}
-    rows = past.conn.execute(
-        "SELECT memory_id, status FROM canonical_memory "
-        "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
-        [ids],
-    ).fetchall()
-    return dict(rows)
-
-
 _Diff = tuple[list[tuple[str, str, str]], list[tuple[str, str]], int, int, int]
 """(gone: id, statement at A, status at B), (new: id, statement at B), kept, current at A,
 current at B."""
@@ -231,21 +208,22 @@ current at B."""
 def time_travel(
     state: UiState, namespace: Namespace, a: Point, b: Point, *, offset: int = 0
 ) -> Difference:
-    """Fold both points (:meth:`UiState.point`, kept for the next pages) and compare what
-    was current (active or conflicted) in ``namespace`` at each.
+    """Compare what was current (active or conflicted) in ``namespace`` at both points
+    (:meth:`UiState.moment`: the live projection's memory history, no fold; occurred time
+    folds, kept for the next pages).
 
     :raises PointError: a point the ledger cannot be read at.
     :raises PositionOutOfRangeError: a position beyond the head.
     """
     namespace.validated()
-    past_a = state.point(a.mode, a.at)
-    past_b = state.point(b.mode, b.at)
+    past_a = state.moment(a.mode, a.at)
+    past_b = state.moment(b.mode, b.at)
     key = f"diff:{namespace.key()}:{a.mode}:{a.at}:{b.mode}:{b.at}"
 
     def compute() -> _Diff:
-        now_a, now_b = _current(past_a, namespace), _current(past_b, namespace)
+        now_a, now_b = past_a.current(namespace), past_b.current(namespace)
         gone_ids = sorted(now_a.keys() - now_b.keys())
-        status_b = _statuses(past_b, gone_ids)
+        status_b = past_b.statuses(gone_ids)
         gone = [(i, now_a[i], status_b.get(i, "not yet stored")) for i in gone_ids]
         new = [(i, now_b[i]) for i in sorted(now_b.keys() - now_a.keys())]
         return gone, new, len(now_a.keys() & now_b.keys()), len(now_a), len(now_b)
