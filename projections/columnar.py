@@ -399,6 +399,7 @@ class ColumnarBatch:
                 "scope_id": [v.namespace.scope_id for v in views],
                 "status": _constant("active", pa.string(), count),
                 "statement": [i.statement for i in items],
+                "current_delta": _constant(1, pa.int64(), count),
                 "position": positions,
             },
         )

@@ -355,12 +355,15 @@ MEMORY_HISTORY = ReadModelTable(
         ("scope_id", _STR),
         ("status", _STR),
         ("statement", _STR),
+        ("current_delta", _INT),
         ("position", _INT),
     ],
     None,
     "Every change of a memory's status (activation, conflict, supersede, forget, prune): "
-    "the status and statement from that position on; what was current at position P is "
-    "each memory's last row at or before P.",
+    "the status and statement from that position on, and current_delta +1 when it became "
+    "current (active, conflicted), -1 when it stopped, else 0; what was current at "
+    "position P is each memory's last row at or before P, and sum(current_delta) up to P "
+    "counts it.",
 )
 
 TABLES: tuple[ReadModelTable, ...] = (

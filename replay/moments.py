@@ -24,6 +24,7 @@ random histories.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.replay.timetravel import AsOf, AsOfMode
 
-__all__ = ["Moment", "moment_at"]
+__all__ = ["Change", "Moment", "changes_between", "moment_at"]
 
 _RETRIEVABLE = "(" + ", ".join(f"'{s}'" for s in RETRIEVABLE) + ")"
 _LAST_CHANGE = (
@@ -99,6 +100,39 @@ class Moment:
             rows = live.conn.execute(
                 f"SELECT memory_id, statement FROM ({sql}) WHERE status IN {_RETRIEVABLE}",
                 [self.position, *params],
+            ).fetchall()
+        return {str(m): str(s) for m, s in rows}
+
+    def count(self, namespace: Namespace) -> int:
+        """How many memories of ``namespace`` were current then (``len(current(ns))``; from
+        the live projection: the sum of ``current_delta`` up to the position)."""
+        namespace.validated()
+        if self._fold is not None:
+            return len(self.current(namespace))
+        with self.engine.read_models(to=self.position) as live:
+            rows = live.conn.execute(
+                "SELECT coalesce(sum(current_delta), 0) FROM memory_history WHERE "
+                "tenant = ? AND principal = ? AND scope_id = ? AND position <= ?",
+                [namespace.tenant, namespace.principal, namespace.scope_id, self.position],
+            ).fetchall()
+        return int(rows[0][0])
+
+    def statements(self, ids: Sequence[str]) -> dict[str, str]:
+        """Memory id -> statement then, of those of ``ids`` that existed then."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        if self._fold is not None:
+            rows = self._fold.conn.execute(
+                "SELECT memory_id, statement FROM canonical_memory "
+                "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
+                [wanted],
+            ).fetchall()
+            return {str(m): str(s) for m, s in rows}
+        sql = _LAST_CHANGE.format(where="AND memory_id IN (SELECT unnest(?::VARCHAR[]))")
+        with self.engine.read_models(to=self.position) as live:
+            rows = live.conn.execute(
+                f"SELECT memory_id, statement FROM ({sql})", [self.position, wanted]
             ).fetchall()
         return {str(m): str(s) for m, s in rows}
 
@@ -173,3 +207,53 @@ def moment_at(engine: MemoryEngine, at: int | datetime | str, *, occurred: bool 
         return Moment(engine, at=point, mode="recorded", position=position, head=head)
     fold = as_of(engine, point, occurred=True)
     return Moment(engine, at=point, mode="occurred", position=fold.position, head=head, fold=fold)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What changed between two moments ``a`` and ``b`` in one namespace: the ids current
+    only at ``a`` (``gone``) and only at ``b`` (``new``), each sorted, and how many were
+    current at each."""
+
+    gone: list[str]
+    new: list[str]
+    current_a: int
+    current_b: int
+
+    @property
+    def kept(self) -> int:
+        """How many were current at both."""
+        return self.current_a - len(self.gone)
+
+
+def changes_between(a: Moment, b: Moment, namespace: Namespace) -> Change:
+    """The :class:`Change` from ``a`` to ``b`` in ``namespace`` (either may be the later).
+
+    Two moments of the live projection: only memories whose status changed between the two
+    positions are read (a memory is current at one and not the other exactly when its
+    ``current_delta`` between them does not sum to 0); a folded moment (occurred time):
+    both sides' current sets compared.
+
+    :raises InvalidNamespaceError: the namespace is invalid.
+    """
+    namespace.validated()
+    if a.folded or b.folded:
+        now_a, now_b = a.current(namespace), b.current(namespace)
+        return Change(
+            gone=sorted(now_a.keys() - now_b.keys()),
+            new=sorted(now_b.keys() - now_a.keys()),
+            current_a=len(now_a),
+            current_b=len(now_b),
+        )
+    low, high = sorted((a.position, b.position))
+    with a.engine.read_models(to=high) as live:
+        rows = live.conn.execute(
+            "SELECT memory_id, sum(current_delta) AS d FROM memory_history WHERE tenant = ? "
+            "AND principal = ? AND scope_id = ? AND position > ? AND position <= ? "
+            "GROUP BY memory_id HAVING d <> 0 ORDER BY memory_id",
+            [namespace.tenant, namespace.principal, namespace.scope_id, low, high],
+        ).fetchall()
+    later = [str(m) for m, d in rows if d > 0]  # current at the later point only
+    earlier = [str(m) for m, d in rows if d < 0]
+    gone, new = (earlier, later) if a.position <= b.position else (later, earlier)
+    return Change(gone=gone, new=new, current_a=a.count(namespace), current_b=b.count(namespace))

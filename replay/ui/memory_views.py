@@ -200,11 +200,6 @@ class Difference:
     offset: int
 
 
-_Diff = tuple[list[tuple[str, str, str]], list[tuple[str, str]], int, int, int]
-"""(gone: id, statement at A, status at B), (new: id, statement at B), kept, current at A,
-current at B."""
-
-
 def time_travel(
     state: UiState, namespace: Namespace, a: Point, b: Point, *, offset: int = 0
 ) -> Difference:
@@ -215,42 +210,45 @@ def time_travel(
     :raises PointError: a point the ledger cannot be read at.
     :raises PositionOutOfRangeError: a position beyond the head.
     """
+    from memory_ledger.replay.moments import changes_between
+
     namespace.validated()
     past_a = state.moment(a.mode, a.at)
     past_b = state.moment(b.mode, b.at)
     key = f"diff:{namespace.key()}:{a.mode}:{a.at}:{b.mode}:{b.at}"
-
-    def compute() -> _Diff:
-        now_a, now_b = past_a.current(namespace), past_b.current(namespace)
-        gone_ids = sorted(now_a.keys() - now_b.keys())
-        status_b = past_b.statuses(gone_ids)
-        gone = [(i, now_a[i], status_b.get(i, "not yet stored")) for i in gone_ids]
-        new = [(i, now_b[i]) for i in sorted(now_b.keys() - now_a.keys())]
-        return gone, new, len(now_a.keys() & now_b.keys()), len(now_a), len(now_b)
-
-    gone, new, kept, count_a, count_b = state.cached(key, compute)
+    change = state.cached(key, lambda: changes_between(past_a, past_b, namespace))
     offset = max(0, offset)
+    gone = change.gone[offset : offset + state.page_size]
+    start = max(0, offset - len(change.gone))
+    new = change.new[start : start + state.page_size - len(gone)]
+    before, status_b, after = (
+        past_a.statements(gone),
+        past_b.statuses(gone),
+        past_b.statements(new),
+    )
     rows: list[dict[str, Any]] = [
-        {"side": "gone", "memory_id": i, "statement": text, "status_b": status}
-        for i, text, status in gone[offset : offset + state.page_size]
+        {
+            "side": "gone",
+            "memory_id": i,
+            "statement": before.get(i, ""),
+            "status_b": status_b.get(i, "not yet stored"),
+        }
+        for i in gone
     ]
-    rest = state.page_size - len(rows)
-    start = max(0, offset - len(gone))
-    if rest > 0:
-        rows += [
-            {"side": "new", "memory_id": i, "statement": text, "status_b": "current"}
-            for i, text in new[start : start + rest]
-        ]
+    rows += [
+        {"side": "new", "memory_id": i, "statement": after.get(i, ""), "status_b": "current"}
+        for i in new
+    ]
     return Difference(
         a=a,
         b=b,
         position_a=past_a.position,
         position_b=past_b.position,
-        current_a=count_a,
-        current_b=count_b,
-        gone=len(gone),
-        new=len(new),
-        kept=kept,
+        current_a=change.current_a,
+        current_b=change.current_b,
+        gone=len(change.gone),
+        new=len(change.new),
+        kept=change.kept,
         rows=rows,
         offset=offset,
     )

@@ -23,7 +23,7 @@ from memory_ledger.commands import MemoryEngine, RecordedExtractor
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 from memory_ledger.replay import PointError, PositionOutOfRangeError, as_of, filter_events
-from memory_ledger.replay.moments import moment_at
+from memory_ledger.replay.moments import changes_between, moment_at
 from tests.conftest import make_item
 
 KEPT = Namespace("acme", "alice", "assistant")
@@ -114,29 +114,45 @@ def _apply(
         pass
 
 
-def _reference(
-    engine: MemoryEngine, at: int | datetime
-) -> tuple[dict[Namespace, dict[str, str]], dict[str, str], int]:
+Reference = tuple[dict[Namespace, dict[str, str]], dict[str, str], dict[str, str], int]
+
+
+def _reference(engine: MemoryEngine, at: int | datetime) -> Reference:
     """The fold's answer at ``at``: per namespace {id: statement} of what was current,
-    {id: status} of every memory that existed, and the position folded."""
+    {id: status} and {id: statement} of every memory that existed, the position folded."""
     with as_of(engine, at) as past:
         current = {
-            ns: {m["memory_id"]: m["statement"] for m in past.memories(ns)}
-            for ns in (KEPT, ERASED)
+            ns: {m["memory_id"]: m["statement"] for m in past.memories(ns)} for ns in (KEPT, ERASED)
         }
-        statuses = {m["memory_id"]: m["status"] for m in past.memories(include_history=True)}
-        return current, statuses, past.position
+        rows = past.memories(include_history=True)
+        statuses = {m["memory_id"]: m["status"] for m in rows}
+        statements = {m["memory_id"]: m["statement"] for m in rows}
+        return current, statuses, statements, past.position
 
 
-def _check(engine: MemoryEngine, at: int | datetime, known: list[str]) -> None:
-    current, statuses, position = _reference(engine, at)
+def _check(engine: MemoryEngine, at: int | datetime, known: list[str]) -> Reference:
+    reference = current, statuses, statements, position = _reference(engine, at)
     with moment_at(engine, at) as moment:
         assert moment.position == position
         assert not moment.folded
         for ns in (KEPT, ERASED):
             assert moment.current(ns) == current[ns], (at, ns)
+            assert moment.count(ns) == len(current[ns])
         asked = sorted({*known, *statuses})
-        assert moment.statuses(asked) == {i: s for i, s in statuses.items() if i in asked}
+        assert moment.statuses(asked) == statuses
+        assert moment.statements(asked) == statements
+    return reference
+
+
+def _check_change(engine: MemoryEngine, a: Reference, b: Reference) -> None:
+    """``changes_between`` two positions equals the difference of the fold's current sets."""
+    with moment_at(engine, a[3]) as at_a, moment_at(engine, b[3]) as at_b:
+        for ns in (KEPT, ERASED):
+            change = changes_between(at_a, at_b, ns)
+            assert change.gone == sorted(a[0][ns].keys() - b[0][ns].keys())
+            assert change.new == sorted(b[0][ns].keys() - a[0][ns].keys())
+            assert (change.current_a, change.current_b) == (len(a[0][ns]), len(b[0][ns]))
+            assert change.kept == len(a[0][ns].keys() & b[0][ns].keys())
 
 
 @settings(
@@ -157,8 +173,9 @@ def test_the_memory_history_answers_as_the_fold_at_every_point(
             head = engine.head
             known = [*ids[KEPT], *ids[ERASED]]
             positions = sorted({0, head, *(p % (head + 1) for p in picks)})
-            for position in positions:
-                _check(engine, position, known)
+            answers = [_check(engine, position, known) for position in positions]
+            _check_change(engine, answers[-1], answers[0])
+            _check_change(engine, answers[len(answers) // 2], answers[-1])
             times = [event.recorded_at for _, event in filter_events(engine)]
             for p in picks[:2]:
                 if times:
@@ -173,9 +190,10 @@ def test_occurred_time_is_answered_by_the_fold(tmp_path: Path) -> None:
         for n, (value, day) in enumerate((("Berlin", 40), ("Lisbon", 0), ("Porto", 20))):
             _apply(engine, ("tell", KEPT, "Alice", "lives_in", value, day), {KEPT: []}, n)
         when = DAY0 + timedelta(days=30)
-        with moment_at(engine, when, occurred=True) as moment, as_of(
-            engine, when, occurred=True
-        ) as past:
+        with (
+            moment_at(engine, when, occurred=True) as moment,
+            as_of(engine, when, occurred=True) as past,
+        ):
             assert moment.folded and moment.mode == "occurred"
             expected = {m["memory_id"]: m["statement"] for m in past.memories(KEPT)}
             assert moment.current(KEPT) == expected
