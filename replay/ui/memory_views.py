@@ -256,16 +256,20 @@ def time_travel(
 
 def change_points(state: UiState, namespace: Namespace, limit: int = 12) -> list[int]:
     """The latest ledger positions at which a memory of ``namespace`` was created or
-    changed (handy points to travel to), newest first."""
+    changed (handy points to travel to), newest first; computed once per ledger head."""
     params = [namespace.tenant, namespace.principal, namespace.scope_id, limit]
-    with state.engine.read_models() as live:
-        rows = live.conn.execute(
-            f"SELECT DISTINCT p FROM (SELECT created_position AS p FROM canonical_memory "
-            f"WHERE {_NAMESPACE} UNION SELECT updated_position FROM canonical_memory WHERE "
-            f"{_NAMESPACE}) WHERE p IS NOT NULL ORDER BY p DESC LIMIT ?",
-            [*params[:3], *params],
-        ).fetchall()
-    return [int(p) for (p,) in rows]
+
+    def compute() -> list[int]:
+        with state.engine.read_models() as live:
+            rows = live.conn.execute(
+                f"SELECT DISTINCT p FROM (SELECT created_position AS p FROM canonical_memory "
+                f"WHERE {_NAMESPACE} UNION SELECT updated_position FROM canonical_memory WHERE "
+                f"{_NAMESPACE}) WHERE p IS NOT NULL ORDER BY p DESC LIMIT ?",
+                [*params[:3], *params],
+            ).fetchall()
+        return [int(p) for (p,) in rows]
+
+    return state.cached(f"change-points:{namespace.key()}:{limit}", compute)
 
 
 # Recall explained ----------------------------------------------------------------------------
