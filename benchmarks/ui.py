@@ -14,8 +14,9 @@ Cold figures are reported apart: a time-travel point is a fold of the ledger up 
 hash chain (``verify``) and counts every record (``stats``), both once per ledger head.
 Baseline in the same run: the stylesheet (``/static/ui.css``) through the same client, the
 floor of a request. Target (issue 29): pages of a 100,000-memory store in under 200 ms of
-server time (paged). ``--quick``: 1,000 memories only. ``--screenshots``: also write the
-PNG screenshots of ``benchmarks.ui_demo``.
+server time (paged). ``--quick``: 1,000 memories only. ``--keep DIR``: build each store
+once under ``DIR`` and reuse it on later runs (the read-only debugger never changes it).
+``--screenshots``: also write the PNG screenshots of ``benchmarks.ui_demo``.
 """
 
 from __future__ import annotations
@@ -74,12 +75,23 @@ def timed(get: Callable[[str], Any], path: str) -> float:
     return elapsed
 
 
-def measure(folder: Path, size: int, samples: int) -> dict[str, Any]:
+def reuse(folder: Path, size: int) -> dict[str, Any]:
+    """The store ``build`` left in ``folder`` (``--keep``), built on first use."""
+    if not (folder / "built").exists():
+        built = build(folder / "store", size)
+        (folder / "built").write_text(f"{built['head']}\n{built['build_s']}\n")
+    head, build_s = (folder / "built").read_text().split()
+    return {"build_s": float(build_s), "head": int(head), "corpus": memories(size)}
+
+
+def measure(folder: Path, size: int, samples: int, *, keep: bool = False) -> dict[str, Any]:
     from starlette.testclient import TestClient
 
     from memory_ledger.replay.ui import UiState, create_app, open_read_only
 
-    built = build(folder, size)
+    built = reuse(folder, size) if keep else build(folder, size)
+    if keep:
+        folder = folder / "store"
     head = built["head"]
     figures: dict[str, Any] = {"memories": size, "head": head, "build_s": built["build_s"]}
     engine = open_read_only(folder)
@@ -130,12 +142,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=int, default=40, help="requests per view and size")
     parser.add_argument("--dir", default=None, help="scratch folder parent (default: $TMPDIR)")
     parser.add_argument("--quick", action="store_true", help="1,000 memories only")
+    parser.add_argument(
+        "--keep",
+        default=None,
+        help="keep the stores under this folder and reuse them on the next run (built once)",
+    )
     parser.add_argument("--screenshots", action="store_true", help="also write results/ui-*.png")
     args = parser.parse_args(argv)
     sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     print(f"before: {load()}")
     results = []
     for size in sizes:
+        if args.keep:
+            kept = Path(args.keep) / f"ui_{size}"
+            kept.mkdir(parents=True, exist_ok=True)
+            results.append(measure(kept, size, args.samples, keep=True))
+            continue
         with scratch(f"bench_ui_{size}_", args.dir) as folder:
             results.append(measure(folder / "store", size, args.samples))
     print(f"after: {load()}")

@@ -65,6 +65,7 @@ from memory_ledger.projections.tables import (
     CANDIDATES,
     CANONICAL_MEMORY,
     EXTRACTIONS,
+    MEMORY_HISTORY,
     TRANSCRIPTS,
     ReadModelTable,
 )
@@ -386,6 +387,20 @@ class ColumnarBatch:
                 "activated_at": [v.recorded_at for v in views],
                 "created_position": positions,
                 "updated_position": positions,
+            },
+        )
+        _insert(
+            conn,
+            MEMORY_HISTORY,
+            {
+                "memory_id": id_array,
+                "tenant": [v.namespace.tenant for v in views],
+                "principal": [v.namespace.principal for v in views],
+                "scope_id": [v.namespace.scope_id for v in views],
+                "status": _constant("active", pa.string(), count),
+                "statement": [i.statement for i in items],
+                "current_delta": _constant(1, pa.int64(), count),
+                "position": positions,
             },
         )
         _insert(

@@ -57,6 +57,7 @@ from memory_ledger.projections.tables import (
     CANDIDATES,
     CANONICAL_MEMORY,
     EXTRACTIONS,
+    MEMORY_HISTORY,
     RECALLS,
     TRANSCRIPTS,
     TURN_SNAPSHOTS,
@@ -65,7 +66,7 @@ from memory_ledger.projections.tables import (
 )
 
 _KEYED = (CANONICAL_MEMORY, TRANSCRIPTS, TURN_SNAPSHOTS, ADMISSIONS)
-_APPEND_ONLY = (CANDIDATES, CANDIDATE_OUTCOMES, EXTRACTIONS, USES, RECALLS)
+_APPEND_ONLY = (CANDIDATES, CANDIDATE_OUTCOMES, EXTRACTIONS, USES, RECALLS, MEMORY_HISTORY)
 
 __all__ = ["PROJECTED_EVENTS", "KnownKeys", "fold_page"]
 
@@ -162,6 +163,30 @@ class _Page:
                 )
         for table in _APPEND_ONLY:
             table.insert(self.conn, self.appends.get(table.name, []))
+
+
+_CURRENT = frozenset(("active", "conflicted"))
+"""Retrievable statuses (``projections.canonical.RETRIEVABLE``)."""
+
+
+def _record_status(page: _Page, position: int, row: dict[str, Any], before: str | None) -> None:
+    """Append the status (and statement) ``row`` has from ``position`` on to the memory's
+    history (``memory_history``; ``before``: its status until then, None for a new memory):
+    the answer to "what was current at a position"."""
+    delta = (row["status"] in _CURRENT) - (before in _CURRENT)
+    page.append(
+        MEMORY_HISTORY,
+        {
+            "memory_id": row["memory_id"],
+            "tenant": row["tenant"],
+            "principal": row["principal"],
+            "scope_id": row["scope_id"],
+            "status": row["status"],
+            "statement": row["statement"],
+            "current_delta": delta,
+            "position": position,
+        },
+    )
 
 
 def _collect_memory(page: _Page, event: LedgerEvent) -> None:
@@ -306,6 +331,7 @@ def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
             *row["transcript_positions"],
         ]
     page.put(CANONICAL_MEMORY, key, row)
+    _record_status(page, position, row, previous["status"] if previous is not None else None)
     _resolve_candidate(page, position, event.candidate_id, "activated", key)
 
 
@@ -436,7 +462,9 @@ def _apply_superseded(page: _Page, position: int, event: MemorySuperseded) -> No
     newer = page.touch(CANONICAL_MEMORY, str(event.superseded_by))
     if newer is not None and key not in newer["supersedes"]:
         newer["supersedes"] = [*newer["supersedes"], key]
+    before = row["status"]
     row["status"] = "superseded"
+    _record_status(page, position, row, before)
 
 
 def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> None:
@@ -448,6 +476,7 @@ def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> 
         row["conflicts_with"] = [*row["conflicts_with"], other]
     if row["status"] == "active":
         row["status"] = "conflicted"
+        _record_status(page, position, row, "active")
 
 
 def _apply_pinned(page: _Page, position: int, event: MemoryPinned) -> None:
@@ -459,13 +488,17 @@ def _apply_pinned(page: _Page, position: int, event: MemoryPinned) -> None:
 def _apply_forgotten(page: _Page, position: int, event: MemoryForgotten) -> None:
     row = _revise(page, position, event)
     if row is not None:
+        before = row["status"]
         row["status"] = "forgotten"
+        _record_status(page, position, row, before)
 
 
 def _apply_pruned(page: _Page, position: int, event: MemoryPruned) -> None:
     row = _revise(page, position, event)
     if row is not None:
+        before = row["status"]
         row["status"] = "pruned"
+        _record_status(page, position, row, before)
 
 
 def _apply_recall(page: _Page, position: int, event: RecallServed) -> None:

@@ -44,8 +44,9 @@ from memory_ledger.projections.store import ProjectionStore
 
 __all__ = ["PROJECTION_VERSION", "ProjectionRunner"]
 
-PROJECTION_VERSION = 1
-"""Version of the read models' shape and fold; bump it to rebuild every projection file."""
+PROJECTION_VERSION = 2
+"""Version of the read models' shape and fold; bump it to rebuild every projection file.
+2: ``memory_history`` (each memory's status changes, for as-of reads without a fold)."""
 
 _READ: tuple[type[LedgerEvent], ...] = (*PROJECTED_EVENTS, NamespaceErased)
 _TOPICS = frozenset(get_topic(cls) for cls in _READ)

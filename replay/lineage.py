@@ -261,6 +261,7 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
 
 
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")
+_FULL_ID = 36
 
 
 def _check_erased(engine: MemoryEngine, wanted: str) -> None:
@@ -297,7 +298,9 @@ def resolve_memory_id(engine: MemoryEngine, text: str, namespace: Namespace | No
     if not _ID_TEXT.match(wanted):
         msg = f"{text!r} is not a memory id (a UUID or a prefix of at least 4 hex digits)"
         raise UnknownMemoryError(msg, "not_a_memory_id")
-    where, params = "starts_with(memory_id, ?)", [wanted]
+    # A full id is a point lookup (the read model's index); a prefix scans the ids.
+    where = "memory_id = ?" if len(wanted) == _FULL_ID else "starts_with(memory_id, ?)"
+    params = [wanted]
     if namespace is not None:
         namespace.validated()
         where += " AND tenant = ? AND principal = ? AND scope_id = ?"

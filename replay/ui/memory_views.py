@@ -15,7 +15,6 @@ from memory_ledger.ledger.ids import Namespace
 if TYPE_CHECKING:
     from memory_ledger.commands.recall import RecallHit
     from memory_ledger.replay.lineage import Lineage
-    from memory_ledger.replay.timetravel import AsOf
     from memory_ledger.replay.ui.state import UiState
 
 __all__ = [
@@ -201,78 +200,55 @@ class Difference:
     offset: int
 
 
-def _current(past: AsOf, namespace: Namespace) -> dict[str, str]:
-    """Memory id -> statement of what was current (active or conflicted) in ``namespace``."""
-    params = [namespace.tenant, namespace.principal, namespace.scope_id]
-    rows = past.conn.execute(
-        f"SELECT memory_id, statement FROM canonical_memory WHERE {_NAMESPACE} AND {_RETRIEVABLE}",
-        params,
-    ).fetchall()
-    return dict(rows)
-
-
-def _statuses(past: AsOf, ids: list[str]) -> dict[str, str]:
-    """Memory id -> status at ``past`` of those of ``ids`` that existed then."""
-    if not ids:
-        return {}
-    rows = past.conn.execute(
-        "SELECT memory_id, status FROM canonical_memory "
-        "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
-        [ids],
-    ).fetchall()
-    return dict(rows)
-
-
-_Diff = tuple[list[tuple[str, str, str]], list[tuple[str, str]], int, int, int]
-"""(gone: id, statement at A, status at B), (new: id, statement at B), kept, current at A,
-current at B."""
-
-
 def time_travel(
     state: UiState, namespace: Namespace, a: Point, b: Point, *, offset: int = 0
 ) -> Difference:
-    """Fold both points (:meth:`UiState.point`, kept for the next pages) and compare what
-    was current (active or conflicted) in ``namespace`` at each.
+    """Compare what was current (active or conflicted) in ``namespace`` at both points
+    (:meth:`UiState.moment`: the live projection's memory history, no fold; occurred time
+    folds, kept for the next pages).
 
     :raises PointError: a point the ledger cannot be read at.
     :raises PositionOutOfRangeError: a position beyond the head.
     """
+    from memory_ledger.replay.moments import changes_between
+
     namespace.validated()
-    past_a = state.point(a.mode, a.at)
-    past_b = state.point(b.mode, b.at)
+    past_a = state.moment(a.mode, a.at)
+    past_b = state.moment(b.mode, b.at)
     key = f"diff:{namespace.key()}:{a.mode}:{a.at}:{b.mode}:{b.at}"
-
-    def compute() -> _Diff:
-        now_a, now_b = _current(past_a, namespace), _current(past_b, namespace)
-        gone_ids = sorted(now_a.keys() - now_b.keys())
-        status_b = _statuses(past_b, gone_ids)
-        gone = [(i, now_a[i], status_b.get(i, "not yet stored")) for i in gone_ids]
-        new = [(i, now_b[i]) for i in sorted(now_b.keys() - now_a.keys())]
-        return gone, new, len(now_a.keys() & now_b.keys()), len(now_a), len(now_b)
-
-    gone, new, kept, count_a, count_b = state.cached(key, compute)
+    change = state.cached(key, lambda: changes_between(past_a, past_b, namespace))
     offset = max(0, offset)
+    gone = change.gone[offset : offset + state.page_size]
+    start = max(0, offset - len(change.gone))
+    new = change.new[start : start + state.page_size - len(gone)]
+    before, status_b, after = (
+        past_a.statements(gone),
+        past_b.statuses(gone),
+        past_b.statements(new),
+    )
     rows: list[dict[str, Any]] = [
-        {"side": "gone", "memory_id": i, "statement": text, "status_b": status}
-        for i, text, status in gone[offset : offset + state.page_size]
+        {
+            "side": "gone",
+            "memory_id": i,
+            "statement": before.get(i, ""),
+            "status_b": status_b.get(i, "not yet stored"),
+        }
+        for i in gone
     ]
-    rest = state.page_size - len(rows)
-    start = max(0, offset - len(gone))
-    if rest > 0:
-        rows += [
-            {"side": "new", "memory_id": i, "statement": text, "status_b": "current"}
-            for i, text in new[start : start + rest]
-        ]
+    rows += [
+        {"side": "new", "memory_id": i, "statement": after.get(i, ""), "status_b": "current"}
+        for i in new
+    ]
     return Difference(
         a=a,
         b=b,
         position_a=past_a.position,
         position_b=past_b.position,
-        current_a=count_a,
-        current_b=count_b,
-        gone=len(gone),
-        new=len(new),
-        kept=kept,
+        current_a=change.current_a,
+        current_b=change.current_b,
+        gone=len(change.gone),
+        new=len(change.new),
+        kept=change.kept,
         rows=rows,
         offset=offset,
     )
@@ -280,16 +256,20 @@ def time_travel(
 
 def change_points(state: UiState, namespace: Namespace, limit: int = 12) -> list[int]:
     """The latest ledger positions at which a memory of ``namespace`` was created or
-    changed (handy points to travel to), newest first."""
+    changed (handy points to travel to), newest first; computed once per ledger head."""
     params = [namespace.tenant, namespace.principal, namespace.scope_id, limit]
-    with state.engine.read_models() as live:
-        rows = live.conn.execute(
-            f"SELECT DISTINCT p FROM (SELECT created_position AS p FROM canonical_memory "
-            f"WHERE {_NAMESPACE} UNION SELECT updated_position FROM canonical_memory WHERE "
-            f"{_NAMESPACE}) WHERE p IS NOT NULL ORDER BY p DESC LIMIT ?",
-            [*params[:3], *params],
-        ).fetchall()
-    return [int(p) for (p,) in rows]
+
+    def compute() -> list[int]:
+        with state.engine.read_models() as live:
+            rows = live.conn.execute(
+                f"SELECT DISTINCT p FROM (SELECT created_position AS p FROM canonical_memory "
+                f"WHERE {_NAMESPACE} UNION SELECT updated_position FROM canonical_memory WHERE "
+                f"{_NAMESPACE}) WHERE p IS NOT NULL ORDER BY p DESC LIMIT ?",
+                [*params[:3], *params],
+            ).fetchall()
+        return [int(p) for (p,) in rows]
+
+    return state.cached(f"change-points:{namespace.key()}:{limit}", compute)
 
 
 # Recall explained ----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """What the debugger keeps between requests: the read-only engine, one lock, and caches
 keyed by the ledger head (a host may still append to the store; a new head recomputes).
 
-Time-travel points are folds of the ledger (:func:`memory_ledger.replay.as_of`): the few
-last asked for are kept open (least recently used first out) so paging through one, or
-going back and forth between two, folds each point once.
+Time-travel comparisons read what was current at each point from the live projection
+(:func:`memory_ledger.replay.moments.moment_at`: one query, no fold; occurred time folds).
+Recall as of a point needs the read models then (:func:`memory_ledger.replay.as_of`, a fold
+of the ledger): the few last asked for are kept open (least recently used first out), so
+asking again, or going back and forth between two, folds each point once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.replay.moments import Moment
     from memory_ledger.replay.timetravel import AsOf
 
 __all__ = ["UiState"]
@@ -46,6 +49,7 @@ class UiState:
         """Held around every use of the engine (requests run in a thread pool)."""
         self._cache: dict[str, tuple[int, Any]] = {}
         self._points: OrderedDict[PointKey, AsOf] = OrderedDict()
+        self._moments: OrderedDict[PointKey, Moment] = OrderedDict()
 
     def head(self) -> int:
         """The ledger head now."""
@@ -86,8 +90,33 @@ class UiState:
             old.close()
         return past
 
+    def moment(self, mode: str, at: int | datetime) -> Moment:
+        """What was current at ``at`` (``mode`` ``position``, ``recorded`` or ``occurred``):
+        :func:`memory_ledger.replay.moments.moment_at`, kept among the last
+        :attr:`kept_points` (an occurred-time moment holds a fold).
+
+        :raises PointError: an invalid point (see :func:`memory_ledger.replay.as_of`).
+        :raises PositionOutOfRangeError: a position beyond the head.
+        """
+        from memory_ledger.replay.moments import moment_at
+
+        key: PointKey = (mode, at, self.head())
+        moment = self._moments.get(key)
+        if moment is not None:
+            self._moments.move_to_end(key)
+            return moment
+        moment = moment_at(self.engine, at, occurred=mode == "occurred")
+        self._moments[key] = moment
+        while len(self._moments) > self.kept_points:
+            _, old = self._moments.popitem(last=False)
+            old.close()
+        return moment
+
     def close(self) -> None:
         """Close the kept folds (the engine belongs to whoever opened it)."""
         while self._points:
             _, old = self._points.popitem()
             old.close()
+        while self._moments:
+            _, kept = self._moments.popitem()
+            kept.close()
