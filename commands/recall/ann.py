@@ -84,8 +84,8 @@ class ApproximateIndex:
         """Rows added so far (rows ``0 .. size - 1`` of the matrix)."""
 
     def train(self, matrix: npt.NDArray[np.float32], seed: int = 0) -> None:
-        """Train the cells on a sample of ``matrix`` (30 rows per cell at most)."""
-        sample_size = min(len(matrix), self.cells * 30)
+        """Train the cells on a sample of ``matrix`` (39 rows per cell: faiss asks as many)."""
+        sample_size = min(len(matrix), self.cells * 39)
         rng = np.random.default_rng(seed)
         pick = np.sort(rng.choice(len(matrix), sample_size, replace=False))
         self._index.cp.niter = 10
