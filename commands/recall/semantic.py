@@ -110,7 +110,11 @@ class _NamespaceVectors:
         self.dead = 0
         self.ann_threshold: int | None = ann.DEFAULT_THRESHOLD
         """Live rows from which :meth:`top` asks the approximate index (None: never)."""
+        self.ann_background = False
+        """Build the approximate index in a thread (searches stay exact until it is ready)
+        instead of in the first search that needs it."""
         self._ann: ann.ApproximateIndex | None = None
+        self._building: threading.Thread | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -177,6 +181,7 @@ class _NamespaceVectors:
             fresh.rows_of.setdefault(memory_id, []).append(new_row)
         fresh.last_seq = self.last_seq
         fresh.ann_threshold = self.ann_threshold  # its index is rebuilt: the rows moved
+        fresh.ann_background = self.ann_background
         return fresh
 
     @property
@@ -241,9 +246,10 @@ class _NamespaceVectors:
         size = len(self.ids)
         index = self._ann
         if index is None:
-            index = ann.ApproximateIndex(self.dimension, size)
-            index.train(self.matrix[:size])
-            self._ann = index
+            if self.ann_background:
+                self._build_in_background(size)
+                return None
+            index = self._ann = self._built(self.matrix, size)
         index.add(self.matrix, size)  # rows appended since: retired ones stay, masked
         count = max(take * 4, 64)
         widen = 1
@@ -264,6 +270,38 @@ class _NamespaceVectors:
         out = list(zip(rows.tolist(), scores.tolist(), strict=True))
         out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
         return out[:take]
+
+    def _built(self, matrix: npt.NDArray[np.float32], size: int) -> ann.ApproximateIndex:
+        """A new index over rows ``0 .. size - 1`` of ``matrix``."""
+        index = ann.ApproximateIndex(self.dimension, size)
+        index.train(matrix[:size])
+        index.add(matrix, size)
+        return index
+
+    def _build_in_background(self, size: int) -> None:
+        """Start building the index over the rows there are now (once). The thread reads
+        only those rows of the current matrix, which later writes never change (new rows
+        go after them, a grown matrix is a new array); the first search after it is done
+        adds the rows appended meanwhile."""
+        if self._building is not None:
+            return
+        matrix = self.matrix
+
+        def build() -> None:
+            try:
+                self._ann = self._built(matrix, size)
+            except Exception:  # searches stay exact; say why once
+                log.exception("approximate index build failed; semantic search stays exact")
+
+        self._building = threading.Thread(target=build, name="memory-ledger-ann", daemon=True)
+        self._building.start()
+
+    def wait_index(self, timeout: float | None = None) -> bool:
+        """Wait for a background build (see ``ann_background``); True when the index is
+        ready."""
+        if self._building is not None:
+            self._building.join(timeout)
+        return self._ann is not None
 
 
 class SemanticChannel:
@@ -316,6 +354,9 @@ class SemanticChannel:
         self.ann_threshold: int | None = ann.DEFAULT_THRESHOLD
         """Live vector rows of a namespace from which its search asks the approximate
         index, re-ranked exactly (:mod:`commands.recall.ann`; None: always exact)."""
+        self.ann_background = True
+        """Build a namespace's approximate index in a thread, searching exactly meanwhile
+        (at 1,000,000 rows a build takes minutes on a loaded 2-core machine)."""
         self.max_namespaces = 256
         """Namespaces whose vectors stay in memory (least recently used ones are dropped
         and read back from DuckDB when asked again)."""
@@ -371,6 +412,7 @@ class SemanticChannel:
         if cached.dead > 1024 and cached.dead * 4 > len(cached):
             cached = cached.compacted(cached.built_position)
         cached.ann_threshold = self.ann_threshold
+        cached.ann_background = self.ann_background
         self._cache[key] = cached  # most recently used last
         while len(self._cache) > self.max_namespaces:
             del self._cache[next(iter(self._cache))]

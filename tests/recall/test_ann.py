@@ -146,6 +146,20 @@ def test_below_the_threshold_search_is_exact() -> None:
     assert not vectors.approximate
 
 
+def test_a_background_build_serves_exact_answers_until_the_index_is_ready() -> None:
+    vectors = namespace_vectors(clustered(3_000, seed=6))
+    vectors.ann_threshold = 1_000
+    vectors.ann_background = True
+    (query,) = queries(vectors.matrix[:3_000], 1)
+    exact = vectors._top_exact(query, 10, ("statement",))
+    assert vectors.top(query, 10) == exact  # the build has only started
+    assert vectors.wait_index(60.0)
+    index = vectors._ann
+    assert index is not None and index.size == 3_000
+    found = vectors.top(query, 10)
+    assert ann.agreement([r for r, _ in found], [r for r, _ in exact]) >= 0.8
+
+
 OTHER = Namespace("acme", "bob", "assistant")
 
 
@@ -157,6 +171,7 @@ def test_engine_recall_through_the_index_keeps_forgets_namespaces_and_erasure(
     with MemoryEngine.open(tmp_path / "s", master_key=key, embeddings=provider) as engine:
         assert engine.semantic is not None
         engine.semantic.ann_threshold = 1  # every namespace through the index
+        engine.semantic.ann_background = False  # built by the first search
         fillers = [f"Alice noted item {i} on the list of errands." for i in range(40)]
         for text in fillers:
             engine.remember(namespace, text)
