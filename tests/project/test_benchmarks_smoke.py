@@ -52,6 +52,7 @@ OUTPUTS = {
     "encryption": "encryption.json",
     "races": "races.json",
     "langgraph": "langgraph.json",
+    "ann": "ann.json",
 }
 
 
