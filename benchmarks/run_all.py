@@ -22,8 +22,10 @@ from benchmarks.results import print_table, save
 QUICK_ARGS: dict[str, list[str]] = {
     "secrets": ["--texts", "20"],
     "run": ["--repeat", "1"],
+    "ui": ["--quick", "--samples", "3"],
 }
-"""The tiny-size arguments of benchmarks that predate ``--quick``; the others take it."""
+"""The tiny-size arguments of benchmarks that predate ``--quick`` (or add fewer samples to
+it); the others take ``--quick``."""
 
 NEEDS_LOCOMO = frozenset({"run", "locomo", "locomo-limits"})
 REPO = Path(__file__).resolve().parents[1]

@@ -180,7 +180,7 @@ def main(argv: list[str]) -> int:
     verdict = "all paged views under" if not over else f"over {TARGET_MS:.0f} ms: {over}; target"
     print(f"target p99 < {TARGET_MS:.0f} ms per page: {verdict} {TARGET_MS:.0f} ms")
     path = save("ui", {"sizes": results, "load_after": load()})
-    print(f"figures: {path}")
+    print(f"figures written to {path}")
     if args.screenshots:
         from benchmarks.ui_demo import main as screenshots
 

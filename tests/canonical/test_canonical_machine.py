@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
-from memory_ledger.commands.errors import UnknownMemoryError
+from memory_ledger.commands.errors import SupersededTargetError, UnknownMemoryError
 from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.events import (
     CandidateExtracted,
@@ -328,9 +328,17 @@ class CanonicalMachine(RuleBasedStateMachine):
         session, _ = self._session(0)
         if 0 in self.finished:
             return
+        # The policy of every surface (docs/design.md): a superseded memory is refused with
+        # SupersededTargetError naming the current value; a forgotten or unknown one is
+        # unknown.
+        superseded = self.model.facts[fact[0]].status == "superseded"
         try:
             session.apply_explicit_command("forget", "forget it", 99, target=mid(fact[0]))
+        except SupersededTargetError:
+            assert superseded, f"{fact[0]!r} is not superseded"
+            return
         except UnknownMemoryError:
+            assert not superseded, f"the superseded {fact[0]!r} read as unknown"
             return
         raise AssertionError(f"forget of the inactive {fact[0]!r} was accepted")
 

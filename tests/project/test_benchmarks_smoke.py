@@ -53,6 +53,7 @@ OUTPUTS = {
     "races": "races.json",
     "langgraph": "langgraph.json",
     "ann": "ann.json",
+    "ui": "ui.json",
 }
 
 
