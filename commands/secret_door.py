@@ -26,8 +26,10 @@ code instead of failing its turn.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
@@ -127,11 +129,61 @@ def _secret_paths(value: Any, path: str) -> Iterator[str]:
             yield from _secret_paths(entry, f"{path}[{name[:40]}]")
 
 
+_OPAQUE: frozenset[type] = frozenset({type(None), bool, int, float, UUID, datetime})
+"""Field types that hold no string (skipped by the clean walk without further checks)."""
+
+
+def _clean_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not _text_secret(text)
+
+
+def _clean(value: Any) -> bool:
+    """Whether :func:`_secret_paths` finds nothing in ``value`` and raises nothing: every
+    string encodes and holds no secret, every item passes :func:`item_secret_field`. The
+    same walk without building paths (they are built only when this says no), so an event
+    of a batch costs one pass over its fields."""
+    if type(value) in _OPAQUE:
+        return True
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, msgspec.Struct):
+        if isinstance(value, ExtractedItem) and item_secret_field(value) is not None:
+            return False
+        for name in value.__struct_fields__:
+            entry = getattr(value, name)
+            if type(entry) in _OPAQUE:
+                continue
+            if not _clean(entry):
+                return False
+        return True
+    if isinstance(value, (tuple, list, frozenset, set)):
+        for entry in value:
+            if not _clean(entry):
+                return False
+        return True
+    if isinstance(value, dict):
+        for key, entry in value.items():
+            if isinstance(key, str) and _text_secret(key):
+                return False
+            if not _clean(entry):
+                return False
+    return True
+
+
 def check_event(event: LedgerEvent) -> None:
     """Refuse ``event`` if any string of its payload holds a secret-shaped value.
+
+    The event is walked once without paths (:func:`_clean`); only an event that fails it
+    is walked again to name the first offending field (so the error is the same).
 
     :raises SecretRefusedError: names the event type and the field's path; never the value.
     :raises InvalidArgumentError: a string holds a lone surrogate (``not_utf8``).
     """
+    if _clean(event):
+        return
     for path in _secret_paths(event, ""):
         raise SecretRefusedError(type(event).__name__, path)
