@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from hashlib import sha1
 from uuid import UUID, SafeUUID, uuid5
 
@@ -59,6 +60,7 @@ def _derived(name: str) -> UUID:
     _set(derived, "int", (number & _CLEAR) | _SET)
     _set(derived, "is_safe", SafeUUID.unknown)
     return derived
+
 
 MAX_NAMESPACE_PART_BYTES = 256
 
@@ -184,8 +186,12 @@ def drop_invisible(text: str) -> str:
     return text.translate(_INVISIBLE)
 
 
+@lru_cache(maxsize=16384)
 def normalize_statement(statement: str) -> str:
-    """The exact-duplicate key of a statement.
+    """The exact-duplicate key of a statement (remembered for the last 16,384 statements: a
+    command derives its memory id, its command id and its reconciliation from one
+    statement; ``normalize_statement.cache_clear()`` empties it, as the engine does after an
+    erasure).
 
     Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) and the soft hyphen
     (U+00AD) dropped (:func:`drop_invisible`), then Unicode

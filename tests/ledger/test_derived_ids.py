@@ -18,7 +18,7 @@ from memory_ledger.ledger.ids import (
     session_stream_id,
 )
 
-_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=80)
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=80)
 _PART = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF), min_size=1, max_size=12)
 
 
