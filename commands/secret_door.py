@@ -25,9 +25,11 @@ code instead of failing its turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
@@ -36,7 +38,7 @@ from memory_ledger.commands.secrets import contains_secret, field_secret
 from memory_ledger.ledger.arguments import check_encodable
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 
-__all__ = ["SecretRefusedError", "check_event", "item_secret_field"]
+__all__ = ["SecretRefusedError", "check_event", "check_events", "item_secret_field"]
 
 _CACHED_UP_TO = 512
 """Strings up to this many characters are remembered (ids, labels and statements recur in
@@ -127,11 +129,86 @@ def _secret_paths(value: Any, path: str) -> Iterator[str]:
             yield from _secret_paths(entry, f"{path}[{name[:40]}]")
 
 
+_OPAQUE: frozenset[type] = frozenset({type(None), bool, int, float, UUID, datetime})
+"""Field types that hold no string (skipped by the clean walk without further checks)."""
+
+
+def _clean_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not _text_secret(text)
+
+
+def _clean(value: Any, memo: set[int]) -> bool:
+    """Whether :func:`_secret_paths` finds nothing in ``value`` and raises nothing: every
+    string encodes and holds no secret, every item passes :func:`item_secret_field`. The
+    same walk without building paths (they are built only when this says no), so an event
+    costs one pass over its fields. ``memo`` holds the ids of frozen structs already found
+    clean in the same call (the namespace and the item that several events of one command
+    share), valid while the caller holds the events."""
+    if type(value) in _OPAQUE:
+        return True
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, msgspec.Struct):
+        if id(value) in memo:
+            return True
+        if isinstance(value, ExtractedItem) and item_secret_field(value) is not None:
+            return False
+        for name in value.__struct_fields__:
+            entry = getattr(value, name)
+            kind = type(entry)
+            if kind in _OPAQUE:
+                continue
+            if kind is str:
+                if not _clean_text(entry):
+                    return False
+            elif not _clean(entry, memo):
+                return False
+        if value.__struct_config__.frozen:
+            memo.add(id(value))
+        return True
+    if isinstance(value, (tuple, list, frozenset, set)):
+        for entry in value:
+            if type(entry) is str:
+                if not _clean_text(entry):
+                    return False
+            elif not _clean(entry, memo):
+                return False
+        return True
+    if isinstance(value, dict):
+        for key, entry in value.items():
+            if isinstance(key, str) and _text_secret(key):
+                return False
+            if not _clean(entry, memo):
+                return False
+    return True
+
+
 def check_event(event: LedgerEvent) -> None:
     """Refuse ``event`` if any string of its payload holds a secret-shaped value.
+
+    The event is walked once without paths (:func:`_clean`); only an event that fails it
+    is walked again to name the first offending field (so the error is the same).
 
     :raises SecretRefusedError: names the event type and the field's path; never the value.
     :raises InvalidArgumentError: a string holds a lone surrogate (``not_utf8``).
     """
-    for path in _secret_paths(event, ""):
-        raise SecretRefusedError(type(event).__name__, path)
+    check_events((event,))
+
+
+def check_events(events: Sequence[LedgerEvent]) -> None:
+    """:func:`check_event` for each of ``events`` in order, the structs they share (one
+    command's namespace and items) walked once.
+
+    :raises SecretRefusedError: the first offending event, as :func:`check_event`.
+    :raises InvalidArgumentError: a string holds a lone surrogate (``not_utf8``).
+    """
+    memo: set[int] = set()
+    for event in events:
+        if _clean(event, memo):
+            continue
+        for path in _secret_paths(event, ""):
+            raise SecretRefusedError(type(event).__name__, path)

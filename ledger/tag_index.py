@@ -133,6 +133,25 @@ class TagIndex:
             yield _ID.unpack(key[len(prefix) :])[0]
             found = cursor.next()
 
+    def _any_tag(self, txn: Any, tags: list[str], after: int) -> set[int]:
+        """Positions after ``after`` of the records carrying any of ``tags`` (one cursor for
+        all: a batch's decision reads hundreds of memory tags, most of them absent)."""
+        found: set[int] = set()
+        cursor = txn.cursor(db=self.tags_db)
+        start = _ID.pack(after + 1)
+        unpack = _ID.unpack
+        for tag in tags:
+            prefix = _tag_prefix(tag)
+            width = len(prefix) + 8
+            more = cursor.set_range(prefix + start)
+            while more:
+                key = cursor.key()
+                if len(key) != width or not key.startswith(prefix):
+                    break
+                found.add(unpack(key[-8:])[0])
+                more = cursor.next()
+        return found
+
     def _has_tag(self, txn: Any, tag: str, packed_position: bytes) -> bool:
         return txn.get(_tag_prefix(tag) + packed_position, db=self.tags_db) is not None
 
@@ -164,6 +183,9 @@ class TagIndex:
         items = query.items if query is not None and query.items else [DCBQueryItem()]
         if len(items) == 1:
             yield from self._item_matches(txn, items[0], after)
+            return
+        if all(len(item.tags) == 1 and not item.types for item in items):
+            yield from sorted(self._any_tag(txn, [item.tags[0] for item in items], after))
             return
         last = None
         for position in heapq.merge(*(self._item_matches(txn, i, after) for i in items)):

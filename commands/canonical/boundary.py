@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -61,6 +61,9 @@ __all__ = [
 DECISION_DEADLINE_SECONDS = 10.0
 """How long (seconds, monotonic) a decision is re-read and re-decided after conflicts
 before :class:`ConcurrencyConflictError` (``MemoryEngine.decision_deadline`` overrides)."""
+
+READ_CHUNK = 512
+"""How many memory tags :meth:`DecisionReads.memories` reads in one ledger read."""
 
 BACKOFF_FIRST_SECONDS = 0.001
 BACKOFF_CAP_SECONDS = 0.1
@@ -169,6 +172,30 @@ class DecisionReads:
                 state = None
             self._memories[memory] = state
         return self._memories[memory]
+
+    def memories(self, memories: Iterable[UUID]) -> None:
+        """Read the states of ``memories`` as :meth:`memory` would, each once, in reads of
+        :data:`READ_CHUNK` tags (a batch's decision): the same tags join the boundary, the
+        same versions are noted and :meth:`memory` then answers from them. A memory tag is
+        carried only by the events of that memory's own stream, so an event read under many
+        tags belongs to its originator's history."""
+        wanted = [m for m in dict.fromkeys(memories) if m not in self._memories]
+        for start in range(0, len(wanted), READ_CHUNK):
+            chunk = wanted[start : start + READ_CHUNK]
+            tags = [memory_tag(memory) for memory in chunk]
+            self.tags.update(tags)
+            histories: dict[UUID, list[tuple[int, LedgerEvent]]] = {m: [] for m in chunk}
+            for position, event in self._engine.read_tagged_any(tags):
+                history = histories.get(event.originator_id)
+                if position <= self.after and history is not None:
+                    history.append((position, event))
+            for memory, tag in zip(chunk, tags, strict=True):
+                self._memory_tags[memory] = tag
+                state = fold_memory_history(histories[memory])
+                self._versions[memory] = state.version if state is not None else 0
+                if state is not None and state.namespace != self.namespace:
+                    state = None
+                self._memories[memory] = state
 
     def activated_under(self, key: tuple[str, str]) -> list[UUID]:
         """Ids of every memory ever activated under ``key`` in this namespace (any status

@@ -24,7 +24,7 @@ from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport, erase_namespaces
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import SourceTranscripts, stem
-from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
 from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
@@ -163,6 +163,7 @@ class EngineCommands:
             self.semantic.clear()
         stem.cache_clear()
         session_key.cache_clear()
+        normalize_statement.cache_clear()
         from memory_ledger.commands.secrets import clear_scan_cache
 
         clear_scan_cache()

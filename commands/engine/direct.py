@@ -407,6 +407,7 @@ class DirectCommands:
                 self._command(reads, namespace, spec, turn, planned, stream, base)
                 for turn, spec in enumerate(specs, start=1)
             ]
+            reads.memories(planned)  # what reconciliation reads first: one pass for all
             reconciler = Reconciler(
                 namespace=namespace,
                 session_id=session_id,

@@ -415,10 +415,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
         """
-        from memory_ledger.commands.secret_door import check_event  # detect_secrets: on a write
+        from memory_ledger.commands.secret_door import check_events  # detect_secrets: on a write
 
-        for event in events:  # the one secret scan at the door: before a byte is encoded
-            check_event(event)
+        check_events(events)  # the one secret scan at the door: before a byte is encoded
         to_stored_event = self.mapper.to_stored_event
         with self.ledger_guard():
             self.keyring.refresh()  # a key erased by another process is never used again

@@ -207,6 +207,44 @@ def test_conditions_and_reads_agree_with_the_reference_recorder(
         shutil.rmtree(directory, ignore_errors=True)
 
 
+one_tag_query_st = st.builds(
+    DCBQuery,
+    items=st.lists(
+        st.builds(DCBQueryItem, tags=st.lists(st.sampled_from(TAGS), min_size=1, max_size=1)),
+        min_size=2,
+        max_size=4,
+    ),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    appends=st.lists(append_st, max_size=10),
+    queries=st.lists(
+        st.tuples(one_tag_query_st, st.one_of(st.none(), st.integers(0, 12))),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_reads_of_many_single_tags_agree_with_the_reference_recorder(
+    appends: list[tuple[list[DCBEvent], DCBAppendCondition | None]],
+    queries: list[tuple[DCBQuery, int | None]],
+) -> None:
+    """The one-cursor read of many single-tag items (a batch's decision) returns what the
+    library's reference recorder returns: every match once, in position order."""
+    directory = tempfile.mkdtemp(prefix="lmdb_dcb_tags_")
+    datastore = LMDBDatastore(directory, map_size=4 * 1024 * 1024, sync=False)
+    try:
+        ours, reference = LMDBDCBRecorder(datastore), InMemoryDCBRecorder()
+        for events, condition in appends:
+            assert _outcome(ours, events, condition) == _outcome(reference, events, condition)
+        for query, after in queries:
+            assert _read(ours, query, after, None) == _read(reference, query, after, None)
+    finally:
+        datastore.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 # 3. Conditional insert_events ---------------------------------------------------------------
 
 
