@@ -28,6 +28,7 @@ from eventsourcing.persistence import (
 
 from memory_ledger.commands.engine.ledger_url import redact
 from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
+from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.commands.recall.index import MemoryDoc, NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import ConversationWindows, SourceTranscripts
 from memory_ledger.commands.store import ReadModels
@@ -68,6 +69,7 @@ class EngineReads:
     canonical: CanonicalMemory
     transcripts: SourceTranscripts
     recall_index: NamespaceRecallIndex
+    fusion: HybridFusion
     _read_lock: threading.RLock
     catch_up: _CatchUp
     """``MemoryEngine.catch_up``: bring the read models up to a position (default: head)."""
@@ -228,6 +230,21 @@ class EngineReads:
         with self._read_lock, self.projections.guard():
             position = self.catch_up(to) if catch_up else self.runner.position
             yield ReadModels(self.projections.conn, position)
+
+    def lexical_ranking(
+        self, namespace: Namespace, query: str, depth: int
+    ) -> list[tuple[MemoryDoc, float]]:
+        """The lexical channel alone: the best ``depth`` retrievable memories of
+        ``namespace`` for ``query`` with their BM25-based scores, as the ranking pipeline
+        orders them without the semantic channel
+        (:func:`~memory_ledger.commands.recall.ranking.rank_candidates`), caught up to the
+        ledger head. What a debugger shows beside the fused score of :meth:`recall`."""
+        from memory_ledger.commands.recall.ranking import rank_candidates
+
+        position = self.catch_up()
+        with self._read_lock:
+            index, by_id = self.recall_index.docs(namespace, position)
+            return rank_candidates(query, depth, index, by_id, self.fusion)
 
     def retrievable_memories(self, namespace: Namespace) -> list[MemoryDoc]:
         """Every retrievable canonical memory of ``namespace`` (the documents of the

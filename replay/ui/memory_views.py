@@ -307,15 +307,12 @@ def explained_recall(
 
     :raises InvalidArgumentError: ``k`` below 1 or a bad query.
     """
-    from memory_ledger.commands.recall import rank_candidates
-
     engine = state.engine
     if point is None:
         result = engine.recall(namespace, query, k)
-        index, by_id = engine.recall_index.docs(namespace, result.position)
         lexical = {
             doc.memory_id: score
-            for doc, score in rank_candidates(query, max(k, 50), index, by_id, engine.fusion)
+            for doc, score in engine.lexical_ranking(namespace, query, max(k, 50))
         }
         status = result.semantic.state if result.semantic is not None else "off"
     else:
