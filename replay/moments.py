@@ -27,12 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
-from memory_ledger.replay.points import PointError, parse_point
-from memory_ledger.replay.rebuild import PositionOutOfRangeError
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -119,32 +117,22 @@ class Moment:
 
     def statements(self, ids: Sequence[str]) -> dict[str, str]:
         """Memory id -> statement then, of those of ``ids`` that existed then."""
-        wanted = sorted(set(ids))
-        if not wanted:
-            return {}
-        if self._fold is not None:
-            rows = self._fold.conn.execute(
-                "SELECT memory_id, statement FROM canonical_memory "
-                "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
-                [wanted],
-            ).fetchall()
-            return {str(m): str(s) for m, s in rows}
-        sql = _LAST_CHANGE.format(where="AND memory_id IN (SELECT unnest(?::VARCHAR[]))")
-        with self.engine.read_models(to=self.position) as live:
-            rows = live.conn.execute(
-                f"SELECT memory_id, statement FROM ({sql})", [self.position, wanted]
-            ).fetchall()
-        return {str(m): str(s) for m, s in rows}
+        return self._column(ids, "statement")
 
     def statuses(self, ids: Sequence[str]) -> dict[str, str]:
         """Memory id -> status then, of those of ``ids`` that existed then (any namespace:
         the caller passes ids it got from :meth:`current`)."""
+        return self._column(ids, "status")
+
+    def _column(self, ids: Sequence[str], column: Literal["statement", "status"]) -> dict[str, str]:
+        """Memory id -> ``column`` then, of those of ``ids`` that existed then: from the
+        fold (occurred time) or from the last change at or before the position."""
         wanted = sorted(set(ids))
         if not wanted:
             return {}
         if self._fold is not None:
             rows = self._fold.conn.execute(
-                "SELECT memory_id, status FROM canonical_memory "
+                f"SELECT memory_id, {column} FROM canonical_memory "
                 "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
                 [wanted],
             ).fetchall()
@@ -152,7 +140,7 @@ class Moment:
         sql = _LAST_CHANGE.format(where="AND memory_id IN (SELECT unnest(?::VARCHAR[]))")
         with self.engine.read_models(to=self.position) as live:
             rows = live.conn.execute(
-                f"SELECT memory_id, status FROM ({sql})", [self.position, wanted]
+                f"SELECT memory_id, {column} FROM ({sql})", [self.position, wanted]
             ).fetchall()
         return {str(m): str(s) for m, s in rows}
 
@@ -183,23 +171,15 @@ def moment_at(engine: MemoryEngine, at: int | datetime | str, *, occurred: bool 
         datetime (:class:`NaiveTimestampError`, naming ``at``).
     :raises PositionOutOfRangeError: a position below 0 or beyond the ledger head.
     """
-    from memory_ledger.replay.timetravel import _check_timestamp, as_of, position_at
+    from memory_ledger.replay.timetravel import (
+        _check_timestamp,
+        as_of,
+        checked_point,
+        position_at,
+    )
 
-    point = parse_point(at, "at") if isinstance(at, str) else at
-    if isinstance(point, bool) or not isinstance(point, int | datetime):
-        msg = f"at must be a position, a timestamp or text of either, got {point!r}"
-        raise PointError(msg, parameter="at", reason_code="not_a_point")
-    head = engine.head
+    point, head = checked_point(engine, at, occurred=occurred)
     if isinstance(point, int):
-        if occurred:
-            msg = "occurred time needs a timestamp, not a position"
-            raise PointError(msg, parameter="at")
-        if point < 0:
-            msg = f"position {point} is negative"
-            raise PositionOutOfRangeError(msg, parameter="at")
-        if point > head:
-            msg = f"position {point} is beyond the ledger head {head}"
-            raise PositionOutOfRangeError(msg, parameter="at")
         return Moment(engine, at=point, mode="position", position=point, head=head)
     _check_timestamp("at", point)
     if not occurred:

@@ -265,21 +265,8 @@ def as_of(
     >>> with as_of(engine, 40) as past:                      # doctest: +SKIP
     ...     [m["statement"] for m in past.memories()]
     """
-    point = parse_point(at, "at") if isinstance(at, str) else at
-    if isinstance(point, bool) or not isinstance(point, int | datetime):
-        msg = f"at must be a position, a timestamp or text of either, got {point!r}"
-        raise PointError(msg, parameter="at", reason_code="not_a_point")
-    head = engine.head
+    point, head = checked_point(engine, at, occurred=occurred)
     if isinstance(point, int):
-        if occurred:
-            msg = "occurred time needs a timestamp, not a position"
-            raise PointError(msg, parameter="at")
-        if point < 0:
-            msg = f"position {point} is negative"
-            raise PositionOutOfRangeError(msg, parameter="at")
-        if point > head:
-            msg = f"position {point} is beyond the ledger head {head}"
-            raise PositionOutOfRangeError(msg, parameter="at")
         store = build_projections(engine, to=point, path=path, on_page=on_page)
         return AsOf(
             store,
@@ -374,3 +361,29 @@ def settle_current_values(conn: duckdb.DuckDBPyConnection) -> int:
 def memory_record(row: dict[str, Any]) -> dict[str, Any]:
     """A JSON-ready ``canonical_memory`` row (datetimes as ISO 8601 text)."""
     return cast(dict[str, Any], msgspec.to_builtins(row))
+
+
+def checked_point(
+    engine: MemoryEngine, at: int | datetime | str, *, occurred: bool = False
+) -> tuple[int | datetime, int]:
+    """``at`` as a point (a position or an aware time; text is parsed) and the ledger head,
+    refused as :func:`as_of` refuses it: :class:`PointError` for what is no point or a
+    position given for occurred time, :class:`PositionOutOfRangeError` for a position
+    below 0 or beyond the head. The one check of :func:`as_of` and
+    :func:`~memory_ledger.replay.moments.moment_at`."""
+    point = parse_point(at, "at") if isinstance(at, str) else at
+    if isinstance(point, bool) or not isinstance(point, int | datetime):
+        msg = f"at must be a position, a timestamp or text of either, got {point!r}"
+        raise PointError(msg, parameter="at", reason_code="not_a_point")
+    head = engine.head
+    if isinstance(point, int):
+        if occurred:
+            msg = "occurred time needs a timestamp, not a position"
+            raise PointError(msg, parameter="at")
+        if point < 0:
+            msg = f"position {point} is negative"
+            raise PositionOutOfRangeError(msg, parameter="at")
+        if point > head:
+            msg = f"position {point} is beyond the ledger head {head}"
+            raise PositionOutOfRangeError(msg, parameter="at")
+    return point, head
