@@ -35,6 +35,7 @@ from uuid import UUID
 
 from memory_ledger.commands.canonical.boundary import DecisionReads
 from memory_ledger.commands.canonical.memory_state import MemoryStreamState
+from memory_ledger.commands.engine.batch import Forget, Remember
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import ConcurrencyConflictError
 from memory_ledger.ledger.errors import MemoryLedgerError
@@ -69,7 +70,8 @@ class Op:
     commands); ``statement`` is unique per op for corrections (no collision with another
     memory)."""
 
-    kind: str  # remember_keyed, remember_plain, correct_id, correct_words, forget, pin, forget_all
+    kind: str  # remember_keyed, remember_plain, correct_id, correct_words, forget, pin,
+    # forget_all, batch (a keyed remember and a forget by id in one apply_batch)
     subject: str
     statement: str = ""
     target: str | None = None
@@ -126,6 +128,10 @@ def plan_round(rng: random.Random, ns_state: dict[UUID, Any], n_ops: int, serial
             ops.append(Op("correct_words", CHAINED, f"{CHAINED} works at Shop{tag}."))
         elif roll < 0.75:
             ops.append(Op("remember_plain", PLAIN, f"{PLAIN} likes {rng.choice(DRINKS)}."))
+        elif roll < 0.81 and everything:
+            subject = rng.choice(KEYED)
+            statement = f"{subject} lives in {rng.choice(CITIES)}."
+            ops.append(Op("batch", subject, statement, str(pick())))
         elif roll < 0.87 and everything:
             ops.append(Op("forget", "", target=str(pick())))
         elif roll < 0.98 and everything:
@@ -165,6 +171,15 @@ def run_op(engine: MemoryEngine, ns: Namespace, op: Op) -> Call:
             assert op.target is not None
             result = engine.pin(ns, op.target)
             answer = ("ok", str(result.target))
+        elif op.kind == "batch":
+            assert op.target is not None
+            city = op.statement.rsplit(" ", 1)[1].rstrip(".")
+            keyed = Remember(
+                statement=op.statement, subject=op.subject, predicate="lives in", value=city
+            )
+            batch = engine.apply_batch(ns, [keyed, Forget(target=op.target)])
+            answer = ("ok", op.target)
+            return Call(op, start, time.monotonic(), answer, batch.session_id)
         else:
             count = engine.forget_all(ns)
             return Call(op, start, time.monotonic(), ("ok", str(count)))
@@ -267,6 +282,19 @@ class Model:
                 if memory.status in ("active", "conflicted"):
                     memory.status, memory.superseded_by = "superseded", new
             return ("ok", str(head) if head is not None else None)
+        if op.kind == "batch":  # one command: all of it, or none of it
+            assert op.target is not None
+            refused = self._refusal(UUID(op.target))  # named before the batch
+            if refused is not None:
+                return refused
+            trial = self.copy()
+            trial._activate(op.statement, (op.subject.casefold(), "lives in"))
+            refused = trial._refusal(UUID(op.target))  # superseded by the batch's remember
+            if refused is not None:
+                return refused
+            trial.memories[UUID(op.target)].status = "forgotten"
+            self.memories = trial.memories
+            return ("ok", op.target)
         if op.kind in ("forget", "pin"):
             assert op.target is not None
             refused = self._refusal(UUID(op.target))
@@ -344,7 +372,7 @@ def check_round(
         if not _reconciled(engine, ns, call.session_id):
             violations.append(f"{call.op.kind} acknowledged but its session is not reconciled")
         target = call.answer[1]
-        if call.op.kind in ("forget", "pin", "correct_id", "correct_words") and target:
+        if call.op.kind in ("forget", "pin", "correct_id", "correct_words", "batch") and target:
             written = [
                 e.session_id for e in engine.load_stream(UUID(target)) if hasattr(e, "session_id")
             ]
