@@ -524,5 +524,7 @@ def race(
             if call.answer[0] == "error" and call.answer[1]:
                 figures.errors[call.answer[1]] = figures.errors.get(call.answer[1], 0) + 1
         found = check_round(auditor, NAMESPACE, before, calls)
-        figures.violations += [f"round {index}: {v}" for v in found]
+        if found:  # what raced, so a rare violation can be replayed by hand
+            raced = [(c.op.as_dict(), round(c.start, 6), round(c.end, 6), c.answer) for c in calls]
+            figures.violations += [f"round {index}: {v}; calls: {raced}" for v in found]
     return figures
