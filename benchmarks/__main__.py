@@ -26,6 +26,7 @@ BENCHMARKS = {
     "races": "benchmarks.races",
     "langgraph": "benchmarks.langgraph_bench",
     "ui": "benchmarks.ui",
+    "ui-forms": "benchmarks.ui_forms",
     "ann": "benchmarks.ann",
     "all": "benchmarks.run_all",
 }

@@ -35,7 +35,12 @@ def ui_command(
     host: Annotated[
         str,
         typer.Option(
-            "--host", help="Address to listen on (default: this machine only).", metavar="HOST"
+            "--host",
+            help=(
+                "Address to listen on (default: this machine only). Any other address warns: "
+                "the token crosses the network in clear (plain HTTP)."
+            ),
+            metavar="HOST",
         ),
     ] = "127.0.0.1",
     port: Annotated[
@@ -49,7 +54,7 @@ def ui_command(
     lineage, time travel, recall explained, integrity. Prints the address (with its token)."""
     with user_errors():
         try:
-            from memory_ledger.replay.ui.server import open_read_only, serve
+            from memory_ledger.replay.ui import server
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] in _UI_MODULES:
                 msg = f"the debugger needs the ui extra: {UI_EXTRA}"
@@ -57,7 +62,7 @@ def ui_command(
             raise
         config = audit_config(ctx)
         folder = store_folder(store, config)
-        engine = open_read_only(folder, ledger=config.ledger or None, config=config)
+        engine = server.open_read_only(folder, ledger=config.ledger or None, config=config)
 
         def ready(url: str) -> None:
             if as_json:
@@ -67,8 +72,11 @@ def ui_command(
             else:
                 print(f"memory-ledger ui: {folder} (read-only) at {url}", flush=True)
 
+        warning = server.clear_text_warning(host)
+        if warning is not None:
+            print(f"memory-ledger ui: {warning}", file=sys.stderr, flush=True)
         try:
-            serve(engine, host=host, port=port or None, on_ready=ready)
+            server.serve(engine, host=host, port=port or None, on_ready=ready)
         finally:
             engine.close()
 

@@ -2,7 +2,9 @@
 gate (:mod:`.security`). Each handler reads through the audit library
 (:mod:`.ledger_views`, :mod:`.memory_views`) under the state's lock and renders a Jinja2
 template with autoescape on and :func:`.text.show` as ``finalize``, so every stored string
-is escaped and its hidden characters shown.
+is escaped and its hidden characters shown in the page's text; in attributes and value
+elements :class:`.places.ExactInAttributes` applies :func:`.text.exact` instead, so forms and
+links carry the exact text.
 
 Routes: ``/`` namespaces; ``/namespace`` one namespace's memories (``t``, ``p``, ``s``: its
 tenant, principal and scope id); ``/timeline`` its events; ``/event/{position}`` one event's
@@ -13,6 +15,7 @@ recall explained; ``/integrity`` verify, counts and encryption; ``/static/...`` 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -30,9 +33,10 @@ from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.ui import ledger_views, memory_views
 from memory_ledger.replay.ui.graph import lineage_graph
+from memory_ledger.replay.ui.places import ExactInAttributes
 from memory_ledger.replay.ui.security import TokenGate
 from memory_ledger.replay.ui.state import UiState
-from memory_ledger.replay.ui.text import show
+from memory_ledger.replay.ui.text import exact, show
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -57,14 +61,18 @@ def _when(value: datetime | None) -> str:
 
 
 def templates() -> Environment:
-    """The page templates: autoescape on for every file, :func:`show` as finalize."""
+    """The page templates: autoescape on for every file, :func:`show` (marks) as finalize
+    in the page's text, :func:`exact` in attributes and value elements
+    (:class:`ExactInAttributes`)."""
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         finalize=show,
         trim_blocks=True,
         lstrip_blocks=True,
+        extensions=[ExactInAttributes],
     )
+    env.filters["exact"] = exact
     env.globals.update(url=_url, ns=_ns, when=_when, statuses=ledger_views.STATUSES)
     return env
 
@@ -91,7 +99,8 @@ class _Pages:
                     return handler(request)
             except MemoryLedgerError as error:
                 code = 404 if "unknown" in str(getattr(error, "reason_code", "")) else 400
-                return self.render("error.html", code, error=_message(error))
+                message = _message(error, self.state.engine.path)
+                return self.render("error.html", code, error=message)
             except Exception as error:  # never a traceback on a page
                 _log.warning(
                     "memory-ledger ui: %s on %s",
@@ -215,10 +224,21 @@ class _Pages:
         return self.render("integrity.html", report=report)
 
 
-def _message(error: BaseException) -> str:
+_PATH = re.compile(r"""(?<![\w/.:])(?:/|[A-Za-z]:\\)[^\s'"<>]*[/\\][^\s'"<>]*""")
+"""An absolute path (POSIX or Windows) in a message."""
+
+
+def _message(error: BaseException, store: Path) -> str:
+    """The error's message for a page: one line, secret shapes redacted, and no path of the
+    server's file system (a page is read by whoever holds the token, maybe over the
+    network): the store's folder is "this store", any other absolute path "a path on the
+    server"."""
     from memory_ledger.commands.secrets import redact
 
-    return redact(" ".join(str(error).split())).text or type(error).__name__
+    text = redact(" ".join(str(error).split())).text or type(error).__name__
+    for folder in sorted({str(store), str(store.resolve())}, key=len, reverse=True):
+        text = text.replace(repr(folder), "this store").replace(folder, "this store")
+    return _PATH.sub("a path on the server", text)
 
 
 def _int_text(text: str, name: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +12,33 @@ if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
 
-__all__ = ["DEFAULT_HOST", "free_port", "open_read_only", "serve"]
+__all__ = ["DEFAULT_HOST", "clear_text_warning", "free_port", "open_read_only", "serve"]
 
 DEFAULT_HOST = "127.0.0.1"
 """Only this machine can connect unless told otherwise."""
+
+
+def clear_text_warning(host: str) -> str | None:
+    """What to tell the user before serving on ``host``: None for a loopback address
+    (``127.0.0.0/8``, ``::1``, ``localhost`` and names under ``.localhost``, which RFC 6761
+    keeps on this machine), else a warning that the debugger speaks plain HTTP, so the
+    token (in the printed address, then in a cookie) and every page cross the network in
+    clear to anyone who can watch it. A host name other than those may resolve to any
+    address, so it warns too (nothing is looked up).
+    """
+    name = host.strip().strip("[]").rstrip(".").lower()
+    try:
+        if ipaddress.ip_address(name).is_loopback:
+            return None
+    except ValueError:
+        if name == "localhost" or name.endswith(".localhost"):
+            return None
+    return (
+        f"warning: --host {host} is not this machine's loopback address: the debugger "
+        "serves plain HTTP, so its token and every page it shows cross the network in "
+        "clear; anyone who can read that traffic can browse this store. Prefer the default "
+        "(127.0.0.1) and an SSH tunnel (ssh -L PORT:127.0.0.1:PORT host)."
+    )
 
 
 def open_read_only(
@@ -53,7 +77,8 @@ def serve(
 ) -> None:
     """Serve the debugger over ``engine`` until interrupted; ``on_ready(url)`` gets the
     address with its token once the socket listens. The engine stays open (its opener
-    closes it).
+    closes it). It speaks plain HTTP: for a ``host`` other than loopback, tell the user
+    :func:`clear_text_warning` first (``memory-ledger ui`` prints it on stderr).
 
     :param port: None or 0: a free port.
     :param token: None: a fresh random one.

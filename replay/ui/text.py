@@ -7,8 +7,17 @@ Autoescaping (Jinja2's, through :func:`show` as the environment's ``finalize``) 
 parse but does obey: bidirectional overrides and isolates (U+202A..U+202E, U+2066..U+2069,
 U+200E/U+200F, U+061C) can make a statement read backwards or hide part of it (the
 "Trojan Source" trick), and C0/C1 control characters and zero-width characters are
-invisible. Each of those is replaced by a visible mark ``<span class="ctl">U+202E</span>``
-(its code point), so what is stored is what is seen.
+invisible. In the page's text each of those is replaced by a visible mark
+``<span class="ctl">U+202E</span>`` (its code point), so what is stored is what is seen.
+
+A mark is markup, so it is drawn only where markup is text: inside an attribute (a form's
+``value``, a link) or an element whose content is a value (``<option>``, ``<title>``,
+``<textarea>``) the text must stay exactly what is stored, or a form submits a different
+namespace or query (issue 34). There :func:`exact` is used instead: escaped, with the
+zero-width and direction characters as numeric character references (``&#x200B;``), which
+the browser reads back as the same characters. The templates never choose:
+:class:`.places.ExactInAttributes` applies :func:`exact` to every ``{{ ... }}`` in such a
+place when a template is compiled.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-__all__ = ["HIDDEN", "show", "shown_text"]
+__all__ = ["HIDDEN", "exact", "show", "shown_text"]
 
 HIDDEN = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
@@ -45,3 +54,28 @@ def show(value: Any) -> Any:
     if isinstance(value, Markup):
         return value
     return shown_text(value if isinstance(value, str) else str(value))
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _reference(match: re.Match[str]) -> str:
+    char = match.group()
+    return char if _CONTROL.match(char) else f"&#x{ord(char):X};"
+
+
+def exact(value: Any) -> Markup:
+    """``value`` as an attribute's text: escaped for HTML and otherwise exactly the stored
+    text (no mark). Each :data:`HIDDEN` character that is not a control character is written
+    as a numeric character reference (``&#x200B;``), so no raw direction character reaches
+    the page's source. Control characters stay as they are: HTML reads a reference to
+    U+0080..U+009F as another character (windows-1252) and Python's :mod:`html.parser`
+    drops a reference to a C0 control, while the raw characters are kept by both. None is
+    the empty string.
+    """
+    if value is None:
+        return Markup("")
+    if isinstance(value, Markup):
+        return value
+    text = value if isinstance(value, str) else str(value)
+    return Markup(HIDDEN.sub(_reference, str(escape(text))))

@@ -118,7 +118,12 @@ def test_browse_namespace_memory_supersession(browser: Any, served: tuple[UiStor
     assert chain.index("Lisbon") < chain.index("Porto")
     # the hostile statement is text on the page, and no script ran
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(url.split("?")[0] + f"memory/{store.hostile}")
     assert "<script>alert('x')</script>" in page.inner_text("#statement")
     assert page.locator("img").count() == 0 and not dialogs

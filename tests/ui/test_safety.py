@@ -97,7 +97,7 @@ def test_the_token_becomes_a_strict_cookie_and_leaves_the_address(state: UiState
         page = browser.get(f"/timeline?{Q}")
         assert page.status_code == 200
         csp = page.headers["content-security-policy"]
-        assert "default-src 'none'" in csp and "script-src 'self'" in csp
+        assert csp.startswith("default-src 'none'") and "script-src" not in csp
         assert page.headers["referrer-policy"] == "no-referrer"
         assert page.headers["x-frame-options"] == "DENY"
 
@@ -143,3 +143,21 @@ def test_a_missing_store_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailableError):
         open_read_only(tmp_path / "nothing-here")
     assert not (tmp_path / "nothing-here").exists()
+
+
+def test_the_404_page_names_no_host_path(client: TestClient, ui_store: UiStore) -> None:
+    page = client.get("/memory/00000000-0000-0000-0000-000000000000")
+    assert page.status_code == 404 and "no memory with id" in page.text
+    for folder in (ui_store.path, ui_store.path.resolve()):
+        assert str(folder) not in page.text and str(folder.parent) not in page.text
+    assert "this store" in page.text
+
+
+def test_the_csp_sent_is_the_one_documented(client: TestClient) -> None:
+    from tests.conftest import REPO_ROOT
+
+    page = (REPO_ROOT / "docs" / "ui.md").read_text(encoding="utf-8")
+    documented = re.findall(r"`Content-Security-Policy: ([^`]+)`", page)
+    assert len(documented) == 1, documented
+    for path in ("/", "/static/ui.css", "/no-such-page", "/memory/abcd"):
+        assert client.get(path).headers["content-security-policy"] == documented[0], path
