@@ -2,9 +2,12 @@
 coroutines.
 
 Every method is the coroutine form of the blocking method of the same name: the same
-arguments, results, events and errors. The blocking method runs on its engine's worker
-thread (:class:`~memory_ledger.commands.aio.worker.EngineWorker`), so the event loop never
-waits on LMDB or DuckDB, and a cancelled coroutine never leaves half a command (a call either
+parameters and defaults (``tests/aio/test_api_parity.py`` checks it), results, events and
+errors. The few that do no I/O (``config``, ``current_turn``, ``is_idle``,
+``workspace_provider``, ``workspace_modes``) stay plain methods and properties. The blocking
+method runs on its engine's worker thread
+(:class:`~memory_ledger.commands.aio.worker.EngineWorker`), so the event loop never waits on
+LMDB or DuckDB, and a cancelled coroutine never leaves half a command (a call either
 completed, and is in the ledger when the ``await`` ends, or never started). Obtain one with
 ``await async_engine.session(namespace, session_id, ...)``.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from memory_ledger.commands.aio.worker import EngineWorker
@@ -31,13 +34,16 @@ from memory_ledger.commands.workspace.retrieval import WorkspaceStatus
 from memory_ledger.commands.workspace.search import SearchMode, WorkspaceSearchResult
 from memory_ledger.ledger.events import (
     ActivationDecision,
+    ContextCompacted,
     ExplicitCommandApplied,
     ExtractedItem,
+    PendingExtraction,
     ReconciliationReport,
 )
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.config import MemoryConfig
     from memory_ledger.commands.session.commands import Intent
     from memory_ledger.commands.session.memory_session import (
         ActivationResult,
@@ -49,6 +55,9 @@ if TYPE_CHECKING:
         ScheduledWork,
         TurnOutcome,
     )
+    from memory_ledger.commands.session.overlay import Overlay
+    from memory_ledger.commands.session.state import SessionState
+    from memory_ledger.commands.session.workspace import WorkspaceContextProvider
 
 __all__ = ["AsyncMemorySession"]
 
@@ -75,6 +84,23 @@ class AsyncMemorySession:
         """The session's id."""
         return self.session.session_id
 
+    def config(self) -> MemoryConfig:
+        """The runtime configuration this session was opened with (no I/O)."""
+        return self.session.config()
+
+    def is_idle(self, idle_seconds: float = 300.0) -> bool:
+        """Whether the session has had no activity for ``idle_seconds`` and no queued work
+        (:meth:`MemorySession.is_idle`; no I/O).
+
+        :raises InvalidArgumentError: ``idle_seconds`` is NaN, infinite or negative.
+        """
+        return self.session.is_idle(idle_seconds)
+
+    async def refresh(self) -> SessionState:
+        """Fold the session stream's events not seen yet (another process may have
+        written) and return the state (:meth:`MemorySession.refresh`)."""
+        return await self._worker.run(self.session.refresh)
+
     # Evidence and extraction ---------------------------------------------------------------
 
     async def observe_final_transcript(
@@ -96,6 +122,11 @@ class AsyncMemorySession:
         """Turns whose extraction is not recorded yet
         (:meth:`MemorySession.pending_extractions`)."""
         return await self._worker.run(self.session.pending_extractions)
+
+    async def pending_extraction_causes(self) -> tuple[PendingExtraction, ...]:
+        """The pending extractions with why each is pending
+        (:meth:`MemorySession.pending_extraction_causes`)."""
+        return await self._worker.run(self.session.pending_extraction_causes)
 
     async def wait_for_extractions(self, timeout: float | None = None) -> list[int]:
         """Wait for queued background extractions; the turns still unfinished.
@@ -136,14 +167,18 @@ class AsyncMemorySession:
     # Recall --------------------------------------------------------------------------------
 
     async def recall(
-        self, query: str, turn_id: int | None = None, k: int | None = None
+        self, query: str, turn_id: int | None = None, k: int | None = None, *, record: bool = True
     ) -> RecallResult:
         """Serve a ``recall`` tool call (:meth:`MemorySession.recall`); records
-        RecallServed (buffered, never an fsync on this path).
+        RecallServed (buffered, never an fsync on this path) unless ``record`` is False.
 
         :raises ValueError: an invalid query, turn id or ``k``.
         """
-        return await self._worker.run(self.session.recall, query, turn_id, k)
+        return await self._worker.run(self.session.recall, query, turn_id, k, record=record)
+
+    async def overlay(self) -> Overlay:
+        """The session facts and what they hide (:meth:`MemorySession.overlay`)."""
+        return await self._worker.run(self.session.overlay)
 
     async def recall_scoped(
         self,
@@ -294,11 +329,23 @@ class AsyncMemorySession:
         *,
         policy: AssemblyPolicy = BALANCED,
         memory: bool = True,
+        memory_failure: Literal["fail_open", "fail_closed"] = "fail_open",
     ) -> AssembledContext:
         """The turn's context (:meth:`MemorySession.assemble_context`; a bound session's is
-        its knowledge package's documents only)."""
+        its knowledge package's documents only; ``memory_failure``: whether a failing memory
+        lookup is skipped or fails the assembly).
+
+        :raises KnowledgeBindingError: bound and ``providers`` given, or the package failed.
+        :raises ContextProviderError: a fail-closed provider failed.
+        """
         return await self._worker.run(
-            self.session.assemble_context, turn_id, query, providers, policy=policy, memory=memory
+            self.session.assemble_context,
+            turn_id,
+            query,
+            providers,
+            policy=policy,
+            memory=memory,
+            memory_failure=memory_failure,
         )
 
     async def search_workspace(
@@ -309,6 +356,20 @@ class AsyncMemorySession:
             self.session.search_workspace, query, mode, k, turn_id=turn_id
         )
 
+    @property
+    def workspace_modes(self) -> tuple[SearchMode, ...]:
+        """Search modes offered to the model (:attr:`MemorySession.workspace_modes`)."""
+        return self.session.workspace_modes
+
+    def workspace_provider(self, k: int = 4) -> WorkspaceContextProvider:
+        """This session's workspace as a context provider for :meth:`assemble_context`
+        (:meth:`MemorySession.workspace_provider`; building it reads nothing, and its searches
+        run inside ``assemble_context``, on the worker).
+
+        :raises WorkspaceError: ``disabled`` without a workspace.
+        """
+        return self.session.workspace_provider(k)
+
     async def workspace_status(self) -> WorkspaceStatus:
         """The workspace status (``disabled`` without a workspace)."""
         return self.session.workspace_status()
@@ -317,6 +378,11 @@ class AsyncMemorySession:
         """Wait for the workspace index (at most ``timeout`` seconds) in a thread of its own,
         never on the engine's worker."""
         return await asyncio.to_thread(self.session.wait_for_workspace, timeout)
+
+    async def compactions(self) -> list[ContextCompacted]:
+        """The session's ContextCompacted events, oldest first, read from the ledger
+        (the property :attr:`MemorySession.compactions`; a coroutine here, since it reads)."""
+        return await self._worker.run(lambda: self.session.compactions)
 
     async def compact(
         self,
