@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.context.summarizers import Summarizer
     from memory_ledger.commands.session.memory_session import WorkspaceOptions
 
-__all__ = ["AsyncDirectCommands", "AsyncEngineOpener", "AsyncMemoryEngine"]
+__all__ = ["AsyncEngineOpener", "AsyncMemoryEngine"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -317,8 +317,9 @@ class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
     @property
     def closed(self) -> bool:
         """Whether :meth:`aclose` was called (then every call raises
-        :class:`~memory_ledger.commands.errors.EngineClosedError`)."""
-        return self._closed
+        :class:`~memory_ledger.commands.errors.EngineClosedError`): the blocking engine's
+        :attr:`MemoryEngine.closed`."""
+        return self.engine.closed
 
     async def aclose(self) -> None:
         """Let queued calls finish, close the engine (indexer, projections, ledger) on the

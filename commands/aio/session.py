@@ -17,38 +17,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
-from uuid import UUID
+from typing import TYPE_CHECKING
 
+from memory_ledger.commands.aio.session_commands import AsyncSessionCommands
+from memory_ledger.commands.aio.session_context import AsyncSessionContext
 from memory_ledger.commands.aio.worker import EngineWorker
-from memory_ledger.commands.context.assembler import (
-    BALANCED,
-    AssembledContext,
-    AssemblyPolicy,
-    ContextProvider,
-)
-from memory_ledger.commands.context.chat_messages import ChatMessage
-from memory_ledger.commands.context.compaction import CompactionResult
 from memory_ledger.commands.recall.index import RecallHit, RecallResult, RecallScope
-from memory_ledger.commands.workspace.retrieval import WorkspaceStatus
-from memory_ledger.commands.workspace.search import SearchMode, WorkspaceSearchResult
-from memory_ledger.ledger.events import (
-    ActivationDecision,
-    ContextCompacted,
-    ExplicitCommandApplied,
-    ExtractedItem,
-    PendingExtraction,
-    ReconciliationReport,
-)
+from memory_ledger.ledger.events import PendingExtraction
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
-    from memory_ledger.commands.session.commands import Intent
     from memory_ledger.commands.session.memory_session import (
-        ActivationResult,
-        AdmissionReport,
-        CommandResult,
         KnownValue,
         MemorySession,
         PreparedMemorySnapshot,
@@ -57,17 +37,19 @@ if TYPE_CHECKING:
     )
     from memory_ledger.commands.session.overlay import Overlay
     from memory_ledger.commands.session.state import SessionState
-    from memory_ledger.commands.session.workspace import WorkspaceContextProvider
 
 __all__ = ["AsyncMemorySession"]
 
 
-class AsyncMemorySession:
+class AsyncMemorySession(AsyncSessionCommands, AsyncSessionContext):
     """One logical conversation, as coroutines. Use ``async with`` or call :meth:`aclose`.
 
     ``session`` is the blocking :class:`~memory_ledger.commands.MemorySession` underneath
     (call its methods only from the engine's worker, e.g. through
-    ``AsyncMemoryEngine.run``). ``namespace`` and ``session_id`` are its own.
+    ``AsyncMemoryEngine.run``). ``namespace`` and ``session_id`` are its own. Evidence,
+    turns, recall and the lifecycle are here; commands in :class:`~memory_ledger.commands.
+    aio.session_commands.AsyncSessionCommands`, context assembly, workspace and compaction
+    in :class:`~memory_ledger.commands.aio.session_context.AsyncSessionContext`.
     """
 
     def __init__(self, session: MemorySession, worker: EngineWorker) -> None:
@@ -226,182 +208,6 @@ class AsyncMemorySession:
     async def known_statements(self) -> list[str]:
         """Every statement currently retrievable, session and canonical."""
         return await self._worker.run(self.session.known_statements)
-
-    # Explicit commands ---------------------------------------------------------------------
-
-    async def apply_explicit_command(
-        self,
-        intent: Intent,
-        statement: str,
-        turn_id: int,
-        *,
-        item: ExtractedItem | dict[str, Any] | None = None,
-        target: UUID | str | None = None,
-        occurred_at: datetime | None = None,
-    ) -> CommandResult:
-        """Apply remember / forget / correct / pin from the user
-        (:meth:`MemorySession.apply_explicit_command`); idempotent per command id.
-        ``occurred_at`` is when the user said it (a forget's time; default: the turn's).
-
-        :raises CommandRejectedError: unknown intent, empty or secret-bearing statement, an
-            invalid item.
-        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
-        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
-        """
-        return await self._worker.run(
-            self.session.apply_explicit_command,
-            intent,
-            statement,
-            turn_id,
-            item=item,
-            target=target,
-            occurred_at=occurred_at,
-        )
-
-    async def pending_explicit_commands(self) -> list[ExplicitCommandApplied]:
-        """This session's explicit commands not yet reconciled."""
-        return await self._worker.run(self.session.pending_explicit_commands)
-
-    async def remember_success(
-        self, task: str, tools: Sequence[str], outcome: str
-    ) -> CommandResult:
-        """Record a reusable workflow that worked (procedural memory)."""
-        return await self._worker.run(self.session.remember_success, task, tools, outcome)
-
-    async def remember_failure(self, task: str, error: str, tools: Sequence[str]) -> CommandResult:
-        """Record a failure lesson (procedural memory)."""
-        return await self._worker.run(self.session.remember_failure, task, error, tools)
-
-    # Reconciliation, admission and use ------------------------------------------------------
-
-    async def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
-        """Seal the session and reconcile it into canonical memory, exactly once
-        (:meth:`MemorySession.finish`; waits for queued background extraction first and
-        refuses to seal over turns pending extraction unless ``allow_pending``)."""
-        return await self._worker.run(lambda: self.session.finish(allow_pending=allow_pending))
-
-    async def activate_candidate(
-        self, candidate: UUID | str, decision: ActivationDecision, evidence: Sequence[str]
-    ) -> ActivationResult:
-        """Activate one candidate by hand (:meth:`MemorySession.activate_candidate`).
-
-        :raises CommandRejectedError: decision ``auto``, no evidence, unknown or reconciled.
-        """
-        return await self._worker.run(
-            self.session.activate_candidate, candidate, decision, evidence
-        )
-
-    async def admit(self, turn_id: int, items: Sequence[Any]) -> AdmissionReport:
-        """Record admissions (and revocations) for a turn's context
-        (:meth:`MemorySession.admit`)."""
-        return await self._worker.run(self.session.admit, turn_id, items)
-
-    async def record_use(self, turn_id: int, memory_id: UUID | str) -> int:
-        """Record that an admitted memory was used; the position
-        (:meth:`MemorySession.record_use`).
-
-        :raises NotAdmittedError: no live admission of that memory in that turn.
-        """
-        return await self._worker.run(self.session.record_use, turn_id, memory_id)
-
-    async def prune(
-        self,
-        *,
-        older_than: datetime | None = None,
-        max_importance: float = 0.75,
-        max_uses: int = 2,
-    ) -> list[UUID]:
-        """Prune stale, low-importance memories (:meth:`MemorySession.prune`)."""
-        return await self._worker.run(
-            self.session.prune,
-            older_than=older_than,
-            max_importance=max_importance,
-            max_uses=max_uses,
-        )
-
-    # Context: assembly, workspace retrieval, compaction ----------------------------------
-
-    async def assemble_context(
-        self,
-        turn_id: int,
-        query: str,
-        providers: Sequence[ContextProvider] = (),
-        *,
-        policy: AssemblyPolicy = BALANCED,
-        memory: bool = True,
-        memory_failure: Literal["fail_open", "fail_closed"] = "fail_open",
-    ) -> AssembledContext:
-        """The turn's context (:meth:`MemorySession.assemble_context`; a bound session's is
-        its knowledge package's documents only; ``memory_failure``: whether a failing memory
-        lookup is skipped or fails the assembly).
-
-        :raises KnowledgeBindingError: bound and ``providers`` given, or the package failed.
-        :raises ContextProviderError: a fail-closed provider failed.
-        """
-        return await self._worker.run(
-            self.session.assemble_context,
-            turn_id,
-            query,
-            providers,
-            policy=policy,
-            memory=memory,
-            memory_failure=memory_failure,
-        )
-
-    async def search_workspace(
-        self, query: str, mode: SearchMode = "lexical", k: int = 8, *, turn_id: int | None = None
-    ) -> WorkspaceSearchResult:
-        """Verified workspace results (:meth:`MemorySession.search_workspace`)."""
-        return await self._worker.run(
-            self.session.search_workspace, query, mode, k, turn_id=turn_id
-        )
-
-    @property
-    def workspace_modes(self) -> tuple[SearchMode, ...]:
-        """Search modes offered to the model (:attr:`MemorySession.workspace_modes`)."""
-        return self.session.workspace_modes
-
-    def workspace_provider(self, k: int = 4) -> WorkspaceContextProvider:
-        """This session's workspace as a context provider for :meth:`assemble_context`
-        (:meth:`MemorySession.workspace_provider`; building it reads nothing, and its searches
-        run inside ``assemble_context``, on the worker).
-
-        :raises WorkspaceError: ``disabled`` without a workspace.
-        """
-        return self.session.workspace_provider(k)
-
-    async def workspace_status(self) -> WorkspaceStatus:
-        """The workspace status (``disabled`` without a workspace)."""
-        return self.session.workspace_status()
-
-    async def wait_for_workspace(self, timeout: float = 30.0) -> WorkspaceStatus:
-        """Wait for the workspace index (at most ``timeout`` seconds) in a thread of its own,
-        never on the engine's worker."""
-        return await asyncio.to_thread(self.session.wait_for_workspace, timeout)
-
-    async def compactions(self) -> list[ContextCompacted]:
-        """The session's ContextCompacted events, oldest first, read from the ledger
-        (the property :attr:`MemorySession.compactions`; a coroutine here, since it reads)."""
-        return await self._worker.run(lambda: self.session.compactions)
-
-    async def compact(
-        self,
-        messages: Sequence[ChatMessage | dict[str, object]],
-        *,
-        turn_id: int | None = None,
-        fixed_tokens: int = 0,
-        force: bool = False,
-        max_context_tokens: int | None = None,
-    ) -> CompactionResult | None:
-        """Compact and record (:meth:`MemorySession.compact`)."""
-        return await self._worker.run(
-            self.session.compact,
-            messages,
-            turn_id=turn_id,
-            fixed_tokens=fixed_tokens,
-            force=force,
-            max_context_tokens=max_context_tokens,
-        )
 
     # Lifecycle -----------------------------------------------------------------------------
 
