@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.aio.direct import AsyncDirectCommands
     from memory_ledger.commands.aio.engine import AsyncMemoryEngine
     from memory_ledger.commands.aio.session import AsyncMemorySession
 
 __all__ = [
+    "AsyncDirectCommands",
     "AsyncMemoryEngine",
     "AsyncMemorySession",
 ]
@@ -21,6 +23,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "AsyncDirectCommands": "memory_ledger.commands.aio.direct",
         "AsyncMemoryEngine": "memory_ledger.commands.aio.engine",
         "AsyncMemorySession": "memory_ledger.commands.aio.session",
     },

@@ -1,10 +1,12 @@
 """``AsyncMemoryEngine``: the memory store for asyncio hosts (FastAPI, LangGraph, agent SDKs).
 
 It wraps a blocking :class:`~memory_ledger.commands.MemoryEngine`: every coroutine is the
-blocking method of the same name, run on the engine's one worker thread
-(:class:`~memory_ledger.commands.aio.worker.EngineWorker`). One thread per engine keeps
-DuckDB's one-connection rule and runs calls in the order they were awaited; the loop never
-waits on LMDB or DuckDB. Usage::
+blocking method of the same name, with the same parameters and defaults, run on the
+engine's one worker thread (:class:`~memory_ledger.commands.aio.worker.EngineWorker`);
+``tests/aio/test_api_parity.py`` checks every public method of the blocking engine has its
+twin here (the few that cannot, listed there with the reason, are used inside :meth:`run`).
+One thread per engine keeps DuckDB's one-connection rule and runs calls in the order they
+were awaited; the loop never waits on LMDB or DuckDB. Usage::
 
     async with AsyncMemoryEngine.open("./store") as mem:
         await mem.remember(ns, "Alice only drinks espresso.")
@@ -28,24 +30,32 @@ import asyncio
 import os
 from collections.abc import Callable, Generator, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 from uuid import UUID
 
+from memory_ledger.commands.aio.direct import AsyncDirectCommands
 from memory_ledger.commands.aio.loop_bridge import bridge_embeddings, bridge_extractor
+from memory_ledger.commands.aio.reads import AsyncEngineReads
+from memory_ledger.commands.aio.records import AsyncEngineRecords
 from memory_ledger.commands.aio.session import AsyncMemorySession
 from memory_ledger.commands.aio.worker import EngineWorker
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.embeddings.config import provider_from_config
-from memory_ledger.commands.engine.batch import BatchOp, BatchResult, Remember, apply_batch
+from memory_ledger.commands.engine.batch import BATCH_SESSION_PREFIX, BatchOp, BatchResult, Remember
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.extraction.base import Extractor
-from memory_ledger.commands.recall.index import MemoryDoc, RecallResult
-from memory_ledger.commands.recall.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.master_key import MasterKeySpec
+from memory_ledger.projections.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.context.compaction import CompactionPolicy
+    from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+    from memory_ledger.commands.context.summarizers import Summarizer
+    from memory_ledger.commands.session.memory_session import WorkspaceOptions
 
 __all__ = ["AsyncEngineOpener", "AsyncMemoryEngine"]
 
@@ -53,12 +63,15 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class AsyncMemoryEngine:
+class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
     """An open memory store driven from coroutines. Create with :meth:`open`.
 
     ``engine`` is the blocking :class:`~memory_ledger.commands.MemoryEngine` underneath:
     read its plain attributes (``path``, ``config``) freely, but call its methods through
-    :meth:`run` (the worker thread), never on the event loop.
+    :meth:`run` (the worker thread), never on the event loop. Commands, sessions and the
+    lifecycle are here; memory reads in :class:`~memory_ledger.commands.aio.reads.
+    AsyncEngineReads`, the ledger side in :class:`~memory_ledger.commands.aio.records.
+    AsyncEngineRecords`.
     """
 
     def __init__(
@@ -74,18 +87,48 @@ class AsyncMemoryEngine:
         self._closed = False
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> AsyncEngineOpener:
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        ledger: str | None = None,
+        sync: bool = True,
+        map_size: int | None = None,
+        config: MemoryConfig | str | os.PathLike[str] | None = None,
+        create: bool = True,
+        embeddings: EmbeddingProvider | None = None,
+        index_in_background: bool = True,
+        read_only: bool | None = None,
+        token_counter: TokenCounter | None = None,
+        source_vectors: bool = True,
+        follow: bool | None = None,
+        master_key: MasterKeySpec | None = None,
+    ) -> AsyncEngineOpener:
         """Open (or create) the store in folder ``path``: ``await`` the result, or use it as
-        ``async with``. The keyword ``options`` are :meth:`MemoryEngine.open`'s (``sync``,
-        ``config``, ``create``, ``embeddings``, ...); the blocking open (LMDB, DuckDB, an
-        embedding model) runs on the worker thread.
+        ``async with``. The parameters are :meth:`MemoryEngine.open`'s, with its defaults;
+        the blocking open (LMDB, DuckDB, an embedding model) runs on the worker thread.
 
-        An ``embeddings`` provider with ``aembed`` (or, with ``config`` given and no
-        provider, the one the configuration names) embeds over ``httpx.AsyncClient`` on
-        this loop.
+        An ``embeddings`` provider with ``aembed`` (or, with a :class:`MemoryConfig` given
+        and no provider, the one the configuration names) embeds over
+        ``httpx.AsyncClient`` on this loop.
 
-        :raises MemoryLedgerError: the store cannot be opened (as :meth:`MemoryEngine.open`).
+        :raises MemoryLedgerError: (when awaited) the store cannot be opened, as
+            :meth:`MemoryEngine.open` lists.
         """
+        options: dict[str, Any] = {
+            "ledger": ledger,
+            "sync": sync,
+            "map_size": map_size,
+            "config": config,
+            "create": create,
+            "embeddings": embeddings,
+            "index_in_background": index_in_background,
+            "read_only": read_only,
+            "token_counter": token_counter,
+            "source_vectors": source_vectors,
+            "follow": follow,
+            "master_key": master_key,
+        }
         return AsyncEngineOpener(cls, path, options)
 
     # The generic way in ------------------------------------------------------------------
@@ -129,11 +172,20 @@ class AsyncMemoryEngine:
             occurred_at=occurred_at,
         )
 
-    async def apply_batch(self, namespace: Namespace, ops: Iterable[BatchOp | str]) -> BatchResult:
-        """Write ``ops`` as ONE command, durable and reconciled on return
-        (:meth:`MemoryEngine.apply_batch`, whose errors it raises).
+    async def apply_batch(
+        self,
+        namespace: Namespace,
+        ops: Iterable[BatchOp | str],
+        *,
+        session_prefix: str = BATCH_SESSION_PREFIX,
+    ) -> BatchResult:
+        """Write ``ops`` as ONE command, durable and reconciled on return; ``session_prefix``
+        names the caller in the batch's session id (:meth:`MemoryEngine.apply_batch`, whose
+        errors it raises). ``ops`` is read into a list here, before the call is queued.
         """
-        return await self._worker.run(self.engine.apply_batch, namespace, list(ops))
+        return await self._worker.run(
+            self.engine.apply_batch, namespace, list(ops), session_prefix=session_prefix
+        )
 
     async def remember_many(
         self, namespace: Namespace, items: Iterable[Remember | str]
@@ -172,6 +224,15 @@ class AsyncMemoryEngine:
         """
         return await self._worker.run(self.engine.pin, namespace, statement_or_id)
 
+    async def forget_all(self, namespace: Namespace) -> int:
+        """Forget every retrievable memory of exactly ``namespace`` in one command, durable
+        on return; how many (:meth:`MemoryEngine.forget_all`: 0 writes nothing).
+
+        :raises InvalidNamespaceError: a namespace part is missing or empty.
+        :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
+        """
+        return await self._worker.run(self.engine.forget_all, namespace)
+
     async def erase(
         self,
         tenant: str,
@@ -194,62 +255,19 @@ class AsyncMemoryEngine:
         rotate_master_key`); how many keys."""
         return await self._worker.run(self.engine.rotate_master_key, new_master_key)
 
+    async def remove_idle_projections(self) -> int:
+        """Delete this host's projection files no process holds (after an erasure); how
+        many are held by running processes (:meth:`MemoryEngine.remove_idle_projections`)."""
+        return await self._worker.run(self.engine.remove_idle_projections)
+
     def direct(self, session_prefix: str) -> AsyncDirectCommands:
         """Direct commands whose sessions are named ``<session_prefix><hex>`` (e.g.
         ``mcp-<client>-``), so the ledger shows who issued each one.
 
-        :raises ValueError: an empty prefix.
+        :raises InvalidNamespaceError: (a ``ValueError``) an empty or invalid prefix.
         """
-        return AsyncDirectCommands(self, DirectCommands(self.engine, session_prefix))
-
-    # Reads ---------------------------------------------------------------------------------
-
-    async def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
-        """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes
-        (:meth:`MemoryEngine.recall`: ``k`` at most ``config.recall_max_k``, clamped there).
-
-        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
-        """
-        return await self._worker.run(self.engine.recall, namespace, query, k)
-
-    async def memory_map(self, namespace: Namespace) -> str:
-        """The vocabulary map of ``namespace`` (:meth:`MemoryEngine.memory_map`)."""
-        return await self._worker.run(self.engine.memory_map, namespace)
-
-    async def retrievable_memory(
-        self, namespace: Namespace, memory: UUID | str
-    ) -> MemoryDoc | None:
-        """The retrievable memory ``memory`` of ``namespace``, or None (another namespace's
-        id is None too)."""
-        return await self._worker.run(self.engine.retrievable_memory, namespace, memory)
-
-    async def semantic_status(self, namespace: Namespace) -> SemanticStatus:
-        """The semantic channel's coverage of ``namespace`` (``off`` without one)."""
-        return await self._worker.run(self.engine.semantic_status, namespace)
-
-    async def wait_for_vectors(
-        self,
-        timeout: float,
-        namespace: Namespace | None = None,
-        *,
-        raise_on_timeout: bool = False,
-    ) -> bool:
-        """Wait up to ``timeout`` seconds for every retrievable memory to have a vector; True
-        when ready, False when the time ran out (``raise_on_timeout``: raise
-        ``VectorsPendingError`` instead, as :meth:`MemoryEngine.wait_for_vectors`). Waits on
-        a thread of its own: other calls of this engine go on."""
-        return await asyncio.to_thread(
-            self.engine.wait_for_vectors, timeout, namespace, raise_on_timeout=raise_on_timeout
-        )
-
-    async def index_vectors(self) -> int:
-        """Embed every memory still lacking a vector now; how many rows were written."""
-        return await self._worker.run(self.engine.index_vectors)
-
-    @property
-    def head(self) -> int:
-        """The ledger's last position (a cheap LMDB read)."""
-        return self.engine.head
+        commands = DirectCommands(self.engine, session_prefix)
+        return AsyncDirectCommands(self.engine, self._worker, commands)
 
     # Sessions ------------------------------------------------------------------------------
 
@@ -261,14 +279,21 @@ class AsyncMemoryEngine:
         extractor: Extractor | None = None,
         config: MemoryConfig | None = None,
         extraction_mode: Literal["blocking", "background"] = "blocking",
+        token_counter: TokenCounter | None = None,
+        knowledge: BoundKnowledge | None = None,
+        workspace: WorkspaceOptions | None = None,
+        summarizer: Summarizer | None = None,
+        compaction: CompactionPolicy | None = None,
         **overrides: Any,
     ) -> AsyncMemorySession:
-        """Open (or resume) a session (:meth:`MemoryEngine.session`). An extractor with
-        ``aextract`` calls its model over ``httpx.AsyncClient`` on this loop, in blocking and
-        background extraction alike.
+        """Open (or resume) a session (:meth:`MemoryEngine.session`, whose parameters,
+        defaults and errors these are). An extractor with ``aextract`` calls its model over
+        ``httpx.AsyncClient`` on this loop, in blocking and background extraction alike.
 
         :raises ConfigError: an override is invalid.
-        :raises InvalidNamespaceError: an invalid namespace.
+        :raises InvalidNamespaceError: an invalid namespace or session id.
+        :raises KnowledgeBindingError: the knowledge binding is refused.
+        :raises WorkspaceError: the workspace root is not a readable folder.
         """
         loop = asyncio.get_running_loop()
         session = await self._worker.run(
@@ -278,11 +303,23 @@ class AsyncMemoryEngine:
             extractor=bridge_extractor(extractor, loop),
             config=config,
             extraction_mode=extraction_mode,
+            token_counter=token_counter,
+            knowledge=knowledge,
+            workspace=workspace,
+            summarizer=summarizer,
+            compaction=compaction,
             **overrides,
         )
         return AsyncMemorySession(session, self._worker)
 
     # Lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called (then every call raises
+        :class:`~memory_ledger.commands.errors.EngineClosedError`): the blocking engine's
+        :attr:`MemoryEngine.closed`."""
+        return self.engine.closed
 
     async def aclose(self) -> None:
         """Let queued calls finish, close the engine (indexer, projections, ledger) on the
@@ -312,71 +349,6 @@ class AsyncMemoryEngine:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-class AsyncDirectCommands:
-    """Direct commands (remember, forget, correct, pin) of an :class:`AsyncMemoryEngine`
-    with their own session-id prefix; see :meth:`AsyncMemoryEngine.direct`."""
-
-    def __init__(self, engine: AsyncMemoryEngine, commands: DirectCommands) -> None:
-        self._engine = engine
-        self._commands = commands
-
-    async def remember(
-        self,
-        namespace: Namespace,
-        statement: str,
-        *,
-        subject: str | None = None,
-        predicate: str | None = None,
-        value: str | None = None,
-        tags: Sequence[str] = (),
-        occurred_at: datetime | None = None,
-    ) -> DirectResult:
-        """As :meth:`AsyncMemoryEngine.remember`."""
-        return await self._engine.run(
-            self._commands.remember,
-            namespace,
-            statement,
-            subject=subject,
-            predicate=predicate,
-            value=value,
-            tags=tags,
-            occurred_at=occurred_at,
-        )
-
-    async def remember_many(
-        self, namespace: Namespace, items: Iterable[Remember | str]
-    ) -> BatchResult:
-        """As :meth:`AsyncMemoryEngine.remember_many`, in a session of this prefix."""
-        return await self._engine.run(
-            apply_batch,
-            self._engine.engine,
-            namespace,
-            list(items),
-            session_prefix=self._commands.prefix,
-        )
-
-    async def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
-        """As :meth:`AsyncMemoryEngine.forget`."""
-        return await self._engine.run(self._commands.forget, namespace, statement_or_id)
-
-    async def correct(
-        self,
-        namespace: Namespace,
-        statement: str,
-        *,
-        target: str | UUID | None = None,
-        occurred_at: datetime | None = None,
-    ) -> DirectResult:
-        """As :meth:`AsyncMemoryEngine.correct`."""
-        return await self._engine.run(
-            self._commands.correct, namespace, statement, target=target, occurred_at=occurred_at
-        )
-
-    async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
-        """As :meth:`AsyncMemoryEngine.pin`."""
-        return await self._engine.run(self._commands.pin, namespace, statement_or_id)
 
 
 class AsyncEngineOpener:

@@ -2,9 +2,12 @@
 coroutines.
 
 Every method is the coroutine form of the blocking method of the same name: the same
-arguments, results, events and errors. The blocking method runs on its engine's worker
-thread (:class:`~memory_ledger.commands.aio.worker.EngineWorker`), so the event loop never
-waits on LMDB or DuckDB, and a cancelled coroutine never leaves half a command (a call either
+parameters and defaults (``tests/aio/test_api_parity.py`` checks it), results, events and
+errors. The few that do no I/O (``config``, ``current_turn``, ``is_idle``,
+``workspace_provider``, ``workspace_modes``) stay plain methods and properties. The blocking
+method runs on its engine's worker thread
+(:class:`~memory_ledger.commands.aio.worker.EngineWorker`), so the event loop never waits on
+LMDB or DuckDB, and a cancelled coroutine never leaves half a command (a call either
 completed, and is in the ledger when the ``await`` ends, or never started). Obtain one with
 ``await async_engine.session(namespace, session_id, ...)``.
 """
@@ -14,51 +17,39 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-from uuid import UUID
+from typing import TYPE_CHECKING
 
+from memory_ledger.commands.aio.session_commands import AsyncSessionCommands
+from memory_ledger.commands.aio.session_context import AsyncSessionContext
 from memory_ledger.commands.aio.worker import EngineWorker
-from memory_ledger.commands.context.assembler import (
-    BALANCED,
-    AssembledContext,
-    AssemblyPolicy,
-    ContextProvider,
-)
-from memory_ledger.commands.context.chat_messages import ChatMessage
-from memory_ledger.commands.context.compaction import CompactionResult
 from memory_ledger.commands.recall.index import RecallHit, RecallResult, RecallScope
-from memory_ledger.commands.workspace.retrieval import WorkspaceStatus
-from memory_ledger.commands.workspace.search import SearchMode, WorkspaceSearchResult
-from memory_ledger.ledger.events import (
-    ActivationDecision,
-    ExplicitCommandApplied,
-    ExtractedItem,
-    ReconciliationReport,
-)
+from memory_ledger.ledger.events import PendingExtraction
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.session.commands import Intent
+    from memory_ledger.commands.config import MemoryConfig
     from memory_ledger.commands.session.memory_session import (
-        ActivationResult,
-        AdmissionReport,
-        CommandResult,
         KnownValue,
         MemorySession,
         PreparedMemorySnapshot,
         ScheduledWork,
         TurnOutcome,
     )
+    from memory_ledger.commands.session.overlay import Overlay
+    from memory_ledger.commands.session.state import SessionState
 
 __all__ = ["AsyncMemorySession"]
 
 
-class AsyncMemorySession:
+class AsyncMemorySession(AsyncSessionCommands, AsyncSessionContext):
     """One logical conversation, as coroutines. Use ``async with`` or call :meth:`aclose`.
 
     ``session`` is the blocking :class:`~memory_ledger.commands.MemorySession` underneath
     (call its methods only from the engine's worker, e.g. through
-    ``AsyncMemoryEngine.run``). ``namespace`` and ``session_id`` are its own.
+    ``AsyncMemoryEngine.run``). ``namespace`` and ``session_id`` are its own. Evidence,
+    turns, recall and the lifecycle are here; commands in :class:`~memory_ledger.commands.
+    aio.session_commands.AsyncSessionCommands`, context assembly, workspace and compaction
+    in :class:`~memory_ledger.commands.aio.session_context.AsyncSessionContext`.
     """
 
     def __init__(self, session: MemorySession, worker: EngineWorker) -> None:
@@ -74,6 +65,23 @@ class AsyncMemorySession:
     def session_id(self) -> str:
         """The session's id."""
         return self.session.session_id
+
+    def config(self) -> MemoryConfig:
+        """The runtime configuration this session was opened with (no I/O)."""
+        return self.session.config()
+
+    def is_idle(self, idle_seconds: float = 300.0) -> bool:
+        """Whether the session has had no activity for ``idle_seconds`` and no queued work
+        (:meth:`MemorySession.is_idle`; no I/O).
+
+        :raises InvalidArgumentError: ``idle_seconds`` is NaN, infinite or negative.
+        """
+        return self.session.is_idle(idle_seconds)
+
+    async def refresh(self) -> SessionState:
+        """Fold the session stream's events not seen yet (another process may have
+        written) and return the state (:meth:`MemorySession.refresh`)."""
+        return await self._worker.run(self.session.refresh)
 
     # Evidence and extraction ---------------------------------------------------------------
 
@@ -96,6 +104,11 @@ class AsyncMemorySession:
         """Turns whose extraction is not recorded yet
         (:meth:`MemorySession.pending_extractions`)."""
         return await self._worker.run(self.session.pending_extractions)
+
+    async def pending_extraction_causes(self) -> tuple[PendingExtraction, ...]:
+        """The pending extractions with why each is pending
+        (:meth:`MemorySession.pending_extraction_causes`)."""
+        return await self._worker.run(self.session.pending_extraction_causes)
 
     async def wait_for_extractions(self, timeout: float | None = None) -> list[int]:
         """Wait for queued background extractions; the turns still unfinished.
@@ -136,14 +149,18 @@ class AsyncMemorySession:
     # Recall --------------------------------------------------------------------------------
 
     async def recall(
-        self, query: str, turn_id: int | None = None, k: int | None = None
+        self, query: str, turn_id: int | None = None, k: int | None = None, *, record: bool = True
     ) -> RecallResult:
         """Serve a ``recall`` tool call (:meth:`MemorySession.recall`); records
-        RecallServed (buffered, never an fsync on this path).
+        RecallServed (buffered, never an fsync on this path) unless ``record`` is False.
 
         :raises ValueError: an invalid query, turn id or ``k``.
         """
-        return await self._worker.run(self.session.recall, query, turn_id, k)
+        return await self._worker.run(self.session.recall, query, turn_id, k, record=record)
+
+    async def overlay(self) -> Overlay:
+        """The session facts and what they hide (:meth:`MemorySession.overlay`)."""
+        return await self._worker.run(self.session.overlay)
 
     async def recall_scoped(
         self,
@@ -191,151 +208,6 @@ class AsyncMemorySession:
     async def known_statements(self) -> list[str]:
         """Every statement currently retrievable, session and canonical."""
         return await self._worker.run(self.session.known_statements)
-
-    # Explicit commands ---------------------------------------------------------------------
-
-    async def apply_explicit_command(
-        self,
-        intent: Intent,
-        statement: str,
-        turn_id: int,
-        *,
-        item: ExtractedItem | dict[str, Any] | None = None,
-        target: UUID | str | None = None,
-        occurred_at: datetime | None = None,
-    ) -> CommandResult:
-        """Apply remember / forget / correct / pin from the user
-        (:meth:`MemorySession.apply_explicit_command`); idempotent per command id.
-        ``occurred_at`` is when the user said it (a forget's time; default: the turn's).
-
-        :raises CommandRejectedError: unknown intent, empty or secret-bearing statement, an
-            invalid item.
-        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
-        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
-        """
-        return await self._worker.run(
-            self.session.apply_explicit_command,
-            intent,
-            statement,
-            turn_id,
-            item=item,
-            target=target,
-            occurred_at=occurred_at,
-        )
-
-    async def pending_explicit_commands(self) -> list[ExplicitCommandApplied]:
-        """This session's explicit commands not yet reconciled."""
-        return await self._worker.run(self.session.pending_explicit_commands)
-
-    async def remember_success(
-        self, task: str, tools: Sequence[str], outcome: str
-    ) -> CommandResult:
-        """Record a reusable workflow that worked (procedural memory)."""
-        return await self._worker.run(self.session.remember_success, task, tools, outcome)
-
-    async def remember_failure(self, task: str, error: str, tools: Sequence[str]) -> CommandResult:
-        """Record a failure lesson (procedural memory)."""
-        return await self._worker.run(self.session.remember_failure, task, error, tools)
-
-    # Reconciliation, admission and use ------------------------------------------------------
-
-    async def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
-        """Seal the session and reconcile it into canonical memory, exactly once
-        (:meth:`MemorySession.finish`; waits for queued background extraction first and
-        refuses to seal over turns pending extraction unless ``allow_pending``)."""
-        return await self._worker.run(lambda: self.session.finish(allow_pending=allow_pending))
-
-    async def activate_candidate(
-        self, candidate: UUID | str, decision: ActivationDecision, evidence: Sequence[str]
-    ) -> ActivationResult:
-        """Activate one candidate by hand (:meth:`MemorySession.activate_candidate`).
-
-        :raises CommandRejectedError: decision ``auto``, no evidence, unknown or reconciled.
-        """
-        return await self._worker.run(
-            self.session.activate_candidate, candidate, decision, evidence
-        )
-
-    async def admit(self, turn_id: int, items: Sequence[Any]) -> AdmissionReport:
-        """Record admissions (and revocations) for a turn's context
-        (:meth:`MemorySession.admit`)."""
-        return await self._worker.run(self.session.admit, turn_id, items)
-
-    async def record_use(self, turn_id: int, memory_id: UUID | str) -> int:
-        """Record that an admitted memory was used; the position
-        (:meth:`MemorySession.record_use`).
-
-        :raises NotAdmittedError: no live admission of that memory in that turn.
-        """
-        return await self._worker.run(self.session.record_use, turn_id, memory_id)
-
-    async def prune(
-        self,
-        *,
-        older_than: datetime | None = None,
-        max_importance: float = 0.75,
-        max_uses: int = 2,
-    ) -> list[UUID]:
-        """Prune stale, low-importance memories (:meth:`MemorySession.prune`)."""
-        return await self._worker.run(
-            self.session.prune,
-            older_than=older_than,
-            max_importance=max_importance,
-            max_uses=max_uses,
-        )
-
-    # Context: assembly, workspace retrieval, compaction ----------------------------------
-
-    async def assemble_context(
-        self,
-        turn_id: int,
-        query: str,
-        providers: Sequence[ContextProvider] = (),
-        *,
-        policy: AssemblyPolicy = BALANCED,
-        memory: bool = True,
-    ) -> AssembledContext:
-        """The turn's context (:meth:`MemorySession.assemble_context`; a bound session's is
-        its knowledge package's documents only)."""
-        return await self._worker.run(
-            self.session.assemble_context, turn_id, query, providers, policy=policy, memory=memory
-        )
-
-    async def search_workspace(
-        self, query: str, mode: SearchMode = "lexical", k: int = 8, *, turn_id: int | None = None
-    ) -> WorkspaceSearchResult:
-        """Verified workspace results (:meth:`MemorySession.search_workspace`)."""
-        return await self._worker.run(
-            self.session.search_workspace, query, mode, k, turn_id=turn_id
-        )
-
-    async def workspace_status(self) -> WorkspaceStatus:
-        """The workspace status (``disabled`` without a workspace)."""
-        return self.session.workspace_status()
-
-    async def wait_for_workspace(self, timeout: float = 30.0) -> WorkspaceStatus:
-        """Wait for the workspace index (at most ``timeout`` seconds) in a thread of its own,
-        never on the engine's worker."""
-        return await asyncio.to_thread(self.session.wait_for_workspace, timeout)
-
-    async def compact(
-        self,
-        messages: Sequence[ChatMessage | dict[str, object]],
-        *,
-        turn_id: int | None = None,
-        fixed_tokens: int = 0,
-        force: bool = False,
-        max_context_tokens: int | None = None,
-    ) -> CompactionResult | None:
-        """Compact and record (:meth:`MemorySession.compact`)."""
-        return await self._worker.run(
-            self.session.compact,
-            messages,
-            turn_id=turn_id,
-            fixed_tokens=fixed_tokens,
-            force=force,
-            max_context_tokens=max_context_tokens,
-        )
 
     # Lifecycle -----------------------------------------------------------------------------
 

@@ -26,9 +26,10 @@ import memory_ledger
 from memory_ledger import replay
 from memory_ledger.commands import MemoryEngine, MemorySession, RecordedExtractor
 from memory_ledger.commands.embeddings import OpenAIEmbeddingProvider
+from memory_ledger.commands.engine import Remember
 from memory_ledger.commands.errors import StoreUnavailableError, UnknownMemoryError
 from memory_ledger.commands.extraction import OpenAIChatExtractor
-from memory_ledger.commands.recall import RecallScope
+from memory_ledger.commands.recall import RecallPolicy, RecallScope
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     LedgerEvent,
@@ -178,10 +179,44 @@ async def hinted_recall(mem: Any) -> dict[str, Any]:
     }
 
 
+async def reads_and_bulk_commands(mem: Any) -> dict[str, Any]:
+    """The members the async engine lacked (issue 34): apply_batch's session_prefix, recall's
+    policy, the retrievable memories, their details, counts and vocabulary, forget_all."""
+    batch = await mem.apply_batch(
+        NS,
+        [
+            Remember(statement="Alice lives in Lisbon.", subject="Alice", predicate="lives in"),
+            "Alice only drinks espresso.",
+            "Alice's cat is named Miso.",
+        ],
+        session_prefix="tool-",
+    )
+    await mem.remember(OTHER, "Bob keeps a dog named Rex.")
+    narrow = await mem.recall(NS, "Alice", policy=RecallPolicy(limit=1))
+    memories = await mem.retrievable_memories(NS)
+    ids = {doc.memory_id for doc in memories}
+    details = await mem.memory_details(NS, ids | {"not-an-id"})
+    counts = (await mem.count_active_memories(NS), await mem.count_active_memories())
+    subjects = await mem.vocabulary(NS, "subject")
+    forgotten = await mem.forget_all(NS)
+    return {
+        "batch_session": batch.session_id.startswith("tool-"),
+        "narrow": len(narrow.results),
+        "memories": sorted(doc.statement for doc in memories),
+        "details": sorted(details) == sorted(ids),
+        "counts": counts,
+        "subjects": subjects,
+        "forgotten": forgotten,
+        "after": (await mem.count_active_memories(NS), await mem.count_active_memories()),
+        "other_kept": [h.statement for h in await mem.recall(OTHER, "dog")],
+    }
+
+
 SCENARIOS: dict[str, Callable[[Any], Awaitable[dict[str, Any]]]] = {
     "turn_lifecycle": turn_lifecycle,
     "direct_commands": direct_commands,
     "hinted_recall": hinted_recall,
+    "reads_and_bulk_commands": reads_and_bulk_commands,
 }
 
 
@@ -208,6 +243,16 @@ async def test_turn_lifecycle_outcome(tmp_path: Path) -> None:
     assert seen["fast"] == "Alice's flight to Tokyo leaves Friday."
     assert seen["again"] is True and seen["activated"] >= 2
     assert "Alice now prefers ramen." in seen["after"]
+
+
+async def test_reads_and_bulk_commands_outcome(tmp_path: Path) -> None:
+    async with memory_ledger.AsyncMemoryEngine.open(tmp_path / "store") as mem:
+        seen = await reads_and_bulk_commands(mem)
+    assert seen["batch_session"] is True and seen["narrow"] == 1
+    assert len(seen["memories"]) == 3 and seen["details"] is True
+    assert seen["counts"] == (3, 4) and ("Alice", 1) in seen["subjects"]
+    assert seen["forgotten"] == 3 and seen["after"] == (0, 1)
+    assert seen["other_kept"] == ["Bob keeps a dog named Rex."]
 
 
 async def test_hints_reorder_through_the_async_session(tmp_path: Path) -> None:
@@ -329,7 +374,7 @@ async def test_cancelled_mid_command_completes_the_whole_command(
         assert [h.statement for h in hits] == ["Alice collects stamps."]
     events = [e for _, e in ledger_of(store)]
     session = next(e.session_id for e in events if isinstance(e, ExplicitCommandApplied))
-    assert [type(e).__name__ for e in events if e.session_id == session][-1] == (
+    assert [type(e).__name__ for e in events if getattr(e, "session_id", None) == session][-1] == (
         "SessionReconciled"
     )
 
