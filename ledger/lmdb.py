@@ -247,14 +247,23 @@ class _TransactionGate:
 _DATA_FILE = "data.mdb"
 
 
-def _first(cursor: Any, count: int) -> list[tuple[bytes, bytes]]:
-    """The first ``count`` entries of ``cursor``'s database."""
-    entries: list[tuple[bytes, bytes]] = []
+def _first_topics(cursor: Any, count: int, path: str) -> list[str]:
+    """The topics of the first ``count`` records of the ``log`` database ``cursor`` reads.
+
+    :raises LedgerRecordError: a record's body does not decode; the message names its
+        position (a damaged record: ``memory-ledger verify`` names it too).
+    """
+    topics: list[str] = []
     for key, value in cursor:
-        if len(entries) >= count:
+        if len(topics) >= count:
             break
-        entries.append((bytes(key), bytes(value)))
-    return entries
+        try:
+            topics.append(_topic_of_value(value))
+        except LedgerRecordError as e:
+            at = _ID.unpack(key)[0] if len(key) == _ID.size else bytes(key).hex()
+            msg = f"ledger record {at} at {path!r} does not decode: {e}"
+            raise LedgerRecordError(msg, path=path) from e
+    return topics
 
 
 def _read_untouched(
@@ -280,10 +289,12 @@ def _read_untouched(
             meta_db = env.open_db(b"meta", create=False)
             with env.begin(write=False) as txn:
                 meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
-        if topics and b"log" in names:
+        # The sample serves only a ledger without its store kind (an adopted one): a store
+        # that holds it opens without decoding a record (a damaged one is for verify to name).
+        if topics and b"log" in names and (meta or {}).get(STORE_KIND_KEY) is None:
             log_db = env.open_db(b"log", create=False)
             with env.begin(write=False) as txn:
-                found = [_topic_of_value(v) for _, v in _first(txn.cursor(db=log_db), topics)]
+                found = _first_topics(txn.cursor(db=log_db), topics, path)
     except lmdb.Error as e:
         raise translate_lmdb_error(e, path, "open") from e
     finally:
@@ -457,7 +468,9 @@ class _SharedEnvironment:
         meta_db, log_db = self.db(b"meta"), self.db(b"log")
         with self.env.begin(write=False) as txn:
             meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
-            topics = [_topic_of_value(v) for _, v in _first(txn.cursor(db=log_db), ENGINE_SAMPLE)]
+            topics = []
+            if meta.get(STORE_KIND_KEY) is None:
+                topics = _first_topics(txn.cursor(db=log_db), ENGINE_SAMPLE, self.path)
         if check_engine_ledger(self.path, meta, topics) and not self.readonly:
 
             def record(txn: Any) -> None:
