@@ -27,6 +27,7 @@ BENCHMARKS = {
     "langgraph": "benchmarks.langgraph_bench",
     "ui": "benchmarks.ui",
     "ann": "benchmarks.ann",
+    "verify_flips": "benchmarks.verify_flips",
     "all": "benchmarks.run_all",
 }
 

@@ -225,7 +225,17 @@ class LedgerRecordError(LedgerDamagedError, msgspec.DecodeError):
     """
 
     reason_code = "undecodable_record"
-    position: int | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        position: int | None = None,
+        reason_code: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path, reason_code=reason_code)
+        self.position = position
 
 
 class LedgerTamperedError(LedgerDamagedError):

@@ -90,6 +90,7 @@ from memory_ledger.ledger.errors import (
     LedgerReadOnlyError,
     LedgerRecordError,
     LedgerSettingError,
+    at_position,
 )
 from memory_ledger.ledger.faults import FAULTS, fault
 from memory_ledger.ledger.group_commit import Combine, GroupCommit, WriteRequest
@@ -180,6 +181,21 @@ _body_decoder = msgspec.msgpack.Decoder()
 _decode_body = decode_body
 
 
+def _decode_at(packed: bytes, value: bytes | None) -> tuple[UUID | str, int, str, bytes]:
+    """The body of the ``log`` entry ``value`` at the packed position ``packed``, decoded.
+
+    :raises LedgerRecordError: the body does not decode, or the entry is missing (the stream
+        index names a deleted record); it names the position.
+    """
+    try:
+        if value is None:
+            msg = "the record is missing from the log (the stream index names it)"
+            raise LedgerRecordError(msg)
+        return _decode_body(value[HASH_SIZE:])
+    except LedgerRecordError as e:
+        raise at_position(e, _ID.unpack(packed)[0]) from e
+
+
 def decode_record(key: bytes, value: bytes) -> LedgerRecord:
     """Decode one ``log`` entry (``key`` = 8-byte id, ``value`` = hash + body).
 
@@ -262,7 +278,9 @@ def _first_topics(cursor: Any, count: int, path: str) -> list[str]:
         except LedgerRecordError as e:
             at = _ID.unpack(key)[0] if len(key) == _ID.size else bytes(key).hex()
             msg = f"ledger record {at} at {path!r} does not decode: {e}"
-            raise LedgerRecordError(msg, path=path) from e
+            raise LedgerRecordError(
+                msg, path=path, position=at if isinstance(at, int) else None
+            ) from e
     return topics
 
 
@@ -1325,8 +1343,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             if limit is not None and limit <= 0:
                 return TaggedSelection(head, events)
             for position in self.tag_index.matches(txn, query, after or 0):
-                value = txn.get(_ID.pack(position), db=self._log)
-                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                packed = _ID.pack(position)
+                oid, version, topic, state = _decode_at(packed, txn.get(packed, db=self._log))
                 events.append(
                     TaggedEvent(position, StoredEvent(convert(oid), version, topic, state))
                 )
@@ -1388,7 +1406,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             tagged = 0
             cursor = txn.cursor(db=self._log)
             for key, value in cursor.iternext():
-                oid, version, topic, state = _decode_body(bytes(value[HASH_SIZE:]))
+                oid, version, topic, state = _decode_at(bytes(key), bytes(value))
                 tags = tagger(StoredEvent(convert(oid), version, topic, state))
                 if tags:
                     TagIndex.check(tags)
@@ -1419,7 +1437,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 txn.cursor(db=self._index), prefix, gt=gt, lte=lte, desc=desc, limit=limit
             ):
                 value = txn.get(packed_id, db=self._log)
-                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                oid, version, topic, state = _decode_at(packed_id, value)
                 result.append(StoredEvent(convert(oid), version, topic, state))
             return result
 
@@ -1436,7 +1454,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 txn.cursor(db=self._index), prefix, gt=gt, lte=None, desc=False, limit=None
             ):
                 value = txn.get(packed_id, db=self._log)
-                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                oid, version, topic, state = _decode_at(packed_id, value)
                 result.append(
                     TaggedEvent(
                         _ID.unpack(packed_id)[0], StoredEvent(convert(oid), version, topic, state)
@@ -1471,7 +1489,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 nid = _ID.unpack(cursor.key())[0]
                 if stop is not None and nid > stop:
                     break
-                oid, version, topic, state = _decode_body(cursor.value()[HASH_SIZE:])
+                oid, version, topic, state = _decode_at(cursor.key(), cursor.value())
                 if not wanted or topic in wanted:
                     result.append(Notification(convert(oid), version, topic, state, nid))
                     if len(result) >= limit:
@@ -1510,7 +1528,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             except (msgspec.DecodeError, ValueError, TypeError) as e:
                 at = unpack(key)[0]
                 msg = f"ledger record {at} at {self.datastore.path!r} does not decode: {e}"
-                raise LedgerRecordError(msg, path=self.datastore.path) from e
+                raise LedgerRecordError(msg, path=self.datastore.path, position=at) from e
         return result
 
     def max_notification_id(self) -> int | None:
