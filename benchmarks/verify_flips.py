@@ -31,6 +31,7 @@ import lmdb
 import msgspec
 
 import memory_ledger
+from benchmarks.results import save
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.records import HASH_SIZE, decode_body
 from memory_ledger.ledger.sealing import is_sealed, sealed_key_id
@@ -279,9 +280,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--flips", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--audit-every", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="100 flips")
+    parser.add_argument("--quick", action="store_true", help="30 flips (the smoke test)")
     args = parser.parse_args(argv)
-    flips = 100 if args.quick else args.flips
+    flips = 30 if args.quick else args.flips
     with tempfile.TemporaryDirectory(prefix="ml-verify-flips-") as tmp:
         folder = Path(tmp)
         ledgers = [build_plain(folder), build_encrypted(folder)]
@@ -296,4 +297,12 @@ def main(argv: list[str]) -> int:
     print(f"failures: {len(failures)}")
     for failure in failures[:20]:
         print(f"  {failure}")
+    figures = {
+        "flips": sum(tried.values()),
+        "seed": args.seed,
+        "seconds": round(seconds, 1),
+        "failures": len(failures),
+        "by_store_kind_part": {" ".join(key): count for key, count in sorted(tried.items())},
+    }
+    print(f"figures written to {save('verify_flips', figures)}")
     return 1 if failures else 0

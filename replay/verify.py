@@ -36,7 +36,8 @@ both covered by the chain; nothing about a damaged record is decoded before its 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,14 @@ from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, LedgerLog, decode_entry
 from memory_ledger.ledger.sealing import is_sealed, sealed_key_id
 
-__all__ = ["VerifyReport", "check_chain", "verify_ledger", "verify_path", "verify_store"]
+__all__ = [
+    "VerifyReport",
+    "check_chain",
+    "check_records",
+    "verify_ledger",
+    "verify_path",
+    "verify_store",
+]
 
 _Check = Callable[[str, bytes, Any, int], bool]
 """``(topic, state, stream id, version) -> erased?``; raises when the payload is bad."""
@@ -180,6 +188,43 @@ def check_chain(log: LedgerLog, to: int | None = None, *, where: str = "") -> in
         previous = value[:HASH_SIZE]
         expected += 1
     return expected - 1
+
+
+def check_records(log: LedgerLog, positions: Iterable[int], *, where: str = "") -> None:
+    """Check that the records at ``positions`` chain to the records before them, without
+    walking the whole log (what ``explain`` reads: a few streams' records). A record's link
+    is its stored hash against its body and the previous record's stored hash: any change
+    of the record breaks it. A broken link is followed back while the link before it is
+    broken too (a changed stored hash breaks its own link and the next one), so the first
+    bad position is named, as :func:`check_chain` would name it.
+
+    :raises LedgerTamperedError: a record does not match its hash, or the one before it is
+        missing; the message and ``position`` name the first bad position found.
+    """
+    for position in sorted(set(positions)):
+        if _link_holds(log, position):
+            continue
+        bad = position
+        while bad > 1 and not _link_holds(log, bad - 1):
+            bad -= 1
+        raise LedgerTamperedError(
+            f"the ledger was changed after it was written: record {bad} does not match its "
+            "hash (changed, reordered or missing); run `memory-ledger verify`",
+            position=bad,
+            path=where,
+        )
+
+
+def _link_holds(log: LedgerLog, position: int) -> bool:
+    """Whether the record at ``position`` exists and chains to the record before it."""
+    entries = dict(itertools.islice(log.iter_log(max(position - 1, 1), page=2), 2))
+    value = entries.get(position)
+    prior = GENESIS_HASH if position == 1 else entries.get(position - 1, b"")[:HASH_SIZE]
+    return (
+        value is not None
+        and len(prior) == HASH_SIZE
+        and (_link_problem(position, position, prior, value) is None)
+    )
 
 
 def _link_problem(expected: int, position: int, previous: bytes, value: bytes) -> str | None:

@@ -54,6 +54,7 @@ OUTPUTS = {
     "langgraph": "langgraph.json",
     "ann": "ann.json",
     "ui": "ui.json",
+    "verify_flips": "verify_flips.json",
 }
 
 

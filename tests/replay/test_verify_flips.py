@@ -12,11 +12,13 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import memory_ledger
 from benchmarks.verify_flips import (
     Flip,
     Ledger,
@@ -27,7 +29,9 @@ from benchmarks.verify_flips import (
     part_of,
     verify_problems,
 )
+from memory_ledger.ledger.errors import LedgerTamperedError
 from memory_ledger.ledger.records import HASH_SIZE, decode_body
+from memory_ledger.replay import explain
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +112,26 @@ def test_a_damaged_header_is_named_by_verify_and_the_audit_tools(
     store = flipped_copy(ledger, flip, tmp_path)
     assert verify_problems(ledger, flip, store, cli=True) == []
     assert audit_problems(ledger, flip, store) == []
+
+
+@pytest.mark.parametrize("target", ["payload", "previous hash"])
+def test_explain_refuses_a_changed_record_it_reads(
+    ledgers: dict[str, Ledger], tmp_path: Path, target: str
+) -> None:
+    """explain checks the links of the records it shows: a changed payload of the memory's
+    first record, or a changed stored hash of the record before it, is named there."""
+    ledger = ledgers["plain"]
+    first = min(
+        position
+        for position, value in ledger.records.items()
+        if decode_body(value[HASH_SIZE:])[0] == UUID(ledger.memory_id)
+    )
+    value = ledger.records[first]
+    flip = Flip(first, len(value) - 3, 0x01) if target == "payload" else Flip(first - 1, 5, 0x01)
+    store = flipped_copy(ledger, flip, tmp_path)
+    with memory_ledger.open(store, create=False) as engine:
+        with pytest.raises(LedgerTamperedError) as raised:
+            explain(engine, ledger.memory_id)
+    assert raised.value.position == flip.position
+    assert raised.value.reason_code == "ledger_tampered"
+    assert f"record {flip.position} " in str(raised.value)
