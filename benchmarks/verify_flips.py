@@ -6,8 +6,8 @@ was erased, so it holds erased, live and ``NamespaceErased`` records), then N ti
 one, changes one byte of one record of its LMDB ``log`` (its stored hash, its body's msgpack
 header or its payload; any record, the last one included) and checks that
 ``verify_path`` without and with the master key, and ``memory-ledger verify --json``, answer
-"not ok" naming that record's position, and (every K-th flip) that ``export``, ``as-of``
-and ``explain`` either answer or raise a typed error (``MemoryLedgerError`` with a
+"not ok" naming that record's position, and (every K-th flip) that ``export``, ``as-of``,
+``explain`` and ``stats`` either answer or raise a typed error (``MemoryLedgerError`` with a
 ``reason_code``) naming it. It prints how many flips were tried, per kind of record and
 part, and every failure. The CI profile of the same property is
 ``tests/replay/test_verify_flips.py``.
@@ -220,11 +220,13 @@ def _cli_problems(ledger: Ledger, flip: Flip, store: Path) -> list[str]:
 
 
 def audit_problems(ledger: Ledger, flip: Flip, store: Path) -> list[str]:
-    """What ``export``, ``as-of`` and ``explain`` got wrong about a damaged ``store``: each
-    either answers (explain trusts the records it does not read) or raises a typed error
-    naming ``flip.position``; export and as-of of the head always refuse."""
+    """What ``export``, ``as-of``, ``explain`` and ``stats`` got wrong about a damaged
+    ``store``: each either answers (explain checks only the records it shows, stats none)
+    or raises a typed error naming ``flip.position``; export and as-of of the head always
+    refuse."""
     from memory_ledger.replay.export import export_store
     from memory_ledger.replay.lineage import explain
+    from memory_ledger.replay.stats import store_stats
     from memory_ledger.replay.timetravel import as_of
 
     head = max(ledger.records)
@@ -232,6 +234,7 @@ def audit_problems(ledger: Ledger, flip: Flip, store: Path) -> list[str]:
         "export": (lambda engine: export_store(engine, store.parent / "export"), True),
         "as-of": (lambda engine: as_of(engine, head).close(), True),
         "explain": (lambda engine: explain(engine, ledger.memory_id), False),
+        "stats": (store_stats, False),
     }
     problems: list[str] = []
     for name, (call, must_refuse) in calls.items():

@@ -229,15 +229,15 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
             break
         for position, raw_id, version, topic, state in rows:
             by_type[topic_type(topic)] += 1
-            if state and state[0] == SEALED and may_be_sealed(topic):
-                sealed += 1
-                if sealed_key_id(state) in erased_keys:
-                    erased += 1
-            if topic == opened_topic:
-                try:
-                    event = decode(topic, state, raw_id, version)
-                except RECORD_DAMAGE as e:
-                    raise at_position(e, position) from e
+            try:
+                if state and state[0] == SEALED and may_be_sealed(topic):
+                    sealed += 1
+                    if sealed_key_id(state) in erased_keys:
+                        erased += 1
+                event = decode(topic, state, raw_id, version) if topic == opened_topic else None
+            except RECORD_DAMAGE as e:
+                raise at_position(e, position) from e
+            if event is not None:
                 if type(event) is ErasedPayload:
                     erased_sessions += 1
                     continue
