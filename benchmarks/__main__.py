@@ -28,6 +28,7 @@ BENCHMARKS = {
     "ui": "benchmarks.ui",
     "ui-forms": "benchmarks.ui_forms",
     "ann": "benchmarks.ann",
+    "verify_flips": "benchmarks.verify_flips",
     "all": "benchmarks.run_all",
 }
 

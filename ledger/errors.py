@@ -26,6 +26,9 @@ Families defined here:
 
 from __future__ import annotations
 
+import copy
+from typing import TypeVar
+
 import msgspec
 from eventsourcing.persistence import (
     DatabaseError,
@@ -57,8 +60,10 @@ __all__ = [
     "LedgerReadOnlyError",
     "LedgerRecordError",
     "LedgerSettingError",
+    "LedgerTamperedError",
     "MemoryLedgerError",
     "NaiveDatetimeError",
+    "at_position",
 ]
 
 
@@ -216,9 +221,51 @@ class LedgerRecordError(LedgerDamagedError, msgspec.DecodeError):
     """A record of the ledger's log does not decode (a damaged or foreign record body).
 
     Also a ``msgspec.DecodeError`` (a ``ValueError``), which the ledger raised before.
+    ``position`` is the record's ledger position when known (also named in the message).
     """
 
     reason_code = "undecodable_record"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        position: int | None = None,
+        reason_code: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path, reason_code=reason_code)
+        self.position = position
+
+
+class LedgerTamperedError(LedgerDamagedError):
+    """A record of the ledger's log does not match its hash, or a position is missing: the
+    ledger was changed after it was written. ``position`` is the first bad position (also
+    named in the message); ``memory-ledger verify`` reports the same."""
+
+    reason_code = "ledger_tampered"
+
+    def __init__(self, message: str, *, position: int | None = None, path: str = "") -> None:
+        super().__init__(message, path=path)
+        self.position = position
+
+
+E = TypeVar("E", bound=MemoryLedgerError)
+
+
+def at_position(error: E, position: int) -> E:
+    """``error`` (met reading the ledger record at ``position``) naming that position: a copy
+    of the same class and ``reason_code`` whose message starts ``ledger record N:`` and whose
+    ``position`` attribute is N; ``error`` itself when it names a position already. Raise it
+    ``from error``. The readers of the log (projections, replay tools) use it so that a
+    damaged record is reported where it is, as ``memory-ledger verify`` reports it.
+    """
+    if getattr(error, "position", None) is not None:
+        return error
+    named = copy.copy(error)
+    named.args = (f"ledger record {position}: {error}", *error.args[1:])
+    named.position = position  # type: ignore[attr-defined]
+    return named
 
 
 class LedgerFormatError(LedgerError):

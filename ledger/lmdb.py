@@ -90,6 +90,7 @@ from memory_ledger.ledger.errors import (
     LedgerReadOnlyError,
     LedgerRecordError,
     LedgerSettingError,
+    at_position,
 )
 from memory_ledger.ledger.faults import FAULTS, fault
 from memory_ledger.ledger.group_commit import Combine, GroupCommit, WriteRequest
@@ -180,6 +181,21 @@ _body_decoder = msgspec.msgpack.Decoder()
 _decode_body = decode_body
 
 
+def _decode_at(packed: bytes, value: bytes | None) -> tuple[UUID | str, int, str, bytes]:
+    """The body of the ``log`` entry ``value`` at the packed position ``packed``, decoded.
+
+    :raises LedgerRecordError: the body does not decode, or the entry is missing (the stream
+        index names a deleted record); it names the position.
+    """
+    try:
+        if value is None:
+            msg = "the record is missing from the log (the stream index names it)"
+            raise LedgerRecordError(msg)
+        return _decode_body(value[HASH_SIZE:])
+    except LedgerRecordError as e:
+        raise at_position(e, _ID.unpack(packed)[0]) from e
+
+
 def decode_record(key: bytes, value: bytes) -> LedgerRecord:
     """Decode one ``log`` entry (``key`` = 8-byte id, ``value`` = hash + body).
 
@@ -247,14 +263,25 @@ class _TransactionGate:
 _DATA_FILE = "data.mdb"
 
 
-def _first(cursor: Any, count: int) -> list[tuple[bytes, bytes]]:
-    """The first ``count`` entries of ``cursor``'s database."""
-    entries: list[tuple[bytes, bytes]] = []
+def _first_topics(cursor: Any, count: int, path: str) -> list[str]:
+    """The topics of the first ``count`` records of the ``log`` database ``cursor`` reads.
+
+    :raises LedgerRecordError: a record's body does not decode; the message names its
+        position (a damaged record: ``memory-ledger verify`` names it too).
+    """
+    topics: list[str] = []
     for key, value in cursor:
-        if len(entries) >= count:
+        if len(topics) >= count:
             break
-        entries.append((bytes(key), bytes(value)))
-    return entries
+        try:
+            topics.append(_topic_of_value(value))
+        except LedgerRecordError as e:
+            at = _ID.unpack(key)[0] if len(key) == _ID.size else bytes(key).hex()
+            msg = f"ledger record {at} at {path!r} does not decode: {e}"
+            raise LedgerRecordError(
+                msg, path=path, position=at if isinstance(at, int) else None
+            ) from e
+    return topics
 
 
 def _read_untouched(
@@ -280,10 +307,12 @@ def _read_untouched(
             meta_db = env.open_db(b"meta", create=False)
             with env.begin(write=False) as txn:
                 meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
-        if topics and b"log" in names:
+        # The sample serves only a ledger without its store kind (an adopted one): a store
+        # that holds it opens without decoding a record (a damaged one is for verify to name).
+        if topics and b"log" in names and (meta or {}).get(STORE_KIND_KEY) is None:
             log_db = env.open_db(b"log", create=False)
             with env.begin(write=False) as txn:
-                found = [_topic_of_value(v) for _, v in _first(txn.cursor(db=log_db), topics)]
+                found = _first_topics(txn.cursor(db=log_db), topics, path)
     except lmdb.Error as e:
         raise translate_lmdb_error(e, path, "open") from e
     finally:
@@ -457,7 +486,9 @@ class _SharedEnvironment:
         meta_db, log_db = self.db(b"meta"), self.db(b"log")
         with self.env.begin(write=False) as txn:
             meta = {bytes(k): bytes(v) for k, v in txn.cursor(db=meta_db)}
-            topics = [_topic_of_value(v) for _, v in _first(txn.cursor(db=log_db), ENGINE_SAMPLE)]
+            topics = []
+            if meta.get(STORE_KIND_KEY) is None:
+                topics = _first_topics(txn.cursor(db=log_db), ENGINE_SAMPLE, self.path)
         if check_engine_ledger(self.path, meta, topics) and not self.readonly:
 
             def record(txn: Any) -> None:
@@ -1312,8 +1343,8 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             if limit is not None and limit <= 0:
                 return TaggedSelection(head, events)
             for position in self.tag_index.matches(txn, query, after or 0):
-                value = txn.get(_ID.pack(position), db=self._log)
-                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                packed = _ID.pack(position)
+                oid, version, topic, state = _decode_at(packed, txn.get(packed, db=self._log))
                 events.append(
                     TaggedEvent(position, StoredEvent(convert(oid), version, topic, state))
                 )
@@ -1375,7 +1406,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             tagged = 0
             cursor = txn.cursor(db=self._log)
             for key, value in cursor.iternext():
-                oid, version, topic, state = _decode_body(bytes(value[HASH_SIZE:]))
+                oid, version, topic, state = _decode_at(bytes(key), bytes(value))
                 tags = tagger(StoredEvent(convert(oid), version, topic, state))
                 if tags:
                     TagIndex.check(tags)
@@ -1406,7 +1437,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 txn.cursor(db=self._index), prefix, gt=gt, lte=lte, desc=desc, limit=limit
             ):
                 value = txn.get(packed_id, db=self._log)
-                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                oid, version, topic, state = _decode_at(packed_id, value)
                 result.append(StoredEvent(convert(oid), version, topic, state))
             return result
 
@@ -1423,7 +1454,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 txn.cursor(db=self._index), prefix, gt=gt, lte=None, desc=False, limit=None
             ):
                 value = txn.get(packed_id, db=self._log)
-                oid, version, topic, state = _decode_body(value[HASH_SIZE:])
+                oid, version, topic, state = _decode_at(packed_id, value)
                 result.append(
                     TaggedEvent(
                         _ID.unpack(packed_id)[0], StoredEvent(convert(oid), version, topic, state)
@@ -1458,7 +1489,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 nid = _ID.unpack(cursor.key())[0]
                 if stop is not None and nid > stop:
                     break
-                oid, version, topic, state = _decode_body(cursor.value()[HASH_SIZE:])
+                oid, version, topic, state = _decode_at(cursor.key(), cursor.value())
                 if not wanted or topic in wanted:
                     result.append(Notification(convert(oid), version, topic, state, nid))
                     if len(result) >= limit:
@@ -1497,7 +1528,7 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
             except (msgspec.DecodeError, ValueError, TypeError) as e:
                 at = unpack(key)[0]
                 msg = f"ledger record {at} at {self.datastore.path!r} does not decode: {e}"
-                raise LedgerRecordError(msg, path=self.datastore.path) from e
+                raise LedgerRecordError(msg, path=self.datastore.path, position=at) from e
         return result
 
     def max_notification_id(self) -> int | None:

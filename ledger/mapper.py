@@ -35,19 +35,20 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
-from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.ledger.errors import LedgerRecordError, MemoryLedgerError
 from memory_ledger.ledger.events import ERASED_NAMESPACE, ErasedPayload
 from memory_ledger.ledger.key_errors import DataKeyMissingError
 from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.sealing import (
     SEALED,
+    SealedPayloadError,
     key_id_of,
     open_state,
     sealed_key_id,
     sealed_recorded_at,
 )
 
-__all__ = ["EventDecodeError", "MsgspecMapper", "UnsupportedEventError"]
+__all__ = ["RECORD_DAMAGE", "EventDecodeError", "MsgspecMapper", "UnsupportedEventError"]
 
 _encoder = msgspec.msgpack.Encoder(uuid_format="bytes")
 _untyped_decoder = msgspec.msgpack.Decoder()
@@ -64,9 +65,20 @@ class UnsupportedEventError(MemoryLedgerError, TypeError):
 
 class EventDecodeError(MemoryLedgerError, MapperDeserialisationError):
     """A stored event cannot be decoded as its topic's class (damaged or foreign payload,
-    or a class version newer than this code's); the message names topic, id and version."""
+    or a class version newer than this code's); the message names topic, id and version,
+    and the ledger position (``position``) when the reader knew it (see ``at_position``)."""
 
     reason_code = "undecodable_event"
+    position: int | None = None
+
+
+RECORD_DAMAGE: tuple[type[MemoryLedgerError], ...] = (
+    EventDecodeError,
+    LedgerRecordError,
+    SealedPayloadError,
+)
+"""The errors that reading one damaged record raises (its body, its event or its sealed
+payload): a reader of the log names the record's position with ``at_position``."""
 
 
 _MAP_HEADERS = tuple(bytes((0x80 | n,)) for n in range(16))

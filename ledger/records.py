@@ -21,7 +21,7 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.ledger.errors import LedgerFormatError, LedgerRecordError
+from memory_ledger.ledger.errors import LedgerFormatError, LedgerRecordError, at_position
 
 __all__ = [
     "FORMAT_VERSION",
@@ -112,10 +112,14 @@ def decode_raw_body(body: bytes) -> tuple[bytes | str, int, str, bytes]:
 def decode_entry(position: int, entry: bytes) -> LedgerRecord:
     """Decode one log entry (``entry`` = 32-byte hash followed by the body).
 
-    :raises LedgerRecordError: (a ``msgspec.DecodeError``) the body is not a valid record.
+    :raises LedgerRecordError: (a ``msgspec.DecodeError``) the body is not a valid record;
+        its message and ``position`` name ``position``.
     """
     body = bytes(entry[HASH_SIZE:])
-    originator_id, version, topic, state = decode_body(body)
+    try:
+        originator_id, version, topic, state = decode_body(body)
+    except LedgerRecordError as e:
+        raise at_position(e, position) from e
     return LedgerRecord(
         notification_id=position,
         record_hash=bytes(entry[:HASH_SIZE]),

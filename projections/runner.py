@@ -15,6 +15,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from eventsourcing.utils import get_topic
 
 from memory_ledger.ledger.dispatch import EventDispatch
+from memory_ledger.ledger.errors import at_position
 from memory_ledger.ledger.events import (
     SESSION_STREAM_EVENTS,
     ErasedPayload,
@@ -30,6 +31,7 @@ from memory_ledger.ledger.events import (
     NamespaceForgotten,
 )
 from memory_ledger.ledger.faults import fault
+from memory_ledger.ledger.mapper import RECORD_DAMAGE
 from memory_ledger.ledger.sealing import SEALED
 from memory_ledger.projections.columnar import (
     FAST_TOPICS,
@@ -198,25 +200,29 @@ class ProjectionRunner:
         )
         known_memories = self._known.keys["canonical_memory"] if self._known else set()
         events: list[tuple[int, LedgerEvent]] = []
-        for nid, raw_id, version, topic, state in rows:
-            if topic not in _TOPICS:
-                continue
-            if state[:1] == _SEALED:
-                # Opened once here (decrypt once per event); an erased payload (None) reads
-                # as an ErasedPayload, which no read model uses.
-                opened = plain_state(topic, state, raw_id, version)
-                if opened is None:
+        nid = after
+        try:
+            for nid, raw_id, version, topic, state in rows:
+                if topic not in _TOPICS:
                     continue
-                state = opened
-            if topic in FAST_TOPICS and batch.offer(topic, nid, state):
-                continue
-            if columnar_activations and topic == _ACTIVATED and type(raw_id) is bytes:
-                memory = uuid_text(raw_id)
-                if memory not in known_memories and batch.offer_activation(
-                    nid, memory, version, state
-                ):
+                if state[:1] == _SEALED:
+                    # Opened once here (decrypt once per event); an erased payload (None)
+                    # reads as an ErasedPayload, which no read model uses.
+                    opened = plain_state(topic, state, raw_id, version)
+                    if opened is None:
+                        continue
+                    state = opened
+                if topic in FAST_TOPICS and batch.offer(topic, nid, state):
                     continue
-            events.append((nid, cast(LedgerEvent, decode(topic, state, raw_id, version))))
+                if columnar_activations and topic == _ACTIVATED and type(raw_id) is bytes:
+                    memory = uuid_text(raw_id)
+                    if memory not in known_memories and batch.offer_activation(
+                        nid, memory, version, state
+                    ):
+                        continue
+                events.append((nid, cast(LedgerEvent, decode(topic, state, raw_id, version))))
+        except RECORD_DAMAGE as e:
+            raise at_position(e, nid) from e
         return rows[-1][0], events, batch
 
     def read_page(self, after: int, to: int | None = None) -> Page | None:
@@ -231,11 +237,16 @@ class ProjectionRunner:
             rows = select_raw(after, self.page_size, to)
             if not rows:
                 return None
-            events = [
-                (nid, cast(LedgerEvent, decode(topic, state, raw_id, version)))
-                for nid, raw_id, version, topic, state in rows
-                if topic in _TOPICS
-            ]
+            events: list[tuple[int, LedgerEvent]] = []
+            nid = after
+            try:
+                for nid, raw_id, version, topic, state in rows:
+                    if topic in _TOPICS:
+                        events.append(
+                            (nid, cast(LedgerEvent, decode(topic, state, raw_id, version)))
+                        )
+            except RECORD_DAMAGE as e:
+                raise at_position(e, nid) from e
             return rows[-1][0], events
         notifications = self.recorder.select_notifications(
             start=after, limit=self.page_size, stop=to, inclusive_of_start=False

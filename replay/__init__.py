@@ -11,7 +11,9 @@ Audit and replay API (each function takes an open :class:`commands.MemoryEngine`
 - :func:`export_store`: events and every read model as Parquet or JSON Lines files.
 - :func:`backup_store`, :func:`restore_store`: consistent backups while a host writes.
 - :func:`store_stats`: counts, positions and file sizes.
-- :func:`verify_store`: walk the ledger's hash chain.
+- :func:`verify_store`, :func:`verify_path`, :func:`verify_ledger`: walk the ledger's hash
+  chain (an open engine; a store folder, as ``memory-ledger verify``; the ledger alone,
+  without the master key).
 
 The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
 """
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     )
     from memory_ledger.replay.stats import StoreStats, store_stats
     from memory_ledger.replay.timetravel import AsOf, as_of, position_at
-    from memory_ledger.replay.verify import VerifyReport, verify_store
+    from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_path, verify_store
 
 __all__ = [
     "EVENT_TYPES",
@@ -96,6 +98,8 @@ __all__ = [
     "restore_store",
     "store_stats",
     "stream_events",
+    "verify_ledger",
+    "verify_path",
     "verify_store",
 ]
 
@@ -138,6 +142,8 @@ __getattr__, __dir__ = lazy_exports(
         "restore_store": "memory_ledger.replay.backup",
         "store_stats": "memory_ledger.replay.stats",
         "stream_events": "memory_ledger.replay.lineage",
+        "verify_ledger": "memory_ledger.replay.verify",
+        "verify_path": "memory_ledger.replay.verify",
         "verify_store": "memory_ledger.replay.verify",
     },
 )

@@ -48,6 +48,7 @@ from memory_ledger.replay.errors import OutputExistsError, OutputNotADirectoryEr
 from memory_ledger.replay.filters import EventFilter, filter_events
 from memory_ledger.replay.rebuild import build_projections
 from memory_ledger.replay.timeline import event_record
+from memory_ledger.replay.verify import check_chain
 
 __all__ = ["ExportFormat", "ExportReport", "ExportedFile", "export_store", "write_events"]
 
@@ -241,6 +242,10 @@ def export_store(
     :raises OutputNotADirectoryError: (a ``NotADirectoryError``) ``out`` is a file.
     :raises InvalidArgumentError: (a ``ValueError``) ``fmt`` is unknown or ``to`` is beyond
         the head.
+    :raises LedgerTamperedError: a record up to ``to`` does not match its hash, or a position
+        is missing (its ``position`` is the first bad one; nothing is written).
+    :raises LedgerRecordError: a record does not decode (``EventDecodeError``: its event),
+        naming its position.
 
     Nothing is left behind on failure: the files are written into a hidden sibling folder,
     renamed into place when complete (see the module docstring).
@@ -251,6 +256,8 @@ def export_store(
     started = time.perf_counter()
     folder = Path(out)
     _check_out(folder, force)
+    with engine.ledger_guard():
+        check_chain(engine.ledger_log(), to)  # a damaged store is refused, naming where
     target = folder.absolute()
     created = _missing_ancestor(target)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ import msgspec
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.arguments import check_aware, check_count
 from memory_ledger.ledger.dispatch import EventDispatch
-from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.errors import InvalidArgumentError, at_position
 from memory_ledger.ledger.events import (
     EVENT_CLASSES,
     AdmissionRevoked,
@@ -54,6 +54,7 @@ from memory_ledger.ledger.events import (
     WorkspaceReleased,
     WorkspaceSearched,
 )
+from memory_ledger.ledger.mapper import RECORD_DAMAGE
 
 __all__ = [
     "EVENT_TYPES",
@@ -174,7 +175,10 @@ def filter_events(
         for position, raw_id, version, topic, state in rows:
             if types and topic_type(topic) not in types:
                 continue
-            event = decode(topic, state, raw_id, version)
+            try:
+                event = decode(topic, state, raw_id, version)
+            except RECORD_DAMAGE as e:
+                raise at_position(e, position) from e
             if not selection.matches(event):
                 continue
             yield position, event

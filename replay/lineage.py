@@ -26,6 +26,7 @@ from memory_ledger.commands import errors as commands_errors
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.ledger.dispatch import EventDispatch
+from memory_ledger.ledger.errors import at_position
 from memory_ledger.ledger.events import (
     SESSION_STREAM_EVENTS,
     CandidateExtracted,
@@ -52,7 +53,9 @@ from memory_ledger.ledger.events import (
     WorkspaceReleased,
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.ledger.mapper import RECORD_DAMAGE
 from memory_ledger.replay.filters import describe_event
+from memory_ledger.replay.verify import check_records
 
 __all__ = [
     "AdmissionTouch",
@@ -247,17 +250,27 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
     """Every event of one stream with its ledger position, in version order.
 
     Reads the ledger's stream (LMDB: its stream index; PostgreSQL: the stream's rows).
+
+    :raises LedgerTamperedError: a record read does not chain (changed after it was
+        written); it names the first bad position (see ``replay.verify.check_records``).
+    :raises LedgerRecordError: a record does not decode (``EventDecodeError``: its event;
+        ``SealedPayloadError``: its sealed payload); each names the record's position.
     """
     decode = engine.event_decoder()
     with engine.ledger_guard():
-        records = engine.ledger_log().stream_records(stream_id)
-    return [
-        (
-            record.notification_id,
-            decode(record.topic, record.state, record.originator_id, record.originator_version),
-        )
-        for record in records
-    ]
+        log = engine.ledger_log()
+        records = log.stream_records(stream_id)
+        check_records(log, (record.notification_id for record in records))
+    events: list[tuple[int, LedgerEvent]] = []
+    for record in records:
+        try:
+            event = decode(
+                record.topic, record.state, record.originator_id, record.originator_version
+            )
+        except RECORD_DAMAGE as e:
+            raise at_position(e, record.notification_id) from e
+        events.append((record.notification_id, event))
+    return events
 
 
 _ID_TEXT = re.compile(r"^[0-9a-f-]{4,36}$")

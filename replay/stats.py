@@ -30,8 +30,9 @@ from eventsourcing.utils import get_topic
 
 from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
 from memory_ledger.commands.recall.maintenance import MaintenanceHealth, maintenance_health
+from memory_ledger.ledger.errors import at_position
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpened
-from memory_ledger.ledger.mapper import may_be_sealed
+from memory_ledger.ledger.mapper import RECORD_DAMAGE, may_be_sealed
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
 from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
@@ -226,14 +227,17 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
         rows = engine.read_records(after, 5000, head)
         if not rows:
             break
-        for _, raw_id, version, topic, state in rows:
+        for position, raw_id, version, topic, state in rows:
             by_type[topic_type(topic)] += 1
-            if state and state[0] == SEALED and may_be_sealed(topic):
-                sealed += 1
-                if sealed_key_id(state) in erased_keys:
-                    erased += 1
-            if topic == opened_topic:
-                event = decode(topic, state, raw_id, version)
+            try:
+                if state and state[0] == SEALED and may_be_sealed(topic):
+                    sealed += 1
+                    if sealed_key_id(state) in erased_keys:
+                        erased += 1
+                event = decode(topic, state, raw_id, version) if topic == opened_topic else None
+            except RECORD_DAMAGE as e:
+                raise at_position(e, position) from e
+            if event is not None:
                 if type(event) is ErasedPayload:
                     erased_sessions += 1
                     continue

@@ -8,7 +8,9 @@ from typing import Any
 import msgspec
 
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.ledger.errors import at_position
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent
+from memory_ledger.ledger.mapper import RECORD_DAMAGE
 
 __all__ = ["ENVELOPE_KEYS", "event_record", "event_type", "iter_events"]
 
@@ -32,7 +34,11 @@ def iter_events(
         if not records:
             return
         for at, raw_id, version, topic, state in records:
-            yield at, decode(topic, state, raw_id, version)
+            try:
+                event = decode(topic, state, raw_id, version)
+            except RECORD_DAMAGE as e:
+                raise at_position(e, at) from e
+            yield at, event
         position = records[-1][0]
         if remaining is not None:
             remaining -= len(records)

@@ -47,6 +47,7 @@ from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.replay.filters import filter_events
 from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
 from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
+from memory_ledger.replay.verify import check_chain
 
 __all__ = [
     "AsOf",
@@ -261,11 +262,17 @@ def as_of(
     :raises PointError: text that is neither; a position with ``occurred``; a naive datetime
         (:class:`NaiveTimestampError`, naming ``at``).
     :raises PositionOutOfRangeError: a position beyond the ledger head.
+    :raises LedgerTamperedError: a record it reads does not match its hash, or a position
+        is missing (``position``: the first bad one; see ``verify``).
+    :raises LedgerRecordError: a record does not decode (``EventDecodeError``: its event),
+        naming its position.
 
     >>> with as_of(engine, 40) as past:                      # doctest: +SKIP
     ...     [m["statement"] for m in past.memories()]
     """
     point, head = checked_point(engine, at, occurred=occurred)
+    with engine.ledger_guard():  # a damaged store is refused, naming where
+        check_chain(engine.ledger_log(), point if isinstance(point, int) else head)
     if isinstance(point, int):
         store = build_projections(engine, to=point, path=path, on_page=on_page)
         return AsOf(

@@ -111,35 +111,15 @@ def verify(
     """Walk the ledger's hash chain; exit 1 and name the first bad position on tampering.
 
     An encrypted store verifies without its master key too (the chain covers the sealed
-    bytes): sealed payloads are then checked for their envelope only. A record that stops
-    the store from opening (a tampered erasure record) is named the same way, with or
-    without the key: the ledger is then verified alone.
+    bytes): sealed payloads are then checked for their envelope only. The ledger is walked
+    alone first, so a damaged record that would stop the store from opening (any byte of
+    its header, hash or payload) is named the same way, with or without the key.
     """
-    from memory_ledger.commands.engine.memory_engine import (
-        MemoryEngine,  # the engine's imports: on use
-    )
-    from memory_ledger.ledger.errors import LedgerDamagedError
-    from memory_ledger.ledger.key_errors import MasterKeyError
-    from memory_ledger.ledger.mapper import EventDecodeError
-    from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
+    from memory_ledger.replay.verify import verify_path
 
     with common.user_errors():
         config = common.audit_config(ctx)
-        folder = common.store_folder(store, config)
-        report: VerifyReport
-        try:
-            engine = MemoryEngine.open(folder, create=False, config=config)
-        except MasterKeyError as e:
-            if e.reason_code != "master_key_missing":
-                raise
-            report = verify_ledger(folder, config.ledger or None)
-        except (EventDecodeError, LedgerDamagedError, msgspec.DecodeError):
-            # Opening reads records (the erasure records, to check no erased key is live):
-            # a tampered one stops the open. Verify the ledger alone, which names it.
-            report = verify_ledger(folder, config.ledger or None)
-        else:
-            with engine:
-                report = verify_store(engine)
+        report = verify_path(common.store_folder(store, config), config=config)
     if as_json:
         print_json(report)
     elif report.ok:

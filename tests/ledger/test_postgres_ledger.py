@@ -93,6 +93,49 @@ def test_tampering_is_found_by_verify(pg_url: str, pg_schema: str, tmp_path: Pat
         assert not report.ok and report.first_bad_position == 3
 
 
+@pytest.mark.parametrize(
+    ("column", "change"),
+    [
+        ("state", "set_byte(state, 1, get_byte(state, 1) # 1)"),
+        ("record_hash", "set_byte(record_hash, 0, get_byte(record_hash, 0) # 128)"),
+        ("topic", "overlay(topic placing 'M' from 1 for 1)"),
+        ("originator_version", "originator_version + 100"),
+    ],
+)
+def test_a_changed_column_is_named_by_verify_export_and_as_of(
+    pg_url: str, pg_schema: str, tmp_path: Path, column: str, change: str
+) -> None:
+    """A one-byte change in any column of a row (issue 34): ``verify`` (Python and CLI)
+    names its position; export and as-of refuse with a typed error naming it."""
+    from memory_ledger.commands.config import MemoryConfig
+    from memory_ledger.replay.export import export_store
+    from memory_ledger.replay.timetravel import as_of
+    from memory_ledger.replay.verify import verify_path
+
+    with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
+        remember(engine, "s1", "Alice likes tea", "Alice owns a bike")
+        head = engine.head
+    with psycopg.connect(BASE_URL.split("?")[0], autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {0}.stored_events SET {1} = " + change + " WHERE notification_id = 4"
+            ).format(sql.Identifier(pg_schema), sql.Identifier(column))
+        )
+    report = verify_path(tmp_path / "b", config=MemoryConfig(ledger=pg_url))
+    assert not report.ok and report.first_bad_position == 4, report
+    result = runner.invoke(app, ["verify", "--store", str(tmp_path / "b"), "--ledger", pg_url])
+    assert result.exit_code == 1 and "record 4" in result.stderr, result.output
+    with MemoryEngine.open(tmp_path / "a", ledger=pg_url, create=False) as engine:
+        for call in (
+            lambda: export_store(engine, tmp_path / "export"),
+            lambda: as_of(engine, head).close(),
+        ):
+            with pytest.raises(MemoryLedgerError) as raised:
+                call()
+            assert getattr(raised.value, "position", None) == 4, raised.value
+            assert raised.value.reason_code
+
+
 def test_identity_and_newer_format(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
     with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
         store_id = recorder_of(engine).store_id

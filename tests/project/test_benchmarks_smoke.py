@@ -55,6 +55,7 @@ OUTPUTS = {
     "ann": "ann.json",
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",
+    "verify_flips": "verify_flips.json",
 }
 
 
