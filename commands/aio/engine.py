@@ -206,9 +206,10 @@ class AsyncMemoryEngine:
 
     async def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Top ``k`` retrievable memories of ``namespace`` for ``query``, read-your-writes
-        (:meth:`MemoryEngine.recall`: ``k`` at most ``config.recall_max_k``, clamped there).
+        (:meth:`MemoryEngine.recall`: ``k`` at most ``config.recall_max_k``).
 
-        :raises ValueError: ``query`` is not a string or ``k`` is not an integer.
+        :raises ValueError: ``query`` is not a string or ``k`` is not an integer;
+            ``RecallLimitError`` (``k_too_large``) when ``k`` is above ``recall_max_k``.
         """
         return await self._worker.run(self.engine.recall, namespace, query, k)
 

@@ -109,3 +109,30 @@ def test_missing_embeddings_extra_names_the_install_command(
     assert "Traceback" not in result.output
     (line,) = result.stderr.strip().splitlines()
     assert "pip install 'memory-ledger[embeddings]'" in line
+
+
+def test_k_above_recall_max_k_is_refused_naming_the_maximum(store: Path, tmp_path: Path) -> None:
+    """``-k`` above ``recall_max_k`` (default 50, or the settings file's) is one error line
+    naming the maximum and the setting, exit 2, now and ``--as-of``; never a cut answer."""
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[memory]\nrecall_k = 2\nrecall_max_k = 3\n")
+    cases = [
+        (["recall", "Alice", "-k", "51"], 50),
+        (["recall", "Alice", "-k", "5000"], 50),
+        (["--config", str(settings), "recall", "Alice", "-k", "4"], 3),
+        (["--config", str(settings), "recall", "Alice", "-k", "4", "--as-of", "1"], 3),
+    ]
+    for args, maximum in cases:
+        result = runner.invoke(app, [*args, "--store", str(store), *DEMO, "--json"])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stdout == ""
+        (line,) = result.stderr.strip().splitlines()
+        assert "RecallLimitError" in line and f"maximum of {maximum}" in line, line
+        assert "recall_max_k" in line
+    kept = runner.invoke(
+        app,
+        ["--config", str(settings), "recall", "Alice", "-k", "3", "--store", str(store), *DEMO],
+    )
+    assert kept.exit_code == 0, kept.output
+    wide = runner.invoke(app, ["recall", "Alice", "-k", "50", "--store", str(store), *DEMO])
+    assert wide.exit_code == 0, wide.output
