@@ -136,3 +136,25 @@ def test_k_above_recall_max_k_is_refused_naming_the_maximum(store: Path, tmp_pat
     assert kept.exit_code == 0, kept.output
     wide = runner.invoke(app, ["recall", "Alice", "-k", "50", "--store", str(store), *DEMO])
     assert wide.exit_code == 0, wide.output
+
+
+def test_the_readme_quickstart_recall_matches_the_words_around_the_evidence(
+    store: Path,
+) -> None:
+    """The README's claim: "espresso coffee" ranks the espresso memory first, then two
+    memories sharing no word with the query, found through their evidence turn (Lisbon,
+    told in the espresso turn) and the turn before it (the deploy note)."""
+    result = runner.invoke(
+        app, ["recall", "espresso coffee", "--store", str(store), *DEMO, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    statements = [hit["statement"] for hit in json.loads(result.stdout)["results"]]
+    assert statements[:3] == [
+        "Alice likes espresso.",
+        "Alice moved to Lisbon in February 2024.",
+        "Deploys fail when PROVIDER_BASE_URL is missing; set it in .env first.",
+    ]
+    for statement in statements[1:3]:
+        assert not {"espresso", "coffee"} & set(statement.lower().split())
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "indexed with its evidence turn and up to two turns before and after it" in readme
