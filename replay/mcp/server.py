@@ -623,7 +623,7 @@ class MemoryMcpServer:
         as_of: int | str | None = None,
     ) -> CallToolResult:
         """Recall the memories that best match ``query`` (at most ``k``; a ``k`` above the
-        server's ``recall_max_k``, 50 unless configured, is refused with ``k_too_large``).
+        server's ``recall_max_k``, 50 unless configured, is refused naming the maximum).
 
         ``about`` (a subject) and ``attribute`` (a predicate) from the memory map rank
         matching memories first; they never filter. ``as_of`` (a ledger position, as an
