@@ -13,8 +13,9 @@ Keys (defaults from the A3S memory and context documents, seeds 000 and 002)::
     max_transcript_bytes = 1048576         # largest turn transcript accepted (UTF-8 bytes,
                                            # 1 MiB); a larger one is refused, nothing stored
     activation_policy = "auto"             # "auto" (finish activates) or "manual"
-    recall_k = 5                           # results per recall
-    recall_max_k = 50                      # upper bound a caller may ask for
+    recall_k = 5                           # results per recall (at most recall_max_k)
+    recall_max_k = 50                      # most results a recall may be asked for; a
+                                           # larger k is refused (k_too_large), not cut
     context_max_items = 12                 # balanced context budget
     context_max_tokens = 4000
     context_max_items_per_source = 6
@@ -104,6 +105,12 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             if getattr(self, name) <= 0:
                 msg = f"memory.{name} must be positive, got {getattr(self, name)}"
                 raise ConfigError(msg)
+        if self.recall_k > self.recall_max_k:
+            msg = (
+                f"memory.recall_k ({self.recall_k}) must not exceed memory.recall_max_k "
+                f"({self.recall_max_k})"
+            )
+            raise ConfigError(msg)
         clamped = min(max(self.llm_extraction_max_items, 1), 10)
         if clamped != self.llm_extraction_max_items:
             msgspec.structs.force_setattr(self, "llm_extraction_max_items", clamped)

@@ -33,7 +33,7 @@ from memory_ledger.commands.canonical.reconcile import occurred_earlier
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.recall.index import NamespaceRecallIndex, RecallResult
 from memory_ledger.commands.recall.lexical import ConversationWindows
-from memory_ledger.ledger.arguments import check_count
+from memory_ledger.commands.recall.policy import check_recall_k
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import (
     Namespace,
@@ -143,6 +143,8 @@ class AsOf:
     ``position`` is the last ledger position folded (for occurred time: the last position
     scanned; ``events_skipped`` events after the point were left out). ``conn`` is a plain
     DuckDB connection holding the same tables and views as a live projection file.
+    ``recall_max_k`` bounds :meth:`recall` as ``memory.recall_max_k`` bounds a live one
+    (:func:`as_of` passes the engine's setting).
     """
 
     def __init__(
@@ -156,8 +158,10 @@ class AsOf:
         events_skipped: int = 0,
         context_of: Callable[[Sequence[int]], str | None] | None = None,
         windows_of: WindowsOf | None = None,
+        recall_max_k: int = 50,
     ) -> None:
         self.store = store
+        self.recall_max_k = recall_max_k
         self.at = at
         self.mode: AsOfMode = mode
         self.position = position
@@ -206,10 +210,11 @@ class AsOf:
         as :meth:`commands.MemoryEngine.recall`).
 
         :raises InvalidArgumentError: ``k`` is not an integer of at least 1.
+        :raises RecallLimitError: ``k`` is above :attr:`recall_max_k` (``k_too_large``).
         :raises InvalidNamespaceError: the namespace is invalid.
         """
         check_namespace(namespace)
-        check_count("k", k)
+        check_recall_k(k, self.recall_max_k)
         with self._lock:
             hits = self._index.search(namespace, query, k, self.position)
         return RecallResult(query=query, results=tuple(hits), position=self.position)
@@ -283,6 +288,7 @@ def as_of(
             head=head,
             context_of=engine.transcript_context,
             windows_of=engine.conversation_windows,
+            recall_max_k=engine.config.recall_max_k,
         )
     _check_timestamp("at", point)
     if not occurred:
@@ -296,6 +302,7 @@ def as_of(
             head=head,
             context_of=engine.transcript_context,
             windows_of=engine.conversation_windows,
+            recall_max_k=engine.config.recall_max_k,
         )
     keep = _OccurredFilter(point)
     store = build_projections(engine, to=head, path=path, keep=keep, on_page=on_page)
@@ -314,6 +321,7 @@ def as_of(
         events_skipped=keep.skipped,
         context_of=engine.transcript_context,
         windows_of=engine.conversation_windows,
+        recall_max_k=engine.config.recall_max_k,
     )
 
 

@@ -49,7 +49,8 @@ class AsyncEngineReads:
         (:meth:`MemoryEngine.recall`: ``k`` defaults to the policy's ``limit`` and is at most
         ``config.recall_max_k``; ``policy`` defaults to the engine's ``recall_policy``).
 
-        :raises InvalidArgumentError: ``query`` is not a string or ``k`` is not an integer.
+        :raises InvalidArgumentError: ``query`` is not a string or ``k`` is not an integer;
+            ``RecallLimitError`` (``k_too_large``) when ``k`` is above ``recall_max_k``.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
         return await self._worker.run(self.engine.recall, namespace, query, k, policy=policy)

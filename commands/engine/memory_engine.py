@@ -69,6 +69,7 @@ from memory_ledger.commands.recall.policy import (
     DEFAULT_RECALL_POLICY,
     RecallPolicy,
     annotate_relations,
+    check_recall_k,
 )
 from memory_ledger.commands.recall.ranking import rank_candidates
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
@@ -488,13 +489,16 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         cannot be embedded degrades to lexical recall, never to an error.
 
         :param k: how many results (default: the policy's ``limit``), at most
-            ``config.recall_max_k`` (a larger one is clamped to it, as session recall and
-            the MCP server clamp it; :meth:`AsyncMemoryEngine.recall` passes here too).
+            ``config.recall_max_k`` (:func:`~commands.recall.policy.check_recall_k`, shared
+            with session recall, the CLI and the MCP server; :meth:`AsyncMemoryEngine.recall`
+            passes here too).
         :param policy: the recall policy for this call (default :attr:`recall_policy`):
             result bound, minimum lexical score and one-hop relation reads; relations are
             returned in ``RecallHit.related``.
         :raises InvalidArgumentError: (a ``ValueError``) ``query`` is not a string, or ``k``
             is not an integer of at least 1; ``parameter`` names it.
+        :raises RecallLimitError: ``k`` (or, without one, the policy's ``limit``) is above
+            ``config.recall_max_k`` (``k_too_large``); nothing is read.
         :raises InvalidNamespaceError: the namespace is invalid.
         """
         check_namespace(namespace)
@@ -503,8 +507,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             raise InvalidArgumentTypeError(msg, parameter="query", reason_code="not_a_string")
         policy = self.recall_policy if policy is None else policy
         if k is None:
-            k = policy.limit
-        k = min(check_count("k", k), self.config.recall_max_k)  # as session recall bounds it
+            k = check_recall_k(policy.limit, self.config.recall_max_k, parameter="limit")
+        k = check_recall_k(k, self.config.recall_max_k)
         ranked, status, position = self.canonical_candidates(
             namespace, query, k, min_lexical_score=policy.min_lexical_score
         )

@@ -12,13 +12,14 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.commands.recall.fusion import HybridFusion
     from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RecallResult, RecallScope
-    from memory_ledger.commands.recall.policy import RecallPolicy
+    from memory_ledger.commands.recall.policy import RecallLimitError, RecallPolicy
     from memory_ledger.commands.recall.ranking import rank_candidates
 
 __all__ = [
     "HybridFusion",
     "MemoryDoc",
     "RecallHit",
+    "RecallLimitError",
     "RecallPolicy",
     "RecallResult",
     "RecallScope",
@@ -31,6 +32,7 @@ __getattr__, __dir__ = lazy_exports(
         "HybridFusion": "memory_ledger.commands.recall.fusion",
         "MemoryDoc": "memory_ledger.commands.recall.index",
         "RecallHit": "memory_ledger.commands.recall.index",
+        "RecallLimitError": "memory_ledger.commands.recall.policy",
         "RecallPolicy": "memory_ledger.commands.recall.policy",
         "RecallResult": "memory_ledger.commands.recall.index",
         "RecallScope": "memory_ledger.commands.recall.index",

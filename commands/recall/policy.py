@@ -9,6 +9,9 @@ returned as annotations beside the hit, never as hits of their own.
 
 - :class:`RecallPolicy` is validated on construction (:class:`RecallPolicyError`,
   ``reason_code`` ``invalid_recall_policy``).
+- :func:`check_recall_k` is the one bound on how many results a caller may ask a recall
+  for (``memory.recall_max_k``): engine, async engine, session, CLI, MCP and as-of recalls
+  all call it, and a larger ``k`` is refused (:class:`RecallLimitError`), never clamped.
 - :func:`annotate_relations` reads the related memories of the hits, in rank order, until
   the lookup budget is spent: one read per related memory (all of them fetched in one
   query), each annotation a :class:`~commands.recall.index.RelatedMemory`.
@@ -23,6 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from memory_ledger.commands.recall.index import MemoryDoc, RecallHit, RelatedMemory, RelationKind
+from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import CanonicalMemory
@@ -32,8 +36,10 @@ __all__ = [
     "MAX_RECALL_LIMIT",
     "MAX_RELATED_LOOKUPS",
     "RecallPolicy",
+    "RecallLimitError",
     "RecallPolicyError",
     "annotate_relations",
+    "check_recall_k",
 ]
 
 MAX_RECALL_LIMIT: Final = 1000
@@ -48,6 +54,49 @@ class RecallPolicyError(InvalidArgumentError):
     ``parameter`` name it; ``reason_code`` ``invalid_recall_policy``)."""
 
     reason_code = "invalid_recall_policy"
+
+
+class RecallLimitError(InvalidArgumentError):
+    """A recall asked for more results than ``memory.recall_max_k`` allows (a
+    ``ValueError``; ``reason_code`` ``k_too_large``). ``parameter`` names the argument
+    (``"k"``, or ``"limit"`` for a policy's default bound), ``requested`` is what was asked
+    and ``maximum`` the setting's value; nothing was read or recorded."""
+
+    reason_code = "k_too_large"
+
+    def __init__(self, requested: int, maximum: int, *, parameter: str = "k") -> None:
+        msg = (
+            f"{parameter} is {requested}, over the maximum of {maximum} results a recall may "
+            f"return (memory.recall_max_k); ask for at most {maximum} or raise recall_max_k"
+        )
+        super().__init__(msg, parameter=parameter)
+        self.requested = requested
+        self.maximum = maximum
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_limit_error, (self.requested, self.maximum, self.parameter))
+
+
+def _limit_error(requested: int, maximum: int, parameter: str | None) -> RecallLimitError:
+    return RecallLimitError(requested, maximum, parameter=parameter or "k")
+
+
+def check_recall_k(k: object, maximum: int, *, parameter: str = "k") -> int:
+    """``k``, the number of results a recall is asked for, if it is an integer from 1 to
+    ``maximum`` (the ``memory.recall_max_k`` setting, default 50).
+
+    The one check every recall surface shares (``MemoryEngine.recall`` and its async twin,
+    session recall, the CLI's ``recall -k``, the MCP ``recall`` tool, as-of recalls): a
+    larger ``k`` is refused, never silently cut to ``maximum``.
+
+    :raises InvalidArgumentTypeError: ``k`` is not an integer (``not_an_integer``).
+    :raises InvalidArgumentError: ``k`` is below 1 (``out_of_range``).
+    :raises RecallLimitError: ``k`` is above ``maximum`` (``k_too_large``).
+    """
+    count = check_count(parameter, k)
+    if count > maximum:
+        raise RecallLimitError(count, maximum, parameter=parameter)
+    return count
 
 
 class RecallPolicy(msgspec.Struct, frozen=True, kw_only=True):

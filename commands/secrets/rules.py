@@ -27,6 +27,7 @@ from memory_ledger.commands.secrets.validators import (
     letters_and_digits,
     names_no_secret,
     openai_case_ok,
+    passphrase_words,
     password_like,
     short_password_value,
     two_classes,
@@ -54,6 +55,10 @@ def _schemed_or_mixed(value: str, match: re.Match[str], scan: Scan) -> bool:
 
 def _password_value(value: str, match: re.Match[str], scan: Scan) -> bool:
     return (password_like(value) or camel_word(value)) and not value_is_reference(value)
+
+
+def _passphrase(value: str, match: re.Match[str], scan: Scan) -> bool:
+    return passphrase_words(value)
 
 
 def _short_password(value: str, match: re.Match[str], scan: Scan) -> bool:
@@ -293,6 +298,27 @@ RULES: Final[tuple[Rule, ...]] = (
         group=1,
         trim=True,
         check=_password_value,
+    ),
+    Rule(
+        id="password_phrase",
+        kind="password",
+        pattern=RulePattern(
+            r"pass(?<![a-z0-9_]pass)(?:word|phrase|code|wd|[ -]phrase)s?"  # literal first: fast
+            r"(?:\s*:|\s+(?:is|was)\b\s*:?)\s*[\"'`\u2018\u201c]?"
+            r"([a-z][^\n.,;:!?\"'`\u2019\u201d()\[\]{}<>]{0,158}[a-z])"
+        ),
+        about="Prose passphrases: a password label ('password', 'passphrase', 'passcode', "
+        "'passwd') then ':', 'is' or 'was' and the rest of the clause as a phrase of 3 to "
+        "10 words of letters ('My password: correct horse battery staple', xkcd 936; "
+        "'my passphrase is purple-monkey-dishwasher'). No word may be an English function "
+        "word or one that describes passwords, so 'The password policy requires 12 "
+        "characters', 'I forgot my password yesterday', 'the password is twelve characters "
+        "long' and 'The password: it's on the fridge' stay silent. A bare 'pass' is not a "
+        "label here ('boarding pass: economy class seat').",
+        example="My password: correct horse battery staple",
+        words=("pass",),
+        group=1,
+        check=_passphrase,
     ),
     Rule(
         id="short_password",

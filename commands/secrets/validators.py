@@ -28,6 +28,7 @@ __all__ = [
     "made_of_words",
     "names_no_secret",
     "openai_case_ok",
+    "passphrase_words",
     "password_like",
     "random_looking",
     "short_password_value",
@@ -212,3 +213,42 @@ def starts_key_part(text: str, start: int) -> bool:
         return True
     before = text[start - 1]
     return not before.isalnum() or (before.islower() and text[start].isupper())
+
+
+_PROSE_WORDS: Final = frozenset(
+    # English function words, numbers and filler: a sentence, not a diceware phrase
+    "a about above after again against all already also always am an and any are as ask at "
+    "be because been before being below between both but by can could did do does down "
+    "during each eight either else even ever every few first five for four from further "
+    "had has have he her here hers him his how i if in into is it its just last least me "
+    "mine more most my neither never next nine no nor not now of off on once one only or "
+    "other our ours out over own please same see seven she should six so some such than "
+    "thank thanks that the their theirs them then there these they this those three "
+    "through to too two under until up us use used using very via was we were what when "
+    "where which while who whom why will with would yet you your yours "
+    # words that describe a password or its handling, not a password
+    "attached blank case change changed changes changing char chars character characters "
+    "complex complicated default different digit digits easy email empty encrypted "
+    "expire expired expires file forgot forgotten hard hashed hidden incorrect insecure "
+    "invalid length letter letters link long manager maximum message minimum new note "
+    "number numbers old optional password passwords passphrase pin required requires reset "
+    "secure sensitive sent set shared short simple stored strong symbol symbols temporary "
+    "unknown update updated vault weak written wrong".split()
+)
+_P_PHRASE_WORD: Final = re.compile(r"[^\s_-]+")
+
+
+def passphrase_words(value: str) -> bool:
+    """Whether ``value`` (the rest of a clause after a password label) is a passphrase of
+    words: 3 to 10 words of letters only (2 to 24 each; separated by spaces, ``-`` or
+    ``_``), none of them an English function word or a word describing passwords
+    (:data:`_PROSE_WORDS`: "the password is twelve characters long", "Password: see the
+    vault" are sentences). "correct horse battery staple" (xkcd 936, the diceware style
+    passphrase NIST SP 800-63B encourages) passes."""
+    words = _P_PHRASE_WORD.findall(value)
+    if not 3 <= len(words) <= 10:
+        return False
+    return all(
+        2 <= len(word) <= 24 and word.isalpha() and word.lower() not in _PROSE_WORDS
+        for word in words
+    )

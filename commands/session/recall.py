@@ -23,6 +23,7 @@ from memory_ledger.commands.recall.index import (
     rrf_fuse,
 )
 from memory_ledger.commands.recall.lexical import analyze_query
+from memory_ledger.commands.recall.policy import check_recall_k
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.overlay import Overlay, build_overlay
@@ -162,6 +163,8 @@ class SessionRecall(SessionStream):
         Reads the turn's frozen snapshot when it plainly covers the query; otherwise runs a
         live search and fuses the snapshot into it (RRF, k = 60). Records RecallServed
         unless ``record`` is False (a replay that must write nothing, e.g. a re-run).
+
+        :raises RecallLimitError: ``k`` is above ``recall_max_k`` (``k_too_large``).
         """
         self._suppressed("memory recall")
         self._check_open()
@@ -231,6 +234,8 @@ class SessionRecall(SessionStream):
 
         Always a live search (the snapshot knows neither the restriction nor the hints);
         hints only reorder, never filter.
+
+        :raises RecallLimitError: ``k`` is above ``recall_max_k`` (``k_too_large``).
         """
         self._suppressed("memory recall")
         self._check_open()
@@ -242,11 +247,12 @@ class SessionRecall(SessionStream):
         return self._served(query, turn_id, "live", hits, semantic)
 
     def _bounded_k(self, k: int | None) -> int:
-        """``k`` clamped to ``recall_max_k``; InvalidArgumentError when it is not a positive
-        int."""
+        """``k`` (default ``recall_k``) checked against ``recall_max_k``
+        (:func:`check_recall_k`: RecallLimitError above it, InvalidArgumentError when it is
+        not a positive int)."""
         if k is None:
             return self._config.recall_k
-        return min(check_count("k", k), self._config.recall_max_k)
+        return check_recall_k(k, self._config.recall_max_k)
 
     def _served(
         self,

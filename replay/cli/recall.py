@@ -141,8 +141,8 @@ def recall(
         typer.Option(
             "-k",
             min=1,
-            max=1000,
-            help="How many results. Default: recall_k of memory-ledger.toml, else 5.",
+            help="How many results, at most recall_max_k of memory-ledger.toml (else 50; "
+            "more is refused). Default: recall_k of memory-ledger.toml, else 5.",
             show_default=False,
         ),
     ] = None,
@@ -185,6 +185,7 @@ def recall(
     """Recall canonical memories of one namespace (BM25, or hybrid with embeddings), now or
     --as-of an earlier point."""
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.recall.policy import check_recall_k
 
     past: dict[str, Any] | None = None
     note: str | None = None
@@ -198,7 +199,7 @@ def recall(
         if embeddings is not Embeddings.config or at is not None:  # as-of recall is lexical
             wanted = embeddings.value if at is None else "none"
             config = load_config_from(config, embeddings=wanted)
-        count = k if k is not None else config.recall_k
+        count = check_recall_k(k, config.recall_max_k) if k is not None else config.recall_k
         folder = common.store_folder(store, config)
         with MemoryEngine.open(folder, create=False, config=config) as engine:
             if point is None:

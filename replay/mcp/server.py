@@ -82,11 +82,11 @@ from memory_ledger.commands.aio.engine import AsyncMemoryEngine
 from memory_ledger.commands.aio.session import AsyncMemorySession
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import (
-    InvalidArgumentError,
     MemoryLedgerError,
     UnknownMemoryError,
 )
 from memory_ledger.commands.recall.index import RecallResult, RecallScope
+from memory_ledger.commands.recall.policy import check_recall_k
 from memory_ledger.commands.secrets import contains_secret, redact
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import lineage
@@ -622,7 +622,8 @@ class MemoryMcpServer:
         attribute: str | None = None,
         as_of: int | str | None = None,
     ) -> CallToolResult:
-        """Recall the memories that best match ``query`` (at most ``k``).
+        """Recall the memories that best match ``query`` (at most ``k``; a ``k`` above the
+        server's ``recall_max_k``, 50 unless configured, is refused naming the maximum).
 
         ``about`` (a subject) and ``attribute`` (a predicate) from the memory map rank
         matching memories first; they never filter. ``as_of`` (a ledger position, as an
@@ -978,15 +979,14 @@ def _recall_as_of(
     """Recall as memory stood at ``point`` (a position or a time, :func:`_as_of_point`);
     blocking.
 
-    :raises InvalidArgumentError: ``k`` is not a positive integer (``parameter`` ``"k"``).
+    :raises InvalidArgumentError: ``k`` is not a positive integer (``parameter`` ``"k"``);
+        ``RecallLimitError`` (``k_too_large``) when it is above ``recall_max_k``.
     :raises PointError: ``point`` is no position or time; ``PositionOutOfRangeError`` when
         it is negative or beyond the ledger head (``parameter`` ``"at"``).
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        msg = f"k must be at least 1, got {_quoted(k)}"
-        raise InvalidArgumentError(msg, parameter="k")
+    check_recall_k(k, engine.config.recall_max_k)  # before the past is folded
     with as_of(engine, _as_of_point(point)) as then:
-        return then.recall(namespace, query, min(k, engine.config.recall_max_k))
+        return then.recall(namespace, query, k)
 
 
 def _explain_in(engine: MemoryEngine, namespace: Namespace, text: str) -> str:

@@ -109,3 +109,52 @@ def test_missing_embeddings_extra_names_the_install_command(
     assert "Traceback" not in result.output
     (line,) = result.stderr.strip().splitlines()
     assert "pip install 'memory-ledger[embeddings]'" in line
+
+
+def test_k_above_recall_max_k_is_refused_naming_the_maximum(store: Path, tmp_path: Path) -> None:
+    """``-k`` above ``recall_max_k`` (default 50, or the settings file's) is one error line
+    naming the maximum and the setting, exit 2, now and ``--as-of``; never a cut answer."""
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[memory]\nrecall_k = 2\nrecall_max_k = 3\n")
+    cases = [
+        (["recall", "Alice", "-k", "51"], 50),
+        (["recall", "Alice", "-k", "5000"], 50),
+        (["--config", str(settings), "recall", "Alice", "-k", "4"], 3),
+        (["--config", str(settings), "recall", "Alice", "-k", "4", "--as-of", "1"], 3),
+    ]
+    for args, maximum in cases:
+        result = runner.invoke(app, [*args, "--store", str(store), *DEMO, "--json"])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stdout == ""
+        (line,) = result.stderr.strip().splitlines()
+        assert "RecallLimitError" in line and f"maximum of {maximum}" in line, line
+        assert "recall_max_k" in line
+    kept = runner.invoke(
+        app,
+        ["--config", str(settings), "recall", "Alice", "-k", "3", "--store", str(store), *DEMO],
+    )
+    assert kept.exit_code == 0, kept.output
+    wide = runner.invoke(app, ["recall", "Alice", "-k", "50", "--store", str(store), *DEMO])
+    assert wide.exit_code == 0, wide.output
+
+
+def test_the_readme_quickstart_recall_matches_the_words_around_the_evidence(
+    store: Path,
+) -> None:
+    """The README's claim: "espresso coffee" ranks the espresso memory first, then two
+    memories sharing no word with the query, found through their evidence turn (Lisbon,
+    told in the espresso turn) and the turn before it (the deploy note)."""
+    result = runner.invoke(
+        app, ["recall", "espresso coffee", "--store", str(store), *DEMO, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    statements = [hit["statement"] for hit in json.loads(result.stdout)["results"]]
+    assert statements[:3] == [
+        "Alice likes espresso.",
+        "Alice moved to Lisbon in February 2024.",
+        "Deploys fail when PROVIDER_BASE_URL is missing; set it in .env first.",
+    ]
+    for statement in statements[1:3]:
+        assert not {"espresso", "coffee"} & set(statement.lower().split())
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "indexed with its evidence turn and up to two turns before and after it" in readme

@@ -365,6 +365,25 @@ async def test_a_huge_query_is_never_echoed_whole(tmp_path: Path) -> None:
             assert "\n" not in text(refused), said
 
 
+async def test_k_above_recall_max_k_is_a_tool_error_naming_the_maximum(tmp_path: Path) -> None:
+    """``k`` above the server's ``recall_max_k`` (default 50) is refused, now and ``as_of``,
+    with one line naming the maximum and the setting; it was cut to 50 silently."""
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        kept = await client.call_tool("remember", {"statement": "Alice plays the cello."})
+        position = kept.structured_content["position"]
+        for arguments in (
+            {"query": "cello", "k": 51},
+            {"query": "cello", "k": 1000, "about": "Alice"},
+            {"query": "cello", "k": 51, "as_of": position},
+        ):
+            refused = await client.call_tool("recall", arguments)
+            assert refused.is_error, (arguments, text(refused))
+            said = text(refused)
+            assert "\n" not in said and "maximum of 50" in said and "recall_max_k" in said, said
+        found = await client.call_tool("recall", {"query": "cello", "k": 50})
+        assert not found.is_error and len(found.structured_content["results"]) == 1
+
+
 async def test_as_of_takes_an_integer_position(tmp_path: Path) -> None:
     """The README's "as_of position": an integer (and a numeric string) is a ledger position,
     alongside the time forms; a boolean is no position."""

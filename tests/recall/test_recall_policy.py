@@ -157,28 +157,3 @@ def test_maintenance_health_in_stats_without_a_provider(tmp_path: Path) -> None:
     assert "semantic vectors" in result.output and "behind" in result.output
     as_json = CliRunner().invoke(app, ["stats", "--store", str(store), "--json"])
     assert '"lag_positions"' in as_json.output
-
-
-def test_engine_recall_holds_recall_max_k_sync_and_async(tmp_path: Path) -> None:
-    """``recall_max_k`` bounds what a caller may ask for on ``MemoryEngine.recall`` and
-    ``AsyncMemoryEngine.recall`` as it does for session recall: a larger ``k`` (or policy
-    limit) is clamped, never answered in full."""
-    import asyncio
-
-    from memory_ledger.commands.aio import AsyncMemoryEngine
-    from memory_ledger.commands.config import MemoryConfig
-
-    config = MemoryConfig(recall_max_k=7)
-    store = tmp_path / "store"
-    with MemoryEngine.open(store, config=config) as engine:
-        for i in range(60):
-            engine.remember(NS, f"Alice visited museum number {i} in Vienna.")
-        assert len(engine.recall(NS, "museum", 1000).results) == 7
-        assert len(engine.recall(NS, "museum", policy=RecallPolicy(limit=500)).results) == 7
-        assert len(engine.recall(NS, "museum", 3).results) == 3
-
-    async def run() -> int:
-        async with AsyncMemoryEngine.open(store, config=config) as mem:
-            return len((await mem.recall(NS, "museum", 1000)).results)
-
-    assert asyncio.run(run()) == 7

@@ -140,6 +140,28 @@ def test_remember_refuses_a_secret_in_any_field_and_writes_nothing(
     assert PASSWORD.encode() not in data and CANARY.encode() not in data
 
 
+def test_a_prose_passphrase_is_refused_and_a_sentence_about_passwords_is_kept(
+    tmp_path: Path,
+) -> None:
+    """ "My password: correct horse battery staple" was stored as a memory; the door now
+    refuses it, while ordinary sentences about passwords are remembered."""
+    phrase = "correct horse battery staple"
+    with memory_ledger.open(tmp_path / "store") as engine:
+        head = engine.head
+        with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+            engine.remember(NS, f"My password: {phrase}")
+        assert refused.value.reason_code == "secret_detected"
+        assert phrase not in str(refused.value)
+        assert engine.head == head
+        for sentence in (
+            "I forgot my password yesterday.",
+            "The password policy requires 12 characters.",
+        ):
+            engine.remember(NS, sentence)
+        assert len(engine.retrievable_memories(NS)) == 2
+    assert phrase.encode() not in _store_bytes(tmp_path / "store")
+
+
 def test_the_async_engine_and_sessions_pass_the_same_door(tmp_path: Path) -> None:
     store = tmp_path / "store"
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memory_ledger.commands.secrets import (
@@ -556,6 +557,11 @@ def test_redaction_leaves_nothing_detectable(text: str) -> None:
         assert set(result.kinds) >= {s.kind for s in spans}
 
 
+PASSPHRASE_SHAPE = re.compile(
+    r"pass(?:word|wd|phrase|code)s?\s+(?:is|was)\s+[a-z]+(?:[\s_-]+[a-z]+){2}", re.IGNORECASE
+)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
@@ -570,6 +576,9 @@ def test_redaction_leaves_nothing_detectable(text: str) -> None:
     ).map(" ".join)
 )
 def test_plain_prose_is_returned_unchanged(text: str) -> None:
+    # Three words of letters after "password is" are a passphrase (rule password_phrase:
+    # "my password is correct horse battery staple"), not prose.
+    assume(PASSPHRASE_SHAPE.search(text) is None)
     assert find_secrets(text) == []
     assert redact(text) == Redaction(text=text, count=0, kinds=())
 
@@ -982,3 +991,43 @@ DICTIONARY_WORDS = (
 )
 def test_field_secret_of_words_numbers_and_dates_is_false(text: str, label: str | None) -> None:
     assert not field_secret(text, label=label)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("My password: correct horse battery staple", "correct horse battery staple"),
+        ("my password is correct horse battery staple.", "correct horse battery staple"),
+        ("passphrase: Purple Monkey Dishwasher Lamp", "Purple Monkey Dishwasher Lamp"),
+        ("Wifi password: correct-horse-battery-staple", "correct-horse-battery-staple"),
+        ('the passcode was "tangerine walrus quiet orbit"', "tangerine walrus quiet orbit"),
+        (
+            "My password: correct horse battery staple, don't tell anyone",
+            "correct horse battery staple",
+        ),
+    ],
+)
+def test_prose_passphrases_are_found(text: str, secret: str) -> None:
+    start = text.index(secret)
+    assert find_secrets(text) == [SecretSpan(start, start + len(secret), "password")]
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I forgot my password yesterday",
+        "The password policy requires 12 characters",
+        "the password is twelve characters long",
+        "the password was changed last week",
+        "my password is strong and long",
+        "Password: see attached file",
+        "Password requirements: upper lower digits",
+        "Your password is going to expire soon",
+        "the passwords are stored in the vault",
+        "boarding pass: economy class seat",
+        "My password: correct horse",  # two words read as prose
+    ],
+)
+def test_sentences_about_passwords_stay_silent(text: str) -> None:
+    assert find_secrets(text) == []
