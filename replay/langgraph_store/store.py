@@ -52,9 +52,10 @@ __all__ = ["LedgerStore", "StoreNamespaceError"]
 
 
 class StoreNamespaceError(InvalidArgumentError, LangGraphNamespaceError):
-    """A LangGraph namespace breaks LangGraph's rules (empty, a label that is empty, not a
-    string, holds ``.`` or NUL, or a write whose root label is ``langgraph``): both the
-    engine's typed error and LangGraph's ``InvalidNamespaceError``."""
+    """A LangGraph namespace breaks LangGraph's rules (a label that is empty, not a string,
+    holds ``.`` or NUL; for ``put``, also an empty namespace or a root label
+    ``langgraph``): both the engine's typed error and LangGraph's
+    ``InvalidNamespaceError``."""
 
     reason_code = "invalid_langgraph_namespace"
 
@@ -71,17 +72,17 @@ def _check_address(namespace: object, key: object) -> None:
 
 
 def _check_op(op: Op) -> None:
+    """Check ``op`` as LangGraph's stores check an op handed to ``batch``: its labels only
+    (``validate_op_namespace``: not empty, text, no ``.`` or NUL). An empty namespace and a
+    root label ``langgraph`` are refused by ``put`` (LangGraph's ``_validate_namespace``),
+    not here: InMemoryStore, PostgresStore and SqliteStore store such an op given to
+    ``batch``, and so does this store. Counts, query and filter are checked for their type
+    (typed errors, never a raw exception)."""
     try:
         validate_op_namespace(op)
     except LangGraphNamespaceError as e:
         raise StoreNamespaceError(str(e), parameter="namespace") from None
-    if isinstance(op, PutOp):
-        if not op.namespace:
-            raise StoreNamespaceError("Namespace cannot be empty.", parameter="namespace")
-        if op.namespace[0] == "langgraph":
-            msg = f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
-            raise StoreNamespaceError(msg, parameter="namespace")
-    elif isinstance(op, SearchOp):
+    if isinstance(op, SearchOp):
         check_count("limit", op.limit, minimum=0)
         check_count("offset", op.offset, minimum=0)
         if op.query is not None and not isinstance(op.query, str):
@@ -167,8 +168,8 @@ class LedgerStore(BaseStore):
         """Run ``ops`` in order: reads answer from the state before the batch's writes;
         the writes, collapsed per address (last put wins), are sent at the end.
 
-        :raises StoreNamespaceError: an op's namespace breaks LangGraph's rules (nothing of
-            the batch is done).
+        :raises StoreNamespaceError: an op's namespace label breaks LangGraph's rules
+            (:func:`_check_op`; nothing of the batch is done).
         :raises CommandRejectedError: a value the engine refuses (typed; e.g.
             ``SecretRefusedError`` for a secret-shaped value).
         :raises FilterError: a search filter with an unknown operator.
