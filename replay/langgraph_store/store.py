@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.store.base import (
@@ -40,6 +40,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTyp
 from memory_ledger.ledger.ids import Namespace, check_namespace
 from memory_ledger.replay.langgraph_store.matching import matches_filter, matches_namespace
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
+from memory_ledger.replay.langgraph_store.ttl import Refresher
 from memory_ledger.replay.langgraph_store.writes import Put, Writer
 
 if TYPE_CHECKING:
@@ -108,8 +109,12 @@ class LedgerStore(BaseStore):
         (default ``["$"]``, the whole document; with no ``index`` too: lexical search
         always works). Its ``embed``/``dims`` are used by :meth:`open`.
     :param ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes,
-        ``sweep_interval_minutes``). Reads never write: ``refresh_on_read`` is not
-        supported (an item's TTL counts from its last put).
+        ``sweep_interval_minutes``, ``refresh_on_read``, default True as in LangGraph): an
+        item's TTL counts from its last put or, when the read asks for it (``get`` and
+        ``search`` with ``refresh_ttl``, whose default is ``refresh_on_read``), its last
+        read; a read's refresh is a buffered read-path record
+        (:class:`~memory_ledger.replay.langgraph_store.ttl.Refresher`).
+    :param clock: the time TTLs are judged at (aware; default: the wall clock).
     :raises InvalidNamespaceError: ``namespace`` is not a valid engine namespace.
     """
 
@@ -123,6 +128,7 @@ class LedgerStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         owns_engine: bool = False,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         check_namespace(namespace)
         self.engine = engine
@@ -133,6 +139,7 @@ class LedgerStore(BaseStore):
         self.fields: tuple[str, ...] | None = None if fields is None else tuple(fields)
         self.reader = ItemReader(engine, namespace)
         self.writer = Writer(engine, namespace, self.reader)
+        self.refresher = Refresher(engine, namespace, clock)
         self._owns_engine = owns_engine
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ledgerstore")
         self._sweeper: Sweeper | None = None
@@ -145,11 +152,13 @@ class LedgerStore(BaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
         **engine_options: Any,
     ) -> LedgerStore:
         """Open (or create) the store folder ``path`` and a store over it; closing the
-        store closes the engine. With ``index["embed"]`` (LangGraph embeddings or a
-        function) and ``index["dims"]``, search is hybrid with that embedding function
+        store closes the engine (``clock``: as the constructor's). With ``index["embed"]``
+        (LangGraph embeddings or a function) and ``index["dims"]``, search is hybrid with
+        that embedding function
         (:class:`~memory_ledger.replay.langgraph_store.embeddings.LangGraphEmbeddingProvider`);
         without it the engine's configured provider (or lexical recall) serves.
 
@@ -160,7 +169,7 @@ class LedgerStore(BaseStore):
 
             engine_options["embeddings"] = provider_for(index)
         engine = MemoryEngine.open(path, **engine_options)
-        return cls(engine, namespace, index=index, ttl=ttl, owns_engine=True)
+        return cls(engine, namespace, index=index, ttl=ttl, owns_engine=True, clock=clock)
 
     # BaseStore ------------------------------------------------------------------------------
 
@@ -177,7 +186,7 @@ class LedgerStore(BaseStore):
         ops = list(ops)
         for op in ops:
             _check_op(op)
-        now = datetime.now(UTC)
+        now = self.refresher.clock()
         results: list[Result] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
@@ -264,8 +273,10 @@ class LedgerStore(BaseStore):
 
     def _get(self, op: GetOp, now: datetime) -> Item | None:
         current = self.reader.current(op.namespace, str(op.key))
-        if current is None or current.expired(now):
+        if current is None or self.refresher.expired(current, now):
             return None
+        if op.refresh_ttl:
+            self.refresher.refresh(current, now)
         return _item(current)
 
     def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
@@ -312,7 +323,7 @@ class LedgerStore(BaseStore):
                 continue
             if ttl is not None:  # only an item with a TTL needs its times to be kept
                 current = self.reader.current(*address)
-                if current is None or current.expired(now):
+                if current is None or self.refresher.expired(current, now):
                     continue
             kept.append((address, score))
             if len(kept) >= wanted:
@@ -330,6 +341,8 @@ class LedgerStore(BaseStore):
             current = self.reader.current(*address)
             if current is not None:
                 page.append(_search_item(current, score))
+                if op.refresh_ttl:
+                    self.refresher.refresh(current, self.refresher.clock())
         return page
 
     def _candidates(
@@ -356,7 +369,7 @@ class LedgerStore(BaseStore):
             spaces.add(namespace)
         for namespace, key in expiring:  # only these need their times read
             current = self.reader.current(namespace, key)
-            if current is not None and not current.expired(now):
+            if current is not None and not self.refresher.expired(current, now):
                 spaces.add(namespace)
         chosen = [ns for ns in spaces if matches_namespace(ns, conditions)]
         if op.max_depth is not None:
@@ -405,7 +418,7 @@ class LedgerStore(BaseStore):
             minutes = sweep_interval_minutes or (self.ttl_config or {}).get(
                 "sweep_interval_minutes"
             )
-            self._sweeper = Sweeper(self.reader, self.writer, (minutes or 5) * 60.0)
+            self._sweeper = Sweeper(self.reader, self.writer, self.refresher, (minutes or 5) * 60.0)
             self._sweeper.start()
 
     def stop_ttl_sweeper(self) -> None:
@@ -415,15 +428,18 @@ class LedgerStore(BaseStore):
             self._sweeper = None
 
     def sweep_ttl(self) -> int:
-        """Record an expiry for every item whose TTL has run out now; how many."""
+        """Record an expiry for every item whose TTL has run out now (its last put, or its
+        last read by any store over the ledger, is longer ago than its TTL); how many."""
         from memory_ledger.replay.langgraph_store.ttl import sweep
 
-        return sweep(self.reader, self.writer)
+        return sweep(self.reader, self.writer, self.refresher)
 
     def close(self) -> None:
-        """Stop the sweeper and the worker; close the engine when :meth:`open` opened it."""
+        """Stop the sweeper and the worker, write the buffered refresh records; close the
+        engine when :meth:`open` opened it."""
         self.stop_ttl_sweeper()
         self._worker.shutdown(wait=True)
+        self.refresher.close()
         if self._owns_engine:
             self.engine.close()
 
