@@ -51,6 +51,8 @@ REFRESH_SESSION = "langgraph-read"
 FLUSH_SECONDS = 1.0
 """How long a refresh record waits in the buffer at most before it is written (seconds;
 the next read, sweep or close writes it)."""
+REFRESH_QUERY = "refresh_ttl"
+"""The ``query`` of every refresh record (``memory-ledger events`` shows it)."""
 _FLUSH_RECORDS = 256
 _RECORD_EVERY = 1 / 20
 """A refresh is recorded at most once per item per this fraction of its TTL."""
@@ -117,7 +119,7 @@ class Refresher:
                     namespace=self.namespace,
                     session_id=REFRESH_SESSION,
                     turn_id=None,
-                    query="",
+                    query=REFRESH_QUERY,
                     path="live",
                     results=(
                         RecalledItem(
