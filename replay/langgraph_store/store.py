@@ -61,15 +61,27 @@ class StoreNamespaceError(InvalidArgumentError, LangGraphNamespaceError):
     reason_code = "invalid_langgraph_namespace"
 
 
-def _check_address(namespace: object, key: object) -> None:
-    """A namespace must be a tuple of labels and a key a string (typed errors, never a
-    silent conversion)."""
-    if not isinstance(namespace, tuple):
+def _check_address(namespace: object, key: object) -> tuple[str, ...]:
+    """The namespace as a tuple: a namespace must be a tuple (or list, as PostgresStore and
+    SqliteStore take it) of labels and a key a string (typed errors, never a silent
+    conversion of a string into its letters or of a number into text)."""
+    if not isinstance(namespace, (tuple, list)):
         msg = f"namespace must be a tuple of strings, got {type(namespace).__name__}"
         raise InvalidArgumentTypeError(msg, parameter="namespace")
     if not isinstance(key, str):
         msg = f"key must be a string, got {type(key).__name__}"
         raise InvalidArgumentTypeError(msg, parameter="key")
+    return tuple(namespace)
+
+
+def _as_tuples(op: Op) -> Op:
+    """``op`` with a namespace (prefix) given as a list made a tuple (PostgresStore and
+    SqliteStore read ``search(["docs"])`` as ``search(("docs",))``)."""
+    if isinstance(op, (GetOp, PutOp)) and isinstance(op.namespace, list):
+        return op._replace(namespace=tuple(op.namespace))
+    if isinstance(op, SearchOp) and isinstance(op.namespace_prefix, list):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    return op
 
 
 def _check_op(op: Op) -> None:
@@ -183,7 +195,7 @@ class LedgerStore(BaseStore):
             ``SecretRefusedError`` for a secret-shaped value).
         :raises FilterError: a search filter with an unknown operator.
         """
-        ops = list(ops)
+        ops = [_as_tuples(op) for op in ops]
         for op in ops:
             _check_op(op)
         now = self.refresher.clock()
@@ -229,7 +241,7 @@ class LedgerStore(BaseStore):
         namespace LangGraph refuses, ``InvalidArgumentTypeError`` for a key or namespace
         that is not text (LangGraph would store ``5`` as ``"5"`` and ``"users"`` as its
         letters)."""
-        _check_address(namespace, key)
+        namespace = _check_address(namespace, key)
         try:
             super().put(namespace, key, value, index, ttl=ttl)
         except LangGraphNamespaceError as e:
@@ -247,7 +259,7 @@ class LedgerStore(BaseStore):
         ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """The async twin of :meth:`put` (the same typed errors)."""
-        _check_address(namespace, key)
+        namespace = _check_address(namespace, key)
         try:
             await super().aput(namespace, key, value, index, ttl=ttl)
         except LangGraphNamespaceError as e:

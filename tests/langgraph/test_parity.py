@@ -379,3 +379,19 @@ def test_an_old_store_folder_reopens_with_its_items(tmp_path: Path) -> None:
         store.put(("a",), "k", {"v": 1})
     with LedgerStore.open(tmp_path / "s", tenant) as store:
         assert view(store.get(("a",), "k")) == (("a",), "k", {"v": 1})
+
+
+def test_a_namespace_given_as_a_list_is_read_as_its_tuple(shared_engine: MemoryEngine) -> None:
+    """PostgresStore and SqliteStore read ``search(["docs"])`` as ``search(("docs",))``
+    (LangGraph's own SqliteStore suite does it); here it found nothing and ``get`` raised a
+    raw ``TypeError``. A string is still refused, never read as its letters."""
+    from memory_ledger.ledger.errors import InvalidArgumentTypeError
+
+    ours = fresh(shared_engine)
+    ours.put(["docs", "a"], "k", {"v": 1})  # type: ignore[arg-type]
+    assert [i.key for i in ours.search(["docs"])] == ["k"]  # type: ignore[arg-type]
+    got = ours.get(["docs", "a"], "k")  # type: ignore[arg-type]
+    assert got is not None and got.namespace == ("docs", "a")
+    assert ours.list_namespaces() == [("docs", "a")]
+    with pytest.raises(InvalidArgumentTypeError):
+        ours.put("docs", "k", {"v": 1})  # type: ignore[arg-type]
