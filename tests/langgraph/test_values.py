@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langgraph.store.base import PutOp
 
 from memory_ledger.commands import MemoryEngine, Namespace
@@ -143,3 +145,38 @@ def test_the_engines_own_value_limit_is_unchanged(engine: MemoryEngine) -> None:
     engine.apply_batch(ns, [Remember(statement="Alice's profile.", value="v  w", document=True)])
     (doc,) = engine.retrievable_memories(ns)
     assert doc.value == "v  w"
+
+
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+NUMBER = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(
+    st.none() | st.booleans() | NUMBER | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.dictionaries(TEXT, JSON, max_size=5))
+def test_any_json_value_comes_back_exactly_or_is_refused_whole(
+    engine: MemoryEngine, value: dict[str, Any]
+) -> None:
+    """Any JSON object of any characters (whitespace runs, controls, direction and tag
+    characters, emoji) is read back equal to what was put, or refused by a typed error in
+    LangGraph's words (a secret-shaped or prompt-injection string) with nothing written."""
+    store = fresh(engine)
+    head = engine.head
+    try:
+        store.put(("d",), "k", value)
+    except CommandRejectedError as refused:
+        assert refused.reason_code in ("secret_detected", "prompt_injection")
+        assert refused.parameter == "value"
+        assert engine.head == head
+        return
+    got = store.get(("d",), "k")
+    assert got is not None and got.value == value
+    assert json.dumps(got.value) == json.dumps(value)  # key order too
