@@ -147,7 +147,7 @@ def test_the_engines_own_value_limit_is_unchanged(engine: MemoryEngine) -> None:
     assert doc.value == "v  w"
 
 
-TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 NUMBER = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
 JSON = st.recursive(
     st.none() | st.booleans() | NUMBER | TEXT,
