@@ -23,7 +23,6 @@ of reads earlier).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -49,11 +48,10 @@ __all__ = [
 REFRESH_SESSION = "langgraph-read"
 """The session id of every refresh record (``RecallServed.session_id``)."""
 FLUSH_SECONDS = 1.0
-"""How long a refresh record waits in the buffer at most before it is written (seconds;
-the next read, sweep or close writes it)."""
+"""How long a refresh record waits in the buffer before a timer thread writes it (seconds;
+a sweep or close writes it sooner)."""
 REFRESH_QUERY = "refresh_ttl"
 """The ``query`` of every refresh record (``memory-ledger events`` shows it)."""
-_FLUSH_RECORDS = 256
 _RECORD_EVERY = 1 / 20
 """A refresh is recorded at most once per item per this fraction of its TTL."""
 _REMEMBERED = 200_000
@@ -88,8 +86,7 @@ class Refresher:
         self._versions: dict[UUID, int] = {}
         """memory -> the last version of its refresh stream read or written here."""
         self._pending: list[RecallServed] = []
-        self._since = 0.0
-        self._flusher: threading.Thread | None = None
+        self._timer: threading.Timer | None = None
 
     def refresh(self, current: Current, now: datetime) -> None:
         """Record that ``current`` (an item with a TTL, not expired at ``now``) was read."""
@@ -110,7 +107,7 @@ class Refresher:
             version = max(int(now.timestamp() * 1000), self._versions.get(memory, 0) + 1)
             self._versions[memory] = version
             if not self._pending:
-                self._since = time.monotonic()
+                self._schedule()
             self._pending.append(
                 RecallServed(
                     originator_id=refresh_stream(self.namespace, memory),
@@ -128,7 +125,6 @@ class Refresher:
                     ),
                 )
             )
-        self.flush_if_due()
 
     def expired(self, current: Current, now: datetime) -> bool:
         """Whether ``current``'s TTL has run out at ``now``, counted from its last write or
@@ -156,22 +152,15 @@ class Refresher:
                 )
             return self._read.get(memory)
 
-    def flush_if_due(self) -> None:
-        """Write the buffer from a worker thread once it is due (:data:`FLUSH_SECONDS` old or
-        full): the read that found it due returns without waiting for a sync."""
-        with self._lock:
-            if not self._pending:
-                return
-            due = (
-                len(self._pending) >= _FLUSH_RECORDS
-                or time.monotonic() - self._since >= FLUSH_SECONDS
-            )
-            if not due or (self._flusher is not None and self._flusher.is_alive()):
-                return
-            self._flusher = threading.Thread(
-                target=self.flush, name="ledgerstore-refresh", daemon=True
-            )
-            self._flusher.start()
+    def _schedule(self) -> None:
+        """Write the buffer :data:`FLUSH_SECONDS` from now, from a timer thread (called under
+        the lock when the first record enters an empty buffer): the read that buffered it
+        returns without waiting for a sync, and an idle store still writes it."""
+        timer = threading.Timer(FLUSH_SECONDS, self.flush)
+        timer.name = "ledgerstore-refresh"
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
 
     def flush(self) -> int:
         """Write every buffered refresh record now; how many were written. A record the
@@ -196,10 +185,12 @@ class Refresher:
             return written
 
     def close(self) -> None:
-        """Wait for a flush under way and write what is left."""
-        flusher = self._flusher
-        if flusher is not None:
-            flusher.join()
+        """Stop the timer (waiting for a flush under way) and write what is left."""
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+            if timer.is_alive() and timer is not threading.current_thread():
+                timer.join()
         self.flush()
 
 

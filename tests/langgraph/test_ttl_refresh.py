@@ -128,3 +128,23 @@ def test_reads_close_together_record_one_refresh(engine: MemoryEngine) -> None:
     assert len(engine.load_stream(refresh_stream(space, current.memory_id))) == 1
     clock.at(1.05 + 1.15)  # 1.2 s after the first read, 1.15 s after the last
     assert store.get(NS, "k", refresh_ttl=False) is not None
+
+
+def test_an_idle_store_still_writes_its_refresh(engine: MemoryEngine) -> None:
+    """A refresh is written by a timer about a second after the read, with no further read,
+    sweep or close (else another process could sweep an item read here)."""
+    import time
+
+    clock = Clock()
+    space = tenant()
+    store = LedgerStore(engine, space, ttl={"default_ttl": TTL}, clock=clock)
+    store.put(NS, "k", {"v": 1})
+    clock.at(0.5)
+    assert store.get(NS, "k") is not None
+    current = store.reader.current(NS, "k")
+    assert current is not None
+    stream = refresh_stream(space, current.memory_id)
+    deadline = time.monotonic() + 30
+    while not engine.load_stream(stream) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(engine.load_stream(stream)) == 1
