@@ -146,15 +146,20 @@ _SAYS = {
 def in_langgraph_words(error: CommandRejectedError, writes: int) -> CommandRejectedError:
     """``error`` (the engine's refusal of ``ops[i]`` of a batch of ``writes`` engine ops) told
     in LangGraph's words: ``parameter`` is ``value`` or ``key`` instead of the engine's
-    ``ops[i].statement``, ``subject`` or ``tags``, and the message names the write by its
-    place in the batch (never the text refused, nor the key: a refused key may be the
-    secret). The reason code is the engine's."""
+    ``ops[i].statement``, ``subject`` or ``tags`` (``ops`` for the batch as a whole), and
+    the message names the write by its place in the batch when the engine says it (never
+    the text refused, nor the key: a refused key may be the secret). The reason code is
+    the engine's."""
     parameter = error.parameter or ""
-    index, _, field = parameter.partition(".")
-    word = _WORDS.get(field.split("[", 1)[0], "value")
+    name = parameter.rsplit(".", 1)[-1].split("[", 1)[0]  # ops[2].tags[0] -> tags
+    if name == "ops":  # the batch as a whole (more writes than one command holds)
+        message = f"the batch was refused ({error.reason_code}): {error}"
+        return CommandRejectedError(message, error.reason_code, parameter="ops")
+    word = _WORDS.get(name, "value")
     place = ""
-    if writes > 1 and index.startswith("ops[") and index.endswith("]"):
-        place = f" of write {index[4:-1]} of the batch (counting from 0)"
+    if writes > 1 and parameter.startswith("ops[") and "]" in parameter:
+        place = f" of write {parameter[4 : parameter.index(']')]} of the batch (counting from 0)"
     says = _SAYS.get(error.reason_code, "was refused")
-    message = f"the {word}{place} {says} ({error.reason_code})"
+    what = "namespace or key" if name == "tags" else word  # the tag is the item's address
+    message = f"the {what}{place} {says} ({error.reason_code})"
     return CommandRejectedError(message, error.reason_code, parameter=word)

@@ -129,6 +129,16 @@ def test_refusals_speak_langgraphs_words(engine: MemoryEngine) -> None:
         assert not any(word in str(error) for word in ENGINE_WORDS), (index, str(error))
         assert SECRET not in str(error)
     assert engine.head == head
+    for call in (
+        lambda: store.put(("d",), SECRET, {"v": 1}),
+        lambda: store.put(("d", SECRET), "k", {"v": 1}),
+    ):
+        with pytest.raises(CommandRejectedError) as refused:
+            call()
+        assert refused.value.reason_code == "secret_detected"
+        assert refused.value.parameter == "key"  # the item's address (namespace and key)
+        assert SECRET not in str(refused.value)
+    assert engine.head == head
 
 
 def test_the_engines_own_value_limit_is_unchanged(engine: MemoryEngine) -> None:
