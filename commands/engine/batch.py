@@ -51,7 +51,11 @@ MAX_BATCH_OPS = 100_000
 class Remember(msgspec.Struct, frozen=True, kw_only=True):
     """Remember ``statement`` (as :meth:`MemoryEngine.remember`): ``subject`` and
     ``predicate`` make it a keyed fact that supersedes the key's earlier value (in the
-    store or earlier in the batch); ``occurred_at`` (aware) is its valid time."""
+    store or earlier in the batch); ``occurred_at`` (aware) is its valid time.
+    ``document``: ``value`` is a document the host keeps (a LangGraph store item's JSON):
+    up to :data:`~memory_ledger.commands.extraction.validation.MAX_DOCUMENT_VALUE_CHARS`
+    characters, kept exactly, never searched (only ``statement`` is); otherwise a value is
+    a short label (``MAX_FIELD_CHARS["value"]``, whitespace collapsed)."""
 
     statement: str
     subject: str | None = None
@@ -59,6 +63,7 @@ class Remember(msgspec.Struct, frozen=True, kw_only=True):
     value: str | None = None
     tags: tuple[str, ...] = ()
     occurred_at: datetime | None = None
+    document: bool = False
 
 
 class Forget(msgspec.Struct, frozen=True, kw_only=True):
@@ -172,7 +177,13 @@ def _spec(op: object, name: str) -> CommandSpec:
             "confidence": 1.0,
             "tags": checked_tags(op.tags, f"{name}.tags"),
         }
-        return CommandSpec(intent="remember", text=text, item=item, occurred_at=op.occurred_at)
+        return CommandSpec(
+            intent="remember",
+            text=text,
+            item=item,
+            occurred_at=op.occurred_at,
+            document=op.document is True,
+        )
     if isinstance(op, Forget):
         wanted = as_memory_id(op.target)
         if wanted is not None:

@@ -496,7 +496,8 @@ class DirectCommands:
         if kind == "correct":
             resolved = _checked(_correction(statement, state.item if state else None, spec.item))
         elif kind == "remember":
-            resolved = _checked(spec.item if spec.item is not None else _plain_item(statement))
+            raw = spec.item if spec.item is not None else _plain_item(statement)
+            resolved = _checked(raw, document=spec.document)
         if resolved is not None:
             planned[memory_id(namespace, normalize_statement(resolved.statement))] = (
                 resolved.statement
@@ -549,8 +550,10 @@ def _refuse_declined_targets(
 class CommandSpec:
     """One command of a short session (:meth:`DirectCommands.run_many`): its intent, its
     statement (None for a forget or pin: the target's), the item to activate (None: a plain
-    one), the target by id or by ``words``, the correction rule (``strict``) and its valid
-    time (``occurred_at``, aware)."""
+    one), the target by id or by ``words``, the correction rule (``strict``), its valid
+    time (``occurred_at``, aware) and whether the item's value is a document (``document``:
+    :data:`~memory_ledger.commands.extraction.validation.MAX_DOCUMENT_VALUE_CHARS`, kept
+    exactly)."""
 
     intent: Literal["remember", "forget", "correct", "pin"]
     text: str | None
@@ -559,6 +562,7 @@ class CommandSpec:
     words: str | None = None
     strict: bool = False
     occurred_at: datetime | None = None
+    document: bool = False
 
 
 DIRECT_EXTRACTOR_ID = "direct"
@@ -610,8 +614,8 @@ def _correction(
     return raw
 
 
-def _checked(raw: dict[str, Any]) -> ExtractedItem:
-    outcome = validate_item(raw)
+def _checked(raw: dict[str, Any], *, document: bool = False) -> ExtractedItem:
+    outcome = validate_item(raw, document=document)
     if isinstance(outcome, Rejection):
         msg = f"the item was rejected ({outcome.reason_code}): {outcome.detail}"
         raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)

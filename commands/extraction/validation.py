@@ -22,6 +22,7 @@ from memory_ledger.ledger.events import ExtractedItem
 
 __all__ = [
     "INJECTION_MARKERS",
+    "MAX_DOCUMENT_VALUE_CHARS",
     "MAX_STATEMENT_CHARS",
     "MIN_CONFIDENCE",
     "MIN_IMPORTANCE",
@@ -41,6 +42,12 @@ MAX_STATEMENT_CHARS = 2000
 MAX_FIELD_CHARS = {"subject": 256, "predicate": 256, "value": MAX_STATEMENT_CHARS, "tags": 256}
 """The longest subject, predicate, value and tag accepted (characters): a key or a label,
 not a document (``field_too_long``)."""
+MAX_DOCUMENT_VALUE_CHARS = 65_536
+"""The longest value of a document item (characters): a value a host keeps as a document,
+such as a LangGraph store item's JSON (``validate_item(..., document=True)``; the
+``document`` flag of a batch's ``Remember``). Such a value is kept exactly (its whitespace
+is not collapsed) and is never searched: only the statement is tokenized and embedded. The
+secret door reads all of it. Every other value stays at ``MAX_FIELD_CHARS["value"]``."""
 MAX_TAGS = 64
 """The most tags one item carries (``too_many_tags``)."""
 INJECTION_MARKERS = (
@@ -175,8 +182,14 @@ def cited_ids(raw_items: Iterable[Any]) -> set[str]:
     return ids
 
 
-def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedItem | Rejection:
+def validate_item(
+    raw: Any, *, relation_ids: Collection[str] = (), document: bool = False
+) -> ExtractedItem | Rejection:
     """Validate one raw item; return the normalized item or a :class:`Rejection`.
+
+    ``document``: the item's ``value`` is a document (up to
+    :data:`MAX_DOCUMENT_VALUE_CHARS`, kept exactly, whitespace included); every other rule
+    applies to it as to any value.
 
     Reason codes: ``not_an_object``, ``schema_invalid``, ``empty_statement``,
     ``forbidden_character`` (a NUL, another control character but tab and line breaks, or
@@ -218,6 +231,8 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
             detail = f"{name} holds a character that is not valid Unicode text at index {e.start}"
             return Rejection("not_utf8", detail, name)
         limit = MAX_FIELD_CHARS.get(name)
+        if document and name == "value":
+            limit = MAX_DOCUMENT_VALUE_CHARS
         if text and limit is not None and len(text) > limit:
             detail = f"{name} has {len(text)} characters, at most {limit}"
             return Rejection("field_too_long", detail, name)
@@ -293,7 +308,7 @@ def validate_item(raw: Any, *, relation_ids: Collection[str] = ()) -> ExtractedI
         reason=reason,
         subject=_clean(item.subject),
         predicate=_clean(item.predicate),
-        value=_clean(item.value),
+        value=item.value if document and item.value else _clean(item.value),
         tags=tags,
         supersedes=supersedes,
         conflicts_with=conflicts_with,

@@ -44,7 +44,8 @@ __all__ = ["Current", "ItemReader"]
 
 
 class Current(msgspec.Struct, frozen=True, kw_only=True):
-    """The current value of one address: its memory, value, TTL and recorded times."""
+    """The current value of one address: its memory (and its revision), value, TTL and
+    recorded times."""
 
     memory_id: UUID
     namespace: tuple[str, ...]
@@ -54,10 +55,15 @@ class Current(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
     ttl: float | None
     position: int
+    revision: int = 0
 
-    def expired(self, now: datetime) -> bool:
-        """Whether the TTL (minutes after the last write) has run out at ``now``."""
-        return self.ttl is not None and now >= self.updated_at + timedelta(minutes=self.ttl)
+    def expired(self, now: datetime, refreshed: datetime | None = None) -> bool:
+        """Whether the TTL (minutes after the last write, or after ``refreshed``, the last
+        read, when later) has run out at ``now``."""
+        if self.ttl is None:
+            return False
+        last = self.updated_at if refreshed is None else max(self.updated_at, refreshed)
+        return now >= last + timedelta(minutes=self.ttl)
 
 
 class ItemReader:
@@ -139,6 +145,7 @@ class ItemReader:
                 updated_at=updated or first,
                 ttl=decoded[2],
                 position=doc.position,
+                revision=doc.revision or 0,
             )
         return None
 

@@ -2,10 +2,11 @@
 
 One put is one ``remember`` of the engine (``commands.engine``) with:
 
-- ``value``: the item's JSON value, exactly (``json.dumps``, key order kept): the one
-  place the value lives, so ``get`` returns what was put (at most 2,000 characters, the
-  engine's ``MAX_FIELD_CHARS``; a longer one is refused with the engine's
-  ``field_too_long``);
+- ``value``: the item's JSON value, exactly (``json.dumps``, key order kept, compact, the
+  characters no stored text may hold written as ``\\uXXXX`` escapes): the one place the
+  value lives, so ``get`` returns what was put. It is a document value of the engine
+  (``Remember(document=True)``): up to :data:`MAX_VALUE_CHARS` characters, kept exactly
+  and never searched; a longer one is refused (``value_too_large``, naming ``value``);
 - ``subject``: ``lg`` and a digest of the item's address (its LangGraph namespace and key),
   ``predicate`` :data:`PREDICATE`: the engine's (subject, predicate) key, so a put of the
   same address supersedes the previous value (the engine lowercases keys; a hex digest
@@ -23,16 +24,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError
-from memory_ledger.ledger.arguments import check_encodable
+from memory_ledger.commands.extraction.validation import MAX_DOCUMENT_VALUE_CHARS
+from memory_ledger.ledger.arguments import BIDI_CONTROLS, TAG_CHARACTERS, check_encodable
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
+    "MAX_VALUE_CHARS",
     "PREDICATE",
     "Address",
     "Record",
@@ -50,6 +54,19 @@ ADDRESS_TAG = "langgraph:"
 TTL_TAG = "langgraph-ttl:"
 MAX_TTL_MINUTES = 100 * 365 * 24 * 60
 """The longest TTL a put takes (a century): a longer one would overflow the expiry time."""
+MAX_VALUE_CHARS = MAX_DOCUMENT_VALUE_CHARS
+"""The longest value a put takes: 65,536 characters of JSON as recorded (compact, no space
+after ``,`` and ``:``), so any value of 64 KB of JSON fits; a longer one is refused with
+``value_too_large``. Only the indexed fields are searched (the statement, below); the
+secret door reads the whole value."""
+_HIDDEN = re.compile(
+    "[\x7f-\x9f"
+    + "".join(sorted(BIDI_CONTROLS))
+    + f"{chr(TAG_CHARACTERS.start)}-{chr(TAG_CHARACTERS.stop - 1)}]"
+)
+"""The characters no stored text holds (``ledger.arguments.forbidden_character``) that
+``json.dumps`` writes as they are (it escapes U+0000..U+001F itself): escaped in a value,
+dropped from the searched text."""
 _STATEMENT_ROOM = 1960
 """Characters of indexed text kept in the statement (the engine allows 2,000; the rest is
 the revision digest)."""
@@ -83,7 +100,13 @@ def _json(value: Any, parameter: str) -> str:
     except (TypeError, ValueError, RecursionError) as e:
         msg = f"{parameter} must be JSON-serializable: {type(e).__name__}"
         raise CommandRejectedError(msg, "value_not_json", parameter=parameter) from None
-    return check_encodable(parameter, text)
+    check_encodable(parameter, text)
+    return _HIDDEN.sub(_escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    """A hidden character as its JSON escape (a surrogate pair above U+FFFF)."""
+    return json.dumps(found.group())[1:-1]
 
 
 def checked_ttl(ttl: object) -> float | None:
@@ -126,13 +149,17 @@ def encode_record(
     """The record of a put of ``value`` at ``(namespace, key)`` indexing ``fields``
     (None: the whole document; ``[]``: not indexed) with ``ttl`` minutes (None: none).
 
-    :raises CommandRejectedError: ``value`` is not a JSON object (``value_not_json``) or the
-        address is longer than a tag holds (``address_too_long``, 256 characters).
+    :raises CommandRejectedError: ``value`` is not a JSON object (``value_not_json``), its
+        JSON is longer than :data:`MAX_VALUE_CHARS` (``value_too_large``), or the address is
+        longer than a tag holds (``address_too_long``, 256 characters).
     """
     if not isinstance(value, Mapping):
         msg = f"value must be a dict, got {type(value).__name__}"
         raise CommandRejectedError(msg, "value_not_json", parameter="value")
     text = _json(dict(value), "value")
+    if len(text) > MAX_VALUE_CHARS:
+        msg = f"value is {len(text)} characters of JSON, at most {MAX_VALUE_CHARS}"
+        raise CommandRejectedError(msg, "value_too_large", parameter="value")
     address = ADDRESS_TAG + _json([list(namespace), key], "key")
     if len(address) > 256:
         msg = "namespace and key together are longer than 256 characters as JSON"
@@ -140,7 +167,7 @@ def encode_record(
     minutes = checked_ttl(ttl)
     tags = (address,) if minutes is None else (address, f"{TTL_TAG}{minutes!r}")
     digest = hashlib.sha256("\x1f".join((address, text, repr(ttl))).encode("utf-8"))
-    searched = " ".join(index_text(value, fields).split())[:_STATEMENT_ROOM]
+    searched = " ".join(_HIDDEN.sub("", index_text(value, fields)).split())[:_STATEMENT_ROOM]
     statement = f"{searched} lgrev{digest.hexdigest()[:16]}".strip()
     return Record(statement=statement, subject=subject_of(namespace, key), value=text, tags=tags)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.store.base import (
@@ -40,6 +40,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTyp
 from memory_ledger.ledger.ids import Namespace, check_namespace
 from memory_ledger.replay.langgraph_store.matching import matches_filter, matches_namespace
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
+from memory_ledger.replay.langgraph_store.ttl import Refresher
 from memory_ledger.replay.langgraph_store.writes import Put, Writer
 
 if TYPE_CHECKING:
@@ -52,36 +53,49 @@ __all__ = ["LedgerStore", "StoreNamespaceError"]
 
 
 class StoreNamespaceError(InvalidArgumentError, LangGraphNamespaceError):
-    """A LangGraph namespace breaks LangGraph's rules (empty, a label that is empty, not a
-    string, holds ``.`` or NUL, or a write whose root label is ``langgraph``): both the
-    engine's typed error and LangGraph's ``InvalidNamespaceError``."""
+    """A LangGraph namespace breaks LangGraph's rules (a label that is empty, not a string,
+    holds ``.`` or NUL; for ``put``, also an empty namespace or a root label
+    ``langgraph``): both the engine's typed error and LangGraph's
+    ``InvalidNamespaceError``."""
 
     reason_code = "invalid_langgraph_namespace"
 
 
-def _check_address(namespace: object, key: object) -> None:
-    """A namespace must be a tuple of labels and a key a string (typed errors, never a
-    silent conversion)."""
-    if not isinstance(namespace, tuple):
+def _check_address(namespace: object, key: object) -> tuple[str, ...]:
+    """The namespace as a tuple: a namespace must be a tuple (or list, as PostgresStore and
+    SqliteStore take it) of labels and a key a string (typed errors, never a silent
+    conversion of a string into its letters or of a number into text)."""
+    if not isinstance(namespace, (tuple, list)):
         msg = f"namespace must be a tuple of strings, got {type(namespace).__name__}"
         raise InvalidArgumentTypeError(msg, parameter="namespace")
     if not isinstance(key, str):
         msg = f"key must be a string, got {type(key).__name__}"
         raise InvalidArgumentTypeError(msg, parameter="key")
+    return tuple(namespace)
+
+
+def _as_tuples(op: Op) -> Op:
+    """``op`` with a namespace (prefix) given as a list made a tuple (PostgresStore and
+    SqliteStore read ``search(["docs"])`` as ``search(("docs",))``)."""
+    if isinstance(op, (GetOp, PutOp)) and isinstance(op.namespace, list):
+        return op._replace(namespace=tuple(op.namespace))
+    if isinstance(op, SearchOp) and isinstance(op.namespace_prefix, list):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    return op
 
 
 def _check_op(op: Op) -> None:
+    """Check ``op`` as LangGraph's stores check an op handed to ``batch``: its labels only
+    (``validate_op_namespace``: not empty, text, no ``.`` or NUL). An empty namespace and a
+    root label ``langgraph`` are refused by ``put`` (LangGraph's ``_validate_namespace``),
+    not here: InMemoryStore, PostgresStore and SqliteStore store such an op given to
+    ``batch``, and so does this store. Counts, query and filter are checked for their type
+    (typed errors, never a raw exception)."""
     try:
         validate_op_namespace(op)
     except LangGraphNamespaceError as e:
         raise StoreNamespaceError(str(e), parameter="namespace") from None
-    if isinstance(op, PutOp):
-        if not op.namespace:
-            raise StoreNamespaceError("Namespace cannot be empty.", parameter="namespace")
-        if op.namespace[0] == "langgraph":
-            msg = f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
-            raise StoreNamespaceError(msg, parameter="namespace")
-    elif isinstance(op, SearchOp):
+    if isinstance(op, SearchOp):
         check_count("limit", op.limit, minimum=0)
         check_count("offset", op.offset, minimum=0)
         if op.query is not None and not isinstance(op.query, str):
@@ -107,8 +121,12 @@ class LedgerStore(BaseStore):
         (default ``["$"]``, the whole document; with no ``index`` too: lexical search
         always works). Its ``embed``/``dims`` are used by :meth:`open`.
     :param ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes,
-        ``sweep_interval_minutes``). Reads never write: ``refresh_on_read`` is not
-        supported (an item's TTL counts from its last put).
+        ``sweep_interval_minutes``, ``refresh_on_read``, default True as in LangGraph): an
+        item's TTL counts from its last put or, when the read asks for it (``get`` and
+        ``search`` with ``refresh_ttl``, whose default is ``refresh_on_read``), its last
+        read; a read's refresh is a buffered read-path record
+        (:class:`~memory_ledger.replay.langgraph_store.ttl.Refresher`).
+    :param clock: the time TTLs are judged at (aware; default: the wall clock).
     :raises InvalidNamespaceError: ``namespace`` is not a valid engine namespace.
     """
 
@@ -122,6 +140,7 @@ class LedgerStore(BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         owns_engine: bool = False,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         check_namespace(namespace)
         self.engine = engine
@@ -132,6 +151,7 @@ class LedgerStore(BaseStore):
         self.fields: tuple[str, ...] | None = None if fields is None else tuple(fields)
         self.reader = ItemReader(engine, namespace)
         self.writer = Writer(engine, namespace, self.reader)
+        self.refresher = Refresher(engine, namespace, clock)
         self._owns_engine = owns_engine
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ledgerstore")
         self._sweeper: Sweeper | None = None
@@ -144,11 +164,13 @@ class LedgerStore(BaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
         **engine_options: Any,
     ) -> LedgerStore:
         """Open (or create) the store folder ``path`` and a store over it; closing the
-        store closes the engine. With ``index["embed"]`` (LangGraph embeddings or a
-        function) and ``index["dims"]``, search is hybrid with that embedding function
+        store closes the engine (``clock``: as the constructor's). With ``index["embed"]``
+        (LangGraph embeddings or a function) and ``index["dims"]``, search is hybrid with
+        that embedding function
         (:class:`~memory_ledger.replay.langgraph_store.embeddings.LangGraphEmbeddingProvider`);
         without it the engine's configured provider (or lexical recall) serves.
 
@@ -159,7 +181,7 @@ class LedgerStore(BaseStore):
 
             engine_options["embeddings"] = provider_for(index)
         engine = MemoryEngine.open(path, **engine_options)
-        return cls(engine, namespace, index=index, ttl=ttl, owns_engine=True)
+        return cls(engine, namespace, index=index, ttl=ttl, owns_engine=True, clock=clock)
 
     # BaseStore ------------------------------------------------------------------------------
 
@@ -167,16 +189,16 @@ class LedgerStore(BaseStore):
         """Run ``ops`` in order: reads answer from the state before the batch's writes;
         the writes, collapsed per address (last put wins), are sent at the end.
 
-        :raises StoreNamespaceError: an op's namespace breaks LangGraph's rules (nothing of
-            the batch is done).
+        :raises StoreNamespaceError: an op's namespace label breaks LangGraph's rules
+            (:func:`_check_op`; nothing of the batch is done).
         :raises CommandRejectedError: a value the engine refuses (typed; e.g.
             ``SecretRefusedError`` for a secret-shaped value).
         :raises FilterError: a search filter with an unknown operator.
         """
-        ops = list(ops)
+        ops = [_as_tuples(op) for op in ops]
         for op in ops:
             _check_op(op)
-        now = datetime.now(UTC)
+        now = self.refresher.clock()
         results: list[Result] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
@@ -219,7 +241,7 @@ class LedgerStore(BaseStore):
         namespace LangGraph refuses, ``InvalidArgumentTypeError`` for a key or namespace
         that is not text (LangGraph would store ``5`` as ``"5"`` and ``"users"`` as its
         letters)."""
-        _check_address(namespace, key)
+        namespace = _check_address(namespace, key)
         try:
             super().put(namespace, key, value, index, ttl=ttl)
         except LangGraphNamespaceError as e:
@@ -237,7 +259,7 @@ class LedgerStore(BaseStore):
         ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
         """The async twin of :meth:`put` (the same typed errors)."""
-        _check_address(namespace, key)
+        namespace = _check_address(namespace, key)
         try:
             await super().aput(namespace, key, value, index, ttl=ttl)
         except LangGraphNamespaceError as e:
@@ -263,8 +285,10 @@ class LedgerStore(BaseStore):
 
     def _get(self, op: GetOp, now: datetime) -> Item | None:
         current = self.reader.current(op.namespace, str(op.key))
-        if current is None or current.expired(now):
+        if current is None or self.refresher.expired(current, now):
             return None
+        if op.refresh_ttl:
+            self.refresher.refresh(current, now)
         return _item(current)
 
     def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
@@ -311,7 +335,7 @@ class LedgerStore(BaseStore):
                 continue
             if ttl is not None:  # only an item with a TTL needs its times to be kept
                 current = self.reader.current(*address)
-                if current is None or current.expired(now):
+                if current is None or self.refresher.expired(current, now):
                     continue
             kept.append((address, score))
             if len(kept) >= wanted:
@@ -329,6 +353,8 @@ class LedgerStore(BaseStore):
             current = self.reader.current(*address)
             if current is not None:
                 page.append(_search_item(current, score))
+                if op.refresh_ttl:
+                    self.refresher.refresh(current, self.refresher.clock())
         return page
 
     def _candidates(
@@ -355,7 +381,7 @@ class LedgerStore(BaseStore):
             spaces.add(namespace)
         for namespace, key in expiring:  # only these need their times read
             current = self.reader.current(namespace, key)
-            if current is not None and not current.expired(now):
+            if current is not None and not self.refresher.expired(current, now):
                 spaces.add(namespace)
         chosen = [ns for ns in spaces if matches_namespace(ns, conditions)]
         if op.max_depth is not None:
@@ -404,7 +430,7 @@ class LedgerStore(BaseStore):
             minutes = sweep_interval_minutes or (self.ttl_config or {}).get(
                 "sweep_interval_minutes"
             )
-            self._sweeper = Sweeper(self.reader, self.writer, (minutes or 5) * 60.0)
+            self._sweeper = Sweeper(self.reader, self.writer, self.refresher, (minutes or 5) * 60.0)
             self._sweeper.start()
 
     def stop_ttl_sweeper(self) -> None:
@@ -414,15 +440,18 @@ class LedgerStore(BaseStore):
             self._sweeper = None
 
     def sweep_ttl(self) -> int:
-        """Record an expiry for every item whose TTL has run out now; how many."""
+        """Record an expiry for every item whose TTL has run out now (its last put, or its
+        last read by any store over the ledger, is longer ago than its TTL); how many."""
         from memory_ledger.replay.langgraph_store.ttl import sweep
 
-        return sweep(self.reader, self.writer)
+        return sweep(self.reader, self.writer, self.refresher)
 
     def close(self) -> None:
-        """Stop the sweeper and the worker; close the engine when :meth:`open` opened it."""
+        """Stop the sweeper and the worker, write the buffered refresh records; close the
+        engine when :meth:`open` opened it."""
         self.stop_ttl_sweeper()
         self._worker.shutdown(wait=True)
+        self.refresher.close()
         if self._owns_engine:
             self.engine.close()
 

@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memory_ledger.commands.engine import DirectCommands, Forget, Remember
-from memory_ledger.commands.errors import SupersededTargetError, UnknownMemoryError
+from memory_ledger.commands.errors import (
+    CommandRejectedError,
+    SupersededTargetError,
+    UnknownMemoryError,
+)
 from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record
 
 if TYPE_CHECKING:
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.replay.langgraph_store.reads import ItemReader
 
-__all__ = ["EXPIRY_PREFIX", "Put", "Writer"]
+__all__ = ["EXPIRY_PREFIX", "Put", "Writer", "in_langgraph_words"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
@@ -69,8 +73,10 @@ class Writer:
         engine refuses the whole batch) is re-read and the batch sent again.
 
         :raises CommandRejectedError: a value the engine refuses (a secret-shaped value:
-            ``secret_detected``; too long: ``field_too_long``; not JSON:
-            ``value_not_json``); ``parameter`` names ``ops[i]``; nothing was written.
+            ``secret_detected``; longer than ``MAX_VALUE_CHARS``: ``value_too_large``; not
+            JSON: ``value_not_json``); ``parameter`` names ``value``, ``key`` or
+            ``namespace`` and the message speaks of the put, never of the engine's fields
+            (:func:`in_langgraph_words`); nothing was written.
         """
         for attempt in range(_RETRIES):
             ops = self._ops(puts)
@@ -83,6 +89,8 @@ class Writer:
             except (SupersededTargetError, UnknownMemoryError):
                 if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
                     raise
+            except CommandRejectedError as e:
+                raise in_langgraph_words(e, len(ops)) from None
         return 0  # pragma: no cover (the loop returns or raises)
 
     def _ops(self, puts: Sequence[Put]) -> list[Remember | Forget]:
@@ -102,6 +110,7 @@ class Writer:
                     value=record.value,
                     tags=record.tags,
                     occurred_at=put.occurred_at,
+                    document=True,
                 )
             )
         return ops
@@ -119,3 +128,38 @@ class Writer:
             except (SupersededTargetError, UnknownMemoryError):
                 continue  # replaced or deleted meanwhile: read again
         return 0
+
+
+_WORDS = {"statement": "value", "value": "value", "subject": "key", "tags": "key"}
+"""The LangGraph word for each field of the engine's item a put fills (``records``): the
+statement is the value's indexed text, the subject and address tag are the key's digest
+and address."""
+_SAYS = {
+    "secret_detected": "holds a secret-shaped string; nothing was written",
+    "prompt_injection": "carries a prompt-injection marker; nothing was written",
+    "forbidden_character": "holds a character no stored text may hold",
+    "field_too_long": "is too long",
+    "value_too_large": "is too large",
+}
+
+
+def in_langgraph_words(error: CommandRejectedError, writes: int) -> CommandRejectedError:
+    """``error`` (the engine's refusal of ``ops[i]`` of a batch of ``writes`` engine ops) told
+    in LangGraph's words: ``parameter`` is ``value`` or ``key`` instead of the engine's
+    ``ops[i].statement``, ``subject`` or ``tags`` (``ops`` for the batch as a whole), and
+    the message names the write by its place in the batch when the engine says it (never
+    the text refused, nor the key: a refused key may be the secret). The reason code is
+    the engine's."""
+    parameter = error.parameter or ""
+    name = parameter.rsplit(".", 1)[-1].split("[", 1)[0]  # ops[2].tags[0] -> tags
+    if name == "ops":  # the batch as a whole (more writes than one command holds)
+        message = f"the batch was refused ({error.reason_code}): {error}"
+        return CommandRejectedError(message, error.reason_code, parameter="ops")
+    word = _WORDS.get(name, "value")
+    place = ""
+    if writes > 1 and parameter.startswith("ops[") and "]" in parameter:
+        place = f" of write {parameter[4 : parameter.index(']')]} of the batch (counting from 0)"
+    says = _SAYS.get(error.reason_code, "was refused")
+    what = "namespace or key" if name == "tags" else word  # the tag is the item's address
+    message = f"the {what}{place} {says} ({error.reason_code})"
+    return CommandRejectedError(message, error.reason_code, parameter=word)

@@ -297,3 +297,38 @@ def _one(engine: MemoryEngine, op: Remember | Forget) -> None:
         engine.remember(NS, op.statement, subject=op.subject, predicate=op.predicate)
     else:
         engine.forget(NS, op.target)
+
+
+def test_a_document_value_is_long_and_kept_exactly(engine: MemoryEngine) -> None:
+    """``Remember(document=True)``: the value is a document (the LangGraph store's item
+    JSON): up to MAX_DOCUMENT_VALUE_CHARS, whitespace kept, never searched; the secret door
+    reads all of it. Without the flag a value stays a short label."""
+    from memory_ledger.commands.errors import CommandRejectedError
+    from memory_ledger.commands.extraction.validation import MAX_DOCUMENT_VALUE_CHARS
+
+    document = "zebra  " + "w " * ((MAX_DOCUMENT_VALUE_CHARS - 7) // 2)
+    assert len(document) <= MAX_DOCUMENT_VALUE_CHARS
+    engine.apply_batch(
+        NS, [Remember(statement="Alice's profile.", subject="alice", value=document, document=True)]
+    )
+    (doc,) = engine.retrievable_memories(NS)
+    assert doc.value == document
+    assert list(engine.recall(NS, "zebra")) == []  # the value is not searched
+    assert len(engine.recall(NS, "profile")) == 1
+    refused = [
+        Remember(statement="Alice's profile.", value="v" * 2001),
+        Remember(
+            statement="Bob's profile.", value="v" * (MAX_DOCUMENT_VALUE_CHARS + 1), document=True
+        ),
+        Remember(
+            statement="Carol's profile.",
+            value="w " * 30_000 + "AKIA" + "IOSFODNN7EXAMPLE",
+            document=True,
+        ),
+    ]
+    head = engine.head
+    for op in refused:
+        with pytest.raises(CommandRejectedError) as error:
+            engine.apply_batch(NS, [op])
+        assert str(error.value.parameter).endswith("value")
+    assert engine.head == head

@@ -264,9 +264,9 @@ def test_langgraphs_own_namespace_and_key_errors_are_typed_errors_too(
         with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
             store.put(namespace, "k", {"v": 1})  # type: ignore[arg-type]
         assert isinstance(refused.value, InvalidNamespaceError)
-    for namespace, key in [("users", "k"), (("u",), None), (("u",), 5)]:
+    for space, key in [("users", "k"), (("u",), None), (("u",), 5)]:
         with pytest.raises(memory_ledger.MemoryLedgerError) as wrong:
-            store.put(namespace, key, {"v": 1})  # type: ignore[arg-type]
+            store.put(space, key, {"v": 1})  # type: ignore[arg-type]
         assert wrong.value.reason_code == "invalid_argument_type"
     with pytest.raises(memory_ledger.MemoryLedgerError):
         asyncio.run(store.aput(("a.b",), "k", {"v": 1}))

@@ -26,7 +26,16 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langgraph.store.base import GetOp, InvalidNamespaceError, Item, Op, PutOp, SearchOp
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchOp,
+)
 from langgraph.store.memory import InMemoryStore
 
 from memory_ledger.commands import MemoryEngine, Namespace
@@ -196,12 +205,48 @@ def test_namespace_errors_are_langgraphs(
     for store in (theirs, ours):
         with pytest.raises(InvalidNamespaceError):
             store.put(namespace, "k", {"v": 1})
-    # Ops handed to batch directly are checked too (InMemoryStore does not check them):
-    # both LangGraph's error and the engine's typed error.
-    with pytest.raises(StoreNamespaceError) as raised:
-        ours.batch([PutOp(namespace, "k", {"v": 1})])
-    assert isinstance(raised.value, InvalidNamespaceError)
-    assert raised.value.reason_code == "invalid_langgraph_namespace"
+
+
+@pytest.mark.parametrize("namespace", [("",), ("a.b",), ("ok", "a\x00b"), ("x", 5)])
+def test_batch_refuses_the_labels_langgraph_refuses_there(
+    shared_engine: MemoryEngine, namespace: tuple[str, ...]
+) -> None:
+    """Ops handed to batch directly are checked as LangGraph checks them there
+    (``validate_op_namespace``: labels only): both LangGraph's error and the engine's typed
+    error, for every kind of op."""
+    ours = fresh(shared_engine)
+    ops: list[Op] = [
+        PutOp(namespace, "k", {"v": 1}),
+        GetOp(namespace, "k"),
+        SearchOp(namespace),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", namespace),)),
+    ]
+    for op in ops:
+        with pytest.raises(StoreNamespaceError) as raised:
+            ours.batch([op])
+        assert isinstance(raised.value, InvalidNamespaceError)
+        assert raised.value.reason_code == "invalid_langgraph_namespace"
+    assert ours.search(()) == []
+
+
+@pytest.mark.parametrize("namespace", [(), ("langgraph",), ("langgraph", "x")])
+def test_batch_stores_what_only_put_refuses(
+    shared_engine: MemoryEngine, namespace: tuple[str, ...]
+) -> None:
+    """LangGraph reserves the root label ``langgraph`` (and refuses an empty namespace) in
+    ``put()`` only (``_validate_namespace``); handed to ``batch``, InMemoryStore,
+    PostgresStore and SqliteStore store such an op. So does this store (it refused them)."""
+    theirs, ours = both(shared_engine)
+    ops: list[Op] = [PutOp(namespace, "k", {"v": 1}), PutOp(namespace, "j", {"v": 2})]
+    assert ours.batch(ops) == theirs.batch(ops) == [None, None]
+    for key in ("k", "j"):
+        assert view(ours.get(namespace, key)) == view(theirs.get(namespace, key))
+        got = ours.batch([GetOp(namespace, key)])[0]
+        assert view(cast(Item, got)) == view(cast(Item, theirs.batch([GetOp(namespace, key)])[0]))
+    assert ours.list_namespaces() == listed(theirs) == [namespace]
+    assert views(ours.search(namespace)) == views(theirs.search(namespace))
+    ours.batch([PutOp(namespace, "k", None)])
+    assert ours.get(namespace, "k") is None and view(ours.get(namespace, "j")) is not None
 
 
 def test_batch_reads_before_writes_and_last_put_wins(shared_engine: MemoryEngine) -> None:
@@ -235,8 +280,8 @@ def test_values_the_engine_refuses(shared_engine: MemoryEngine) -> None:
         ours.put(("d",), "k", {"bad": object()})
     assert raised.value.reason_code == "value_not_json"
     with pytest.raises(CommandRejectedError) as raised:
-        ours.put(("d",), "k", {"long": "x" * 3000}, index=False)
-    assert raised.value.reason_code == "field_too_long"
+        ours.put(("d",), "k", {"long": "x" * 70_000}, index=False)
+    assert raised.value.reason_code == "value_too_large"
     assert ours.get(("d",), "k") is None
     assert ours.search(()) == []
 
@@ -334,3 +379,19 @@ def test_an_old_store_folder_reopens_with_its_items(tmp_path: Path) -> None:
         store.put(("a",), "k", {"v": 1})
     with LedgerStore.open(tmp_path / "s", tenant) as store:
         assert view(store.get(("a",), "k")) == (("a",), "k", {"v": 1})
+
+
+def test_a_namespace_given_as_a_list_is_read_as_its_tuple(shared_engine: MemoryEngine) -> None:
+    """PostgresStore and SqliteStore read ``search(["docs"])`` as ``search(("docs",))``
+    (LangGraph's own SqliteStore suite does it); here it found nothing and ``get`` raised a
+    raw ``TypeError``. A string is still refused, never read as its letters."""
+    from memory_ledger.ledger.errors import InvalidArgumentTypeError
+
+    ours = fresh(shared_engine)
+    ours.put(["docs", "a"], "k", {"v": 1})  # type: ignore[arg-type]
+    assert [i.key for i in ours.search(["docs"])] == ["k"]  # type: ignore[arg-type]
+    got = ours.get(["docs", "a"], "k")  # type: ignore[arg-type]
+    assert got is not None and got.namespace == ("docs", "a")
+    assert ours.list_namespaces() == [("docs", "a")]
+    with pytest.raises(InvalidArgumentTypeError):
+        ours.put("docs", "k", {"v": 1})  # type: ignore[arg-type]
