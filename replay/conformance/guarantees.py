@@ -151,11 +151,11 @@ def test_one_value_per_key_under_threads(
 def test_one_value_per_key_under_processes(
     conformance_subject: Subject, conformance_root: str
 ) -> None:
-    """As the threads' test, with four processes each opening the store from the factory
+    """As the threads' test, with three processes each opening the store from the factory
     (for factories that say several processes may share a store)."""
     if not conformance_subject.traits.processes:
         pytest.skip("the factory does not say several processes can share one store")
-    ns, workers, rounds = (conformance_root, "processes"), 4, 10
+    ns, workers, rounds = (conformance_root, "processes"), 3, 10
     race_in_processes(conformance_subject.spec, ns, workers, rounds)
     with open_store(conformance_subject.factory) as store:
         _check_race(store, ns, conformance_root, workers, rounds)

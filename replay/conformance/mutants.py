@@ -26,9 +26,9 @@ import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from langgraph.store.base import BaseStore, Item, Op, PutOp, Result, SearchOp
+from langgraph.store.base import BaseStore, Item, Op, PutOp, Result, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from memory_ledger.replay.conformance.factory import store_factory
@@ -107,9 +107,8 @@ class LeakingNamespace(SnapshotStore):
         for index, op in enumerate(ops):
             if isinstance(op, SearchOp) and op.namespace_prefix:
                 dotted = ".".join(op.namespace_prefix)
-                found = [
-                    i for i in results[index] or [] if ".".join(i.namespace).startswith(dotted)
-                ]
+                wide = cast(list[SearchItem], results[index] or [])
+                found = [i for i in wide if ".".join(i.namespace).startswith(dotted)]
                 results[index] = found[op.offset : op.offset + op.limit]
         return results
 
@@ -149,7 +148,7 @@ class LostUpdate(SnapshotStore):
             now = datetime.now(UTC)
             old = copy.get(op.key)
             copy[op.key] = Item(
-                value=op.value,
+                value=dict(op.value),
                 key=op.key,
                 namespace=op.namespace,
                 created_at=old.created_at if old else now,
