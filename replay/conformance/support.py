@@ -25,6 +25,7 @@ __all__ = [
     "asettle",
     "everything",
     "kit_settings",
+    "offered",
     "run",
     "settle",
     "values",
@@ -113,6 +114,16 @@ def everything(store: BaseStore, prefix: tuple[str, ...], **search: Any) -> list
         found += page
         if len(page) < 100:
             return found
+
+
+def offered(awaitable: Awaitable[T]) -> T | None:
+    """:func:`run`, or ``None`` when the store does not offer the async API (raises
+    ``NotImplementedError``, as ``SqliteStore`` does): a property other than the contract
+    then checks the channels the store has; the missing API is the contract's failure."""
+    try:
+        return run(awaitable)
+    except NotImplementedError:
+        return None
 
 
 def run(awaitable: Awaitable[T]) -> T:
