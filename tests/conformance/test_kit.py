@@ -117,3 +117,17 @@ def test_the_plugin_changes_nothing_without_a_factory(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_the_published_table_covers_every_store_and_property() -> None:
+    """docs/conformance.md holds the table ``python -m benchmarks conformance`` wrote: a
+    row per store and property, InMemoryStore and LedgerStore at least, and the load."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "conformance.md").read_text()
+    begin, end = "<!-- conformance-table:begin -->", "<!-- conformance-table:end -->"
+    table = page[page.index(begin) : page.index(end)]
+    assert "python -m benchmarks conformance" in table and "load" in table
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ")]
+    cells = {(row[0].removeprefix("| "), row[2]): row[3] for row in rows[1:]}
+    for store in ("InMemoryStore", "LedgerStore"):
+        assert {prop for (name, prop) in cells if name == store} == set(PROPERTIES)
+    assert cells[("LedgerStore", "delete")] == "failed"
