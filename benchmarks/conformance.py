@@ -3,7 +3,8 @@
 ``python -m benchmarks conformance [--quick] [--examples N] [--pg URL] [--no-docs]``
 
 Runs ``pytest -p memory_ledger.conformance`` once per store, each in its own process, on
-LangGraph's ``InMemoryStore``, ``LedgerStore`` (a store folder), ``SqliteStore`` (a file;
+LangGraph's ``InMemoryStore``, ``LedgerStore`` (a store folder; again with a master key:
+values sealed at rest), ``SqliteStore`` (a file;
 ``langgraph-checkpoint-sqlite``) and ``PostgresStore`` (a database of its own, created on
 ``--pg``, default ``$MEMORY_LEDGER_TEST_PG`` or ``postgresql://postgres@127.0.0.1:5432/test``,
 dropped after; skipped when unreachable), telling the kit where each store's bytes are.
@@ -41,6 +42,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("LedgerStore", "delete"): "by design: a delete is a recorded forget; the ledger keeps "
     "every version (history, as-of reads, explain) and the projection the forgotten memory. "
     "Removing the bytes is erasure (crypto-shredding, docs/erasure.md)",
+    ("LedgerStore (sealed)", "delete"): "values are sealed at rest (AES-256-GCM): no byte of "
+    "a value is in clear to look for; erasure destroys the key (docs/erasure.md)",
     ("PostgresStore", "contract"): "PostgresStore compares $gt $gte $lt $lte as text "
     "(value->>key <= '-3' holds for -2), where LangGraph's InMemoryStore compares numbers",
     ("SqliteStore", "contract"): "SqliteStore has no async methods (NotImplementedError: "
@@ -103,9 +106,9 @@ def _targets(scratch: Path, quick: bool, pg: tuple[str, str] | None) -> list[Tar
     ]
     if quick:
         return targets
-    ledger, lite = scratch / "ledger", scratch / "sqlite"
-    ledger.mkdir()
-    lite.mkdir()
+    ledger, sealed, lite = scratch / "ledger", scratch / "sealed", scratch / "sqlite"
+    for folder in (ledger, sealed, lite):
+        folder.mkdir()
     targets.append(
         Target(
             "LedgerStore",
@@ -113,6 +116,15 @@ def _targets(scratch: Path, quick: bool, pg: tuple[str, str] | None) -> list[Tar
             f"memory-ledger {_version('memory-ledger')} (this tree), langgraph {langgraph}",
             {"CONFORMANCE_LEDGER_DIR": str(ledger)},
             folder=ledger,
+        )
+    )
+    targets.append(
+        Target(
+            "LedgerStore (sealed)",
+            "benchmarks.conformance_stores:sealed_ledger_store",
+            f"memory-ledger {_version('memory-ledger')} (this tree), with a master key",
+            {"CONFORMANCE_LEDGER_DIR": str(sealed), "CONFORMANCE_LEDGER_KEY": os.urandom(32).hex()},
+            folder=sealed,
         )
     )
     targets.append(

@@ -2,6 +2,8 @@
 benchmarks.conformance_stores:NAME``); each reads its place from the environment.
 
 - :func:`ledger_store`: ``LedgerStore`` over a store folder ``$CONFORMANCE_LEDGER_DIR``;
+- :func:`sealed_ledger_store`: the same, opened with the master key ``$CONFORMANCE_LEDGER_KEY``
+  (hex; values sealed at rest, docs/erasure.md);
 - :func:`postgres_store`: LangGraph's ``PostgresStore`` on ``$CONFORMANCE_PG_URL``;
 - :func:`sqlite_store`: LangGraph's ``SqliteStore`` in ``$CONFORMANCE_SQLITE_DIR/store.db``;
 - LangGraph's ``InMemoryStore`` needs none: the class is its own factory.
@@ -36,6 +38,13 @@ def ledger_store() -> BaseStore:
     """``LedgerStore.open($CONFORMANCE_LEDGER_DIR, conformance/kit/store)``: several
     processes share a store folder (docs/concurrency.md)."""
     return LedgerStore.open(_place("CONFORMANCE_LEDGER_DIR"), TENANT)
+
+
+@store_factory(persistent=True, processes=True)
+def sealed_ledger_store() -> BaseStore:
+    """As :func:`ledger_store`, with the master key ``bytes.fromhex($CONFORMANCE_LEDGER_KEY)``."""
+    key = bytes.fromhex(_place("CONFORMANCE_LEDGER_KEY"))
+    return LedgerStore.open(_place("CONFORMANCE_LEDGER_DIR"), TENANT, master_key=key)
 
 
 @store_factory(persistent=True, processes=True)
