@@ -30,6 +30,7 @@ from langgraph.store.base import (
 from memory_ledger.replay.conformance.support import (
     KEYS,
     asettle,
+    checks,
     everything,
     kit_settings,
     run,
@@ -37,7 +38,7 @@ from memory_ledger.replay.conformance.support import (
     values,
 )
 
-pytestmark = pytest.mark.contract
+pytestmark = checks("contract")
 
 OPERATORS = {
     "$eq": lambda a, b: a == b,

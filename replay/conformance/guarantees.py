@@ -22,6 +22,7 @@ from memory_ledger.replay.conformance.plugin import Subject
 from memory_ledger.replay.conformance.support import (
     KEYS,
     LABELS,
+    checks,
     everything,
     kit_settings,
     offered,
@@ -31,7 +32,7 @@ from memory_ledger.replay.conformance.support import (
 )
 
 
-@pytest.mark.isolation
+@checks("isolation")
 def test_namespaces_are_isolated(
     conformance_store: BaseStore, conformance_root: str, conformance_examples: int
 ) -> None:
@@ -74,7 +75,7 @@ def test_namespaces_are_isolated(
     check()
 
 
-@pytest.mark.delete
+@checks("delete")
 def test_deleted_value_is_not_found(conformance_store: BaseStore, conformance_root: str) -> None:
     """After a delete, neither get nor any search (by prefix, by filter on the value, by a
     query of its words, sync or async) returns the item."""
@@ -95,7 +96,7 @@ def test_deleted_value_is_not_found(conformance_store: BaseStore, conformance_ro
         assert all(marker not in repr(item.value) for item in found)
 
 
-@pytest.mark.delete
+@checks("delete")
 def test_deleted_value_leaves_no_bytes(
     conformance_subject: Subject, conformance_bytes: StoreBytes, conformance_root: str
 ) -> None:
@@ -117,7 +118,7 @@ def test_deleted_value_leaves_no_bytes(
     assert hits == [], f"the deleted value is still in the store's bytes: {hits[:3]}"
 
 
-@pytest.mark.concurrency
+@checks("concurrency")
 def test_one_value_per_key_under_threads(
     conformance_store: BaseStore, conformance_root: str
 ) -> None:
@@ -147,7 +148,7 @@ def test_one_value_per_key_under_threads(
     _check_race(store, ns, conformance_root, threads, rounds)
 
 
-@pytest.mark.concurrency
+@checks("concurrency")
 def test_one_value_per_key_under_processes(
     conformance_subject: Subject, conformance_root: str
 ) -> None:
@@ -161,7 +162,7 @@ def test_one_value_per_key_under_processes(
         _check_race(store, ns, conformance_root, workers, rounds)
 
 
-@pytest.mark.durability
+@checks("durability")
 def test_acknowledged_put_survives_sigkill(
     conformance_subject: Subject, conformance_root: str
 ) -> None:
@@ -178,7 +179,7 @@ def test_acknowledged_put_survives_sigkill(
         assert all(_value(store.get(ns, f"k{i}")) == {"i": i} for i in range(acked))
 
 
-@pytest.mark.read_your_writes
+@checks("read_your_writes")
 def test_read_your_writes(
     conformance_store: BaseStore, conformance_root: str, conformance_examples: int
 ) -> None:

@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+import warnings
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from langgraph.store.base import BaseStore, SearchItem
+
+from memory_ledger.replay.conformance.catalog import PROPERTIES
 
 __all__ = [
     "KEYS",
@@ -23,6 +27,7 @@ __all__ = [
     "SETTLE_ROOT",
     "WORDS",
     "asettle",
+    "checks",
     "everything",
     "kit_settings",
     "offered",
@@ -50,6 +55,17 @@ def values() -> st.SearchStrategy[dict[str, Any]]:
         {"word": st.sampled_from(WORDS), "n": st.integers(-50, 50)},
         optional={"tags": st.lists(st.sampled_from(WORDS), max_size=3)},
     )
+
+
+def checks(name: str) -> pytest.MarkDecorator:
+    """The marker of property ``name`` (one of :data:`PROPERTIES`). Made without pytest's
+    unknown-marker warning: a session that imports the kit's modules without the plugin
+    (a docs or packaging test walking every module) has not registered the markers."""
+    assert name in PROPERTIES, name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+        mark: pytest.MarkDecorator = getattr(pytest.mark, name)
+    return mark
 
 
 def word_token(prefix: str) -> str:
