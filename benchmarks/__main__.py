@@ -25,6 +25,7 @@ BENCHMARKS = {
     "encryption": "benchmarks.encryption",
     "races": "benchmarks.races",
     "langgraph": "benchmarks.langgraph_bench",
+    "conformance": "benchmarks.conformance",
     "ui": "benchmarks.ui",
     "ui-forms": "benchmarks.ui_forms",
     "ann": "benchmarks.ann",

@@ -52,6 +52,7 @@ OUTPUTS = {
     "encryption": "encryption.json",
     "races": "races.json",
     "langgraph": "langgraph.json",
+    "conformance": "conformance.json",
     "ann": "ann.json",
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",

@@ -5,8 +5,9 @@ The import graph is grimp's (``TYPE_CHECKING`` imports counted: a cycle of types
 too). Layers, highest first; a module may import only modules of its own wing or module
 (never in a cycle) or of a lower layer:
 
-- the facade ``memory_ledger``; then ``replay``: ``__main__``, ``cli``, ``mcp``, the audit
-  library (every other ``replay`` module, which never imports typer or rich);
+- the facade ``memory_ledger``; then ``replay``: ``__main__``, ``cli``, ``mcp``, ``ui``,
+  ``langgraph_store``, ``conformance`` (the store kit, which imports nothing of the engine),
+  the audit library (every other ``replay`` module, which never imports typer or rich);
 - ``commands``: its face, ``aio``, ``engine``, ``session``, ``workspace``, ``context``,
   ``canonical``, ``extraction``, ``store`` (the Protocol the lower wings type the engine as),
   ``recall``, ``embeddings``, ``secret_door``, ``config``, ``openai_endpoint``, ``errors``,
@@ -30,6 +31,7 @@ LAYERS: tuple[str, ...] = (
     "memory_ledger.replay.mcp",
     "memory_ledger.replay.ui",
     "memory_ledger.replay.langgraph_store",
+    "memory_ledger.replay.conformance",
     "memory_ledger.replay",
     "memory_ledger.commands",
     "memory_ledger.commands.aio",
@@ -66,6 +68,7 @@ FACES = (
     "memory_ledger.commands.session",
     "memory_ledger.commands.workspace",
     "memory_ledger.replay.cli",
+    "memory_ledger.replay.conformance",
     "memory_ledger.replay.langgraph_store",
     "memory_ledger.replay.mcp",
     "memory_ledger.replay.ui",
@@ -168,6 +171,20 @@ def test_the_audit_library_never_imports_typer_or_rich() -> None:
         if module.startswith("memory_ledger.replay.")
         and layer_of(module) == LAYERS.index("memory_ledger.replay")
         and imported.split(".")[0] in ("typer", "rich", "click")
+    ]
+    assert offenders == []
+
+
+def test_the_conformance_kit_imports_nothing_of_the_engine(graph: grimp.ImportGraph) -> None:
+    """The kit holds any ``BaseStore`` to the same bar: it knows the store by LangGraph's
+    interface only (issue 36 item 3), never by a module of the engine."""
+    kit = "memory_ledger.replay.conformance"
+    allowed = {"memory_ledger.ledger.lazy_exports"}
+    offenders = [
+        f"{module} -> {imported}"
+        for module, imported in edges(graph)
+        if module.startswith(kit + ".") or module == kit
+        if not imported.startswith(kit) and imported not in allowed
     ]
     assert offenders == []
 
