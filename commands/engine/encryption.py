@@ -42,7 +42,7 @@ from memory_ledger.ledger.master_key import (
 from memory_ledger.ledger.sealing import is_sealed
 from memory_ledger.ledger.tags import ERASURE_TAG
 from memory_ledger.projections.erasure import present_namespaces
-from memory_ledger.projections.store import remove_set_aside
+from memory_ledger.projections.store import remove_pending_slots, remove_set_aside
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
@@ -217,6 +217,8 @@ def check_erasures(engine: MemoryStore) -> int:
         # A damaged projection file set aside after an erasure (marked while another
         # process held it) may still hold the erased rows: read models are disposable.
         remove_set_aside(engine.path / "projections")
+        # A slot whose holder died before it scrubbed the files an erasure marked.
+        remove_pending_slots(engine.path / "projections")
     return engine.keyring.revoke(destroyed, persist=not engine.read_only)
 
 

@@ -211,8 +211,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     recall_index_path(Path(projections.path)),
                     fingerprint(self.recall_index.windowed),
                     recorder.max_notification_id() or 0,
+                    erased=projections.erased,
                 ),
-                self.keyring.is_erased,
+                projections.erased.is_erased,
             )
         self._memory_maps: dict[str, tuple[int, str]] = {}
         self.fusion: HybridFusion = DEFAULT_FUSION
