@@ -136,14 +136,13 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 busy += 1
+                # Its holder scrubs its files when it closes (ProjectionStore.close); if it
+                # dies first, the next process to claim or sweep the slot deletes them.
+                with contextlib.suppress(OSError):
+                    mark_slot_pending(path)
                 continue
             for name in pending_slot_files(path):  # the DuckDB file, its WAL, recall index
                 name.unlink(missing_ok=True)
-            continue
-        # Its holder scrubs its files when it closes (ProjectionStore.close); if it dies
-        # first, the next process to claim or sweep the slot deletes them.
-        with contextlib.suppress(OSError):
-            mark_slot_pending(path)
     return busy
 
 
