@@ -54,8 +54,15 @@ def main(store: str, key_file: str) -> int:
                 number += 1
                 for op in ("remember", "recall"):
                     try:
-                        _step(engine, {"op": op, "ns": request["ns"], "statement": statement,
-                                       "query": statement})
+                        _step(
+                            engine,
+                            {
+                                "op": op,
+                                "ns": request["ns"],
+                                "statement": statement,
+                                "query": statement,
+                            },
+                        )
                     except MemoryLedgerError:
                         pass
         try:
