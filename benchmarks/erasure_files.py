@@ -56,6 +56,7 @@ STEP_KINDS = (
     "child_open",
     "child_recall",
     "child_remember",
+    "child_busy",
     "child_close",
     "child_kill",
     "backup",
@@ -117,6 +118,8 @@ class World:
         self.erased: set[int] = set()
         self.engine: MemoryEngine | None = None
         self.child: subprocess.Popen[bytes] | None = None
+        self.busy = False
+        """The child is writing in a loop (until it is killed)."""
         self.copies: list[Copy] = []
         self.steps = 0
 
@@ -172,8 +175,19 @@ class World:
         for number in range(NAMESPACES):  # its recall index holds every namespace
             self._ask({"op": "recall", "ns": self._ns(number), "query": self.query(number)})
 
+    def child_busy(self, number: int) -> None:
+        """The child remembers and recalls in a loop from now on, while the next steps run
+        (an erasure among them races its writes), until it is killed."""
+        if self.child is None or self.busy or number in self.erased:
+            return
+        statements = [self.statement(number) for _ in range(8)]
+        self._ask({"op": "busy", "ns": self._ns(number), "statements": statements})
+        self.busy = True
+
     def child_close(self) -> None:
-        if self.child is not None:
+        if self.busy:  # it reads no request any more
+            self.child_kill(0, 0)
+        elif self.child is not None:
             self._ask({"op": "close"})
             self.child.wait(timeout=60)
             self.child = None
@@ -181,13 +195,14 @@ class World:
     def child_kill(self, number: int, delay: int) -> None:
         if self.child is None:
             return
-        if delay and number not in self.erased:
-            statements = [self.statement(number) for _ in range(8)]
-            self._ask({"op": "busy", "ns": self._ns(number), "statements": statements})
+        if delay and not self.busy:  # killed mid-work
+            self.child_busy(number)
+        if self.busy:
             time.sleep(delay / 1000)
         self.child.send_signal(signal.SIGKILL)
         self.child.wait(timeout=60)
         self.child = None
+        self.busy = False
 
     # Steps ----------------------------------------------------------------------------------
 
@@ -214,12 +229,16 @@ class World:
             self.close_main()
         elif kind == "child_open":
             self.child_open()
-        elif kind == "child_recall" and self.child is not None:
+        elif kind == "child_recall" and self.child is not None and not self.busy:
             self._ask({"op": "recall", "ns": self._ns(number), "query": self.query(number)})
-        elif kind == "child_remember" and self.child is not None and number not in self.erased:
+        elif (
+            kind == "child_remember" and self.child and not self.busy and number not in self.erased
+        ):
             self._ask(
                 {"op": "remember", "ns": self._ns(number), "statement": self.statement(number)}
             )
+        elif kind == "child_busy":
+            self.child_busy(number)
         elif kind == "child_close":
             self.child_close()
         elif kind == "child_kill":
@@ -273,6 +292,7 @@ class World:
                 self.child.kill()
             self.child.wait(timeout=60)
             self.child = None
+            self.busy = False
         with contextlib.suppress(MemoryLedgerError, OSError):
             self.close_main()
 

@@ -30,6 +30,7 @@ store, key files), so a writer added later goes through here.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -233,12 +234,19 @@ def clear_slot_pending(slot_file: Path) -> None:
 
 def pending_slot_files(slot_file: Path) -> list[Path]:
     """Every derived file of the slot of ``slot_file`` (DuckDB file, WAL, damage marker,
-    recall index), the pending mark last: what is deleted when a marked slot is claimed or
+    recall index, temporary files of writes killed before their rename), the pending mark
+    last: what is deleted when a marked slot is claimed or
     swept (call with the slot's lock held)."""
+    recall = slot_file.with_suffix(".recall")
+    leftovers = [  # writes killed before their rename
+        *slot_file.parent.glob(f"{glob.escape(recall.name)}.tmp-*"),
+        *slot_file.parent.glob(f"{glob.escape(slot_file.name)}.rewrite*"),
+    ]
     return [
         slot_file,
         slot_file.with_name(slot_file.name + ".wal"),
         slot_file.with_name(slot_file.name + ".damaged"),
-        slot_file.with_suffix(".recall"),
+        recall,
+        *sorted(leftovers),
         _pending_mark(slot_file),
     ]

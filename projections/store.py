@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -448,18 +448,24 @@ class ProjectionStore:
         )
         return ProjectionDamagedError(msg, path=self.path)
 
-    def close(self) -> None:
+    def close(self, before: Callable[[], None] | None = None) -> None:
         """Close the DuckDB file and release the slot (a temporary folder is removed).
 
-        Before, the rows of every namespace erased meanwhile (by any process) are scrubbed;
-        a file that :attr:`scrub_on_close` marks is rewritten, while the slot is held (so
-        deleted rows' old blocks go too), and the slot's erasure mark is then removed. Then
-        marked slots no process holds are deleted (:func:`remove_pending_slots`). A file
-        that cannot be scrubbed is marked damaged: set aside at the next open, and deleted
-        there once the store has erased (``check_erasures``).
+        ``before`` runs first, with the slot held (the engine writes the slot's recall
+        index there). Then the rows of every namespace erased meanwhile (by any process)
+        are scrubbed; a file that :attr:`scrub_on_close` marks is rewritten, while the slot
+        is held (so deleted rows' old blocks go too), and the slot's erasure mark is removed
+        when no erasure happened since ``before`` began (else the mark stays, and the slot's
+        files are deleted). Then marked slots no process holds are deleted
+        (:func:`remove_pending_slots`). A file that cannot be scrubbed is marked damaged:
+        set aside at the next open, and deleted there once the store has erased
+        (``check_erasures``).
         """
         scrubbed = True
+        known = self.erased.ids()  # every file of the slot is written knowing these at least
         try:
+            if before is not None:
+                before()
             try:
                 self.scrub_erased()
             except duckdb.Error as e:
@@ -469,7 +475,7 @@ class ProjectionStore:
             durable = self.path != ":memory:" and self.temporary_folder is None
             if self.scrub_on_close and durable and os.path.isfile(self.path):
                 rewrite_file(Path(self.path))
-            if durable and scrubbed and self.erased.ids() == self._scrubbed_for:
+            if durable and scrubbed and self.erased.ids() == self._scrubbed_for == known:
                 clear_slot_pending(Path(self.path))
         finally:
             if self._lock is not None:
