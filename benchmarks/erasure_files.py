@@ -351,7 +351,8 @@ def _pending(leak: str) -> bool:
     """A file of a slot whose holder was killed before it scrubbed it (marked
     ``slot-N.scrub``): deleted by the next open, checked after it."""
     path = Path(leak.rsplit(" in ", 1)[-1])
-    return path.parent.name == "projections" and path.with_suffix(".scrub").exists()
+    slot = path.name.split(".", 1)[0]  # slot-N of slot-N.duckdb.wal, slot-N.recall, ...
+    return path.parent.name == "projections" and (path.parent / f"{slot}.scrub").exists()
 
 
 def step_strategy() -> Any:
