@@ -117,8 +117,10 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     encrypted): those are hidden from every read, but their bytes stay in the ledger.
     ``already_erased``: namespaces the request names that an earlier erasure took.
     ``busy_projections``: projection files of this host held by running processes: each
-    drops the rows at its next catch-up and rewrites its file when it closes (idle files
-    are deleted, and rebuilt from the ledger when next used)."""
+    is marked (``slot-N.scrub``), drops the rows at its next catch-up and scrubs its files
+    when it closes; if its process dies first, the next open or close of an engine on the
+    store deletes them (idle files are deleted now, and rebuilt from the ledger when next
+    used; ``projections/derived.py``)."""
 
     command_id: UUID | None
     namespaces: int

@@ -11,7 +11,6 @@ erased namespace's names and words.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -146,7 +145,7 @@ def test_backups_exports_and_restores_after_an_erasure_hold_none_of_it(tmp_path:
 
 
 @settings(
-    max_examples=int(os.environ.get("ERASURE_FILES_EXAMPLES", "3")),
+    max_examples=3,  # the long profile: python -m benchmarks erasure_files
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
