@@ -14,8 +14,8 @@ runs its fast profile.
 What is checked (``docs/erasure.md``, "What erasure reaches"): the store folder and every
 backup taken, export written and store restored AFTER a namespace's erasure hold none of
 its names or words, once every process that held a projection slot at the erasure has
-closed; a slot whose holder was killed first is deleted by the next open or close of the
-store (checked after one more open).
+closed; a slot whose holder was killed first (its stamp ``slot-N.erasures`` stale) is
+deleted by the next open or close of the store (checked after one more open).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.keyring import namespace_ids
+from memory_ledger.projections.derived import slot_stale
 from memory_ledger.projections.erasure import present_namespaces
 
 REPO = Path(__file__).resolve().parents[1]
@@ -341,18 +342,21 @@ def check_interleaving(root: Path, seed: int, steps: list[Step]) -> list[str]:
     except BaseException:
         world.abort()
         raise
-    found = [f"after close: {leak}" for leak in world.leaks() if not _pending(leak)]
+    erasures = len(world.erased)
+    found = [f"after close: {leak}" for leak in world.leaks() if not _pending(leak, erasures)]
     MemoryEngine.open(world.store, master_key=world.key).close()
     found += [f"after reopen: {leak}" for leak in world.leaks()]
     return found
 
 
-def _pending(leak: str) -> bool:
-    """A file of a slot whose holder was killed before it scrubbed it (marked
-    ``slot-N.scrub``): deleted by the next open, checked after it."""
+def _pending(leak: str, erasures: int) -> bool:
+    """A file of a slot whose holder was killed before it scrubbed it (its stamp
+    ``slot-N.erasures`` predates an erasure): deleted by the next open, checked after it."""
     path = Path(leak.rsplit(" in ", 1)[-1])
     slot = path.name.split(".", 1)[0]  # slot-N of slot-N.duckdb.wal, slot-N.recall, ...
-    return path.parent.name == "projections" and (path.parent / f"{slot}.scrub").exists()
+    return path.parent.name == "projections" and slot_stale(
+        path.parent / f"{slot}.duckdb", erasures
+    )
 
 
 def step_strategy() -> Any:

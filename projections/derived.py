@@ -17,10 +17,12 @@ where files are written, not only where ``erase`` runs:
   a DuckDB file (opened, or about to be closed);
 - :func:`write_atomic` is the only function that writes a derived file's bytes (temporary
   name, fsync, rename, folder fsync);
-- a projection slot held by another process when an erasure ran is marked
-  (:func:`mark_slot_pending`, ``slot-N.scrub``, a file holding no name): whoever claims
-  or sweeps it next deletes its files (:func:`pending_slot_files`), and its holder deletes
-  the mark once it has scrubbed its files itself.
+- a projection slot's files are stamped, when its holder closes them scrubbed, with how
+  many namespaces were erased then (:func:`stamp_slot`, ``slot-N.erasures``, a number
+  only); a slot whose stamp is older than the store's erasures (its holder was killed,
+  perhaps while an erasure ran, or the erasing process was) is stale
+  (:func:`slot_stale`): whoever claims or sweeps it next deletes its files
+  (:func:`slot_files`).
 
 ``tests/project/test_derived_writes.py`` greps the package for file writes outside this
 module and a short list of writers that hold no namespace's content (the ledger, the key
@@ -49,17 +51,16 @@ __all__ = [
     "NO_ERASURE",
     "ErasedNamespaces",
     "KeyringLike",
-    "clear_slot_pending",
-    "mark_slot_pending",
-    "pending_slot_files",
-    "slot_pending",
+    "slot_files",
+    "slot_stale",
+    "stamp_slot",
     "write_atomic",
 ]
 
 T = TypeVar("T")
 
-PENDING_SUFFIX = ".scrub"
-"""``slot-N.scrub``: slot N was held by a running process when an erasure ran."""
+STAMP_SUFFIX = ".erasures"
+"""``slot-N.erasures``: how many erased namespaces slot N's files were last written knowing."""
 
 
 class KeyringLike(Protocol):
@@ -207,36 +208,41 @@ def write_atomic(
     _fsync_folder(path.parent)
 
 
-def _pending_mark(slot_file: Path) -> Path:
-    return slot_file.with_suffix(PENDING_SUFFIX)
+def _stamp(slot_file: Path) -> Path:
+    return slot_file.with_suffix(STAMP_SUFFIX)
 
 
-def mark_slot_pending(slot_file: Path) -> None:
-    """Mark the projection slot of DuckDB file ``slot_file`` (held by a running process
-    during an erasure): its files may hold an erased namespace until its holder scrubs
-    them, so the next process that claims or sweeps it deletes them. The mark holds no
-    content.
+def stamp_slot(slot_file: Path, erasures: int) -> None:
+    """Record that every file of the slot of DuckDB file ``slot_file`` was written knowing
+    ``erasures`` erased namespaces (call with the slot held, after its files were written
+    and scrubbed). The stamp holds that number only.
 
     :raises OSError: the folder cannot be written.
     """
-    write_atomic(_pending_mark(slot_file), [b""])
+    write_atomic(_stamp(slot_file), [str(erasures).encode()])
 
 
-def slot_pending(slot_file: Path) -> bool:
-    """Whether the slot of ``slot_file`` is marked (:func:`mark_slot_pending`)."""
-    return _pending_mark(slot_file).exists()
+def slot_stale(slot_file: Path, erasures: int) -> bool:
+    """Whether the slot of ``slot_file`` has files that may hold a namespace erased since
+    they were written: the store has ``erasures`` erased namespaces (> 0), the slot has a
+    DuckDB file or recall index, and its stamp (:func:`stamp_slot`) is older or missing (its
+    holder was killed, or an erasure ran while it was held, or it predates stamps)."""
+    if erasures <= 0:
+        return False
+    if not (slot_file.exists() or slot_file.with_suffix(".recall").exists()):
+        return False
+    try:
+        stamped = int(_stamp(slot_file).read_bytes() or b"-1")
+    except (OSError, ValueError):
+        return True
+    return stamped < erasures
 
 
-def clear_slot_pending(slot_file: Path) -> None:
-    """Remove the mark of ``slot_file``'s slot (its holder scrubbed its files)."""
-    _pending_mark(slot_file).unlink(missing_ok=True)
-
-
-def pending_slot_files(slot_file: Path) -> list[Path]:
+def slot_files(slot_file: Path) -> list[Path]:
     """Every derived file of the slot of ``slot_file`` (DuckDB file, WAL, damage marker,
-    recall index, temporary files of writes killed before their rename), the pending mark
-    last: what is deleted when a marked slot is claimed or
-    swept (call with the slot's lock held)."""
+    recall index, temporary files of writes killed before their rename), its stamp last:
+    what is deleted when a stale slot is claimed or swept, or an idle one erased (call with
+    the slot's lock held)."""
     recall = slot_file.with_suffix(".recall")
     leftovers = [  # writes killed before their rename
         *slot_file.parent.glob(f"{glob.escape(recall.name)}.tmp-*"),
@@ -248,5 +254,5 @@ def pending_slot_files(slot_file: Path) -> list[Path]:
         slot_file.with_name(slot_file.name + ".damaged"),
         recall,
         *sorted(leftovers),
-        _pending_mark(slot_file),
+        _stamp(slot_file),
     ]

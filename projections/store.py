@@ -27,10 +27,9 @@ from memory_ledger.ledger.errors import DiskFullError
 from memory_ledger.projections.derived import (
     NO_ERASURE,
     ErasedNamespaces,
-    clear_slot_pending,
-    mark_slot_pending,
-    pending_slot_files,
-    slot_pending,
+    slot_files,
+    slot_stale,
+    stamp_slot,
 )
 from memory_ledger.projections.errors import (
     ProjectionDamagedError,
@@ -48,7 +47,7 @@ __all__ = [
     "ProjectionUnavailableError",
     "damage_marker",
     "remove_idle_slots",
-    "remove_pending_slots",
+    "remove_stale_slots",
     "remove_set_aside",
     "rewrite_file",
     "is_damage",
@@ -135,26 +134,28 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                busy += 1
                 # Its holder scrubs its files when it closes (ProjectionStore.close); if it
-                # dies first, the next process to claim or sweep the slot deletes them.
-                with contextlib.suppress(OSError):
-                    mark_slot_pending(path)
+                # dies first, its stamp is stale: whoever claims or sweeps it deletes them.
+                busy += 1
                 continue
-            for name in pending_slot_files(path):  # the DuckDB file, its WAL, recall index
+            for name in slot_files(path):  # the DuckDB file, its WAL, recall index
                 name.unlink(missing_ok=True)
     return busy
 
 
-def remove_pending_slots(directory: str | os.PathLike[str]) -> int:
-    """Delete the files of every slot under ``directory`` that an erasure marked while a
-    process held it (:func:`~memory_ledger.projections.derived.mark_slot_pending`) and that
-    no process holds now (its holder died before scrubbing them); return how many."""
+def remove_stale_slots(directory: str | os.PathLike[str], erasures: int) -> int:
+    """Delete the files of every slot under ``directory`` that no process holds and whose
+    files may hold a namespace erased since they were written (the store has ``erasures``
+    erased namespaces: :func:`~memory_ledger.projections.derived.slot_stale`); return how
+    many slots were deleted."""
+    if erasures <= 0:
+        return 0
     folder = Path(directory)
     removed = 0
-    for mark in sorted(folder.glob("slot-*.scrub")):
-        path = mark.with_suffix(".duckdb")
-        lock_path = mark.with_suffix(".lock")
+    for lock_path in sorted(folder.glob("slot-*.lock")):
+        path = lock_path.with_suffix(".duckdb")
+        if not slot_stale(path, erasures):
+            continue
         try:
             lock = open(lock_path, "ab")  # noqa: SIM115 (closed below)
         except OSError:
@@ -165,7 +166,7 @@ def remove_pending_slots(directory: str | os.PathLike[str]) -> int:
             except OSError:
                 continue  # held: its holder scrubs at close
             with contextlib.suppress(OSError):
-                for name in pending_slot_files(path):
+                for name in slot_files(path):
                     name.unlink(missing_ok=True)
                 removed += 1
     return removed
@@ -302,8 +303,9 @@ class ProjectionStore:
     ) -> ProjectionStore:
         """Claim the first free slot under ``directory`` and open its DuckDB file.
 
-        A slot an erasure marked while its holder ran (and which that holder did not scrub
-        before it died) has its files deleted first: rebuilt from the ledger.
+        A stale slot (files that may hold a namespace erased since they were written, its
+        holder killed first: :func:`~memory_ledger.projections.derived.slot_stale`) has its
+        files deleted first: rebuilt from the ledger.
 
         :raises ProjectionUnavailableError: the folder cannot be created or all
             :data:`MAX_SLOTS` slots are held by live processes.
@@ -326,9 +328,9 @@ class ProjectionStore:
                 lock.close()
                 continue
             path = folder / f"slot-{slot}.duckdb"
-            if slot_pending(path):
+            if slot_stale(path, len(erased.ids())):
                 try:
-                    for name in pending_slot_files(path):
+                    for name in slot_files(path):
                         name.unlink(missing_ok=True)
                 except OSError as e:
                     lock.close()
@@ -454,10 +456,10 @@ class ProjectionStore:
         ``before`` runs first, with the slot held (the engine writes the slot's recall
         index there). Then the rows of every namespace erased meanwhile (by any process)
         are scrubbed; a file that :attr:`scrub_on_close` marks is rewritten, while the slot
-        is held (so deleted rows' old blocks go too), and the slot's erasure mark is removed
-        when no erasure happened since ``before`` began (else the mark stays, and the slot's
-        files are deleted). Then marked slots no process holds are deleted
-        (:func:`remove_pending_slots`). A file that cannot be scrubbed is marked damaged:
+        is held (so deleted rows' old blocks go too), and the slot is stamped with the
+        erasures it knows when no erasure happened since ``before`` began (else its stamp
+        stays stale, and its files are deleted). Then stale slots no process holds are
+        deleted (:func:`remove_stale_slots`). A file that cannot be scrubbed is marked damaged:
         set aside at the next open, and deleted there once the store has erased
         (``check_erasures``).
         """
@@ -475,14 +477,14 @@ class ProjectionStore:
             durable = self.path != ":memory:" and self.temporary_folder is None
             if self.scrub_on_close and durable and os.path.isfile(self.path):
                 rewrite_file(Path(self.path))
-            if durable and scrubbed and self.erased.ids() == self._scrubbed_for == known:
-                clear_slot_pending(Path(self.path))
+            if durable and scrubbed and known and self.erased.ids() == self._scrubbed_for == known:
+                stamp_slot(Path(self.path), len(known))
         finally:
             if self._lock is not None:
                 self._lock.close()
                 self._lock = None
                 with contextlib.suppress(OSError):
-                    remove_pending_slots(Path(self.path).parent)
+                    remove_stale_slots(Path(self.path).parent, len(self.erased.ids()))
             if self.temporary_folder is not None:
                 shutil.rmtree(self.temporary_folder, ignore_errors=True)
                 self.temporary_folder = None

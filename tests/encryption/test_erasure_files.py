@@ -22,7 +22,7 @@ from benchmarks.erasure_files import Step, World, check_interleaving, step_strat
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.engine.memory_engine import recall_index_path
 from memory_ledger.commands.recall.index_file import RecallIndexFile, fingerprint
-from memory_ledger.projections.derived import ErasedNamespaces
+from memory_ledger.projections.derived import ErasedNamespaces, slot_stale
 from tests.encryption_helpers import bytes_found
 
 
@@ -62,7 +62,7 @@ def test_a_process_holding_a_slot_writes_no_erased_word_when_it_closes(tmp_path:
     assert world.leaks() == []
 
 
-def test_a_killed_holder_leaves_a_marked_slot_that_the_next_open_deletes(tmp_path: Path) -> None:
+def test_a_killed_holder_leaves_a_stale_slot_that_the_next_open_deletes(tmp_path: Path) -> None:
     world = World(tmp_path, seed=9)
     steps: list[Step] = [
         ("remember", 0, 0),
@@ -80,12 +80,12 @@ def test_a_killed_holder_leaves_a_marked_slot_that_the_next_open_deletes(tmp_pat
     finally:
         world.abort()
     assert world.leaks() == []
-    # Killed after the erasure: its slot is marked and deleted at the next open.
+    # Killed after the erasure: its slot's stamp is stale, and the next open deletes it.
     world = World(tmp_path / "again", seed=10)
     steps = [
         ("remember", 0, 0),
         ("child_open", 0, 0),
-        ("erase", 0, 0),  # slot 1 is held: marked
+        ("erase", 0, 0),  # slot 1 is held: left to its holder
         ("close", 0, 0),
         ("child_kill", 0, 0),
     ]
@@ -94,8 +94,10 @@ def test_a_killed_holder_leaves_a_marked_slot_that_the_next_open_deletes(tmp_pat
             world.run(step)
     finally:
         world.abort()
-    marks = list((world.store / "projections").glob("slot-*.scrub"))
-    assert [m.name for m in marks] == ["slot-1.scrub"]
+    projections = world.store / "projections"
+    assert (projections / "slot-0.erasures").read_bytes() == b"1"  # closed knowing it
+    assert slot_stale(projections / "slot-1.duckdb", 1)  # killed before it knew
+    assert not slot_stale(projections / "slot-0.duckdb", 1)
     MemoryEngine.open(world.store, master_key=world.key).close()
     assert world.leaks() == []
     assert not list((world.store / "projections").glob("slot-1.*duckdb*"))

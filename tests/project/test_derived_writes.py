@@ -26,9 +26,9 @@ WRITE = re.compile(
 )
 
 THROUGH_DERIVED = {
-    "projections/derived.py": "the one place: write_atomic, ErasedNamespaces, slot marks",
+    "projections/derived.py": "the one place: write_atomic, ErasedNamespaces, slot stamps",
     "projections/store.py": "DuckDB slot files: scrubbed of erased namespaces (derived) when "
-    "opened and closed, rewritten after; busy slots marked, idle ones deleted",
+    "opened and closed, rewritten after, stamped; stale idle slots deleted",
     "commands/workspace/vector_cache.py": "workspace vectors (no text) through write_atomic",
     "replay/backup.py": "copies the ledger (sealed payloads, digests) and the key store "
     "verbatim; its manifest through write_atomic; nothing derived is copied",
