@@ -11,7 +11,11 @@ erased namespace's names and words.
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from benchmarks.erasure_files import Step, World, check_interleaving, step_strat
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.engine.memory_engine import recall_index_path
 from memory_ledger.commands.recall.index_file import RecallIndexFile, fingerprint
+from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.derived import ErasedNamespaces, slot_stale
 from tests.encryption_helpers import bytes_found
 
@@ -169,3 +174,46 @@ def test_no_interleaving_brings_an_erased_name_or_word_back(
         assert check_interleaving(root, world_seed, steps) == []
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_erasing_process_killed_before_it_deleted_idle_slots_leaves_them_stale(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, seed=13)
+    world.subjects[0].namespace = Namespace(
+        "acme", "alice", "s" + world.subjects[0].namespace.scope_id
+    )
+    steps: list[Step] = [
+        ("remember", 0, 0),
+        ("child_open", 0, 0),  # slot 1: rows and recall index of namespace 0
+        ("child_close", 0, 0),
+        ("close", 0, 0),
+    ]
+    for step in steps:
+        world.run(step)
+    projections = world.store / "projections"
+    assert b"alice" in (projections / "slot-1.recall").read_bytes()
+    # tests/erase_child.py erases acme/alice and is killed once the keys are destroyed,
+    # before it deleted the idle slots.
+    child = subprocess.Popen(  # noqa: S603 (our own module)
+        [
+            sys.executable,
+            "-m",
+            "tests.erase_child",
+            str(world.store),
+            world.key.read_bytes().hex(),
+            "erasure.keys_destroyed",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    while json.loads(child.stdout.readline())["kind"] != "at_fault":
+        pass
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    world.erased.add(0)
+    assert slot_stale(projections / "slot-1.duckdb", 1)
+    MemoryEngine.open(world.store, master_key=world.key).close()  # records it, sweeps
+    assert not (projections / "slot-1.duckdb").exists()
+    assert world.leaks() == []
