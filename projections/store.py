@@ -240,6 +240,9 @@ class ProjectionStore:
             raise translate_duckdb_error(e, path, "open") from e
         try:
             self._set_up(version)
+            ids = erased.ids()
+            if ids and not slot_stale(Path(path), len(ids)):
+                self._scrubbed_for = ids  # closed (and stamped) knowing every erasure
             self.scrub_erased()  # a file that holds an erased namespace is never served
         except duckdb.Error as e:
             self.conn.close()
