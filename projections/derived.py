@@ -15,8 +15,10 @@ where files are written, not only where ``erase`` runs:
 - its :meth:`~ErasedNamespaces.kept` drops the entries of erased namespaces from what a
   writer is about to write, and :meth:`~ErasedNamespaces.scrub` deletes their rows from
   a DuckDB file (opened, or about to be closed);
-- :func:`write_atomic` is the only function that writes a derived file's bytes (temporary
-  name, fsync, rename, folder fsync);
+- :func:`write_atomic` writes every derived file the engine writes itself (the recall
+  index, workspace vectors, manifests, stamps: temporary name, fsync, rename, folder
+  fsync); files DuckDB writes (slots, rebuilds, an export's read models) are scrubbed
+  through :meth:`~ErasedNamespaces.scrub` first;
 - a projection slot's files are stamped, when its holder closes them scrubbed, with how
   many namespaces were erased then (:func:`stamp_slot`, ``slot-N.erasures``, a number
   only); a slot whose stamp is older than the store's erasures (its holder was killed,
