@@ -23,6 +23,7 @@ BENCHMARKS = {
     "peers": "benchmarks.peers",
     "workspace": "benchmarks.workspace",
     "encryption": "benchmarks.encryption",
+    "erasure_files": "benchmarks.erasure_files",
     "races": "benchmarks.races",
     "langgraph": "benchmarks.langgraph_bench",
     "conformance": "benchmarks.conformance",

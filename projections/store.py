@@ -17,13 +17,20 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 import duckdb
 
 from memory_ledger.ledger.errors import DiskFullError
+from memory_ledger.projections.derived import (
+    NO_ERASURE,
+    ErasedNamespaces,
+    slot_files,
+    slot_stale,
+    stamp_slot,
+)
 from memory_ledger.projections.errors import (
     ProjectionDamagedError,
     ProjectionError,
@@ -40,6 +47,7 @@ __all__ = [
     "ProjectionUnavailableError",
     "damage_marker",
     "remove_idle_slots",
+    "remove_stale_slots",
     "remove_set_aside",
     "rewrite_file",
     "is_damage",
@@ -126,12 +134,42 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
             try:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
+                # Its holder scrubs its files when it closes (ProjectionStore.close); if it
+                # dies first, its stamp is stale: whoever claims or sweeps it deletes them.
                 busy += 1
                 continue
-            recall = path.with_suffix(".recall")  # the persisted recall index of the slot
-            for name in (path, path.with_name(path.name + ".wal"), damage_marker(path), recall):
+            for name in slot_files(path):  # the DuckDB file, its WAL, recall index
                 name.unlink(missing_ok=True)
     return busy
+
+
+def remove_stale_slots(directory: str | os.PathLike[str], erasures: int) -> int:
+    """Delete the files of every slot under ``directory`` that no process holds and whose
+    files may hold a namespace erased since they were written (the store has ``erasures``
+    erased namespaces: :func:`~memory_ledger.projections.derived.slot_stale`); return how
+    many slots were deleted."""
+    if erasures <= 0:
+        return 0
+    folder = Path(directory)
+    removed = 0
+    for lock_path in sorted(folder.glob("slot-*.lock")):
+        path = lock_path.with_suffix(".duckdb")
+        if not slot_stale(path, erasures):
+            continue
+        try:
+            lock = open(lock_path, "ab")  # noqa: SIM115 (closed below)
+        except OSError:
+            continue
+        with lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: its holder scrubs at close
+            with contextlib.suppress(OSError):
+                for name in slot_files(path):
+                    name.unlink(missing_ok=True)
+                removed += 1
+    return removed
 
 
 def _quarantine(path: Path) -> list[str]:
@@ -172,8 +210,19 @@ class ProjectionStore:
 
     name = "read_models"
 
-    def __init__(self, path: str, *, version: int, lock: IO[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        version: int,
+        lock: IO[bytes] | None = None,
+        erased: ErasedNamespaces = NO_ERASURE,
+    ) -> None:
         self.path = path
+        self.erased = erased
+        """The erased namespaces (:mod:`memory_ledger.projections.derived`): their rows are
+        scrubbed from the file when it is opened and when it is closed."""
+        self._scrubbed_for: frozenset[object] = frozenset()
         self.version = version
         self._lock = lock
         self.lock = threading.RLock()
@@ -191,9 +240,30 @@ class ProjectionStore:
             raise translate_duckdb_error(e, path, "open") from e
         try:
             self._set_up(version)
+            ids = erased.ids()
+            if ids and not slot_stale(Path(path), len(ids)):
+                self._scrubbed_for = ids  # closed (and stamped) knowing every erasure
+            self.scrub_erased()  # a file that holds an erased namespace is never served
         except duckdb.Error as e:
             self.conn.close()
             raise translate_duckdb_error(e, path, "open") from e
+
+    def scrub_erased(self) -> int:
+        """Delete the rows of every namespace erased since the last scrub of this file (an
+        erasure by another process whose record catch-up has not reached yet); a file they
+        left is rewritten when closed. Returns how many namespaced rows went.
+
+        :raises duckdb.Error: DuckDB cannot read or write the file.
+        """
+        ids = self.erased.ids()
+        if not ids or ids == self._scrubbed_for:
+            return 0
+        with self.lock:
+            deleted = self.erased.scrub(self.conn)
+        if deleted:
+            self.scrub_on_close = True
+        self._scrubbed_for = ids
+        return deleted
 
     def _set_up(self, version: int) -> None:
         # Checkpoint rarely: at the default 16 MB of WAL, a growing rebuild checkpoints ever
@@ -227,8 +297,18 @@ class ProjectionStore:
         )
 
     @classmethod
-    def open_slot(cls, directory: str | os.PathLike[str], *, version: int) -> ProjectionStore:
+    def open_slot(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        version: int,
+        erased: ErasedNamespaces = NO_ERASURE,
+    ) -> ProjectionStore:
         """Claim the first free slot under ``directory`` and open its DuckDB file.
+
+        A stale slot (files that may hold a namespace erased since they were written, its
+        holder killed first: :func:`~memory_ledger.projections.derived.slot_stale`) has its
+        files deleted first: rebuilt from the ledger.
 
         :raises ProjectionUnavailableError: the folder cannot be created or all
             :data:`MAX_SLOTS` slots are held by live processes.
@@ -251,6 +331,14 @@ class ProjectionStore:
                 lock.close()
                 continue
             path = folder / f"slot-{slot}.duckdb"
+            if slot_stale(path, len(erased.ids())):
+                try:
+                    for name in slot_files(path):
+                        name.unlink(missing_ok=True)
+                except OSError as e:
+                    lock.close()
+                    msg = f"cannot delete projection file {str(path)!r} after an erasure: {e}"
+                    raise ProjectionUnavailableError(msg, path=str(path)) from e
             marker = damage_marker(path)
             if marker.exists():  # found damaged while in use: set it aside now, rebuild
                 try:
@@ -260,11 +348,11 @@ class ProjectionStore:
                     lock.close()
                     msg = f"cannot set aside damaged projection file {str(path)!r}: {e}"
                     raise ProjectionUnavailableError(msg, path=str(path)) from e
-                store = cls(str(path), version=version, lock=lock)
+                store = cls(str(path), version=version, lock=lock, erased=erased)
                 store.quarantined = quarantined
                 return store
             try:
-                return cls(str(path), version=version, lock=lock)
+                return cls(str(path), version=version, lock=lock, erased=erased)
             except ProjectionError as e:
                 if _is_lock_conflict(e.__cause__):  # a process outside the engine has it open
                     lock.close()
@@ -276,7 +364,7 @@ class ProjectionStore:
                 # Read models are disposable: set it aside and rebuild from the ledger.
                 try:
                     quarantined = _quarantine(path)
-                    store = cls(str(path), version=version, lock=lock)
+                    store = cls(str(path), version=version, lock=lock, erased=erased)
                 except (OSError, ProjectionError) as again:
                     lock.close()
                     msg = f"cannot open projection file {str(path)!r}: {again}"
@@ -287,7 +375,9 @@ class ProjectionStore:
         raise ProjectionUnavailableError(msg, path=str(folder), reason_code="all_slots_in_use")
 
     @classmethod
-    def open_temporary(cls, *, version: int) -> ProjectionStore:
+    def open_temporary(
+        cls, *, version: int, erased: ErasedNamespaces = NO_ERASURE
+    ) -> ProjectionStore:
         """Open a fresh projection file in a new temporary folder (removed on :meth:`close`).
 
         For audits of a store whose projection folder this process cannot write: the read
@@ -301,7 +391,7 @@ class ProjectionStore:
             msg = f"cannot create a temporary projection folder: {e.strerror or e}"
             raise ProjectionUnavailableError(msg, path=tempfile.gettempdir()) from e
         try:
-            store = cls(os.path.join(folder, "slot-0.duckdb"), version=version)
+            store = cls(os.path.join(folder, "slot-0.duckdb"), version=version, erased=erased)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -363,17 +453,41 @@ class ProjectionStore:
         )
         return ProjectionDamagedError(msg, path=self.path)
 
-    def close(self) -> None:
-        """Close the DuckDB file and release the slot (a temporary folder is removed); a
-        file that :attr:`scrub_on_close` marks is rewritten first, while the slot is held."""
+    def close(self, before: Callable[[], None] | None = None) -> None:
+        """Close the DuckDB file and release the slot (a temporary folder is removed).
+
+        ``before`` runs first, with the slot held (the engine writes the slot's recall
+        index there). Then the rows of every namespace erased meanwhile (by any process)
+        are scrubbed; a file that :attr:`scrub_on_close` marks is rewritten, while the slot
+        is held (so deleted rows' old blocks go too), and the slot is stamped with the
+        erasures it knows when no erasure happened since ``before`` began (else its stamp
+        stays stale, and its files are deleted). Then stale slots no process holds are
+        deleted (:func:`remove_stale_slots`). A file that cannot be scrubbed is marked damaged:
+        set aside at the next open, and deleted there once the store has erased
+        (``check_erasures``).
+        """
+        scrubbed = True
+        known = self.erased.ids()  # every file of the slot is written knowing these at least
         try:
+            if before is not None:
+                before()
+            try:
+                self.scrub_erased()
+            except duckdb.Error as e:
+                scrubbed = False
+                self.mark_damaged(e)
             self.conn.close()
-            if self.scrub_on_close and self.temporary_folder is None and os.path.isfile(self.path):
+            durable = self.path != ":memory:" and self.temporary_folder is None
+            if self.scrub_on_close and durable and os.path.isfile(self.path):
                 rewrite_file(Path(self.path))
+            if durable and scrubbed and known and self.erased.ids() == self._scrubbed_for == known:
+                stamp_slot(Path(self.path), len(known))
         finally:
             if self._lock is not None:
                 self._lock.close()
                 self._lock = None
+                with contextlib.suppress(OSError):
+                    remove_stale_slots(Path(self.path).parent, len(self.erased.ids()))
             if self.temporary_folder is not None:
                 shutil.rmtree(self.temporary_folder, ignore_errors=True)
                 self.temporary_folder = None

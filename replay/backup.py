@@ -22,6 +22,10 @@ master key can read the namespace. The README's "Erasure" section says what a ho
 about old backups (delete them, or rotate the master key and destroy the old one once the
 old backups expire).
 
+Nothing derived is copied: projections and the recall index are rebuilt from the ledger
+when the backup (or a store restored from it) is opened, and every derived file is written
+through :mod:`memory_ledger.projections.derived`, which leaves the erased namespaces out.
+
 ``restore_store`` copies the ledger (and the key store) into a NEW store folder, then
 verifies the hash chain and that the head and its hash match the manifest; an encrypted
 backup is verified with its master key when one is configured, else without it
@@ -45,6 +49,7 @@ from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import KEY_STORE_FILE, FileKeyStore, KeyStoreState
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore
 from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
+from memory_ledger.projections.derived import write_atomic
 from memory_ledger.replay.errors import BackupManifestError, NotABackupError, OutputExistsError
 from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
 
@@ -145,10 +150,9 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
         data_keys=sum(1 for k in keys.keys if not k.erased),
         erased_keys=sum(1 for k in keys.keys if k.erased),
     )
-    (folder / MANIFEST).write_bytes(
-        msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
+    write_atomic(
+        folder / MANIFEST, [msgspec.json.format(msgspec.json.encode(manifest), indent=2), b"\n"]
     )
-    _fsync(folder / MANIFEST)
     _fsync(ledger)
     _fsync(folder)
     return BackupReport(

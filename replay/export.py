@@ -12,7 +12,9 @@
   to the hash chain), and per file its rows (and for read models the content digest).
 
 Read models and events are taken at the same position: the engine's projection caught up to
-the head when the export starts, or a rebuild at ``to``.
+the head when the export starts, or a rebuild at ``to``. Rows of a namespace erased by the
+time of the export (by any process) are scrubbed first
+(:mod:`memory_ledger.projections.derived`); its events are written as erased records.
 
 An export is all or nothing: the files are written into a hidden sibling folder
 (``.<name>.<random>.partial``) that is renamed into place once the manifest is written; on
@@ -41,6 +43,7 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.records import HASH_SIZE
+from memory_ledger.projections.derived import write_atomic
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.tables import TABLES, VIEWS
@@ -295,6 +298,12 @@ def _export_into(
             stack.callback(store.close)
             position, conn = to, store.conn
         with engine.projection_guard() if to is None else store.guard("export"):
+            # Through the one place that knows the erased namespaces (projections/derived.py):
+            # no row of a namespace erased by now (by any process) reaches the files.
+            if to is None:
+                engine.projections.scrub_erased()
+            else:
+                engine.projections.erased.scrub(conn)
             files = _write_read_models(conn, staging, fmt)
     events_name = f"events.{fmt}"
     rows = write_events(_events_up_to(engine, position), staging / events_name, fmt)
@@ -311,5 +320,5 @@ def _export_into(
         seconds=time.perf_counter() - started,
     )
     manifest = msgspec.json.format(msgspec.json.encode(report), indent=2)
-    (staging / "manifest.json").write_bytes(manifest + b"\n")
+    write_atomic(staging / "manifest.json", [manifest, b"\n"])
     return report

@@ -164,7 +164,9 @@ def build_projections(
     if path != ":memory:" and Path(path).exists():
         msg = f"{path!r} exists; a rebuild writes a fresh file"
         raise OutputExistsError(msg, path=path)
-    store = ProjectionStore(path, version=PROJECTION_VERSION)
+    # The erased namespaces of the engine's store: scrubbed from the file when it closes
+    # (projections/derived.py), whatever the fold met.
+    store = ProjectionStore(path, version=PROJECTION_VERSION, erased=engine.projections.erased)
     try:
         runner = engine.projection_runner(store, page_size=page_size)
         with store.guard("rebuild"):

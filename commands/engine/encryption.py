@@ -42,7 +42,7 @@ from memory_ledger.ledger.master_key import (
 from memory_ledger.ledger.sealing import is_sealed
 from memory_ledger.ledger.tags import ERASURE_TAG
 from memory_ledger.projections.erasure import present_namespaces
-from memory_ledger.projections.store import remove_set_aside
+from memory_ledger.projections.store import remove_set_aside, remove_stale_slots
 
 if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
@@ -117,8 +117,10 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     encrypted): those are hidden from every read, but their bytes stay in the ledger.
     ``already_erased``: namespaces the request names that an earlier erasure took.
     ``busy_projections``: projection files of this host held by running processes: each
-    drops the rows at its next catch-up and rewrites its file when it closes (idle files
-    are deleted, and rebuilt from the ledger when next used)."""
+    drops the rows at its next catch-up and scrubs (and stamps) its files when it closes;
+    if its process dies first, the next open or close of an engine on the store deletes
+    them (idle files are deleted now, and rebuilt from the ledger when next
+    used; ``projections/derived.py``)."""
 
     command_id: UUID | None
     namespaces: int
@@ -201,7 +203,8 @@ def check_erasures(engine: MemoryStore) -> int:
     were found live. Reads the ledger's ``erasure`` tag (a store without its tag index is
     skipped). Damaged projection files set aside in the store folder are deleted then
     (:func:`~memory_ledger.projections.store.remove_set_aside`): they may predate an
-    erasure."""
+    erasure; so are idle slots whose stamp predates an erasure
+    (:func:`~memory_ledger.projections.store.remove_stale_slots`)."""
     recorder = engine.tagged_recorder
     if not recorder.tag_index_built():
         return 0
@@ -217,7 +220,13 @@ def check_erasures(engine: MemoryStore) -> int:
         # A damaged projection file set aside after an erasure (marked while another
         # process held it) may still hold the erased rows: read models are disposable.
         remove_set_aside(engine.path / "projections")
-    return engine.keyring.revoke(destroyed, persist=not engine.read_only)
+    revoked = engine.keyring.revoke(destroyed, persist=not engine.read_only)
+    if not engine.read_only:
+        # Idle slots whose files may predate an erasure (their holder, or the erasing
+        # process, was killed before it scrubbed or deleted them).
+        erasures = len(engine.keyring.erased_namespace_ids)
+        remove_stale_slots(engine.path / "projections", erasures)
+    return revoked
 
 
 def record_erasures(engine: MemoryStore) -> dict[UUID, int]:

@@ -212,8 +212,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     recall_index_path(Path(projections.path)),
                     fingerprint(self.recall_index.windowed),
                     recorder.max_notification_id() or 0,
+                    erased=projections.erased,
                 ),
-                self.keyring.is_erased,
+                projections.erased.is_erased,
             )
         self._memory_maps: dict[str, tuple[int, str]] = {}
         self.fusion: HybridFusion = DEFAULT_FUSION
@@ -717,10 +718,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 self.follower.close()
             if self.indexer is not None:
                 self.indexer.close()
-            with self._read_lock:
+
+            def persist() -> None:
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
                     self.recall_index.persist(self.runner.position)
-                self.projections.close()
+
+            with self._read_lock:
+                # The recall index is written while the slot is held, before the slot's
+                # files are scrubbed of namespaces erased meanwhile (projections/derived.py).
+                self.projections.close(before=persist)
         finally:
             try:
                 if self._owned_provider is not None:

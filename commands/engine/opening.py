@@ -24,6 +24,7 @@ from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.tags import TaggedRecorder, stored_event_tagger
+from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces
 from memory_ledger.projections.errors import ProjectionError
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailableError
@@ -74,19 +75,23 @@ class StoreParts(NamedTuple):
     ledger_secret: str
 
 
-def open_projections(root: Path, *, read_only: bool) -> ProjectionStore:
+def open_projections(
+    root: Path, *, read_only: bool, erased: ErasedNamespaces = NO_ERASURE
+) -> ProjectionStore:
     """The store's projection slot; for a read-only store whose projection folder cannot
-    be written, a temporary projection file instead (removed on close)."""
+    be written, a temporary projection file instead (removed on close). ``erased``: the
+    store's erased namespaces, scrubbed from the file when opened and closed
+    (:mod:`memory_ledger.projections.derived`)."""
     folder = root / "projections"
     if not read_only:
-        return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+        return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION, erased=erased)
     writable = os.access(folder, os.W_OK) if folder.exists() else os.access(root, os.W_OK)
     if writable:
         try:
-            return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION)
+            return ProjectionStore.open_slot(folder, version=PROJECTION_VERSION, erased=erased)
         except ProjectionUnavailableError:
             pass  # e.g. a read-only mount that os.access did not reveal
-    return ProjectionStore.open_temporary(version=PROJECTION_VERSION)
+    return ProjectionStore.open_temporary(version=PROJECTION_VERSION, erased=erased)
 
 
 def ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> None:
@@ -137,7 +142,8 @@ def open_store_parts(
             mapper.keyring = keyring
         if not read_only:  # a read-only engine never decides: it needs no tag index
             ensure_tag_index(recorder, mapper)
-        projections = open_projections(root, read_only=read_only)
+        erased = ErasedNamespaces.of_keyring(keyring)
+        projections = open_projections(root, read_only=read_only, erased=erased)
         if embeddings is None:
             embeddings = owned = provider_from_config(config)
     except (ProjectionError, ProjectionUnavailableError) as e:

@@ -23,6 +23,11 @@ rebuilt from the projections (``reason`` says why). A namespace's blob is read a
 only when that namespace is first recalled. An erasure removes the file (the engine drops
 every in-process index at once; the next close writes a new file without the erased
 namespace).
+
+The file is written through :mod:`memory_ledger.projections.derived`: a namespace erased by
+any process by the time of the write is left out of it (whether this process indexed it
+before the erasure, or recalled it after), and a file whose directory names an erased
+namespace is removed when opened, never served (``reason`` ``erased``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import msgspec
 
 from memory_ledger.commands.recall.index import MemoryDoc
 from memory_ledger.commands.recall.lexical import CONTEXT_CHARS, WINDOW_TURNS
+from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces, write_atomic
 from memory_ledger.projections.text_index import BM25Index, BM25State
 
 __all__ = [
@@ -185,14 +191,24 @@ class RecallIndexFile:
     :param fingerprint: :func:`fingerprint` of the index that reads it.
     :param head: the ledger head now: a file reflecting a later position belongs to another
         ledger and is rebuilt.
+    :param erased: the store's erased namespaces: never written, and a file naming one is
+        removed when opened.
 
     ``reason`` says why the file was not used (``missing``, ``torn``, ``format``,
-    ``ahead_of_ledger``, ``damaged``), None while it is.
+    ``ahead_of_ledger``, ``damaged``, ``erased``), None while it is.
     """
 
-    def __init__(self, path: Path, fingerprint: str, head: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fingerprint: str,
+        head: int,
+        *,
+        erased: ErasedNamespaces = NO_ERASURE,
+    ) -> None:
         self.path = path
         self.fingerprint = fingerprint
+        self.erased = erased
         self.reason: str | None = None
         self._directory: Directory | None = None
         self._map: mmap.mmap | None = None
@@ -239,6 +255,9 @@ class RecallIndexFile:
             return
         if directory.position > head:
             self._discard("ahead_of_ledger")
+            return
+        if self.erased.kept(directory.namespaces, str) != list(directory.namespaces):
+            self._discard("erased")  # written before an erasure that could not remove it
             return
         self._directory = directory
 
@@ -310,12 +329,13 @@ class RecallIndexFile:
     ) -> None:
         """Replace the file by one holding the namespaces ``built`` (their indexes now) and
         the namespaces ``keep`` copied from the current file, reflecting ``position``.
-        Written under a temporary name, fsynced, then renamed (atomic); the folder is
-        fsynced. Raises ``OSError`` when the folder cannot be written (nothing changed)."""
-        from memory_ledger.ledger.faults import fault
-
+        Namespaces erased by then (by any process) are left out. Written under a temporary
+        name, fsynced, then renamed (:func:`~memory_ledger.projections.derived.write_atomic`);
+        raises ``OSError`` when the folder cannot be written (nothing changed)."""
         blobs: list[tuple[str, NamespaceEntry, bytes]] = []
         offset = _HEADER.size
+        keep = self.erased.kept(keep, str)
+        built = self.erased.kept(built, lambda item: item[0])
         for key in keep:
             stored = self.raw_blob(key)
             if stored is not None:
@@ -331,29 +351,15 @@ class RecallIndexFile:
             Directory(self.fingerprint, position, {key: entry for key, entry, _ in blobs})
         )
         header = _HEADER.pack(MAGIC, FORMAT_VERSION, offset, len(directory), zlib.crc32(directory))
-        tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(header)
-                for number, (_, _, raw) in enumerate(blobs):
-                    f.write(raw)
-                    if number == 0:
-                        fault("recall_index.write")
-                f.write(directory)
-                f.flush()
-                os.fsync(f.fileno())
-            fault("recall_index.replace")
-            self.close()
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # The header and first blob make the first chunk (the ``recall_index.write`` fault
+        # point runs after it, as before).
+        chunks = [header + (blobs[0][2] if blobs else b""), *(raw for _, _, raw in blobs[1:])]
+        write_atomic(
+            self.path,
+            [*chunks, directory],
+            fault_point="recall_index",
+            before_replace=self.close,
+        )
         self.reason = None
         self._open(position)
 

@@ -12,8 +12,7 @@ folder only costs re-embedding. It never stores text.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
+import io
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from memory_ledger.commands.embeddings.base import (
     EmbeddingError,
     validate_vectors,
 )
+from memory_ledger.projections.derived import write_atomic
 
 __all__ = ["VectorCache"]
 
@@ -62,15 +62,10 @@ class VectorCache:
         """Store ``vectors`` for ``digest`` (atomically); a write failure is counted, never
         raised."""
         target = self._path(digest)
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float32))
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    np.save(handle, np.ascontiguousarray(vectors, dtype=np.float32))
-                os.replace(temporary, target)
-            except BaseException:
-                os.unlink(temporary)
-                raise
+            write_atomic(target, [buffer.getvalue()])  # projections/derived.py: every derived file
         except OSError:
             self.write_errors += 1

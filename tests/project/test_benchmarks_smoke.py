@@ -50,6 +50,7 @@ OUTPUTS = {
     "peers": "peers.json",
     "workspace": "workspace.json",
     "encryption": "encryption.json",
+    "erasure_files": "erasure_files.json",
     "races": "races.json",
     "langgraph": "langgraph.json",
     "conformance": "conformance.json",
