@@ -41,6 +41,9 @@ HOLDS_NO_CONTENT = {
     "ledger/key_store.py": "the key store: wrapped keys and namespace digests only",
     "replay/cli/erase.py": "a new master key file (random bytes)",
     "replay/locomo.py": "the LoCoMo converter's output script, outside any store",
+    "replay/conformance/mutants.py": "the kit's deliberately broken test stores: their own "
+    "files, never an engine store's",
+    "replay/conformance/plugin.py": "the kit's report of test outcomes (names and results)",
     "replay/stats.py": "opens projection files read-only",
 }
 """Modules that write files holding no namespace's content in clear (the reason why)."""
