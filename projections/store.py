@@ -24,6 +24,7 @@ from typing import IO
 import duckdb
 
 from memory_ledger.ledger.errors import DiskFullError
+from memory_ledger.ledger.faults import fault
 from memory_ledger.projections.derived import (
     NO_ERASURE,
     ErasedNamespaces,
@@ -91,6 +92,7 @@ def rewrite_file(path: Path) -> None:
         raise translate_duckdb_error(e, str(path), "rewrite") from e
     with open(fresh, "rb+") as f:
         os.fsync(f.fileno())
+    fault("projections.rewrite")
     os.replace(fresh, path)
     path.with_name(path.name + ".wal").unlink(missing_ok=True)
     fd = os.open(path.parent, os.O_RDONLY)
