@@ -213,3 +213,21 @@ def test_kill_right_after_erase_returns_leaves_no_statement(tmp_path: Path) -> N
     with memory_ledger.open(store, master_key=key) as engine:
         assert engine.recall(Namespace("acmek", "bobk9", "chatk9"), "tea").results
     assert bytes_found(b"Pangolinzz", store) == []
+
+
+def test_a_process_holding_another_slot_rewrites_its_file_when_it_catches_up(
+    tmp_path: Path,
+) -> None:
+    store, key = large_store(tmp_path)
+    alice, bob = Namespace("acmek", "alicek9", "chatk9"), Namespace("acmek", "bobk9", "chatk9")
+    with (
+        memory_ledger.open(store, master_key=key) as first,
+        memory_ledger.open(store, master_key=key) as second,
+    ):
+        assert second.projections.path != first.projections.path  # two slots
+        assert second.recall(alice, "Pangolinzz").results
+        first.erase("acmek", "alicek9", requested_by="x")
+        assert second.recall(bob, "tea").results  # catches up to the erasure
+        assert bytes_found(b"Pangolinzz", store) == []
+        assert bytes_found(b"alicek9", store) == []
+    assert bytes_found(b"Pangolinzz", store) == []
