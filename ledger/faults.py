@@ -30,6 +30,8 @@ Points (:data:`POINTS`):
   has not replaced the old one;
 - ``erasure.keys_destroyed``: an erasure's commit point passed (the key store no longer
   holds the keys) and its ``NamespaceErased`` record is not appended yet.
+- ``projections.rewrite``: a projection file that rows were deleted from (an erasure) is
+  copied to a fresh file, fsynced, that has not replaced it yet (``projections.store``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ POINTS = (
     "erasure.keys_destroyed",
     "recall_index.write",
     "recall_index.replace",
+    "projections.rewrite",
 )
 """Every fault point the code calls."""
 

@@ -24,6 +24,7 @@ from typing import IO
 import duckdb
 
 from memory_ledger.ledger.errors import DiskFullError
+from memory_ledger.ledger.faults import fault
 from memory_ledger.projections.derived import (
     NO_ERASURE,
     ErasedNamespaces,
@@ -91,6 +92,7 @@ def rewrite_file(path: Path) -> None:
         raise translate_duckdb_error(e, str(path), "rewrite") from e
     with open(fresh, "rb+") as f:
         os.fsync(f.fileno())
+    fault("projections.rewrite")
     os.replace(fresh, path)
     path.with_name(path.name + ".wal").unlink(missing_ok=True)
     fd = os.open(path.parent, os.O_RDONLY)
@@ -234,6 +236,9 @@ class ProjectionStore:
         self.scrub_on_close = False
         """Rewrite the file when closing (:func:`rewrite_file`): set after an erasure, so
         the deleted rows' old blocks do not outlive this process's use of the file."""
+        self.on_reconnect: list[Callable[[duckdb.DuckDBPyConnection], None]] = []
+        """Called with the new connection when :meth:`rewrite_erased` reopened the file (the
+        holders of :attr:`conn` take it)."""
         try:
             self.conn = duckdb.connect(path)
         except duckdb.Error as e:
@@ -431,6 +436,36 @@ class ProjectionStore:
             "ON CONFLICT (projection) DO UPDATE SET position = excluded.position",
             [self.name, position],
         )
+
+    def rewrite_erased(self) -> bool:
+        """Rewrite the file now when an erasure deleted rows from it (:attr:`scrub_on_close`),
+        instead of waiting for :meth:`close`: DuckDB keeps a deleted row's bytes in its old
+        blocks until they are reused, so a ``DELETE`` alone leaves an erased namespace's
+        statements in the file (and a ``kill -9`` before the close left them there until the
+        next open). The connection is closed, the file copied to a fresh one
+        (:func:`rewrite_file`) and reopened; each of :attr:`on_reconnect` is then given the
+        new connection. Returns whether it rewrote. Call with no transaction open.
+
+        :raises ProjectionError: DuckDB cannot rewrite or reopen the file (a file that could
+            not be rewritten stays marked, rewritten again at the next call or at close).
+        """
+        durable = self.path != ":memory:" and self.temporary_folder is None
+        if not (self.scrub_on_close and durable):
+            return False
+        with self.lock:
+            self.conn.close()
+            try:
+                rewrite_file(Path(self.path))
+                self.scrub_on_close = False
+            finally:
+                try:
+                    self.conn = duckdb.connect(self.path)
+                    self.conn.execute("SET checkpoint_threshold = '256MB'")
+                except duckdb.Error as e:
+                    raise translate_duckdb_error(e, self.path, "open") from e
+                for callback in self.on_reconnect:
+                    callback(self.conn)
+        return True
 
     def checkpoint(self) -> None:
         """Write the file's changes into its blocks now (DuckDB ``CHECKPOINT``): after an

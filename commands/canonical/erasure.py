@@ -29,6 +29,7 @@ from memory_ledger.ledger.ids import (
     Namespace,
     bulk_forget_stream_id,
 )
+from memory_ledger.ledger.key_errors import NamespaceErasedError
 
 if TYPE_CHECKING:
     from memory_ledger.commands.store import MemoryStore
@@ -55,6 +56,8 @@ def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str =
         a secret-shaped value (``reason_code`` ``secret_detected``, naming the part, never
         its value: no memory can be stored under such a namespace, and ``memory-ledger
         forget`` printed it back).
+    :raises NamespaceErasedError: ``namespace`` was erased (``reason_code``
+        ``namespace_erased``; nothing is written), as for ``remember`` and ``forget``.
     :raises ConcurrencyConflictError: concurrent commands kept changing the namespace's
         memories (nothing was written).
     """
@@ -68,6 +71,12 @@ def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str =
         if contains_secret(getattr(namespace, label)):
             msg = f"{label} holds a secret-shaped value; no memory is stored under it"
             raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
+    with engine.ledger_guard():
+        engine.keyring.refresh()
+    if engine.keyring.erased_namespace_ids and engine.keyring.is_erased(namespace):
+        # As remember, forget and session do: an erased namespace is never written, and
+        # "0 forgotten" would hide that it is gone for good.
+        raise NamespaceErasedError(f"namespace {namespace.key()!r} was erased")
     forgotten: list[UUID] = []
 
     def plan(reads: DecisionReads) -> Sequence[LedgerEvent]:

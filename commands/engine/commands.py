@@ -32,8 +32,11 @@ from memory_ledger.projections.columnar import session_key
 from memory_ledger.projections.store import ProjectionStore, remove_idle_slots
 
 if TYPE_CHECKING:
+    import duckdb
+
     from memory_ledger.commands.recall.semantic import SemanticChannel
     from memory_ledger.commands.store import MemoryStore
+    from memory_ledger.projections.canonical import CanonicalMemory
 
 __all__ = ["EngineCommands"]
 
@@ -43,6 +46,7 @@ class EngineCommands:
 
     keyring: Keyring
     recall_index: NamespaceRecallIndex
+    canonical: CanonicalMemory
     transcripts: SourceTranscripts
     semantic: SemanticChannel | None
     _memory_maps: dict[str, tuple[int, str]]
@@ -167,6 +171,13 @@ class EngineCommands:
         from memory_ledger.commands.secrets import clear_scan_cache
 
         clear_scan_cache()
+
+    def _take_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Hand the projection file's new connection to every reader that holds one (after
+        the file was rewritten to drop an erased namespace's old blocks)."""
+        self.canonical.conn = conn
+        if self.semantic is not None:
+            self.semantic.vectors.conn = conn
 
     def erase(
         self,

@@ -197,6 +197,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         """Data keys of encryption at rest (``ledger.keyring``); without a master key it
         encrypts nothing and reads sealed payloads of erased keys as erased."""
         self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
+        projections.on_reconnect.append(self._take_connection)
         self.transcripts = SourceTranscripts(recorder, mapper)
         self.recall_index = NamespaceRecallIndex(
             self.canonical,
@@ -461,10 +462,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
     def catch_up(self, to: int | None = None) -> int:
         """Bring the projections up to ``to`` (default: the ledger head); return position.
 
-        Serialized per engine: the DuckDB connection is not shared between threads.
+        Serialized per engine: the DuckDB connection is not shared between threads. When
+        catch-up (or the open's scrub) deleted an erased namespace's rows, the projection
+        file is rewritten before this returns (:meth:`ProjectionStore.rewrite_erased`), so
+        no old DuckDB block keeps their bytes, whatever happens to this process next.
         """
         with self._read_lock, self.projection_guard(), self.ledger_guard():
-            return self.runner.catch_up(to)
+            position = self.runner.catch_up(to)
+            self.projections.rewrite_erased()
+            return position
 
     def follow(self, poll_interval: float = 1.0) -> Follower:
         """Start (once) the background thread that keeps the projections following the

@@ -416,7 +416,11 @@ class NamespaceRecallIndex:
             stored = self._stored
             if stored is None or not self._dirty:
                 return False
-            keep = [key for key in stored.namespaces() if key not in self._cache]
+            keep = [
+                key
+                for key in stored.namespaces()
+                if key not in self._cache and key not in self._dirty
+            ]
             built = [
                 (key, (at, self._silenced.get(key, frozenset()), index, by_id))
                 for key, (at, index, by_id) in self._cache.items()
@@ -478,6 +482,14 @@ class NamespaceRecallIndex:
             rows = self.canonical.active_memories(
                 namespace.tenant, namespace.principal, namespace.scope_id, DOC_COLUMNS
             )
+            if not rows:
+                # A namespace with no memory (never written, erased, all forgotten) leaves
+                # no state: its name is never cached nor written to the persisted index.
+                self._cache.pop(key, None)
+                self._silenced.pop(key, None)
+                if self._stored is not None and key in self._stored.namespaces():
+                    self._dirty.add(key)  # its stored entry is left out at the next write
+                return build_index(()), {}
             window_of = self._window_reader(namespace, self._forgotten_turns(namespace))
             by_id = {row["memory_id"]: self._doc(row, window_of) for row in rows}
             index = build_index(by_id.values())

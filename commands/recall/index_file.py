@@ -329,13 +329,16 @@ class RecallIndexFile:
     ) -> None:
         """Replace the file by one holding the namespaces ``built`` (their indexes now) and
         the namespaces ``keep`` copied from the current file, reflecting ``position``.
-        Namespaces erased by then (by any process) are left out. Written under a temporary
-        name, fsynced, then renamed (:func:`~memory_ledger.projections.derived.write_atomic`);
-        raises ``OSError`` when the folder cannot be written (nothing changed)."""
+        Namespaces erased by then (by any process), and namespaces without a document, are
+        left out. Written under a temporary name, fsynced, then renamed
+        (:func:`~memory_ledger.projections.derived.write_atomic`); raises ``OSError`` when
+        the folder cannot be written (nothing changed)."""
         blobs: list[tuple[str, NamespaceEntry, bytes]] = []
         offset = _HEADER.size
         keep = self.erased.kept(keep, str)
-        built = self.erased.kept(built, lambda item: item[0])
+        built = [  # a namespace with no memory leaves no entry (its name is never written)
+            item for item in self.erased.kept(built, lambda item: item[0]) if len(item[1][3])
+        ]
         for key in keep:
             stored = self.raw_blob(key)
             if stored is not None:

@@ -9,7 +9,9 @@ drops the namespace's rows). A child process (``tests/erase_child.py``) erases n
 - at fault points (``ledger.faults``): ``keys.replace`` (the new key file written, not yet
   renamed over the old one), ``erasure.keys_destroyed`` (keys gone, no record yet),
   ``ledger.put`` / ``ledger.commit`` (inside the record's write transaction),
-  ``projections.commit`` (inside the catch-up batch that drops the rows);
+  ``projections.commit`` (inside the catch-up batch that drops the rows),
+  ``projections.rewrite`` (the projection file copied without the rows' old blocks, the
+  copy not yet renamed over it);
 - at random times after it started erasing.
 
 After each kill the store is reopened (which rolls an interrupted erasure's record forward)
@@ -21,7 +23,8 @@ and must be exactly one of:
   ``NamespaceErased`` record naming her namespace, every event of hers reads as erased, no
   recall hit and no projection row of hers;
 
-and in both the chain verifies, the live projections equal a rebuild, and bob's recall is
+and in both the chain verifies (erased: no file holds a statement of alice's, even in an old
+DuckDB block), the live projections equal a rebuild, and bob's recall is
 unchanged. Retrying the erasure (as a host would) then ends erased, with one record.
 """
 
@@ -63,6 +66,7 @@ FAULT_POINTS = (
     "ledger.put",
     "ledger.commit",
     "projections.commit",
+    "projections.rewrite",
 )
 TIMER_ROUNDS = 6
 QUERIES = ("bees Porto", "espresso", "chess", "choir Sundays")
@@ -178,6 +182,8 @@ def check_state(store: Path, template: dict[str, Any]) -> str:
         assert alice_events == 0 and erased_events > 0 and alice_rows == 0
         assert all(hits == () for hits in alice_hits(engine))
         assert bytes_found(template["wrapped"], store) == []
+        # No old DuckDB block, WAL or leftover copy keeps a statement (issue 34 item 2).
+        assert bytes_found(b"alice drinks espresso", store) == []
         return "erased"
 
 

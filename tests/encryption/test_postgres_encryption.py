@@ -135,3 +135,35 @@ def test_migrate_carries_the_keys(pg_url: str, tmp_path: Path) -> None:
         assert list(host.recall(BOB, "bicycles")) == []
         with pytest.raises(NamespaceErasedError):
             host.remember(BOB, "Bob is back.")
+
+
+def test_reads_of_an_erased_namespace_write_no_name_on_any_host(
+    pg_url: str, pg_schema: str, tmp_path: Path
+) -> None:
+    """Each host's projection file and recall index (``slot-0.recall``) keep none of an
+    erased namespace's names or words, whichever host recalled it before and after the
+    erasure, and ``forget_all`` there is refused (issue 34 item 2)."""
+    key = os.urandom(32)
+    alice = Namespace("acme5", "alice5q", "chat5q")
+    hosts = (tmp_path / "h1", tmp_path / "h2")
+    for host in hosts:
+        with MemoryEngine.open(host, ledger=pg_url, master_key=key) as engine:
+            if host == hosts[0]:
+                engine.remember(alice, "Alice5 likes Tamarindzz.")
+                engine.remember(BOB, "Bob restores quillwort bicycles.")
+            assert engine.recall(alice, "Tamarindzz").results
+    with MemoryEngine.open(hosts[0], ledger=pg_url, master_key=key) as engine:
+        engine.erase("acme5", "alice5q", requested_by="dpo")
+    for host in hosts:
+        with MemoryEngine.open(host, ledger=pg_url, master_key=key) as engine:
+            assert engine.recall(alice, "anything").results == ()
+            assert engine.retrievable_memories(alice) == []
+            assert engine.count_active_memories(alice) == 0
+            with pytest.raises(NamespaceErasedError):
+                engine.forget_all(alice)
+            assert engine.recall(BOB, "bicycles").results
+    for host in hosts:
+        for path in host.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert b"alice5q" not in data and b"Tamarindzz" not in data, path
