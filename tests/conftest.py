@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from benchmarks import locomo_source
 from memory_ledger.commands import MemoryEngine, Namespace
 from tests.pg import pg_schema, pg_url  # noqa: F401 (fixtures for the PostgreSQL tests)
 from tests.scripted_server import ScriptedServer
@@ -18,24 +18,23 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def locomo_path() -> Path | None:
-    """The LoCoMo file: $LOCOMO_PATH, else ../shared beside the checkout, else /work/shared."""
-    candidates = [
-        os.environ.get("LOCOMO_PATH"),
-        str(REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo7.json"),
-        "/work/shared/data/locomo/locomo7.json",
-    ]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None
+    """The LoCoMo file: $LOCOMO_PATH, else ../shared/data/locomo/locomo7.json beside the
+    checkout, nothing else (``benchmarks.locomo_source``); None when it is absent."""
+    return locomo_source.locomo_path()
+
+
+def skip_without_locomo() -> Path:
+    """The LoCoMo file, or skip the calling test saying where it was looked for."""
+    path = locomo_path()
+    if path is None:
+        pytest.skip(locomo_source.missing())
+    return path
 
 
 @pytest.fixture
 def locomo_file() -> Path:
-    path = locomo_path()
-    if path is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
-    return path
+    """The LoCoMo file; the test is skipped, saying so, where it is absent."""
+    return skip_without_locomo()
 
 
 def make_item(statement: str, **overrides: Any) -> dict[str, Any]:
