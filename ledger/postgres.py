@@ -1122,14 +1122,19 @@ class AppendListener:
     """Waits for appends to one ledger from any host: LISTEN on the ledger's channel over a
     dedicated connection (outside the pool), reopened after a failure.
 
-    :meth:`wait` never raises on a broken connection: it reports no notification after a
-    pause, so a caller that polls on timeout keeps working while the server is away.
+    ``LISTEN`` is in place when the constructor returns (unless the server is away: then
+    :meth:`wait` connects), so an append committed after it is notified, never lost between
+    the caller's first read and its first wait. :meth:`wait` never raises on a broken
+    connection: it reports no notification after a pause, so a caller that polls on timeout
+    keeps working while the server is away.
     """
 
     def __init__(self, recorder: PostgresLedgerApplicationRecorder) -> None:
         self._recorder = recorder
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        with contextlib.suppress(psycopg.Error):  # wait() connects when the server is back
+            self._conn = self._connect()
 
     def _connect(self) -> psycopg.Connection[Any]:
         kwargs = self._recorder.datastore.pool.kwargs

@@ -1,5 +1,5 @@
-"""The PostgreSQL ledger's subscription delivers every append, whenever it commits relative to
-the subscription's ``LISTEN`` (issue 34, item 4).
+"""The PostgreSQL ledger's subscription (and its append listener) delivers every append,
+whenever it commits relative to the ``LISTEN`` (issue 34, item 4).
 
 The library's subscription runs ``LISTEN`` in a thread started beside the first pull: an
 append committed after that pull and before ``LISTEN`` held was never delivered. These tests
@@ -176,3 +176,17 @@ def test_the_subscription_is_the_ledgers(recorder: PostgresLedgerApplicationReco
             assert [_next_of(subscription) for _ in appended] == appended
         finally:
             subscription.stop()
+
+
+def test_an_append_listener_hears_an_append_made_before_its_first_wait(
+    recorder: PostgresLedgerApplicationRecorder,
+) -> None:
+    """The follower and the DCB subscription read, then wait: LISTEN must already hold when
+    the listener is made, or an append between the read and the first wait wakes nobody
+    (the follower's ``wakeups`` stayed 0 in ``test_a_host_follows_other_hosts_appends``)."""
+    listener = recorder.listen_for_appends()
+    try:
+        _append(recorder)
+        assert listener.wait(NEVER), "an append before the first wait was not notified"
+    finally:
+        listener.close()
