@@ -43,6 +43,7 @@ from langgraph.store.memory import InMemoryStore
 
 from benchmarks.hybrid import HashingProvider
 from benchmarks.locomo_data import load
+from benchmarks.locomo_source import BESIDE, locomo_path
 from benchmarks.results import save
 from memory_ledger.commands import Namespace
 from memory_ledger.replay.langgraph_store import LedgerStore
@@ -53,11 +54,9 @@ TENANT = Namespace("bench", "langgraph", "store")
 
 
 def locomo_file() -> Path:
-    """``$LOCOMO_PATH``, else ``../shared/data/locomo/locomo7.json`` beside the checkout."""
-    if os.environ.get("LOCOMO_PATH"):
-        return Path(os.environ["LOCOMO_PATH"])
-    beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo7.json"
-    return beside if beside.is_file() else Path("/work/shared/data/locomo/locomo7.json")
+    """``$LOCOMO_PATH``, else ``../shared/data/locomo/locomo7.json`` beside the checkout
+    (:mod:`benchmarks.locomo_source`; the caller checks that it is a file)."""
+    return locomo_path() or Path(os.environ.get("LOCOMO_PATH") or BESIDE)
 
 
 def value(i: int) -> dict[str, Any]:

@@ -9,13 +9,13 @@ wall time, events written, commands, active memories, and the top recall for a q
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.locomo_source import locomo_path, missing
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples
@@ -23,15 +23,12 @@ from memory_ledger.replay.script import parse_script, run_script
 
 
 def default_data() -> Path:
-    here = Path(__file__).resolve().parents[1]
-    for candidate in (
-        os.environ.get("LOCOMO_PATH"),
-        str(here.parent / "shared" / "data" / "locomo" / "locomo7.json"),
-        "/work/shared/data/locomo/locomo7.json",
-    ):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    raise SystemExit("LoCoMo data not found: set LOCOMO_PATH to locomo7.json")
+    """The LoCoMo file (:mod:`benchmarks.locomo_source`); SystemExit saying where it was
+    looked for when it is absent."""
+    path = locomo_path()
+    if path is None:
+        raise SystemExit(missing())
+    return path
 
 
 def one_run(steps: list[tuple[int, Any]], sync: bool) -> tuple[float, int, int, int, str]:

@@ -283,13 +283,14 @@ class Model:
                     memory.status, memory.superseded_by = "superseded", new
             return ("ok", str(head) if head is not None else None)
         if op.kind == "batch":  # one command: all of it, or none of it
+            # Its operations one by one, nothing in between (docs/concurrency.md, "A batch is
+            # its operations in order"): the forget's target is judged after the remember,
+            # so a superseded or forgotten target that the remember makes current again is
+            # forgotten, and one the remember supersedes refuses the batch.
             assert op.target is not None
-            refused = self._refusal(UUID(op.target))  # named before the batch
-            if refused is not None:
-                return refused
             trial = self.copy()
             trial._activate(op.statement, (op.subject.casefold(), "lives in"))
-            refused = trial._refusal(UUID(op.target))  # superseded by the batch's remember
+            refused = trial._refusal(UUID(op.target))
             if refused is not None:
                 return refused
             trial.memories[UUID(op.target)].status = "forgotten"

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
-from pathlib import Path
 
+from benchmarks.locomo_source import locomo_path
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands.secrets import find_secrets
 from memory_ledger.projections.text_index import tokenize
 
 
 def transcripts(limit: int) -> list[str]:
-    path = Path(os.environ.get("LOCOMO_PATH", "/work/shared/data/locomo/locomo7.json"))
+    path = locomo_path()
     text = ""
-    if path.is_file():
+    if path is not None:
         for sample in json.loads(path.read_text()):
             conversation = sample["conversation"]
             for key, turns in conversation.items():

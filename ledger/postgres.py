@@ -10,7 +10,7 @@ Selected the library's way, with settings passed as ``env=`` (never set process-
 
 (or with :func:`settings_from_url` from a ``postgresql://`` URL). It is the library's own
 ``eventsourcing.postgres`` module (datastore, psycopg 3 connection pool, tracking and aggregate
-recorders, LISTEN/NOTIFY subscription, error translation) with an application recorder that
+recorders, error translation) with an application recorder that
 keeps the ledger's promises, the same as ``memory_ledger.ledger.lmdb``:
 
 - Gapless notification ids in commit order, across connections and hosts. A writer locks the
@@ -31,6 +31,8 @@ keeps the ledger's promises, the same as ``memory_ledger.ledger.lmdb``:
 - The append condition seam: :meth:`PostgresLedgerApplicationRecorder._check_condition` runs
   under the table lock before anything is inserted (``eventsourcing.dcb.postgres_tt`` is the
   reference); a refused batch leaves the transaction empty.
+- A subscription that delivers every append, whenever it commits relative to its ``LISTEN``
+  (:class:`~memory_ledger.ledger.postgres_subscription.PostgresLedgerSubscription`).
 
 Tables (schema ``POSTGRES_SCHEMA``, default ``public``; names as the library's factory gives
 them): ``stored_events`` (originator_id, originator_version, topic, state, notification_id,
@@ -86,7 +88,6 @@ from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresDatastore,
     PostgresProcessRecorder,
-    PostgresSubscription,
     PostgresTrackingRecorder,
 )
 from eventsourcing.utils import retry
@@ -106,6 +107,7 @@ from memory_ledger.ledger.errors import (
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.lmdb import TaggedEvent, TaggedSelection
+from memory_ledger.ledger.postgres_subscription import PostgresLedgerSubscription
 from memory_ledger.ledger.records import (
     FORMAT_VERSION,
     GENESIS_HASH,
@@ -1107,23 +1109,32 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         """A listener that wakes when any host appends to this ledger (LISTEN/NOTIFY)."""
         return AppendListener(self)
 
-    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> PostgresSubscription:
-        """Iterate notifications after ``gt``, woken by LISTEN/NOTIFY (the library's)."""
-        return PostgresSubscription(recorder=self, gt=gt, topics=topics)
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> PostgresLedgerSubscription:
+        """Iterate notifications after ``gt``, woken by LISTEN/NOTIFY, caught up once LISTEN
+        holds and polling meanwhile: every append is delivered, whenever it commits
+        (:mod:`memory_ledger.ledger.postgres_subscription`)."""
+        return PostgresLedgerSubscription(recorder=self, gt=gt, topics=topics)
 
 
 class AppendListener:
     """Waits for appends to one ledger from any host: LISTEN on the ledger's channel over a
     dedicated connection (outside the pool), reopened after a failure.
 
-    :meth:`wait` never raises on a broken connection: it reports no notification after a
-    pause, so a caller that polls on timeout keeps working while the server is away.
+    ``LISTEN`` is in place when the constructor returns (unless the server is away: then
+    :meth:`wait` connects), so an append committed after it is notified, never lost between
+    the caller's first read and its first wait. :meth:`wait` never raises on a broken
+    connection: it reports no notification after a pause, so a caller that polls on timeout
+    keeps working while the server is away.
     """
 
     def __init__(self, recorder: PostgresLedgerApplicationRecorder) -> None:
         self._recorder = recorder
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        with contextlib.suppress(psycopg.Error):  # wait() connects when the server is back
+            self._conn = self._connect()
 
     def _connect(self) -> psycopg.Connection[Any]:
         kwargs = self._recorder.datastore.pool.kwargs

@@ -65,8 +65,9 @@ __all__ = [
     "write_jsonl",
 ]
 
-DEFAULT_LOCOMO_PATH: Final = "/work/shared/data/locomo/locomo7.json"
-"""Where the evaluation copy of LoCoMo lives when ``LOCOMO_PATH`` is not set."""
+DEFAULT_LOCOMO_PATH: Final = "../shared/data/locomo/locomo7.json"
+"""Where the evaluation copy of LoCoMo lives when ``LOCOMO_PATH`` is not set: beside the
+checkout, relative to the working directory (the README's commands run from the checkout)."""
 
 TENANT: Final = "locomo"
 SCOPE_ID: Final = "conversation"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from benchmarks import locomo_source
 from memory_ledger.commands import MemoryEngine, Namespace
 from tests.pg import pg_schema, pg_url  # noqa: F401 (fixtures for the PostgreSQL tests)
 from tests.scripted_server import ScriptedServer
@@ -18,24 +18,23 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def locomo_path() -> Path | None:
-    """The LoCoMo file: $LOCOMO_PATH, else ../shared beside the checkout, else /work/shared."""
-    candidates = [
-        os.environ.get("LOCOMO_PATH"),
-        str(REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo7.json"),
-        "/work/shared/data/locomo/locomo7.json",
-    ]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None
+    """The LoCoMo file: $LOCOMO_PATH, else ../shared/data/locomo/locomo7.json beside the
+    checkout, nothing else (``benchmarks.locomo_source``); None when it is absent."""
+    return locomo_source.locomo_path()
+
+
+def skip_without_locomo() -> Path:
+    """The LoCoMo file, or skip the calling test saying where it was looked for."""
+    path = locomo_path()
+    if path is None:
+        pytest.skip(locomo_source.missing())
+    return path
 
 
 @pytest.fixture
 def locomo_file() -> Path:
-    path = locomo_path()
-    if path is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
-    return path
+    """The LoCoMo file; the test is skipped, saying so, where it is absent."""
+    return skip_without_locomo()
 
 
 def make_item(statement: str, **overrides: Any) -> dict[str, Any]:
@@ -71,11 +70,11 @@ def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
         yield opened
 
 
-# Hypothesis profiles: ``busy`` (the default) runs in CI; ``pytest --hypothesis-profile=long``
-# runs the crash property test (tests/crash/test_crash_property.py) with thousands of crash
-# points. Neither fails on Hypothesis's timing health check (``too_slow``): on a shared
-# 2-core machine input generation may be slow for reasons that are not the test's; every
-# other health check still applies.
+# Hypothesis profiles: ``busy`` (the default) runs in CI; ``pytest --hypothesis-profile=long
+# --timeout=0`` (past the per-test timeout of pyproject.toml) runs the crash property test
+# (tests/crash/test_crash_property.py) with thousands of crash points. Neither fails on
+# Hypothesis's timing health check (``too_slow``): on a shared 2-core machine input generation
+# may be slow for reasons that are not the test's; every other health check still applies.
 settings.register_profile("busy", suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("busy")

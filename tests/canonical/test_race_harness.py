@@ -166,6 +166,42 @@ def test_linearizability_search_refuses_an_impossible_history() -> None:
     assert not linearizable(model, calls, set())
 
 
+@pytest.mark.parametrize(
+    ("before", "remembered", "expected"),
+    [
+        # X superseded by another value of its key, then [Remember X, Forget(X)]: the remember
+        # makes X current again (superseding Porto), the forget forgets it (issue 34 item 7).
+        ("superseded", "Alice lives in Lisbon.", ("ok", "x")),
+        ("forgotten", "Alice lives in Lisbon.", ("ok", "x")),
+        ("active", "Alice lives in Lisbon.", ("ok", "x")),
+        # The remember supersedes X (another value of X's key): the forget is refused, whole.
+        ("active", "Alice lives in Faro.", ("error", "target_superseded")),
+        ("superseded", "Alice lives in Faro.", ("error", "target_superseded")),
+        ("forgotten", "Alice lives in Faro.", ("error", "unknown_memory")),
+    ],
+)
+def test_a_batch_is_its_operations_in_order_for_engine_and_model(
+    tmp_path: Path, before: str, remembered: str, expected: tuple[str, str]
+) -> None:
+    """``[Remember(...), Forget(target=X)]`` answers and leaves what the two commands one by
+    one would, whatever X was before the batch; the serial model says the same."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        x = run_op(engine, NAMESPACE, Op("remember_keyed", "Alice", "Alice lives in Lisbon."))
+        assert x.answer == ("ok", None)
+        x_id = str(initial_model(engine, NAMESPACE).retrievable().pop())
+        if before == "superseded":
+            run_op(engine, NAMESPACE, Op("remember_keyed", "Alice", "Alice lives in Porto."))
+        elif before == "forgotten":
+            run_op(engine, NAMESPACE, Op("forget", "", target=x_id))
+        model = initial_model(engine, NAMESPACE)
+        op = Op("batch", "Alice", remembered, x_id)
+        want = (expected[0], x_id if expected[1] == "x" else expected[1])
+        assert model.apply(op) == want
+        assert run_op(engine, NAMESPACE, op).answer == want
+        assert initial_model(engine, NAMESPACE).retrievable() == model.retrievable()
+        assert check_round(engine, NAMESPACE, model, []) == []
+
+
 # The sequential model in step with the engine ---------------------------------------------
 
 
@@ -214,6 +250,12 @@ class ModelInStep(RuleBasedStateMachine):
         if self.model.memories:
             target = data.draw(st.sampled_from(sorted(self.model.memories)))
             self._step(Op(kind, "", target=str(target)))
+
+    @rule(data=st.data(), subject=st.sampled_from(["Alice", "Bob"]), city=st.sampled_from(CITIES))
+    def batch(self, data: st.DataObject, subject: str, city: str) -> None:
+        if self.model.memories:
+            target = data.draw(st.sampled_from(sorted(self.model.memories)))
+            self._step(Op("batch", subject, f"{subject} lives in {city}.", str(target)))
 
     @rule()
     def forget_all(self) -> None:

@@ -32,11 +32,9 @@ def events(store: Path) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def conv26(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.conftest import locomo_path
+    from tests.conftest import skip_without_locomo
 
-    source = locomo_path()
-    if source is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    source = skip_without_locomo()
     script = tmp_path_factory.mktemp("conv26") / "conv26.jsonl"
     result = runner.invoke(app, ["convert-locomo", str(source), "--sample", "conv-26"])
     assert result.exit_code == 0, result.output
@@ -158,11 +156,9 @@ def test_user_errors_exit_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_convert_unknown_sample_is_typed(tmp_path: Path) -> None:
-    from tests.conftest import locomo_path
+    from tests.conftest import skip_without_locomo
 
-    source = locomo_path()
-    if source is None:
-        pytest.skip("LoCoMo data not found")
+    source = skip_without_locomo()
     result = runner.invoke(app, ["convert-locomo", str(source), "--sample", "conv-999"])
     assert result.exit_code == 2 and "conv-26" in result.stderr
 

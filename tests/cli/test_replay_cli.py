@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import typer
 from typer.testing import CliRunner
 
 from memory_ledger.replay.cli.app import app
-from tests.conftest import locomo_path
+from tests.conftest import skip_without_locomo
 
 runner = CliRunner()
 
@@ -31,9 +30,7 @@ def test_every_command_takes_json() -> None:
 
 
 def test_convert_locomo_json_summary() -> None:
-    source = locomo_path()
-    if source is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    source = skip_without_locomo()
     result = runner.invoke(app, ["convert-locomo", str(source), "--sample", "conv-26", "--json"])
     assert result.exit_code == 0
     summary = json.loads(result.stderr)

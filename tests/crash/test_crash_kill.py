@@ -76,7 +76,6 @@ from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.replay.locomo import (
-    DEFAULT_LOCOMO_PATH,
     convert_sample,
     encode_jsonl,
     find_sample,
@@ -90,6 +89,7 @@ from memory_ledger.replay.script import (
     parse_script,
     run_script,
 )
+from tests.conftest import locomo_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SEED = 20240526
@@ -242,10 +242,10 @@ def _write_script(directory: Path, name: str, steps: list[dict[str, Any]], real:
 
 @pytest.fixture(scope="module")
 def conv26(tmp_path_factory: pytest.TempPathFactory) -> Script:
-    """LoCoMo conv-26 ($LOCOMO_PATH, else the default path), or a synthetic stand-in."""
+    """LoCoMo conv-26 (``tests.conftest.locomo_path``), or a synthetic stand-in without it."""
     directory = tmp_path_factory.mktemp("scripts")
-    data = Path(os.environ.get("LOCOMO_PATH") or DEFAULT_LOCOMO_PATH)
-    if data.is_file():
+    data = locomo_path()
+    if data is not None:
         converted = convert_sample(find_sample(load_locomo_samples(data), "conv-26"))
         return _write_script(directory, "conv-26", converted.steps, real=True)
     return _write_script(directory, "synthetic-26", synthetic_steps(SEED), real=False)

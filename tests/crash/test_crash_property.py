@@ -153,6 +153,11 @@ SEALED_WORDS = tuple(
     word.encode() for word in ("nickname", "green tea", "Lisbon", "Porto", "choir", "chess")
 )
 """Words of the facts that an encrypted store must never hold in clear."""
+# About 2 minutes on an idle machine, several times that on a loaded one: past the suite's
+# per-test timeout (600 s, pyproject.toml) only by being slow, never by hanging. The long
+# profile is run with --timeout=0 (docs/crash-safety.md).
+pytestmark = pytest.mark.timeout(1800)
+
 ENCRYPTED_EXAMPLES = 8
 """The least number of examples of the encrypted variant; it runs a tenth of the profile's
 count when that is more (10 in the default profile, 100 with ``--hypothesis-profile=long``)."""

@@ -42,7 +42,7 @@ from memory_ledger.replay.locomo import find_sample, load_samples
 from memory_ledger.replay.rebuild import rebuild_projections
 from memory_ledger.replay.timetravel import as_of
 from memory_ledger.replay.verify import verify_store
-from tests.conftest import locomo_path
+from tests.conftest import skip_without_locomo
 from tests.encryption_helpers import (
     ERASED_SAMPLE,
     KEPT_SAMPLE,
@@ -99,9 +99,7 @@ def recall_all(engine: MemoryEngine, queries: list[str]) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    data = locomo_path()
-    if data is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    data = skip_without_locomo()
     base = tmp_path_factory.mktemp("erasure")
     key = os.urandom(32)
     words = distinctive_words(data, ERASED_SAMPLE, KEPT_SAMPLE)

@@ -31,7 +31,7 @@ from memory_ledger.ledger.postgres import (
 from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_hash
 from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.verify import verify_store
-from tests.conftest import locomo_path, make_item
+from tests.conftest import make_item, skip_without_locomo
 from tests.pg import BASE_URL, require_postgres, url_for
 
 runner = CliRunner()
@@ -270,9 +270,7 @@ def test_two_hosts_read_each_others_writes(pg_url: str, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def conv26_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = locomo_path()
-    if source is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    source = skip_without_locomo()
     folder = tmp_path_factory.mktemp("conv26")
     script = folder / "conv26.jsonl"
     script.write_text(cli("convert-locomo", str(source), "--sample", "conv-26"))

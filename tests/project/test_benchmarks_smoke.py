@@ -17,7 +17,7 @@ import pytest
 from benchmarks.__main__ import BENCHMARKS
 from benchmarks.run_all import NEEDS_LOCOMO, quick_args
 from benchmarks.run_all import main as run_all
-from tests.conftest import locomo_path
+from tests.conftest import skip_without_locomo
 
 
 def importable(name: str) -> bool:
@@ -74,8 +74,8 @@ def test_every_benchmark_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(OUTPUTS))
 def test_benchmark_quick(name: str, results: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if name in NEEDS_LOCOMO and locomo_path() is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    if name in NEEDS_LOCOMO:
+        skip_without_locomo()
     module = importlib.import_module(BENCHMARKS[name])
     assert module.main(quick_args(name)) == 0
     out = capsys.readouterr().out

@@ -1,7 +1,8 @@
 """Tests for replay.locomo, the LoCoMo -> session script converter.
 
 The data is never copied into the repository: it is read from ``$LOCOMO_PATH`` or
-``/work/shared/data/locomo/locomo7.json``; tests that need it are skipped when it is absent.
+``../shared/data/locomo/locomo7.json`` beside the checkout (``tests/conftest.py``); tests that
+need it are skipped, saying so, when it is absent.
 Expected figures are counted here from the raw JSON (stdlib ``json``), independently of the
 converter.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import os
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks import locomo_source
 from memory_ledger.replay.locomo import (
     FACT_REASON,
     ConvertedScript,
@@ -36,8 +37,8 @@ from memory_ledger.replay.locomo import (
     split_dia_ids,
     write_jsonl,
 )
+from tests.conftest import locomo_path, skip_without_locomo
 
-LOCOMO_PATH = Path(os.environ.get("LOCOMO_PATH", "/work/shared/data/locomo/locomo7.json"))
 ALL_SAMPLE_IDS = ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47"]
 ITEM_KEYS = [
     "kind",
@@ -56,10 +57,7 @@ ITEM_KEYS = [
     "evidence",
 ]
 
-needs_data = pytest.mark.skipif(
-    not LOCOMO_PATH.is_file(),
-    reason=f"LoCoMo data not found at {LOCOMO_PATH} (set LOCOMO_PATH to locomo7.json)",
-)
+needs_data = pytest.mark.skipif(locomo_path() is None, reason=locomo_source.missing())
 
 
 # --------------------------------------------------------------------------- helpers
@@ -104,9 +102,7 @@ def output_items(script: ConvertedScript) -> list[tuple[str, int, dict[str, Any]
 
 @pytest.fixture(scope="module")
 def raw() -> list[dict[str, Any]]:
-    if not LOCOMO_PATH.is_file():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO_PATH} (set LOCOMO_PATH to locomo7.json)")
-    with LOCOMO_PATH.open(encoding="utf-8") as handle:
+    with skip_without_locomo().open(encoding="utf-8") as handle:
         data: list[dict[str, Any]] = json.load(handle)
     return data
 
@@ -118,7 +114,7 @@ def conv26_raw(raw: list[dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def conv26(conv26_raw: dict[str, Any]) -> ConvertedScript:
-    return convert_sample(find_sample(load_samples(LOCOMO_PATH), "conv-26"))
+    return convert_sample(find_sample(load_samples(skip_without_locomo()), "conv-26"))
 
 
 # --------------------------------------------------------------------------- conv-26
@@ -274,7 +270,9 @@ def test_occurred_at(conv26_raw: dict[str, Any], conv26: ConvertedScript) -> Non
 def test_output_is_byte_identical(conv26_raw: dict[str, Any]) -> None:
     first = encode_jsonl(convert_sample(conv26_raw).steps)
     second = encode_jsonl(convert_sample(copy.deepcopy(conv26_raw)).steps)
-    third = encode_jsonl(convert_sample(find_sample(load_samples(LOCOMO_PATH), "conv-26")).steps)
+    third = encode_jsonl(
+        convert_sample(find_sample(load_samples(skip_without_locomo()), "conv-26")).steps
+    )
     assert first == second == third
     binary = io.BytesIO()
     text = io.StringIO()
@@ -557,7 +555,7 @@ def test_load_samples_rejects_non_list(tmp_path: Path) -> None:
 
 @needs_data
 def test_load_samples_and_find_all(raw: list[dict[str, Any]]) -> None:
-    samples = load_samples(LOCOMO_PATH)
+    samples = load_samples(skip_without_locomo())
     assert samples == raw
     for sample_id in ALL_SAMPLE_IDS:
         assert find_sample(samples, sample_id)["sample_id"] == sample_id

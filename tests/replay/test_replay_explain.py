@@ -14,7 +14,7 @@ from memory_ledger.commands import MemoryEngine
 from memory_ledger.replay import UnknownMemoryError, explain, render_mermaid
 from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.script import parse_script, run_script
-from tests.conftest import locomo_path
+from tests.conftest import skip_without_locomo
 from tests.replay_story import FEB, JAN, Story, build_story
 
 runner = CliRunner()
@@ -135,9 +135,7 @@ def test_cli_explain_formats(story: Story) -> None:
 
 @pytest.fixture(scope="module")
 def locomo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = locomo_path()
-    if source is None:
-        pytest.skip("LoCoMo data not found (set LOCOMO_PATH to locomo7.json)")
+    source = skip_without_locomo()
     converted = runner.invoke(app, ["convert-locomo", str(source), "--sample", "conv-26"])
     assert converted.exit_code == 0, converted.output
     lines = converted.stdout.splitlines()
