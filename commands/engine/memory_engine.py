@@ -59,12 +59,7 @@ from memory_ledger.commands.recall.index import (
     NamespaceRecallIndex,
     RecallResult,
 )
-from memory_ledger.commands.recall.lexical import (
-    ConversationWindows,
-    SourceTranscripts,
-    names_memory,
-    shares_term,
-)
+from memory_ledger.commands.recall.lexical import ConversationWindows, SourceTranscripts
 from memory_ledger.commands.recall.policy import (
     DEFAULT_RECALL_POLICY,
     RecallPolicy,
@@ -577,31 +572,6 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             position = self.catch_up()
             _, by_id = self.recall_index.docs(namespace, position)
             return by_id.get(str(memory))
-
-    def best_match(self, namespace: Namespace, text: str) -> MemoryDoc | None:
-        """The retrievable memory of ``namespace`` that a command naming it by ``text``
-        targets: the best lexical (BM25) match that shares a word with ``text`` in its own
-        subject or statement (a word found only in its source transcript does not count), or
-        None. Lexical on purpose: a nearest vector always exists, a matching word may not.
-        """
-        ranked, _, _ = self.canonical_candidates(namespace, text, 10, semantic=False)
-        for doc, _score in ranked:
-            if shares_term(text, doc.subject, doc.statement):
-                return doc
-        return None
-
-    def named_memories(
-        self, namespace: Namespace, text: str, depth: int = 10, *, strict: bool = False
-    ) -> list[MemoryDoc]:
-        """The retrievable memories of ``namespace`` that ``text`` names (best BM25 first,
-        at most ``depth``): every one sharing a word of its own subject or statement with
-        ``text``, or with ``strict`` the rule a correction needs
-        (:func:`~memory_ledger.commands.recall.lexical.names_memory`: the memory's subject is
-        mentioned and another word of its statement is shared). Lexical on purpose.
-        """
-        ranked, _, _ = self.canonical_candidates(namespace, text, depth, semantic=False)
-        rule = names_memory if strict else shares_term
-        return [doc for doc, _ in ranked if rule(text, doc.subject, doc.statement)]
 
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
