@@ -27,6 +27,7 @@ BENCHMARKS = {
     "langgraph": "benchmarks.langgraph_bench",
     "ui": "benchmarks.ui",
     "ann": "benchmarks.ann",
+    "word_targets": "benchmarks.word_targets",
     "all": "benchmarks.run_all",
 }
 
