@@ -6,7 +6,8 @@ lexical search of the words found (best first; a memory's own subject, predicate
 statement count, never its source transcript):
 
 - **A description** (``forget`` and ``pin``): the target holds every content word of the
-  words (stems, :data:`~memory_ledger.commands.recall.lexical.QUERY_STOP_WORDS` aside):
+  words (stems; :data:`~memory_ledger.commands.recall.lexical.QUERY_STOP_WORDS` and
+  :data:`DESCRIPTION_FILLERS`, such as the command's verb and "I", aside):
   "espresso" names "Alice only drinks espresso."; "where Bob lives" does not name "Alice
   lives in Lisbon." (it lacks "Bob"). A memory whose statement is exactly the words is the
   one named even when longer ones hold them too.
@@ -44,6 +45,7 @@ from memory_ledger.projections.text_index import tokenize
 
 __all__ = [
     "CORRECTION_FILLERS",
+    "DESCRIPTION_FILLERS",
     "LINK_WORDS",
     "LISTED",
     "NamedMemory",
@@ -51,6 +53,7 @@ __all__ = [
     "content_stems",
     "correction_match",
     "correction_target",
+    "description_stems",
     "description_target",
     "holds_every_word",
 ]
@@ -68,6 +71,16 @@ CORRECTION_FILLERS = frozenset(
 )
 """Words a correction adds that are neither subject, attribute nor value ("Alice now lives
 in Porto.")."""
+
+DESCRIPTION_FILLERS = LINK_WORDS | frozenset(
+    "forget forgot remember pin correct delete drop erase please about "
+    "i me my mine myself we us our ours you your yours".split()
+)
+"""Words a description may hold that say how it was asked, not what: the command's own verb,
+"please", first and second person pronouns (the user and the assistant, whose memory it
+is) and link words ("forget that I like green tea" describes "Alice likes green tea.";
+"sister Inês visits from Porto" describes "Alice's sister Inês lives in Porto and visits
+on 20 March 2024.")."""
 
 
 class NamedMemory(Protocol):
@@ -97,12 +110,19 @@ def _tokens(text: str) -> list[str]:
     return tokenize(text.replace("_", " "))
 
 
-def content_stems(text: str) -> list[str]:
-    """The stems of ``text``'s content words, in order (stop words dropped; all of them when
-    nothing else is left). Underscores separate words (a predicate ``favourite_colour``)."""
+def content_stems(text: str, ignored: frozenset[str] = frozenset()) -> list[str]:
+    """The stems of ``text``'s content words, in order (stop words and ``ignored`` dropped;
+    all of them when nothing else is left). Underscores separate words (a predicate
+    ``favourite_colour``)."""
     tokens = _tokens(text)
-    kept = [t for t in tokens if t not in QUERY_STOP_WORDS] or tokens
+    kept = [t for t in tokens if t not in QUERY_STOP_WORDS and t not in ignored] or tokens
     return [stem(t) for t in kept]
+
+
+def description_stems(words: str) -> set[str]:
+    """The content stems a description must find in its target (:data:`DESCRIPTION_FILLERS`
+    aside)."""
+    return set(content_stems(words, DESCRIPTION_FILLERS))
 
 
 def _own_stems(doc: NamedMemory) -> set[str]:
@@ -114,7 +134,7 @@ def _own_stems(doc: NamedMemory) -> set[str]:
 def holds_every_word(words: str, doc: NamedMemory) -> bool:
     """Whether the memory's own subject, predicate and statement hold every content word of
     ``words`` (the description rule)."""
-    return set(content_stems(words)) <= _own_stems(doc)
+    return description_stems(words) <= _own_stems(doc)
 
 
 @dataclass(frozen=True)
@@ -223,7 +243,7 @@ def description_target(words: str, candidates: Sequence[Doc], *, capped: bool = 
         return holders[0]
     if holders:
         raise _ambiguous(holders, capped)
-    wanted = set(content_stems(words))
+    wanted = description_stems(words)
     near = [doc for doc in candidates if wanted & _own_stems(doc)]
     if near:
         raise _unclear(near, capped)
