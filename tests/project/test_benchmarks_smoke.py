@@ -54,6 +54,7 @@ OUTPUTS = {
     "langgraph": "langgraph.json",
     "ann": "ann.json",
     "ui": "ui.json",
+    "word_targets": "word_targets.json",
 }
 
 
