@@ -9,6 +9,10 @@ explicit command (ExplicitCommandApplied) and its reconciliation into canonical 
 (SessionSealed, MemoryActivated / MemoryForgotten / MemorySuperseded, SessionReconciled) are
 appended and fsynced before the call returns, so the ledger shows exactly the lineage a
 session's command would have (``memory-ledger explain`` walks it back to the call).
+
+What each command is (its checks, its target by id or by words, its item) is decided by
+:mod:`memory_ledger.commands.canonical.explicit_command`, as for a session's commands; this
+module gives it the decision's ledger reads and writes the short session.
 """
 
 from __future__ import annotations
@@ -67,13 +71,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.session.commands import CommandResult
     from memory_ledger.commands.store import MemoryStore
 
-__all__ = [
-    "CommandSpec",
-    "DirectCommands",
-    "DirectResult",
-    "checked_statement",
-    "checked_tags",
-]
+__all__ = ["DirectCommands", "DirectResult"]
 
 DIRECT_SESSION_PREFIX = "direct-"
 """Session ids of direct commands start with this; the rest is a random hex id."""
