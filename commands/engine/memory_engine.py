@@ -43,6 +43,11 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands.canonical.boundary import DECISION_DEADLINE_SECONDS
+from memory_ledger.commands.canonical.word_targets import (
+    correction_match,
+    description_target,
+    holds_every_word,
+)
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.engine.commands import EngineCommands
 from memory_ledger.commands.engine.encryption import check_erasures, record_erasures
@@ -50,7 +55,11 @@ from memory_ledger.commands.engine.follower import Follower
 from memory_ledger.commands.engine.opening import check_store_path, open_store_parts
 from memory_ledger.commands.engine.reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.engine.vectors import EngineVectors
-from memory_ledger.commands.errors import EngineClosedError, StoreUnavailableError
+from memory_ledger.commands.errors import (
+    EngineClosedError,
+    StoreUnavailableError,
+    UnknownMemoryError,
+)
 from memory_ledger.commands.recall.fusion import fusion_for
 from memory_ledger.commands.recall.index import (
     DEFAULT_FUSION,
@@ -572,6 +581,32 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             position = self.catch_up()
             _, by_id = self.recall_index.docs(namespace, position)
             return by_id.get(str(memory))
+
+    def best_match(self, namespace: Namespace, text: str) -> MemoryDoc | None:
+        """The retrievable memory of ``namespace`` that a ``forget`` or ``pin`` naming it by
+        ``text`` targets (the description rule of
+        :mod:`~memory_ledger.commands.canonical.word_targets`: the one memory holding every
+        content word of ``text``), or None when the words name none or several. Lexical on
+        purpose: a nearest vector always exists, a matching word may not."""
+        ranked, _, _ = self.canonical_candidates(namespace, text, 10, semantic=False)
+        try:
+            return description_target(text, [doc for doc, _ in ranked])
+        except UnknownMemoryError:
+            return None
+
+    def named_memories(
+        self, namespace: Namespace, text: str, depth: int = 10, *, strict: bool = False
+    ) -> list[MemoryDoc]:
+        """The retrievable memories of ``namespace`` that ``text`` names (best BM25 first,
+        at most ``depth``), by the rules of
+        :mod:`~memory_ledger.commands.canonical.word_targets`: each one holding every
+        content word of ``text``, or with ``strict`` each one ``text`` corrects (the same
+        subject and attribute, another value). Lexical on purpose."""
+        ranked, _, _ = self.canonical_candidates(namespace, text, depth, semantic=False)
+        docs = [doc for doc, _ in ranked]
+        if strict:
+            return [doc for doc in docs if correction_match(text, doc) == "same"]
+        return [doc for doc in docs if holds_every_word(text, doc)]
 
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
