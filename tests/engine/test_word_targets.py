@@ -143,3 +143,16 @@ def test_a_sessions_explicit_commands_follow_the_same_rule(tmp_path: Path) -> No
             "Bob is allergic to shellfish.",
             "Alice lives in Porto.",
         }
+
+
+def test_the_engines_word_readers_follow_the_same_rule(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        mem.remember(NS, "Alice lives in Lisbon.")
+        mem.remember(NS, "Alice is allergic to peanuts.")
+        assert mem.best_match(NS, "where Bob lives") is None
+        found = mem.best_match(NS, "where Alice lives")
+        assert found is not None and found.statement == "Alice lives in Lisbon."
+        corrected = mem.named_memories(NS, "Bob is allergic to shellfish.", strict=True)
+        assert corrected == []
+        same = mem.named_memories(NS, "Alice is allergic to walnuts.", strict=True)
+        assert [doc.statement for doc in same] == ["Alice is allergic to peanuts."]
