@@ -31,6 +31,7 @@ BENCHMARKS = {
     "ui-forms": "benchmarks.ui_forms",
     "ann": "benchmarks.ann",
     "verify_flips": "benchmarks.verify_flips",
+    "word_targets": "benchmarks.word_targets",
     "all": "benchmarks.run_all",
 }
 

@@ -86,10 +86,6 @@ class MemoryStore(Protocol):
 
     def remove_idle_projections(self) -> int: ...
 
-    def named_memories(
-        self, namespace: Namespace, text: str, depth: int = 10, *, strict: bool = False
-    ) -> list[MemoryDoc]: ...
-
     @property
     def head(self) -> int: ...
 

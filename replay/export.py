@@ -301,9 +301,9 @@ def _export_into(
             # Through the one place that knows the erased namespaces (projections/derived.py):
             # no row of a namespace erased by now (by any process) reaches the files.
             if to is None:
-                engine.projections.scrub_erased()
+                engine.scrub_erased_projections()
             else:
-                engine.projections.erased.scrub(conn)
+                engine.erased_namespaces.scrub(conn)
             files = _write_read_models(conn, staging, fmt)
     events_name = f"events.{fmt}"
     rows = write_events(_events_up_to(engine, position), staging / events_name, fmt)

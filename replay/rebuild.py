@@ -166,7 +166,7 @@ def build_projections(
         raise OutputExistsError(msg, path=path)
     # The erased namespaces of the engine's store: scrubbed from the file when it closes
     # (projections/derived.py), whatever the fold met.
-    store = ProjectionStore(path, version=PROJECTION_VERSION, erased=engine.projections.erased)
+    store = ProjectionStore(path, version=PROJECTION_VERSION, erased=engine.erased_namespaces)
     try:
         runner = engine.projection_runner(store, page_size=page_size)
         with store.guard("rebuild"):

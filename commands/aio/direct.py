@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from memory_ledger.commands.aio.worker import EngineWorker
+from memory_ledger.commands.canonical.explicit_command import CommandSpec
 from memory_ledger.commands.engine.batch import BatchResult, Remember, apply_batch
-from memory_ledger.commands.engine.direct import CommandSpec, DirectCommands, DirectResult
+from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 
@@ -95,12 +96,19 @@ class AsyncDirectCommands:
         statement: str,
         *,
         target: str | UUID | None = None,
+        subject: str | None = None,
         occurred_at: datetime | None = None,
     ) -> DirectResult:
-        """Supersede the memory ``target`` (or the one ``statement`` names) with
-        ``statement`` (:meth:`DirectCommands.correct`, whose errors it raises)."""
+        """Supersede the memory ``target`` (or the one ``statement`` corrects: the same
+        subject and attribute, ``subject`` deciding whose) with ``statement``
+        (:meth:`DirectCommands.correct`, whose errors it raises)."""
         return await self._worker.run(
-            self.commands.correct, namespace, statement, target=target, occurred_at=occurred_at
+            self.commands.correct,
+            namespace,
+            statement,
+            target=target,
+            subject=subject,
+            occurred_at=occurred_at,
         )
 
     async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:

@@ -206,15 +206,24 @@ class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
         statement: str,
         *,
         target: str | UUID | None = None,
+        subject: str | None = None,
         occurred_at: datetime | None = None,
     ) -> DirectResult:
-        """Supersede the memory ``target`` (or the best match) with ``statement``
+        """Supersede the memory ``target`` (or the one ``statement`` corrects: the same
+        subject and attribute, ``subject`` deciding whose) with ``statement``
         (:meth:`MemoryEngine.correct`; ``occurred_at``: when it was said, its valid time).
 
-        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace.
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace,
+            or the words name none clearly (``no_clear_target``) or several
+            (``ambiguous_match``).
         """
         return await self._worker.run(
-            self.engine.correct, namespace, statement, target=target, occurred_at=occurred_at
+            self.engine.correct,
+            namespace,
+            statement,
+            target=target,
+            subject=subject,
+            occurred_at=occurred_at,
         )
 
     async def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from eventsourcing.dcb.api import DCBAppendCondition
 
     from memory_ledger.commands.engine.follower import Follower
+    from memory_ledger.projections.derived import ErasedNamespaces
 
 __all__ = ["AsyncEngineRecords"]
 
@@ -87,6 +88,17 @@ class AsyncEngineRecords:
         """Bring the read models up to ``to`` (default: the ledger head); the position
         (:meth:`MemoryEngine.catch_up`)."""
         return await self._worker.run(self.engine.catch_up, to)
+
+    async def scrub_erased_projections(self) -> int:
+        """Delete from the projection file the rows of namespaces erased since its last
+        scrub; how many went (:meth:`MemoryEngine.scrub_erased_projections`)."""
+        return await self._worker.run(self.engine.scrub_erased_projections)
+
+    @property
+    def erased_namespaces(self) -> ErasedNamespaces:
+        """The store's erased namespaces as the writer of derived files sees them
+        (:attr:`MemoryEngine.erased_namespaces`)."""
+        return self.engine.erased_namespaces
 
     async def follow(self, poll_interval: float = 1.0) -> Follower:
         """Start (once) the background thread that keeps the read models following the

@@ -20,12 +20,12 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.engine.direct import (
+from memory_ledger.commands.canonical.explicit_command import (
     CommandSpec,
-    DirectCommands,
     checked_statement,
     checked_tags,
 )
+from memory_ledger.commands.engine.direct import DirectCommands
 from memory_ledger.commands.errors import CommandRejectedError, InvalidArgumentTypeError
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import (

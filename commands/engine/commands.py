@@ -98,16 +98,19 @@ class EngineCommands:
         statement: str,
         *,
         target: str | UUID | None = None,
+        subject: str | None = None,
         occurred_at: datetime | None = None,
     ) -> DirectResult:
-        """Supersede the memory ``target`` (or the best match for ``statement``) with
-        ``statement``, durable on return
+        """Supersede the memory ``target`` (or, without one, the memory ``statement``
+        corrects: the same subject and attribute with another value; ``subject``, when
+        given, decides whose) with ``statement``, durable on return
         (:meth:`DirectCommands.correct
-        <memory_ledger.commands.engine.direct.DirectCommands.correct>`;
-        ``occurred_at``: when it was said, the new value's valid time).
+        <memory_ledger.commands.engine.direct.DirectCommands.correct>`, which says how a
+        target is chosen from words and what is refused; ``occurred_at``: when it was said,
+        the new value's valid time).
         """
         return DirectCommands(self._engine).correct(
-            namespace, statement, target=target, occurred_at=occurred_at
+            namespace, statement, target=target, subject=subject, occurred_at=occurred_at
         )
 
     def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:

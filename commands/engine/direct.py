@@ -9,13 +9,16 @@ explicit command (ExplicitCommandApplied) and its reconciliation into canonical 
 (SessionSealed, MemoryActivated / MemoryForgotten / MemorySuperseded, SessionReconciled) are
 appended and fsynced before the call returns, so the ledger shows exactly the lineage a
 session's command would have (``memory-ledger explain`` walks it back to the call).
+
+What each command is (its checks, its target by id or by words, its item) is decided by
+:mod:`memory_ledger.commands.canonical.explicit_command`, as for a session's commands; this
+module gives it the decision's ledger reads and writes the short session.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -23,24 +26,26 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.canonical.boundary import DecisionReads, StaleRead, append_decision
+from memory_ledger.commands.canonical.explicit_command import (
+    SEARCHED,
+    CommandSpec,
+    Decided,
+    TargetFacts,
+    checked_statement,
+    checked_tags,
+    decide_command,
+)
 from memory_ledger.commands.canonical.reconcile import (
     IN_THIS_BATCH,
     TARGET_SUPERSEDED,
     Reconciler,
     plan_finish,
 )
-from memory_ledger.commands.errors import (
-    CommandRejectedError,
-    SupersededTargetError,
-    UnknownMemoryError,
-)
-from memory_ledger.commands.extraction.validation import Rejection, has_visible_text, validate_item
-from memory_ledger.commands.recall.lexical import shared_stems
+from memory_ledger.commands.errors import SupersededTargetError
 from memory_ledger.commands.session.stream import utc_now
-from memory_ledger.ledger.arguments import check_aware, forbidden_character
+from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
-    ExtractedItem,
     LedgerEvent,
     ReconciliationReport,
     SessionOpened,
@@ -61,38 +66,14 @@ from memory_ledger.ledger.ids import (
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.memory_state import MemoryStreamState
     from memory_ledger.commands.recall.index import MemoryDoc
     from memory_ledger.commands.session.commands import CommandResult
     from memory_ledger.commands.store import MemoryStore
 
-__all__ = [
-    "CommandSpec",
-    "DirectCommands",
-    "DirectResult",
-    "checked_statement",
-    "checked_tags",
-]
+__all__ = ["DirectCommands", "DirectResult"]
 
 DIRECT_SESSION_PREFIX = "direct-"
-
-_SEARCHED = 10
-"""How many of the best lexical matches a command naming a memory by its words reads."""
-
-_LISTED = 5
-"""How many of several named memories an ``ambiguous_match`` error lists (best first)."""
-
-
-def _ambiguous(named: list[MemoryDoc], capped: bool) -> str:
-    """The message of an ``ambiguous_match``: how many memories the words name, the
-    :data:`_LISTED` best (id and the start of the statement) and how many more, so its size
-    does not grow with the store."""
-    count = f"at least {len(named)}" if capped else str(len(named))
-    listed = "; ".join(f"{doc.memory_id}: {doc.statement[:60]}" for doc in named[:_LISTED])
-    rest = len(named) - _LISTED
-    more = f"; and {'at least ' if capped else ''}{rest} more" if rest > 0 else ""
-    return f"the words name {count} memories, pass one memory id: {listed}{more}"
-
-
 """Session ids of direct commands start with this; the rest is a random hex id."""
 
 
@@ -210,7 +191,7 @@ class DirectCommands:
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target, words = self._target(namespace, statement_or_id)
+        target, words = self._target(statement_or_id)
         session_id, applied, report = self._run(
             namespace, "forget", None, target=target, words=words
         )
@@ -232,7 +213,7 @@ class DirectCommands:
         :raises CommandRejectedError: an empty statement or a secret-shaped value.
         """
         check_namespace(namespace)
-        target, words = self._target(namespace, statement_or_id)
+        target, words = self._target(statement_or_id)
         session_id, applied, report = self._run(namespace, "pin", None, target=target, words=words)
         return DirectResult(
             intent="pin",
@@ -249,36 +230,45 @@ class DirectCommands:
         statement: str,
         *,
         target: str | UUID | None = None,
+        subject: str | None = None,
         occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Replace what memory says with ``statement``: the target is superseded by the new
         statement, which keeps the target's subject and predicate.
 
-        The target is ``target`` (an id), or else the one memory ``statement`` names (its
-        subject is mentioned and another word of it is shared:
-        :func:`~memory_ledger.commands.lexical.names_memory`). When it names none, the
-        statement is simply remembered (``target`` None in the result). ``occurred_at``
-        (aware): when it was said, the new value's valid time (as for :meth:`remember`).
+        The target is ``target`` (an id, or words describing one memory as for
+        :meth:`forget`), or else the one memory ``statement`` corrects: about the same
+        subject and attribute, with another value
+        (:mod:`~memory_ledger.commands.canonical.word_targets`; ``subject``, when given,
+        decides whose memory it is). "Alice lives in Porto." corrects "Alice lives in
+        Lisbon."; "Bob is allergic to shellfish." never corrects Alice's allergy. When no
+        memory is near, the statement is simply remembered (``target`` None in the
+        result). ``occurred_at`` (aware): when it was said, the new value's valid time (as
+        for :meth:`remember`).
 
-        :raises UnknownMemoryError: ``target`` names no retrievable memory of this namespace;
-            ``reason_code`` ``ambiguous_match`` when ``statement`` names several (pass
-            ``target``).
+        :raises UnknownMemoryError: ``target`` names no retrievable memory of this
+            namespace; ``reason_code`` ``ambiguous_match`` when the words name several, or
+            ``no_clear_target`` when memories are near but none is clearly the one (both
+            list up to five ids: pass one as ``target``). Nothing is written.
         :raises SupersededTargetError: ``target`` was superseded (by a concurrent
             correction, say): ``current`` names the value to correct instead.
         :raises CommandRejectedError: empty statement, a secret-shaped value.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
         text = checked_statement(statement, "statement")
+        if subject is not None:
+            subject = checked_statement(subject, "subject")
         check_namespace(namespace)
-        if target is None:  # the statement names its target (the correction rule)
-            session_id, applied, report = self._run(
-                namespace, "correct", text, words=text, strict=True, occurred_at=occurred_at
-            )
-        else:
-            resolved, words = self._target(namespace, target, "target")
-            session_id, applied, report = self._run(
-                namespace, "correct", text, target=resolved, words=words, occurred_at=occurred_at
-            )
+        resolved, words = (None, None) if target is None else self._target(target, "target")
+        session_id, applied, report = self._run(
+            namespace,
+            "correct",
+            text,
+            target=resolved,
+            words=words,
+            subject=subject,
+            occurred_at=occurred_at,
+        )
         return DirectResult(
             intent="correct",
             memory_id=memory_id(namespace, normalize_statement(text)),
@@ -291,7 +281,7 @@ class DirectCommands:
     # Internals ----------------------------------------------------------------------------
 
     def _target(
-        self, namespace: Namespace, statement_or_id: str | UUID, name: str = "statement_or_id"
+        self, statement_or_id: str | UUID, name: str = "statement_or_id"
     ) -> tuple[UUID | None, str | None]:
         """What a forget/pin/correct names (``name``: the argument it came in, for errors):
         ``(id, None)`` for a memory id (checked at the decision), ``(None, words)`` for words
@@ -300,26 +290,6 @@ class DirectCommands:
         if wanted is not None:
             return wanted, None
         return None, checked_statement(statement_or_id, name)
-
-    def _named(
-        self, namespace: Namespace, text: str, *, required: bool, strict: bool = False
-    ) -> MemoryDoc | None:
-        """The one retrievable memory ``text`` names (``strict``: the correction rule of
-        :meth:`MemoryEngine.named_memories`); None (or, when ``required``, an error) when it
-        names none; an error when it names several (never a silent pick). Messages never
-        repeat ``text``."""
-        named = self._engine.named_memories(namespace, text, _SEARCHED, strict=strict)
-        capped = len(named) >= _SEARCHED  # more may match beyond the search depth
-        if len(named) > 1:  # the ones sharing the most of the text's words, if that is one
-            overlaps = [len(shared_stems(text, doc.subject, doc.statement)) for doc in named]
-            best = max(overlaps)
-            named = [doc for doc, n in zip(named, overlaps, strict=True) if n == best]
-        if len(named) > 1:
-            raise UnknownMemoryError(_ambiguous(named, capped), reason_code="ambiguous_match")
-        if not named and required:
-            msg = "no memory of this namespace matches the given words"
-            raise UnknownMemoryError(msg, reason_code="no_match")
-        return named[0] if named else None
 
     def _run(
         self,
@@ -330,7 +300,7 @@ class DirectCommands:
         item: dict[str, Any] | None = None,
         target: UUID | None = None,
         words: str | None = None,
-        strict: bool = False,
+        subject: str | None = None,
         occurred_at: datetime | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
         """One command as a short session of its own (:meth:`run_many` with one spec)."""
@@ -340,7 +310,7 @@ class DirectCommands:
             item=item,
             target=target,
             words=words,
-            strict=strict,
+            subject=subject,
             occurred_at=occurred_at,
         )
         session_id, applied, report = self.run_many(namespace, [spec])
@@ -364,11 +334,12 @@ class DirectCommands:
         :class:`SupersededTargetError` naming the current head of its chain (the policy of
         every surface: a command never moves to another memory than the one it named); a
         forgotten or unknown one with :class:`UnknownMemoryError`. ``words``: the target is
-        what the words name among the memories before the batch, searched anew in every
+        what the words describe among the memories before the batch, searched anew in every
         attempt, with the namespace in the append condition (a memory that appears or goes
-        meanwhile changes what they name); ``strict``: they are a correction's own statement
-        (the correction rule, :func:`~memory_ledger.commands.recall.lexical.names_memory`),
-        and naming none it remembers; otherwise naming none raises ``no_match``.
+        meanwhile changes what they name); a ``correct`` with neither names its target by
+        its own statement. Both rules, and the refusals when the words name no memory
+        clearly, are :mod:`memory_ledger.commands.canonical.word_targets`'s; each command is
+        decided by :func:`~memory_ledger.commands.canonical.explicit_command.decide_command`.
 
         ``occurred_at`` (aware): when it was said, recorded in the command (the value's
         valid time, ``commands.canonical.reconcile``).
@@ -458,62 +429,59 @@ class DirectCommands:
         base: dict[str, Any],
     ) -> ExplicitCommandApplied:
         """The ExplicitCommandApplied of ``spec`` (turn ``turn`` of the short session),
-        its target resolved against the decision's reads and ``planned`` (the memories
-        remembered earlier in the batch, which it extends)."""
-        head = None
-        kind = spec.intent
-        if spec.words is not None:
-            # What the words name, searched now (the read models are caught up past
-            # ``reads.after``), with the whole namespace in the append condition.
-            reads.guard_namespace()
-            found = self._named(namespace, spec.words, required=not spec.strict, strict=spec.strict)
-            if found is None:
-                kind = "remember"  # a correction naming nothing remembers
-            else:
-                head = UUID(found.memory_id)
-                seen = reads.memory(head)
-                if seen is None or not seen.retrievable:
-                    raise StaleRead  # the search saw a later state: decide again
-        elif spec.target is not None and spec.target in planned:
-            head = spec.target  # remembered earlier in this batch
-        elif spec.target is not None:
-            seen = reads.memory(spec.target)
-            if seen is not None and seen.status == "superseded":
-                raise SupersededTargetError(spec.target, reads.head(spec.target))
-            if seen is None or not seen.retrievable:
-                raise UnknownMemoryError(str(spec.target))
-            head = spec.target
-        state = reads.memory(head) if head is not None and head not in planned else None
-        statement = spec.text
-        if statement is None:  # forget / pin: the target's statement as it is now
-            assert head is not None
-            if head in planned:
-                statement = planned[head]
-            else:
-                assert state is not None
-                statement = state.item.statement if state.item is not None else str(head)
-        resolved: ExtractedItem | None = None
-        if kind == "correct":
-            resolved = _checked(_correction(statement, state.item if state else None, spec.item))
-        elif kind == "remember":
-            raw = spec.item if spec.item is not None else _plain_item(statement)
-            resolved = _checked(raw, document=spec.document)
-        if resolved is not None:
-            planned[memory_id(namespace, normalize_statement(resolved.statement))] = (
-                resolved.statement
+        decided (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`)
+        against the decision's reads and ``planned`` (the memories remembered earlier in
+        the batch, which it extends)."""
+        decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
+        if decided.item is not None:
+            planned[memory_id(namespace, normalize_statement(decided.item.statement))] = (
+                decided.item.statement
             )
         return ExplicitCommandApplied(
             originator_id=stream,
             originator_version=1 + turn,
             **base,
             turn_id=turn,
-            command_id=command_id(stream, turn, kind, statement),
-            intent=kind,
-            statement=statement,
-            target=head,
-            item=resolved,
+            command_id=command_id(stream, turn, decided.intent, decided.statement),
+            intent=decided.intent,
+            statement=decided.statement,
+            target=decided.target,
+            item=decided.item,
             occurred_at=spec.occurred_at,
         )
+
+
+class _DirectReads:
+    """The reads of a direct command's decision (:class:`~memory_ledger.commands.canonical.
+    explicit_command.CommandReads`): the ledger through ``reads``; a search by words of the
+    read models (caught up past ``reads.after``) puts the whole namespace in the append
+    condition, and a memory it names that the ledger reads do not show retrievable makes the
+    decision start again (:class:`StaleRead`)."""
+
+    def __init__(self, engine: MemoryStore, reads: DecisionReads) -> None:
+        self._engine = engine
+        self._reads = reads
+
+    def state(self, memory: UUID) -> MemoryStreamState | None:
+        return self._reads.memory(memory)
+
+    def head(self, memory: UUID) -> UUID | None:
+        return self._reads.head(memory)
+
+    def searched(self, words: str) -> list[MemoryDoc]:
+        self._reads.guard_namespace()
+        namespace = self._reads.namespace
+        ranked, _, _ = self._engine.canonical_candidates(namespace, words, SEARCHED, semantic=False)
+        return [doc for doc, _score in ranked]
+
+    def chosen(self, doc: MemoryDoc) -> None:
+        seen = self._reads.memory(UUID(doc.memory_id))
+        if seen is None or not seen.retrievable:
+            raise StaleRead  # the search saw a later state: decide again
+
+    def facts(self, target: UUID, doc: MemoryDoc | None) -> TargetFacts | None:
+        state = self._reads.memory(target)
+        return TargetFacts.of_state(state) if state is not None else None
 
 
 def _refuse_declined_targets(
@@ -546,116 +514,5 @@ def _refuse_declined_targets(
         raise SupersededTargetError(command.target, current)
 
 
-@dataclass(frozen=True, kw_only=True)
-class CommandSpec:
-    """One command of a short session (:meth:`DirectCommands.run_many`): its intent, its
-    statement (None for a forget or pin: the target's), the item to activate (None: a plain
-    one), the target by id or by ``words``, the correction rule (``strict``), its valid
-    time (``occurred_at``, aware) and whether the item's value is a document (``document``:
-    :data:`~memory_ledger.commands.extraction.validation.MAX_DOCUMENT_VALUE_CHARS`, kept
-    exactly)."""
-
-    intent: Literal["remember", "forget", "correct", "pin"]
-    text: str | None
-    item: dict[str, Any] | None = None
-    target: UUID | None = None
-    words: str | None = None
-    strict: bool = False
-    occurred_at: datetime | None = None
-    document: bool = False
-
-
 DIRECT_EXTRACTOR_ID = "direct"
 """The extractor id recorded in a direct command's SessionOpened (no extractor runs)."""
-
-
-def _plain_item(text: str) -> dict[str, Any]:
-    """The item of a plain ``remember`` (no subject or predicate given)."""
-    return {
-        "kind": "semantic",
-        "subject": None,
-        "predicate": None,
-        "value": None,
-        "statement": text,
-        "source": "fact",
-        "scope": "user",
-        "reason": "the user explicitly asked to remember this",
-        "importance": 0.9,
-        "confidence": 1.0,
-    }
-
-
-def _correction(
-    text: str, base: ExtractedItem | None, supplied: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The item of a ``correct`` (issue 13 item 4): the target's current item (subject,
-    predicate, kind, source, scope, reason, tags, evidence and importance) with the
-    correction's statement, no value and the user's confidence; a plain item when there is
-    no target. ``supplied`` fields override."""
-    if base is None:
-        raw = _plain_item(text)
-        raw["reason"] = "the user explicitly asked to correct this"
-    else:
-        raw = {
-            "kind": base.kind,
-            "subject": base.subject,
-            "predicate": base.predicate,
-            "value": None,
-            "statement": text,
-            "source": base.source,
-            "scope": base.scope,
-            "reason": base.reason,
-            "importance": base.importance,
-            "confidence": 1.0,
-            "tags": list(base.tags),
-            "evidence": list(base.evidence),
-        }
-    raw.update(supplied or {})
-    return raw
-
-
-def _checked(raw: dict[str, Any], *, document: bool = False) -> ExtractedItem:
-    outcome = validate_item(raw, document=document)
-    if isinstance(outcome, Rejection):
-        msg = f"the item was rejected ({outcome.reason_code}): {outcome.detail}"
-        raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)
-    return outcome
-
-
-def checked_tags(tags: object, name: str) -> list[str]:
-    """``tags`` as a list, refused (``invalid_tags``, naming ``name``) unless it is a list or
-    tuple (validation checks each tag)."""
-    if isinstance(tags, (str, bytes, dict, set)) or not isinstance(tags, Sequence):
-        msg = f"{name} must be a list or tuple of strings, got {type(tags).__name__}"
-        raise CommandRejectedError(msg, "invalid_tags", parameter=name)
-    return list(tags)
-
-
-def checked_statement(value: object, name: str) -> str:
-    """``value`` with its whitespace collapsed, checked before anything is written: a
-    string, not empty, no NUL, other control character (tab and line breaks aside) or
-    bidirectional override (``"forbidden_character"``), valid Unicode, no secret-shaped
-    value (never echoed)."""
-    if not isinstance(value, str):
-        msg = f"{name} must be a string, got {type(value).__name__}"
-        raise CommandRejectedError(msg, "invalid_statement", parameter=name)
-    text = " ".join(value.split())
-    if not text or not has_visible_text(text):
-        raise CommandRejectedError(f"{name} is empty", "empty_statement", parameter=name)
-    forbidden = forbidden_character(value, line_breaks=True)
-    if forbidden is not None:
-        msg = (
-            f"{name} holds {forbidden}; control characters and bidirectional overrides are refused"
-        )
-        raise CommandRejectedError(msg, "forbidden_character", parameter=name)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        msg = f"{name} holds a character that is not valid Unicode text"
-        raise CommandRejectedError(msg, "not_utf8", parameter=name) from None
-    from memory_ledger.commands.secrets import redact  # detect_secrets: loaded on a write
-
-    if redact(text).count:
-        msg = f"{name} holds a secret-shaped value; nothing was recorded"
-        raise CommandRejectedError(msg, "secret_detected", parameter=name)
-    return text

@@ -43,6 +43,11 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands.canonical.boundary import DECISION_DEADLINE_SECONDS
+from memory_ledger.commands.canonical.word_targets import (
+    correction_match,
+    description_target,
+    holds_every_word,
+)
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.engine.commands import EngineCommands
 from memory_ledger.commands.engine.encryption import check_erasures, record_erasures
@@ -50,7 +55,11 @@ from memory_ledger.commands.engine.follower import Follower
 from memory_ledger.commands.engine.opening import check_store_path, open_store_parts
 from memory_ledger.commands.engine.reads import EngineReads, EventDecoder, RawRecord, ReadModels
 from memory_ledger.commands.engine.vectors import EngineVectors
-from memory_ledger.commands.errors import EngineClosedError, StoreUnavailableError
+from memory_ledger.commands.errors import (
+    EngineClosedError,
+    StoreUnavailableError,
+    UnknownMemoryError,
+)
 from memory_ledger.commands.recall.fusion import fusion_for
 from memory_ledger.commands.recall.index import (
     DEFAULT_FUSION,
@@ -59,12 +68,7 @@ from memory_ledger.commands.recall.index import (
     NamespaceRecallIndex,
     RecallResult,
 )
-from memory_ledger.commands.recall.lexical import (
-    ConversationWindows,
-    SourceTranscripts,
-    names_memory,
-    shares_term,
-)
+from memory_ledger.commands.recall.lexical import ConversationWindows, SourceTranscripts
 from memory_ledger.commands.recall.policy import (
     DEFAULT_RECALL_POLICY,
     RecallPolicy,
@@ -103,6 +107,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.recall.semantic import EmbeddingIndexer, SemanticChannel
     from memory_ledger.commands.session.memory_session import MemorySession, WorkspaceOptions
     from memory_ledger.commands.store import MemoryStore
+    from memory_ledger.projections.derived import ErasedNamespaces
 
 __all__ = ["EventDecoder", "MemoryEngine", "RawRecord", "ReadModels", "check_engine"]
 
@@ -446,6 +451,24 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
 
     # Read side ----------------------------------------------------------------------------
 
+    @property
+    def erased_namespaces(self) -> ErasedNamespaces:
+        """The store's erased namespaces as the one writer of derived files sees them
+        (:class:`~memory_ledger.projections.derived.ErasedNamespaces`): what a file written
+        outside the engine (an export, a rebuild) passes its rows through."""
+        return self.projections.erased
+
+    def scrub_erased_projections(self) -> int:
+        """Delete from the projection file the rows of every namespace erased since its last
+        scrub (an erasure by another process that catch-up has not reached yet); a file that
+        lost rows is rewritten when closed. Returns how many rows went
+        (:meth:`~memory_ledger.projections.store.ProjectionStore.scrub_erased`).
+
+        :raises duckdb.Error: DuckDB cannot read or write the file (inside
+            :meth:`projection_guard`: the projection error it becomes).
+        """
+        return self.projections.scrub_erased()
+
     def projection_guard(self) -> contextlib.AbstractContextManager[None]:
         """Translate DuckDB errors raised inside the block (the projection store's
         :meth:`~memory_ledger.projections.store.ProjectionStore.guard`).
@@ -590,29 +613,30 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             return by_id.get(str(memory))
 
     def best_match(self, namespace: Namespace, text: str) -> MemoryDoc | None:
-        """The retrievable memory of ``namespace`` that a command naming it by ``text``
-        targets: the best lexical (BM25) match that shares a word with ``text`` in its own
-        subject or statement (a word found only in its source transcript does not count), or
-        None. Lexical on purpose: a nearest vector always exists, a matching word may not.
-        """
+        """The retrievable memory of ``namespace`` that a ``forget`` or ``pin`` naming it by
+        ``text`` targets (the description rule of
+        :mod:`~memory_ledger.commands.canonical.word_targets`: the one memory holding every
+        content word of ``text``), or None when the words name none or several. Lexical on
+        purpose: a nearest vector always exists, a matching word may not."""
         ranked, _, _ = self.canonical_candidates(namespace, text, 10, semantic=False)
-        for doc, _score in ranked:
-            if shares_term(text, doc.subject, doc.statement):
-                return doc
-        return None
+        try:
+            return description_target(text, [doc for doc, _ in ranked])
+        except UnknownMemoryError:
+            return None
 
     def named_memories(
         self, namespace: Namespace, text: str, depth: int = 10, *, strict: bool = False
     ) -> list[MemoryDoc]:
         """The retrievable memories of ``namespace`` that ``text`` names (best BM25 first,
-        at most ``depth``): every one sharing a word of its own subject or statement with
-        ``text``, or with ``strict`` the rule a correction needs
-        (:func:`~memory_ledger.commands.recall.lexical.names_memory`: the memory's subject is
-        mentioned and another word of its statement is shared). Lexical on purpose.
-        """
+        at most ``depth``), by the rules of
+        :mod:`~memory_ledger.commands.canonical.word_targets`: each one holding every
+        content word of ``text``, or with ``strict`` each one ``text`` corrects (the same
+        subject and attribute, another value). Lexical on purpose."""
         ranked, _, _ = self.canonical_candidates(namespace, text, depth, semantic=False)
-        rule = names_memory if strict else shares_term
-        return [doc for doc, _ in ranked if rule(text, doc.subject, doc.statement)]
+        docs = [doc for doc, _ in ranked]
+        if strict:
+            return [doc for doc in docs if correction_match(text, doc) == "same"]
+        return [doc for doc in docs if holds_every_word(text, doc)]
 
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
         """The vocabulary map of ``namespace`` (recomputed only when the projection moved),

@@ -49,9 +49,6 @@ __all__ = [
     "SourceTranscripts",
     "analyze_document",
     "analyze_query",
-    "names_memory",
-    "shared_stems",
-    "shares_term",
     "stem",
 ]
 
@@ -123,30 +120,6 @@ def analyze_query(query: str) -> str:
     tokens = tokenize(query)
     kept = [t for t in tokens if t not in QUERY_STOP_WORDS] or tokens
     return " ".join(stem(t) for t in kept)
-
-
-def names_memory(text: str, subject: str | None, statement: str) -> bool:
-    """Whether a command's ``text`` names this memory: when the memory has a subject, the
-    text mentions it, and the text shares a stem with the statement beyond the subject's
-    own words ("Dave's birthday is on 9 June" does not name "Carol's birthday is in May";
-    "Bob lives in Paris" does not name "Bob hates espresso")."""
-    wanted = set(analyze_query(text).split())
-    own = set(analyze_document(subject, "").split()) if subject else set()
-    if own and not wanted & own:
-        return False
-    return bool((wanted - own) & (set(analyze_document(None, statement).split()) - own))
-
-
-def shared_stems(query: str, subject: str | None, statement: str) -> set[str]:
-    """The stems of the analyzed ``query`` found in the memory's own subject and statement."""
-    return set(analyze_query(query).split()) & set(analyze_document(subject, statement).split())
-
-
-def shares_term(query: str, subject: str | None, statement: str) -> bool:
-    """Whether the analyzed ``query`` and the memory's own subject and statement (not its
-    source transcript) share a stem."""
-    wanted = set(analyze_query(query).split())
-    return bool(wanted & set(analyze_document(subject, statement).split()))
 
 
 class SourceTranscripts:

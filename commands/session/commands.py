@@ -4,28 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import msgspec
 
 from memory_ledger.commands.canonical.boundary import DecisionReads, memory_of
-from memory_ledger.commands.errors import (
-    CommandRejectedError,
-    SessionSealedError,
-    SupersededTargetError,
-    UnknownMemoryError,
+from memory_ledger.commands.canonical.explicit_command import (
+    SEARCHED,
+    CommandSpec,
+    Intent,
+    TargetFacts,
+    checked_intent,
+    checked_statement,
+    decide_command,
 )
-from memory_ledger.commands.extraction.validation import Rejection, has_visible_text, validate_item
-from memory_ledger.commands.recall.index import (
-    MemoryDoc,
-    RecallScope,
-)
-from memory_ledger.commands.recall.lexical import shares_term
-from memory_ledger.commands.secrets import redact
+from memory_ledger.commands.errors import SessionSealedError, UnknownMemoryError
+from memory_ledger.commands.recall.index import MemoryDoc, RecallScope
 from memory_ledger.commands.session.recall import SessionRecall
 from memory_ledger.commands.session.stream import check_turn_id, utc_now
-from memory_ledger.ledger.arguments import check_aware, forbidden_character
+from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     ExtractedItem,
@@ -34,9 +32,10 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.ids import as_memory_id, command_id, memory_id, normalize_statement
 
-__all__ = ["CommandResult", "Intent", "SessionCommands"]
+if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.memory_state import MemoryStreamState
 
-Intent = Literal["remember", "forget", "correct", "pin"]
+__all__ = ["CommandResult", "Intent", "SessionCommands"]
 
 
 class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,11 +69,16 @@ class SessionCommands(SessionRecall):
         """Apply an explicit memory command from the user (remember, forget, correct, pin).
 
         The event is appended before the session overlay changes; it takes effect in this
-        session at once and in canonical memory at ``finish()``. ``forget``/``pin``/
-        ``correct`` target the best lexical match among retrievable memories; ``correct``
-        keeps the target's subject and predicate so it supersedes it. ``item`` lets a host
-        give the structured memory for remember/correct; ``target`` names the memory of a
-        forget/pin/correct by id instead of by its words.
+        session at once and in canonical memory at ``finish()``. The command is decided as on
+        every surface (:func:`~memory_ledger.commands.canonical.explicit_command.
+        decide_command`): ``target`` names the memory of a forget/pin/correct by id;
+        without it, a ``forget``/``pin`` targets the one retrievable memory (canonical or
+        this session's) holding every content word of ``statement``, and a ``correct`` the
+        one about the same subject and attribute with another value (a correction naming
+        no memory is simply remembered; :mod:`~memory_ledger.commands.canonical.
+        word_targets`). ``correct`` keeps the target's subject and predicate so it
+        supersedes it. ``item`` lets a host give the structured memory for
+        remember/correct.
 
         ``occurred_at`` (an aware datetime) is when the user said it in the conversation;
         when None, the ``occurred_at`` of turn ``turn_id``'s transcript if this session
@@ -89,7 +93,11 @@ class SessionCommands(SessionRecall):
         :raises CommandRejectedError: unknown intent, empty statement, a secret in it, or an
             item that fails validation (the reason code is in the message).
         :raises UnknownMemoryError: ``target`` names no retrievable memory of this
-            session's namespace (another namespace's id behaves exactly like an unknown one).
+            session's namespace (another namespace's id behaves exactly like an unknown one);
+            or the words name none clearly (``no_match``, ``no_clear_target``) or several
+            (``ambiguous_match``): nothing is recorded.
+        :raises SupersededTargetError: ``target`` was superseded (``current`` names the
+            memory that holds the fact now).
         :raises InvalidArgumentTypeError: ``occurred_at`` is not a datetime.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
@@ -97,23 +105,8 @@ class SessionCommands(SessionRecall):
         check_turn_id(turn_id)
         if occurred_at is not None:
             check_aware("occurred_at", occurred_at)
-        if intent not in ("remember", "forget", "correct", "pin"):
-            msg = f"unknown intent {intent!r}: expected remember, forget, correct or pin"
-            raise CommandRejectedError(msg, "unknown_intent")
-        raw = str(statement)
-        text = " ".join(raw.split())
-        if not text or not has_visible_text(text):
-            raise CommandRejectedError("the command's statement is empty", "empty_statement")
-        forbidden = forbidden_character(raw, line_breaks=True)
-        if forbidden is not None:
-            msg = (
-                f"the command's statement holds {forbidden}; control characters and "
-                "bidirectional overrides are refused"
-            )
-            raise CommandRejectedError(msg, "forbidden_character")
-        if redact(text).count:
-            msg = "the command's statement holds a secret-shaped value; nothing was recorded"
-            raise CommandRejectedError(msg, "secret_detected")
+        intent = checked_intent(intent)
+        text = checked_statement(statement, "statement")
         cid = command_id(self.stream_id, turn_id, intent, text)
         self.refresh()
         if occurred_at is None and turn_id in self.state.observed:
@@ -130,32 +123,19 @@ class SessionCommands(SessionRecall):
         if self.state.sealed:
             msg = f"session {self.session_id!r} is finished; commands are not accepted"
             raise SessionSealedError(msg)
-        target_doc: MemoryDoc | None = None
-        if target is not None and intent in ("forget", "pin", "correct"):
-            # A superseded id is refused, naming the current value (the policy of every
-            # surface, commands.canonical.boundary); finish() declines it if superseded by then.
-            target_doc = self.engine.retrievable_memory(self.namespace, target)
-            if target_doc is None:
-                wanted = as_memory_id(target)
-                reads = DecisionReads(self.engine, self.namespace)
-                seen = reads.memory(wanted) if wanted is not None else None
-                if wanted is not None and seen is not None and seen.status == "superseded":
-                    raise SupersededTargetError(wanted, reads.head(wanted))
-            if target_doc is None:
+        wanted: UUID | None = None
+        if target is not None and intent != "remember":
+            wanted = as_memory_id(target)
+            if wanted is None:
                 raise UnknownMemoryError(str(target))
-        target = None if target_doc is None else UUID(target_doc.memory_id)
-        if target is None and intent in ("forget", "pin", "correct"):
-            # The target must share a word with the command in its own subject or statement:
-            # a word found only in its source transcript (document expansion) does not count.
-            matches, _ = self._live(text, 10, RecallScope(), None, None, semantic=False)
-            for doc, _score in matches:
-                if shares_term(text, doc.subject, doc.statement):
-                    target_doc = doc
-                    target = UUID(doc.memory_id)
-                    break
-        resolved: ExtractedItem | None = None
-        if intent in ("remember", "correct"):
-            resolved = self._command_item(intent, text, item, target_doc)
+        spec = CommandSpec(
+            intent=intent,
+            text=text,
+            item=item,
+            target=wanted,
+            words=text if wanted is None and intent in ("forget", "pin") else None,
+        )
+        decided = decide_command(spec, _SessionReads(self))
         with self._lock:
 
             def applied() -> list[LedgerEvent]:
@@ -169,8 +149,8 @@ class SessionCommands(SessionRecall):
                         command_id=cid,
                         intent=intent,
                         statement=text,
-                        target=target,
-                        item=resolved,
+                        target=decided.target,
+                        item=decided.item,
                         occurred_at=occurred_at,
                     )
                 ]
@@ -179,81 +159,35 @@ class SessionCommands(SessionRecall):
         return CommandResult(
             command_id=cid,
             intent=intent,
-            target=target,
+            target=decided.target,
             position=positions[-1] if positions else 0,
         )
 
-    def _command_item(
-        self,
-        intent: Intent,
-        text: str,
-        item: ExtractedItem | dict[str, Any] | None,
-        target: MemoryDoc | None,
-    ) -> ExtractedItem:
-        raw: Any
-        if intent == "correct" and target is not None:
-            raw = self._carried_over(text, target)
-            raw.update(_supplied(item))
-        elif item is None:
-            raw = {
-                "kind": "semantic",
-                "subject": None,
-                "predicate": None,
-                "value": None,
-                "statement": text,
-                "source": "fact",
-                "scope": target.scope if target else "user",
-                "reason": f"the user explicitly asked to {intent} this",
-                "importance": 0.9,
-                "confidence": 1.0,
-            }
-        else:
-            raw = item
-        outcome = validate_item(raw)
-        if isinstance(outcome, Rejection):
-            msg = f"the command's item was rejected ({outcome.reason_code}): {outcome.detail}"
-            raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)
-        return outcome
-
-    def _carried_over(self, text: str, target: MemoryDoc) -> dict[str, Any]:
-        """The item a ``correct`` of ``target`` starts from (issue 13 item 4): the target's
-        subject, predicate, kind, source, scope, reason, tags, evidence (its provenance) and
-        importance, with the correction's statement, no value (the old one is what is being
-        corrected) and the user's confidence. Read from the ledger for a canonical memory
-        (reinforced tags and importance included), from this session for a session fact."""
-        base: ExtractedItem | None = None
-        tags, evidence, importance = target.tags, target.evidence, target.importance
-        state = memory_of(self.engine, self.namespace, UUID(target.memory_id))
+    def _carried_facts(self, target: UUID, doc: MemoryDoc | None) -> TargetFacts | None:
+        """What a ``correct`` of ``target`` keeps of it (issue 13 item 4): read from the
+        ledger for a canonical memory (reinforced tags and importance included), from this
+        session for a session fact (``doc``: the session's own document of it)."""
+        state = memory_of(self.engine, self.namespace, target)
         if state is not None and state.item is not None:
-            base = state.item
-            tags, evidence, importance = state.tags, state.evidence, state.importance
-        else:
-            items: list[ExtractedItem | None] = [c.item for c in self.state.candidates]
-            items += [c.item for c in self.state.commands]
-            for entry_item in reversed(items):
-                if (
-                    entry_item is not None
-                    and str(memory_id(self.namespace, normalize_statement(entry_item.statement)))
-                    == target.memory_id
-                ):
-                    base = entry_item
-                    tags, evidence = entry_item.tags, entry_item.evidence
-                    importance = entry_item.importance
-                    break
-        return {
-            "kind": base.kind if base else "semantic",
-            "subject": target.subject,
-            "predicate": target.predicate,
-            "value": None,
-            "statement": text,
-            "source": base.source if base else "fact",
-            "scope": base.scope if base else target.scope,
-            "reason": base.reason if base else "the user explicitly asked to correct this",
-            "importance": importance,
-            "confidence": 1.0,
-            "tags": list(tags),
-            "evidence": list(evidence),
-        }
+            return TargetFacts.of_state(state)
+        items: list[ExtractedItem | None] = [c.item for c in self.state.candidates]
+        items += [c.item for c in self.state.commands]
+        for entry_item in reversed(items):
+            if (
+                entry_item is not None
+                and memory_id(self.namespace, normalize_statement(entry_item.statement)) == target
+            ):
+                return TargetFacts(
+                    item=entry_item,
+                    tags=entry_item.tags,
+                    evidence=entry_item.evidence,
+                    importance=entry_item.importance,
+                )
+        if doc is None:
+            return None
+        return TargetFacts(
+            item=None, tags=doc.tags, evidence=doc.evidence, importance=doc.importance
+        )
 
     def remember_success(self, task: str, tools: Sequence[str], outcome: str) -> CommandResult:
         """Record a reusable workflow that worked (procedural memory, explicit)."""
@@ -342,15 +276,29 @@ class SessionCommands(SessionRecall):
         return list(pruned)
 
 
-_NOT_SUPPLIED: tuple[object, ...] = (None, (), [])
+class _SessionReads:
+    """The reads of a session's explicit command (:class:`~memory_ledger.commands.canonical.
+    explicit_command.CommandReads`): a target id from the ledger (another namespace's reads
+    as unknown), words among the session's live memories (canonical and this session's
+    facts, lexical only: a word must be in the memory itself), what a correction keeps from
+    the ledger or the session."""
 
+    def __init__(self, session: SessionCommands) -> None:
+        self._session = session
+        self._reads = DecisionReads(session.engine, session.namespace)
 
-def _supplied(item: ExtractedItem | dict[str, Any] | None) -> dict[str, Any]:
-    """The fields a correction's ``item`` actually supplies: every key of a dict; the
-    fields of an ``ExtractedItem`` that are not empty (None or an empty tuple)."""
-    if item is None:
-        return {}
-    if isinstance(item, dict):
-        return dict(item)
-    fields = msgspec.structs.asdict(item)
-    return {k: v for k, v in fields.items() if not any(v == e for e in _NOT_SUPPLIED)}
+    def state(self, memory: UUID) -> MemoryStreamState | None:
+        return self._reads.memory(memory)
+
+    def head(self, memory: UUID) -> UUID | None:
+        return self._reads.head(memory)
+
+    def searched(self, words: str) -> list[MemoryDoc]:
+        matches, _ = self._session._live(words, SEARCHED, RecallScope(), None, None, semantic=False)
+        return [doc for doc, _score in matches][:SEARCHED]
+
+    def chosen(self, doc: MemoryDoc) -> None:
+        """Nothing to check: a session's command is reconciled (and re-checked) at finish."""
+
+    def facts(self, target: UUID, doc: MemoryDoc | None) -> TargetFacts | None:
+        return self._session._carried_facts(target, doc)

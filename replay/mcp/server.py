@@ -126,8 +126,11 @@ user, their people, projects and preferences. Set `about` to a subject and `attr
 predicate from the memory map below when one fits (they rank matching memories first).
 - remember(statement, ...): store one self-contained fact the user wants kept; subject + \
 predicate + value make it a keyed fact that a later value supersedes.
-- correct(statement, target): replace what memory says; forget(memory): drop one memory; \
-pin(memory): keep one forever. memory is a memory id or words matching it.
+- correct(statement, target, subject): replace what memory says; forget(memory): drop one \
+memory; pin(memory): keep one forever. Pass the memory's id (the `id` recall returned) as \
+`target` / `memory` whenever you have one. Words alone only name a memory holding every one \
+of them (forget, pin) or, for correct, a memory about the same subject and attribute; \
+otherwise the call is refused (no_clear_target, ambiguous_match) listing candidate ids.
 - explain(memory_id): where a memory came from and what changed it.
 Never store secrets (passwords, API keys, tokens)."""
 
@@ -677,8 +680,10 @@ class MemoryMcpServer:
         )
 
     async def forget(self, memory: str) -> CallToolResult:
-        """Forget one memory: ``memory`` is its id or words that match it. A forgotten memory
-        is never recalled again (its history stays auditable)."""
+        """Forget one memory. Pass its id as ``memory`` (the id recall returned) whenever you
+        have one; words name only the one memory holding every one of them, and a call
+        whose words name none or several is refused, listing candidate ids to retry with.
+        A forgotten memory is never recalled again (its history stays auditable)."""
         caller = self._caller()
         done = await self._typed(
             self.memory.direct(caller.prefix).forget(caller.namespace, memory),
@@ -690,13 +695,21 @@ class MemoryMcpServer:
             {"memory_id": done.memory_id, "session_id": done.session_id, "position": done.position},
         )
 
-    async def correct(self, statement: str, target: str | None = None) -> CallToolResult:
-        """Replace what memory says with ``statement``: ``target`` (a memory id, or by
-        default the best match for ``statement``) is superseded and the new statement keeps
-        its subject and predicate."""
+    async def correct(
+        self, statement: str, target: str | None = None, subject: str | None = None
+    ) -> CallToolResult:
+        """Replace what memory says with ``statement``: the memory ``target`` is superseded
+        and the new statement keeps its subject and predicate. Pass ``target`` (the id
+        recall returned) whenever you have one. Without it, only a memory about the same
+        subject and attribute with another value is replaced ("Alice lives in Porto."
+        replaces "Alice lives in Lisbon.", never Bob's city); ``subject`` (e.g. "Alice")
+        says whose memory it is. When memories are near but none clearly matches, the call
+        is refused listing candidate ids; when none is near, the statement is stored."""
         caller = self._caller()
         done = await self._typed(
-            self.memory.direct(caller.prefix).correct(caller.namespace, statement, target=target),
+            self.memory.direct(caller.prefix).correct(
+                caller.namespace, statement, target=target, subject=subject
+            ),
             "correct",
         )
         text = f"now {done.memory_id}: {' '.join(statement.split())}"
@@ -713,7 +726,9 @@ class MemoryMcpServer:
         )
 
     async def pin(self, memory: str) -> CallToolResult:
-        """Pin one memory (its id or matching words): it is never pruned."""
+        """Pin one memory: it is never pruned. Pass its id as ``memory`` (the id recall
+        returned) whenever you have one; words name only the one memory holding every one
+        of them."""
         caller = self._caller()
         done = await self._typed(
             self.memory.direct(caller.prefix).pin(caller.namespace, memory),

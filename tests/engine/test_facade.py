@@ -296,13 +296,13 @@ def test_an_ambiguous_correction_lists_the_five_best_and_counts_the_rest(tmp_pat
     the others counted ("at least": the search reads the best ten)."""
     with memory_ledger.open(tmp_path / "store") as mem:
         for i in range(30):
-            mem.remember(NS, f"Alice visited city number {i} on a long summer trip.")
+            mem.remember(NS, f"Alice's souvenir from the summer trip is gift number {i}.")
         with pytest.raises(UnknownMemoryError) as caught:
-            mem.correct(NS, "Alice visited city number 99 on a summer trip.")
+            mem.correct(NS, "Alice's souvenir from the summer trip is gift number 99.")
         message = str(caught.value)
         assert caught.value.reason_code == "ambiguous_match"
         assert message.startswith("the words name at least 10 memories, pass one memory id: ")
-        assert message.count("Alice visited city number") == 5
+        assert message.count("Alice's souvenir from the summer trip") == 5
         assert message.endswith("; and at least 5 more")
         mem.remember(NS, "Bob likes tea in the garden.", subject="Bob")
         mem.remember(NS, "Bob likes tea at the office.", subject="Bob")

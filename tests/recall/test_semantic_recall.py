@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.embeddings import EmbeddingDescriptor, EmbeddingProvider
 from memory_ledger.commands.embeddings.base import content_digest, embedding_text
-from memory_ledger.commands.errors import VectorsPendingError
+from memory_ledger.commands.errors import UnknownMemoryError, VectorsPendingError
 from memory_ledger.commands.recall import HybridFusion, RecallResult, RecallScope
 from memory_ledger.commands.recall.index import DEFAULT_FUSION, PLAIN_RRF, RRF_K, rrf_fuse
 from memory_ledger.commands.recall.semantic_status import OFF
@@ -712,7 +712,9 @@ def test_forget_ignores_a_word_found_only_in_the_source_transcript(
             "Alice's sister is named Beth."
         ]  # found through its source turn
         command = engine.session(namespace, "s2", extractor=RecordedExtractor())
-        assert command.apply_explicit_command("forget", "tea", 1).target is None
+        with pytest.raises(UnknownMemoryError) as refused:  # names nothing: refused
+            command.apply_explicit_command("forget", "tea", 1)
+        assert refused.value.reason_code == "no_match"
         assert command.apply_explicit_command("forget", "sister Beth", 2).target is not None
 
 
@@ -903,8 +905,9 @@ def test_forget_by_text_never_targets_a_merely_similar_memory(
     near = hybrid.recall(namespace, "tea", 5)
     assert near.results and near.results[0].statement in (ESPRESSO, LATTE)  # semantically near
     session = hybrid.session(namespace, "s1", extractor=RecordedExtractor())
-    command = session.apply_explicit_command("forget", "tea", 1)
-    assert command.target is None
+    with pytest.raises(UnknownMemoryError) as refused:  # names nothing: refused
+        session.apply_explicit_command("forget", "tea", 1)
+    assert refused.value.reason_code == "no_match"
     report = session.finish()
     assert report.forgotten == ()
     assert {r["statement"] for r in active_rows(hybrid, namespace)} == set(FACTS)
