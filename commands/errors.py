@@ -183,16 +183,28 @@ class UnknownMemoryError(CommandRejectedError):
     ``what`` (the id or words the caller named, or the whole message for another
     ``reason_code``) is shown with its secret-shaped spans redacted (``[REDACTED:<kind>]``):
     every surface that names an unknown target raises this error, and a canary secret given
-    as a target was echoed in its message."""
+    as a target was echoed in its message.
+
+    A refusal of words that name no memory clearly (``no_clear_target``) or several
+    (``ambiguous_match``) carries ``candidates``: up to five ``(memory_id, statement)``
+    pairs, best first, so a caller (or a model) can retry with one of them as ``target``;
+    empty otherwise."""
 
     reason_code = "unknown_memory"
 
-    def __init__(self, what: str, reason_code: str = "unknown_memory") -> None:
+    def __init__(
+        self,
+        what: str,
+        reason_code: str = "unknown_memory",
+        *,
+        candidates: Sequence[tuple[str, str]] = (),
+    ) -> None:
         from memory_ledger.commands.secrets import redact  # detect_secrets: on an error only
 
         shown = redact(str(what)).text
         message = f"unknown memory {shown}" if reason_code == "unknown_memory" else shown
         super().__init__(message, reason_code)
+        self.candidates: tuple[tuple[str, str], ...] = tuple(candidates)
 
 
 class SupersededTargetError(CommandRejectedError):

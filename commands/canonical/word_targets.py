@@ -211,10 +211,15 @@ def _listing(found: Sequence[NamedMemory], capped: bool) -> str:
     return f"{listed}{more}"
 
 
+def _pairs(found: Sequence[NamedMemory]) -> list[tuple[str, str]]:
+    """The listed candidates as ``(memory_id, statement)`` (the error's ``candidates``)."""
+    return [(str(doc.memory_id), doc.statement) for doc in found[:LISTED]]
+
+
 def _ambiguous(found: Sequence[NamedMemory], capped: bool) -> UnknownMemoryError:
     count = f"at least {len(found)}" if capped else str(len(found))
     msg = f"the words name {count} memories, pass one memory id: {_listing(found, capped)}"
-    return UnknownMemoryError(msg, reason_code="ambiguous_match")
+    return UnknownMemoryError(msg, reason_code="ambiguous_match", candidates=_pairs(found))
 
 
 def _unclear(near: Sequence[NamedMemory], capped: bool) -> UnknownMemoryError:
@@ -222,7 +227,7 @@ def _unclear(near: Sequence[NamedMemory], capped: bool) -> UnknownMemoryError:
         "no memory clearly matches the given words; nothing was written. Pass one memory id "
         f"as target if one of these is meant: {_listing(near, capped)}"
     )
-    return UnknownMemoryError(msg, reason_code="no_clear_target")
+    return UnknownMemoryError(msg, reason_code="no_clear_target", candidates=_pairs(near))
 
 
 def description_target(words: str, candidates: Sequence[Doc], *, capped: bool = False) -> Doc:

@@ -92,6 +92,7 @@ def test_a_forget_by_words_needs_every_content_word(tmp_path: Path) -> None:
             mem.forget(NS, "where Bob lives")
         assert caught.value.reason_code == "no_clear_target"
         assert str(lisbon.memory_id) in str(caught.value)
+        assert caught.value.candidates == ((str(lisbon.memory_id), "Alice lives in Lisbon."),)
         assert mem.head == head and active(mem) == {"Alice lives in Lisbon."}
         espresso = mem.remember(NS, "Alice only drinks espresso.")
         assert mem.forget(NS, "espresso").target == espresso.memory_id
@@ -156,3 +157,18 @@ def test_the_engines_word_readers_follow_the_same_rule(tmp_path: Path) -> None:
         assert corrected == []
         same = mem.named_memories(NS, "Alice is allergic to walnuts.", strict=True)
         assert [doc.statement for doc in same] == ["Alice is allergic to peanuts."]
+
+
+def test_an_ambiguous_description_lists_its_candidates(tmp_path: Path) -> None:
+    with memory_ledger.open(tmp_path / "store") as mem:
+        alice = mem.remember(NS, "Alice only drinks espresso.")
+        bob = mem.remember(NS, "Bob only drinks espresso.")
+        head = mem.head
+        with pytest.raises(UnknownMemoryError) as caught:
+            mem.forget(NS, "espresso")
+        assert caught.value.reason_code == "ambiguous_match"
+        assert set(caught.value.candidates) == {
+            (str(alice.memory_id), "Alice only drinks espresso."),
+            (str(bob.memory_id), "Bob only drinks espresso."),
+        }
+        assert mem.head == head
