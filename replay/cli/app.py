@@ -55,6 +55,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+"""The ``memory-ledger`` typer app: every command below, and the groups ``keys`` and
+``langgraph``; the CLI reference of the docs site is written from its command tree."""
 COMMANDS = (
     ("convert-locomo", convert_locomo),
     ("run", run),
