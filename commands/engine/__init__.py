@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
     from memory_ledger.commands.engine.encryption import ErasureReport
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.engine.receipt import SigningKeyError
     from memory_ledger.commands.store import ReadModels
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryEngine",
     "ReadModels",
     "Remember",
+    "SigningKeyError",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -40,5 +42,6 @@ __getattr__, __dir__ = lazy_exports(
         "ErasureReport": "memory_ledger.commands.engine.encryption",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",
         "ReadModels": "memory_ledger.commands.store",
+        "SigningKeyError": "memory_ledger.commands.engine.receipt",
     },
 )
