@@ -146,6 +146,43 @@ def _signed(receipt: bytes, public: Ed25519PublicKey) -> dict[str, Any]:
     return document
 
 
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "store_id": str,
+    "level": str,
+    "command_id": str,
+    "namespaces": int,
+    "salt": str,
+    "match": str,
+    "erasure": dict,
+    "chain_head": dict,
+    "key_ids": list,
+    "scan": dict,
+}
+
+
+def _well_formed(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` when it has every field a store check reads, of the right type."""
+    try:
+        ok = all(isinstance(document[k], t) for k, t in _FIELDS.items())
+        ok = ok and all(
+            isinstance(document[part][field], (int, str))
+            for part, field in (
+                ("erasure", "position"),
+                ("erasure", "record_hash"),
+                ("chain_head", "position"),
+                ("chain_head", "hash"),
+            )
+        )
+        ok = ok and isinstance(document["scan"]["shared"], list)
+        UUID(document["command_id"])
+        base64.b64decode(document["salt"], validate=True)
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        ok = False
+    if not ok:
+        raise _fail("receipt_malformed", "the receipt lacks a field its checks need")
+    return document
+
+
 def _hash_at(log: LedgerLog, position: int) -> bytes | None:
     for at, value in log.iter_log(position, 1):
         return value[:32] if at == position else None
@@ -245,6 +282,7 @@ def verify_receipt(
         return ReceiptCheck(signature=True, store=False, names=False, receipt=document)
     from memory_ledger.commands.engine.ledger_url import open_ledger
 
+    _well_formed(document)
     root = Path(store).absolute()
     opened = open_ledger(root, ledger or None, create=False, read_only=ledger is None or None)
     try:

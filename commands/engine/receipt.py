@@ -170,6 +170,28 @@ def _hits(data: bytes, needles: Sequence[bytes]) -> bool:
     return any(needle in data for needle in needles)
 
 
+_CHUNK = 1 << 20
+
+
+def _file_hits(path: Path, needles: Sequence[bytes]) -> bool:
+    """Whether the file holds one of ``needles``, read in 1 MiB chunks that overlap by the
+    longest needle (a name across two chunks is seen).
+
+    :raises OSError: the file cannot be read.
+    """
+    if not needles:
+        return False
+    overlap = max(len(n) for n in needles) - 1
+    tail = b""
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            data = tail + chunk
+            if _hits(data, needles):
+                return True
+            tail = data[-overlap:] if overlap else b""
+    return False
+
+
 def scan_store(
     root: Path, terms: Sequence[str], tables: Mapping[str, Iterable[bytes]] = {}
 ) -> tuple[list[str], list[str], list[str]]:
@@ -183,11 +205,10 @@ def scan_store(
         name = str(path.relative_to(root))
         files.append(name)
         try:
-            data = path.read_bytes()
+            hit = _file_hits(path, needles)
         except OSError:
-            found.append(name)
-            continue
-        if _hits(data, needles):
+            hit = True  # unreadable: fail closed
+        if hit:
             found.append(name)
     for table, chunks in tables.items():
         if any(_hits(chunk, needles) for chunk in chunks):

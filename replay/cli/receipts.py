@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import JsonOption, LedgerOption, StoreOption
 from memory_ledger.replay.errors import KeyFileExistsError, KeyFileUnwritableError
@@ -112,13 +113,16 @@ def verify_receipt_command(
         folder: Path | None = None
         if store is not None or config.ledger:
             folder = common.store_folder(store, config)
+        elif namespace is not None:
+            msg = "--namespace needs the store: --store DIR or --ledger URL"
+            raise InvalidArgumentError(msg, parameter="--namespace")
         try:
             check = verify_receipt(
                 data,
                 key,
                 store=folder,
                 ledger=config.ledger or None,
-                namespace=namespace if folder is not None else None,
+                namespace=namespace,
             )
         except ReceiptVerificationError as e:
             if as_json:

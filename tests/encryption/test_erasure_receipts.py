@@ -255,3 +255,28 @@ def test_receipt_round_trip_on_postgresql(
     other = tmp_path / "elsewhere"
     fill(other, master.read_bytes())  # another store (LMDB): not the receipt's
     assert "store_mismatch" in verify(receipt, signing, "--store", str(other), code=1).stderr
+
+
+def test_a_key_kept_aside_on_postgresql_fails(
+    pg_url: str, pg_schema: str, tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from tests.pg import BASE_URL
+
+    master, signing = keys
+    store, receipt = tmp_path / "store", tmp_path / "receipt.json"
+    fill(store, master.read_bytes(), ledger=pg_url)
+    table = sql.SQL("{0}.{1}").format(
+        sql.Identifier(pg_schema), sql.Identifier("stored_events_keys")
+    )
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        row = conn.execute(sql.SQL("SELECT state FROM {0}").format(table)).fetchone()
+    assert row is not None
+    erase(store, master, signing, receipt, "--ledger", pg_url)
+    verify(receipt, signing, "--store", str(store), "--ledger", pg_url)
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("UPDATE {0} SET state = %s").format(table), (row[0],))
+    failed = verify(receipt, signing, "--store", str(store), "--ledger", pg_url, code=1)
+    assert "data_key_remains" in failed.stderr
