@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import memory_ledger
-from memory_ledger.commands.engine import MemoryEngine, SigningKeyError
+from memory_ledger.commands.engine import MemoryEngine, ReceiptScanError, SigningKeyError
 from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.receipts import (
     ReceiptVerificationError,
@@ -145,6 +145,45 @@ def test_a_bad_signing_key_erases_nothing(tmp_path: Path) -> None:
             engine.erase(TENANT, SUBJECT, signing_key=bad)
         assert e.value.reason_code == "signing_key_invalid"
         assert engine.keyring.status().erased_keys == 0
+
+
+def test_a_name_in_clear_at_erasure_time_writes_no_receipt(tmp_path: Path) -> None:
+    master = os.urandom(32)
+    fill(tmp_path / "s", master)
+    (tmp_path / "s" / "copied.txt").write_text(f"notes about {WORDS[0]} by {SUBJECT}")
+    with MemoryEngine.open(tmp_path / "s", create=False, master_key=master) as engine:
+        with pytest.raises(ReceiptScanError) as e:
+            engine.erase(TENANT, SUBJECT, signing_key=Ed25519PrivateKey.generate())
+        assert e.value.where == ("copied.txt",) and SUBJECT not in str(e.value)
+        assert engine.keyring.status().erased_keys == 2  # the erasure itself is done
+
+
+def test_the_cli_wants_both_receipt_options_and_a_new_file(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    master, signing = keys
+    store, receipt = tmp_path / "store", tmp_path / "receipt.json"
+    fill(store, master.read_bytes())
+    base = ("erase", "--tenant", TENANT, "--principal", SUBJECT, "--yes", "--store", str(store))
+    lone = invoke(*base, "--master-key-file", str(master), "--signing-key", str(signing), code=2)
+    assert "--receipt" in lone.stderr
+    receipt.write_text("kept")
+    kept = invoke(*base, *("--signing-key", str(signing), "--receipt", str(receipt)), code=2)
+    assert "OutputExistsError" in kept.stderr and receipt.read_text() == "kept"
+    alone = invoke(
+        "verify-receipt",
+        str(receipt),
+        "--public-key",
+        f"{signing}.pub",
+        "--namespace",
+        TENANT,
+        SUBJECT,
+        SCOPES[0],
+        code=2,
+    )
+    assert "--namespace" in alone.stderr
+    with MemoryEngine.open(store, create=False, master_key=master) as engine:
+        assert engine.keyring.status().erased_keys == 0  # nothing was erased
 
 
 @pytest.fixture(scope="module")
