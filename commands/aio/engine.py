@@ -46,6 +46,7 @@ from memory_ledger.commands.engine.batch import BATCH_SESSION_PREFIX, BatchOp, B
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine.receipt import SigningKeySpec
 from memory_ledger.commands.extraction.base import Extractor
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.master_key import MasterKeySpec
@@ -249,14 +250,22 @@ class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
         scope_id: str | None = None,
         *,
         requested_by: str = "",
+        signing_key: SigningKeySpec | None = None,
     ) -> ErasureReport:
         """Erase a tenant's, a principal's or one namespace's memories by destroying their
-        data keys (:meth:`MemoryEngine.erase`).
+        data keys (:meth:`MemoryEngine.erase`); with ``signing_key``, the report holds the
+        signed erasure receipt.
 
         :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
+        :raises SigningKeyError: ``signing_key`` is not an Ed25519 private key.
         """
         return await self._worker.run(
-            self.engine.erase, tenant, principal, scope_id, requested_by=requested_by
+            self.engine.erase,
+            tenant,
+            principal,
+            scope_id,
+            requested_by=requested_by,
+            signing_key=signing_key,
         )
 
     async def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:

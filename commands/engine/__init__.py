@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
     from memory_ledger.commands.engine.encryption import ErasureReport
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
+    from memory_ledger.commands.engine.receipt import ReceiptScanError, SigningKeyError
     from memory_ledger.commands.store import ReadModels
 
 __all__ = [
@@ -25,7 +26,9 @@ __all__ = [
     "Forget",
     "MemoryEngine",
     "ReadModels",
+    "ReceiptScanError",
     "Remember",
+    "SigningKeyError",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -40,5 +43,7 @@ __getattr__, __dir__ = lazy_exports(
         "ErasureReport": "memory_ledger.commands.engine.encryption",
         "MemoryEngine": "memory_ledger.commands.engine.memory_engine",
         "ReadModels": "memory_ledger.commands.store",
+        "ReceiptScanError": "memory_ledger.commands.engine.receipt",
+        "SigningKeyError": "memory_ledger.commands.engine.receipt",
     },
 )

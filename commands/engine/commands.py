@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
+import msgspec
+
 from memory_ledger.commands.canonical.erasure import forget_all
 from memory_ledger.commands.engine.batch import (
     BATCH_SESSION_PREFIX,
@@ -22,6 +24,12 @@ from memory_ledger.commands.engine.batch import (
 )
 from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport, erase_namespaces
+from memory_ledger.commands.engine.receipt import (
+    ErasingEngine,
+    SigningKeySpec,
+    load_signing_key,
+    make_receipt,
+)
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import SourceTranscripts, stem
 from memory_ledger.ledger.ids import Namespace, normalize_statement
@@ -29,6 +37,7 @@ from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
 from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
 from memory_ledger.projections.columnar import session_key
+from memory_ledger.projections.erasure import present_namespaces
 from memory_ledger.projections.store import ProjectionStore, remove_idle_slots
 
 if TYPE_CHECKING:
@@ -189,6 +198,7 @@ class EngineCommands:
         scope_id: str | None = None,
         *,
         requested_by: str = "",
+        signing_key: SigningKeySpec | None = None,
     ) -> ErasureReport:
         """Erase a tenant's namespaces, a principal's, or one namespace by crypto-shredding
         (``commands.engine.encryption``, issue #16): their data keys are destroyed, a
@@ -200,9 +210,35 @@ class EngineCommands:
         :raises EncryptionNotConfiguredError: the store keeps payloads in clear.
         :raises KeyStoreError: the key store cannot be written (nothing was erased).
         :raises LedgerReadOnlyError: the store is open read-only.
+        :raises SigningKeyError: ``signing_key`` is unreadable or not an Ed25519 private key
+            (nothing was erased).
+        :raises ReceiptScanError: with ``signing_key``: the erasure is done but an erased
+            name is still in clear in a file or table of the store (no receipt).
+
+        With ``signing_key`` (a PEM file of ``memory-ledger keys new --signing``, or an
+        ``Ed25519PrivateKey``), the report's ``receipt`` is the signed erasure receipt
+        (``commands/engine/receipt.py``; docs/erasure.md, "Receipts"); None when nothing
+        was erased.
         """
         match = NamespaceMatch(tenant=tenant, principal=principal, scope_id=scope_id)
-        return erase_namespaces(self._engine, match, requested_by=requested_by)
+        if signing_key is None:
+            return erase_namespaces(self._engine, match, requested_by=requested_by)
+        key = load_signing_key(signing_key)
+        match.validated()
+        with self._engine.read_models() as live:
+            named = [
+                ns
+                for ns in present_namespaces(live.conn)
+                if ns.tenant == tenant
+                and principal in (None, ns.principal)
+                and scope_id in (None, ns.scope_id)
+            ]
+        report = erase_namespaces(self._engine, match, requested_by=requested_by)
+        if not report.namespaces:
+            return report
+        engine = cast("ErasingEngine", self)
+        receipt = make_receipt(engine, match, report, named, key)
+        return msgspec.structs.replace(report, receipt=receipt)
 
     def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
         """Re-wrap every live data key under ``new_master_key`` (events are not touched);

@@ -120,7 +120,9 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     drops the rows at its next catch-up and scrubs (and stamps) its files when it closes;
     if its process dies first, the next open or close of an engine on the store deletes
     them (idle files are deleted now, and rebuilt from the ledger when next
-    used; ``projections/derived.py``)."""
+    used; ``projections/derived.py``).
+    ``receipt``: the signed erasure receipt (canonical JSON, ``commands/engine/receipt.py``)
+    when ``erase`` was given a signing key and erased something, else None."""
 
     command_id: UUID | None
     namespaces: int
@@ -129,6 +131,7 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     stored_in_clear: int = 0
     already_erased: int = 0
     busy_projections: int = 0
+    receipt: bytes | None = None
 
 
 def _level(value: str) -> Literal["tenant", "principal", "namespace"]:

@@ -36,6 +36,7 @@ from memory_ledger.replay.cli.forget import register as register_forget
 from memory_ledger.replay.cli.langgraph import register as register_langgraph
 from memory_ledger.replay.cli.mcp import register as register_mcp_commands
 from memory_ledger.replay.cli.recall import recall
+from memory_ledger.replay.cli.receipts import register as register_receipts
 from memory_ledger.replay.cli.replay import (
     as_of_command,
     backup_command,
@@ -124,6 +125,7 @@ def _root(
 register_mcp_commands(app)
 register_forget(app)  # ``forget --all`` (replay/cli/forget.py)
 register_erase(app)  # ``erase`` and ``keys new|rotate`` (replay/cli/erase.py)
+register_receipts(app)  # ``verify-receipt`` (replay/cli/receipts.py)
 register_langgraph(app)  # ``langgraph import|export`` (replay/cli/langgraph.py)
 register_ui(app)  # ``ui``: the read-only debugger in the browser (replay/ui/)
 

@@ -5,7 +5,8 @@ Registered on the CLI app by :func:`register` (``replay/cli/app.py`` calls it)::
 
     memory-ledger erase --tenant T [--principal P [--scope-id S]] [--yes]
                         [--requested-by WHO] [--store DIR] [--master-key-file F] [--json]
-    memory-ledger keys new --out FILE
+                        [--signing-key FILE --receipt OUT]
+    memory-ledger keys new [--signing] --out FILE
     memory-ledger keys rotate --new-master-key-file FILE [--store DIR] [--master-key-file F]
 
 ``erase`` destroys the data keys of every namespace of a tenant, of one principal, or of
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import (
     JsonOption,
@@ -47,6 +49,7 @@ from memory_ledger.replay.errors import (
     ConfirmationRequiredError,
     KeyFileExistsError,
     KeyFileUnwritableError,
+    OutputExistsError,
 )
 
 if TYPE_CHECKING:
@@ -102,6 +105,18 @@ def erase(
             help="Who asked, for the audit record (default: cli:<login name>).",
         ),
     ] = None,
+    signing_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--signing-key",
+            metavar="FILE",
+            help="Sign a receipt with this Ed25519 key (keys new --signing); needs --receipt.",
+        ),
+    ] = None,
+    receipt: Annotated[
+        Path | None,
+        typer.Option("--receipt", metavar="OUT", help="Write the signed receipt here (new)."),
+    ] = None,
     store: StoreOption = None,
     ledger: LedgerOption = None,
     master_key_file: MasterKeyFileOption = None,
@@ -121,6 +136,12 @@ def erase(
                 "(nothing was erased)"
             )
             raise ConfirmationRequiredError(msg, parameter="--yes")
+        if (signing_key is None) != (receipt is None):
+            msg = "--signing-key and --receipt go together (nothing was erased)"
+            raise InvalidArgumentError(msg, parameter="--receipt")
+        if receipt is not None and receipt.exists():
+            msg = f"{str(receipt)!r} exists; a receipt is never overwritten (nothing was erased)"
+            raise OutputExistsError(msg, path=str(receipt))
         config = common.audit_config(ctx)
         folder = common.store_folder(store, config)
         with MemoryEngine.open(folder, create=False, config=config) as engine:
@@ -138,8 +159,13 @@ def erase(
                 principal,
                 scope_id,
                 requested_by=requested_by if requested_by is not None else _requester(),
+                signing_key=signing_key,
             )
             head = engine.head
+        if receipt is not None and report.receipt is not None:
+            from memory_ledger.replay.receipts import write_receipt
+
+            write_receipt(receipt, report.receipt)
     if as_json:
         common.print_json(
             {
@@ -151,6 +177,7 @@ def erase(
                 "position": report.position,
                 "erased_at": report.erased_at,
                 "ledger_head": head,
+                "receipt": str(receipt) if report.receipt is not None else None,
             }
         )
         return
@@ -169,6 +196,8 @@ def erase(
         highlight=False,
         soft_wrap=True,
     )
+    if receipt is not None and report.receipt is not None:
+        common.out.print(f"signed receipt written to {receipt}", highlight=False)
 
 
 def _make_private_folders(folder: Path) -> None:
@@ -243,9 +272,32 @@ def keys_new(
             "--out", metavar="FILE", help="Key file to create (never overwritten; mode 0600)."
         ),
     ],
+    signing: Annotated[
+        bool,
+        typer.Option(
+            "--signing",
+            help="An Ed25519 key pair to sign erasure receipts: FILE (private) and FILE.pub.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Write a new random 32-byte master key file (keep it out of the store and its backups)."""
+    if signing:
+        from memory_ledger.replay.cli.receipts import write_signing_key_files
+
+        with common.user_errors():
+            signer = write_signing_key_files(out)
+        if as_json:
+            common.print_json({"out": str(out), "public": f"{out}.pub", "signer": signer})
+            return
+        common.out.print(
+            f"wrote a new Ed25519 signing key to {out} (mode 0600) and its public key to "
+            f"{out}.pub, signer {signer}. Keep the private key out of the store folder and "
+            "its backups; hand out the public key.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     with common.user_errors():
         key_id = write_master_key_file(out)
     if as_json:

@@ -40,6 +40,8 @@ THROUGH_DERIVED = {
 HOLDS_NO_CONTENT = {
     "ledger/key_store.py": "the key store: wrapped keys and namespace digests only",
     "replay/cli/erase.py": "a new master key file (random bytes)",
+    "replay/cli/receipts.py": "a new signing key pair (random bytes)",
+    "replay/receipts.py": "an erasure receipt: keyed digests, positions, key ids, no name",
     "replay/locomo.py": "the LoCoMo converter's output script, outside any store",
     "replay/conformance/mutants.py": "the kit's deliberately broken test stores: their own "
     "files, never an engine store's",
