@@ -78,10 +78,8 @@ SigningKeySpec = str | os.PathLike[str] | Ed25519PrivateKey
 
 
 class ErasingEngine(MemoryStore, Protocol):
-    """What a receipt reads of the engine that erased: the store (:class:`MemoryStore`),
-    its ledger's recorder and hash-chained log."""
-
-    recorder: Any
+    """What a receipt reads of the engine that erased: the store (:class:`MemoryStore`)
+    and its ledger's hash-chained log."""
 
     def ledger_log(self) -> LedgerLog: ...
 
@@ -236,7 +234,7 @@ def _postgres_tables(engine: ErasingEngine) -> dict[str, Iterable[bytes]]:
     and body) and the keys table (its state)."""
     import msgspec
 
-    recorder = engine.recorder
+    recorder = engine.ledger_log()
     events = str(getattr(recorder, "events_table_name", "events"))
     log = engine.ledger_log()
     state = engine.keyring.store.read()
@@ -264,7 +262,7 @@ def make_receipt(
 
     assert report.command_id is not None and report.position is not None
     salt = os.urandom(16)
-    postgres = type(engine.recorder).__module__.endswith("ledger.postgres")
+    postgres = type(engine.ledger_log()).__module__.endswith("ledger.postgres")
     with engine.read_models() as live:
         remaining = present_namespaces(live.conn)
     terms, shared = scan_terms(erased, match, remaining)
@@ -288,7 +286,7 @@ def make_receipt(
     parts = [match.tenant, match.principal or "", match.scope_id or ""]
     document: dict[str, Any] = {
         "format": FORMAT,
-        "store_id": store_id_of(engine.recorder),
+        "store_id": store_id_of(engine.ledger_log()),
         "ledger": "postgresql" if postgres else "lmdb",
         "level": match.level,
         "command_id": str(report.command_id),
