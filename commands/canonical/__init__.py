@@ -12,7 +12,7 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision
-    from memory_ledger.commands.canonical.erasure import forget_all
+    from memory_ledger.commands.canonical.bulk_forget import forget_all
     from memory_ledger.commands.canonical.explicit_command import (
         CommandReads,
         CommandSpec,
@@ -59,6 +59,6 @@ __getattr__, __dir__ = lazy_exports(
         "correction_target": "memory_ledger.commands.canonical.word_targets",
         "decide_command": "memory_ledger.commands.canonical.explicit_command",
         "description_target": "memory_ledger.commands.canonical.word_targets",
-        "forget_all": "memory_ledger.commands.canonical.erasure",
+        "forget_all": "memory_ledger.commands.canonical.bulk_forget",
     },
 )

@@ -1,4 +1,4 @@
-"""Bulk erasure: forget every retrievable memory of exactly one namespace in ONE command.
+"""Bulk forget: forget every retrievable memory of exactly one namespace in ONE command.
 
 ``forget_all(engine, namespace)`` (also :meth:`MemoryEngine.forget_all` and
 ``memory-ledger forget --all``) reads the namespace's memories from the ledger (its
