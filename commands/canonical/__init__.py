@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.canonical.bulk_forget import forget_all
     from memory_ledger.commands.canonical.explicit_command import (
         CommandReads,
+        CommandResult,
         CommandSpec,
         Decided,
         TargetFacts,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CommandReads",
+    "CommandResult",
     "CommandSpec",
     "Decided",
     "DecisionReads",
@@ -48,6 +50,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "CommandReads": "memory_ledger.commands.canonical.explicit_command",
+        "CommandResult": "memory_ledger.commands.canonical.explicit_command",
         "CommandSpec": "memory_ledger.commands.canonical.explicit_command",
         "Decided": "memory_ledger.commands.canonical.explicit_command",
         "DecisionReads": "memory_ledger.commands.canonical.boundary",
