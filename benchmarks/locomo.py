@@ -4,8 +4,8 @@ and what each local provider costs, for every embedding provider installed.
 
 Reads ``../shared/data/locomo/locomo7.json`` (or ``$LOCOMO_PATH``). Per provider (the
 torch MiniLM of ``[embeddings]``, the light e5 of ``[embeddings-lite]``; ``--embeddings``
-picks), every conversation is converted (``replay.locomo``) and replayed with
-``replay.script.run_script`` into one store, each in its own namespace; its observation
+picks), every conversation is converted (``replay.scripts.locomo``) and replayed with
+``replay.scripts.script.run_script`` into one store, each in its own namespace; its observation
 facts become canonical memories, vectors (statement and source turn) are awaited. Every
 question of categories 1-4 is then answered; a hit at k when one of the top k memories'
 evidence cites a dia_id of the question's evidence; MRR counts the first hit in the top 10.
@@ -84,7 +84,7 @@ from benchmarks.results import print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.recall.fusion import LEGACY_FUSION, PLAIN_RRF, HybridFusion, fusion_for
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.script import parse_script, run_script
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
 BOOSTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)

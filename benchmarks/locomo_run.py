@@ -18,8 +18,8 @@ from typing import Any
 from benchmarks.locomo_source import locomo_path, missing
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.locomo import convert_sample, find_sample, load_samples
+from memory_ledger.replay.scripts.script import parse_script, run_script
 
 
 def default_data() -> Path:

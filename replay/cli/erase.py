@@ -36,17 +36,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from memory_ledger.replay.audit.errors import (
+    ConfirmationRequiredError,
+    KeyFileExistsError,
+    KeyFileUnwritableError,
+)
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import (
     JsonOption,
     LedgerOption,
     MasterKeyFileOption,
     StoreOption,
-)
-from memory_ledger.replay.errors import (
-    ConfirmationRequiredError,
-    KeyFileExistsError,
-    KeyFileUnwritableError,
 )
 
 if TYPE_CHECKING:
