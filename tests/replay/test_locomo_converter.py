@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks import locomo_source
+from benchmarks.locomo import source as locomo_source
 from memory_ledger.replay.scripts.locomo import (
     FACT_REASON,
     ConvertedScript,
