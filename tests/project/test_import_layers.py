@@ -5,14 +5,19 @@ The import graph is grimp's (``TYPE_CHECKING`` imports counted: a cycle of types
 too). Layers, highest first; a module may import only modules of its own wing or module
 (never in a cycle) or of a lower layer:
 
-- the facade ``memory_ledger``; then ``replay``: ``__main__``, ``cli``, ``mcp``, ``ui``,
-  ``langgraph_store``, ``conformance`` (the store kit, which imports nothing of the engine),
-  the audit library (every other ``replay`` module, which never imports typer or rich);
+- the facade ``memory_ledger``; then ``replay``: its face (the audit library's names for
+  hosts), ``__main__``, ``cli`` (the command line, on the surfaces), the surfaces ``mcp``,
+  ``ui``, ``langgraph_store``, ``conformance`` (the store kit, which imports nothing of the
+  engine), then ``scripts`` (session scripts, the LoCoMo converter) and ``audit`` (the audit
+  library, which never imports typer or rich);
 - ``commands``: its face, ``aio``, ``engine``, ``session``, ``workspace``, ``context``,
   ``canonical``, ``extraction``, ``store`` (the Protocol the lower wings type the engine as),
   ``recall``, ``embeddings``, ``secret_door``, ``config``, ``openai_endpoint``, ``errors``,
   ``secrets``;
 - ``projections``; ``ledger``.
+
+The README's Layout and ``docs/design.md`` draw these layers; ``test_maps.py`` checks that
+they name every one.
 """
 
 from __future__ import annotations
