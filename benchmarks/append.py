@@ -50,18 +50,17 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 import lmdb
 import msgspec
-from eventsourcing.persistence import JSONTranscoder, StoredEvent
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from benchmarks.corpus import BENCH_NAMESPACE, candidate_batches, scratch
+from benchmarks.append_batches import BATCH_SIZES, stored_batches
+from benchmarks.corpus import BENCH_NAMESPACE, scratch
 from benchmarks.results import median, percentile, print_table, save
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.events import CandidateExtracted, ExtractedItem
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder, LMDBDatastore
-from memory_ledger.ledger.mapper import MsgspecMapper
 
-BATCH_SIZES = (1, 10, 100)
 WRITERS = ("ours", "sqlite", "popo", "raw_lmdb")
 LABELS = {
     "ours": "ours (LMDB recorder)",
@@ -72,15 +71,6 @@ LABELS = {
 _ID = struct.Struct(">Q")
 
 Insert = Callable[[Sequence[StoredEvent]], object]
-
-
-def stored_batches(batch: int, count: int, tag: str) -> list[list[StoredEvent]]:
-    """``count`` batches of ``batch`` stored events; each batch is one new stream."""
-    mapper = MsgspecMapper(transcoder=JSONTranscoder())  # the transcoder is never used
-    return [
-        [mapper.to_stored_event(event) for event in events]
-        for events in candidate_batches(batch, count, f"append/{tag}/{batch}")
-    ]
 
 
 class RawLMDB:

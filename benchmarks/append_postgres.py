@@ -35,7 +35,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg import sql
 
-from benchmarks.append import BATCH_SIZES, stored_batches
+from benchmarks.append_batches import BATCH_SIZES, stored_batches
 from benchmarks.catchup import fill, generate
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands import MemoryEngine

@@ -252,14 +252,14 @@ class World:
             self.export()
 
     def backup(self) -> None:
-        from memory_ledger.replay.backup import backup_store
+        from memory_ledger.replay.audit.backup import backup_store
 
         out = self.root / f"backup-{len(self.copies)}"
         backup_store(self.main(), out)
         self.copies.append(Copy("backup", out, frozenset(self.erased)))
 
     def restore(self) -> None:
-        from memory_ledger.replay.backup import restore_store
+        from memory_ledger.replay.audit.backup import restore_store
 
         backups = [c for c in self.copies if c.kind == "backup"]
         if not backups:
@@ -275,7 +275,7 @@ class World:
         self.copies.append(Copy("restored", target, backup.erased))
 
     def export(self) -> None:
-        from memory_ledger.replay.export import export_store
+        from memory_ledger.replay.audit.export import export_store
 
         out = self.root / f"export-{len(self.copies)}"
         export_store(self.main(), out, fmt="jsonl")

@@ -14,7 +14,7 @@ schema of ``--pg`` (default ``$MEMORY_LEDGER_TEST_PG`` or
 ``postgresql://postgres@127.0.0.1:5432/test``), skipped when unreachable.
 
 Quality: every observation fact of each LoCoMo conversation (``../shared/data/locomo/``,
-``benchmarks.locomo_data``) is put in its own namespace of both stores as ``{"text": fact,
+``benchmarks.locomo.data``) is put in its own namespace of both stores as ``{"text": fact,
 "evidence": [...]}`` with ``fields=["text"]`` and the same embedding function (the
 deterministic hashing bag of words of ``benchmarks.hybrid``; no model); each question of
 categories 1-4 is a ``search(query=...)``, limit 5; a hit when a result's evidence cites
@@ -42,8 +42,8 @@ from langgraph.store.base import BaseStore, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from benchmarks.hybrid import HashingProvider
-from benchmarks.locomo_data import load
-from benchmarks.locomo_source import BESIDE, locomo_path
+from benchmarks.locomo.data import load
+from benchmarks.locomo.source import BESIDE, locomo_path
 from benchmarks.results import save
 from memory_ledger.commands import Namespace
 from memory_ledger.replay.langgraph_store import LedgerStore
@@ -55,7 +55,7 @@ TENANT = Namespace("bench", "langgraph", "store")
 
 def locomo_file() -> Path:
     """``$LOCOMO_PATH``, else ``../shared/data/locomo/locomo7.json`` beside the checkout
-    (:mod:`benchmarks.locomo_source`; the caller checks that it is a file)."""
+    (:mod:`benchmarks.locomo.source`; the caller checks that it is a file)."""
     return locomo_path() or Path(os.environ.get("LOCOMO_PATH") or BESIDE)
 
 

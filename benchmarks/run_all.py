@@ -37,7 +37,7 @@ def quick_args(name: str) -> list[str]:
 
 
 def locomo_available() -> bool:
-    from benchmarks.locomo_run import default_data
+    from benchmarks.locomo.run import default_data
 
     try:
         default_data()

@@ -12,7 +12,7 @@ import argparse
 import json
 import time
 
-from benchmarks.locomo_source import locomo_path
+from benchmarks.locomo.source import locomo_path
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands.secrets import find_secrets
 from memory_ledger.projections.text_index import tokenize

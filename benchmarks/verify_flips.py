@@ -35,7 +35,7 @@ from benchmarks.results import save
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.records import HASH_SIZE, decode_body
 from memory_ledger.ledger.sealing import is_sealed, sealed_key_id
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.script import parse_script, run_script
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart.jsonl"
@@ -178,7 +178,7 @@ def flipped_copy(ledger: Ledger, flip: Flip, into: Path) -> Path:
 
 def verify_problems(ledger: Ledger, flip: Flip, store: Path, *, cli: bool) -> list[str]:
     """What ``verify`` got wrong about ``flip`` applied to ``store`` ([]: nothing)."""
-    from memory_ledger.replay.verify import verify_ledger, verify_path
+    from memory_ledger.replay.audit.verify import verify_ledger, verify_path
 
     problems: list[str] = []
     keys: list[bytes | None] = [None] if ledger.master_key is None else [None, ledger.master_key]
@@ -224,10 +224,10 @@ def audit_problems(ledger: Ledger, flip: Flip, store: Path) -> list[str]:
     ``store``: each either answers (explain checks only the records it shows, stats none)
     or raises a typed error naming ``flip.position``; export and as-of of the head always
     refuse."""
-    from memory_ledger.replay.export import export_store
-    from memory_ledger.replay.lineage import explain
-    from memory_ledger.replay.stats import store_stats
-    from memory_ledger.replay.timetravel import as_of
+    from memory_ledger.replay.audit.export import export_store
+    from memory_ledger.replay.audit.lineage import explain
+    from memory_ledger.replay.audit.stats import store_stats
+    from memory_ledger.replay.audit.timetravel import as_of
 
     head = max(ledger.records)
     calls: dict[str, tuple[Callable[[Any], object], bool]] = {

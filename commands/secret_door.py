@@ -21,6 +21,10 @@ item's predicate names a credential ("password", "api key", ...), are secrets th
 keyword stands inside the value. Validation of extracted items asks the same question
 (:func:`item_secret_field`), so a candidate the door would refuse is rejected with a reason
 code instead of failing its turn.
+
+Identifiers (a namespace's parts, a session id) are checked before any command is decided
+(:func:`check_identifiers`): they are stored in every event the command would write, so one
+holding a secret is refused up front as an invalid identifier, naming the part.
 """
 
 from __future__ import annotations
@@ -37,8 +41,15 @@ from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.secrets import contains_secret, field_secret
 from memory_ledger.ledger.arguments import check_encodable
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
+from memory_ledger.ledger.ids import InvalidNamespaceError
 
-__all__ = ["SecretRefusedError", "check_event", "check_events", "item_secret_field"]
+__all__ = [
+    "SecretRefusedError",
+    "check_event",
+    "check_events",
+    "check_identifiers",
+    "item_secret_field",
+]
 
 _CACHED_UP_TO = 512
 """Strings up to this many characters are remembered (ids, labels and statements recur in
@@ -212,3 +223,21 @@ def check_events(events: Sequence[LedgerEvent]) -> None:
             continue
         for path in _secret_paths(event, ""):
             raise SecretRefusedError(type(event).__name__, path)
+
+
+def check_identifiers(parts: Sequence[tuple[str, str | None]], why: str) -> None:
+    """Refuse an identifier that holds a secret-shaped value ("no identifier holds a secret").
+
+    ``parts`` are ``(label, value)`` pairs (``("tenant", namespace.tenant)``, ``("session_id",
+    session_id)``, ...); a ``None`` or empty value passes. ``why`` ends the message (what the
+    identifier would be stored in). Used by :meth:`MemoryEngine.session
+    <memory_ledger.commands.engine.memory_engine.MemoryEngine.session>` and
+    :func:`~memory_ledger.commands.canonical.bulk_forget.forget_all`.
+
+    :raises InvalidNamespaceError: the first part holding a secret (``reason_code``
+        ``secret_detected``, ``parameter`` its label); the message never holds the value.
+    """
+    for label, value in parts:
+        if isinstance(value, str) and _text_secret(value):
+            msg = f"{label} holds a secret-shaped value; {why}"
+            raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")

@@ -1,20 +1,20 @@
-"""Re-running recorded things: session scripts, the LoCoMo converter, and the CLI.
+"""Re-running recorded things, in wings: the audit library, session scripts and their
+surfaces.
 
-Audit and replay API (each function takes an open :class:`commands.MemoryEngine`):
+- :mod:`~memory_ledger.replay.audit`: the audit library (each function takes an open
+  :class:`commands.MemoryEngine` or a store folder): rebuild and check the read models,
+  as-of reads, lineage (explain), event filters, export, backup and restore, stats, the
+  hash-chain verifier, moments and points in time, migrate. It never imports typer or rich.
+- :mod:`~memory_ledger.replay.scripts`: session scripts (``run_script``) and the LoCoMo
+  converter.
+- The surfaces, on those two: :mod:`~memory_ledger.replay.mcp` (the MCP server),
+  :mod:`~memory_ledger.replay.ui` (the read-only web UI),
+  :mod:`~memory_ledger.replay.langgraph_store` (a LangGraph ``BaseStore``) and
+  :mod:`~memory_ledger.replay.conformance` (the store conformance kit); and
+  :mod:`~memory_ledger.replay.cli` (``memory-ledger``), on the surfaces.
 
-- :func:`rebuild_projections`, :func:`check_projections`, :func:`build_projections`:
-  rebuild read models from the ledger; compare them with the live file by content digest.
-- :func:`as_of`: the read models at an earlier position, recorded time or occurred time.
-- :func:`explain`, :func:`render_mermaid`: the lineage of one memory item.
-- :func:`filter_events`, :class:`EventFilter`: ledger events by namespace, session, turn,
-  type, position and time.
-- :func:`export_store`: events and every read model as Parquet or JSON Lines files.
-- :func:`backup_store`, :func:`restore_store`: consistent backups while a host writes.
-- :func:`store_stats`: counts, positions and file sizes.
-- :func:`verify_store`, :func:`verify_path`, :func:`verify_ledger`: walk the ledger's hash
-  chain (an open engine; a store folder, as ``memory-ledger verify``; the ledger alone,
-  without the master key).
-
+This face keeps the audit library's names where hosts and docs import them
+(``from memory_ledger.replay import explain``); they live in :mod:`memory_ledger.replay.audit`.
 The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
 """
 
@@ -25,30 +25,35 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.backup import (
+    from memory_ledger.replay.audit.backup import (
         BackupManifest,
         BackupReport,
         RestoreReport,
         backup_store,
         restore_store,
     )
-    from memory_ledger.replay.errors import (
+    from memory_ledger.replay.audit.errors import (
         BackupManifestError,
         NotABackupError,
         OutputExistsError,
         OutputNotADirectoryError,
     )
-    from memory_ledger.replay.export import ExportReport, export_store
-    from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
-    from memory_ledger.replay.lineage import (
+    from memory_ledger.replay.audit.export import ExportReport, export_store
+    from memory_ledger.replay.audit.filters import (
+        EVENT_TYPES,
+        EventFilter,
+        describe_event,
+        filter_events,
+    )
+    from memory_ledger.replay.audit.lineage import (
         Lineage,
         UnknownMemoryError,
         explain,
         render_mermaid,
         stream_events,
     )
-    from memory_ledger.replay.points import PointError, parse_point, parse_timestamp
-    from memory_ledger.replay.rebuild import (
+    from memory_ledger.replay.audit.points import PointError, parse_point, parse_timestamp
+    from memory_ledger.replay.audit.rebuild import (
         CheckReport,
         PositionOutOfRangeError,
         RebuildReport,
@@ -57,17 +62,22 @@ if TYPE_CHECKING:
         check_projections,
         rebuild_projections,
     )
-    from memory_ledger.replay.stats import StoreStats, store_stats
-    from memory_ledger.replay.timetravel import AsOf, as_of, position_at
-    from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_path, verify_store
+    from memory_ledger.replay.audit.stats import StoreStats, store_stats
+    from memory_ledger.replay.audit.timetravel import AsOf, as_of, position_at
+    from memory_ledger.replay.audit.verify import (
+        VerifyReport,
+        verify_ledger,
+        verify_path,
+        verify_store,
+    )
 
 __all__ = [
-    "EVENT_TYPES",
     "AsOf",
     "BackupManifest",
     "BackupManifestError",
     "BackupReport",
     "CheckReport",
+    "EVENT_TYPES",
     "EventFilter",
     "ExportReport",
     "Lineage",
@@ -106,44 +116,44 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "AsOf": "memory_ledger.replay.timetravel",
-        "BackupManifest": "memory_ledger.replay.backup",
-        "BackupManifestError": "memory_ledger.replay.errors",
-        "BackupReport": "memory_ledger.replay.backup",
-        "CheckReport": "memory_ledger.replay.rebuild",
-        "EVENT_TYPES": "memory_ledger.replay.filters",
-        "EventFilter": "memory_ledger.replay.filters",
-        "ExportReport": "memory_ledger.replay.export",
-        "Lineage": "memory_ledger.replay.lineage",
-        "NotABackupError": "memory_ledger.replay.errors",
-        "OutputExistsError": "memory_ledger.replay.errors",
-        "OutputNotADirectoryError": "memory_ledger.replay.errors",
-        "PointError": "memory_ledger.replay.points",
-        "PositionOutOfRangeError": "memory_ledger.replay.rebuild",
-        "RebuildReport": "memory_ledger.replay.rebuild",
-        "RestoreReport": "memory_ledger.replay.backup",
-        "StoreStats": "memory_ledger.replay.stats",
-        "TableDifference": "memory_ledger.replay.rebuild",
-        "UnknownMemoryError": "memory_ledger.replay.lineage",
-        "VerifyReport": "memory_ledger.replay.verify",
-        "as_of": "memory_ledger.replay.timetravel",
-        "backup_store": "memory_ledger.replay.backup",
-        "build_projections": "memory_ledger.replay.rebuild",
-        "check_projections": "memory_ledger.replay.rebuild",
-        "describe_event": "memory_ledger.replay.filters",
-        "explain": "memory_ledger.replay.lineage",
-        "export_store": "memory_ledger.replay.export",
-        "filter_events": "memory_ledger.replay.filters",
-        "parse_point": "memory_ledger.replay.points",
-        "parse_timestamp": "memory_ledger.replay.points",
-        "position_at": "memory_ledger.replay.timetravel",
-        "rebuild_projections": "memory_ledger.replay.rebuild",
-        "render_mermaid": "memory_ledger.replay.lineage",
-        "restore_store": "memory_ledger.replay.backup",
-        "store_stats": "memory_ledger.replay.stats",
-        "stream_events": "memory_ledger.replay.lineage",
-        "verify_ledger": "memory_ledger.replay.verify",
-        "verify_path": "memory_ledger.replay.verify",
-        "verify_store": "memory_ledger.replay.verify",
+        "AsOf": "memory_ledger.replay.audit.timetravel",
+        "BackupManifest": "memory_ledger.replay.audit.backup",
+        "BackupManifestError": "memory_ledger.replay.audit.errors",
+        "BackupReport": "memory_ledger.replay.audit.backup",
+        "CheckReport": "memory_ledger.replay.audit.rebuild",
+        "EVENT_TYPES": "memory_ledger.replay.audit.filters",
+        "EventFilter": "memory_ledger.replay.audit.filters",
+        "ExportReport": "memory_ledger.replay.audit.export",
+        "Lineage": "memory_ledger.replay.audit.lineage",
+        "NotABackupError": "memory_ledger.replay.audit.errors",
+        "OutputExistsError": "memory_ledger.replay.audit.errors",
+        "OutputNotADirectoryError": "memory_ledger.replay.audit.errors",
+        "PointError": "memory_ledger.replay.audit.points",
+        "PositionOutOfRangeError": "memory_ledger.replay.audit.rebuild",
+        "RebuildReport": "memory_ledger.replay.audit.rebuild",
+        "RestoreReport": "memory_ledger.replay.audit.backup",
+        "StoreStats": "memory_ledger.replay.audit.stats",
+        "TableDifference": "memory_ledger.replay.audit.rebuild",
+        "UnknownMemoryError": "memory_ledger.replay.audit.lineage",
+        "VerifyReport": "memory_ledger.replay.audit.verify",
+        "as_of": "memory_ledger.replay.audit.timetravel",
+        "backup_store": "memory_ledger.replay.audit.backup",
+        "build_projections": "memory_ledger.replay.audit.rebuild",
+        "check_projections": "memory_ledger.replay.audit.rebuild",
+        "describe_event": "memory_ledger.replay.audit.filters",
+        "explain": "memory_ledger.replay.audit.lineage",
+        "export_store": "memory_ledger.replay.audit.export",
+        "filter_events": "memory_ledger.replay.audit.filters",
+        "parse_point": "memory_ledger.replay.audit.points",
+        "parse_timestamp": "memory_ledger.replay.audit.points",
+        "position_at": "memory_ledger.replay.audit.timetravel",
+        "rebuild_projections": "memory_ledger.replay.audit.rebuild",
+        "render_mermaid": "memory_ledger.replay.audit.lineage",
+        "restore_store": "memory_ledger.replay.audit.backup",
+        "store_stats": "memory_ledger.replay.audit.stats",
+        "stream_events": "memory_ledger.replay.audit.lineage",
+        "verify_ledger": "memory_ledger.replay.audit.verify",
+        "verify_path": "memory_ledger.replay.audit.verify",
+        "verify_store": "memory_ledger.replay.audit.verify",
     },
 )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from benchmarks import locomo_source
+from benchmarks.locomo import source as locomo_source
 from memory_ledger.commands import MemoryEngine, Namespace
 from tests.pg import pg_schema, pg_url  # noqa: F401 (fixtures for the PostgreSQL tests)
 from tests.scripted_server import ScriptedServer
@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def locomo_path() -> Path | None:
     """The LoCoMo file: $LOCOMO_PATH, else ../shared/data/locomo/locomo7.json beside the
-    checkout, nothing else (``benchmarks.locomo_source``); None when it is absent."""
+    checkout, nothing else (``benchmarks.locomo.source``); None when it is absent."""
     return locomo_source.locomo_path()
 
 

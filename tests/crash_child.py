@@ -47,7 +47,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.extraction import ExtractionRequest, RecordedExtractor
 from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger.events import MemoryActivated, MemoryReinforced
-from memory_ledger.replay.script import (
+from memory_ledger.replay.scripts.script import (
     FinishStep,
     OpenStep,
     RecallStep,

@@ -17,8 +17,8 @@ import pytest
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples
-from memory_ledger.replay.script import RunReport, parse_script, run_script
+from memory_ledger.replay.scripts.locomo import convert_sample, find_sample, load_samples
+from memory_ledger.replay.scripts.script import RunReport, parse_script, run_script
 
 ERASED_SAMPLE = "conv-26"
 KEPT_SAMPLE = "conv-30"

@@ -23,7 +23,7 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
-    from memory_ledger.commands.session.commands import CommandResult
+    from memory_ledger.commands.canonical.explicit_command import CommandResult
     from memory_ledger.ledger.events import ReconciliationReport
 
 __all__ = ["AsyncDirectCommands"]

@@ -12,9 +12,10 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision
-    from memory_ledger.commands.canonical.erasure import forget_all
+    from memory_ledger.commands.canonical.bulk_forget import forget_all
     from memory_ledger.commands.canonical.explicit_command import (
         CommandReads,
+        CommandResult,
         CommandSpec,
         Decided,
         TargetFacts,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CommandReads",
+    "CommandResult",
     "CommandSpec",
     "Decided",
     "DecisionReads",
@@ -48,6 +50,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "CommandReads": "memory_ledger.commands.canonical.explicit_command",
+        "CommandResult": "memory_ledger.commands.canonical.explicit_command",
         "CommandSpec": "memory_ledger.commands.canonical.explicit_command",
         "Decided": "memory_ledger.commands.canonical.explicit_command",
         "DecisionReads": "memory_ledger.commands.canonical.boundary",
@@ -59,6 +62,6 @@ __getattr__, __dir__ = lazy_exports(
         "correction_target": "memory_ledger.commands.canonical.word_targets",
         "decide_command": "memory_ledger.commands.canonical.explicit_command",
         "description_target": "memory_ledger.commands.canonical.word_targets",
-        "forget_all": "memory_ledger.commands.canonical.erasure",
+        "forget_all": "memory_ledger.commands.canonical.bulk_forget",
     },
 )

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INTENTS",
     "CommandReads",
+    "CommandResult",
     "CommandSpec",
     "Decided",
     "Intent",
@@ -68,6 +69,19 @@ INTENTS: tuple[Intent, ...] = ("remember", "forget", "correct", "pin")
 
 SEARCHED = 10
 """How many of the best lexical matches a command naming its target by words reads."""
+
+
+class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of an explicit command: its id, the memory it targets, the position written.
+
+    Returned by the direct path (``MemoryEngine.remember``/``forget``/...) and by a
+    session's commands alike; it lives here so both import it downward."""
+
+    command_id: UUID
+    intent: Intent
+    target: UUID | None
+    position: int
+    already_applied: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

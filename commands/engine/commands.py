@@ -14,7 +14,7 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.canonical.erasure import forget_all
+from memory_ledger.commands.canonical.bulk_forget import forget_all
 from memory_ledger.commands.engine.batch import (
     BATCH_SESSION_PREFIX,
     BatchOp,
@@ -152,8 +152,9 @@ class EngineCommands:
 
     def forget_all(self, namespace: Namespace) -> int:
         """Forget every retrievable memory of exactly ``namespace`` in one command (durable
-        on return) and return how many (:func:`commands.canonical.erasure.forget_all`): the ledger
-        records the command and each memory it forgot; other namespaces are untouched.
+        on return) and return how many (:func:`commands.canonical.bulk_forget.forget_all`):
+        the ledger records the command and each memory it forgot; other namespaces are
+        untouched.
         With nothing to forget it writes nothing and returns 0.
 
         :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").

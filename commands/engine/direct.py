@@ -66,9 +66,9 @@ from memory_ledger.ledger.ids import (
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.explicit_command import CommandResult
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
     from memory_ledger.commands.recall.index import MemoryDoc
-    from memory_ledger.commands.session.commands import CommandResult
     from memory_ledger.commands.store import MemoryStore
 
 __all__ = ["DirectCommands", "DirectResult"]
@@ -399,7 +399,7 @@ class DirectCommands:
             fault("session.finish_planned")  # the short session's finish: planned, not written
             return [opened, *commands, *finished.events]
 
-        from memory_ledger.commands.session.commands import CommandResult  # sessions: on a write
+        from memory_ledger.commands.canonical.explicit_command import CommandResult
 
         kinds = sorted({spec.intent for spec in specs})
         what = f"{'+'.join(kinds)} ({session_id})"

@@ -81,7 +81,6 @@ from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import (
-    InvalidNamespaceError,
     Namespace,
     check_namespace,
     check_session_id,
@@ -701,7 +700,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         :raises WorkspaceError: the workspace root is not a readable folder.
         """
         from memory_ledger.commands.extraction.base import RecordedExtractor
-        from memory_ledger.commands.secrets import contains_secret
+        from memory_ledger.commands.secret_door import check_identifiers  # detect_secrets
         from memory_ledger.commands.session.memory_session import MemorySession
 
         check_namespace(namespace)
@@ -709,15 +708,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         if token_counter is not None and not callable(token_counter):
             msg = f"token_counter must be a callable text -> int, got {token_counter!r}"
             raise InvalidArgumentTypeError(msg, parameter="token_counter")
-        for label, value in (
-            ("tenant", namespace.tenant),
-            ("principal", namespace.principal),
-            ("scope_id", namespace.scope_id),
-            ("session_id", session_id),
-        ):
-            if isinstance(value, str) and contains_secret(value):
-                msg = f"{label} holds a secret-shaped value; identifiers are stored in every event"
-                raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
+        check_identifiers(
+            (
+                ("tenant", namespace.tenant),
+                ("principal", namespace.principal),
+                ("scope_id", namespace.scope_id),
+                ("session_id", session_id),
+            ),
+            "identifiers are stored in every event",
+        )
         base = config or self.config
         if overrides:
             base = load_config_from(base, **overrides)

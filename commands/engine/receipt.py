@@ -1,7 +1,7 @@
 """Erasure receipts (issue 36 item 1): the signed document an erasure writes when given a
 signing key, stating what was erased and how to check it, holding nothing of what was.
 
-The format (``FORMAT``), shared by :mod:`memory_ledger.replay.receipts` (which verifies it):
+The format (``FORMAT``), shared by :mod:`memory_ledger.replay.audit.receipts` (which verifies it):
 a JSON object, canonical (keys sorted, no whitespace, UTF-8), with
 
 - ``format``, ``store_id`` (the ledger's random id, ``ledger/store_identity.py``),

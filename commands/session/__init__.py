@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.explicit_command import CommandResult
     from memory_ledger.commands.session.admission import AdmissionReport
-    from memory_ledger.commands.session.commands import CommandResult
     from memory_ledger.commands.session.extraction import TurnOutcome
     from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
     from memory_ledger.commands.session.memory_session import MemorySession
@@ -32,7 +32,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "AdmissionReport": "memory_ledger.commands.session.admission",
-        "CommandResult": "memory_ledger.commands.session.commands",
+        "CommandResult": "memory_ledger.commands.canonical.explicit_command",
         "MemorySession": "memory_ledger.commands.session.memory_session",
         "PreparedMemorySnapshot": "memory_ledger.commands.session.turns",
         "SessionMemoryProvider": "memory_ledger.commands.session.memory_provider",

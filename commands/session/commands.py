@@ -7,11 +7,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-import msgspec
-
 from memory_ledger.commands.canonical.boundary import DecisionReads, memory_of
 from memory_ledger.commands.canonical.explicit_command import (
     SEARCHED,
+    CommandResult,
     CommandSpec,
     Intent,
     TargetFacts,
@@ -36,16 +35,6 @@ if TYPE_CHECKING:
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
 
 __all__ = ["CommandResult", "Intent", "SessionCommands"]
-
-
-class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
-    """Result of an explicit command: its id, the memory it targets, the position written."""
-
-    command_id: UUID
-    intent: Intent
-    target: UUID | None
-    position: int
-    already_applied: bool = False
 
 
 class SessionCommands(SessionRecall):

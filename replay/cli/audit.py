@@ -28,8 +28,8 @@ from memory_ledger.replay.cli.common import (
 from memory_ledger.replay.cli.terminal_text import Table, escape
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.stats import StoreStats
-from memory_ledger.replay.points import parse_timestamp
+    from memory_ledger.replay.audit.stats import StoreStats
+from memory_ledger.replay.audit.points import parse_timestamp
 
 __all__ = ["events", "explain_command", "stats_command", "verify"]
 
@@ -60,8 +60,8 @@ def events(
     ] = None,
 ) -> None:
     """List ledger events in position order, filtered (JSON Lines with --json)."""
-    from memory_ledger.replay.filters import EventFilter, describe_event, filter_events
-    from memory_ledger.replay.timeline import event_record, event_type
+    from memory_ledger.replay.audit.filters import EventFilter, describe_event, filter_events
+    from memory_ledger.replay.audit.timeline import event_record, event_type
 
     with common.user_errors():
         selection = EventFilter(
@@ -115,7 +115,7 @@ def verify(
     alone first, so a damaged record that would stop the store from opening (any byte of
     its header, hash or payload) is named the same way, with or without the key.
     """
-    from memory_ledger.replay.verify import verify_path
+    from memory_ledger.replay.audit.verify import verify_path
 
     with common.user_errors():
         config = common.audit_config(ctx)
@@ -154,7 +154,7 @@ def stats_command(
     master_key_file: MasterKeyFileOption = None,
 ) -> None:
     """Counts per event type, namespaces, sessions, memories, positions and file sizes."""
-    from memory_ledger.replay.stats import store_stats
+    from memory_ledger.replay.audit.stats import store_stats
 
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
         report = store_stats(engine)
@@ -347,7 +347,7 @@ def explain_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show the lineage of a memory: evidence, candidate, extractor, decision, later use."""
-    from memory_ledger.replay.lineage import explain, render_mermaid
+    from memory_ledger.replay.audit.lineage import explain, render_mermaid
 
     with common.user_errors():
         if fmt not in ("text", "json", "mermaid"):

@@ -38,18 +38,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.replay.audit.errors import (
+    ConfirmationRequiredError,
+    KeyFileExistsError,
+    KeyFileUnwritableError,
+    OutputExistsError,
+)
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import (
     JsonOption,
     LedgerOption,
     MasterKeyFileOption,
     StoreOption,
-)
-from memory_ledger.replay.errors import (
-    ConfirmationRequiredError,
-    KeyFileExistsError,
-    KeyFileUnwritableError,
-    OutputExistsError,
 )
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def erase(
             )
             head = engine.head
         if receipt is not None and report.receipt is not None:
-            from memory_ledger.replay.receipts import write_receipt
+            from memory_ledger.replay.audit.receipts import write_receipt
 
             write_receipt(receipt, report.receipt)
     if as_json:

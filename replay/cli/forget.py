@@ -52,7 +52,7 @@ def forget(
     from memory_ledger.commands.engine.memory_engine import (
         MemoryEngine,  # the engine's imports: on use
     )
-    from memory_ledger.replay.errors import ConfirmationRequiredError
+    from memory_ledger.replay.audit.errors import ConfirmationRequiredError
 
     with common.user_errors():
         if not everything:

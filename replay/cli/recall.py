@@ -13,6 +13,7 @@ import typer
 from memory_ledger.commands.config import MemoryConfig, load_config_from
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.audit.points import parse_point
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import (
     Embeddings,
@@ -25,7 +26,6 @@ from memory_ledger.replay.cli.common import (
     TenantOption,
 )
 from memory_ledger.replay.cli.terminal_text import Table, escape
-from memory_ledger.replay.points import parse_point
 
 if TYPE_CHECKING:  # the engine's modules are imported when recall runs
     from memory_ledger.commands.embeddings.base import EmbeddingError
@@ -207,7 +207,7 @@ def recall(
                     engine, namespace, query, count, wait, endpoint_host(config)
                 )
             else:
-                from memory_ledger.replay.timetravel import as_of
+                from memory_ledger.replay.audit.timetravel import as_of
 
                 with as_of(engine, point, occurred=occurred) as then:
                     result = then.recall(namespace, query, count)

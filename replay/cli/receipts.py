@@ -19,9 +19,9 @@ from typing import Annotated
 import typer
 
 from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.replay.audit.errors import KeyFileExistsError, KeyFileUnwritableError
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import JsonOption, LedgerOption, StoreOption
-from memory_ledger.replay.errors import KeyFileExistsError, KeyFileUnwritableError
 
 __all__ = ["register", "verify_receipt_command", "write_signing_key_files"]
 
@@ -100,7 +100,7 @@ def verify_receipt_command(
     as_json: JsonOption = False,
 ) -> None:
     """Verify an erasure receipt: its signature; with the store, that it holds that erasure."""
-    from memory_ledger.replay.receipts import (
+    from memory_ledger.replay.audit.receipts import (
         ReceiptVerificationError,
         load_public_key,
         verify_receipt,

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.replay.audit.points import parse_point
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import (
     JsonOption,
@@ -24,7 +25,6 @@ from memory_ledger.replay.cli.common import (
     print_json,
 )
 from memory_ledger.replay.cli.terminal_text import Table, escape
-from memory_ledger.replay.points import parse_point
 
 __all__ = [
     "as_of_command",
@@ -73,7 +73,7 @@ def replay_command(
     as_json: JsonOption = False,
 ) -> None:
     """Rebuild every read model from the ledger into a fresh file (and --check the live one)."""
-    from memory_ledger.replay.rebuild import check_projections, rebuild_projections
+    from memory_ledger.replay.audit.rebuild import check_projections, rebuild_projections
 
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
         if check and keep is not None:
@@ -136,7 +136,7 @@ def as_of_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show canonical memory as it stood at a position or time."""
-    from memory_ledger.replay.timetravel import as_of, memory_record
+    from memory_ledger.replay.audit.timetravel import as_of, memory_record
 
     with common.user_errors():
         namespace = optional_namespace(tenant, principal, scope_id)
@@ -206,7 +206,7 @@ def export_command(
     as_json: JsonOption = False,
 ) -> None:
     """Export events and every read model as Parquet or JSON Lines files (+ manifest.json)."""
-    from memory_ledger.replay.export import export_store
+    from memory_ledger.replay.audit.export import export_store
 
     with common.user_errors():
         if fmt not in ("parquet", "jsonl"):
@@ -241,7 +241,7 @@ def backup_command(
 ) -> None:
     """Take a consistent, compacted copy of the ledger and its data keys (safe while a host
     writes; never the master key)."""
-    from memory_ledger.replay.backup import backup_store
+    from memory_ledger.replay.audit.backup import backup_store
 
     with common.user_errors(), common.open_for_audit(ctx, store) as engine:
         report = backup_store(engine, keep)
@@ -281,7 +281,7 @@ def restore_command(
 ) -> None:
     """Restore a backup (ledger and data keys) into a new store folder and verify its hash
     chain (an encrypted backup: with its master key when configured, else without)."""
-    from memory_ledger.replay.backup import restore_store
+    from memory_ledger.replay.audit.backup import restore_store
 
     with common.user_errors():
         report = restore_store(backup, store, config=common.audit_config(ctx))
@@ -322,7 +322,7 @@ def migrate_command(
 ) -> None:
     """Copy a store's LMDB ledger into PostgreSQL (positions, bytes and hashes kept), then
     verify the copy; exit 1 if it does not verify."""
-    from memory_ledger.replay.migrate import migrate_store
+    from memory_ledger.replay.audit.migrate import migrate_store
 
     with common.user_errors():
         report = migrate_store(store, to, config=common.audit_config(ctx))

@@ -24,7 +24,7 @@ from memory_ledger.replay.cli.terminal_text import Table, escape
 
 if TYPE_CHECKING:  # the engine's modules are imported by the command that runs
     from memory_ledger.commands.extraction.base import Extractor
-    from memory_ledger.replay.script import RunReport, Step
+    from memory_ledger.replay.scripts.script import RunReport, Step
 
 __all__ = ["convert_locomo", "run"]
 
@@ -42,7 +42,12 @@ def convert_locomo(
     ] = False,
 ) -> None:
     """Convert one LoCoMo conversation into a session script (JSON Lines on stdout)."""
-    from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples, write_jsonl
+    from memory_ledger.replay.scripts.locomo import (
+        convert_sample,
+        find_sample,
+        load_samples,
+        write_jsonl,
+    )
 
     with common.user_errors():
         converted = convert_sample(find_sample(load_samples(file), sample))
@@ -147,7 +152,7 @@ def run(
     running the script again retries it.
     """
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
-    from memory_ledger.replay.script import ScriptError, TurnStep, parse_script, run_script
+    from memory_ledger.replay.scripts.script import ScriptError, TurnStep, parse_script, run_script
 
     with common.user_errors(), ExitStack() as stack:
         config = common.settings(ctx)

@@ -13,7 +13,7 @@ import msgspec
 from langgraph.store.base import Item
 
 from memory_ledger.ledger.events import MemoryActivated, MemoryForgotten, MemoryReinforced
-from memory_ledger.replay import Lineage, as_of, explain
+from memory_ledger.replay.audit import Lineage, as_of, explain
 from memory_ledger.replay.langgraph_store.records import PREDICATE, address_of, subject_of
 from memory_ledger.replay.langgraph_store.writes import EXPIRY_PREFIX
 

@@ -45,7 +45,7 @@ from memory_ledger.replay.langgraph_store.writes import Put, Writer
 
 if TYPE_CHECKING:
     from memory_ledger.commands.recall import MemoryDoc
-    from memory_ledger.replay import Lineage
+    from memory_ledger.replay.audit import Lineage
     from memory_ledger.replay.langgraph_store.audit import ItemVersion
     from memory_ledger.replay.langgraph_store.ttl import Sweeper
 

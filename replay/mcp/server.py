@@ -89,12 +89,12 @@ from memory_ledger.commands.recall.index import RecallResult, RecallScope
 from memory_ledger.commands.recall.policy import check_recall_k
 from memory_ledger.commands.secrets import contains_secret, redact
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay import lineage
-from memory_ledger.replay.lineage_text import render_text
+from memory_ledger.replay.audit import lineage
+from memory_ledger.replay.audit.lineage_text import render_text
+from memory_ledger.replay.audit.points import NaiveTimestampError, PointError, parse_point
+from memory_ledger.replay.audit.rebuild import PositionOutOfRangeError
+from memory_ledger.replay.audit.timetravel import as_of
 from memory_ledger.replay.mcp.tokens import TokenRegistry
-from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
-from memory_ledger.replay.rebuild import PositionOutOfRangeError
-from memory_ledger.replay.timetravel import as_of
 
 __all__ = ["MAP_URI", "Caller", "MemoryMcpServer", "TokenGate"]
 
@@ -951,8 +951,8 @@ async def _serve_stdio_lines(lowlevel: Server[Any], source: BinaryIO) -> None:
 def _as_of_point(value: int | float | str) -> int | datetime:
     """The point ``as_of`` names: an integer (or an integral float, as JSON Schema counts
     integers) or a string of digits is a ledger position, other text an ISO 8601 time with
-    a zone (:func:`~memory_ledger.replay.points.parse_point`). Positions are not checked
-    against the ledger head here (:func:`~memory_ledger.replay.timetravel.as_of` does).
+    a zone (:func:`~memory_ledger.replay.audit.points.parse_point`). Positions are not checked
+    against the ledger head here (:func:`~memory_ledger.replay.audit.timetravel.as_of` does).
 
     :raises PositionOutOfRangeError: a negative position, as an integer or as text
         (``parameter`` ``"as_of"``).

@@ -138,7 +138,7 @@ class _Pages:
         )
 
     def timeline(self, request: Request) -> HTMLResponse:
-        from memory_ledger.replay.points import parse_timestamp
+        from memory_ledger.replay.audit.points import parse_timestamp
 
         namespace = _namespace(request)
         query = request.query_params

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from memory_ledger.replay.ui.text import HIDDEN
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.lineage import Lineage
+    from memory_ledger.replay.audit.lineage import Lineage
 
 __all__ = ["Edge", "Graph", "Node", "lineage_graph"]
 

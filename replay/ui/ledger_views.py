@@ -12,9 +12,9 @@ from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.stats import StoreStats
+    from memory_ledger.replay.audit.stats import StoreStats
+    from memory_ledger.replay.audit.verify import VerifyReport
     from memory_ledger.replay.ui.state import UiState
-    from memory_ledger.replay.verify import VerifyReport
 
 __all__ = [
     "STATUSES",
@@ -60,7 +60,7 @@ class ErasedNamespace:
 
 
 def _recorded_at(state: UiState, position: int) -> datetime | None:
-    from memory_ledger.replay.timeline import iter_events
+    from memory_ledger.replay.audit.timeline import iter_events
 
     for _, event in iter_events(state.engine, start=position, limit=1):
         return event.recorded_at
@@ -98,7 +98,7 @@ def namespaces(state: UiState) -> list[NamespaceRow]:
 def erased_namespaces(state: UiState) -> list[ErasedNamespace]:
     """The ledger's erasures (``NamespaceErased`` records, stored in clear), cached per
     head. Other records are skipped before they are decoded."""
-    from memory_ledger.replay.filters import EventFilter, filter_events
+    from memory_ledger.replay.audit.filters import EventFilter, filter_events
 
     def compute() -> list[ErasedNamespace]:
         found = []
@@ -167,8 +167,13 @@ def timeline(
 
     :raises InvalidArgumentError: an unknown event type, a naive or empty time range.
     """
-    from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
-    from memory_ledger.replay.timeline import event_type
+    from memory_ledger.replay.audit.filters import (
+        EVENT_TYPES,
+        EventFilter,
+        describe_event,
+        filter_events,
+    )
+    from memory_ledger.replay.audit.timeline import event_type
 
     if after < 0:
         raise InvalidArgumentError("after must be a position (>= 0)", parameter="after")
@@ -218,8 +223,8 @@ def timeline(
 def event_payload(state: UiState, position: int) -> dict[str, Any] | None:
     """The event at ``position`` as stored (redacted before it was written; an erased
     payload shows only what stays in clear), or None beyond the head
-    (:func:`memory_ledger.replay.timeline.event_record`)."""
-    from memory_ledger.replay.timeline import event_record, iter_events
+    (:func:`memory_ledger.replay.audit.timeline.event_record`)."""
+    from memory_ledger.replay.audit.timeline import event_record, iter_events
 
     if position < 1:
         return None
@@ -244,8 +249,8 @@ def integrity(state: UiState) -> Integrity:
     """:func:`memory_ledger.replay.verify_store` and
     :func:`memory_ledger.replay.store_stats` (both walk the ledger: cached per head)."""
     from memory_ledger.commands.secrets import redact
-    from memory_ledger.replay.stats import store_stats
-    from memory_ledger.replay.verify import verify_store
+    from memory_ledger.replay.audit.stats import store_stats
+    from memory_ledger.replay.audit.verify import verify_store
 
     report = state.cached("verify", lambda: verify_store(state.engine))
     try:

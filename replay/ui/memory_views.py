@@ -14,7 +14,7 @@ from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
     from memory_ledger.commands.recall import RecallHit
-    from memory_ledger.replay.lineage import Lineage
+    from memory_ledger.replay.audit.lineage import Lineage
     from memory_ledger.replay.ui.state import UiState
 
 __all__ = [
@@ -108,7 +108,7 @@ def memory_page(state: UiState, memory_id: str) -> MemoryPage:
 
     :raises UnknownMemoryError: no memory (or several) match.
     """
-    from memory_ledger.replay.lineage import explain, render_mermaid
+    from memory_ledger.replay.audit.lineage import explain, render_mermaid
 
     lineage = explain(state.engine, memory_id)
     return MemoryPage(
@@ -167,7 +167,7 @@ def parse_ui_point(text: str, mode: str, parameter: str) -> Point:
     :raises PointError: text of the wrong kind for ``mode``, or neither kind.
     :raises InvalidArgumentError: an unknown mode.
     """
-    from memory_ledger.replay.points import PointError, parse_point
+    from memory_ledger.replay.audit.points import PointError, parse_point
 
     if mode not in MODES:
         msg = f"mode must be one of {', '.join(MODES)}, got {mode!r}"
@@ -210,7 +210,7 @@ def time_travel(
     :raises PointError: a point the ledger cannot be read at.
     :raises PositionOutOfRangeError: a position beyond the head.
     """
-    from memory_ledger.replay.moments import changes_between
+    from memory_ledger.replay.audit.moments import changes_between
 
     namespace.validated()
     past_a = state.moment(a.mode, a.at)

@@ -2,7 +2,7 @@
 keyed by the ledger head (a host may still append to the store; a new head recomputes).
 
 Time-travel comparisons read what was current at each point from the live projection
-(:func:`memory_ledger.replay.moments.moment_at`: one query, no fold; occurred time folds).
+(:func:`memory_ledger.replay.audit.moments.moment_at`: one query, no fold; occurred time folds).
 Recall as of a point needs the read models then (:func:`memory_ledger.replay.as_of`, a fold
 of the ledger): the few last asked for are kept open (least recently used first out), so
 asking again, or going back and forth between two, folds each point once.
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
-    from memory_ledger.replay.moments import Moment
-    from memory_ledger.replay.timetravel import AsOf
+    from memory_ledger.replay.audit.moments import Moment
+    from memory_ledger.replay.audit.timetravel import AsOf
 
 __all__ = ["UiState"]
 
@@ -76,7 +76,7 @@ class UiState:
         :raises PointError: an invalid point (see :func:`memory_ledger.replay.as_of`).
         :raises PositionOutOfRangeError: a position beyond the head.
         """
-        from memory_ledger.replay.timetravel import as_of
+        from memory_ledger.replay.audit.timetravel import as_of
 
         key: PointKey = (mode, at, self.head())
         past = self._points.get(key)
@@ -92,13 +92,13 @@ class UiState:
 
     def moment(self, mode: str, at: int | datetime) -> Moment:
         """What was current at ``at`` (``mode`` ``position``, ``recorded`` or ``occurred``):
-        :func:`memory_ledger.replay.moments.moment_at`, kept among the last
+        :func:`memory_ledger.replay.audit.moments.moment_at`, kept among the last
         :attr:`kept_points` (an occurred-time moment holds a fold).
 
         :raises PointError: an invalid point (see :func:`memory_ledger.replay.as_of`).
         :raises PositionOutOfRangeError: a position beyond the head.
         """
-        from memory_ledger.replay.moments import moment_at
+        from memory_ledger.replay.audit.moments import moment_at
 
         key: PointKey = (mode, at, self.head())
         moment = self._moments.get(key)

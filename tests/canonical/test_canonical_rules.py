@@ -47,10 +47,7 @@ from memory_ledger.ledger.events import (
     SessionSealed,
 )
 from memory_ledger.ledger.ids import memory_id, normalize_statement
-from memory_ledger.replay import explain
-from memory_ledger.replay.filters import EventFilter
-from memory_ledger.replay.points import PointError
-from memory_ledger.replay.timetravel import as_of
+from memory_ledger.replay import EventFilter, PointError, as_of, explain
 from tests.conftest import make_item
 from tests.race_child import active_values
 from tests.recall.test_semantic_recall import BagProvider

@@ -21,8 +21,8 @@ from memory_ledger.ledger.events import (
     NamespaceForgotten,
 )
 from memory_ledger.ledger.ids import InvalidNamespaceError
+from memory_ledger.replay import verify_store
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.verify import verify_store
 from tests.conftest import make_item
 
 ALICE = Namespace("acme", "alice", "assistant")

@@ -222,7 +222,7 @@ def test_a_command_holding_a_secret_is_refused_and_the_script_goes_on(tmp_path: 
 
 def test_an_open_of_a_session_under_another_namespace_is_refused(tmp_path: Path) -> None:
     from memory_ledger.commands import Namespace
-    from memory_ledger.replay.script import (
+    from memory_ledger.replay.scripts.script import (
         FinishStep,
         OpenStep,
         SessionNamespaceMismatchError,

@@ -35,7 +35,7 @@ import pytest
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.ledger.events import SessionReconciled, SessionSealed
 from memory_ledger.projections import table_digests
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 from tests.conftest import REPO_ROOT, make_item
 from tests.projections.test_projections import fresh_digests
 

@@ -75,13 +75,13 @@ from memory_ledger.ledger.lmdb import GENESIS_HASH
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
-from memory_ledger.replay.locomo import (
+from memory_ledger.replay.scripts.locomo import (
     convert_sample,
     encode_jsonl,
     find_sample,
 )
-from memory_ledger.replay.locomo import load_samples as load_locomo_samples
-from memory_ledger.replay.script import (
+from memory_ledger.replay.scripts.locomo import load_samples as load_locomo_samples
+from memory_ledger.replay.scripts.script import (
     FinishStep,
     OpenStep,
     Step,

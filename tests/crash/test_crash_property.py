@@ -103,7 +103,7 @@ from memory_ledger.ledger.events import (
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 from tests.conftest import make_item
 from tests.crash_property_child import NAMESPACES, OpRunner, identity
 from tests.group_commit_child import EVENTS_PER_COMMAND, stream_of

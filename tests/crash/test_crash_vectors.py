@@ -23,7 +23,7 @@ import pytest
 from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries
 from benchmarks.hybrid import HashingProvider
 from memory_ledger.commands import MemoryEngine
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = 300

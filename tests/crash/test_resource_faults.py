@@ -37,7 +37,7 @@ from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.errors import LedgerOperationalError
 from memory_ledger.projections import table_digests
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 from tests.conftest import REPO_ROOT, make_item
 from tests.projections.test_projections import fresh_digests
 

@@ -51,8 +51,7 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_store import FileKeyStore
 from memory_ledger.ledger.keyring import namespace_ids
 from memory_ledger.projections.digest import table_digests
-from memory_ledger.replay.rebuild import rebuild_projections
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import rebuild_projections, verify_store
 from tests.conftest import make_item
 from tests.encryption_helpers import bytes_found
 

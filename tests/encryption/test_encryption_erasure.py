@@ -37,11 +37,14 @@ from memory_ledger.ledger.master_key import LocalMasterKey
 from memory_ledger.ledger.sealing import SealedPayloadError, open_state, sealed_key_id
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.erasure import NAMESPACED_TABLES
-from memory_ledger.replay.lineage import UnknownMemoryError, explain
-from memory_ledger.replay.locomo import find_sample, load_samples
-from memory_ledger.replay.rebuild import rebuild_projections
-from memory_ledger.replay.timetravel import as_of
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import (
+    UnknownMemoryError,
+    as_of,
+    explain,
+    rebuild_projections,
+    verify_store,
+)
+from memory_ledger.replay.scripts.locomo import find_sample, load_samples
 from tests.conftest import skip_without_locomo
 from tests.encryption_helpers import (
     ERASED_SAMPLE,

@@ -22,7 +22,7 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.ledger.key_store import FileKeyStore
 from memory_ledger.ledger.sealing import HEADER_SIZE, Sealer, sealed_recorded_at
-from memory_ledger.replay.rebuild import check_projections
+from memory_ledger.replay import check_projections
 from tests.conftest import make_item
 
 ALICE = Namespace("acme", "alice", "chat")

@@ -21,7 +21,7 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError, UnknownMemoryError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import NamespaceErasedError
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 
 NAMESPACES = (
     Namespace("acme", "alice", "chat"),

@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 
 import memory_ledger
 from memory_ledger.commands.engine import MemoryEngine, ReceiptScanError, SigningKeyError
-from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.receipts import (
+from memory_ledger.replay.audit.receipts import (
     ReceiptVerificationError,
     load_public_key,
     verify_receipt,
 )
+from memory_ledger.replay.cli.app import app
 
 runner = CliRunner()
 TENANT, SUBJECT, OTHER = "zorblaxcorp", "quintessa", "bartholomew"

@@ -15,8 +15,8 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError, NamespaceErasedError
 from memory_ledger.ledger.key_store import KeyStoreState
-from memory_ledger.replay.migrate import migrate_store
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
+from memory_ledger.replay.audit.migrate import migrate_store
 from tests.pg import BASE_URL
 
 ALICE = Namespace("acme", "alice", "chat")

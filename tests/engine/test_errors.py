@@ -48,9 +48,8 @@ from memory_ledger.ledger.errors import (
     MemoryLedgerError,
 )
 from memory_ledger.ledger.ids import InvalidNamespaceError
-from memory_ledger.replay import EventFilter, as_of, filter_events, position_at
-from memory_ledger.replay.errors import OutputExistsError
-from memory_ledger.replay.locomo import SampleNotFoundError
+from memory_ledger.replay import EventFilter, OutputExistsError, as_of, filter_events, position_at
+from memory_ledger.replay.scripts.locomo import SampleNotFoundError
 from tests.conftest import make_item
 
 NS = Namespace("acme", "alice", "assistant")
@@ -71,12 +70,12 @@ ERROR_MODULES = (
     "memory_ledger.commands.context.knowledge_binding",
     "memory_ledger.commands.context.compaction",
     "memory_ledger.commands.context.summarizers",
-    "memory_ledger.replay.errors",
-    "memory_ledger.replay.rebuild",
-    "memory_ledger.replay.lineage",
-    "memory_ledger.replay.points",
-    "memory_ledger.replay.script",
-    "memory_ledger.replay.locomo",
+    "memory_ledger.replay.audit.errors",
+    "memory_ledger.replay.audit.rebuild",
+    "memory_ledger.replay.audit.lineage",
+    "memory_ledger.replay.audit.points",
+    "memory_ledger.replay.scripts.script",
+    "memory_ledger.replay.scripts.locomo",
 )
 
 

@@ -200,7 +200,7 @@ def test_a_script_with_a_bad_session_id_is_refused_at_parse(
 ) -> None:
     import json
 
-    from memory_ledger.replay.script import ScriptError, parse_script
+    from memory_ledger.replay.scripts.script import ScriptError, parse_script
 
     ns = {"tenant": "acme", "principal": "alice", "scope_id": "assistant"}
     lines = [json.dumps({"op": "open", "session": "s1", "namespace": ns})]

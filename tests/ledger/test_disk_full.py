@@ -24,7 +24,7 @@ from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger import disk_full, faults
 from memory_ledger.ledger.errors import DiskFullError, LedgerDiskFullError, LedgerOperationalError
 from memory_ledger.projections.errors import ProjectionDiskFullError, ProjectionOperationalError
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 
 NS = Namespace("acme", "alice", "assistant")
 

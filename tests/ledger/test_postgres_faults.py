@@ -26,8 +26,7 @@ from memory_ledger.ledger.errors import LedgerConnectionError, LedgerIntegrityEr
 from memory_ledger.ledger.events import SessionOpened, SessionReconciled
 from memory_ledger.ledger.faults import FAULTS
 from memory_ledger.ledger.postgres import parse_ledger_url
-from memory_ledger.replay.rebuild import check_projections
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import check_projections, verify_store
 from tests.conftest import make_item
 from tests.pg import BASE_URL
 from tests.tcp_proxy import ProxyServer

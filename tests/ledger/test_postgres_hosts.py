@@ -25,8 +25,7 @@ from memory_ledger.ledger.events import (
     SessionSealed,
     TranscriptObserved,
 )
-from memory_ledger.replay.rebuild import check_projections
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import check_projections, verify_store
 from tests.conftest import REPO_ROOT
 from tests.postgres_child import NS
 

@@ -29,8 +29,8 @@ from memory_ledger.ledger.postgres import (
     parse_ledger_url,
 )
 from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_hash
+from memory_ledger.replay import verify_store
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.verify import verify_store
 from tests.conftest import make_item, skip_without_locomo
 from tests.pg import BASE_URL, require_postgres, url_for
 
@@ -108,9 +108,7 @@ def test_a_changed_column_is_named_by_verify_export_and_as_of(
     """A one-byte change in any column of a row (issue 34): ``verify`` (Python and CLI)
     names its position; export and as-of refuse with a typed error naming it."""
     from memory_ledger.commands.config import MemoryConfig
-    from memory_ledger.replay.export import export_store
-    from memory_ledger.replay.timetravel import as_of
-    from memory_ledger.replay.verify import verify_path
+    from memory_ledger.replay import as_of, export_store, verify_path
 
     with MemoryEngine.open(tmp_path / "a", ledger=pg_url) as engine:
         remember(engine, "s1", "Alice likes tea", "Alice owns a bike")

@@ -30,9 +30,9 @@ THROUGH_DERIVED = {
     "projections/store.py": "DuckDB slot files: scrubbed of erased namespaces (derived) when "
     "opened and closed, rewritten after, stamped; stale idle slots deleted",
     "commands/workspace/vector_cache.py": "workspace vectors (no text) through write_atomic",
-    "replay/backup.py": "copies the ledger (sealed payloads, digests) and the key store "
+    "replay/audit/backup.py": "copies the ledger (sealed payloads, digests) and the key store "
     "verbatim; its manifest through write_atomic; nothing derived is copied",
-    "replay/export.py": "read models scrubbed through derived before DuckDB's COPY; events "
+    "replay/audit/export.py": "read models scrubbed through derived before DuckDB's COPY; events "
     "of erased namespaces are written as erased records; manifest through write_atomic",
 }
 """Modules that write derived files and must import ``projections.derived``."""
@@ -41,12 +41,12 @@ HOLDS_NO_CONTENT = {
     "ledger/key_store.py": "the key store: wrapped keys and namespace digests only",
     "replay/cli/erase.py": "a new master key file (random bytes)",
     "replay/cli/receipts.py": "a new signing key pair (random bytes)",
-    "replay/receipts.py": "an erasure receipt: keyed digests, positions, key ids, no name",
-    "replay/locomo.py": "the LoCoMo converter's output script, outside any store",
+    "replay/audit/receipts.py": "an erasure receipt: keyed digests, positions, key ids, no name",
+    "replay/scripts/locomo.py": "the LoCoMo converter's output script, outside any store",
     "replay/conformance/mutants.py": "the kit's deliberately broken test stores: their own "
     "files, never an engine store's",
     "replay/conformance/plugin.py": "the kit's report of test outcomes (names and results)",
-    "replay/stats.py": "opens projection files read-only",
+    "replay/audit/stats.py": "opens projection files read-only",
 }
 """Modules that write files holding no namespace's content in clear (the reason why)."""
 

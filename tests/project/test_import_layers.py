@@ -5,14 +5,19 @@ The import graph is grimp's (``TYPE_CHECKING`` imports counted: a cycle of types
 too). Layers, highest first; a module may import only modules of its own wing or module
 (never in a cycle) or of a lower layer:
 
-- the facade ``memory_ledger``; then ``replay``: ``__main__``, ``cli``, ``mcp``, ``ui``,
-  ``langgraph_store``, ``conformance`` (the store kit, which imports nothing of the engine),
-  the audit library (every other ``replay`` module, which never imports typer or rich);
+- the facade ``memory_ledger``; then ``replay``: its face (the audit library's names for
+  hosts), ``__main__``, ``cli`` (the command line, on the surfaces), the surfaces ``mcp``,
+  ``ui``, ``langgraph_store``, ``conformance`` (the store kit, which imports nothing of the
+  engine), then ``scripts`` (session scripts, the LoCoMo converter) and ``audit`` (the audit
+  library, which never imports typer or rich);
 - ``commands``: its face, ``aio``, ``engine``, ``session``, ``workspace``, ``context``,
   ``canonical``, ``extraction``, ``store`` (the Protocol the lower wings type the engine as),
   ``recall``, ``embeddings``, ``secret_door``, ``config``, ``openai_endpoint``, ``errors``,
   ``secrets``;
 - ``projections``; ``ledger``.
+
+The README's Layout and ``docs/design.md`` draw these layers; ``test_maps.py`` checks that
+they name every one.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ import pytest
 ROOT = "memory_ledger"
 LAYERS: tuple[str, ...] = (
     "memory_ledger",
+    "memory_ledger.replay",
     "memory_ledger.replay.__main__",
     "memory_ledger.replay.cli",
     "memory_ledger.replay.mcp",
     "memory_ledger.replay.ui",
     "memory_ledger.replay.langgraph_store",
     "memory_ledger.replay.conformance",
-    "memory_ledger.replay",
+    "memory_ledger.replay.scripts",
+    "memory_ledger.replay.audit",
     "memory_ledger.commands",
     "memory_ledger.commands.aio",
     "memory_ledger.commands.engine",
@@ -67,6 +74,7 @@ FACES = (
     "memory_ledger.commands.secrets",
     "memory_ledger.commands.session",
     "memory_ledger.commands.workspace",
+    "memory_ledger.replay.audit",
     "memory_ledger.replay.cli",
     "memory_ledger.replay.conformance",
     "memory_ledger.replay.langgraph_store",
@@ -112,8 +120,9 @@ def test_imports_point_down(graph: grimp.ImportGraph) -> None:
     assert upward == []
 
 
-def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
-    """Tarjan's strongly connected components over every import: none has two modules."""
+def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Tarjan's strongly connected components over every import of ``graph`` that hold two
+    modules or more (each sorted): the import cycles."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -158,7 +167,19 @@ def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
     for module in sorted(graph.modules):
         if module not in index:
             visit(module)
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
+    assert import_cycles(graph) == []
+
+
+def test_no_import_cycle_in_the_benchmarks() -> None:
+    """The benchmarks keep the house rule too (issue 38 item 2: ``append`` and
+    ``append_postgres`` share ``append_batches`` rather than import each other)."""
+    benchmarks = grimp.build_graph("benchmarks", exclude_type_checking_imports=False)
+    assert len(benchmarks.modules) > 30
+    assert import_cycles(benchmarks) == []
 
 
 def test_the_audit_library_never_imports_typer_or_rich() -> None:
@@ -169,7 +190,7 @@ def test_the_audit_library_never_imports_typer_or_rich() -> None:
         f"{module} -> {imported}"
         for module, imported in edges(external)
         if module.startswith("memory_ledger.replay.")
-        and layer_of(module) == LAYERS.index("memory_ledger.replay")
+        and layer_of(module) == LAYERS.index("memory_ledger.replay.audit")
         and imported.split(".")[0] in ("typer", "rich", "click")
     ]
     assert offenders == []

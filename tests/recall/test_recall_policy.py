@@ -19,8 +19,8 @@ from memory_ledger.commands.recall.policy import (
     MAX_RELATED_LOOKUPS,
     RecallPolicyError,
 )
+from memory_ledger.replay import store_stats
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.stats import store_stats
 from tests.conftest import make_item
 from tests.recall.test_semantic_recall import BagProvider, remember
 

@@ -33,7 +33,7 @@ from memory_ledger.commands.recall.index import DEFAULT_FUSION, PLAIN_RRF, RRF_K
 from memory_ledger.commands.recall.semantic_status import OFF
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.store import ProjectionStore
-from memory_ledger.replay.verify import verify_store
+from memory_ledger.replay import verify_store
 from tests.conftest import make_item
 
 DIM = 64

@@ -17,10 +17,11 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger.events import EVENT_CLASSES, LedgerEvent
-from memory_ledger.replay import export as export_module
+from memory_ledger.replay import export_store
+from memory_ledger.replay.audit import export as export_module
+from memory_ledger.replay.audit.export import ExportFormat, write_events
+from memory_ledger.replay.audit.timeline import ENVELOPE_KEYS, event_record
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.export import ExportFormat, export_store, write_events
-from memory_ledger.replay.timeline import ENVELOPE_KEYS, event_record
 from tests.knowledge_helpers import PackageProvider, binding
 from tests.ledger.test_events_mapper import struct_strategy
 

@@ -1,4 +1,4 @@
-"""Tests for replay.locomo, the LoCoMo -> session script converter.
+"""Tests for replay.scripts.locomo, the LoCoMo -> session script converter.
 
 The data is never copied into the repository: it is read from ``$LOCOMO_PATH`` or
 ``../shared/data/locomo/locomo7.json`` beside the checkout (``tests/conftest.py``); tests that
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks import locomo_source
-from memory_ledger.replay.locomo import (
+from benchmarks.locomo import source as locomo_source
+from memory_ledger.replay.scripts.locomo import (
     FACT_REASON,
     ConvertedScript,
     LocomoFormatError,

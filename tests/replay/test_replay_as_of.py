@@ -14,6 +14,7 @@ from memory_ledger.commands import MemoryEngine
 from memory_ledger.ledger.ids import memory_id, normalize_statement
 from memory_ledger.replay import (
     AsOf,
+    EventFilter,
     PointError,
     PositionOutOfRangeError,
     as_of,
@@ -21,7 +22,6 @@ from memory_ledger.replay import (
     position_at,
 )
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.filters import EventFilter
 from tests.replay_story import NAMESPACE, Story, build_story
 
 runner = CliRunner()

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.replay import UnknownMemoryError, explain, render_mermaid
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.script import parse_script, run_script
 from tests.conftest import skip_without_locomo
 from tests.replay_story import FEB, JAN, Story, build_story
 

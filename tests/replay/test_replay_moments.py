@@ -1,4 +1,4 @@
-"""What was current at a point without a fold (`replay.moments`) answers as the fold does.
+"""What was current at a point without a fold (`replay.audit.moments`) answers as the fold does.
 
 The fold (`as_of`) is the reference: on random histories (supersessions by key, corrections,
 forgets, a namespace forgotten whole, valid time out of arrival order, an erasure) the
@@ -23,7 +23,7 @@ from memory_ledger.commands import MemoryEngine, RecordedExtractor
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
 from memory_ledger.replay import PointError, PositionOutOfRangeError, as_of, filter_events
-from memory_ledger.replay.moments import changes_between, moment_at
+from memory_ledger.replay.audit.moments import changes_between, moment_at
 from tests.conftest import make_item
 
 KEPT = Namespace("acme", "alice", "assistant")

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
+from memory_ledger.replay import verify_store
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.verify import verify_store
 from tests.conftest import REPO_ROOT
 
 runner = CliRunner()

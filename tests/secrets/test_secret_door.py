@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.aio import AsyncMemoryEngine
-from memory_ledger.commands.secret_door import SecretRefusedError, check_event
+from memory_ledger.commands.secret_door import SecretRefusedError, check_event, check_identifiers
 from memory_ledger.ledger.events import EVENT_CLASSES, ErasedPayload, ExtractedItem, LedgerEvent
+from memory_ledger.ledger.ids import InvalidNamespaceError
 from tests.ledger import test_events_mapper as shapes
 
 CANARY = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -258,3 +259,14 @@ def test_erase_with_a_secret_label_is_refused_before_any_key_is_destroyed(tmp_pa
     with memory_ledger.open(store, master_key=key) as engine:  # still opens, still readable
         assert [hit.statement for hit in engine.recall(NS, "tea")] == ["Carol likes tea."]
     assert PASSWORD.encode() not in _store_bytes(store)
+
+
+def test_an_identifier_holding_a_secret_is_refused_by_its_label_never_its_value() -> None:
+    """One rule for identifiers (issue 38 item 1): the session and the bulk forget both ask
+    :func:`check_identifiers`; a clean or missing identifier passes."""
+    check_identifiers((("tenant", "acme"), ("session_id", None), ("scope_id", "")), "stored")
+    with pytest.raises(InvalidNamespaceError) as refused:
+        check_identifiers((("tenant", "acme"), ("principal", CANARY)), "stored in every event")
+    assert refused.value.reason_code == "secret_detected"
+    assert refused.value.parameter == "principal"
+    assert CANARY not in str(refused.value)

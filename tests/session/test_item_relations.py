@@ -24,7 +24,7 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.ids import memory_id, normalize_statement
 from memory_ledger.replay import rebuild_projections
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.script import parse_script, run_script
 from tests.conftest import make_item
 
 NS = Namespace("acme", "alice", "assistant")

@@ -39,7 +39,7 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.ids import InvalidNamespaceError
 from memory_ledger.projections import table_digests
-from memory_ledger.replay.timeline import iter_events
+from memory_ledger.replay.audit.timeline import iter_events
 from tests.conftest import make_item
 from tests.projections.test_projections import fresh_digests
 
@@ -629,7 +629,7 @@ def test_config_from_toml_and_overrides(tmp_path: Path, namespace: Namespace) ->
 
 def test_every_locomo_fact_passes_validation(locomo_file: Path) -> None:
     from memory_ledger.commands.extraction import Rejection, validate_item
-    from memory_ledger.replay.locomo import convert_sample, load_samples
+    from memory_ledger.replay.scripts.locomo import convert_sample, load_samples
 
     total = 0
     for sample in load_samples(locomo_file):

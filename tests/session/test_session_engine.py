@@ -28,7 +28,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
 )
 from memory_ledger.ledger.ids import InvalidNamespaceError
-from memory_ledger.replay.timeline import iter_events
+from memory_ledger.replay.audit.timeline import iter_events
 from tests.conftest import make_item
 
 

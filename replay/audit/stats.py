@@ -35,7 +35,7 @@ from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpene
 from memory_ledger.ledger.mapper import RECORD_DAMAGE, may_be_sealed
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
-from memory_ledger.replay.filters import EventFilter, filter_events, topic_type
+from memory_ledger.replay.audit.filters import EventFilter, filter_events, topic_type
 
 __all__ = [
     "EncryptionStats",

@@ -27,7 +27,7 @@ from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tables import TABLES, VIEWS
-from memory_ledger.replay.errors import OutputExistsError
+from memory_ledger.replay.audit.errors import OutputExistsError
 
 __all__ = [
     "CheckReport",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
-from benchmarks.locomo_data import CATEGORIES, Conversation, Question
+from benchmarks.locomo.data import CATEGORIES, Conversation, Question
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.commands.recall.index import MemoryDoc, build_index, lexical_search

@@ -2,7 +2,7 @@
 observation facts, their dialogue turns (with dia_ids) and their questions.
 
 Reads ``../shared/data/locomo/locomo7.json`` (or ``$LOCOMO_PATH``) through
-``replay.locomo`` (the same converter ``memory-ledger convert-locomo`` uses).
+``replay.scripts.locomo`` (the same converter ``memory-ledger convert-locomo`` uses).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.replay.locomo import convert_sample, load_samples, split_dia_ids
+from memory_ledger.replay.scripts.locomo import convert_sample, load_samples, split_dia_ids
 
 CATEGORIES = (1, 2, 3, 4)
 """Categories of the observation-fact metric (5 is adversarial: unanswerable by design)."""

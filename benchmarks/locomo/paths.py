@@ -1,6 +1,6 @@
 """The direct path's figures and the peer-defined metrics of every path, for one provider
-(``python -m benchmarks locomo``; see :mod:`benchmarks.locomo_direct` and
-:mod:`benchmarks.locomo_peers`).
+(``python -m benchmarks locomo``; see :mod:`benchmarks.locomo.direct` and
+:mod:`benchmarks.locomo.peers`).
 
 Direct path, per variant (``plain``: ``remember(ns, fact)``; ``dated``: with the fact's
 date as ``occurred_at``): each channel alone, the shipped default fusion
@@ -18,7 +18,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from benchmarks.locomo_channels import (
+from benchmarks.locomo.channels import (
     Channels,
     Scores,
     fused,
@@ -27,9 +27,9 @@ from benchmarks.locomo_channels import (
     score,
     semantic_way,
 )
-from benchmarks.locomo_data import CATEGORIES, CATEGORY_NAMES, Conversation
-from benchmarks.locomo_direct import DEPTH, VARIANTS, hits, langgraph_store, plain_cosine
-from benchmarks.locomo_peers import Ranked, fmt_peer, haystack, peer_metrics
+from benchmarks.locomo.data import CATEGORIES, CATEGORY_NAMES, Conversation
+from benchmarks.locomo.direct import DEPTH, VARIANTS, hits, langgraph_store, plain_cosine
+from benchmarks.locomo.peers import Ranked, fmt_peer, haystack, peer_metrics
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.recall.fusion import HybridFusion
 

@@ -29,7 +29,7 @@ through :mod:`memory_ledger.projections.derived`, which leaves the erased namesp
 ``restore_store`` copies the ledger (and the key store) into a NEW store folder, then
 verifies the hash chain and that the head and its hash match the manifest; an encrypted
 backup is verified with its master key when one is configured, else without it
-(:func:`memory_ledger.replay.verify.verify_ledger`).
+(:func:`memory_ledger.replay.audit.verify.verify_ledger`).
 """
 
 from __future__ import annotations
@@ -50,8 +50,12 @@ from memory_ledger.ledger.key_store import KEY_STORE_FILE, FileKeyStore, KeyStor
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore
 from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
 from memory_ledger.projections.derived import write_atomic
-from memory_ledger.replay.errors import BackupManifestError, NotABackupError, OutputExistsError
-from memory_ledger.replay.verify import VerifyReport, verify_ledger, verify_store
+from memory_ledger.replay.audit.errors import (
+    BackupManifestError,
+    NotABackupError,
+    OutputExistsError,
+)
+from memory_ledger.replay.audit.verify import VerifyReport, verify_ledger, verify_store
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
 

@@ -31,7 +31,7 @@ from memory_ledger.ledger.key_store import KeyStoreState
 from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import HASH_SIZE, LedgerLog
-from memory_ledger.replay.verify import VerifyReport, verify_store
+from memory_ledger.replay.audit.verify import VerifyReport, verify_store
 
 __all__ = ["MigrateError", "MigrateReport", "copy_keys", "migrate_store"]
 

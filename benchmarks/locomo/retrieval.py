@@ -4,13 +4,13 @@ and what each local provider costs, for every embedding provider installed.
 
 Reads ``../shared/data/locomo/locomo7.json`` (or ``$LOCOMO_PATH``). Per provider (the
 torch MiniLM of ``[embeddings]``, the light e5 of ``[embeddings-lite]``; ``--embeddings``
-picks), every conversation is converted (``replay.locomo``) and replayed with
-``replay.script.run_script`` into one store, each in its own namespace; its observation
+picks), every conversation is converted (``replay.scripts.locomo``) and replayed with
+``replay.scripts.script.run_script`` into one store, each in its own namespace; its observation
 facts become canonical memories, vectors (statement and source turn) are awaited. Every
 question of categories 1-4 is then answered; a hit at k when one of the top k memories'
 evidence cites a dia_id of the question's evidence; MRR counts the first hit in the top 10.
 
-Channels are read from the engine once per question (``benchmarks.locomo_channels``) and
+Channels are read from the engine once per question (``benchmarks.locomo.channels``) and
 fused by ``HybridFusion.fuse_scores`` itself, so the ways compared are exactly the
 engine's: the old default (raw-score fusion, statement vector, alpha 0.7, the lexical
 channel without the conversation window, as shipped before), the new default
@@ -23,13 +23,13 @@ leave-one-conversation-out: for each conversation, the grid's best Recall@5 on t
 others (ties: MRR, then alpha nearest 0.5, then the smaller boost) scores the held-out
 one; the LOCO figure is those held-out answers together.
 
-Turn-level evidence recall (``benchmarks.locomo_turns``): fraction of evidence dia_ids in
+Turn-level evidence recall (``benchmarks.locomo.turns``): fraction of evidence dia_ids in
 the top k turns, every category, R@5 and R@10, beside all/any-hit. The peer-defined
-metrics (``benchmarks.locomo_peers``): MemPalace's LoCoMo figure exactly (SESSION level:
+metrics (``benchmarks.locomo.peers``): MemPalace's LoCoMo figure exactly (SESSION level:
 fraction of evidence sessions in the top 10 sessions, categories 1-5, empty evidence 1.0;
 its published no-LLM hybrid 0.889 is that, on ten conversations, not a turn-level figure)
 and LongMemEval's recall_any / recall_all at k 1, 5, 10, session and turn level, for the
-session path, the direct path (``benchmarks.locomo_direct``: one ``remember`` per fact,
+session path, the direct path (``benchmarks.locomo.direct``: one ``remember`` per fact,
 with and without its date) and the peers (plain cosine, LangGraph ``InMemoryStore``), the
 sessions per conversation printed beside k. Vectors are cached under ``.cache/locomo/``
 (``--no-cache``).
@@ -52,8 +52,8 @@ import numpy as np
 from msgspec.structs import replace as same_struct
 
 from benchmarks.corpus import scratch
-from benchmarks.locomo_cache import CachingProvider, cache_dir
-from benchmarks.locomo_channels import (
+from benchmarks.locomo.cache import CachingProvider, cache_dir
+from benchmarks.locomo.channels import (
     Channels,
     Scores,
     choose_all,
@@ -65,11 +65,11 @@ from benchmarks.locomo_channels import (
     score,
     semantic_way,
 )
-from benchmarks.locomo_data import ALL_CATEGORIES, CATEGORIES, CATEGORY_NAMES, Conversation, load
-from benchmarks.locomo_direct import DEPTH, replay_direct
-from benchmarks.locomo_paths import direct_section
-from benchmarks.locomo_paths import rankings as rankings_of
-from benchmarks.locomo_peers import (
+from benchmarks.locomo.data import ALL_CATEGORIES, CATEGORIES, CATEGORY_NAMES, Conversation, load
+from benchmarks.locomo.direct import DEPTH, replay_direct
+from benchmarks.locomo.paths import direct_section
+from benchmarks.locomo.paths import rankings as rankings_of
+from benchmarks.locomo.peers import (
     PUBLISHED_MEMPALACE_SESSION_R10,
     Ranked,
     fmt_haystack,
@@ -77,14 +77,14 @@ from benchmarks.locomo_peers import (
     haystack,
     peer_metrics,
 )
-from benchmarks.locomo_run import default_data
-from benchmarks.locomo_turns import TURN_KS, rank_turns, turn_metrics
+from benchmarks.locomo.run import default_data
+from benchmarks.locomo.turns import TURN_KS, rank_turns, turn_metrics
 from benchmarks.provider_figures import import_seconds, install_bytes, query_p50_ms
 from benchmarks.results import print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.recall.fusion import LEGACY_FUSION, PLAIN_RRF, HybridFusion, fusion_for
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.script import parse_script, run_script
 
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
 BOOSTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)

@@ -44,10 +44,10 @@ from memory_ledger.ledger.ids import (
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.store import ProjectionStore
-from memory_ledger.replay.filters import filter_events
-from memory_ledger.replay.points import NaiveTimestampError, PointError, parse_point
-from memory_ledger.replay.rebuild import OnPage, PositionOutOfRangeError, build_projections
-from memory_ledger.replay.verify import check_chain
+from memory_ledger.replay.audit.filters import filter_events
+from memory_ledger.replay.audit.points import NaiveTimestampError, PointError, parse_point
+from memory_ledger.replay.audit.rebuild import OnPage, PositionOutOfRangeError, build_projections
+from memory_ledger.replay.audit.verify import check_chain
 
 __all__ = [
     "AsOf",
@@ -385,7 +385,7 @@ def checked_point(
     refused as :func:`as_of` refuses it: :class:`PointError` for what is no point or a
     position given for occurred time, :class:`PositionOutOfRangeError` for a position
     below 0 or beyond the head. The one check of :func:`as_of` and
-    :func:`~memory_ledger.replay.moments.moment_at`."""
+    :func:`~memory_ledger.replay.audit.moments.moment_at`."""
     point = parse_point(at, "at") if isinstance(at, str) else at
     if isinstance(point, bool) or not isinstance(point, int | datetime):
         msg = f"at must be a position, a timestamp or text of either, got {point!r}"

@@ -23,7 +23,7 @@ import numpy as np
 
 from memory_ledger.commands.embeddings.base import EmbeddingDescriptor, EmbeddingProvider
 
-CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "locomo"
+CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "locomo"
 """Where vectors are kept between runs (``$LOCOMO_EMBED_CACHE`` overrides it)."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memory_ledger.replay.lineage import Lineage
+from memory_ledger.replay.audit.lineage import Lineage
 
 __all__ = ["render_text"]
 

@@ -54,8 +54,8 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.ids import Namespace, session_stream_id
 from memory_ledger.ledger.mapper import RECORD_DAMAGE
-from memory_ledger.replay.filters import describe_event
-from memory_ledger.replay.verify import check_records
+from memory_ledger.replay.audit.filters import describe_event
+from memory_ledger.replay.audit.verify import check_records
 
 __all__ = [
     "AdmissionTouch",
@@ -252,7 +252,7 @@ def stream_events(engine: MemoryEngine, stream_id: UUID) -> list[tuple[int, Ledg
     Reads the ledger's stream (LMDB: its stream index; PostgreSQL: the stream's rows).
 
     :raises LedgerTamperedError: a record read does not chain (changed after it was
-        written); it names the first bad position (see ``replay.verify.check_records``).
+        written); it names the first bad position (see ``replay.audit.verify.check_records``).
     :raises LedgerRecordError: a record does not decode (``EventDecodeError``: its event;
         ``SealedPayloadError``: its sealed payload); each names the record's position.
     """

@@ -47,11 +47,11 @@ from memory_ledger.projections.derived import write_atomic
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.tables import TABLES, VIEWS
-from memory_ledger.replay.errors import OutputExistsError, OutputNotADirectoryError
-from memory_ledger.replay.filters import EventFilter, filter_events
-from memory_ledger.replay.rebuild import build_projections
-from memory_ledger.replay.timeline import event_record
-from memory_ledger.replay.verify import check_chain
+from memory_ledger.replay.audit.errors import OutputExistsError, OutputNotADirectoryError
+from memory_ledger.replay.audit.filters import EventFilter, filter_events
+from memory_ledger.replay.audit.rebuild import build_projections
+from memory_ledger.replay.audit.timeline import event_record
+from memory_ledger.replay.audit.verify import check_chain
 
 __all__ = ["ExportFormat", "ExportReport", "ExportedFile", "export_store", "write_events"]
 
@@ -174,7 +174,7 @@ def write_events(
 ) -> int:
     """Write ``(position, event)`` pairs to the NEW or replaced file ``path``; return rows.
 
-    JSON Lines: one :func:`~memory_ledger.replay.timeline.event_record` per line (as
+    JSON Lines: one :func:`~memory_ledger.replay.audit.timeline.event_record` per line (as
     ``memory-ledger events --json``). Parquet: the common columns of the module docstring
     and ``payload``, the record as JSON text; a column the event does not have (or holds
     another type in, e.g. a ``turn_id`` that is not an integer) is null.

@@ -1,6 +1,6 @@
 """What was current at a point, without folding the ledger (the fast path of time travel).
 
-:func:`~memory_ledger.replay.timetravel.as_of` folds the ledger up to a point into fresh
+:func:`~memory_ledger.replay.audit.timetravel.as_of` folds the ledger up to a point into fresh
 read models: exact for every read model, and about as slow as a rebuild (tens of seconds at
 100,000 memories). Comparing what was current at two points needs far less: each memory's
 status and statement then. The live projection keeps every status change of every memory
@@ -9,7 +9,7 @@ position), so "current at position P" is one query: each memory's last change at
 P, kept when that status is retrievable (active, conflicted).
 
 - Position: that query at P.
-- Recorded time: the query at :func:`~memory_ledger.replay.timetravel.position_at` of the
+- Recorded time: the query at :func:`~memory_ledger.replay.audit.timetravel.position_at` of the
   time (the longest prefix of the ledger recorded at or before it).
 - Occurred time: valid time reorders facts (a value backfilled between two dated ones, a
   forget dated before evidence), which is not a prefix of the ledger: answered from the fold
@@ -34,7 +34,7 @@ from memory_ledger.projections.canonical import RETRIEVABLE
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
-    from memory_ledger.replay.timetravel import AsOf, AsOfMode
+    from memory_ledger.replay.audit.timetravel import AsOf, AsOfMode
 
 __all__ = ["Change", "Moment", "changes_between", "moment_at"]
 
@@ -165,13 +165,13 @@ def moment_at(engine: MemoryEngine, at: int | datetime | str, *, occurred: bool 
     """What was current at ``at`` (a position, a timestamp, or text of either), answered
     from the live projection's ``memory_history`` (occurred time: from a fold).
 
-    The same points as :func:`~memory_ledger.replay.timetravel.as_of`, the same errors:
+    The same points as :func:`~memory_ledger.replay.audit.timetravel.as_of`, the same errors:
 
     :raises PointError: text that is neither; a position with ``occurred``; a naive
         datetime (:class:`NaiveTimestampError`, naming ``at``).
     :raises PositionOutOfRangeError: a position below 0 or beyond the ledger head.
     """
-    from memory_ledger.replay.timetravel import (
+    from memory_ledger.replay.audit.timetravel import (
         _check_timestamp,
         as_of,
         checked_point,

@@ -3,7 +3,7 @@ with its weights chosen by leave-one-conversation-out (LOCO), beside the shipped
 measured the same way in the same run.
 
 The channels of every question are read from the engine once per provider, exactly as
-``python -m benchmarks locomo`` reads them (``benchmarks.locomo_channels.collect``). Each
+``python -m benchmarks locomo`` reads them (``benchmarks.locomo.channels.collect``). Each
 variant below is a linear fusion of per-query min-max normalised signals over its own
 candidates (the union of each signal's top 100), the same form as the engine's default
 (``commands.recall.fusion.HybridFusion``, Bruch, Gai and Ingber, ACM TOIS 2023); its weights are
@@ -12,7 +12,7 @@ together give the LOCO Recall@5. Variants:
 
 - ``shipped``: the engine's default (lexical with the conversation window, the better of
   the statement and source-turn cosines, the temporal boost); reproduces the figure of
-  ``benchmarks.locomo``;
+  ``benchmarks.locomo.retrieval``;
 - ``subject``: plus a boost for memories whose subject (the speaker an observation is
   about) the question names;
 - ``apart``: statement and source-turn cosines weighted apart instead of their maximum;
@@ -22,7 +22,7 @@ together give the LOCO Recall@5. Variants:
 - ``two_models``: both installed providers' semantic channels, each weighted (MiniLM of
   ``[embeddings]`` and e5 of ``[embeddings-lite]``).
 
-Hits, categories and Recall@5 as in ``benchmarks.locomo`` (observation-fact metric,
+Hits, categories and Recall@5 as in ``benchmarks.locomo.retrieval`` (observation-fact metric,
 categories 1-4). Target (issue 18): LOCO R@5 >= 0.74. Writes ``results/locomo_limits.json``.
 """
 
@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.locomo import providers, replay_engine
-from benchmarks.locomo_cache import CachingProvider, cache_dir
-from benchmarks.locomo_channels import Channels
-from benchmarks.locomo_data import CATEGORIES, Conversation, load
-from benchmarks.locomo_run import default_data
+from benchmarks.locomo.cache import CachingProvider, cache_dir
+from benchmarks.locomo.channels import Channels
+from benchmarks.locomo.data import CATEGORIES, Conversation, load
+from benchmarks.locomo.retrieval import providers, replay_engine
+from benchmarks.locomo.run import default_data
 from benchmarks.results import print_table, save
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 from memory_ledger.commands.recall.fusion import minmax

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.locomo_source import locomo_path, missing
+from benchmarks.locomo.source import locomo_path, missing
 from benchmarks.results import median, print_table, save
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.replay.locomo import convert_sample, find_sample, load_samples
-from memory_ledger.replay.script import parse_script, run_script
+from memory_ledger.replay.scripts.locomo import convert_sample, find_sample, load_samples
+from memory_ledger.replay.scripts.script import parse_script, run_script
 
 
 def default_data() -> Path:
-    """The LoCoMo file (:mod:`benchmarks.locomo_source`); SystemExit saying where it was
+    """The LoCoMo file (:mod:`benchmarks.locomo.source`); SystemExit saying where it was
     looked for when it is absent."""
     path = locomo_path()
     if path is None:

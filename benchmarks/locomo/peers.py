@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
 
-from benchmarks.locomo_data import ALL_CATEGORIES, CATEGORIES, Conversation, Question
+from benchmarks.locomo.data import ALL_CATEGORIES, CATEGORIES, Conversation, Question
 
 LME_KS = (1, 5, 10)
 """The k of LongMemEval's recall_any / recall_all printed here."""

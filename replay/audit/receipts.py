@@ -9,7 +9,7 @@
 2. With the store (its folder, and the PostgreSQL ledger URL when the ledger is there),
    opened read-only without a master key and without the engine (which would repair what
    is checked here): ``store_mismatch``: another store id; ``chain_broken``: the hash
-   chain does not verify through the receipt's positions (``replay.verify.check_chain``);
+   chain does not verify through the receipt's positions (``replay.audit.verify.check_chain``);
    ``erasure_record_missing``: the ledger ends before the erasure's position (a store
    restored from before the erasure); ``erasure_record_mismatch``: the record there has
    another hash, or is not that erasure (command id, destroyed keys);
@@ -54,7 +54,7 @@ from memory_ledger.ledger.events import NamespaceErased
 from memory_ledger.ledger.ids import erasure_stream_id
 from memory_ledger.ledger.key_store import FileKeyStore, KeyStoreState
 from memory_ledger.ledger.records import LedgerLog
-from memory_ledger.replay.verify import check_chain
+from memory_ledger.replay.audit.verify import check_chain
 
 __all__ = [
     "ReceiptCheck",
@@ -108,9 +108,9 @@ def write_receipt(path: str | os.PathLike[str], receipt: bytes) -> None:
     """Write ``receipt`` (digests, positions and key ids only) to the NEW file ``path``.
 
     :raises ReceiptVerificationError: never; an ``OSError`` (exists, no folder) propagates
-        as :class:`~memory_ledger.replay.errors.OutputExistsError` for an existing file.
+        as :class:`~memory_ledger.replay.audit.errors.OutputExistsError` for an existing file.
     """
-    from memory_ledger.replay.errors import OutputExistsError
+    from memory_ledger.replay.audit.errors import OutputExistsError
 
     try:
         with open(path, "xb") as handle:

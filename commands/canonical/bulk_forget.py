@@ -1,4 +1,4 @@
-"""Bulk erasure: forget every retrievable memory of exactly one namespace in ONE command.
+"""Bulk forget: forget every retrievable memory of exactly one namespace in ONE command.
 
 ``forget_all(engine, namespace)`` (also :meth:`MemoryEngine.forget_all` and
 ``memory-ledger forget --all``) reads the namespace's memories from the ledger (its
@@ -65,12 +65,16 @@ def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str =
         msg = f"forget_all needs a Namespace, got {type(namespace).__name__}"
         raise InvalidNamespaceError(msg)
     namespace.validated()
-    from memory_ledger.commands.secrets import contains_secret  # detect_secrets: on use
+    from memory_ledger.commands.secret_door import check_identifiers  # detect_secrets: on use
 
-    for label in ("tenant", "principal", "scope_id"):
-        if contains_secret(getattr(namespace, label)):
-            msg = f"{label} holds a secret-shaped value; no memory is stored under it"
-            raise InvalidNamespaceError(msg, parameter=label, reason_code="secret_detected")
+    check_identifiers(
+        (
+            ("tenant", namespace.tenant),
+            ("principal", namespace.principal),
+            ("scope_id", namespace.scope_id),
+        ),
+        "no memory is stored under it",
+    )
     with engine.ledger_guard():
         engine.keyring.refresh()
     if engine.keyring.erased_namespace_ids and engine.keyring.is_erased(namespace):

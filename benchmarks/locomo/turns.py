@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from benchmarks.locomo_data import Conversation, Question, Turn
+from benchmarks.locomo.data import Conversation, Question, Turn
 from memory_ledger.commands.embeddings.base import EmbeddingProvider, embed_checked
 from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.commands.recall.lexical import (

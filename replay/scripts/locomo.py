@@ -516,9 +516,11 @@ def write_jsonl(steps: Iterable[Mapping[str, Any]], stream: IO[bytes] | IO[str])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m replay.locomo SAMPLE_ID [--data PATH] [--out FILE]``."""
+    """Command line: ``python -m memory_ledger.replay.scripts.locomo SAMPLE_ID [--data PATH]
+    [--out FILE]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m replay.locomo", description="Convert a LoCoMo sample to a session script."
+        prog="python -m memory_ledger.replay.scripts.locomo",
+        description="Convert a LoCoMo sample to a session script.",
     )
     parser.add_argument("sample_id", help="e.g. conv-26")
     parser.add_argument(

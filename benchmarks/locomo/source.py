@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["BESIDE", "locomo_path", "missing"]
 
-BESIDE = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo7.json"
+BESIDE = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo7.json"
 """``../shared/data/locomo/locomo7.json`` beside the checkout."""
 
 

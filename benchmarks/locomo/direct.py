@@ -7,7 +7,7 @@ window, no subject; with ``dated`` the fact's conversation time as ``occurred_at
 (the date of the session it was told in). One namespace per conversation and per variant
 (``locomo-direct/<sample>/plain``, ``.../dated``), all in one store; vectors awaited; then
 every question's channels are read exactly as for the session path
-(:func:`benchmarks.locomo_channels.collect`), with each memory's evidence the dia_ids of the
+(:func:`benchmarks.locomo.channels.collect`), with each memory's evidence the dia_ids of the
 fact(s) it was remembered for (a fact remembered twice reinforces one memory: the union).
 
 Peers, each over the same facts of each conversation:
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import scratch
-from benchmarks.locomo_channels import Channels, Scores, collect, first_hit
-from benchmarks.locomo_data import CATEGORIES, Conversation
-from benchmarks.locomo_peers import Ranked
+from benchmarks.locomo.channels import Channels, Scores, collect, first_hit
+from benchmarks.locomo.data import CATEGORIES, Conversation
+from benchmarks.locomo.peers import Ranked
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.embeddings.base import EmbeddingProvider
 
