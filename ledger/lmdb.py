@@ -716,10 +716,16 @@ class _SharedEnvironment:
 
 
 class _Registry:
-    """Process-wide map from a store directory to its one open :class:`_SharedEnvironment`."""
+    """Process-wide map from a store directory to its one open :class:`_SharedEnvironment`.
+
+    Its lock is re-entrant: a datastore left to the garbage collector releases its
+    environment from ``__del__``, and the collector may run that on a thread that already
+    holds the lock (inside :meth:`acquire`, while it builds a new environment). With a plain
+    lock that thread waited on itself for ever (seen as a hung test run).
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._envs: dict[str, _SharedEnvironment] = {}
 
     def acquire(
@@ -773,15 +779,17 @@ class _Registry:
             return shared
 
     def release(self, shared: _SharedEnvironment) -> None:
+        """Drop one handle on ``shared``; the environment closes with its last handle."""
         with self._lock:
             shared.refcount -= 1
             if shared.refcount == 0:
-                self._envs.pop(shared.path, None)
+                if self._envs.get(shared.path) is shared:
+                    del self._envs[shared.path]
                 shared.close()
 
     def forget_after_fork(self) -> None:
         """In a forked child, drop (never use) environments inherited from the parent."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._envs = {}
 
 

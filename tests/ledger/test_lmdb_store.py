@@ -974,3 +974,31 @@ def test_closed_datastore_raises_operational_error(
     with pytest.raises(OperationalError, match="closed"):
         recorder.max_notification_id()
     datastore.close()  # idempotent
+
+
+def test_a_datastore_collected_while_the_registry_is_busy_does_not_deadlock(
+    tmp_path: Path,
+) -> None:
+    """The garbage collector may finalize a datastore (``__del__`` releases its environment)
+    on a thread that holds the registry's lock, inside ``_Registry.acquire`` building another
+    environment; that thread must not wait on itself. Seen as a CI run hung in
+    ``_Registry.release`` called from ``Condition.__init__`` inside ``acquire``."""
+    from memory_ledger.ledger import lmdb as lmdb_module
+
+    old = lmdb_module.LMDBDatastore(str(tmp_path / "old"))
+    finished = threading.Event()
+
+    def finalize_under_the_lock() -> None:
+        with lmdb_module._registry._lock:  # as acquire() holds it when the collector runs
+            old.__del__()  # what the collector calls
+            fresh = lmdb_module.LMDBDatastore(str(tmp_path / "fresh"))
+        fresh.close()
+        finished.set()
+
+    worker = threading.Thread(target=finalize_under_the_lock, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert finished.is_set(), "releasing a datastore under the registry's lock deadlocked"
+    assert old._shared is None
+    again = lmdb_module.LMDBDatastore(str(tmp_path / "old"))  # the old store reopens
+    again.close()
