@@ -39,20 +39,26 @@ import hashlib
 import itertools
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
-from memory_ledger.ledger.errors import LedgerTamperedError, MemoryLedgerError
+from memory_ledger.ledger.errors import (
+    ForeignStoreError,
+    LedgerDamagedError,
+    LedgerTamperedError,
+    MemoryLedgerError,
+)
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.key_errors import EncryptionError, MasterKeyError
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, LedgerLog, decode_entry
 from memory_ledger.ledger.sealing import is_sealed, sealed_key_id
+from memory_ledger.replay.verify_walk import open_failure_report, walk_ledger
 
 __all__ = [
     "VerifyReport",
@@ -100,10 +106,17 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
         return _verify(engine.ledger_log(), check, opened=True)
 
 
-def verify_ledger(root: str | Path, ledger: str | None = None) -> VerifyReport:
+def verify_ledger(
+    root: str | Path,
+    ledger: str | None = None,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
     """Verify the ledger of the store folder ``root`` (or the PostgreSQL ledger ``ledger``)
     WITHOUT its master key (see the module doc): chain, positions, clear payloads decoded,
     sealed payloads' envelopes. Opens nothing else (no key store, no projections).
+
+    :param progress: called with each position once it verified.
 
     :raises StoreUnavailableError: no ledger at ``root``.
     :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached.
@@ -125,7 +138,7 @@ def verify_ledger(root: str | Path, ledger: str | None = None) -> VerifyReport:
         if not isinstance(recorder, LedgerLog):  # pragma: no cover (both backends keep one)
             msg = f"{type(recorder).__name__} does not provide the ledger's log"
             raise TypeError(msg)
-        return _verify(recorder, check, opened=False)
+        return _verify(recorder, check, opened=False, progress=progress)
     finally:
         opened.factory.close()
 
@@ -148,10 +161,29 @@ def verify_path(
     :raises StoreUnavailableError: no store at ``root``.
     :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached.
     :raises MasterKeyError: the master key given is not the store's (or is unreadable).
+
+    A damaged ledger file (a B-tree page LMDB refuses or asserts on, a meta page it refuses in
+    a folder that is a memory-ledger store) is a report, not ok, naming the file and the
+    positions verified before the damage (``memory_ledger.replay.verify_walk``).
     """
     settings = config if config is not None else MemoryConfig()
-    report = verify_ledger(root, settings.ledger or None)
-    if not report.ok:
+    folder = Path(root).absolute()
+    try:
+        # An LMDB ledger is walked in a child process: LMDB aborts the process on some
+        # damaged pages (a C assertion), which must not kill the audit (verify_walk).
+        report = (
+            verify_ledger(folder, settings.ledger)
+            if settings.ledger
+            else cast(VerifyReport, walk_ledger(folder))
+        )
+    except ForeignStoreError as e:
+        damaged = None if settings.ledger else open_failure_report(folder, e)
+        if damaged is None:
+            raise
+        return cast(VerifyReport, damaged)
+    if not report.ok or (not report.sealed and not settings.ledger):
+        # A clear LMDB ledger is fully checked by the walk; the engine is not opened in this
+        # process (its open reads other databases of the file, where LMDB may abort).
         return report
     try:
         engine = MemoryEngine.open(Path(root), create=False, config=settings, master_key=master_key)
@@ -237,7 +269,13 @@ def _link_problem(expected: int, position: int, previous: bytes, value: bytes) -
     return None
 
 
-def _verify(recorder: LedgerLog, check: _Check, *, opened: bool) -> VerifyReport:
+def _verify(
+    recorder: LedgerLog,
+    check: _Check,
+    *,
+    opened: bool,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
     counts = {"sealed": 0, "erased": 0}
 
     def report(**fields: Any) -> VerifyReport:
@@ -248,43 +286,62 @@ def _verify(recorder: LedgerLog, check: _Check, *, opened: bool) -> VerifyReport
     expected = 1
     previous = GENESIS_HASH
     checked = 0
-    for position, value in recorder.iter_log():
-        problem = _link_problem(expected, position, previous, value)
-        if problem is not None:
-            return report(
-                ok=False,
-                checked=checked,
-                head=position,
-                first_bad_position=min(expected, position),
-                problem=problem,
-            )
-        try:
-            record = decode_entry(position, value)
-            sealed = is_sealed(record.state)
-            erased = check(
-                record.topic, record.state, record.originator_id, record.originator_version
-            )
-        except (
-            msgspec.DecodeError,
-            MapperDeserialisationError,
-            ValueError,
-            TypeError,
-            MemoryLedgerError,
-        ) as e:
-            # A record that matches its hash yet does not decode (a forger who rehashed the
-            # chain, or a bug): named, never raised. The messages of these errors name no
-            # content of the record (an EncryptionError's only a key id).
-            return report(
-                ok=False,
-                checked=checked,
-                head=position,
-                first_bad_position=position,
-                problem=f"record {position} does not decode: {type(e).__name__}"
-                + (f" ({e})" if isinstance(e, EncryptionError) else ""),
-            )
-        counts["sealed"] += sealed
-        counts["erased"] += erased
-        previous = value[:HASH_SIZE]
-        expected += 1
-        checked += 1
+    try:
+        for position, value in recorder.iter_log():
+            bad = _check_one(expected, position, previous, value, check, counts)
+            if bad is not None:
+                return report(
+                    ok=False,
+                    checked=checked,
+                    head=position,
+                    first_bad_position=bad[0],
+                    problem=bad[1],
+                )
+            previous = value[:HASH_SIZE]
+            expected += 1
+            checked += 1
+            if progress is not None:
+                progress(position)
+    except LedgerDamagedError as e:
+        # The file's B-tree is damaged below the records (a page of the wrong type, a key
+        # that is not a position): the walk stops where it was.
+        position = getattr(e, "position", None) or expected
+        return report(
+            ok=False, checked=checked, head=checked, first_bad_position=position, problem=str(e)
+        )
     return report(ok=True, checked=checked, head=expected - 1)
+
+
+def _check_one(
+    expected: int,
+    position: int,
+    previous: bytes,
+    value: bytes,
+    check: _Check,
+    counts: dict[str, int],
+) -> tuple[int, str] | None:
+    """The first bad position and the problem of the record at ``position`` (stored
+    ``value``), or None when it chains and decodes (then ``counts`` are updated)."""
+    problem = _link_problem(expected, position, previous, value)
+    if problem is not None:
+        return min(expected, position), problem
+    try:
+        record = decode_entry(position, value)
+        sealed = is_sealed(record.state)
+        erased = check(record.topic, record.state, record.originator_id, record.originator_version)
+    except (
+        msgspec.DecodeError,
+        MapperDeserialisationError,
+        ValueError,
+        TypeError,
+        MemoryLedgerError,
+    ) as e:
+        # A record that matches its hash yet does not decode (a forger who rehashed the
+        # chain, or a bug): named, never raised. The messages of these errors name no
+        # content of the record (an EncryptionError's only a key id).
+        return position, f"record {position} does not decode: {type(e).__name__}" + (
+            f" ({e})" if isinstance(e, EncryptionError) else ""
+        )
+    counts["sealed"] += sealed
+    counts["erased"] += erased
+    return None
