@@ -35,11 +35,14 @@ both covered by the chain; nothing about a damaged record is decoded before its 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
+import pickle
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
@@ -58,7 +61,7 @@ from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, LedgerLog, decode_entry
 from memory_ledger.ledger.sealing import is_sealed, sealed_key_id
-from memory_ledger.replay.verify_walk import open_failure_report, walk_ledger
+from memory_ledger.replay.verify_walk import PROGRESS_EVERY, open_failure_report, walk_ledger
 
 __all__ = [
     "VerifyReport",
@@ -174,13 +177,13 @@ def verify_path(
         report = (
             verify_ledger(folder, settings.ledger)
             if settings.ledger
-            else cast(VerifyReport, walk_ledger(folder))
+            else VerifyReport(**walk_ledger(folder))
         )
     except ForeignStoreError as e:
         damaged = None if settings.ledger else open_failure_report(folder, e)
         if damaged is None:
             raise
-        return cast(VerifyReport, damaged)
+        return VerifyReport(**damaged)
     if not report.ok or (not report.sealed and not settings.ledger):
         # A clear LMDB ledger is fully checked by the walk; the engine is not opened in this
         # process (its open reads other databases of the file, where LMDB may abort).
@@ -345,3 +348,26 @@ def _check_one(
     counts["sealed"] += sealed
     counts["erased"] += erased
     return None
+
+
+def _child(root: str) -> int:
+    """The child of :func:`~memory_ledger.replay.verify_walk.walk_ledger`: ``P n`` lines as
+    it verifies, then ``R <report json>`` or ``E <pickled typed error>``."""
+    out = sys.stdout
+
+    def progress(position: int) -> None:
+        if position % PROGRESS_EVERY == 0:
+            out.write(f"P {position}\n")
+            out.flush()
+
+    try:
+        report = verify_ledger(root, None, progress=progress)
+    except MemoryLedgerError as e:
+        out.write("E " + base64.b64encode(pickle.dumps(e)).decode("ascii") + "\n")
+        return 0
+    out.write("R " + msgspec.json.encode(report).decode("utf-8") + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

@@ -5,7 +5,7 @@ whose type flags were changed) kills the child, not the caller.
 LMDB checks some of its B-tree invariants with ``assert``, which aborts the process
 (``SIGABRT``); no Python code can catch that. :func:`walk_ledger` runs
 :func:`~memory_ledger.replay.verify.verify_ledger` in ``python -m
-memory_ledger.replay.verify_walk ROOT``; the child streams the last verified position while
+memory_ledger.replay.verify ROOT``; the child streams the last verified position while
 it walks and ends with its report (or the typed error it met, pickled). When the child dies
 by a signal, the ledger file is reported damaged below the record level, naming the file and
 the positions verified before the child stopped. Only the audit (``verify``) pays for the
@@ -26,14 +26,15 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import msgspec
 
 from memory_ledger.ledger.errors import ForeignStoreError, LedgerInternalError
 
-__all__ = ["open_failure_report", "walk_ledger"]
+__all__ = ["PROGRESS_EVERY", "open_failure_report", "walk_ledger"]
 
-_PROGRESS_EVERY = 64
+PROGRESS_EVERY = 64
 """The child reports its position after every this many records."""
 
 _LMDB_MAGIC = 0xBEEFC0DE
@@ -41,9 +42,10 @@ _META_PAGES = (0, 4096)
 """Byte offsets of LMDB's two meta pages (4 KiB pages); the magic is at 16 bytes in."""
 
 
-def walk_ledger(root: Path) -> object:
-    """The :class:`~memory_ledger.replay.verify.VerifyReport` of the LMDB ledger of store
-    folder ``root``, walked without the master key in a child process.
+def walk_ledger(root: Path) -> dict[str, Any]:
+    """The fields of the :class:`~memory_ledger.replay.verify.VerifyReport` of the LMDB
+    ledger of store folder ``root``, walked without the master key in a child process
+    (``python -m memory_ledger.replay.verify ROOT``).
 
     :returns: the child's report; when the child died by a signal, a report (not ok) naming
         the file, the signal and the positions verified before it stopped.
@@ -51,13 +53,11 @@ def walk_ledger(root: Path) -> object:
         ``StoreUnavailableError``, ``ForeignStoreError``), re-raised here.
     :raises LedgerInternalError: the child failed in another way (its last line is named).
     """
-    from memory_ledger.replay.verify import VerifyReport
-
     package_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
     child = subprocess.run(
-        [sys.executable, "-m", "memory_ledger.replay.verify_walk", str(root)],
+        [sys.executable, "-m", "memory_ledger.replay.verify", str(root)],
         capture_output=True,
         env=env,
         check=False,
@@ -68,14 +68,14 @@ def walk_ledger(root: Path) -> object:
         if kind == "P":
             last = int(rest)
         elif kind == "R" and child.returncode == 0:
-            return msgspec.json.decode(rest, type=VerifyReport)
+            return cast(dict[str, Any], msgspec.json.decode(rest))
         elif kind == "E" and child.returncode == 0:
             error = pickle.loads(base64.b64decode(rest))  # noqa: S301 (our own child's bytes)
             raise error
     if child.returncode < 0:
         name = signal.Signals(-child.returncode).name
         verified = f"positions 1..{last} verified" if last else "no position verified"
-        return VerifyReport(
+        return dict(
             ok=False,
             checked=last,
             head=last,
@@ -92,19 +92,17 @@ def walk_ledger(root: Path) -> object:
     raise LedgerInternalError(msg, path=str(root))
 
 
-def open_failure_report(root: Path, error: ForeignStoreError) -> object | None:
+def open_failure_report(root: Path, error: ForeignStoreError) -> dict[str, Any] | None:
     """A damage report (not ok) when ``error`` (``not_lmdb``, met opening the ledger of store
     folder ``root``) is a damaged ledger file of a memory-ledger store; None when the folder
     is not recognisably one (the error stands)."""
-    from memory_ledger.replay.verify import VerifyReport
-
     if error.reason_code != "not_lmdb":
         return None
     data = root / "ledger" / "data.mdb"
     engine_made = (root / "projections").is_dir() or (root / "keys").is_dir()
     if not (engine_made or _lmdb_magic(data)):
         return None
-    return VerifyReport(
+    return dict(
         ok=False,
         checked=0,
         head=0,
@@ -128,29 +126,3 @@ def _lmdb_magic(data: Path) -> bool:
         len(head) >= at + 20 and struct.unpack_from("<I", head, at + 16)[0] == _LMDB_MAGIC
         for at in _META_PAGES
     )
-
-
-def _child(root: str) -> int:
-    """The child's walk: ``P n`` lines as it verifies, then ``R <report json>`` or
-    ``E <pickled typed error>``."""
-    from memory_ledger.ledger.errors import MemoryLedgerError
-    from memory_ledger.replay.verify import verify_ledger
-
-    out = sys.stdout
-
-    def progress(position: int) -> None:
-        if position % _PROGRESS_EVERY == 0:
-            out.write(f"P {position}\n")
-            out.flush()
-
-    try:
-        report = verify_ledger(root, None, progress=progress)
-    except MemoryLedgerError as e:
-        out.write("E " + base64.b64encode(pickle.dumps(e)).decode("ascii") + "\n")
-        return 0
-    out.write("R " + msgspec.json.encode(report).decode("utf-8") + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))

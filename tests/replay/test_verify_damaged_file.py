@@ -30,7 +30,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("damaged") / "store"
     with memory_ledger.open(folder) as engine:
         for n in range(40):
-            engine.remember(memory_ledger.Namespace("t", "u", "s"), f"Fact number {n} about the garden.")
+            engine.remember(
+                memory_ledger.Namespace("t", "u", "s"), f"Fact number {n} about the garden."
+            )
     return folder
 
 
