@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         NotABackupError,
         OutputExistsError,
         OutputNotADirectoryError,
+        OutputUnwritableError,
     )
     from memory_ledger.replay.export import ExportReport, export_store
     from memory_ledger.replay.filters import EVENT_TYPES, EventFilter, describe_event, filter_events
@@ -74,6 +75,7 @@ __all__ = [
     "NotABackupError",
     "OutputExistsError",
     "OutputNotADirectoryError",
+    "OutputUnwritableError",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",
@@ -118,6 +120,7 @@ __getattr__, __dir__ = lazy_exports(
         "NotABackupError": "memory_ledger.replay.errors",
         "OutputExistsError": "memory_ledger.replay.errors",
         "OutputNotADirectoryError": "memory_ledger.replay.errors",
+        "OutputUnwritableError": "memory_ledger.replay.errors",
         "PointError": "memory_ledger.replay.points",
         "PositionOutOfRangeError": "memory_ledger.replay.rebuild",
         "RebuildReport": "memory_ledger.replay.rebuild",

@@ -81,7 +81,10 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 
     ``sealed``: records with an encrypted payload; ``erased``: of them, those whose data
     key was destroyed (counted only when ``opened``); ``opened``: False when verified
-    without the master key (sealed payloads checked for their envelope only).
+    without the master key (sealed payloads checked for their envelope only). ``damaged``:
+    the ledger FILE is damaged below the records (a B-tree page LMDB refuses or aborts on, a
+    meta page it refuses), rather than a record changed; ``first_bad_position`` is then the
+    first position not read (None when the file does not open).
     """
 
     ok: bool
@@ -92,6 +95,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     sealed: int = 0
     erased: int = 0
     opened: bool = True
+    damaged: bool = False
 
 
 def verify_store(engine: MemoryEngine) -> VerifyReport:
@@ -310,7 +314,12 @@ def _verify(
         # that is not a position): the walk stops where it was.
         position = getattr(e, "position", None) or expected
         return report(
-            ok=False, checked=checked, head=checked, first_bad_position=position, problem=str(e)
+            ok=False,
+            checked=checked,
+            head=checked,
+            first_bad_position=position,
+            problem=str(e),
+            damaged=True,
         )
     return report(ok=True, checked=checked, head=expected - 1)
 

@@ -53,7 +53,7 @@ def walk_ledger(root: Path) -> dict[str, Any]:
         ``StoreUnavailableError``, ``ForeignStoreError``), re-raised here.
     :raises LedgerInternalError: the child failed in another way (its last line is named).
     """
-    package_parent = str(Path(__file__).resolve().parents[2])
+    package_parent = str(Path(__file__).absolute().parents[2])  # the folder holding memory_ledger
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
     child = subprocess.run(
@@ -86,6 +86,7 @@ def walk_ledger(root: Path) -> dict[str, Any]:
                 f"after {verified})"
             ),
             opened=False,
+            damaged=True,
         )
     tail = child.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
     msg = f"the ledger walk of `verify` failed (exit {child.returncode}): {tail[0]}"
@@ -112,6 +113,7 @@ def open_failure_report(root: Path, error: ForeignStoreError) -> dict[str, Any] 
             "restore it from a backup"
         ),
         opened=False,
+        damaged=True,
     )
 
 
