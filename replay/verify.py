@@ -48,6 +48,7 @@ import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.config import MemoryConfig
+from memory_ledger.commands.engine.encryption import unrecorded_erasures
 from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
 from memory_ledger.ledger.errors import (
     ForeignStoreError,
@@ -169,6 +170,9 @@ def verify_path(
     :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached.
     :raises MasterKeyError: the master key given is not the store's (or is unreadable).
 
+    The store is opened read-only: verify never writes. An erasure the key store records and
+    the ledger lacks is reported (not ok), never recorded here.
+
     A damaged ledger file (a B-tree page LMDB refuses or asserts on, a meta page it refuses in
     a folder that is a memory-ledger store) is a report, not ok, naming the file and the
     positions verified before the damage (``memory_ledger.replay.verify_walk``).
@@ -193,13 +197,30 @@ def verify_path(
         # process (its open reads other databases of the file, where LMDB may abort).
         return report
     try:
-        engine = MemoryEngine.open(Path(root), create=False, config=settings, master_key=master_key)
+        engine = MemoryEngine.open(
+            Path(root), create=False, config=settings, master_key=master_key, read_only=True
+        )
     except MasterKeyError as e:
         if e.reason_code != "master_key_missing":
             raise
         return report
     with engine:
-        return verify_store(engine)
+        report = verify_store(engine)
+        missing = unrecorded_erasures(engine) if report.ok else []
+    if missing:
+        command, records = missing[0]
+        when = records[0].erased_at.isoformat() if records[0].erased_at else "an unknown time"
+        return msgspec.structs.replace(
+            report,
+            ok=False,
+            problem=(
+                f"the key store says {len(records)} namespace(s) were erased at {when} "
+                f"(erasure {command}), and the ledger holds no NamespaceErased record of it "
+                "(a ledger copied back from before the erasure, or an erasure interrupted "
+                "after its commit point); a writable open of the store records it"
+            ),
+        )
+    return report
 
 
 def check_chain(log: LedgerLog, to: int | None = None, *, where: str = "") -> int:

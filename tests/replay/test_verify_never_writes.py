@@ -1,0 +1,69 @@
+"""``verify`` and the audit commands never write the store (issue 34 item 3 follow-up): a
+ledger copied back from before an erasure under the live ``keys/`` made ``verify`` with the
+master key append the missing ``NamespaceErased`` record (and report "ok, 11 records");
+it now reports the mismatch, not ok, and leaves every file as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import memory_ledger
+from memory_ledger.replay import backup_store, verify_path
+
+ALICE = memory_ledger.Namespace("acme", "alice", "s")
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.parent.name in ("ledger", "keys") and p.name != "lock.mdb"
+    }
+
+
+def _pre_erasure_ledger_under_live_keys(tmp_path: Path) -> tuple[Path, bytes]:
+    store, key = tmp_path / "store", os.urandom(32)
+    with memory_ledger.open(store, master_key=key) as engine:
+        for n in range(4):
+            engine.remember(ALICE, f"alice fact {n} about tea.")
+        backup_store(engine, tmp_path / "backup")
+        engine.erase("acme", "alice")
+    shutil.copyfile(tmp_path / "backup" / "ledger" / "data.mdb", store / "ledger" / "data.mdb")
+    return store, key
+
+
+def test_verify_reports_an_unrecorded_erasure_and_writes_nothing(tmp_path: Path) -> None:
+    store, key = _pre_erasure_ledger_under_live_keys(tmp_path)
+    before = _digests(store)
+    report = verify_path(store, master_key=key)
+    assert not report.ok
+    assert "NamespaceErased" in (report.problem or "")
+    assert "erased" in (report.problem or "")
+    assert _digests(store) == before
+
+
+def test_audit_commands_leave_the_store_alone(tmp_path: Path) -> None:
+    store, key = _pre_erasure_ledger_under_live_keys(tmp_path)
+    key_file = tmp_path / "master.key"
+    key_file.write_bytes(key)
+    key_file.chmod(0o600)
+    before = _digests(store)
+    root = str(Path(memory_ledger.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root, "NO_COLOR": "1"}
+    for command in (["verify"], ["stats"], ["events"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "memory_ledger.replay", *command, "--store", str(store)]
+            + ["--master-key-file", str(key_file)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=120,
+        )
+        assert result.returncode == (1 if command == ["verify"] else 0), result.stderr
+        assert _digests(store) == before, command
