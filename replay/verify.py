@@ -58,6 +58,7 @@ from memory_ledger.ledger.errors import (
 )
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.key_errors import EncryptionError, MasterKeyError
+from memory_ledger.ledger.lmdb_walk import walk_databases
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, LedgerLog, decode_entry
@@ -392,11 +393,40 @@ def _child(root: str) -> int:
 
     try:
         report = verify_ledger(root, None, progress=progress)
+        if report.ok:
+            report = _walk_databases(Path(root), report, out)
     except MemoryLedgerError as e:
         out.write("E " + base64.b64encode(pickle.dumps(e)).decode("ascii") + "\n")
         return 0
     out.write("R " + msgspec.json.encode(report).decode("utf-8") + "\n")
     return 0
+
+
+def _walk_databases(root: Path, report: VerifyReport, out: Any) -> VerifyReport:
+    """After an intact chain: every page of every database of the ledger file read (the
+    indexes and identity records the engine needs to open the store); ``D name`` lines name
+    the database being read. The report, or one not ok naming the damaged database."""
+    current = ["main"]
+    out.write(f"P {report.head}\n")  # every position verified
+
+    def visit(name: str) -> None:
+        current[0] = name
+        out.write(f"D {name}\n")
+        out.flush()
+
+    try:
+        walk_databases(root / "ledger", visit)
+    except LedgerDamagedError as e:
+        return msgspec.structs.replace(
+            report,
+            ok=False,
+            damaged=True,
+            problem=(
+                f"the ledger file is damaged in its {current[0]!r} database, below the records "
+                f"(positions 1..{report.head} verified): {e}"
+            ),
+        )
+    return report
 
 
 if __name__ == "__main__":

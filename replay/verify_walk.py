@@ -62,11 +62,13 @@ def walk_ledger(root: Path) -> dict[str, Any]:
         env=env,
         check=False,
     )
-    last = 0
+    last, database = 0, ""
     for line in child.stdout.decode("ascii", "replace").splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "P":
             last = int(rest)
+        elif kind == "D":
+            database = rest
         elif kind == "R" and child.returncode == 0:
             return cast(dict[str, Any], msgspec.json.decode(rest))
         elif kind == "E" and child.returncode == 0:
@@ -75,14 +77,15 @@ def walk_ledger(root: Path) -> dict[str, Any]:
     if child.returncode < 0:
         name = signal.Signals(-child.returncode).name
         verified = f"positions 1..{last} verified" if last else "no position verified"
+        where = f"{database!r} database" if database else "B-tree"
         return dict(
             ok=False,
             checked=last,
             head=last,
-            first_bad_position=last + 1,
+            first_bad_position=None if database else last + 1,
             problem=(
                 f"the ledger file {str(root / 'ledger' / 'data.mdb')!r} is damaged: LMDB's "
-                f"B-tree is damaged below the record level (the reader stopped on {name} "
+                f"{where} is damaged below the record level (the reader stopped on {name} "
                 f"after {verified})"
             ),
             opened=False,

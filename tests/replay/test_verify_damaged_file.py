@@ -105,3 +105,29 @@ def test_log_key_that_is_not_a_position_is_named(store: Path, tmp_path: Path) ->
     assert not report.ok
     assert report.first_bad_position == report.checked + 1
     assert "not a position" in (report.problem or "")
+
+
+def _database_roots(data: bytes) -> dict[str, int]:
+    """``{name: root page}`` of the named databases, read from the main database's leaf page
+    (LMDB's layout: meta pages 0 and 1, the newer has the larger transaction id)."""
+    meta = max((0, _PAGE), key=lambda at: struct.unpack_from("<Q", data, at + 16 + 128)[0])
+    main_root = struct.unpack_from("<Q", data, meta + 16 + 24 + 48 + 40)[0]
+    page = main_root * _PAGE
+    lower = struct.unpack_from("<H", data, page + 12)[0]
+    roots = {}
+    for i in range((lower - 16) // 2):
+        node = page + struct.unpack_from("<H", data, page + 16 + 2 * i)[0]
+        ksize = struct.unpack_from("<H", data, node + 6)[0]
+        name = data[node + 8 : node + 8 + ksize].decode()
+        roots[name] = struct.unpack_from("<Q", data, node + 8 + ksize + 40)[0]
+    return roots
+
+
+def test_damage_outside_the_log_is_named(store: Path, tmp_path: Path) -> None:
+    roots = _database_roots((store / "ledger" / "data.mdb").read_bytes())
+    assert {"log", "index"} <= set(roots)
+    # The stream index's root page: every record is intact, yet the engine cannot open the
+    # store (before, verify said ok).
+    result = _verify_cli(_copy(store, tmp_path, roots["index"] * _PAGE + 12, 4))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "'index' database" in result.stderr, result.stderr
