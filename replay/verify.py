@@ -157,6 +157,7 @@ def verify_path(
     *,
     config: MemoryConfig | None = None,
     master_key: MasterKeySpec | None = None,
+    isolate: bool = True,
 ) -> VerifyReport:
     """Verify the store folder ``root`` as ``memory-ledger verify`` does: the ledger alone
     first (:func:`verify_ledger`: chain, positions, clear payloads, sealed envelopes), which
@@ -165,6 +166,10 @@ def verify_path(
     read-only by the engine and :func:`verify_store` (sealed payloads authenticated).
 
     :param config: the settings to open the store with (its ``ledger`` and master key file).
+    :param isolate: walk an LMDB ledger in a child process (the default; see below) and read
+        every database of its file there; False: the chain walked in this process only (a
+        page LMDB asserts on then aborts it), for callers that check many copies of a file
+        whose pages they did not damage (the record-flip property test).
     :returns: the ledger-only report when the chain is broken or no master key is
         configured (``opened`` False), else :func:`verify_store`'s.
     :raises StoreUnavailableError: no store at ``root``.
@@ -185,7 +190,7 @@ def verify_path(
         # damaged pages (a C assertion), which must not kill the audit (verify_walk).
         report = (
             verify_ledger(folder, settings.ledger)
-            if settings.ledger
+            if settings.ledger or not isolate
             else VerifyReport(**walk_ledger(folder))
         )
     except ForeignStoreError as e:
