@@ -31,6 +31,7 @@ BENCHMARKS = {
     "ui-forms": "benchmarks.ui_forms",
     "ann": "benchmarks.ann",
     "verify_flips": "benchmarks.verify_flips",
+    "verify_file_flips": "benchmarks.verify_file_flips",
     "all": "benchmarks.run_all",
 }
 
