@@ -43,6 +43,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
@@ -57,7 +58,9 @@ from memory_ledger.ledger.errors import (
     MemoryLedgerError,
 )
 from memory_ledger.ledger.events import ErasedPayload
+from memory_ledger.ledger.ids import erasure_stream_id
 from memory_ledger.ledger.key_errors import EncryptionError, MasterKeyError
+from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore
 from memory_ledger.ledger.lmdb_walk import walk_databases
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
@@ -209,24 +212,57 @@ def verify_path(
     except MasterKeyError as e:
         if e.reason_code != "master_key_missing":
             raise
-        return report
+        return report if settings.ledger else _check_erasures_without_key(folder, report)
     with engine:
         report = verify_store(engine)
         missing = unrecorded_erasures(engine) if report.ok else []
-    if missing:
-        command, records = missing[0]
-        when = records[0].erased_at.isoformat() if records[0].erased_at else "an unknown time"
-        return msgspec.structs.replace(
-            report,
-            ok=False,
-            problem=(
-                f"the key store says {len(records)} namespace(s) were erased at {when} "
-                f"(erasure {command}), and the ledger holds no NamespaceErased record of it "
-                "(a ledger copied back from before the erasure, or an erasure interrupted "
-                "after its commit point); a writable open of the store records it"
-            ),
-        )
-    return report
+    return _erasure_mismatch(report, missing)
+
+
+def _erasure_mismatch(
+    report: VerifyReport, missing: list[tuple[UUID, list[DataKeyRecord]]]
+) -> VerifyReport:
+    """``report``, or, when the key store records erasures the ledger lacks (``missing``:
+    ``(command id, its data key records)``), a report not ok naming the first."""
+    if not missing:
+        return report
+    command, records = missing[0]
+    when = records[0].erased_at.isoformat() if records[0].erased_at else "an unknown time"
+    return msgspec.structs.replace(
+        report,
+        ok=False,
+        problem=(
+            f"the key store says {len(records)} namespace(s) were erased at {when} "
+            f"(erasure {command}), and the ledger holds no NamespaceErased record of it "
+            "(a ledger copied back from before the erasure, or an erasure interrupted "
+            "after its commit point); a writable open of the store records it"
+        ),
+    )
+
+
+def _check_erasures_without_key(folder: Path, report: VerifyReport) -> VerifyReport:
+    """The erasure check of an LMDB store verified without its master key: the key store's
+    erasure records (readable without the key) against the ledger's erasure streams. The
+    ledger was walked whole by the child, so reading it here is safe."""
+    from memory_ledger.commands.engine.ledger_url import open_ledger  # the engine's imports
+
+    commands: dict[UUID, list[DataKeyRecord]] = {}
+    for record in FileKeyStore(folder / "keys", read_only=True).read().keys:
+        if record.erase_command is not None:
+            commands.setdefault(record.erase_command, []).append(record)
+    if not commands:
+        return report
+    opened = open_ledger(folder, None, create=False, read_only=True)
+    try:
+        recorder: Any = opened.recorder
+        missing = [
+            (command, records)
+            for command, records in commands.items()
+            if not recorder.select_events(erasure_stream_id(command), limit=1)
+        ]
+    finally:
+        opened.factory.close()
+    return _erasure_mismatch(report, missing)
 
 
 def check_chain(log: LedgerLog, to: int | None = None, *, where: str = "") -> int:

@@ -40,11 +40,23 @@ def _pre_erasure_ledger_under_live_keys(tmp_path: Path) -> tuple[Path, bytes]:
 def test_verify_reports_an_unrecorded_erasure_and_writes_nothing(tmp_path: Path) -> None:
     store, key = _pre_erasure_ledger_under_live_keys(tmp_path)
     before = _digests(store)
-    report = verify_path(store, master_key=key)
-    assert not report.ok
-    assert "NamespaceErased" in (report.problem or "")
-    assert "erased" in (report.problem or "")
-    assert _digests(store) == before
+    for given in (key, None):  # the key store's erasure records are readable without it
+        report = verify_path(store, master_key=given)
+        assert not report.ok, given
+        assert "NamespaceErased" in (report.problem or "")
+        assert "erased" in (report.problem or "")
+        assert _digests(store) == before
+
+
+def test_a_recorded_erasure_verifies(tmp_path: Path) -> None:
+    store, key = tmp_path / "store", os.urandom(32)
+    with memory_ledger.open(store, master_key=key) as engine:
+        engine.remember(ALICE, "alice drinks tea.")
+        engine.erase("acme", "alice")
+    for given in (key, None):
+        report = verify_path(store, master_key=given)
+        assert report.ok, report
+        assert (report.erased > 0) == (given is not None)
 
 
 def test_audit_commands_leave_the_store_alone(tmp_path: Path) -> None:
