@@ -12,8 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
+
 import memory_ledger
+from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.replay import backup_store, verify_path
+from tests.pg import BASE_URL, url_for
 
 ALICE = memory_ledger.Namespace("acme", "alice", "s")
 
@@ -79,3 +84,27 @@ def test_audit_commands_leave_the_store_alone(tmp_path: Path) -> None:
         )
         assert result.returncode == (1 if command == ["verify"] else 0), result.stderr
         assert _digests(store) == before, command
+
+
+def test_verify_of_a_postgres_ledger_reports_and_writes_nothing(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    # Before: verify with the key tried to record the missing NamespaceErased record (10.8 s
+    # of retries, then ConcurrencyConflictError).
+    url, key, folder = url_for(pg_schema), os.urandom(32), tmp_path / "store"
+    with memory_ledger.open(folder, ledger=url, master_key=key) as engine:
+        engine.remember(ALICE, "alice drinks tea.")
+        engine.erase("acme", "alice")
+    table = sql.Identifier(pg_schema, "stored_events")
+    last = sql.SQL("(SELECT max(notification_id) FROM {0})").format(table)
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        tags = sql.Identifier(pg_schema, "stored_events_tags")
+        conn.execute(sql.SQL("DELETE FROM {0} WHERE notification_id = {1}").format(tags, last))
+        conn.execute(sql.SQL("DELETE FROM {0} WHERE notification_id = {1}").format(table, last))
+        count = sql.SQL("SELECT count(*) FROM {0}").format(table)
+        before = conn.execute(count).fetchall()
+    report = verify_path(folder, config=MemoryConfig(ledger=url), master_key=key)
+    assert not report.ok
+    assert "NamespaceErased" in (report.problem or "")
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        assert conn.execute(count).fetchall() == before
