@@ -212,9 +212,21 @@ class LedgerDamagedError(LedgerError):
     """The ledger file is damaged (a corrupted page, a bad checksum, an LMDB panic).
 
     Restore it from a backup (``memory-ledger restore``); ``verify`` locates damage.
+    ``position`` is the first ledger position the damage kept from being read, when known.
     """
 
     reason_code = "ledger_damaged"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        position: int | None = None,
+        reason_code: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path, reason_code=reason_code)
+        self.position = position
 
 
 class LedgerRecordError(LedgerDamagedError, msgspec.DecodeError):
@@ -234,8 +246,7 @@ class LedgerRecordError(LedgerDamagedError, msgspec.DecodeError):
         position: int | None = None,
         reason_code: str | None = None,
     ) -> None:
-        super().__init__(message, path=path, reason_code=reason_code)
-        self.position = position
+        super().__init__(message, path=path, position=position, reason_code=reason_code)
 
 
 class LedgerTamperedError(LedgerDamagedError):
@@ -246,8 +257,7 @@ class LedgerTamperedError(LedgerDamagedError):
     reason_code = "ledger_tampered"
 
     def __init__(self, message: str, *, position: int | None = None, path: str = "") -> None:
-        super().__init__(message, path=path)
-        self.position = position
+        super().__init__(message, path=path, position=position)
 
 
 E = TypeVar("E", bound=MemoryLedgerError)

@@ -82,6 +82,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
 from memory_ledger.ledger.errors import (
+    LedgerDamagedError,
     LedgerDataError,
     LedgerError,
     LedgerFormatError,
@@ -1552,19 +1553,35 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
 
         The value is the record hash followed by the body, exactly as stored. Reads in pages
         of ``page`` entries, each page in its own read transaction.
+
+        :raises LedgerDamagedError: the file's B-tree is damaged where the walk reached (a
+            page of the wrong type, a key that is not a position): raised after every entry
+            read before the damage was yielded, with ``position`` the first position not
+            read (one past the last good one) and the message naming both.
         """
         next_id = max(start, 1)
         while True:
-            with self.datastore.read() as txn:
-                cursor = txn.cursor(db=self._log)
-                rows: list[tuple[int, bytes]] = []
-                found = cursor.set_range(_ID.pack(next_id))
-                while found and len(rows) < page:
-                    rows.append((_ID.unpack(cursor.key())[0], bytes(cursor.value())))
-                    found = cursor.next()
+            rows: list[tuple[int, bytes]] = []
+            damage: LedgerDamagedError | None = None
+            try:
+                with self.datastore.read() as txn:
+                    cursor = txn.cursor(db=self._log)
+                    found = cursor.set_range(_ID.pack(next_id))
+                    while found and len(rows) < page:
+                        key = cursor.key()
+                        if len(key) != _ID.size:
+                            msg = f"a key of {len(key)} bytes is not a position"
+                            raise LedgerRecordError(msg, path=self.datastore.path)
+                        rows.append((_ID.unpack(key)[0], bytes(cursor.value())))
+                        found = cursor.next()
+            except LedgerDamagedError as e:
+                damage = e
+            yield from rows
+            if damage is not None:
+                last = rows[-1][0] if rows else next_id - 1
+                raise _damaged_after(damage, last, self.datastore.path) from damage
             if not rows:
                 return
-            yield from rows
             next_id = rows[-1][0] + 1
 
     def iter_records(self, start: int = 1, page: int = 1000) -> Iterator[LedgerRecord]:
@@ -1925,3 +1942,17 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
 
 
 Factory = LMDBFactory
+
+
+def _damaged_after(error: LedgerDamagedError, last: int, path: str) -> LedgerDamagedError:
+    """``error`` (met walking the log after position ``last``) as a typed error naming the
+    first position not read, ``last + 1``, and the last one read (0: none)."""
+    if getattr(error, "position", None) is not None:
+        return error
+    good = f"positions 1..{last} read" if last else "no position read"
+    msg = (
+        f"ledger record {last + 1}: the LMDB ledger's B-tree is damaged below the record "
+        f"level ({good}): {error}"
+    )
+    kind = LedgerRecordError if isinstance(error, LedgerRecordError) else LedgerDamagedError
+    return kind(msg, path=path, position=last + 1, reason_code=error.reason_code)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         NotABackupError,
         OutputExistsError,
         OutputNotADirectoryError,
+        OutputUnwritableError,
     )
     from memory_ledger.replay.audit.export import ExportReport, export_store
     from memory_ledger.replay.audit.filters import (
@@ -84,6 +85,7 @@ __all__ = [
     "NotABackupError",
     "OutputExistsError",
     "OutputNotADirectoryError",
+    "OutputUnwritableError",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",
@@ -128,6 +130,7 @@ __getattr__, __dir__ = lazy_exports(
         "NotABackupError": "memory_ledger.replay.audit.errors",
         "OutputExistsError": "memory_ledger.replay.audit.errors",
         "OutputNotADirectoryError": "memory_ledger.replay.audit.errors",
+        "OutputUnwritableError": "memory_ledger.replay.audit.errors",
         "PointError": "memory_ledger.replay.audit.points",
         "PositionOutOfRangeError": "memory_ledger.replay.audit.rebuild",
         "RebuildReport": "memory_ledger.replay.audit.rebuild",

@@ -54,6 +54,7 @@ __all__ = [
     "check_erasures",
     "open_keyring",
     "record_erasures",
+    "unrecorded_erasures",
     "resolve_master_key",
 ]
 
@@ -230,6 +231,23 @@ def check_erasures(engine: MemoryStore) -> int:
         erasures = len(engine.keyring.erased_namespace_ids)
         remove_stale_slots(engine.path / "projections", erasures)
     return revoked
+
+
+def unrecorded_erasures(engine: MemoryStore) -> list[tuple[UUID, list[DataKeyRecord]]]:
+    """The erasures the key store records whose ``NamespaceErased`` record the ledger does
+    not hold, as ``(command id, the data key records it destroyed)`` in the key store's
+    order: an erasure interrupted after its commit point, or a ledger copied back from
+    before an erasure under the live ``keys/``. A writable engine appends them when it opens
+    (:func:`record_erasures`); ``memory-ledger verify`` reports them (it never writes)."""
+    commands: dict[UUID, list[DataKeyRecord]] = defaultdict(list)
+    for record in engine.keyring.records():
+        if record.erase_command is not None:
+            commands[record.erase_command].append(record)
+    return [
+        (command, records)
+        for command, records in commands.items()
+        if not engine.load_stream(erasure_stream_id(command))
+    ]
 
 
 def record_erasures(engine: MemoryStore) -> dict[UUID, int]:

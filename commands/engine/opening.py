@@ -132,7 +132,11 @@ def open_store_parts(
     opened = open_ledger(
         root, url or None, sync=sync, map_size=map_size, create=create, read_only=read_only
     )
-    factory, recorder, read_only = opened.factory, opened.recorder, opened.read_only
+    factory, recorder = opened.factory, opened.recorder
+    # Read-only when asked even where the ledger itself opens writable (PostgreSQL: the
+    # server's grants decide): the engine then never writes (no pending erasure recorded,
+    # no tag index built), as the audit commands require.
+    read_only = opened.read_only or read_only is True
     owned = None
     projections: ProjectionStore | None = None
     try:

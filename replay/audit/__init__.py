@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         NotABackupError,
         OutputExistsError,
         OutputNotADirectoryError,
+        OutputUnwritableError,
     )
     from memory_ledger.replay.audit.export import ExportReport, export_store
     from memory_ledger.replay.audit.filters import (
@@ -83,6 +84,7 @@ __all__ = [
     "NotABackupError",
     "OutputExistsError",
     "OutputNotADirectoryError",
+    "OutputUnwritableError",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",
@@ -127,6 +129,7 @@ __getattr__, __dir__ = lazy_exports(
         "NotABackupError": "memory_ledger.replay.audit.errors",
         "OutputExistsError": "memory_ledger.replay.audit.errors",
         "OutputNotADirectoryError": "memory_ledger.replay.audit.errors",
+        "OutputUnwritableError": "memory_ledger.replay.audit.errors",
         "PointError": "memory_ledger.replay.audit.points",
         "PositionOutOfRangeError": "memory_ledger.replay.audit.rebuild",
         "RebuildReport": "memory_ledger.replay.audit.rebuild",

@@ -54,6 +54,7 @@ from memory_ledger.replay.audit.errors import (
     BackupManifestError,
     NotABackupError,
     OutputExistsError,
+    unwritable_output,
 )
 from memory_ledger.replay.audit.verify import VerifyReport, verify_ledger, verify_store
 
@@ -116,7 +117,11 @@ def _empty_folder(path: Path, what: str) -> None:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         msg = f"{what} {str(path)!r} exists and is not an empty folder"
         raise OutputExistsError(msg, path=str(path))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "ledger").mkdir()
+    except OSError as e:
+        raise unwritable_output(e, path, what) from e
 
 
 def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
@@ -127,13 +132,13 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
 
     :raises OutputExistsError: (a ``FileExistsError``) ``out`` exists and is not an empty
         folder.
+    :raises OutputUnwritableError: (an ``OSError``) ``out`` cannot be made.
     :raises LedgerUnavailableError: a PostgreSQL ledger's server cannot be reached.
     """
     started = time.perf_counter()
     folder = Path(out)
     _empty_folder(folder, "backup folder")
     ledger = folder / "ledger"
-    ledger.mkdir()
     log = engine.ledger_log()
     if isinstance(log, LMDBApplicationRecorder):
         position, record_hash = _copy_lmdb(log, ledger)
@@ -297,6 +302,7 @@ def restore_store(
         anything is written).
     :raises FileNotFoundError: ``backup`` is not a backup folder.
     :raises FileExistsError: ``store`` exists and is not empty (a restore never overwrites).
+    :raises OutputUnwritableError: (an ``OSError``) ``store`` cannot be made.
     """
     started = time.perf_counter()
     manifest = read_manifest(backup)
@@ -311,7 +317,6 @@ def restore_store(
     target = Path(store)
     _empty_folder(target, "store folder")
     ledger = target / "ledger"
-    ledger.mkdir()
     partial = ledger / "data.mdb.partial"
     shutil.copyfile(Path(backup) / "ledger" / "data.mdb", partial)
     _fsync(partial)

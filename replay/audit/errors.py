@@ -7,6 +7,10 @@ the tools raised before (so ``except FileExistsError`` keeps working).
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
+
 from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 
 __all__ = [
@@ -17,6 +21,8 @@ __all__ = [
     "NotABackupError",
     "OutputExistsError",
     "OutputNotADirectoryError",
+    "OutputUnwritableError",
+    "unwritable_output",
 ]
 
 
@@ -38,6 +44,39 @@ class OutputNotADirectoryError(MemoryLedgerError, NotADirectoryError):
     def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
         super().__init__(message, reason_code=reason_code)
         self.path = path
+
+
+class OutputUnwritableError(MemoryLedgerError, OSError):
+    """The output path cannot be written (its folder is missing and cannot be made, is not
+    writable, is on a read-only or full file system, or is not a place for files, such as
+    ``/proc``). ``path`` is the output path the caller gave; ``reason_code`` says why
+    (``output_not_writable``, ``output_permission_denied``, ``output_read_only``,
+    ``output_disk_full``)."""
+
+    reason_code = "output_not_writable"
+
+    def __init__(self, message: str, *, path: str = "", reason_code: str | None = None) -> None:
+        super().__init__(message, reason_code=reason_code)
+        self.path = path
+
+
+_ERRNO_REASONS = {
+    errno.EACCES: "output_permission_denied",
+    errno.EPERM: "output_permission_denied",
+    errno.EROFS: "output_read_only",
+    errno.ENOSPC: "output_disk_full",
+    errno.EDQUOT: "output_disk_full",
+}
+
+
+def unwritable_output(error: OSError, out: str | Path, what: str) -> OutputUnwritableError:
+    """The typed error for ``error``, met writing the output ``out`` (``what``: "export
+    folder", "backup folder"...); raise it ``from error``. The message names ``out`` and the
+    system's reason (``strerror``), not the hidden staging names the writer used."""
+    reason = os.strerror(error.errno) if error.errno else type(error).__name__
+    msg = f"cannot write the {what} {str(out)!r}: {reason}"
+    code = _ERRNO_REASONS.get(error.errno or 0)
+    return OutputUnwritableError(msg, path=str(out), reason_code=code)
 
 
 class NotABackupError(MemoryLedgerError, FileNotFoundError):

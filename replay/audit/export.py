@@ -40,14 +40,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
-from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.records import HASH_SIZE
 from memory_ledger.projections.derived import write_atomic
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION
 from memory_ledger.projections.tables import TABLES, VIEWS
-from memory_ledger.replay.audit.errors import OutputExistsError, OutputNotADirectoryError
+from memory_ledger.replay.audit.errors import (
+    OutputExistsError,
+    OutputNotADirectoryError,
+    unwritable_output,
+)
 from memory_ledger.replay.audit.filters import EventFilter, filter_events
 from memory_ledger.replay.audit.rebuild import build_projections
 from memory_ledger.replay.audit.timeline import event_record
@@ -243,6 +247,8 @@ def export_store(
     :raises OutputExistsError: (a ``FileExistsError``) ``out`` is not empty and ``force`` is
         false.
     :raises OutputNotADirectoryError: (a ``NotADirectoryError``) ``out`` is a file.
+    :raises OutputUnwritableError: (an ``OSError``) ``out`` cannot be written (its reason
+        code says why).
     :raises InvalidArgumentError: (a ``ValueError``) ``fmt`` is unknown or ``to`` is beyond
         the head.
     :raises LedgerTamperedError: a record up to ``to`` does not match its hash, or a position
@@ -263,18 +269,25 @@ def export_store(
         check_chain(engine.ledger_log(), to)  # a damaged store is refused, naming where
     target = folder.absolute()
     created = _missing_ancestor(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(
-        tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    )
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        )
+    except OSError as e:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise unwritable_output(e, folder, "export folder") from e
     try:
         report = _export_into(engine, staging, folder, fmt, to, started)
         _check_out(folder, force)  # again: another process may have written it meanwhile
         _move_into_place(staging, folder)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
+        if isinstance(e, OSError) and not isinstance(e, MemoryLedgerError):
+            raise unwritable_output(e, folder, "export folder") from e
         raise
     return report
 

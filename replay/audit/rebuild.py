@@ -27,7 +27,7 @@ from memory_ledger.projections.digest import table_digests
 from memory_ledger.projections.runner import PROJECTION_VERSION, ProjectionRunner
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tables import TABLES, VIEWS
-from memory_ledger.replay.audit.errors import OutputExistsError
+from memory_ledger.replay.audit.errors import OutputExistsError, unwritable_output
 
 __all__ = [
     "CheckReport",
@@ -202,6 +202,17 @@ def row_counts(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return counts
 
 
+def _check_writable(path: Path) -> None:
+    """Create and remove ``path`` (a new file), so that an output that cannot be written is
+    named as such before the rebuild (DuckDB reports a folder like ``/proc`` as full)."""
+    try:
+        with path.open("xb"):
+            pass
+        path.unlink()
+    except OSError as e:
+        raise unwritable_output(e, path, "rebuilt projection file") from e
+
+
 @contextlib.contextmanager
 def _scratch(prefix: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix=prefix) as folder:
@@ -222,6 +233,7 @@ def rebuild_projections(
         is removed afterwards (the report still carries rows and digests).
     :raises PositionOutOfRangeError: ``to`` is negative or beyond the head.
     :raises OutputExistsError: (a ``FileExistsError``) ``out`` exists.
+    :raises OutputUnwritableError: (an ``OSError``) ``out`` cannot be created.
     """
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -229,6 +241,8 @@ def rebuild_projections(
         if out is not None and path.exists():
             msg = f"{str(path)!r} exists; choose a new file for the rebuilt projections"
             raise OutputExistsError(msg, path=str(path))
+        if out is not None:
+            _check_writable(path)
         store = build_projections(engine, to=to, path=str(path), on_page=on_page)
         try:
             with store.guard("read"):

@@ -35,24 +35,38 @@ both covered by the chain; nothing about a damaged record is decoded before its 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
+import pickle
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import MapperDeserialisationError
 
 from memory_ledger.commands.config import MemoryConfig
+from memory_ledger.commands.engine.encryption import unrecorded_erasures
 from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
-from memory_ledger.ledger.errors import LedgerTamperedError, MemoryLedgerError
+from memory_ledger.ledger.errors import (
+    ForeignStoreError,
+    LedgerDamagedError,
+    LedgerTamperedError,
+    MemoryLedgerError,
+)
 from memory_ledger.ledger.events import ErasedPayload
+from memory_ledger.ledger.ids import erasure_stream_id
 from memory_ledger.ledger.key_errors import EncryptionError, MasterKeyError
+from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore
+from memory_ledger.ledger.lmdb_walk import walk_databases
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.master_key import MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, HASH_SIZE, LedgerLog, decode_entry
 from memory_ledger.ledger.sealing import is_sealed, sealed_key_id
+from memory_ledger.replay.audit.verify_walk import PROGRESS_EVERY, open_failure_report, walk_ledger
 
 __all__ = [
     "VerifyReport",
@@ -72,7 +86,10 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 
     ``sealed``: records with an encrypted payload; ``erased``: of them, those whose data
     key was destroyed (counted only when ``opened``); ``opened``: False when verified
-    without the master key (sealed payloads checked for their envelope only).
+    without the master key (sealed payloads checked for their envelope only). ``damaged``:
+    the ledger FILE is damaged below the records (a B-tree page LMDB refuses or aborts on, a
+    meta page it refuses), rather than a record changed; ``first_bad_position`` is then the
+    first position not read (None when the file does not open).
     """
 
     ok: bool
@@ -83,6 +100,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     sealed: int = 0
     erased: int = 0
     opened: bool = True
+    damaged: bool = False
 
 
 def verify_store(engine: MemoryEngine) -> VerifyReport:
@@ -100,10 +118,17 @@ def verify_store(engine: MemoryEngine) -> VerifyReport:
         return _verify(engine.ledger_log(), check, opened=True)
 
 
-def verify_ledger(root: str | Path, ledger: str | None = None) -> VerifyReport:
+def verify_ledger(
+    root: str | Path,
+    ledger: str | None = None,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
     """Verify the ledger of the store folder ``root`` (or the PostgreSQL ledger ``ledger``)
     WITHOUT its master key (see the module doc): chain, positions, clear payloads decoded,
     sealed payloads' envelopes. Opens nothing else (no key store, no projections).
+
+    :param progress: called with each position once it verified.
 
     :raises StoreUnavailableError: no ledger at ``root``.
     :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached.
@@ -125,7 +150,7 @@ def verify_ledger(root: str | Path, ledger: str | None = None) -> VerifyReport:
         if not isinstance(recorder, LedgerLog):  # pragma: no cover (both backends keep one)
             msg = f"{type(recorder).__name__} does not provide the ledger's log"
             raise TypeError(msg)
-        return _verify(recorder, check, opened=False)
+        return _verify(recorder, check, opened=False, progress=progress)
     finally:
         opened.factory.close()
 
@@ -135,6 +160,7 @@ def verify_path(
     *,
     config: MemoryConfig | None = None,
     master_key: MasterKeySpec | None = None,
+    isolate: bool = True,
 ) -> VerifyReport:
     """Verify the store folder ``root`` as ``memory-ledger verify`` does: the ledger alone
     first (:func:`verify_ledger`: chain, positions, clear payloads, sealed envelopes), which
@@ -143,24 +169,100 @@ def verify_path(
     read-only by the engine and :func:`verify_store` (sealed payloads authenticated).
 
     :param config: the settings to open the store with (its ``ledger`` and master key file).
+    :param isolate: walk an LMDB ledger in a child process (the default; see below) and read
+        every database of its file there; False: the chain walked in this process only (a
+        page LMDB asserts on then aborts it), for callers that check many copies of a file
+        whose pages they did not damage (the record-flip property test).
     :returns: the ledger-only report when the chain is broken or no master key is
         configured (``opened`` False), else :func:`verify_store`'s.
     :raises StoreUnavailableError: no store at ``root``.
     :raises LedgerUnavailableError: the PostgreSQL ledger cannot be reached.
     :raises MasterKeyError: the master key given is not the store's (or is unreadable).
+
+    The store is opened read-only: verify never writes. An erasure the key store records and
+    the ledger lacks is reported (not ok), never recorded here.
+
+    A damaged ledger file (a B-tree page LMDB refuses or asserts on, a meta page it refuses in
+    a folder that is a memory-ledger store) is a report, not ok, naming the file and the
+    positions verified before the damage (``memory_ledger.replay.audit.verify_walk``).
     """
     settings = config if config is not None else MemoryConfig()
-    report = verify_ledger(root, settings.ledger or None)
-    if not report.ok:
+    folder = Path(root).absolute()
+    try:
+        # An LMDB ledger is walked in a child process: LMDB aborts the process on some
+        # damaged pages (a C assertion), which must not kill the audit (verify_walk).
+        report = (
+            verify_ledger(folder, settings.ledger)
+            if settings.ledger or not isolate
+            else VerifyReport(**walk_ledger(folder))
+        )
+    except ForeignStoreError as e:
+        damaged = None if settings.ledger else open_failure_report(folder, e)
+        if damaged is None:
+            raise
+        return VerifyReport(**damaged)
+    if not report.ok or (not report.sealed and not settings.ledger):
+        # A clear LMDB ledger is fully checked by the walk; the engine is not opened in this
+        # process (its open reads other databases of the file, where LMDB may abort).
         return report
     try:
-        engine = MemoryEngine.open(Path(root), create=False, config=settings, master_key=master_key)
+        engine = MemoryEngine.open(
+            Path(root), create=False, config=settings, master_key=master_key, read_only=True
+        )
     except MasterKeyError as e:
         if e.reason_code != "master_key_missing":
             raise
-        return report
+        return report if settings.ledger else _check_erasures_without_key(folder, report)
     with engine:
-        return verify_store(engine)
+        report = verify_store(engine)
+        missing = unrecorded_erasures(engine) if report.ok else []
+    return _erasure_mismatch(report, missing)
+
+
+def _erasure_mismatch(
+    report: VerifyReport, missing: list[tuple[UUID, list[DataKeyRecord]]]
+) -> VerifyReport:
+    """``report``, or, when the key store records erasures the ledger lacks (``missing``:
+    ``(command id, its data key records)``), a report not ok naming the first."""
+    if not missing:
+        return report
+    command, records = missing[0]
+    when = records[0].erased_at.isoformat() if records[0].erased_at else "an unknown time"
+    return msgspec.structs.replace(
+        report,
+        ok=False,
+        problem=(
+            f"the key store says {len(records)} namespace(s) were erased at {when} "
+            f"(erasure {command}), and the ledger holds no NamespaceErased record of it "
+            "(a ledger copied back from before the erasure, or an erasure interrupted "
+            "after its commit point); a writable open of the store records it"
+        ),
+    )
+
+
+def _check_erasures_without_key(folder: Path, report: VerifyReport) -> VerifyReport:
+    """The erasure check of an LMDB store verified without its master key: the key store's
+    erasure records (readable without the key) against the ledger's erasure streams. The
+    ledger was walked whole by the child, so reading it here is safe."""
+    from memory_ledger.commands.engine.ledger_url import open_ledger  # the engine's imports
+
+    commands: dict[UUID, list[DataKeyRecord]] = {}
+    for record in FileKeyStore(folder / "keys", read_only=True).read().keys:
+        if record.erase_command is not None:
+            commands.setdefault(record.erase_command, []).append(record)
+    if not commands:
+        return report
+    opened = open_ledger(folder, None, create=False, read_only=True)
+    try:
+        recorder: Any = opened.recorder
+        missing = [
+            (command, records)
+            for command, records in commands.items()
+            if not recorder.select_events(erasure_stream_id(command), limit=1)
+        ]
+    finally:
+        opened.factory.close()
+    return _erasure_mismatch(report, missing)
 
 
 def check_chain(log: LedgerLog, to: int | None = None, *, where: str = "") -> int:
@@ -237,7 +339,13 @@ def _link_problem(expected: int, position: int, previous: bytes, value: bytes) -
     return None
 
 
-def _verify(recorder: LedgerLog, check: _Check, *, opened: bool) -> VerifyReport:
+def _verify(
+    recorder: LedgerLog,
+    check: _Check,
+    *,
+    opened: bool,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
     counts = {"sealed": 0, "erased": 0}
 
     def report(**fields: Any) -> VerifyReport:
@@ -248,43 +356,119 @@ def _verify(recorder: LedgerLog, check: _Check, *, opened: bool) -> VerifyReport
     expected = 1
     previous = GENESIS_HASH
     checked = 0
-    for position, value in recorder.iter_log():
-        problem = _link_problem(expected, position, previous, value)
-        if problem is not None:
-            return report(
-                ok=False,
-                checked=checked,
-                head=position,
-                first_bad_position=min(expected, position),
-                problem=problem,
-            )
-        try:
-            record = decode_entry(position, value)
-            sealed = is_sealed(record.state)
-            erased = check(
-                record.topic, record.state, record.originator_id, record.originator_version
-            )
-        except (
-            msgspec.DecodeError,
-            MapperDeserialisationError,
-            ValueError,
-            TypeError,
-            MemoryLedgerError,
-        ) as e:
-            # A record that matches its hash yet does not decode (a forger who rehashed the
-            # chain, or a bug): named, never raised. The messages of these errors name no
-            # content of the record (an EncryptionError's only a key id).
-            return report(
-                ok=False,
-                checked=checked,
-                head=position,
-                first_bad_position=position,
-                problem=f"record {position} does not decode: {type(e).__name__}"
-                + (f" ({e})" if isinstance(e, EncryptionError) else ""),
-            )
-        counts["sealed"] += sealed
-        counts["erased"] += erased
-        previous = value[:HASH_SIZE]
-        expected += 1
-        checked += 1
+    try:
+        for position, value in recorder.iter_log():
+            bad = _check_one(expected, position, previous, value, check, counts)
+            if bad is not None:
+                return report(
+                    ok=False,
+                    checked=checked,
+                    head=position,
+                    first_bad_position=bad[0],
+                    problem=bad[1],
+                )
+            previous = value[:HASH_SIZE]
+            expected += 1
+            checked += 1
+            if progress is not None:
+                progress(position)
+    except LedgerDamagedError as e:
+        # The file's B-tree is damaged below the records (a page of the wrong type, a key
+        # that is not a position): the walk stops where it was.
+        position = getattr(e, "position", None) or expected
+        return report(
+            ok=False,
+            checked=checked,
+            head=checked,
+            first_bad_position=position,
+            problem=str(e),
+            damaged=True,
+        )
     return report(ok=True, checked=checked, head=expected - 1)
+
+
+def _check_one(
+    expected: int,
+    position: int,
+    previous: bytes,
+    value: bytes,
+    check: _Check,
+    counts: dict[str, int],
+) -> tuple[int, str] | None:
+    """The first bad position and the problem of the record at ``position`` (stored
+    ``value``), or None when it chains and decodes (then ``counts`` are updated)."""
+    problem = _link_problem(expected, position, previous, value)
+    if problem is not None:
+        return min(expected, position), problem
+    try:
+        record = decode_entry(position, value)
+        sealed = is_sealed(record.state)
+        erased = check(record.topic, record.state, record.originator_id, record.originator_version)
+    except (
+        msgspec.DecodeError,
+        MapperDeserialisationError,
+        ValueError,
+        TypeError,
+        MemoryLedgerError,
+    ) as e:
+        # A record that matches its hash yet does not decode (a forger who rehashed the
+        # chain, or a bug): named, never raised. The messages of these errors name no
+        # content of the record (an EncryptionError's only a key id).
+        return position, f"record {position} does not decode: {type(e).__name__}" + (
+            f" ({e})" if isinstance(e, EncryptionError) else ""
+        )
+    counts["sealed"] += sealed
+    counts["erased"] += erased
+    return None
+
+
+def _child(root: str) -> int:
+    """The child of :func:`~memory_ledger.replay.audit.verify_walk.walk_ledger`: ``P n`` lines as
+    it verifies, then ``R <report json>`` or ``E <pickled typed error>``."""
+    out = sys.stdout
+
+    def progress(position: int) -> None:
+        if position % PROGRESS_EVERY == 0:
+            out.write(f"P {position}\n")
+            out.flush()
+
+    try:
+        report = verify_ledger(root, None, progress=progress)
+        if report.ok:
+            report = _walk_databases(Path(root), report, out)
+    except MemoryLedgerError as e:
+        out.write("E " + base64.b64encode(pickle.dumps(e)).decode("ascii") + "\n")
+        return 0
+    out.write("R " + msgspec.json.encode(report).decode("utf-8") + "\n")
+    return 0
+
+
+def _walk_databases(root: Path, report: VerifyReport, out: Any) -> VerifyReport:
+    """After an intact chain: every page of every database of the ledger file read (the
+    indexes and identity records the engine needs to open the store); ``D name`` lines name
+    the database being read. The report, or one not ok naming the damaged database."""
+    current = ["main"]
+    out.write(f"P {report.head}\n")  # every position verified
+
+    def visit(name: str) -> None:
+        current[0] = name
+        out.write(f"D {name}\n")
+        out.flush()
+
+    try:
+        walk_databases(root / "ledger", visit)
+    except LedgerDamagedError as e:
+        return msgspec.structs.replace(
+            report,
+            ok=False,
+            damaged=True,
+            problem=(
+                f"the ledger file is damaged in its {current[0]!r} database, below the records "
+                f"(positions 1..{report.head} verified): {e}"
+            ),
+        )
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

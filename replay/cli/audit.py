@@ -138,7 +138,8 @@ def verify(
         )
     else:
         common.err.print(
-            f"[bold red]tampered:[/] {escape(report.problem or '')}",
+            f"[bold red]{'damaged' if report.damaged else 'tampered'}:[/] "
+            f"{escape(report.problem or '')}",
             highlight=False,
             soft_wrap=True,
         )

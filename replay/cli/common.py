@@ -317,14 +317,17 @@ def store_folder(store: Path | None, config: MemoryConfig) -> Path:
 
 
 def open_for_audit(ctx: typer.Context, store: Path | None) -> MemoryEngine:
-    """The existing store ``--store`` (or ``store_dir``) names, opened with
-    :func:`audit_config` (lexical; never creates a store)."""
+    """The existing store ``--store`` (or ``store_dir``) names, opened READ-ONLY with
+    :func:`audit_config` (lexical; never creates a store, never writes the ledger or the
+    key store: an audit completes no pending erasure)."""
     from memory_ledger.commands.engine.memory_engine import (
         MemoryEngine,  # the engine's imports: on use
     )
 
     config = audit_config(ctx)
-    return MemoryEngine.open(store_folder(store, config), create=False, config=config)
+    return MemoryEngine.open(
+        store_folder(store, config), create=False, config=config, read_only=True
+    )
 
 
 def _one_line(text: str) -> str:

@@ -58,6 +58,7 @@ OUTPUTS = {
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",
     "verify_flips": "verify_flips.json",
+    "verify_file_flips": "verify_file_flips.json",
     "word_targets": "word_targets.json",
 }
 

@@ -41,6 +41,8 @@ HOLDS_NO_CONTENT = {
     "ledger/key_store.py": "the key store: wrapped keys and namespace digests only",
     "replay/cli/erase.py": "a new master key file (random bytes)",
     "replay/cli/receipts.py": "a new signing key pair (random bytes)",
+    "replay/audit/rebuild.py": "a writability probe (an empty file, removed); the rebuilt "
+    "DuckDB file is written by projections/store.py given the erased namespaces",
     "replay/audit/receipts.py": "an erasure receipt: keyed digests, positions, key ids, no name",
     "replay/scripts/locomo.py": "the LoCoMo converter's output script, outside any store",
     "replay/conformance/mutants.py": "the kit's deliberately broken test stores: their own "

@@ -1,0 +1,133 @@
+"""The ledger walk of ``memory-ledger verify`` run in a child process, so that damage LMDB
+meets with a C assertion (``mdb.c: Assertion 'IS_LEAF(mp)' failed``: a branch or leaf page
+whose type flags were changed) kills the child, not the caller.
+
+LMDB checks some of its B-tree invariants with ``assert``, which aborts the process
+(``SIGABRT``); no Python code can catch that. :func:`walk_ledger` runs
+:func:`~memory_ledger.replay.audit.verify.verify_ledger` in ``python -m
+memory_ledger.replay.audit.verify ROOT``; the child streams the last verified position while
+it walks and ends with its report (or the typed error it met, pickled). When the child dies
+by a signal, the ledger file is reported damaged below the record level, naming the file and
+the positions verified before the child stopped. Only the audit (``verify``) pays for the
+child (about the start of one interpreter); the engine's readers read in process.
+
+:func:`open_failure_report`: a ledger file that LMDB refuses as "not an LMDB file" in a folder
+that is a memory-ledger store (a ``projections`` or ``keys`` folder beside ``ledger``, or an
+LMDB magic number still in one of the two meta pages) is reported damaged, not foreign.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+
+from memory_ledger.ledger.errors import ForeignStoreError, LedgerInternalError
+
+__all__ = ["PROGRESS_EVERY", "open_failure_report", "walk_ledger"]
+
+PROGRESS_EVERY = 64
+"""The child reports its position after every this many records."""
+
+_LMDB_MAGIC = 0xBEEFC0DE
+_META_PAGES = (0, 4096)
+"""Byte offsets of LMDB's two meta pages (4 KiB pages); the magic is at 16 bytes in."""
+
+
+def walk_ledger(root: Path) -> dict[str, Any]:
+    """The fields of the :class:`~memory_ledger.replay.audit.verify.VerifyReport` of the LMDB
+    ledger of store folder ``root``, walked without the master key in a child process
+    (``python -m memory_ledger.replay.audit.verify ROOT``).
+
+    :returns: the child's report; when the child died by a signal, a report (not ok) naming
+        the file, the signal and the positions verified before it stopped.
+    :raises MemoryLedgerError: the typed error the child met opening the ledger (e.g.
+        ``StoreUnavailableError``, ``ForeignStoreError``), re-raised here.
+    :raises LedgerInternalError: the child failed in another way (its last line is named).
+    """
+    package_parent = str(Path(__file__).absolute().parents[2])  # the folder holding memory_ledger
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    child = subprocess.run(
+        [sys.executable, "-m", "memory_ledger.replay.audit.verify", str(root)],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    last, database = 0, ""
+    for line in child.stdout.decode("ascii", "replace").splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "P":
+            last = int(rest)
+        elif kind == "D":
+            database = rest
+        elif kind == "R" and child.returncode == 0:
+            return cast(dict[str, Any], msgspec.json.decode(rest))
+        elif kind == "E" and child.returncode == 0:
+            error = pickle.loads(base64.b64decode(rest))  # noqa: S301 (our own child's bytes)
+            raise error
+    if child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        verified = f"positions 1..{last} verified" if last else "no position verified"
+        where = f"{database!r} database" if database else "B-tree"
+        return dict(
+            ok=False,
+            checked=last,
+            head=last,
+            first_bad_position=None if database else last + 1,
+            problem=(
+                f"the ledger file {str(root / 'ledger' / 'data.mdb')!r} is damaged: LMDB's "
+                f"{where} is damaged below the record level (the reader stopped on {name} "
+                f"after {verified})"
+            ),
+            opened=False,
+            damaged=True,
+        )
+    tail = child.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+    msg = f"the ledger walk of `verify` failed (exit {child.returncode}): {tail[0]}"
+    raise LedgerInternalError(msg, path=str(root))
+
+
+def open_failure_report(root: Path, error: ForeignStoreError) -> dict[str, Any] | None:
+    """A damage report (not ok) when ``error`` (``not_lmdb``, met opening the ledger of store
+    folder ``root``) is a damaged ledger file of a memory-ledger store; None when the folder
+    is not recognisably one (the error stands)."""
+    if error.reason_code != "not_lmdb":
+        return None
+    data = root / "ledger" / "data.mdb"
+    engine_made = (root / "projections").is_dir() or (root / "keys").is_dir()
+    if not (engine_made or _lmdb_magic(data)):
+        return None
+    return dict(
+        ok=False,
+        checked=0,
+        head=0,
+        first_bad_position=None,
+        problem=(
+            f"the ledger file {str(data)!r} is damaged: LMDB refuses its meta pages ({error}); "
+            "restore it from a backup"
+        ),
+        opened=False,
+        damaged=True,
+    )
+
+
+def _lmdb_magic(data: Path) -> bool:
+    """Whether one of the two meta pages of ``data`` still carries LMDB's magic number."""
+    try:
+        with data.open("rb") as f:
+            head = f.read(_META_PAGES[1] + 20)
+    except OSError:
+        return False
+    return any(
+        len(head) >= at + 20 and struct.unpack_from("<I", head, at + 16)[0] == _LMDB_MAGIC
+        for at in _META_PAGES
+    )
