@@ -182,14 +182,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.tagged_recorder: TaggedRecorder = recorder
         """The recorder as the consistency boundary uses it (tags, conditions, tagged reads)."""
         self.consistency_boundary = True
+        """Append decisions with their append condition (commands/canonical/boundary.py). False
+        only to measure its cost (``python -m benchmarks engine``): decisions are then
+        unguarded."""
         self.decision_deadline = DECISION_DEADLINE_SECONDS
-        self.decision_conflicts = 0
-        """How many decisions were refused by a conflict and re-decided (a figure)."""
         """Seconds a decision is re-read and re-decided after conflicts (jittered back-off)
         before :class:`ConcurrencyConflictError`
         (``commands.canonical.boundary.append_decision``)."""
-        """Append decisions with their append condition (commands/canonical/boundary.py). False only
-        to measure its cost (``python -m benchmarks engine``): decisions are then unguarded."""
+        self.decision_conflicts = 0
+        """How many decisions were refused by a conflict and re-decided (a figure)."""
         self.mapper = mapper
         self.projections = projections
         self._read_lock = projections.lock
