@@ -1,26 +1,25 @@
 """The one secret scan at the ledger's door (docs/design.md, issue 25 item 2).
 
-Every event passes :func:`check_event` in :meth:`MemoryEngine.append
-<memory_ledger.commands.engine.memory_engine.MemoryEngine.append>`, the one place events are
-encoded for
-the ledger (LMDB and PostgreSQL alike), before a byte of it is encoded. The scan walks EVERY
-string of the payload, however it got there: statements, subjects, predicates, values, tags,
-reasons, evidence ids, session and client labels, namespace parts, workspace paths,
-knowledge ids, error texts, dictionary keys and values, nested structs and sequences. An event
-that holds a secret-shaped value refuses the whole batch with :class:`SecretRefusedError`
-(``reason_code`` ``secret_detected``), naming the field (never the value): nothing is
-written. A new surface (a store adapter, a tool) inherits the rule instead of repeating it.
+Every event passes :func:`check_event` in
+:meth:`~memory_ledger.commands.engine.memory_engine.MemoryEngine.append`, the one place events are
+encoded for the ledger (LMDB and PostgreSQL alike), before a byte of it is encoded. The scan walks
+EVERY string of the payload, however it got there: statements, subjects, predicates, values, tags,
+reasons, evidence ids, session and client labels, namespace parts, workspace paths, knowledge ids,
+error texts, dictionary keys and values, nested structs and sequences. An event that holds a
+secret-shaped value refuses the whole batch with :class:`SecretRefusedError` (``reason_code``
+``secret_detected``), naming the field (never the value): nothing is written. A new surface (a
+store adapter, a tool) inherits the rule instead of repeating it.
 
 Transcripts keep their redaction (a turn is evidence: ``commands.session.extraction``
 replaces secret spans by ``[REDACTED:<kind>]`` markers before the event is built, and the
 markers are opaque to the scan), so a redacted transcript passes.
 
-Structured fields are scanned as whole fields too (:func:`~memory_ledger.commands.secrets.
-field_secret`): a bare generated password as an item's ``value`` or a tag, and a value whose
-item's predicate names a credential ("password", "api key", ...), are secrets though no
-keyword stands inside the value. Validation of extracted items asks the same question
-(:func:`item_secret_field`), so a candidate the door would refuse is rejected with a reason
-code instead of failing its turn.
+Structured fields are scanned as whole fields too
+(:func:`~memory_ledger.commands.secrets.field_secret`): a bare generated password as an item's
+``value`` or a tag, and a value whose item's predicate names a credential ("password", "api key",
+...), are secrets though no keyword stands inside the value. Validation of extracted items asks
+the same question (:func:`item_secret_field`), so a candidate the door would refuse is rejected
+with a reason code instead of failing its turn.
 
 Identifiers (a namespace's parts, a session id) are checked before any command is decided
 (:func:`check_identifiers`): they are stored in every event the command would write, so one
@@ -230,8 +229,8 @@ def check_identifiers(parts: Sequence[tuple[str, str | None]], why: str) -> None
 
     ``parts`` are ``(label, value)`` pairs (``("tenant", namespace.tenant)``, ``("session_id",
     session_id)``, ...); a ``None`` or empty value passes. ``why`` ends the message (what the
-    identifier would be stored in). Used by :meth:`MemoryEngine.session
-    <memory_ledger.commands.engine.memory_engine.MemoryEngine.session>` and
+    identifier would be stored in). Used by
+    :meth:`~memory_ledger.commands.engine.memory_engine.MemoryEngine.session` and
     :func:`~memory_ledger.commands.canonical.bulk_forget.forget_all`.
 
     :raises InvalidNamespaceError: the first part holding a secret (``reason_code``

@@ -35,8 +35,8 @@ __all__ = ["MemoryStore", "ReadModels"]
 
 class ReadModels(NamedTuple):
     """The engine's projection connection, for read-only SQL, and the ledger position its
-    read models reflect. Valid only inside :meth:`MemoryEngine.read_models
-    <memory_ledger.commands.engine.memory_engine.MemoryEngine.read_models>`."""
+    read models reflect. Valid only inside
+    :meth:`~memory_ledger.commands.engine.memory_engine.MemoryEngine.read_models`."""
 
     conn: duckdb.DuckDBPyConnection
     position: int

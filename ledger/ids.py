@@ -119,7 +119,12 @@ class Namespace(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=Fals
         """Return self, or raise :class:`InvalidNamespaceError` naming the bad part."""
         for name in ("tenant", "principal", "scope_id"):
             value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
+            if not isinstance(value, str):
+                msg = f"namespace {name} must be a string, got {type(value).__name__}"
+                raise InvalidNamespaceError(
+                    msg, parameter=name, reason_code="namespace_part_not_a_string"
+                )
+            if not value.strip():
                 msg = f"namespace {name} must be a non-empty string, got {value!r}"
                 raise InvalidNamespaceError(msg, parameter=name, reason_code="empty_namespace_part")
             _check_stored_label(value, f"namespace {name}", name, "namespace_part_too_long")

@@ -16,10 +16,10 @@ result decodes straight into the event class, so a malformed payload fails with
 half-built event. The library's optional compressor and cipher are applied as in its own
 ``Mapper`` (compress, then encrypt). No JSON on this path.
 
-Encryption at rest per namespace (issue #16): with a :class:`~memory_ledger.ledger.keyring.
-Keyring` that encrypts, the state of every event whose class is ``sealed`` is sealed with its
-namespace's data key (:mod:`memory_ledger.ledger.sealing`); decoding opens it, once per
-event. A payload whose key was erased decodes to an
+Encryption at rest per namespace (issue #16): with a
+:class:`~memory_ledger.ledger.keyring.Keyring` that encrypts, the state of every event whose class
+is ``sealed`` is sealed with its namespace's data key (:mod:`memory_ledger.ledger.sealing`);
+decoding opens it, once per event. A payload whose key was erased decodes to an
 :class:`~memory_ledger.ledger.events.ErasedPayload` (never an error, never ciphertext).
 """
 

@@ -1,9 +1,9 @@
 """The key store of a PostgreSQL ledger: one row in ``<events table>_keys`` beside it.
 
 Hosts sharing a PostgreSQL ledger share its data keys (each host's store folder holds only
-its projection files). The table holds the same :class:`~memory_ledger.ledger.key_store.
-KeyStoreState` the LMDB store's file holds, as one msgpack value with a ``generation``
-counter:
+its projection files). The table holds the same
+:class:`~memory_ledger.ledger.key_store.KeyStoreState` the LMDB store's file holds, as one msgpack
+value with a ``generation`` counter:
 
 - :meth:`PostgresKeyStore.update` reads the row ``FOR UPDATE`` (serialising writers across
   hosts), applies the change and writes the new value in the same transaction;

@@ -14,8 +14,9 @@ surfaces.
   :mod:`~memory_ledger.replay.cli` (``memory-ledger``), on the surfaces.
 
 This face keeps the audit library's names where hosts and docs import them
-(``from memory_ledger.replay import explain``); they live in :mod:`memory_ledger.replay.audit`.
-The names below are imported on first use (see :mod:`memory_ledger.ledger.lazy_exports`).
+(``from memory_ledger.replay import explain``); each is the audit face's own name, looked up
+there on first use (see :mod:`memory_ledger.ledger.lazy_exports`), so the table of which module
+defines it is kept once, in :mod:`memory_ledger.replay.audit`.
 """
 
 from __future__ import annotations
@@ -25,48 +26,44 @@ from typing import TYPE_CHECKING
 from memory_ledger.ledger.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.audit.backup import (
+    from memory_ledger.replay.audit import (
+        EVENT_TYPES,
+        AsOf,
         BackupManifest,
-        BackupReport,
-        RestoreReport,
-        backup_store,
-        restore_store,
-    )
-    from memory_ledger.replay.audit.errors import (
         BackupManifestError,
+        BackupReport,
+        CheckReport,
+        EventFilter,
+        ExportReport,
+        Lineage,
         NotABackupError,
         OutputExistsError,
         OutputNotADirectoryError,
         OutputUnwritableError,
-    )
-    from memory_ledger.replay.audit.export import ExportReport, export_store
-    from memory_ledger.replay.audit.filters import (
-        EVENT_TYPES,
-        EventFilter,
-        describe_event,
-        filter_events,
-    )
-    from memory_ledger.replay.audit.lineage import (
-        Lineage,
-        UnknownMemoryError,
-        explain,
-        render_mermaid,
-        stream_events,
-    )
-    from memory_ledger.replay.audit.points import PointError, parse_point, parse_timestamp
-    from memory_ledger.replay.audit.rebuild import (
-        CheckReport,
+        PointError,
         PositionOutOfRangeError,
         RebuildReport,
+        RestoreReport,
+        StoreStats,
         TableDifference,
+        UnknownMemoryError,
+        VerifyReport,
+        as_of,
+        backup_store,
         build_projections,
         check_projections,
+        describe_event,
+        explain,
+        export_store,
+        filter_events,
+        parse_point,
+        parse_timestamp,
+        position_at,
         rebuild_projections,
-    )
-    from memory_ledger.replay.audit.stats import StoreStats, store_stats
-    from memory_ledger.replay.audit.timetravel import AsOf, as_of, position_at
-    from memory_ledger.replay.audit.verify import (
-        VerifyReport,
+        render_mermaid,
+        restore_store,
+        store_stats,
+        stream_events,
         verify_ledger,
         verify_path,
         verify_store,
@@ -115,48 +112,4 @@ __all__ = [
     "verify_store",
 ]
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "AsOf": "memory_ledger.replay.audit.timetravel",
-        "BackupManifest": "memory_ledger.replay.audit.backup",
-        "BackupManifestError": "memory_ledger.replay.audit.errors",
-        "BackupReport": "memory_ledger.replay.audit.backup",
-        "CheckReport": "memory_ledger.replay.audit.rebuild",
-        "EVENT_TYPES": "memory_ledger.replay.audit.filters",
-        "EventFilter": "memory_ledger.replay.audit.filters",
-        "ExportReport": "memory_ledger.replay.audit.export",
-        "Lineage": "memory_ledger.replay.audit.lineage",
-        "NotABackupError": "memory_ledger.replay.audit.errors",
-        "OutputExistsError": "memory_ledger.replay.audit.errors",
-        "OutputNotADirectoryError": "memory_ledger.replay.audit.errors",
-        "OutputUnwritableError": "memory_ledger.replay.audit.errors",
-        "PointError": "memory_ledger.replay.audit.points",
-        "PositionOutOfRangeError": "memory_ledger.replay.audit.rebuild",
-        "RebuildReport": "memory_ledger.replay.audit.rebuild",
-        "RestoreReport": "memory_ledger.replay.audit.backup",
-        "StoreStats": "memory_ledger.replay.audit.stats",
-        "TableDifference": "memory_ledger.replay.audit.rebuild",
-        "UnknownMemoryError": "memory_ledger.replay.audit.lineage",
-        "VerifyReport": "memory_ledger.replay.audit.verify",
-        "as_of": "memory_ledger.replay.audit.timetravel",
-        "backup_store": "memory_ledger.replay.audit.backup",
-        "build_projections": "memory_ledger.replay.audit.rebuild",
-        "check_projections": "memory_ledger.replay.audit.rebuild",
-        "describe_event": "memory_ledger.replay.audit.filters",
-        "explain": "memory_ledger.replay.audit.lineage",
-        "export_store": "memory_ledger.replay.audit.export",
-        "filter_events": "memory_ledger.replay.audit.filters",
-        "parse_point": "memory_ledger.replay.audit.points",
-        "parse_timestamp": "memory_ledger.replay.audit.points",
-        "position_at": "memory_ledger.replay.audit.timetravel",
-        "rebuild_projections": "memory_ledger.replay.audit.rebuild",
-        "render_mermaid": "memory_ledger.replay.audit.lineage",
-        "restore_store": "memory_ledger.replay.audit.backup",
-        "store_stats": "memory_ledger.replay.audit.stats",
-        "stream_events": "memory_ledger.replay.audit.lineage",
-        "verify_ledger": "memory_ledger.replay.audit.verify",
-        "verify_path": "memory_ledger.replay.audit.verify",
-        "verify_store": "memory_ledger.replay.audit.verify",
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(__all__, "memory_ledger.replay.audit"))

@@ -70,9 +70,9 @@ class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
     ``engine`` is the blocking :class:`~memory_ledger.commands.MemoryEngine` underneath:
     read its plain attributes (``path``, ``config``) freely, but call its methods through
     :meth:`run` (the worker thread), never on the event loop. Commands, sessions and the
-    lifecycle are here; memory reads in :class:`~memory_ledger.commands.aio.reads.
-    AsyncEngineReads`, the ledger side in :class:`~memory_ledger.commands.aio.records.
-    AsyncEngineRecords`.
+    lifecycle are here; memory reads in
+    :class:`~memory_ledger.commands.aio.reads.AsyncEngineReads`, the ledger side in
+    :class:`~memory_ledger.commands.aio.records.AsyncEngineRecords`.
     """
 
     def __init__(
@@ -269,8 +269,8 @@ class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
         )
 
     async def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
-        """Re-wrap every live data key under a new master key (:meth:`MemoryEngine.
-        rotate_master_key`); how many keys."""
+        """Re-wrap every live data key under a new master key
+        (:meth:`MemoryEngine.rotate_master_key`); how many keys."""
         return await self._worker.run(self.engine.rotate_master_key, new_master_key)
 
     async def remove_idle_projections(self) -> int:

@@ -79,9 +79,9 @@ class AsyncEngineRecords:
         return await self._worker.run(self.engine.read_records, after, limit, stop)
 
     def event_decoder(self) -> EventDecoder:
-        """A decoder for the records of :meth:`read_records` (:meth:`MemoryEngine.
-        event_decoder`). A plain method: building it reads nothing, and decoding is pure
-        CPU work on bytes already read."""
+        """A decoder for the records of :meth:`read_records` (:meth:`MemoryEngine.event_decoder`).
+        A plain method: building it reads nothing, and decoding is pure CPU work on bytes already
+        read."""
         return self.engine.event_decoder()
 
     async def catch_up(self, to: int | None = None) -> int:

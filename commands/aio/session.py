@@ -47,9 +47,10 @@ class AsyncMemorySession(AsyncSessionCommands, AsyncSessionContext):
     ``session`` is the blocking :class:`~memory_ledger.commands.MemorySession` underneath
     (call its methods only from the engine's worker, e.g. through
     ``AsyncMemoryEngine.run``). ``namespace`` and ``session_id`` are its own. Evidence,
-    turns, recall and the lifecycle are here; commands in :class:`~memory_ledger.commands.
-    aio.session_commands.AsyncSessionCommands`, context assembly, workspace and compaction
-    in :class:`~memory_ledger.commands.aio.session_context.AsyncSessionContext`.
+    turns, recall and the lifecycle are here; commands in
+    :class:`~memory_ledger.commands.aio.session_commands.AsyncSessionCommands`, context assembly,
+    workspace and compaction in
+    :class:`~memory_ledger.commands.aio.session_context.AsyncSessionContext`.
     """
 
     def __init__(self, session: MemorySession, worker: EngineWorker) -> None:

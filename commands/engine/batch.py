@@ -2,13 +2,12 @@
 
 :meth:`MemoryEngine.apply_batch` / :meth:`~MemoryEngine.remember_many` write a whole batch as
 one short session (``batch-<hex>``): one append condition, one transaction, one sync
-(:meth:`DirectCommands.run_many
-<memory_ledger.commands.engine.direct.DirectCommands.run_many>`). A crash leaves all of it or
-none of it; the ledger shows each operation as its own ExplicitCommandApplied (turn ``i + 1``)
-and its reconciliation, so ``explain`` walks any memory back to the batch and its place in
-it. What every direct command checks (the secret door, validation, the namespace rules, the
-decision under an append condition) holds for each operation: the batch is refused whole,
-naming the operation (``ops[i]``), before anything is written.
+(:meth:`~memory_ledger.commands.engine.direct.DirectCommands.run_many`). A crash leaves all of it
+or none of it; the ledger shows each operation as its own ExplicitCommandApplied (turn ``i + 1``)
+and its reconciliation, so ``explain`` walks any memory back to the batch and its place in it.
+What every direct command checks (the secret door, validation, the namespace rules, the decision
+under an append condition) holds for each operation: the batch is refused whole, naming the
+operation (``ops[i]``), before anything is written.
 """
 
 from __future__ import annotations

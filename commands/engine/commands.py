@@ -1,7 +1,8 @@
 """The engine's commands that change memory by name: direct commands (``remember``,
 ``forget``, ``correct``, ``pin``, ``forget_all``) and erasure by crypto-shredding
-(``erase``, ``rotate_master_key``). A base of :class:`~memory_ledger.commands.engine.memory_engine.
-MemoryStore`; the attributes below are set by its ``__init__``.
+(``erase``, ``rotate_master_key``). A base of
+:class:`~memory_ledger.commands.engine.memory_engine.MemoryStore`; the attributes below are set by
+its ``__init__``.
 """
 
 from __future__ import annotations
@@ -80,9 +81,8 @@ class EngineCommands:
         occurred_at: datetime | None = None,
     ) -> DirectResult:
         """Store ``statement`` as canonical memory of ``namespace``, durable on return
-        (:meth:`DirectCommands.remember
-        <memory_ledger.commands.engine.direct.DirectCommands.remember>`;
-        ``occurred_at``: when it was said, the value's valid time).
+        (:meth:`~memory_ledger.commands.engine.direct.DirectCommands.remember`; ``occurred_at``:
+        when it was said, the value's valid time).
         """
         return DirectCommands(self._engine).remember(
             namespace,
@@ -96,8 +96,7 @@ class EngineCommands:
 
     def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Forget one memory of ``namespace`` by id or by its words, durable on return
-        (:meth:`DirectCommands.forget
-        <memory_ledger.commands.engine.direct.DirectCommands.forget>`).
+        (:meth:`~memory_ledger.commands.engine.direct.DirectCommands.forget`).
         """
         return DirectCommands(self._engine).forget(namespace, statement_or_id)
 
@@ -113,10 +112,9 @@ class EngineCommands:
         """Supersede the memory ``target`` (or, without one, the memory ``statement``
         corrects: the same subject and attribute with another value; ``subject``, when
         given, decides whose) with ``statement``, durable on return
-        (:meth:`DirectCommands.correct
-        <memory_ledger.commands.engine.direct.DirectCommands.correct>`, which says how a
-        target is chosen from words and what is refused; ``occurred_at``: when it was said,
-        the new value's valid time).
+        (:meth:`~memory_ledger.commands.engine.direct.DirectCommands.correct`, which says how a
+        target is chosen from words and what is refused; ``occurred_at``: when it was said, the
+        new value's valid time).
         """
         return DirectCommands(self._engine).correct(
             namespace, statement, target=target, subject=subject, occurred_at=occurred_at
@@ -124,8 +122,7 @@ class EngineCommands:
 
     def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
-        return (:meth:`DirectCommands.pin
-        <memory_ledger.commands.engine.direct.DirectCommands.pin>`).
+        return (:meth:`~memory_ledger.commands.engine.direct.DirectCommands.pin`).
         """
         return DirectCommands(self._engine).pin(namespace, statement_or_id)
 

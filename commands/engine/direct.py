@@ -452,11 +452,11 @@ class DirectCommands:
 
 
 class _DirectReads:
-    """The reads of a direct command's decision (:class:`~memory_ledger.commands.canonical.
-    explicit_command.CommandReads`): the ledger through ``reads``; a search by words of the
-    read models (caught up past ``reads.after``) puts the whole namespace in the append
-    condition, and a memory it names that the ledger reads do not show retrievable makes the
-    decision start again (:class:`StaleRead`)."""
+    """The reads of a direct command's decision
+    (:class:`~memory_ledger.commands.canonical.explicit_command.CommandReads`): the ledger through
+    ``reads``; a search by words of the read models (caught up past ``reads.after``) puts the
+    whole namespace in the append condition, and a memory it names that the ledger reads do not
+    show retrievable makes the decision start again (:class:`StaleRead`)."""
 
     def __init__(self, engine: MemoryStore, reads: DecisionReads) -> None:
         self._engine = engine

@@ -1,8 +1,8 @@
-"""Opening a store's parts for :meth:`MemoryEngine.open
-<memory_ledger.commands.engine.memory_engine.
-MemoryEngine.open>`: the master key (checked before the ledger opens), the ledger and its
-recorder, the mapper with its keyring, the tag index, the projection slot and the configured
-embedding provider. On any failure what was opened is closed again.
+"""Opening a store's parts for
+:meth:`~memory_ledger.commands.engine.memory_engine.MemoryEngine.open`: the
+master key (checked before the ledger opens), the ledger and its recorder, the mapper with its
+keyring, the tag index, the projection slot and the configured embedding provider. On any failure
+what was opened is closed again.
 """
 
 from __future__ import annotations

@@ -63,9 +63,9 @@ class EngineVectors:
         a vector lexically only.
 
         :param timeout: seconds, a finite number >= 0.
-        :param raise_on_timeout: raise :class:`~memory_ledger.commands.errors.
-            VectorsPendingError` (how many vectors are missing, the provider's last failure)
-            instead of returning False.
+        :param raise_on_timeout: raise :class:`~memory_ledger.commands.errors.VectorsPendingError`
+            (how many vectors are missing, the provider's last failure) instead of returning
+            False.
         :raises InvalidArgumentError: ``timeout`` is NaN, infinite, negative or not a number.
         :raises VectorsPendingError: ``raise_on_timeout`` and the vectors are not ready.
         """

@@ -3,9 +3,9 @@ memory, quoted phrases, and the memories remembered next to a strong match.
 
 Each is a pure function of the query and the memories as the recall index holds them
 (retrievable, of the one namespace, as of the read: a forgotten memory is not there, so it
-lends nothing), and each is off unless its weight in :class:`~memory_ledger.commands.recall.
-fusion.HybridFusion` is above 0. Weights were chosen on LoCoMo by
-leave-one-conversation-out (``python -m benchmarks locomo``), each signal measured alone
+lends nothing), and each is off unless its weight in
+:class:`~memory_ledger.commands.recall.fusion.HybridFusion` is above 0. Weights were chosen on
+LoCoMo by leave-one-conversation-out (``python -m benchmarks locomo``), each signal measured alone
 first and kept only where it helped.
 
 - Names (:func:`query_names`): capitalised words of the query that are not its first word

@@ -59,15 +59,14 @@ class SessionCommands(SessionRecall):
 
         The event is appended before the session overlay changes; it takes effect in this
         session at once and in canonical memory at ``finish()``. The command is decided as on
-        every surface (:func:`~memory_ledger.commands.canonical.explicit_command.
-        decide_command`): ``target`` names the memory of a forget/pin/correct by id;
-        without it, a ``forget``/``pin`` targets the one retrievable memory (canonical or
-        this session's) holding every content word of ``statement``, and a ``correct`` the
-        one about the same subject and attribute with another value (a correction naming
-        no memory is simply remembered; :mod:`~memory_ledger.commands.canonical.
-        word_targets`). ``correct`` keeps the target's subject and predicate so it
-        supersedes it. ``item`` lets a host give the structured memory for
-        remember/correct.
+        every surface (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`):
+        ``target`` names the memory of a forget/pin/correct by id; without it, a
+        ``forget``/``pin`` targets the one retrievable memory (canonical or this session's)
+        holding every content word of ``statement``, and a ``correct`` the one about the same
+        subject and attribute with another value (a correction naming no memory is simply
+        remembered; :mod:`~memory_ledger.commands.canonical.word_targets`). ``correct`` keeps the
+        target's subject and predicate so it supersedes it. ``item`` lets a host give the
+        structured memory for remember/correct.
 
         ``occurred_at`` (an aware datetime) is when the user said it in the conversation;
         when None, the ``occurred_at`` of turn ``turn_id``'s transcript if this session
@@ -266,11 +265,11 @@ class SessionCommands(SessionRecall):
 
 
 class _SessionReads:
-    """The reads of a session's explicit command (:class:`~memory_ledger.commands.canonical.
-    explicit_command.CommandReads`): a target id from the ledger (another namespace's reads
-    as unknown), words among the session's live memories (canonical and this session's
-    facts, lexical only: a word must be in the memory itself), what a correction keeps from
-    the ledger or the session."""
+    """The reads of a session's explicit command
+    (:class:`~memory_ledger.commands.canonical.explicit_command.CommandReads`): a target id from
+    the ledger (another namespace's reads as unknown), words among the session's live memories
+    (canonical and this session's facts, lexical only: a word must be in the memory itself), what
+    a correction keeps from the ledger or the session."""
 
     def __init__(self, session: SessionCommands) -> None:
         self._session = session

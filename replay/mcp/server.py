@@ -207,11 +207,11 @@ def _error_text(error: BaseException, arguments: Collection[str], names: Mapping
     ``arguments`` are the tool's argument names and ``names`` maps the engine's parameter
     names to them (``{"statement_or_id": "memory"}``, ``{"at": "as_of"}``): a mapped name
     holding an underscore is replaced wherever it stands in the message as a word, and when
-    the error names its ``parameter`` (:class:`~memory_ledger.ledger.errors.
-    InvalidArgumentError`, :class:`~memory_ledger.commands.errors.CommandRejectedError`)
-    and the message does not say which tool argument that was, the argument is put first
-    (``as_of: position 9 is beyond the ledger head 3``). Secret shapes are redacted and the
-    message is cut to :data:`MESSAGE_CHARS`."""
+    the error names its ``parameter`` (:class:`~memory_ledger.ledger.errors.InvalidArgumentError`,
+    :class:`~memory_ledger.commands.errors.CommandRejectedError`) and the message does not say
+    which tool argument that was, the argument is put first (``as_of: position 9 is beyond the
+    ledger head 3``). Secret shapes are redacted and the message is cut to
+    :data:`MESSAGE_CHARS`."""
     message = " ".join(str(error)[: 4 * _SCAN_CHARS].split())
     for engine_name, argument in names.items():
         if "_" in engine_name:
