@@ -184,3 +184,48 @@ def test_nothing_in_the_data_chooses_a_namespace(
         assert rows_of(engine, USERS["alice"])
     assert report.namespaces == 1
     assert {r.reason_code for r in report.refused} == {"unmapped_user", "owner_unknown"}
+
+
+@pytest.mark.parametrize("kill_after", [2, 7])
+def test_an_import_killed_mid_way_resumes_to_the_state_of_one_clean_run(
+    tmp_path: Path, mem0_store: tuple[Path, dict[str, Any]], kill_after: int
+) -> None:
+    """SIGKILL of a process importing (after ``kill_after`` rows, while it writes the next),
+    then a rerun: the state of one clean run, nothing twice."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.imports.mem0_fixtures import ROOT
+
+    folder, _ = mem0_store
+    store = tmp_path / "store"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.imports.mem0_import_child",
+            str(store),
+            str(folder / "history.db"),
+            str(folder / "qdrant"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.strip() == f"row {kill_after}":
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    with MemoryEngine.open(tmp_path / "clean") as engine:
+        clean = mapped_import(engine, folder)
+        clean_state = state(engine)
+    with MemoryEngine.open(store) as engine:
+        resumed = mapped_import(engine, folder)
+        assert state(engine) == clean_state
+        again = mapped_import(engine, folder)
+    assert resumed.already >= kill_after - len(clean.refused)
+    assert resumed.imported + resumed.already == clean.imported
+    assert again.imported == 0
