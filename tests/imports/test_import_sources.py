@@ -157,3 +157,16 @@ def test_interchange_files_of_another_form_are_refused(
         import_interchange(engine, NS, broken)
     assert caught.value.reason_code == "interchange_line_invalid" and caught.value.line == 2
     assert engine.head == 0
+
+
+def test_the_errors_pickle_with_their_attributes() -> None:
+    import pickle
+
+    error = InterchangeFormatError(
+        "bad", path="/f", line=3, reason_code="interchange_version_unknown"
+    )
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.reason_code, again.path, again.line) == ("interchange_version_unknown", "/f", 3)
+    missing = pickle.loads(pickle.dumps(Mem0HistoryMissingError("gone", path="/h")))
+    assert isinstance(missing, FileNotFoundError) and missing.path == "/h"
+    assert missing.reason_code == "mem0_history_missing"
