@@ -5,7 +5,8 @@
   (:func:`read_qdrant_owners` reads whose each memory is from mem0's local vector store).
 - :func:`export_interchange`, :func:`import_interchange`: one namespace's memories with
   their versions, times, evidence and status as a versioned JSON Lines file, and back into
-  another store (compared by :func:`interchange_digest`).
+  another store (compared by :func:`interchange_digest`; :func:`collect_memories` gives the
+  memories in that form without writing a file).
 
 Every import is idempotent (a rerun writes nothing) and resumable (each item is one command
 whose session id derives from the item's own ids). The names below are imported on first
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from memory_ledger.replay.imports.interchange import (
         INTERCHANGE_VERSION,
         InterchangeReport,
+        collect_memories,
         export_interchange,
         interchange_digest,
     )
@@ -52,6 +54,7 @@ __all__ = [
     "Mem0ImportReport",
     "Mem0Owner",
     "Mem0VectorStoreError",
+    "collect_memories",
     "export_interchange",
     "import_interchange",
     "import_mem0",
@@ -73,6 +76,7 @@ __getattr__, __dir__ = lazy_exports(
         "Mem0ImportReport": "memory_ledger.replay.imports.mem0",
         "Mem0Owner": "memory_ledger.replay.imports.mem0_owners",
         "Mem0VectorStoreError": "memory_ledger.replay.imports.errors",
+        "collect_memories": "memory_ledger.replay.imports.interchange",
         "export_interchange": "memory_ledger.replay.imports.interchange",
         "import_interchange": "memory_ledger.replay.imports.interchange_import",
         "import_mem0": "memory_ledger.replay.imports.mem0",

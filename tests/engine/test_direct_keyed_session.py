@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_ledger.commands.canonical.explicit_command import CommandSpec
-from memory_ledger.commands.engine.direct import DirectCommands
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.canonical import CommandSpec
+from memory_ledger.commands.engine import DirectCommands, MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.ledger.ids import Namespace
 

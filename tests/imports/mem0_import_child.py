@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
-from memory_ledger.replay.imports.mem0 import import_mem0
-from memory_ledger.replay.imports.mem0_owners import read_qdrant_owners
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.replay.imports import import_mem0, read_qdrant_owners
 from tests.imports.test_mem0_import import USERS
 
 

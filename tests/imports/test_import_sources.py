@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.imports.errors import (
+from memory_ledger.replay.imports import (
     ImportSourceError,
     InterchangeFormatError,
     Mem0HistoryMissingError,
     Mem0HistorySchemaError,
     Mem0HistoryUnreadableError,
     Mem0VectorStoreError,
+    import_interchange,
+    import_mem0,
+    read_qdrant_owners,
 )
-from memory_ledger.replay.imports.interchange_import import import_interchange
-from memory_ledger.replay.imports.mem0 import import_mem0
-from memory_ledger.replay.imports.mem0_owners import read_qdrant_owners
 
 NS = Namespace("acme", "alice", "mem0")
 

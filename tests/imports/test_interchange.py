@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.imports.interchange import (
+from memory_ledger.replay.imports import (
     collect_memories,
     export_interchange,
+    import_interchange,
+    import_mem0,
     interchange_digest,
 )
-from memory_ledger.replay.imports.interchange_import import import_interchange
-from memory_ledger.replay.imports.mem0 import import_mem0
 
 SOURCE = Namespace("acme", "alice", "assistant")
 TARGET = Namespace("newco", "alice", "agent")

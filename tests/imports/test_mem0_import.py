@@ -13,12 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.imports.interchange import collect_memories, interchange_digest
-from memory_ledger.replay.imports.mem0 import import_mem0
+from memory_ledger.replay.imports import (
+    collect_memories,
+    import_mem0,
+    interchange_digest,
+    read_qdrant_owners,
+)
 from memory_ledger.replay.imports.mem0_history import read_history, row_time
-from memory_ledger.replay.imports.mem0_owners import read_qdrant_owners
 from tests.imports.mem0_fixtures import SECRET
 
 USERS = {
