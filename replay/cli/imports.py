@@ -194,6 +194,12 @@ def import_interchange_command(
     if as_json:
         common.print_json(msgspec.to_builtins(report))
         return
+    if not report.digest_matches:
+        common.err.print(
+            "warning: the memories read do not match the file's digest (changed after its "
+            "export, or cut short)",
+            highlight=False,
+        )
     refused = f"; refused {len(report.refused)} ({_refusals(report.refused)})"
     common.out.print(
         f"interchange: {report.lines} memories: imported {report.imported}, already there "

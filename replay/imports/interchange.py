@@ -50,8 +50,10 @@ __all__ = [
     "InterchangeReport",
     "InterchangeVersion",
     "export_interchange",
+    "collect_memories",
     "interchange_digest",
     "memory_digest_bytes",
+    "memory_key",
 ]
 
 INTERCHANGE_FORMAT = "memory-ledger.interchange"
@@ -132,7 +134,10 @@ def interchange_digest(memories: Iterable[InterchangeMemory]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _key(memory: InterchangeMemory) -> str:
+def memory_key(memory: InterchangeMemory) -> str:
+    """The ``key`` of a memory line: ``sha256:`` and the first 32 hex digits of the SHA-256
+    of :func:`memory_digest_bytes` (its content, so the same memory has the same key in
+    every store)."""
     return "sha256:" + hashlib.sha256(memory_digest_bytes(memory)).hexdigest()[:32]
 
 
@@ -233,7 +238,7 @@ def collect_memories(
             forgotten_at=ended,
             versions=tuple(_version(row) for row in chain),
         )
-        memories.append(msgspec.structs.replace(memory, key=_key(memory)))
+        memories.append(msgspec.structs.replace(memory, key=memory_key(memory)))
     far = datetime.max.replace(tzinfo=UTC)
     memories.sort(key=lambda m: (m.versions[0].occurred_at or far, m.key))
     return position, memories

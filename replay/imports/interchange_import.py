@@ -17,6 +17,7 @@ what validation refuses) are reported by line number and reason code, never thei
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +37,8 @@ from memory_ledger.replay.imports.interchange import (
     InterchangeHeader,
     InterchangeMemory,
     InterchangeVersion,
+    memory_digest_bytes,
+    memory_key,
 )
 from memory_ledger.replay.imports.shared import REFUSALS, RefusedItem, keyed_session_id
 
@@ -47,10 +50,15 @@ INTERCHANGE_SESSION_PREFIX = "interchange-"
 
 class InterchangeImportReport(msgspec.Struct, frozen=True, kw_only=True):
     """What :func:`import_interchange` did: memory ``lines`` read, ``imported`` now,
-    ``already`` imported by an earlier run, ``approximated`` (pruned or conflicted: see the
+    ``already`` imported by an earlier run, ``digest`` of the memory lines read
+    (:func:`~memory_ledger.replay.imports.interchange.interchange_digest`) and whether it
+    equals the header's (``digest_matches``: False for a file changed after its export or
+    cut short), ``approximated`` (pruned or conflicted: see the
     module docstring), ``refused`` lines, the ledger head after it and the wall time."""
 
     path: str
+    digest: str
+    digest_matches: bool
     lines: int
     imported: int
     already: int
@@ -60,43 +68,56 @@ class InterchangeImportReport(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
 
 
-def read_interchange(path: str | Path) -> Iterator[tuple[int, InterchangeMemory]]:
-    """The memory lines of the interchange file ``path`` with their 1-based line numbers.
+def _checked_header(first: bytes, file: Path) -> InterchangeHeader:
+    try:
+        header = msgspec.json.decode(first, type=InterchangeHeader)
+    except msgspec.DecodeError:
+        header = None
+    if header is None or header.format != INTERCHANGE_FORMAT:
+        msg = f"{str(file)!r} does not start with a {INTERCHANGE_FORMAT} header"
+        raise InterchangeFormatError(
+            msg, path=str(file), line=1, reason_code="interchange_version_unknown"
+        )
+    if header.version != INTERCHANGE_VERSION:
+        msg = (
+            f"{str(file)!r} is interchange version {header.version}; this version reads "
+            f"{INTERCHANGE_VERSION}"
+        )
+        raise InterchangeFormatError(
+            msg, path=str(file), line=1, reason_code="interchange_version_unknown"
+        )
+    return header
+
+
+def read_interchange(
+    path: str | Path,
+) -> tuple[InterchangeHeader, Iterator[tuple[int, InterchangeMemory]]]:
+    """The header of the interchange file ``path`` (checked now) and an iterator over its
+    memory lines with their 1-based line numbers.
 
     :raises ImportSourceError: no file at ``path`` (``import_source_missing``).
     :raises InterchangeFormatError: no header of this format and version
-        (``interchange_version_unknown``), or a line that is not a memory of it
-        (``interchange_line_invalid``, naming the line).
+        (``interchange_version_unknown``), or (while iterating) a line that is not a memory
+        of it (``interchange_line_invalid``, naming the line).
     """
     file = Path(path)
     if not file.is_file():
         msg = f"no interchange file at {str(file)!r}"
         raise ImportSourceError(msg, path=str(file), reason_code="import_source_missing")
-    memory_decoder = msgspec.json.Decoder(InterchangeMemory)
     with file.open("rb") as handle:
-        first = handle.readline()
-        try:
-            header = msgspec.json.decode(first, type=InterchangeHeader)
-        except msgspec.DecodeError:
-            header = None
-        if header is None or header.format != INTERCHANGE_FORMAT:
-            msg = f"{str(file)!r} does not start with a {INTERCHANGE_FORMAT} header"
-            raise InterchangeFormatError(
-                msg, path=str(file), line=1, reason_code="interchange_version_unknown"
-            )
-        if header.version != INTERCHANGE_VERSION:
-            msg = (
-                f"{str(file)!r} is interchange version {header.version}; this version reads "
-                f"{INTERCHANGE_VERSION}"
-            )
-            raise InterchangeFormatError(
-                msg, path=str(file), line=1, reason_code="interchange_version_unknown"
-            )
+        header = _checked_header(handle.readline(), file)
+    return header, _memories(file)
+
+
+def _memories(file: Path) -> Iterator[tuple[int, InterchangeMemory]]:
+    decoder = msgspec.json.Decoder(InterchangeMemory)
+    with file.open("rb") as handle:
+        handle.readline()  # the header, checked by read_interchange
         for number, raw in enumerate(handle, start=2):
             if not raw.strip():
                 continue
             try:
-                memory = memory_decoder.decode(raw)
+                memory = decoder.decode(raw)
             except msgspec.DecodeError as e:
                 # msgspec names the field, never the value
                 msg = f"line {number} of {str(file)!r} is not an interchange memory ({e})"
@@ -170,9 +191,14 @@ def import_interchange(
     direct = DirectCommands(engine, INTERCHANGE_SESSION_PREFIX)
     lines = imported = already = approximated = 0
     refused: list[RefusedItem] = []
-    for number, memory in read_interchange(path):
+    header, memories = read_interchange(path)
+    digest = hashlib.sha256()
+    for number, memory in memories:
         lines += 1
-        session_id = keyed_session_id(INTERCHANGE_SESSION_PREFIX, memory.key)
+        digest.update(memory_digest_bytes(memory) + b"\n")
+        # The key as the content says (a key edited in the file changes nothing).
+        key = memory_key(memory)
+        session_id = keyed_session_id(INTERCHANGE_SESSION_PREFIX, key)
         try:
             if engine.load_stream(session_stream_id(namespace, session_id)):
                 already += 1
@@ -184,13 +210,16 @@ def import_interchange(
             if e.reason_code == "session_exists":
                 already += 1
             else:
-                refused.append(_refused(number, memory, e))
+                refused.append(_refused(number, key, e))
         except REFUSALS as e:
-            refused.append(_refused(number, memory, e))
+            refused.append(_refused(number, key, e))
         if progress is not None:
             progress(lines)
+    content = "sha256:" + digest.hexdigest()
     return InterchangeImportReport(
         path=str(path),
+        digest=content,
+        digest_matches=content == header.digest,
         lines=lines,
         imported=imported,
         already=already,
@@ -201,10 +230,10 @@ def import_interchange(
     )
 
 
-def _refused(number: int, memory: InterchangeMemory, error: Exception) -> RefusedItem:
+def _refused(number: int, key: str, error: Exception) -> RefusedItem:
     return RefusedItem(
         item=f"line {number}",
-        memory=memory.key if memory.key.startswith("sha256:") else "",
+        memory=key,
         event="memory",
         reason_code=getattr(error, "reason_code", "refused"),
         parameter=getattr(error, "parameter", None),

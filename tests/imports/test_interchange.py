@@ -33,6 +33,7 @@ def round_trip(source: MemoryEngine, folder: Path) -> tuple[str, str, Any]:
     first = export_interchange(source, SOURCE, folder / "a.jsonl")
     with MemoryEngine.open(folder / "b") as target:
         report = import_interchange(target, TARGET, folder / "a.jsonl")
+        assert report.digest_matches and report.digest == first.digest
         again = import_interchange(target, TARGET, folder / "a.jsonl")
         assert again.imported == 0 and again.already == report.imported
         second = export_interchange(target, TARGET, folder / "b.jsonl")
@@ -153,3 +154,13 @@ def test_any_history_of_commands_round_trips(
                 source.pin(SOURCE, current[slot])
         before, after, report = round_trip(source, folder)
     assert before == after and report.refused == ()
+
+
+def test_a_file_changed_after_its_export_says_so(engine: MemoryEngine, tmp_path: Path) -> None:
+    engine.remember(SOURCE, "Alice lives in Lisbon.", occurred_at=T0)
+    export_interchange(engine, SOURCE, tmp_path / "a.jsonl")
+    text = (tmp_path / "a.jsonl").read_text().replace("Lisbon", "Porto")
+    (tmp_path / "b.jsonl").write_text(text)
+    with MemoryEngine.open(tmp_path / "b") as target:
+        report = import_interchange(target, TARGET, tmp_path / "b.jsonl")
+    assert report.imported == 1 and not report.digest_matches
