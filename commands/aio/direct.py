@@ -119,9 +119,15 @@ class AsyncDirectCommands:
         return await self._worker.run(self.commands.pin, namespace, statement_or_id)
 
     async def run_many(
-        self, namespace: Namespace, specs: Sequence[CommandSpec]
+        self,
+        namespace: Namespace,
+        specs: Sequence[CommandSpec],
+        *,
+        session_id: str | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision: the session id, each
         command's result and the reconciliation report (:meth:`DirectCommands.run_many`,
-        whose errors it raises)."""
-        return await self._worker.run(self.commands.run_many, namespace, specs)
+        whose errors it raises; ``session_id`` as there)."""
+        return await self._worker.run(
+            self.commands.run_many, namespace, specs, session_id=session_id
+        )

@@ -41,7 +41,7 @@ from memory_ledger.commands.canonical.reconcile import (
     Reconciler,
     plan_finish,
 )
-from memory_ledger.commands.errors import SupersededTargetError
+from memory_ledger.commands.errors import CommandRejectedError, SupersededTargetError
 from memory_ledger.commands.session.stream import utc_now
 from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
@@ -317,7 +317,11 @@ class DirectCommands:
         return session_id, applied[0], report
 
     def run_many(
-        self, namespace: Namespace, specs: Sequence[CommandSpec]
+        self,
+        namespace: Namespace,
+        specs: Sequence[CommandSpec],
+        *,
+        session_id: str | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision (one transaction, one
         sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
@@ -344,6 +348,14 @@ class DirectCommands:
         ``occurred_at`` (aware): when it was said, recorded in the command (the value's
         valid time, ``commands.canonical.reconcile``).
 
+        ``session_id``: the short session's whole id, derived by a caller that makes the
+        command idempotent (an import: from the imported item's own ids); it must start with
+        :attr:`prefix`. A session of that id already in the ledger (an earlier run wrote
+        it) is refused with ``session_exists`` and nothing is written. Default: the prefix
+        and a random hex id.
+
+        :raises CommandRejectedError: ``session_exists`` (see ``session_id``), or
+            ``invalid_session_id`` for one that does not start with the prefix.
         :raises UnknownMemoryError: a ``target`` names no retrievable memory now.
         :raises SupersededTargetError: a ``target`` was superseded.
         :raises CommandRejectedError: a (carried-over) item fails validation.
@@ -354,7 +366,12 @@ class DirectCommands:
             if spec.occurred_at is not None:
                 check_aware("occurred_at", spec.occurred_at)  # before anything is planned
         engine = self._engine
-        session_id = self._prefix + uuid.uuid4().hex
+        keyed = session_id is not None
+        if session_id is None:
+            session_id = self._prefix + uuid.uuid4().hex
+        elif not check_session_id(session_id, "session_id").startswith(self._prefix):
+            msg = f"session_id must start with the prefix {self._prefix!r}"
+            raise CommandRejectedError(msg, "invalid_session_id", parameter="session_id")
         stream = session_stream_id(namespace, session_id)
         policy = engine.config.activation_policy
         outcome: dict[str, Any] = {}
@@ -364,6 +381,9 @@ class DirectCommands:
             raise NamespaceErasedError(f"namespace {namespace.key()!r} was erased")
 
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
+            if keyed and engine.load_stream(stream):
+                msg = f"session {session_id!r} is already in the ledger; nothing was written"
+                raise CommandRejectedError(msg, "session_exists", parameter="session_id")
             at = utc_now()
             base = {"recorded_at": at, "namespace": namespace, "session_id": session_id}
             opened = SessionOpened(

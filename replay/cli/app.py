@@ -33,6 +33,7 @@ from memory_ledger.replay.cli.audit import events, explain_command, stats_comman
 from memory_ledger.replay.cli.common import NegativeNumberArguments, PipeAwareGroup, out
 from memory_ledger.replay.cli.erase import register as register_erase
 from memory_ledger.replay.cli.forget import register as register_forget
+from memory_ledger.replay.cli.imports import register as register_imports
 from memory_ledger.replay.cli.langgraph import register as register_langgraph
 from memory_ledger.replay.cli.mcp import register as register_mcp_commands
 from memory_ledger.replay.cli.recall import recall
@@ -128,6 +129,7 @@ register_erase(app)  # ``erase`` and ``keys new|rotate`` (replay/cli/erase.py)
 register_receipts(app)  # ``verify-receipt`` (replay/cli/receipts.py)
 register_langgraph(app)  # ``langgraph import|export`` (replay/cli/langgraph.py)
 register_ui(app)  # ``ui``: the read-only debugger in the browser (replay/ui/)
+register_imports(app)  # ``import mem0|interchange`` (replay/cli/imports.py)
 
 
 def main() -> None:

@@ -198,16 +198,33 @@ def export_command(
     store: StoreOption = None,
     ledger: LedgerOption = None,
     master_key_file: MasterKeyFileOption = None,
-    fmt: Annotated[str, typer.Option("--format", help="parquet or jsonl.")] = "parquet",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="parquet or jsonl; or interchange: one namespace's memories with their "
+            "versions as one JSON Lines file (--out FILE; needs --tenant, --principal and "
+            "--scope-id).",
+        ),
+    ] = "parquet",
     to: Annotated[
         int | None, typer.Option("--to", min=0, help="Export the state at this position.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder.")] = False,
+    tenant: TenantFilter = None,
+    principal: PrincipalFilter = None,
+    scope_id: ScopeFilter = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Export events and every read model as Parquet or JSON Lines files (+ manifest.json)."""
+    """Export events and every read model as Parquet or JSON Lines files (+ manifest.json),
+    or one namespace's memories in the interchange form (--format interchange)."""
     from memory_ledger.replay.audit.export import export_store
 
+    if fmt == "interchange":
+        from memory_ledger.replay.cli.imports import export_interchange_file
+
+        export_interchange_file(ctx, keep, store, to, force, (tenant, principal, scope_id), as_json)
+        return
     with common.user_errors():
         if fmt not in ("parquet", "jsonl"):
             msg = f"unknown --format {fmt!r}; use parquet or jsonl"

@@ -1,0 +1,278 @@
+"""The interchange form: one namespace's memories, each with its versions, times, evidence
+and status, as a versioned JSON Lines file that another store reads back
+(:mod:`~memory_ledger.replay.imports.interchange_import`).
+
+The file (UTF-8, one JSON object a line)::
+
+    {"format": "memory-ledger.interchange", "version": 1, "memories": N, "digest": "sha256:..."}
+    {"key": "...", "status": "active", "pinned": false, "forgotten_at": null, "versions": [V, ...]}
+    ...
+
+The first line is the header; each further line is one memory: the chain of values it held,
+oldest first (each later value superseded the one before: a correction, or a newer value of
+the same subject and predicate). A version ``V`` is ``{"statement", "subject", "predicate",
+"value", "kind", "source", "scope", "reason", "importance", "confidence", "tags",
+"evidence", "occurred_at", "recorded_at"}``. ``occurred_at`` is the version's valid time
+(when it was said; for a value remembered without one, the time the ledger recorded it);
+``recorded_at`` is when the exporting store recorded it (information only: an import records
+its own). ``status`` is the last version's (``active``, ``conflicted``, ``forgotten``,
+``pruned``), ``pinned`` whether it is pinned, ``forgotten_at`` the time of the forget or
+prune. ``key`` is the digest of the line's content (``sha256:`` and 32 hex digits). Lines are
+ordered by the first version's ``occurred_at``, then ``key``.
+
+No ledger internals: no memory or session ids, positions or namespace (the host that
+imports says where the memories go). Two stores hold the same memories, versions and times
+exactly when their exports have the same ``digest`` (:func:`interchange_digest`: SHA-256
+over the memory lines without ``recorded_at``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.ledger.events import MemoryForgotten, MemoryPruned
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.projections.derived import write_atomic
+
+__all__ = [
+    "INTERCHANGE_FORMAT",
+    "INTERCHANGE_VERSION",
+    "InterchangeMemory",
+    "InterchangeReport",
+    "InterchangeVersion",
+    "export_interchange",
+    "collect_memories",
+    "interchange_digest",
+    "memory_digest_bytes",
+    "memory_key",
+]
+
+INTERCHANGE_FORMAT = "memory-ledger.interchange"
+INTERCHANGE_VERSION = 1
+"""The version of the interchange form this module writes (and the import reads)."""
+
+
+class InterchangeVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """One value a memory held (see the module docstring)."""
+
+    statement: str
+    subject: str | None = None
+    predicate: str | None = None
+    value: str | None = None
+    kind: str = "semantic"
+    source: str = "fact"
+    scope: str = "user"
+    reason: str = ""
+    importance: float = 0.9
+    confidence: float = 1.0
+    tags: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    occurred_at: datetime | None = None
+    recorded_at: datetime | None = None
+
+
+class InterchangeMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory line: its versions oldest first, and where the last one stands."""
+
+    key: str
+    status: str
+    pinned: bool = False
+    forgotten_at: datetime | None = None
+    versions: tuple[InterchangeVersion, ...]
+
+
+class InterchangeHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """The first line of an interchange file."""
+
+    format: str
+    version: int
+    memories: int = 0
+    digest: str = ""
+
+
+class InterchangeReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`export_interchange` wrote: the file, its memories and versions, the
+    digest of its content, the ledger position it reflects and the wall time."""
+
+    path: str
+    memories: int
+    versions: int
+    digest: str
+    position: int
+    seconds: float
+
+
+_ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+def memory_digest_bytes(memory: InterchangeMemory) -> bytes:
+    """The bytes of ``memory`` that the digest covers: its JSON without the versions'
+    ``recorded_at`` and without ``key`` (which is derived from them)."""
+    data = msgspec.to_builtins(memory)
+    data.pop("key", None)
+    for version in data["versions"]:
+        version.pop("recorded_at", None)
+    return _ENCODER.encode(data)
+
+
+def interchange_digest(memories: Iterable[InterchangeMemory]) -> str:
+    """``sha256:`` and the hex SHA-256 over :func:`memory_digest_bytes` of each memory, one
+    line each, in order: equal for two stores holding the same memories, versions and
+    times."""
+    digest = hashlib.sha256()
+    for memory in memories:
+        digest.update(memory_digest_bytes(memory) + b"\n")
+    return "sha256:" + digest.hexdigest()
+
+
+def memory_key(memory: InterchangeMemory) -> str:
+    """The ``key`` of a memory line: ``sha256:`` and the first 32 hex digits of the SHA-256
+    of :func:`memory_digest_bytes` (its content, so the same memory has the same key in
+    every store)."""
+    return "sha256:" + hashlib.sha256(memory_digest_bytes(memory)).hexdigest()[:32]
+
+
+_COLUMNS = (
+    "memory_id, status, pinned, subject, predicate, value, statement, kind, source, scope, "
+    "reason, importance, confidence, tags, evidence, occurred_at, activated_at, supersedes, "
+    "superseded_by, created_position"
+)
+
+
+def _aware(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _rows(engine: MemoryEngine, namespace: Namespace) -> tuple[int, list[dict[str, Any]]]:
+    """The canonical memory rows of ``namespace`` (erased rows scrubbed first), and the
+    position they reflect."""
+    with engine.read_models() as live:
+        engine.scrub_erased_projections()
+        cursor = live.conn.execute(
+            f"SELECT {_COLUMNS} FROM canonical_memory "
+            "WHERE tenant = ? AND principal = ? AND scope_id = ? ORDER BY created_position",
+            [namespace.tenant, namespace.principal, namespace.scope_id],
+        )
+        names = [d[0] for d in cursor.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        return live.position, rows
+
+
+def _version(row: dict[str, Any]) -> InterchangeVersion:
+    recorded = _aware(row["activated_at"])
+    return InterchangeVersion(
+        statement=row["statement"],
+        subject=row["subject"],
+        predicate=row["predicate"],
+        value=row["value"],
+        kind=row["kind"] or "semantic",
+        source=row["source"] or "fact",
+        scope=row["scope"] or "user",
+        reason=row["reason"] or "",
+        importance=float(row["importance"] if row["importance"] is not None else 0.9),
+        confidence=float(row["confidence"] if row["confidence"] is not None else 1.0),
+        tags=tuple(row["tags"] or ()),
+        evidence=tuple(row["evidence"] or ()),
+        occurred_at=_aware(row["occurred_at"]) or recorded,
+        recorded_at=recorded,
+    )
+
+
+def _ended_at(engine: MemoryEngine, memory: str) -> datetime | None:
+    """The time of the forget or prune that ended ``memory`` (from its stream)."""
+    ended = None
+    for event in engine.load_stream(UUID(memory)):
+        if isinstance(event, MemoryForgotten):
+            ended = _aware(event.occurred_at) or _aware(event.recorded_at)
+        elif isinstance(event, MemoryPruned):
+            ended = _aware(event.recorded_at)
+    return ended
+
+
+def _chains(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The rows as supersession chains, oldest first: a chain starts at a row that
+    supersedes no row of the namespace and follows ``superseded_by``."""
+    by_id = {row["memory_id"]: row for row in rows}
+    seen: set[str] = set()
+    chains = []
+    roots = [r for r in rows if not any(s in by_id for s in (r["supersedes"] or ()))]
+    for start in [*roots, *rows]:  # then anything a loop left out, on its own
+        if start["memory_id"] in seen:
+            continue
+        chain: list[dict[str, Any]] = []
+        row: dict[str, Any] | None = start
+        while row is not None and row["memory_id"] not in seen:
+            seen.add(row["memory_id"])
+            chain.append(row)
+            row = by_id.get(row["superseded_by"]) if row["superseded_by"] else None
+        chains.append(chain)
+    return chains
+
+
+def collect_memories(
+    engine: MemoryEngine, namespace: Namespace
+) -> tuple[int, list[InterchangeMemory]]:
+    """The memories of ``namespace`` in the interchange form, in file order, and the ledger
+    position they reflect."""
+    position, rows = _rows(engine, namespace)
+    memories = []
+    for chain in _chains(rows):
+        last = chain[-1]
+        status = str(last["status"])
+        ended = _ended_at(engine, last["memory_id"]) if status in ("forgotten", "pruned") else None
+        memory = InterchangeMemory(
+            key="",
+            status=status,
+            pinned=bool(last["pinned"]),
+            forgotten_at=ended,
+            versions=tuple(_version(row) for row in chain),
+        )
+        memories.append(msgspec.structs.replace(memory, key=memory_key(memory)))
+    far = datetime.max.replace(tzinfo=UTC)
+    memories.sort(key=lambda m: (m.versions[0].occurred_at or far, m.key))
+    return position, memories
+
+
+def export_interchange(
+    engine: MemoryEngine, namespace: Namespace, path: str | Path
+) -> InterchangeReport:
+    """Write the memories of ``namespace`` to the NEW or replaced file ``path`` in the
+    interchange form (module docstring), atomically (the old file or the new one, never a
+    mix).
+
+    :raises InvalidNamespaceError: a namespace part is empty or invalid.
+    :raises OSError: the file cannot be written.
+    """
+    started = time.perf_counter()
+    namespace.validated()
+    position, memories = collect_memories(engine, namespace)
+    digest = interchange_digest(memories)
+    header = InterchangeHeader(
+        format=INTERCHANGE_FORMAT,
+        version=INTERCHANGE_VERSION,
+        memories=len(memories),
+        digest=digest,
+    )
+    encoder = msgspec.json.Encoder(order="deterministic")
+    chunks = [encoder.encode(header) + b"\n"]
+    chunks += [encoder.encode(memory) + b"\n" for memory in memories]
+    write_atomic(Path(path), chunks)
+    return InterchangeReport(
+        path=str(path),
+        memories=len(memories),
+        versions=sum(len(m.versions) for m in memories),
+        digest=digest,
+        position=position,
+        seconds=time.perf_counter() - started,
+    )

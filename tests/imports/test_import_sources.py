@@ -1,0 +1,172 @@
+"""What the imports refuse to read: a missing, damaged or foreign mem0 history database, a
+missing vector store, an interchange file of another version or with a broken line. Each is
+a typed error with its reason code; nothing is written."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.ledger.errors import InvalidArgumentError
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.replay.imports import (
+    ImportSourceError,
+    InterchangeFormatError,
+    Mem0HistoryMissingError,
+    Mem0HistorySchemaError,
+    Mem0HistoryUnreadableError,
+    Mem0VectorStoreError,
+    import_interchange,
+    import_mem0,
+    read_qdrant_owners,
+)
+
+NS = Namespace("acme", "alice", "mem0")
+
+MEM0_SCHEMA = """
+CREATE TABLE history (
+    id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, event TEXT,
+    created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT
+)
+"""
+
+
+def history_db(path: Path, rows: list[tuple[str, str, str | None, str | None, str, str]]) -> Path:
+    """A history database of mem0's schema (mem0/memory/storage.py) holding ``rows``:
+    (id, memory_id, old_memory, new_memory, event, time)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(MEM0_SCHEMA)
+        conn.executemany(
+            "INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL, 'user')",
+            [(i, m, old, new, ev, at, at) for i, m, old, new, ev, at in rows],
+        )
+    conn.close()
+    return path
+
+
+def test_a_missing_database_is_named_and_not_created(engine: MemoryEngine, tmp_path: Path) -> None:
+    with pytest.raises(Mem0HistoryMissingError) as caught:
+        import_mem0(engine, tmp_path / "history.db", namespace=NS)
+    assert caught.value.reason_code == "mem0_history_missing"
+    assert isinstance(caught.value, FileNotFoundError)
+    assert not (tmp_path / "history.db").exists()
+    assert engine.head == 0
+
+
+def test_a_file_that_is_not_sqlite_is_unreadable(engine: MemoryEngine, tmp_path: Path) -> None:
+    damaged = tmp_path / "history.db"
+    damaged.write_bytes(b"not a database at all, " * 200)
+    with pytest.raises(Mem0HistoryUnreadableError) as caught:
+        import_mem0(engine, damaged, namespace=NS)
+    assert caught.value.reason_code == "mem0_history_unreadable"
+    assert engine.head == 0
+
+
+@pytest.mark.parametrize(
+    ("schema", "missing"),
+    [
+        ("CREATE TABLE memories (id TEXT, text TEXT)", "no table 'history'"),
+        ("CREATE TABLE history (id TEXT, memory_id TEXT, event TEXT)", "missing old_memory"),
+    ],
+)
+def test_an_unknown_schema_is_refused_naming_what_it_expected(
+    engine: MemoryEngine, tmp_path: Path, schema: str, missing: str
+) -> None:
+    path = tmp_path / "history.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(schema)
+    conn.close()
+    with pytest.raises(Mem0HistorySchemaError) as caught:
+        import_mem0(engine, path, namespace=NS)
+    assert caught.value.reason_code == "mem0_history_schema_unknown"
+    assert missing in str(caught.value) and "new_memory" in str(caught.value)
+    assert engine.head == 0
+
+
+def test_rows_that_cannot_apply_are_refused_one_by_one(
+    engine: MemoryEngine, tmp_path: Path
+) -> None:
+    at = "2024-02-01T10:00:00+00:00"
+    path = history_db(
+        tmp_path / "history.db",
+        [
+            ("r1", "m1", None, "Dana runs on Tuesdays.", "ADD", at),
+            ("r2", "m2", "Nothing", None, "DELETE", at),  # never added: nothing to forget
+            ("r3", "m1", None, None, "NOOP", at),  # an event mem0 does not write
+            ("r4", "m1", "Dana runs on Tuesdays.", "Dana runs on Tuesdays.", "UPDATE", at),
+            ("r5", "m3", None, "   ", "ADD", at),
+        ],
+    )
+    report = import_mem0(engine, path, namespace=NS)
+    assert report.imported == 1 and report.unchanged == 1
+    assert [r.reason_code for r in report.refused] == [
+        "nothing_to_forget",
+        "unknown_event",
+        "empty_statement",
+    ]
+    # Ids that are not UUIDs are shown as digests, never as they are.
+    assert all(r.item.startswith("sha256:") for r in report.refused)
+
+
+def test_a_naive_time_is_read_as_utc(engine: MemoryEngine, tmp_path: Path) -> None:
+    path = history_db(
+        tmp_path / "history.db",
+        [("r1", "m1", None, "Eve sings in a choir.", "ADD", "2024-02-01T10:00:00")],
+    )
+    import_mem0(engine, path, namespace=NS)
+    with engine.read_models() as live:
+        (occurred,) = live.conn.execute("SELECT occurred_at FROM canonical_memory").fetchone()
+    assert occurred.isoformat().startswith("2024-02-01T10:00:00")
+    assert occurred.utcoffset().total_seconds() == 0
+
+
+def test_where_the_memories_go_must_be_said(engine: MemoryEngine, tmp_path: Path) -> None:
+    path = history_db(tmp_path / "history.db", [])
+    with pytest.raises(InvalidArgumentError):
+        import_mem0(engine, path)
+    with pytest.raises(InvalidArgumentError):
+        import_mem0(engine, path, user_map={"u": NS})  # a mapping needs the owners
+
+
+def test_a_missing_vector_store_is_typed(tmp_path: Path) -> None:
+    with pytest.raises(Mem0VectorStoreError) as caught:
+        read_qdrant_owners(tmp_path / "qdrant")
+    assert caught.value.reason_code == "mem0_vector_store_unreadable"
+
+
+def test_interchange_files_of_another_form_are_refused(
+    engine: MemoryEngine, tmp_path: Path
+) -> None:
+    missing = tmp_path / "none.jsonl"
+    with pytest.raises(ImportSourceError) as caught:
+        import_interchange(engine, NS, missing)
+    assert caught.value.reason_code == "import_source_missing"
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text('{"format": "memory-ledger.interchange", "version": 2}\n')
+    with pytest.raises(InterchangeFormatError) as caught:
+        import_interchange(engine, NS, newer)
+    assert caught.value.reason_code == "interchange_version_unknown"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(
+        '{"format": "memory-ledger.interchange", "version": 1}\n{"key": "k", "versions": 3}\n'
+    )
+    with pytest.raises(InterchangeFormatError) as caught:
+        import_interchange(engine, NS, broken)
+    assert caught.value.reason_code == "interchange_line_invalid" and caught.value.line == 2
+    assert engine.head == 0
+
+
+def test_the_errors_pickle_with_their_attributes() -> None:
+    import pickle
+
+    error = InterchangeFormatError(
+        "bad", path="/f", line=3, reason_code="interchange_version_unknown"
+    )
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.reason_code, again.path, again.line) == ("interchange_version_unknown", "/f", 3)
+    missing = pickle.loads(pickle.dumps(Mem0HistoryMissingError("gone", path="/h")))
+    assert isinstance(missing, FileNotFoundError) and missing.path == "/h"
+    assert missing.reason_code == "mem0_history_missing"
