@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         render_mermaid,
         stream_events,
     )
+    from memory_ledger.replay.audit.past_recall import PastRecall, recall_point
     from memory_ledger.replay.audit.points import PointError, parse_point, parse_timestamp
     from memory_ledger.replay.audit.rebuild import (
         CheckReport,
@@ -86,6 +87,7 @@ __all__ = [
     "OutputExistsError",
     "OutputNotADirectoryError",
     "OutputUnwritableError",
+    "PastRecall",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",
@@ -106,6 +108,7 @@ __all__ = [
     "parse_timestamp",
     "position_at",
     "rebuild_projections",
+    "recall_point",
     "render_mermaid",
     "restore_store",
     "store_stats",
@@ -131,6 +134,7 @@ __getattr__, __dir__ = lazy_exports(
         "OutputExistsError": "memory_ledger.replay.audit.errors",
         "OutputNotADirectoryError": "memory_ledger.replay.audit.errors",
         "OutputUnwritableError": "memory_ledger.replay.audit.errors",
+        "PastRecall": "memory_ledger.replay.audit.past_recall",
         "PointError": "memory_ledger.replay.audit.points",
         "PositionOutOfRangeError": "memory_ledger.replay.audit.rebuild",
         "RebuildReport": "memory_ledger.replay.audit.rebuild",
@@ -151,6 +155,7 @@ __getattr__, __dir__ = lazy_exports(
         "parse_timestamp": "memory_ledger.replay.audit.points",
         "position_at": "memory_ledger.replay.audit.timetravel",
         "rebuild_projections": "memory_ledger.replay.audit.rebuild",
+        "recall_point": "memory_ledger.replay.audit.past_recall",
         "render_mermaid": "memory_ledger.replay.audit.lineage",
         "restore_store": "memory_ledger.replay.audit.backup",
         "store_stats": "memory_ledger.replay.audit.stats",
