@@ -33,15 +33,20 @@ _NAMESPACE_SQL = "tenant = ? AND principal = ? AND scope_id = ?"
 _RETRIEVABLE_SQL = "status IN (" + ", ".join(f"'{s}'" for s in RETRIEVABLE) + ")"
 
 
-def revisions_at_sql(columns: Sequence[str]) -> str:
-    """SQL selecting ``columns`` of each memory's revision current at a position: its last
-    ``memory_history`` row at or before it. Parameters: tenant, principal, scope id,
-    position. ``status`` is always selected (the caller filters on it)."""
+def _checked(columns: Sequence[str]) -> Sequence[str]:
+    """``columns``, each checked to be a plain identifier (raises ``ValueError``)."""
     for column in columns:
         if not column.isidentifier():
             msg = f"not a column name: {column!r}"
             raise ValueError(msg)
-    wanted = ", ".join(dict.fromkeys(["status", *columns]))
+    return columns
+
+
+def revisions_at_sql(columns: Sequence[str]) -> str:
+    """SQL selecting ``columns`` of each memory's revision current at a position: its last
+    ``memory_history`` row at or before it. Parameters: tenant, principal, scope id,
+    position. ``status`` is always selected (the caller filters on it)."""
+    wanted = ", ".join(dict.fromkeys(["status", *_checked(columns)]))
     return (
         f"SELECT {wanted} FROM memory_history WHERE {_NAMESPACE_SQL} AND position <= ? "
         "QUALIFY row_number() OVER (PARTITION BY memory_id ORDER BY position DESC) = 1"
@@ -106,6 +111,29 @@ class CanonicalMemoryAt(CanonicalMemory):
             [tenant, principal, scope_id, self.position],
         )
         return [(str(s), int(t), int(p)) for s, t, p in rows]
+
+    def changed_between(
+        self, tenant: str, principal: str, scope_id: str, other: int, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """The memories of one namespace whose revision at ``other`` (another position)
+        differs from the one at :attr:`position` (a ``memory_history`` row between the two),
+        each with its row at :attr:`position` (``columns`` as :meth:`active_memories`), or
+        only ``memory_id`` and a ``status`` of None when it did not exist then; ordered by
+        ``memory_id``."""
+        low, high = sorted((other, self.position))
+        kept = [c for c in _checked(columns) if c not in _NOT_KEPT and c != "memory_id"]
+        wanted = ", ".join(f"r.{c}" for c in dict.fromkeys(["status", *kept]))
+        sql = (
+            "WITH changed AS (SELECT DISTINCT memory_id FROM memory_history WHERE "
+            f"{_NAMESPACE_SQL} AND position > ? AND position <= ?) "
+            f"SELECT c.memory_id, {wanted} FROM changed c LEFT JOIN ("
+            f"SELECT * FROM memory_history WHERE {_NAMESPACE_SQL} AND position <= ? "
+            "AND memory_id IN (SELECT memory_id FROM changed) "
+            "QUALIFY row_number() OVER (PARTITION BY memory_id ORDER BY position DESC) = 1"
+            ") r ON r.memory_id = c.memory_id ORDER BY c.memory_id"
+        )
+        namespace = [tenant, principal, scope_id]
+        return self._rows(sql, [*namespace, low, high, *namespace, self.position])
 
     def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
         """Retrievable memories of one namespace at :attr:`position`."""

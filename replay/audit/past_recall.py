@@ -17,7 +17,10 @@ source turns, conversation windows and BM25 ranking as :meth:`AsOf.recall`).
 A :class:`PastRecall` reads through its own DuckDB cursor on the engine's projection file:
 the engine's read lock is held only to catch the read models up to the point and open the
 cursor, never while a query or an index build runs, so other readers of the engine do not
-wait for it. Its index is built once per namespace and kept while it is open.
+wait for it. Its index is built once per namespace and kept while it is open; given a
+:class:`~memory_ledger.replay.audit.past_indexes.PastIndexes`, a new point's index is
+derived from one kept at another point (the work of the changes between them) instead of
+built from every memory.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from memory_ledger.commands.recall.index import NamespaceRecallIndex, RecallResu
 from memory_ledger.commands.recall.policy import check_recall_k
 from memory_ledger.ledger.ids import Namespace, check_namespace
 from memory_ledger.projections.history import CanonicalMemoryAt
+from memory_ledger.replay.audit.past_indexes import DerivedIndexes, PastIndexes
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -45,7 +49,9 @@ class PastRecall:
 
     ``at``, ``mode``, ``position``, ``head`` and ``events_skipped`` (always 0) read as on
     :class:`~memory_ledger.replay.audit.timetravel.AsOf`; ``recall_max_k`` bounds
-    :meth:`recall` as ``memory.recall_max_k`` bounds a live one.
+    :meth:`recall` as ``memory.recall_max_k`` bounds a live one. ``indexes``: indexes kept
+    at other points to derive this one's from, and to keep the ones it builds in (None:
+    each namespace's index is built from its memories then).
     """
 
     folded = False
@@ -59,6 +65,7 @@ class PastRecall:
         mode: AsOfMode,
         position: int,
         head: int,
+        indexes: PastIndexes | None = None,
     ) -> None:
         self.at = at
         self.mode: AsOfMode = mode
@@ -76,6 +83,18 @@ class PastRecall:
         self._index = NamespaceRecallIndex(
             self.canonical, context_of=engine.transcript_context, windows=windows
         )
+        self._derived: DerivedIndexes | None = None
+        if indexes is not None:
+            self._derived = DerivedIndexes(
+                indexes,
+                self.canonical,
+                head,
+                engine.transcript_context,
+                lambda ns, silenced: windows.for_namespace(
+                    ns.tenant, ns.principal, ns.scope_id, silenced
+                ),
+            )
+            self._index.attach(self._derived)
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Recall over ``namespace`` as it would have been answered then (what
@@ -88,8 +107,18 @@ class PastRecall:
         """
         check_namespace(namespace)
         check_recall_k(k, self.recall_max_k)
-        hits = self._index.search(namespace, query, k, self.position)
+        with self._lock:
+            if self._derived is not None:
+                self._derived.asked[namespace.key()] = namespace
+            hits = self._index.search(namespace, query, k, self.position)
+            self._index.persist(self.position)  # keeps an index it built, to derive from
         return RecallResult(query=query, results=tuple(hits), position=self.position)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """How each namespace's index came to this point, by namespace key: ``built`` (from
+        its memories then) or ``derived`` (from an index kept at another point)."""
+        return {key: "derived" if how == "file" else how for key, how in self._index.loaded.items()}
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description of the point: ``at``, ``mode``, ``position``, ``head``,
@@ -121,12 +150,17 @@ class PastRecall:
 
 
 def recall_point(
-    engine: MemoryEngine, at: int | datetime | str, *, occurred: bool = False
+    engine: MemoryEngine,
+    at: int | datetime | str,
+    *,
+    occurred: bool = False,
+    indexes: PastIndexes | None = None,
 ) -> PastRecall | AsOf:
     """Recall as of ``at`` (a position, a timestamp, or text of either): a
     :class:`PastRecall` (position, recorded time) or, for occurred time, the fold
     (:func:`~memory_ledger.replay.audit.timetravel.as_of`). Both answer ``recall(namespace,
-    query, k)`` the same way; close it (a context manager).
+    query, k)`` the same way; close it (a context manager). ``indexes``: see
+    :class:`PastRecall`.
 
     The same points and errors as :func:`~memory_ledger.replay.audit.timetravel.as_of`:
 
@@ -143,9 +177,13 @@ def recall_point(
 
     point, head = checked_point(engine, at, occurred=occurred)
     if isinstance(point, int):
-        return PastRecall(engine, at=point, mode="position", position=point, head=head)
+        return PastRecall(
+            engine, at=point, mode="position", position=point, head=head, indexes=indexes
+        )
     _check_timestamp("at", point)
     if not occurred:
         position = position_at(engine, point)
-        return PastRecall(engine, at=point, mode="recorded", position=position, head=head)
+        return PastRecall(
+            engine, at=point, mode="recorded", position=position, head=head, indexes=indexes
+        )
     return as_of(engine, point, occurred=True)

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from memory_ledger.replay.audit.past_indexes import PastIndexes
+
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
     from memory_ledger.replay.audit.moments import Moment
@@ -69,6 +71,8 @@ class UiState:
         self._cache: dict[str, tuple[int, Any]] = {}
         self._points: OrderedDict[PointKey, PastRecall | AsOf] = OrderedDict()
         self._moments: OrderedDict[PointKey, Moment] = OrderedDict()
+        self._indexes = PastIndexes()
+        """Recall indexes built at earlier points, a new point's index is derived from."""
 
     def head(self) -> int:
         """The ledger head now."""
@@ -110,7 +114,11 @@ class UiState:
 
         key: PointKey = (mode, at, self.head())
         return self._kept(
-            self._points, key, lambda: recall_point(self.engine, at, occurred=mode == "occurred")
+            self._points,
+            key,
+            lambda: recall_point(
+                self.engine, at, occurred=mode == "occurred", indexes=self._indexes
+            ),
         )
 
     def moment(self, mode: str, at: int | datetime) -> Moment:
@@ -153,5 +161,6 @@ class UiState:
             kept: list[Closable] = [*self._points.values(), *self._moments.values()]
             self._points.clear()
             self._moments.clear()
+            self._indexes.clear()
         for old in kept:
             old.close()

@@ -5,7 +5,8 @@ turns, so memories carry source turns and conversation windows; reinforcements b
 statement again; corrections, pins, forgets, a namespace forgotten whole, an erasure) the
 recall of :func:`recall_point` at random points (positions and recorded times) and for
 random queries equals the fold's, hit for hit: ids, ranks, scores, statements, revisions,
-evidence and tags.
+evidence and tags; built from the memories then, or derived from the index kept at an
+earlier point (`replay.audit.past_indexes`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from memory_ledger.commands import MemoryEngine, RecordedExtractor
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay import PastRecall, as_of, filter_events, recall_point
+from memory_ledger.replay.audit.past_indexes import PastIndexes
 from tests.conftest import make_item
 
 KEPT = Namespace("acme", "alice", "assistant")
@@ -125,14 +127,24 @@ def _apply(
             ids[ns] = [str(r[0]) for r in rows]
 
 
-def _same_recall(engine: MemoryEngine, at: int | datetime, asked: list[tuple[str, int]]) -> None:
-    with as_of(engine, at) as oracle, recall_point(engine, at) as past:
-        assert isinstance(past, PastRecall)
-        assert past.position == oracle.position
-        assert past.describe() == oracle.describe()
+def _same_recall(
+    engine: MemoryEngine, at: int | datetime, asked: list[tuple[str, int]], kept: PastIndexes
+) -> None:
+    """At ``at``: the fold's recall, the one built from memory_history, and the one derived
+    from the indexes ``kept`` at earlier points (then kept too) agree."""
+    with (
+        as_of(engine, at) as oracle,
+        recall_point(engine, at) as built,
+        recall_point(engine, at, indexes=kept) as derived,
+    ):
+        assert isinstance(built, PastRecall) and isinstance(derived, PastRecall)
+        assert built.position == oracle.position
+        assert built.describe() == oracle.describe()
         for ns in (KEPT, ERASED):
             for query, k in asked:
-                assert past.recall(ns, query, k) == oracle.recall(ns, query, k), (at, ns, query)
+                expected = oracle.recall(ns, query, k)
+                assert built.recall(ns, query, k) == expected, (at, ns, query)
+                assert derived.recall(ns, query, k) == expected, (at, ns, query, "derived")
 
 
 @settings(
@@ -162,8 +174,9 @@ def test_recall_from_memory_history_equals_the_fold(
             if by_time and head:
                 times = [e.recorded_at for _, e in filter_events(engine)]
                 points += [times[int(p * (len(times) - 1))] for p in picks]
+            kept = PastIndexes()
             for at in points:
-                _same_recall(engine, at, asked)
+                _same_recall(engine, at, asked, kept)
 
 
 def test_a_point_keeps_its_index_and_closes(tmp_path: Path) -> None:
@@ -180,3 +193,21 @@ def test_a_point_keeps_its_index_and_closes(tmp_path: Path) -> None:
         past.close()
         with pytest.raises(MemoryLedgerError):
             past.recall(KEPT, "Bob", 5)
+
+
+def test_a_new_point_derives_its_index_from_a_kept_one(tmp_path: Path) -> None:
+    """The first point builds the namespace's index; the next ones, earlier or later,
+    derive theirs from it, and answer as the fold does."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        for value in VALUES:
+            engine.remember(KEPT, f"Alice lives in {value}.", subject="Alice")
+        engine.forget(KEPT, "Alice lives in Porto.")
+        middle = engine.head
+        engine.remember(KEPT, "Alice works at Berlin.", subject="Alice")
+        kept = PastIndexes()
+        key = KEPT.key()
+        for at, how in ((engine.head, "built"), (middle, "derived"), (2, "derived")):
+            with recall_point(engine, at, indexes=kept) as past, as_of(engine, at) as oracle:
+                assert isinstance(past, PastRecall)
+                assert past.recall(KEPT, "Alice lives", 5) == oracle.recall(KEPT, "Alice lives", 5)
+                assert past.sources == {key: how}
