@@ -93,10 +93,17 @@ class CanonicalMemoryAt(CanonicalMemory):
     def forgotten_turns(self, tenant: str, principal: str, scope_id: str) -> frozenset[int]:
         """The transcript positions of the memories of one namespace forgotten at
         :attr:`position` (as :meth:`CanonicalMemory.forgotten_turns`)."""
-        sql = revisions_at_sql(["transcript_positions"])
+        namespace = [tenant, principal, scope_id]
+        # Only memories forgotten by then can be forgotten then: their last row is read.
+        sql = (
+            f"SELECT status, transcript_positions FROM memory_history WHERE {_NAMESPACE_SQL} "
+            "AND position <= ? AND memory_id IN (SELECT memory_id FROM memory_history WHERE "
+            f"{_NAMESPACE_SQL} AND position <= ? AND status = 'forgotten') "
+            "QUALIFY row_number() OVER (PARTITION BY memory_id ORDER BY position DESC) = 1"
+        )
         rows = self._fetch(
             f"SELECT DISTINCT unnest(transcript_positions) FROM ({sql}) WHERE status = 'forgotten'",
-            [tenant, principal, scope_id, self.position],
+            [*namespace, self.position, *namespace, self.position],
         )
         return frozenset(int(r[0]) for r in rows if r[0] is not None)
 
