@@ -155,18 +155,23 @@ def recall_point(
     *,
     occurred: bool = False,
     indexes: PastIndexes | None = None,
+    verify: bool = False,
 ) -> PastRecall | AsOf:
     """Recall as of ``at`` (a position, a timestamp, or text of either): a
     :class:`PastRecall` (position, recorded time) or, for occurred time, the fold
     (:func:`~memory_ledger.replay.audit.timetravel.as_of`). Both answer ``recall(namespace,
     query, k)`` the same way; close it (a context manager). ``indexes``: see
-    :class:`PastRecall`.
+    :class:`PastRecall`. ``verify``: first check the hash chain of the ledger's records up
+    to the point, as :func:`as_of` always does (a walk of every record up to it: the
+    debugger leaves that to its integrity page).
 
     The same points and errors as :func:`~memory_ledger.replay.audit.timetravel.as_of`:
 
     :raises PointError: text that is neither; a position with ``occurred``; a naive
         datetime (:class:`NaiveTimestampError`, naming ``at``).
     :raises PositionOutOfRangeError: a position below 0 or beyond the ledger head.
+    :raises LedgerTamperedError: with ``verify``, a record up to the point does not match
+        its hash, or a position is missing.
     """
     from memory_ledger.replay.audit.timetravel import (
         _check_timestamp,
@@ -176,14 +181,20 @@ def recall_point(
     )
 
     point, head = checked_point(engine, at, occurred=occurred)
+    if occurred and not isinstance(point, int):
+        _check_timestamp("at", point)
+        return as_of(engine, point, occurred=True)  # checks the chain itself
+    if verify:
+        from memory_ledger.replay.audit.verify import check_chain
+
+        with engine.ledger_guard():  # a damaged store is refused, naming where
+            check_chain(engine.ledger_log(), point if isinstance(point, int) else head)
     if isinstance(point, int):
         return PastRecall(
             engine, at=point, mode="position", position=point, head=head, indexes=indexes
         )
     _check_timestamp("at", point)
-    if not occurred:
-        position = position_at(engine, point)
-        return PastRecall(
-            engine, at=point, mode="recorded", position=position, head=head, indexes=indexes
-        )
-    return as_of(engine, point, occurred=True)
+    position = position_at(engine, point)
+    return PastRecall(
+        engine, at=point, mode="recorded", position=position, head=head, indexes=indexes
+    )

@@ -209,7 +209,7 @@ def recall(
             else:
                 from memory_ledger.replay.audit.past_recall import recall_point
 
-                with recall_point(engine, point, occurred=occurred) as then:
+                with recall_point(engine, point, occurred=occurred, verify=True) as then:
                     result = then.recall(namespace, query, count)
                     past = then.describe()
     if note is not None:
