@@ -66,11 +66,15 @@ class PastIndexes:
         return min(bases, key=lambda b: abs(b.position - position), default=None)
 
     def keep(self, key: str, base: _Base) -> None:
-        """Keep ``base`` for namespace ``key`` (dropping those of another head and, beyond
-        :attr:`kept`, the oldest)."""
+        """Keep ``base`` for namespace ``key`` (dropping every index of another head and,
+        beyond :attr:`kept`, the namespace's oldest)."""
         with self._lock:
-            bases = [b for b in self._bases.get(key, ()) if b.head == base.head]
-            self._bases[key] = [*bases, base][-self.kept :]
+            self._bases = {  # an older head's indexes are of no use (and may hold erased text)
+                k: kept
+                for k, v in self._bases.items()
+                if (kept := [b for b in v if b.head == base.head])
+            }
+            self._bases[key] = [*self._bases.get(key, ()), base][-self.kept :]
 
     def clear(self) -> None:
         """Drop every kept index."""
@@ -106,6 +110,7 @@ class DerivedIndexes:
         self._window_reader = window_reader
         self.asked: dict[str, Namespace] = {}
         """The namespaces recalled at this point, by key (filled before each search)."""
+        self._derived: set[str] = set()
 
     def namespaces(self) -> list[str]:
         """Keys of the namespaces with a kept index to derive from."""
@@ -143,6 +148,7 @@ class DerivedIndexes:
                 by_id[memory_id] = doc
                 text = analyze_document(doc.subject, doc.statement, doc.context, doc.window)
                 index.add(IndexedDoc(doc_id=memory_id, position=doc.position, text=text))
+        self._derived.add(key)
         return self.canonical.position, silenced, index, by_id
 
     def _doc(self, row: dict[str, Any], window_of: WindowOf | None) -> MemoryDoc:
@@ -155,8 +161,11 @@ class DerivedIndexes:
     def write(
         self, position: int, built: Iterable[tuple[str, Built]], keep: Iterable[str] = ()
     ) -> None:
-        """Keep the indexes the recall index built at this point (``keep`` is ignored)."""
+        """Keep the indexes the recall index built at this point (not those derived here;
+        ``keep`` is ignored)."""
         for key, (at, silenced, index, by_id) in built:
+            if key in self._derived:
+                continue
             self.bases.keep(key, _Base(self.head, at, silenced, index.state(), dict(by_id)))
 
     def remove(self) -> None:

@@ -138,8 +138,10 @@ class UiState:
 
     def _kept(self, kept: OrderedDict[PointKey, C], key: PointKey, open_: Callable[[], C]) -> C:
         """The open value of ``key`` in ``kept``, opened once (under the key's lock) and
-        kept among the last :attr:`kept_points`. A value pushed out is closed; one still in
-        use by another request then fails that request with a typed error at worst."""
+        kept among the last :attr:`kept_points` of the same ledger head (those of another
+        head are dropped). A value pushed out is closed; a recall point closes once the
+        recall running on it ends, a fold at once (a request still reading it then fails
+        with a typed error at worst)."""
         with self._key_lock((id(kept), key)):
             with self.lock:
                 value = kept.get(key)
@@ -149,7 +151,8 @@ class UiState:
             value = open_()
             with self.lock:
                 kept[key] = value
-                old = [kept.popitem(last=False)[1] for _ in range(len(kept) - self.kept_points)]
+                old = [kept.pop(k) for k in list(kept) if k[2] != key[2]]  # another head's
+                old += [kept.popitem(last=False)[1] for _ in range(len(kept) - self.kept_points)]
                 self._computing.pop((id(kept), key), None)
         for stale in old:
             stale.close()
