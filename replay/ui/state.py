@@ -18,6 +18,7 @@ forth between two, builds each point once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["UiState"]
 
 T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
 
 PointKey = tuple[str, int | datetime, int]
 """(mode, point, ledger head)."""
@@ -73,6 +76,8 @@ class UiState:
         self._moments: OrderedDict[PointKey, Moment] = OrderedDict()
         self._indexes = PastIndexes()
         """Recall indexes built at earlier points, a new point's index is derived from."""
+        self._closing = threading.Event()
+        self._warming: threading.Thread | None = None
 
     def head(self) -> int:
         """The ledger head now."""
@@ -158,8 +163,43 @@ class UiState:
             stale.close()
         return value
 
+    def warm(self) -> threading.Thread:
+        """Build each namespace's recall index at the ledger head now, on a background
+        thread (largest namespace first), so that the first recall as of a point in it
+        derives its index instead of building it from every memory. The point at the head
+        stays kept like one a request opened. :meth:`close` stops it after the namespace
+        it is building. Returns the thread (started)."""
+        from memory_ledger.ledger.ids import Namespace
+
+        def run() -> None:
+            try:
+                with self.engine.read_models() as live:
+                    rows = live.conn.execute(
+                        "SELECT tenant, principal, scope_id FROM canonical_memory WHERE status "
+                        "IN ('active', 'conflicted') GROUP BY ALL "
+                        "ORDER BY count(*) DESC, tenant, principal, scope_id"
+                    ).fetchall()
+                head = self.head()
+                for tenant, principal, scope_id in rows:
+                    if self._closing.is_set():
+                        return
+                    namespace = Namespace(str(tenant), str(principal), str(scope_id))
+                    self.point("position", head).recall(namespace, "", 1)
+            except Exception:  # a warm-up is an optimisation: a request will say what fails
+                _log.warning("memory-ledger ui: warming the recall indexes failed", exc_info=True)
+
+        self._closing.clear()
+        thread = threading.Thread(target=run, name="memory-ledger-ui-warm", daemon=True)
+        self._warming = thread
+        thread.start()
+        return thread
+
     def close(self) -> None:
-        """Close the kept points and moments (the engine belongs to whoever opened it)."""
+        """Stop the warm-up (after the namespace it builds) and close the kept points and
+        moments (the engine belongs to whoever opened it)."""
+        self._closing.set()
+        if self._warming is not None:
+            self._warming.join()
         with self.lock:
             kept: list[Closable] = [*self._points.values(), *self._moments.values()]
             self._points.clear()

@@ -125,3 +125,23 @@ def test_two_requests_for_one_new_point_build_it_once(
     second.join(WAIT)
     assert {code for code, _ in answers.values()} == {200}
     assert held.builds == 1  # one index built, for both
+
+
+def test_after_the_warm_up_the_first_point_derives_its_index(ui_store: UiStore) -> None:
+    """``memory-ledger ui`` warms each namespace's index at the head at start: the first
+    recall as of an earlier point then derives its index (and answers as the fold)."""
+    from memory_ledger.replay import PastRecall, as_of
+    from memory_ledger.replay.ui import open_read_only
+
+    engine = open_read_only(ui_store.path)
+    state = UiState(engine, "token")
+    try:
+        state.warm().join()
+        past = state.point("position", ui_store.position_before_move)
+        assert isinstance(past, PastRecall)
+        with as_of(engine, ui_store.position_before_move) as oracle:
+            assert past.recall(ALICE, "Alice", 3) == oracle.recall(ALICE, "Alice", 3)
+        assert past.sources == {ALICE.key(): "derived"}
+    finally:
+        state.close()
+        engine.close()
