@@ -29,6 +29,7 @@ BENCHMARKS = {
     "conformance": "benchmarks.conformance",
     "ui": "benchmarks.ui",
     "ui-forms": "benchmarks.ui_forms",
+    "asof": "benchmarks.asof",
     "ann": "benchmarks.ann",
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",

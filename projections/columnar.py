@@ -346,6 +346,7 @@ class ColumnarBatch:
             return [found] if found is not None else []
 
         candidate_ids = uuid_array([v.candidate_id for v in views])
+        canonical_positions = [transcript_positions(v) for v in views]
         zeros = _constant(0, pa.int64(), count)
         _insert(
             conn,
@@ -374,7 +375,7 @@ class ColumnarBatch:
                 "turn_id": [v.turn_id for v in views],
                 "decision": [v.decision for v in views],
                 "candidate_ids": _singletons(candidate_ids),
-                "transcript_positions": [transcript_positions(v) for v in views],
+                "transcript_positions": canonical_positions,
                 "supersedes": [i.supersedes for i in items],
                 "superseded_by": pa.nulls(count, pa.string()),
                 "conflicts_with": _constant([], pa.list_(pa.string()), count),
@@ -401,6 +402,17 @@ class ColumnarBatch:
                 "statement": [i.statement for i in items],
                 "current_delta": _constant(1, pa.int64(), count),
                 "position": positions,
+                "revision": [version for _, _, version, _ in self.activations],
+                "subject": [i.subject for i in items],
+                "predicate": [i.predicate for i in items],
+                "value": [i.value for i in items],
+                "scope": [i.scope for i in items],
+                "tags": [i.tags for i in items],
+                "importance": [i.importance for i in items],
+                "evidence": [i.evidence for i in items],
+                "occurred_at": [v.occurred_at for v in views],
+                "transcript_positions": canonical_positions,
+                "created_position": positions,
             },
         )
         _insert(

@@ -169,24 +169,20 @@ _CURRENT = frozenset(("active", "conflicted"))
 """Retrievable statuses (``projections.canonical.RETRIEVABLE``)."""
 
 
-def _record_status(page: _Page, position: int, row: dict[str, Any], before: str | None) -> None:
-    """Append the status (and statement) ``row`` has from ``position`` on to the memory's
-    history (``memory_history``; ``before``: its status until then, None for a new memory):
-    the answer to "what was current at a position"."""
-    delta = (row["status"] in _CURRENT) - (before in _CURRENT)
-    page.append(
-        MEMORY_HISTORY,
-        {
-            "memory_id": row["memory_id"],
-            "tenant": row["tenant"],
-            "principal": row["principal"],
-            "scope_id": row["scope_id"],
-            "status": row["status"],
-            "statement": row["statement"],
-            "current_delta": delta,
-            "position": position,
-        },
-    )
+_HISTORY_COLUMNS = tuple(
+    column for column in MEMORY_HISTORY.columns if column not in ("current_delta", "position")
+)
+"""The ``canonical_memory`` columns each ``memory_history`` row copies."""
+
+
+def _record_revision(page: _Page, position: int, row: dict[str, Any], before: str | None) -> None:
+    """Append the revision ``row`` holds from ``position`` on to the memory's history
+    (``memory_history``; ``before``: its status until then, None for a new memory): the
+    answer to "what was current at a position", and what recall read of it then."""
+    entry = {column: row[column] for column in _HISTORY_COLUMNS}
+    entry["current_delta"] = (row["status"] in _CURRENT) - (before in _CURRENT)
+    entry["position"] = position
+    page.append(MEMORY_HISTORY, entry)
 
 
 def _collect_memory(page: _Page, event: LedgerEvent) -> None:
@@ -331,7 +327,7 @@ def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
             *row["transcript_positions"],
         ]
     page.put(CANONICAL_MEMORY, key, row)
-    _record_status(page, position, row, previous["status"] if previous is not None else None)
+    _record_revision(page, position, row, previous["status"] if previous is not None else None)
     _resolve_candidate(page, position, event.candidate_id, "activated", key)
 
 
@@ -440,6 +436,7 @@ def _apply_reinforced(page: _Page, position: int, event: MemoryReinforced) -> No
         row["reinforcements"] += 1
         row["revision"] = event.originator_version
         row["updated_position"] = position
+        _record_revision(page, position, row, row["status"])
     _resolve_candidate(page, position, event.candidate_id, "reinforced", key)
 
 
@@ -464,7 +461,7 @@ def _apply_superseded(page: _Page, position: int, event: MemorySuperseded) -> No
         newer["supersedes"] = [*newer["supersedes"], key]
     before = row["status"]
     row["status"] = "superseded"
-    _record_status(page, position, row, before)
+    _record_revision(page, position, row, before)
 
 
 def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> None:
@@ -474,15 +471,17 @@ def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> 
     other = str(event.conflicts_with)
     if other not in row["conflicts_with"]:
         row["conflicts_with"] = [*row["conflicts_with"], other]
-    if row["status"] == "active":
+    before = row["status"]
+    if before == "active":
         row["status"] = "conflicted"
-        _record_status(page, position, row, "active")
+    _record_revision(page, position, row, before)
 
 
 def _apply_pinned(page: _Page, position: int, event: MemoryPinned) -> None:
     row = _revise(page, position, event)
     if row is not None:
         row["pinned"] = True
+        _record_revision(page, position, row, row["status"])
 
 
 def _apply_forgotten(page: _Page, position: int, event: MemoryForgotten) -> None:
@@ -490,7 +489,7 @@ def _apply_forgotten(page: _Page, position: int, event: MemoryForgotten) -> None
     if row is not None:
         before = row["status"]
         row["status"] = "forgotten"
-        _record_status(page, position, row, before)
+        _record_revision(page, position, row, before)
 
 
 def _apply_pruned(page: _Page, position: int, event: MemoryPruned) -> None:
@@ -498,7 +497,7 @@ def _apply_pruned(page: _Page, position: int, event: MemoryPruned) -> None:
     if row is not None:
         before = row["status"]
         row["status"] = "pruned"
-        _record_status(page, position, row, before)
+        _record_revision(page, position, row, before)
 
 
 def _apply_recall(page: _Page, position: int, event: RecallServed) -> None:

@@ -46,9 +46,11 @@ from memory_ledger.projections.store import ProjectionStore
 
 __all__ = ["PROJECTION_VERSION", "ProjectionRunner"]
 
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 """Version of the read models' shape and fold; bump it to rebuild every projection file.
-2: ``memory_history`` (each memory's status changes, for as-of reads without a fold)."""
+2: ``memory_history`` (each memory's status changes, for as-of reads without a fold).
+3: ``memory_history`` holds every revision with the columns recall reads (as-of recall
+without a fold, ``projections.history``)."""
 
 _READ: tuple[type[LedgerEvent], ...] = (*PROJECTED_EVENTS, NamespaceErased)
 _TOPICS = frozenset(get_topic(cls) for cls in _READ)

@@ -357,13 +357,25 @@ MEMORY_HISTORY = ReadModelTable(
         ("statement", _STR),
         ("current_delta", _INT),
         ("position", _INT),
+        ("revision", _INT),
+        ("subject", _STR),
+        ("predicate", _STR),
+        ("value", _STR),
+        ("scope", _STR),
+        ("tags", _STRS),
+        ("importance", _FLOAT),
+        ("evidence", _STRS),
+        ("occurred_at", _TS),
+        ("transcript_positions", _INTS),
+        ("created_position", _INT),
     ],
     None,
-    "Every change of a memory's status (activation, conflict, supersede, forget, prune): "
-    "the status and statement from that position on, and current_delta +1 when it became "
-    "current (active, conflicted), -1 when it stopped, else 0; what was current at "
-    "position P is each memory's last row at or before P, and sum(current_delta) up to P "
-    "counts it.",
+    "Every revision of every memory (activation, reinforcement, conflict, supersede, pin, "
+    "forget, prune): from that position on, its status and the columns recall reads of it "
+    "(those of ``canonical_memory`` with the same names), and current_delta +1 when it "
+    "became current (active, conflicted), -1 when it stopped, else 0; what was current at "
+    "position P is each memory's last row at or before P (each memory has at most one row "
+    "per position), and sum(current_delta) up to P counts it.",
 )
 
 TABLES: tuple[ReadModelTable, ...] = (

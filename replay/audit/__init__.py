@@ -3,6 +3,8 @@
 - :func:`rebuild_projections`, :func:`check_projections`, :func:`build_projections`:
   rebuild read models from the ledger; compare them with the live file by content digest.
 - :func:`as_of`: the read models at an earlier position, recorded time or occurred time.
+- :func:`recall_point`, :class:`PastRecall`: recall as of a point from the live projection's
+  memory history (no fold; occurred time folds).
 - :func:`explain`, :func:`render_mermaid`: the lineage of one memory item.
 - :func:`filter_events`, :class:`EventFilter`: ledger events by namespace, session, turn,
   type, position and time.
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
         render_mermaid,
         stream_events,
     )
+    from memory_ledger.replay.audit.past_recall import PastRecall, recall_point
     from memory_ledger.replay.audit.points import PointError, parse_point, parse_timestamp
     from memory_ledger.replay.audit.rebuild import (
         CheckReport,
@@ -85,6 +88,7 @@ __all__ = [
     "OutputExistsError",
     "OutputNotADirectoryError",
     "OutputUnwritableError",
+    "PastRecall",
     "PointError",
     "PositionOutOfRangeError",
     "RebuildReport",
@@ -105,6 +109,7 @@ __all__ = [
     "parse_timestamp",
     "position_at",
     "rebuild_projections",
+    "recall_point",
     "render_mermaid",
     "restore_store",
     "store_stats",
@@ -130,6 +135,7 @@ __getattr__, __dir__ = lazy_exports(
         "OutputExistsError": "memory_ledger.replay.audit.errors",
         "OutputNotADirectoryError": "memory_ledger.replay.audit.errors",
         "OutputUnwritableError": "memory_ledger.replay.audit.errors",
+        "PastRecall": "memory_ledger.replay.audit.past_recall",
         "PointError": "memory_ledger.replay.audit.points",
         "PositionOutOfRangeError": "memory_ledger.replay.audit.rebuild",
         "RebuildReport": "memory_ledger.replay.audit.rebuild",
@@ -150,6 +156,7 @@ __getattr__, __dir__ = lazy_exports(
         "parse_timestamp": "memory_ledger.replay.audit.points",
         "position_at": "memory_ledger.replay.audit.timetravel",
         "rebuild_projections": "memory_ledger.replay.audit.rebuild",
+        "recall_point": "memory_ledger.replay.audit.past_recall",
         "render_mermaid": "memory_ledger.replay.audit.lineage",
         "restore_store": "memory_ledger.replay.audit.backup",
         "store_stats": "memory_ledger.replay.audit.stats",

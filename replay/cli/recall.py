@@ -207,9 +207,9 @@ def recall(
                     engine, namespace, query, count, wait, endpoint_host(config)
                 )
             else:
-                from memory_ledger.replay.audit.timetravel import as_of
+                from memory_ledger.replay.audit.past_recall import recall_point
 
-                with as_of(engine, point, occurred=occurred) as then:
+                with recall_point(engine, point, occurred=occurred, verify=True) as then:
                     result = then.recall(namespace, query, count)
                     past = then.describe()
     if note is not None:

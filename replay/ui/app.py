@@ -1,6 +1,6 @@
 """The debugger's ASGI app (Starlette): server-rendered pages, GET only, behind the token
 gate (:mod:`.security`). Each handler reads through the audit library
-(:mod:`.ledger_views`, :mod:`.memory_views`) under the state's lock and renders a Jinja2
+(:mod:`.ledger_views`, :mod:`.memory_views`) and renders a Jinja2
 template with autoescape on and :func:`.text.show` as ``finalize``, so every stored string
 is escaped and its hidden characters shown in the page's text; in attributes and value
 elements :class:`.places.ExactInAttributes` applies :func:`.text.exact` instead, so forms and
@@ -10,6 +10,10 @@ Routes: ``/`` namespaces; ``/namespace`` one namespace's memories (``t``, ``p``,
 tenant, principal and scope id); ``/timeline`` its events; ``/event/{position}`` one event's
 payload; ``/memory/{id}`` one memory; ``/timetravel`` two points compared; ``/recall``
 recall explained; ``/integrity`` verify, counts and encryption; ``/static/...`` the CSS.
+
+Pages are served at the same time: Starlette runs these synchronous handlers in its thread
+pool and no lock is held around a page (:class:`~.state.UiState` guards only its caches), so
+a slow page (a recall as of a new point, the first integrity walk) never holds up another.
 """
 
 from __future__ import annotations
@@ -89,14 +93,13 @@ class _Pages:
         return HTMLResponse(page, status_code=code)
 
     def guarded(self, handler: Callable[[Request], HTMLResponse]) -> Callable[..., Any]:
-        """Run ``handler`` under the lock; typed errors become a page saying what is wrong
-        (400, or 404 for an unknown memory or event); anything else a 500 page without a
-        traceback."""
+        """Run ``handler`` (no lock: pages run concurrently); typed errors become a page
+        saying what is wrong (400, or 404 for an unknown memory or event); anything else a
+        500 page without a traceback."""
 
         def endpoint(request: Request) -> Response:
             try:
-                with self.state.lock:
-                    return handler(request)
+                return handler(request)
             except MemoryLedgerError as error:
                 code = 404 if "unknown" in str(getattr(error, "reason_code", "")) else 400
                 message = _message(error, self.state.engine.path)

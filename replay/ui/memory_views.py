@@ -300,7 +300,8 @@ class ExplainedRecall:
 def explained_recall(
     state: UiState, namespace: Namespace, query: str, k: int, point: Point | None = None
 ) -> ExplainedRecall:
-    """``engine.recall`` (or :meth:`AsOf.recall` as of ``point``), with each hit's score
+    """``engine.recall`` (or, as of ``point``, the recall of
+    :func:`~memory_ledger.replay.audit.past_recall.recall_point`), with each hit's score
     per channel: the lexical one from the same ranking pipeline alone
     (:func:`~memory_ledger.commands.recall.rank_candidates` without the semantic channel,
     over the documents the engine ranked), the fused one the engine's.

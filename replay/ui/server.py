@@ -92,6 +92,7 @@ def serve(
     token = token or new_token()
     port = port or free_port(host)
     state = UiState(engine, token)
+    state.warm()  # each namespace's recall index, for the first recall as of a point
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/?token={token}"
 

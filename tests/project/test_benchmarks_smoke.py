@@ -57,6 +57,7 @@ OUTPUTS = {
     "ann": "ann.json",
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",
+    "asof": "asof.json",
     "verify_flips": "verify_flips.json",
     "verify_file_flips": "verify_file_flips.json",
     "word_targets": "word_targets.json",
