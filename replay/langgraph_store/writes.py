@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.replay.langgraph_store.reads import ItemReader
 
-__all__ = ["EXPIRY_PREFIX", "Put", "Writer", "in_langgraph_words"]
+__all__ = ["EXPIRY_PREFIX", "Put", "RefusedWrite", "Writer", "in_langgraph_words"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
@@ -54,6 +54,23 @@ class Put(msgspec.Struct, frozen=True, kw_only=True):
     fields: tuple[str, ...] | None = None
     ttl: float | None = None
     occurred_at: datetime | None = None
+
+
+class RefusedWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """A batch of puts the engine refused (:meth:`Writer.attempt`): ``put`` is the index of
+    the put it named (None: the batch as a whole), ``error`` the refusal in LangGraph's
+    words (:func:`in_langgraph_words`). Nothing of the batch was written."""
+
+    put: int | None
+    error: CommandRejectedError
+
+
+def _op_index(parameter: str | None) -> int | None:
+    """``i`` of an engine parameter ``ops[i]...`` (None: another parameter)."""
+    if not parameter or not parameter.startswith("ops[") or "]" not in parameter:
+        return None
+    digits = parameter[4 : parameter.index("]")]
+    return int(digits) if digits.isdigit() else None
 
 
 class Writer:
@@ -78,8 +95,19 @@ class Writer:
             ``namespace`` and the message speaks of the put, never of the engine's fields
             (:func:`in_langgraph_words`); nothing was written.
         """
+        outcome = self.attempt(puts)
+        if isinstance(outcome, RefusedWrite):
+            raise outcome.error
+        return outcome
+
+    def attempt(self, puts: Sequence[Put]) -> int | RefusedWrite:
+        """:meth:`apply`, with a refusal returned instead of raised: a
+        :class:`RefusedWrite` naming the put the engine refused (its index in ``puts``),
+        when the engine names one; nothing was written then. Any other error of the engine
+        (the ledger unavailable, the namespace erased) is raised as :meth:`apply` raises it.
+        """
         for attempt in range(_RETRIES):
-            ops = self._ops(puts)
+            ops, sources = self._ops(puts)
             if not ops:
                 return 0
             try:
@@ -90,16 +118,22 @@ class Writer:
                 if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
                     raise
             except CommandRejectedError as e:
-                raise in_langgraph_words(e, len(ops)) from None
+                index = _op_index(e.parameter)
+                put = sources[index] if index is not None and index < len(sources) else None
+                return RefusedWrite(put=put, error=in_langgraph_words(e, len(ops)))
         return 0  # pragma: no cover (the loop returns or raises)
 
-    def _ops(self, puts: Sequence[Put]) -> list[Remember | Forget]:
+    def _ops(self, puts: Sequence[Put]) -> tuple[list[Remember | Forget], list[int]]:
+        """The engine ops of ``puts`` and, for each, the index of the put it came from (a
+        delete of an address that holds nothing has no op)."""
         ops: list[Remember | Forget] = []
-        for put in puts:
+        sources: list[int] = []
+        for index, put in enumerate(puts):
             if put.value is None:
                 current = self.reader.current(put.namespace, put.key)
                 if current is not None:
                     ops.append(Forget(target=current.memory_id))
+                    sources.append(index)
                 continue
             record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
             ops.append(
@@ -113,7 +147,8 @@ class Writer:
                     document=True,
                 )
             )
-        return ops
+            sources.append(index)
+        return ops, sources
 
     def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
         """Record the expiry of ``memory``, the value at the address whose TTL ran out (a
