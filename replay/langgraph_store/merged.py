@@ -70,6 +70,9 @@ def run_merged(
     cache = _ReadCache()
     outcomes: list[Outcome] = [_answers(call, read, cache) for call in calls]
     writing = [i for i, call in enumerate(calls) if call.puts and isinstance(outcomes[i], list)]
+    for i, error in _replaced_refusals(calls, writing, writer).items():
+        outcomes[i] = error
+        writing.remove(i)
     alone: list[int] = []
     while writing:
         owners: dict[tuple[tuple[str, ...], str], int] = {}
@@ -105,6 +108,47 @@ def run_merged(
         except Exception as e:  # noqa: BLE001 - the call's own error, typed by the writer
             outcomes[i] = e
     return outcomes
+
+
+def _replaced_refusals(
+    calls: Sequence[Call], writing: list[int], writer: Writer
+) -> dict[int, BaseException]:
+    """The calls whose put the engine would refuse although a later call's put of the same
+    address replaces it in the merged batch (so the engine never sees it): each with the
+    error it would get alone (:meth:`Writer.check`; equal puts checked once). A put replaced
+    within its own call is not checked, as in ``batch``."""
+    last: dict[tuple[tuple[str, ...], str], int] = {}
+    for i in writing:
+        for put in calls[i].puts:
+            last[(put.namespace, put.key)] = i
+    refused: dict[int, BaseException] = {}
+    checked: dict[Any, BaseException | None] = {}
+    for i in writing:
+        for put in collapse(calls[i].puts):
+            if last[(put.namespace, put.key)] == i or put.value is None:
+                continue
+            key = _hashable(put)
+            error = checked.get(key, _UNCHECKED) if key is not None else _UNCHECKED
+            if error is _UNCHECKED:
+                error = writer.check(put)
+                if key is not None:
+                    checked[key] = error
+            if isinstance(error, BaseException):
+                refused[i] = error
+                break
+    return refused
+
+
+_UNCHECKED = RuntimeError("unchecked")
+"""A put not checked yet (a marker)."""
+
+
+def _hashable(put: Put) -> Any:
+    """``put`` as a key for the checks' memo (None: a value that cannot be one)."""
+    try:
+        return (put.namespace, put.key, msgspec.json.encode(put.value), put.fields, put.ttl)
+    except (TypeError, msgspec.EncodeError):
+        return None
 
 
 class _ReadCache:

@@ -39,7 +39,11 @@ from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import Namespace, check_namespace
 from memory_ledger.replay.langgraph_store.async_calls import TickBatchedStore
-from memory_ledger.replay.langgraph_store.matching import matches_filter, matches_namespace
+from memory_ledger.replay.langgraph_store.matching import (
+    check_filter,
+    matches_filter,
+    matches_namespace,
+)
 from memory_ledger.replay.langgraph_store.merged import Call, Outcome, collapse, run_merged
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
 from memory_ledger.replay.langgraph_store.ttl import Refresher
@@ -104,7 +108,8 @@ def _check_op(op: Op) -> None:
     root label ``langgraph`` are refused by ``put`` (LangGraph's ``_validate_namespace``),
     not here: InMemoryStore, PostgresStore and SqliteStore store such an op given to
     ``batch``, and so does this store. Counts, query and filter are checked for their type
-    (typed errors, never a raw exception)."""
+    (typed errors, never a raw exception), and the filter's operators
+    (:func:`~memory_ledger.replay.langgraph_store.matching.check_filter`)."""
     try:
         validate_op_namespace(op)
     except LangGraphNamespaceError as e:
@@ -118,6 +123,7 @@ def _check_op(op: Op) -> None:
         if op.filter is not None and not isinstance(op.filter, Mapping):
             msg = f"filter must be a dict or None, got {type(op.filter).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="filter")
+        check_filter(op.filter)
     elif isinstance(op, ListNamespacesOp):
         check_count("limit", op.limit, minimum=0)
         check_count("offset", op.offset, minimum=0)

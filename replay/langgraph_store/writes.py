@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memory_ledger.commands.engine import DirectCommands, Forget, Remember
+from memory_ledger.commands.engine.batch import check_op
 from memory_ledger.commands.errors import (
     CommandRejectedError,
     SupersededTargetError,
@@ -65,6 +66,32 @@ class RefusedWrite(msgspec.Struct, frozen=True, kw_only=True):
     error: CommandRejectedError
 
 
+class _Unencodable(Exception):
+    """A put of a batch whose value cannot be recorded (raised and caught in this module)."""
+
+    def __init__(self, put: int, error: CommandRejectedError) -> None:
+        super().__init__(str(error))
+        self.put = put
+        self.error = error
+
+
+def _remember(put: Put) -> Remember:
+    """The engine op that records ``put`` (a value; not a delete).
+
+    :raises CommandRejectedError: the value cannot be recorded (``value_not_json``)."""
+    assert put.value is not None
+    record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
+    return Remember(
+        statement=record.statement,
+        subject=record.subject,
+        predicate=PREDICATE,
+        value=record.value,
+        tags=record.tags,
+        occurred_at=put.occurred_at,
+        document=True,
+    )
+
+
 def _op_index(parameter: str | None) -> int | None:
     """``i`` of an engine parameter ``ops[i]...`` (None: another parameter)."""
     if not parameter or not parameter.startswith("ops[") or "]" not in parameter:
@@ -107,7 +134,10 @@ class Writer:
         (the ledger unavailable, the namespace erased) is raised as :meth:`apply` raises it.
         """
         for attempt in range(_RETRIES):
-            ops, sources = self._ops(puts)
+            try:
+                ops, sources = self._ops(puts)
+            except _Unencodable as e:
+                return RefusedWrite(put=e.put, error=e.error)
             if not ops:
                 return 0
             try:
@@ -125,7 +155,9 @@ class Writer:
 
     def _ops(self, puts: Sequence[Put]) -> tuple[list[Remember | Forget], list[int]]:
         """The engine ops of ``puts`` and, for each, the index of the put it came from (a
-        delete of an address that holds nothing has no op)."""
+        delete of an address that holds nothing has no op).
+
+        :raises _Unencodable: a put whose value cannot be recorded (``value_not_json``)."""
         ops: list[Remember | Forget] = []
         sources: list[int] = []
         for index, put in enumerate(puts):
@@ -135,20 +167,24 @@ class Writer:
                     ops.append(Forget(target=current.memory_id))
                     sources.append(index)
                 continue
-            record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
-            ops.append(
-                Remember(
-                    statement=record.statement,
-                    subject=record.subject,
-                    predicate=PREDICATE,
-                    value=record.value,
-                    tags=record.tags,
-                    occurred_at=put.occurred_at,
-                    document=True,
-                )
-            )
+            try:
+                ops.append(_remember(put))
+            except CommandRejectedError as e:
+                raise _Unencodable(index, e) from None
             sources.append(index)
         return ops, sources
+
+    def check(self, put: Put) -> CommandRejectedError | None:
+        """What the engine would refuse ``put`` with, sent alone (None: nothing; a delete
+        is never refused here), told in LangGraph's words; nothing is written. For a put
+        that a later put of its address replaces before anything is sent."""
+        if put.value is None:
+            return None
+        try:
+            check_op(_remember(put))
+        except CommandRejectedError as e:
+            return in_langgraph_words(e, 1)
+        return None
 
     def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
         """Record the expiry of ``memory``, the value at the address whose TTL ran out (a
