@@ -34,25 +34,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from langgraph.store.base import BaseStore, Item
 from langgraph.store.memory import InMemoryStore
 
+from benchmarks import langgraph_bench
 from benchmarks.results import save
-from memory_ledger.commands import Namespace
-from memory_ledger.replay.langgraph_store import LedgerStore
 
 PG_URL = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-TENANT = Namespace("bench", "langgraph", "async")
 
 Address = tuple[tuple[str, ...], str]
 Call = tuple[Any, ...]
@@ -215,15 +210,9 @@ def issue(store: BaseStore, call: Call) -> Coroutine[Any, Any, Any]:
 
 @asynccontextmanager
 async def ledger_store() -> AsyncIterator[BaseStore]:
-    folder = Path(tempfile.mkdtemp(prefix="lgasync-"))
-    try:
-        store = LedgerStore.open(folder / "store", TENANT)
-        try:
-            yield store
-        finally:
-            store.close()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    """A LedgerStore in a temporary folder (``benchmarks.langgraph_bench``'s)."""
+    with langgraph_bench.ledger_store() as store:
+        yield store
 
 
 @asynccontextmanager

@@ -132,6 +132,19 @@ class TickBatchedStore(BaseStore):
         op = self._put_op(namespace, key, value, index, ttl)
         await self._ticks.submit(self._call((op,)))
 
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """``BaseStore.put``, its namespace and key checked by ``_address`` (``aput`` is
+        its async twin, with the same errors)."""
+        self.batch([self._put_op(namespace, key, value, index, ttl)])
+
     def _put_op(
         self,
         namespace: tuple[str, ...],
@@ -140,8 +153,12 @@ class TickBatchedStore(BaseStore):
         index: Literal[False] | list[str] | None,
         ttl: float | None | NotProvided,
     ) -> PutOp:
-        """The op of a ``put``/``aput`` (its namespace and key checked by the subclass)."""
-        return PutOp(namespace, str(key), value, index, ttl=self._ttl(ttl))
+        """The op of a ``put``/``aput``."""
+        return PutOp(self._address(namespace, key), key, value, index, ttl=self._ttl(ttl))
+
+    @abstractmethod
+    def _address(self, namespace: tuple[str, ...], key: str) -> tuple[str, ...]:
+        """The namespace of a ``put``, checked with its key (raises the typed errors)."""
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         """Delete the item at ``namespace``/``key`` (``BaseStore.adelete``)."""

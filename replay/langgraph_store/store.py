@@ -15,15 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
-    NOT_PROVIDED,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
-    NotProvided,
     Op,
     PutOp,
     Result,
@@ -252,33 +250,15 @@ class LedgerStore(TickBatchedStore):
 
     # Operations ----------------------------------------------------------------------------
 
-    def put(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """LangGraph's ``put``, whose namespace and key errors are the engine's typed errors
+    def _address(self, namespace: tuple[str, ...], key: str) -> tuple[str, ...]:
+        """The namespace of ``put``/``aput``, whose errors are the engine's typed errors
         too: :class:`StoreNamespaceError` (also LangGraph's ``InvalidNamespaceError``) for a
         namespace LangGraph refuses, ``InvalidArgumentTypeError`` for a key or namespace
         that is not text (LangGraph would store ``5`` as ``"5"`` and ``"users"`` as its
-        letters). ``aput`` is its async twin, with the same errors."""
-        self.batch([self._put_op(namespace, key, value, index, ttl)])
-
-    def _put_op(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None,
-        ttl: float | None | NotProvided,
-    ) -> PutOp:
+        letters)."""
         namespace = _check_address(namespace, key)
         _check_put_namespace(namespace)
-        return PutOp(namespace, key, value, index, ttl=self._ttl(ttl))
+        return namespace
 
     def _put(self, op: PutOp) -> Put:
         fields: tuple[str, ...] | None
