@@ -36,18 +36,30 @@ from memory_ledger.replay.langgraph_store.merged import Call, Outcome
 
 __all__ = ["TickQueue"]
 
-_Waiting = tuple[Call, "asyncio.Future[list[Result]]"]
+_Futures = list["asyncio.Future[list[Result]]"]
 
 
 class _LoopQueue:
-    """The calls one event loop made that no batch has taken yet; ``busy``: a flush is
-    scheduled or a batch of this loop is under way (the next flush follows it)."""
+    """The calls one event loop made that no batch has taken yet, and their futures (two
+    lists, not a list of pairs: one object less for each waiting call); ``busy``: a flush
+    is scheduled or a batch of this loop is under way (the next flush follows it)."""
 
-    __slots__ = ("busy", "waiting")
+    __slots__ = ("busy", "calls", "futures")
 
     def __init__(self) -> None:
-        self.waiting: list[_Waiting] = []
+        self.calls: list[Call] = []
+        self.futures: _Futures = []
         self.busy = False
+
+    def take(self) -> tuple[list[Call], _Futures]:
+        """The waiting calls whose caller still waits (a cancelled one is withdrawn), and
+        their futures; the queue is left empty."""
+        calls, futures = self.calls, self.futures
+        self.calls, self.futures = [], []
+        if any(future.done() for future in futures):
+            kept = [i for i, future in enumerate(futures) if not future.done()]
+            calls, futures = [calls[i] for i in kept], [futures[i] for i in kept]
+        return calls, futures
 
 
 class TickQueue:
@@ -81,7 +93,8 @@ class TickQueue:
             queue = self._loops.get(loop)
             if queue is None:
                 queue = self._loops[loop] = _LoopQueue()
-            queue.waiting.append((call, future))
+            queue.calls.append(call)
+            queue.futures.append(future)
             start = not queue.busy
             queue.busy = True
         if start:
@@ -91,16 +104,15 @@ class TickQueue:
     def _flush(self, loop: asyncio.AbstractEventLoop, queue: _LoopQueue) -> None:
         """Send the loop's waiting calls as one batch (on the loop's thread)."""
         with self._lock:
-            taken = [waiting for waiting in queue.waiting if not waiting[1].done()]
-            queue.waiting = []
-            if not taken or self._closed:  # closed: close() took the calls
+            calls, futures = queue.take()
+            if not calls or self._closed:  # closed: close() took the calls
                 queue.busy = False
                 return
-            sent = self._worker.submit(self._run, [call for call, _ in taken])
+            sent = self._worker.submit(self._run, calls)
 
         def finished(done: concurrent.futures.Future[list[Outcome]]) -> None:
             try:
-                loop.call_soon_threadsafe(self._deliver, loop, queue, taken, done)
+                loop.call_soon_threadsafe(self._deliver, loop, queue, futures, done)
             except RuntimeError:  # the loop is closed: nobody waits for the answers
                 pass
 
@@ -110,14 +122,14 @@ class TickQueue:
         self,
         loop: asyncio.AbstractEventLoop,
         queue: _LoopQueue,
-        taken: list[_Waiting],
+        futures: _Futures,
         done: concurrent.futures.Future[list[Outcome]],
     ) -> None:
         """Hand each call its outcome, then flush what queued meanwhile (after the callers
         just answered resume: what they call next joins the batch)."""
         error = done.exception()
-        outcomes: list[Outcome] = [error] * len(taken) if error is not None else done.result()
-        _settle(taken, outcomes)
+        outcomes: list[Outcome] = [error] * len(futures) if error is not None else done.result()
+        _settle(futures, outcomes)
         loop.call_soon(self._flush, loop, queue)
 
     def close(self) -> None:
@@ -128,29 +140,26 @@ class TickQueue:
             if self._closed:
                 return
             self._closed = True
-            queued = [(loop, queue.waiting) for loop, queue in self._loops.items()]
-            for _, queue in self._loops.items():
-                queue.waiting = []
+            queued = [(loop, queue.take()) for loop, queue in self._loops.items()]
         self._worker.shutdown(wait=True)
-        for loop, waiting in queued:
-            taken = [w for w in waiting if not w[1].done()]
-            if not taken or loop.is_closed():
+        for loop, (calls, futures) in queued:
+            if not calls or loop.is_closed():
                 continue
             try:
-                outcomes: list[Outcome] = self._run([call for call, _ in taken])
+                outcomes: list[Outcome] = self._run(calls)
             except Exception as e:  # noqa: BLE001 - a defect: every call hears of it
-                outcomes = [e] * len(taken)
+                outcomes = [e] * len(calls)
             if _running_loop() is loop:
-                _settle(taken, outcomes)
+                _settle(futures, outcomes)
                 continue
             try:
-                loop.call_soon_threadsafe(_settle, taken, outcomes)
+                loop.call_soon_threadsafe(_settle, futures, outcomes)
             except RuntimeError:  # closed meanwhile
                 pass
 
 
-def _settle(taken: list[_Waiting], outcomes: Sequence[Outcome]) -> None:
-    for (_, future), outcome in zip(taken, outcomes, strict=True):
+def _settle(futures: _Futures, outcomes: Sequence[Outcome]) -> None:
+    for future, outcome in zip(futures, outcomes, strict=True):
         if future.done():  # cancelled meanwhile
             continue
         if isinstance(outcome, BaseException):

@@ -44,10 +44,12 @@ PUT_PREFIX = "langgraph-"
 _RETRIES = 5
 
 
-class Put(msgspec.Struct, frozen=True, kw_only=True):
+class Put(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One write of a batch after collapsing: ``value`` None deletes; ``fields`` are the
     paths indexed (None: the whole document; ``()``: not indexed); ``ttl`` in minutes;
-    ``occurred_at``: when it happened (an import keeps the original time)."""
+    ``occurred_at``: when it happened (an import keeps the original time). Not tracked by
+    the garbage collector (it holds no cycle; a JSON value cannot): tens of thousands wait
+    in a tick's queue at once."""
 
     namespace: tuple[str, ...]
     key: str
