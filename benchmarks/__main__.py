@@ -26,6 +26,7 @@ BENCHMARKS = {
     "erasure_files": "benchmarks.erasure_files",
     "races": "benchmarks.races",
     "langgraph": "benchmarks.langgraph_bench",
+    "langgraph_async": "benchmarks.langgraph_async",
     "conformance": "benchmarks.conformance",
     "ui": "benchmarks.ui",
     "ui-forms": "benchmarks.ui_forms",

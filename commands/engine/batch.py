@@ -21,6 +21,7 @@ import msgspec
 
 from memory_ledger.commands.canonical.explicit_command import (
     CommandSpec,
+    checked_item,
     checked_statement,
     checked_tags,
 )
@@ -38,7 +39,15 @@ from memory_ledger.ledger.ids import (
 if TYPE_CHECKING:
     from memory_ledger.commands.store import MemoryStore
 
-__all__ = ["BatchOutcome", "BatchResult", "Forget", "Remember", "apply_batch", "remember_many"]
+__all__ = [
+    "BatchOutcome",
+    "BatchResult",
+    "Forget",
+    "Remember",
+    "apply_batch",
+    "check_op",
+    "remember_many",
+]
 
 BATCH_SESSION_PREFIX = "batch-"
 
@@ -191,6 +200,21 @@ def _spec(op: object, name: str) -> CommandSpec:
         return CommandSpec(intent="forget", text=None, words=words)
     msg = f"{name} must be a string, Remember or Forget, got {type(op).__name__}"
     raise InvalidArgumentTypeError(msg, parameter=name)
+
+
+def check_op(op: BatchOp | str, name: str = "ops[0]") -> None:
+    """Check ``op`` as :func:`apply_batch` checks each operation before anything is planned,
+    writing nothing: its statement and tags and, for a remember, its item (validation,
+    the secret door). What depends on the store (a forget's target) is not checked.
+
+    :raises CommandRejectedError: what :func:`apply_batch` would refuse ``op`` with
+        (``parameter`` under ``name``).
+    :raises InvalidArgumentTypeError: ``op`` is neither a string, a :class:`Remember` nor
+        a :class:`Forget`.
+    """
+    spec = _spec(op, name)
+    if spec.item is not None:
+        checked_item(spec.item, document=spec.document)
 
 
 def remember_many(

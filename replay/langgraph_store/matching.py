@@ -16,7 +16,7 @@ from typing import Any
 
 from memory_ledger.commands.errors import InvalidArgumentError
 
-__all__ = ["OPERATORS", "FilterError", "matches_filter", "matches_namespace"]
+__all__ = ["OPERATORS", "FilterError", "check_filter", "matches_filter", "matches_namespace"]
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
@@ -80,6 +80,31 @@ def matches_filter(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -
     if not wanted:
         return True
     return all(_compare(value.get(k), v) for k, v in wanted.items())
+
+
+def check_filter(wanted: Mapping[str, Any] | None) -> None:
+    """Check the search filter ``wanted`` before any item is read: the operators it uses
+    anywhere (where :func:`matches_filter` would read them) are :data:`OPERATORS`, so a
+    bad filter is refused whether or not an item reaches it.
+
+    :raises FilterError: an operator outside :data:`OPERATORS`.
+    """
+    for value in (wanted or {}).values():
+        _check_wanted(value)
+
+
+def _check_wanted(wanted: Any) -> None:
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            for operator in wanted:
+                if operator not in OPERATORS:
+                    _operator(None, str(operator), None)  # raises FilterError
+            return
+        for value in wanted.values():
+            _check_wanted(value)
+    elif isinstance(wanted, (list, tuple)):
+        for value in wanted:
+            _check_wanted(value)
 
 
 def matches_namespace(

@@ -4,26 +4,24 @@ The tenant is an engine :class:`~memory_ledger.ledger.ids.Namespace` bound when 
 is constructed; LangGraph namespace tuples live inside it and never choose it. Reads in a
 batch see the store as it was before the batch's writes (as LangGraph's ``InMemoryStore``);
 the writes of a batch are collapsed per address (the last put wins) and sent together
-(:meth:`~memory_ledger.replay.langgraph_store.writes.Writer.apply`).
+(:meth:`~memory_ledger.replay.langgraph_store.writes.Writer.apply`). The async calls of
+one event-loop tick are merged into one such batch, with an answer or an error per call
+(:mod:`~memory_ledger.replay.langgraph_store.ticks`,
+:mod:`~memory_ledger.replay.langgraph_store.merged`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
-    NOT_PROVIDED,
-    BaseStore,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
-    NotProvided,
     Op,
     PutOp,
     Result,
@@ -38,7 +36,13 @@ from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import Namespace, check_namespace
-from memory_ledger.replay.langgraph_store.matching import matches_filter, matches_namespace
+from memory_ledger.replay.langgraph_store.async_calls import TickBatchedStore
+from memory_ledger.replay.langgraph_store.matching import (
+    check_filter,
+    matches_filter,
+    matches_namespace,
+)
+from memory_ledger.replay.langgraph_store.merged import Call, Outcome, collapse, run_merged
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
 from memory_ledger.replay.langgraph_store.ttl import Refresher
 from memory_ledger.replay.langgraph_store.writes import Put, Writer
@@ -74,6 +78,18 @@ def _check_address(namespace: object, key: object) -> tuple[str, ...]:
     return tuple(namespace)
 
 
+def _check_put_namespace(namespace: tuple[str, ...]) -> None:
+    """LangGraph's rule for the namespace of ``put`` (``_validate_namespace`` of
+    ``langgraph.store.base``): not empty, and its root label is not ``langgraph``.
+
+    :raises StoreNamespaceError: it breaks the rule (LangGraph's message)."""
+    if not namespace:
+        raise StoreNamespaceError("Namespace cannot be empty.", parameter="namespace")
+    if namespace[0] == "langgraph":
+        msg = f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        raise StoreNamespaceError(msg, parameter="namespace")
+
+
 def _as_tuples(op: Op) -> Op:
     """``op`` with a namespace (prefix) given as a list made a tuple (PostgresStore and
     SqliteStore read ``search(["docs"])`` as ``search(("docs",))``)."""
@@ -90,7 +106,8 @@ def _check_op(op: Op) -> None:
     root label ``langgraph`` are refused by ``put`` (LangGraph's ``_validate_namespace``),
     not here: InMemoryStore, PostgresStore and SqliteStore store such an op given to
     ``batch``, and so does this store. Counts, query and filter are checked for their type
-    (typed errors, never a raw exception)."""
+    (typed errors, never a raw exception), and the filter's operators
+    (:func:`~memory_ledger.replay.langgraph_store.matching.check_filter`)."""
     try:
         validate_op_namespace(op)
     except LangGraphNamespaceError as e:
@@ -104,6 +121,7 @@ def _check_op(op: Op) -> None:
         if op.filter is not None and not isinstance(op.filter, Mapping):
             msg = f"filter must be a dict or None, got {type(op.filter).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="filter")
+        check_filter(op.filter)
     elif isinstance(op, ListNamespacesOp):
         check_count("limit", op.limit, minimum=0)
         check_count("offset", op.offset, minimum=0)
@@ -111,7 +129,7 @@ def _check_op(op: Op) -> None:
             check_count("max_depth", op.max_depth, minimum=0)
 
 
-class LedgerStore(BaseStore):
+class LedgerStore(TickBatchedStore):
     """A LangGraph store over a memory-ledger engine, for one tenant ``namespace``.
 
     :param engine: an open :class:`~memory_ledger.commands.engine.MemoryEngine` (its
@@ -143,6 +161,7 @@ class LedgerStore(BaseStore):
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         check_namespace(namespace)
+        super().__init__("ledgerstore")
         self.engine = engine
         self.namespace = namespace
         self.index_config = index
@@ -153,7 +172,6 @@ class LedgerStore(BaseStore):
         self.writer = Writer(engine, namespace, self.reader)
         self.refresher = Refresher(engine, namespace, clock)
         self._owns_engine = owns_engine
-        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ledgerstore")
         self._sweeper: Sweeper | None = None
 
     @classmethod
@@ -187,7 +205,8 @@ class LedgerStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order: reads answer from the state before the batch's writes;
-        the writes, collapsed per address (last put wins), are sent at the end.
+        the writes, collapsed per address (last put wins), are sent at the end as one
+        engine command.
 
         :raises StoreNamespaceError: an op's namespace label breaks LangGraph's rules
             (:func:`_check_op`; nothing of the batch is done).
@@ -195,77 +214,51 @@ class LedgerStore(BaseStore):
             ``SecretRefusedError`` for a secret-shaped value).
         :raises FilterError: a search filter with an unknown operator.
         """
-        ops = [_as_tuples(op) for op in ops]
-        for op in ops:
-            _check_op(op)
+        call = self._call(ops)
         now = self.refresher.clock()
-        results: list[Result] = []
-        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
-        for op in ops:
-            if isinstance(op, GetOp):
-                results.append(self._get(op, now))
-            elif isinstance(op, SearchOp):
-                results.append(self._search(op, now))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(self._list_namespaces(op, now))
-            elif isinstance(op, PutOp):
-                puts.pop((op.namespace, op.key), None)  # the last put wins, in its place
-                puts[(op.namespace, op.key)] = op
-                results.append(None)
-            else:
-                msg = f"Unknown operation type: {type(op)}"
-                raise InvalidArgumentError(msg, parameter="ops", reason_code="unknown_op")
-        if puts:
-            self.writer.apply([self._put(op) for op in puts.values()])
+        results = [None if isinstance(op, PutOp) else self._read(op, now) for op in call.ops]
+        if call.puts:
+            self.writer.apply(collapse(call.puts))
         return results
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` on the store's one worker thread (calls run in submission order;
-        the event loop never blocks)."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker, self.batch, list(ops))
+    def _call(self, ops: Iterable[Op]) -> Call:
+        """``ops`` checked (:func:`_check_op`, the put's ``index``, the op's type) and its
+        puts converted, before anything runs."""
+        checked = tuple(_as_tuples(op) for op in ops)
+        puts: list[Put] = []
+        for op in checked:
+            _check_op(op)
+            if isinstance(op, PutOp):
+                puts.append(self._put(op))
+            elif not isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
+                msg = f"Unknown operation type: {type(op)}"
+                raise InvalidArgumentError(msg, parameter="ops", reason_code="unknown_op")
+        return Call(checked, tuple(puts))
+
+    def _run_calls(self, calls: Sequence[Call]) -> list[Outcome]:
+        """The calls of one tick as one merged batch (on the worker thread)."""
+        now = self.refresher.clock()
+        return run_merged(calls, lambda op: self._read(op, now), self.writer)
+
+    def _read(self, op: Op, now: datetime) -> Result:
+        if isinstance(op, GetOp):
+            return self._get(op, now)
+        if isinstance(op, SearchOp):
+            return self._search(op, now)
+        assert isinstance(op, ListNamespacesOp)  # _call let nothing else through
+        return self._list_namespaces(op, now)
 
     # Operations ----------------------------------------------------------------------------
 
-    def put(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """LangGraph's ``put``, whose namespace and key errors are the engine's typed errors
+    def _address(self, namespace: tuple[str, ...], key: str) -> tuple[str, ...]:
+        """The namespace of ``put``/``aput``, whose errors are the engine's typed errors
         too: :class:`StoreNamespaceError` (also LangGraph's ``InvalidNamespaceError``) for a
         namespace LangGraph refuses, ``InvalidArgumentTypeError`` for a key or namespace
         that is not text (LangGraph would store ``5`` as ``"5"`` and ``"users"`` as its
         letters)."""
         namespace = _check_address(namespace, key)
-        try:
-            super().put(namespace, key, value, index, ttl=ttl)
-        except LangGraphNamespaceError as e:
-            if isinstance(e, StoreNamespaceError):
-                raise
-            raise StoreNamespaceError(str(e), parameter="namespace") from None
-
-    async def aput(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """The async twin of :meth:`put` (the same typed errors)."""
-        namespace = _check_address(namespace, key)
-        try:
-            await super().aput(namespace, key, value, index, ttl=ttl)
-        except LangGraphNamespaceError as e:
-            if isinstance(e, StoreNamespaceError):
-                raise
-            raise StoreNamespaceError(str(e), parameter="namespace") from None
+        _check_put_namespace(namespace)
+        return namespace
 
     def _put(self, op: PutOp) -> Put:
         fields: tuple[str, ...] | None
@@ -447,10 +440,11 @@ class LedgerStore(BaseStore):
         return sweep(self.reader, self.writer, self.refresher)
 
     def close(self) -> None:
-        """Stop the sweeper and the worker, write the buffered refresh records; close the
-        engine when :meth:`open` opened it."""
+        """Stop the sweeper; run the async calls still queued and wait for those under way
+        (a later async call raises ``EngineClosedError``); write the buffered refresh
+        records; close the engine when :meth:`open` opened it."""
         self.stop_ttl_sweeper()
-        self._worker.shutdown(wait=True)
+        self._ticks.close()
         self.refresher.close()
         if self._owns_engine:
             self.engine.close()

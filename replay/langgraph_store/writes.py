@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memory_ledger.commands.engine import DirectCommands, Forget, Remember
+from memory_ledger.commands.engine.batch import check_op
 from memory_ledger.commands.errors import (
     CommandRejectedError,
     SupersededTargetError,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.replay.langgraph_store.reads import ItemReader
 
-__all__ = ["EXPIRY_PREFIX", "Put", "Writer", "in_langgraph_words"]
+__all__ = ["EXPIRY_PREFIX", "Put", "RefusedWrite", "Writer", "in_langgraph_words"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
@@ -43,10 +44,12 @@ PUT_PREFIX = "langgraph-"
 _RETRIES = 5
 
 
-class Put(msgspec.Struct, frozen=True, kw_only=True):
+class Put(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One write of a batch after collapsing: ``value`` None deletes; ``fields`` are the
     paths indexed (None: the whole document; ``()``: not indexed); ``ttl`` in minutes;
-    ``occurred_at``: when it happened (an import keeps the original time)."""
+    ``occurred_at``: when it happened (an import keeps the original time). Not tracked by
+    the garbage collector (it holds no cycle; a JSON value cannot): tens of thousands wait
+    in a tick's queue at once."""
 
     namespace: tuple[str, ...]
     key: str
@@ -54,6 +57,49 @@ class Put(msgspec.Struct, frozen=True, kw_only=True):
     fields: tuple[str, ...] | None = None
     ttl: float | None = None
     occurred_at: datetime | None = None
+
+
+class RefusedWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """A batch of puts the engine refused (:meth:`Writer.attempt`): ``put`` is the index of
+    the put it named (None: the batch as a whole), ``error`` the refusal in LangGraph's
+    words (:func:`in_langgraph_words`). Nothing of the batch was written."""
+
+    put: int | None
+    error: CommandRejectedError
+
+
+class _Unencodable(Exception):
+    """A put of a batch whose value cannot be recorded (raised and caught in this module)."""
+
+    def __init__(self, put: int, error: CommandRejectedError) -> None:
+        super().__init__(str(error))
+        self.put = put
+        self.error = error
+
+
+def _remember(put: Put) -> Remember:
+    """The engine op that records ``put`` (a value; not a delete).
+
+    :raises CommandRejectedError: the value cannot be recorded (``value_not_json``)."""
+    assert put.value is not None
+    record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
+    return Remember(
+        statement=record.statement,
+        subject=record.subject,
+        predicate=PREDICATE,
+        value=record.value,
+        tags=record.tags,
+        occurred_at=put.occurred_at,
+        document=True,
+    )
+
+
+def _op_index(parameter: str | None) -> int | None:
+    """``i`` of an engine parameter ``ops[i]...`` (None: another parameter)."""
+    if not parameter or not parameter.startswith("ops[") or "]" not in parameter:
+        return None
+    digits = parameter[4 : parameter.index("]")]
+    return int(digits) if digits.isdigit() else None
 
 
 class Writer:
@@ -78,8 +124,22 @@ class Writer:
             ``namespace`` and the message speaks of the put, never of the engine's fields
             (:func:`in_langgraph_words`); nothing was written.
         """
+        outcome = self.attempt(puts)
+        if isinstance(outcome, RefusedWrite):
+            raise outcome.error
+        return outcome
+
+    def attempt(self, puts: Sequence[Put]) -> int | RefusedWrite:
+        """:meth:`apply`, with a refusal returned instead of raised: a
+        :class:`RefusedWrite` naming the put the engine refused (its index in ``puts``),
+        when the engine names one; nothing was written then. Any other error of the engine
+        (the ledger unavailable, the namespace erased) is raised as :meth:`apply` raises it.
+        """
         for attempt in range(_RETRIES):
-            ops = self._ops(puts)
+            try:
+                ops, sources = self._ops(puts)
+            except _Unencodable as e:
+                return RefusedWrite(put=e.put, error=e.error)
             if not ops:
                 return 0
             try:
@@ -90,30 +150,43 @@ class Writer:
                 if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
                     raise
             except CommandRejectedError as e:
-                raise in_langgraph_words(e, len(ops)) from None
+                index = _op_index(e.parameter)
+                put = sources[index] if index is not None and index < len(sources) else None
+                return RefusedWrite(put=put, error=in_langgraph_words(e, len(ops)))
         return 0  # pragma: no cover (the loop returns or raises)
 
-    def _ops(self, puts: Sequence[Put]) -> list[Remember | Forget]:
+    def _ops(self, puts: Sequence[Put]) -> tuple[list[Remember | Forget], list[int]]:
+        """The engine ops of ``puts`` and, for each, the index of the put it came from (a
+        delete of an address that holds nothing has no op).
+
+        :raises _Unencodable: a put whose value cannot be recorded (``value_not_json``)."""
         ops: list[Remember | Forget] = []
-        for put in puts:
+        sources: list[int] = []
+        for index, put in enumerate(puts):
             if put.value is None:
                 current = self.reader.current(put.namespace, put.key)
                 if current is not None:
                     ops.append(Forget(target=current.memory_id))
+                    sources.append(index)
                 continue
-            record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
-            ops.append(
-                Remember(
-                    statement=record.statement,
-                    subject=record.subject,
-                    predicate=PREDICATE,
-                    value=record.value,
-                    tags=record.tags,
-                    occurred_at=put.occurred_at,
-                    document=True,
-                )
-            )
-        return ops
+            try:
+                ops.append(_remember(put))
+            except CommandRejectedError as e:
+                raise _Unencodable(index, e) from None
+            sources.append(index)
+        return ops, sources
+
+    def check(self, put: Put) -> CommandRejectedError | None:
+        """What the engine would refuse ``put`` with, sent alone (None: nothing; a delete
+        is never refused here), told in LangGraph's words; nothing is written. For a put
+        that a later put of its address replaces before anything is sent."""
+        if put.value is None:
+            return None
+        try:
+            check_op(_remember(put))
+        except CommandRejectedError as e:
+            return in_langgraph_words(e, 1)
+        return None
 
     def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
         """Record the expiry of ``memory``, the value at the address whose TTL ran out (a

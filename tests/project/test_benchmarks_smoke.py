@@ -53,6 +53,7 @@ OUTPUTS = {
     "erasure_files": "erasure_files.json",
     "races": "races.json",
     "langgraph": "langgraph.json",
+    "langgraph_async": "langgraph_async.json",
     "conformance": "conformance.json",
     "ann": "ann.json",
     "ui": "ui.json",
