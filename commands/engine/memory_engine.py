@@ -92,6 +92,7 @@ from memory_ledger.ledger.tags import TaggedRecorder, event_tags
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
@@ -195,7 +196,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.projections = projections
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
-        self.runner.on_erasure.append(self._drop_erased_content)
+        self.runner.on_erasure.append(self._drop_erased_read_models)
         self.keyring: Keyring = getattr(mapper, "keyring", None) or Keyring(
             FileKeyStore(path / "keys", read_only=True), None, read_only=True
         )
@@ -204,11 +205,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         projections.on_reconnect.append(self._take_connection)
         self.transcripts = SourceTranscripts(recorder, mapper)
+        self.serving = ServingState()
+        """The serving read models (``projections.serving``): what recall, get, search and
+        list read, applied by :meth:`append` to its own events and tailed from the ledger
+        for other processes' (see docs/design.md, "Serving read models")."""
         self.recall_index = NamespaceRecallIndex(
-            self.canonical,
-            self.runner.changed_at,
+            self.serving,
+            self.serving.changed_at,
             self.transcripts,
-            ConversationWindows(self.transcripts, self.canonical.session_turns),
+            ConversationWindows(self.transcripts, self.serving.session_turns),
         )
         if projections.path != ":memory:":
             from memory_ledger.commands.recall.index_file import RecallIndexFile, fingerprint
@@ -422,6 +427,11 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             (:mod:`commands.secret_door`); nothing of the batch is written.
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
+
+        After the commit, before returning, the events are applied to the serving read
+        models (:attr:`serving`, the inline projection; the positions of another process's
+        appends before them are tailed first), so a read in this process right after
+        waits for nothing.
         """
         from memory_ledger.commands.secret_door import check_events  # detect_secrets: on a write
 
@@ -433,6 +443,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             tags = [event_tags(e) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
+        self._apply_inline(events, ids)
         if self.indexer is not None:
             self.indexer.kick()
         return ids
@@ -545,8 +556,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
         if policy.related_lookups and hits:
             pairs = [(doc, hit) for (doc, _), hit in zip(ranked, hits, strict=True)]
-            with self.projection_guard():
-                hits = annotate_relations(self.canonical, namespace, pairs, policy.related_lookups)
+            hits = annotate_relations(self.serving, namespace, pairs, policy.related_lookups)
         return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
 
     def canonical_candidates(
@@ -574,8 +584,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         vector, status = (None, OFF)
         if channel is not None:
             vector, status = channel.embed_query(query)
-        with self._read_lock, self.projection_guard():
-            position = self.catch_up()
+        with self.serving.lock, self.projection_guard():
+            position = self._serve()
             index, by_id = self.recall_index.docs(namespace, position)
             scores = None
             if channel is not None and vector is not None:
@@ -602,13 +612,14 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         return ranked, status, position
 
     def retrievable_memory(self, namespace: Namespace, memory: UUID | str) -> MemoryDoc | None:
-        """The retrievable canonical memory ``memory`` of ``namespace`` (caught up to the
-        ledger head), or None. A memory of another namespace is None, exactly like an id that
-        does not exist: callers cannot tell the two apart (the namespace comes from the host).
+        """The retrievable canonical memory ``memory`` of ``namespace`` (the serving state
+        at the ledger head), or None. A memory of another namespace is None, exactly like an
+        id that does not exist: callers cannot tell the two apart (the namespace comes from
+        the host).
         """
         check_namespace(namespace)
-        with self._read_lock, self.projection_guard():
-            position = self.catch_up()
+        with self.serving.lock:
+            position = self._serve()
             _, by_id = self.recall_index.docs(namespace, position)
             return by_id.get(str(memory))
 

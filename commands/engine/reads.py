@@ -27,6 +27,7 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands.engine.ledger_url import redact
+from memory_ledger.commands.engine.serving import EngineServing
 from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
 from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.commands.recall.index import MemoryDoc, NamespaceRecallIndex
@@ -41,6 +42,7 @@ from memory_ledger.ledger.records import LedgerLog
 from memory_ledger.ledger.tags import TaggedRecorder
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
 
 __all__ = ["EngineReads", "EventDecoder", "RawRecord", "ReadModels"]
@@ -57,7 +59,7 @@ class _CatchUp(Protocol):
     def __call__(self, to: int | None = None) -> int: ...
 
 
-class EngineReads:
+class EngineReads(EngineServing):
     """Ledger and read-model reads of ``MemoryEngine`` (its base; the attributes below are
     set by ``MemoryEngine.__init__``)."""
 
@@ -69,10 +71,12 @@ class EngineReads:
     canonical: CanonicalMemory
     transcripts: SourceTranscripts
     recall_index: NamespaceRecallIndex
+    serving: ServingState
     fusion: HybridFusion
     _read_lock: threading.RLock
     catch_up: _CatchUp
     """``MemoryEngine.catch_up``: bring the read models up to a position (default: head)."""
+
 
     ledger_name: str
     """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
@@ -241,25 +245,23 @@ class EngineReads:
         ledger head. What a debugger shows beside the fused score of :meth:`recall`."""
         from memory_ledger.commands.recall.ranking import rank_candidates
 
-        position = self.catch_up()
-        with self._read_lock:
-            index, by_id = self.recall_index.docs(namespace, position)
+        with self.serving.lock:
+            index, by_id = self.recall_index.docs(namespace, self._serve())
             return rank_candidates(query, depth, index, by_id, self.fusion)
 
     def retrievable_memories(self, namespace: Namespace) -> list[MemoryDoc]:
         """Every retrievable canonical memory of ``namespace`` (the documents of the
         in-process recall index, caught up to the ledger head), in the index's order."""
-        position = self.catch_up()
-        with self._read_lock:
-            _, by_id = self.recall_index.docs(namespace, position)
+        with self.serving.lock:
+            _, by_id = self.recall_index.docs(namespace, self._serve())
             return list(by_id.values())
 
     def memory_details(self, namespace: Namespace, ids: set[str]) -> dict[str, MemoryDoc]:
         """The retrievable canonical memories of ``namespace`` among ``ids``, by id, from the
         in-process recall index as it stands: no catch-up (a snapshot read wants details
         only: subject, evidence, times)."""
-        with self._read_lock:
-            _, by_id = self.recall_index.docs(namespace, self.runner.position)
+        with self.serving.lock:
+            _, by_id = self.recall_index.docs(namespace, self.serving.position)
             return {i: by_id[i] for i in ids if i in by_id}
 
     def vocabulary(

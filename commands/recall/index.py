@@ -37,8 +37,30 @@ from memory_ledger.commands.recall.lexical import (
 )
 from memory_ledger.commands.recall.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc
+
+
+class ServedRows(Protocol):
+    """Where the recall index reads canonical memory rows: the serving state
+    (:class:`~memory_ledger.projections.serving.state.ServingState`, the engine's, kept
+    current by the writer) or a :class:`~memory_ledger.projections.canonical.CanonicalMemory`
+    (an as-of store's DuckDB file). Calls are made holding ``lock``."""
+
+    lock: Any
+
+    def active_memories(
+        self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Retrievable rows of one namespace, by creation position."""
+
+    def changed_since(
+        self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Rows of one namespace updated after ``position``."""
+
+    def forgotten_turns(self, tenant: str, principal: str, scope_id: str) -> frozenset[int]:
+        """Source turns of the namespace's forgotten memories."""
 
 
 class PersistedIndex(Protocol):
@@ -363,7 +385,7 @@ class NamespaceRecallIndex:
 
     def __init__(
         self,
-        canonical: CanonicalMemory,
+        canonical: ServedRows,
         changed_at: Callable[[str], int] | None = None,
         context_of: Callable[[Sequence[int]], str | None] | None = None,
         windows: ConversationWindows | None = None,
