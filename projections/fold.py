@@ -204,7 +204,9 @@ _CURRENT = frozenset(("active", "conflicted"))
 """Retrievable statuses (``projections.canonical.RETRIEVABLE``)."""
 
 
-def _record_status(page: FoldTarget, position: int, row: dict[str, Any], before: str | None) -> None:
+def _record_status(
+    page: FoldTarget, position: int, row: dict[str, Any], before: str | None
+) -> None:
     """Append the status (and statement) ``row`` has from ``position`` on to the memory's
     history (``memory_history``; ``before``: its status until then, None for a new memory):
     the answer to "what was current at a position"."""
@@ -366,7 +368,9 @@ def _activate(page: FoldTarget, position: int, event: MemoryActivated) -> None:
     _resolve_candidate(page, position, event.candidate_id, "activated", key)
 
 
-def _resolve_candidate(page: FoldTarget, position: int, candidate: Any, outcome: str, mid: str) -> None:
+def _resolve_candidate(
+    page: FoldTarget, position: int, candidate: Any, outcome: str, mid: str
+) -> None:
     page.append(
         CANDIDATE_OUTCOMES,
         {

@@ -77,7 +77,6 @@ class EngineReads(EngineServing):
     catch_up: _CatchUp
     """``MemoryEngine.catch_up``: bring the read models up to a position (default: head)."""
 
-
     ledger_name: str
     """Where the ledger is: the LMDB folder, or the PostgreSQL URL without password."""
     _ledger_secret: str
