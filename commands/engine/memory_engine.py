@@ -584,8 +584,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         vector, status = (None, OFF)
         if channel is not None:
             vector, status = channel.embed_query(query)
-        with self.serving.lock, self.projection_guard():
+        # The semantic channel's vectors and coverage are DuckDB read models (the hook for
+        # vectors in the serving state): a hybrid recall takes the projection lock (after
+        # the serving lock: the lock order of commands/engine/serving.py) and catches DuckDB
+        # up to the serving position; a lexical recall never waits for DuckDB.
+        duckdb_lock = self._read_lock if channel is not None else contextlib.nullcontext()
+        with self.serving.lock, duckdb_lock, self.projection_guard():
             position = self._serve()
+            if channel is not None:
+                self.catch_up(position)
             index, by_id = self.recall_index.docs(namespace, position)
             scores = None
             if channel is not None and vector is not None:
@@ -762,9 +769,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
 
             def persist() -> None:
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
-                    self.recall_index.persist(self.runner.position)
+                    self.recall_index.persist(self.serving.position)
 
-            with self._read_lock:
+            with self.serving.lock, self._read_lock:  # the lock order of engine/serving.py
                 # The recall index is written while the slot is held, before the slot's
                 # files are scrubbed of namespaces erased meanwhile (projections/derived.py).
                 self.projections.close(before=persist)
