@@ -32,6 +32,7 @@ BENCHMARKS = {
     "ann": "benchmarks.ann",
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",
+    "serving": "benchmarks.serving",
     "verify_file_flips": "benchmarks.verify_file_flips",
     "all": "benchmarks.run_all",
 }

@@ -57,6 +57,7 @@ from memory_ledger.commands.engine.reads import EngineReads, EventDecoder, RawRe
 from memory_ledger.commands.engine.vectors import EngineVectors
 from memory_ledger.commands.errors import (
     EngineClosedError,
+    MemoryLedgerError,
     StoreUnavailableError,
     UnknownMemoryError,
 )
@@ -754,7 +755,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         )
 
     def close(self) -> None:
-        """Stop the embedding indexer, close the projection file and release the ledger.
+        """Stop the embedding indexer, catch the DuckDB read models up to the ledger head,
+        close the projection file and release the ledger.
 
         The projection file is closed under the projection lock (an indexer batch still in
         flight after the indexer's 10 s grace finishes first); the ledger is released even
@@ -766,6 +768,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 self.follower.close()
             if self.indexer is not None:
                 self.indexer.close()
+            with contextlib.suppress(MemoryLedgerError):  # left behind: caught up when next used
+                self.catch_up()  # the DuckDB read models, caught up behind the serving state
 
             def persist() -> None:
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
