@@ -773,7 +773,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
 
             def persist() -> None:
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
-                    self.recall_index.persist(self.serving.position)
+                    self.recall_index.persist(self.serving.position, self.serving)
 
             with self.serving.lock, self._read_lock:  # the lock order of engine/serving.py
                 # The recall index is written while the slot is held, before the slot's

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from memory_ledger.ledger.errors import at_position
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.mapper import RECORD_DAMAGE
@@ -62,9 +64,32 @@ class EngineServing:
         """
         if head is None:
             head = self.head
+        self._restore_once(head)
         if self.serving.position < head:
             self._tail(head)
         return self.serving.position
+
+    _serving_restored = False
+
+    def _restore_once(self, head: int) -> None:
+        """On first use, start the serving state from the persisted recall index's snapshot
+        (its position at most ``head``), so a fresh process tails only what came after;
+        without a usable one it is rebuilt by the tail from position 1."""
+        if self._serving_restored:
+            return
+        self._serving_restored = True
+        if self.serving.position:
+            return
+        stored = self.recall_index.stored_serving()
+        if stored is None:
+            return
+        try:
+            self.serving.restore(stored)
+        except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+            self.serving.restore(ServingState().snapshot())  # empty: rebuilt by the tail
+            return
+        if self.serving.position > head:  # another ledger's file: rebuilt by the tail
+            self.serving.restore(ServingState().snapshot())
 
     def _tail(self, to: int) -> None:
         """Apply the ledger's records after the state's position up to ``to``."""
@@ -100,6 +125,7 @@ class EngineServing:
             return
         serving = self.serving
         with serving.lock:
+            self._restore_once(positions[0] - 1)
             if serving.position < positions[0] - 1:
                 self._tail(positions[0] - 1)
             if serving.position >= positions[-1]:

@@ -38,6 +38,7 @@ from memory_ledger.commands.recall.lexical import (
 from memory_ledger.commands.recall.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc
 
 
@@ -81,7 +82,13 @@ class PersistedIndex(Protocol):
             tuple[str, tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]]
         ],
         keep: Iterable[str] = (),
+        serving: ServingState | None = None,
     ) -> None: ...
+
+    @property
+    def position(self) -> int: ...
+
+    def serving(self) -> bytes | None: ...
 
     def remove(self) -> None: ...
 
@@ -429,10 +436,17 @@ class NamespaceRecallIndex:
             if self._stored is not None:
                 self._stored.remove()
 
-    def persist(self, position: int) -> bool:
+    def stored_serving(self) -> bytes | None:
+        """The serving state's snapshot in the persisted index (at the file's position), or
+        None (no file, none stored, or damaged)."""
+        with self.canonical.lock:
+            return self._stored.serving() if self._stored is not None else None
+
+    def persist(self, position: int, serving: ServingState | None = None) -> bool:
         """Write the persisted index (when attached and some namespace changed since it was
-        read): the namespaces this process holds as of ``position`` and, copied unchanged,
-        the ones the file holds that this process never read. Returns whether it wrote.
+        read): the namespaces this process holds as of
+        ``position`` and, copied unchanged, the ones the file holds that this process never
+        read, and the ``serving`` state (at ``position``). Returns whether it wrote.
         Raises ``OSError`` when the file cannot be written."""
         with self.canonical.lock:
             stored = self._stored
@@ -447,7 +461,7 @@ class NamespaceRecallIndex:
                 (key, (at, self._silenced.get(key, frozenset()), index, by_id))
                 for key, (at, index, by_id) in self._cache.items()
             ]
-            stored.write(position, built, keep)
+            stored.write(position, built, keep, serving)
             self._dirty.clear()
             return True
 

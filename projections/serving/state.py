@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -45,7 +45,13 @@ from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.fold import SERVED_EVENTS, served_handlers
 from memory_ledger.projections.tables import CANONICAL_MEMORY, TRANSCRIPTS, ReadModelTable
 
-__all__ = ["SERVING_TOPICS", "ServingState", "rows_digest"]
+__all__ = [
+    "SERVING_TOPICS",
+    "ServingSnapshot",
+    "ServingState",
+    "SpaceSnapshot",
+    "rows_digest",
+]
 
 _SERVED_CLASSES: tuple[type[LedgerEvent], ...] = (*SERVED_EVENTS, NamespaceErased)
 SERVING_TOPICS: frozenset[str] = frozenset(get_topic(cls) for cls in _SERVED_CLASSES)
@@ -87,6 +93,26 @@ class _Space:
         self.log: list[str] = []
         self.log_positions: list[int] = []
         self.changed_at = 0
+
+
+class SpaceSnapshot(msgspec.Struct, frozen=True, array_like=True):
+    """One namespace of a :class:`ServingSnapshot`: its key, every row it holds and its
+    observed turns ``(turn key, session id, turn id, position)``."""
+
+    key: str
+    rows: list[dict[str, Any]]
+    turns: list[tuple[str, str, int, int]]
+
+
+class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
+    """The serving state as persisted (msgpack): its position and its namespaces."""
+
+    position: int
+    spaces: list[SpaceSnapshot]
+
+
+_snapshot_encoder = msgspec.msgpack.Encoder()
+_snapshot_decoder = msgspec.msgpack.Decoder(ServingSnapshot)
 
 
 class ServingState:
@@ -232,6 +258,47 @@ class ServingState:
             dropped = True
         self.erasures_applied += 1
         return dropped
+
+    # Persisting --------------------------------------------------------------------------
+
+    def snapshot(self, keep: Callable[[str], bool] | None = None) -> bytes:
+        """The state as msgpack bytes (:class:`ServingSnapshot`), only the namespaces whose
+        key ``keep`` accepts (default: every one): a derived file leaves erased namespaces
+        out (:class:`~memory_ledger.projections.derived.ErasedNamespaces`)."""
+        spaces = [
+            SpaceSnapshot(
+                key,
+                [self._rows[memory_id] for memory_id in sorted(space.ids)],
+                [(k, s, t, p) for k, (s, t, p) in space.turns.items()],
+            )
+            for key, space in sorted(self._spaces.items())
+            if keep is None or keep(key)
+        ]
+        return _snapshot_encoder.encode(ServingSnapshot(self.position, spaces))
+
+    def restore(self, data: bytes | memoryview) -> None:
+        """Replace this state's content by the snapshot ``data`` (:meth:`snapshot`),
+        in place (readers hold this object).
+
+        :raises msgspec.DecodeError: ``data`` is not a snapshot.
+        """
+        snapshot = _snapshot_decoder.decode(data)
+        self._rows.clear()
+        self._transcripts.clear()
+        self._spaces.clear()
+        for stored in snapshot.spaces:
+            tenant, principal, scope_id = msgspec.json.decode(stored.key)
+            space = self._spaces[stored.key] = _Space(Namespace(tenant, principal, scope_id))
+            for turn_key, session_id, turn_id, position in stored.turns:
+                space.turns[turn_key] = (session_id, turn_id, position)
+                self._transcripts[turn_key] = position
+            space.turn_list = None
+            ordered = sorted(stored.rows, key=lambda r: (r["updated_position"], r["memory_id"]))
+            for row in ordered:
+                self._rows[row["memory_id"]] = row
+                self._touched[row["memory_id"]] = None
+                self._settle(space, row["updated_position"])
+        self.position = snapshot.position
 
     # Reads (shaped as projections.canonical.CanonicalMemory's) --------------------------
 
