@@ -187,3 +187,20 @@ def test_an_erasure_reaches_the_serving_state(tmp_path: Path) -> None:
             assert rows and all(row["principal"] == "bob" for row in rows)
             assert state.erasures_applied == 1
             check(engine)
+
+
+def test_a_fresh_process_restores_the_serving_state_from_the_recall_index(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    ns = NAMESPACES[0]
+    with MemoryEngine.open(store, sync=False) as engine:
+        engine.remember_many(ns, [f"note {i} on the harbour" for i in range(20)])
+        engine.forget(ns, "note 3 on the harbour")
+        written = engine.head
+    with MemoryEngine.open(store, sync=False) as engine:
+        assert engine.recall_index.stored_serving() is not None
+        with engine.serving.lock:
+            engine._restore_once(engine.head)
+        assert engine.serving.position == written  # restored, not rebuilt from position 1
+        engine.remember(ns, "note 99 on the harbour")  # tails nothing, applies inline
+        check(engine)
+        assert len(engine.retrievable_memories(ns)) == 20
