@@ -658,20 +658,21 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         return [doc for doc in docs if holds_every_word(text, doc)]
 
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
-        """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
+        """The vocabulary map of ``namespace`` from the serving state at the ledger head
+        (recomputed only when the state moved),
         within its token budget as ``token_counter`` (default: the engine's) counts.
 
         :raises InvalidNamespaceError: the namespace is invalid.
         """
         check_namespace(namespace)
         counter = token_counter or self.token_counter
-        with self._read_lock, self.projection_guard():
-            position = self.catch_up()
+        with self.serving.lock:
+            position = self._serve()
             key = namespace.key() if counter is self.token_counter else None
             cached = self._memory_maps.get(key) if key is not None else None
             if cached is None or cached[0] != position:
                 text = render_memory_map(
-                    self.canonical,
+                    self.serving,
                     namespace.tenant,
                     namespace.principal,
                     namespace.scope_id,

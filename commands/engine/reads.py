@@ -266,12 +266,13 @@ class EngineReads(EngineServing):
     def vocabulary(
         self, namespace: Namespace, field: Literal["subject", "predicate"]
     ) -> list[tuple[str, int]]:
-        """``(term, records)`` of one field of ``namespace``'s memories, most frequent first
-        (caught up to the ledger head)."""
-        self.catch_up()
-        return self.canonical.vocabulary(
-            namespace.tenant, namespace.principal, namespace.scope_id, field
-        )
+        """``(term, records)`` of one field of ``namespace``'s retrievable memories, most
+        frequent first (the serving state at the ledger head)."""
+        with self.serving.lock:
+            self._serve()
+            return self.serving.vocabulary(
+                namespace.tenant, namespace.principal, namespace.scope_id, field
+            )
 
     def prunable_memories(
         self, namespace: Namespace, max_importance: float, max_uses: int
@@ -285,14 +286,15 @@ class EngineReads(EngineServing):
         )
 
     def count_active_memories(self, namespace: Namespace | None = None) -> int:
-        """Retrievable memories of ``namespace`` (None: of every namespace), caught up to the
-        ledger head."""
-        self.catch_up()
-        if namespace is None:
-            return self.canonical.count_active()
-        return self.canonical.count_namespace(
-            namespace.tenant, namespace.principal, namespace.scope_id
-        )
+        """Retrievable memories of ``namespace`` (None: of every namespace), from the serving
+        state at the ledger head."""
+        with self.serving.lock:
+            self._serve()
+            if namespace is None:
+                return self.serving.count_active()
+            return self.serving.count_namespace(
+                namespace.tenant, namespace.principal, namespace.scope_id
+            )
 
     def conversation_windows(
         self, turns_of: Callable[[str, str, str], Sequence[tuple[str, int, int]]]

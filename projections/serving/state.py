@@ -357,6 +357,26 @@ class ServingState:
         space = self._lookup(tenant, principal, scope_id)
         return len(space.retrievable) if space is not None else 0
 
+    def count_active(self) -> int:
+        """Retrievable rows over every namespace."""
+        return sum(len(space.retrievable) for space in self._spaces.values())
+
+    def vocabulary(
+        self, tenant: str, principal: str, scope_id: str, field: str
+    ) -> list[tuple[str, int]]:
+        """``(term, records)`` of one field (``subject``/``predicate``) of the namespace's
+        retrievable rows, most frequent first, then by term (the ``vocabulary`` view's
+        order)."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None or field not in ("subject", "predicate"):
+            return []
+        counts: dict[str, int] = {}
+        for row in space.retrievable.values():
+            term = row[field]
+            if term is not None:
+                counts[term] = counts.get(term, 0) + 1
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
     def same_key(
         self, tenant: str, principal: str, scope_id: str, subject: str, predicate: str
     ) -> list[str]:

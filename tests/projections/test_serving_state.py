@@ -73,6 +73,14 @@ def check(engine: MemoryEngine) -> None:
         docs = {doc.memory_id for doc in engine.retrievable_memories(namespace)}
         parts = (namespace.tenant, namespace.principal, namespace.scope_id)
         assert docs == {row["memory_id"] for row in state.active_memories(*parts)}
+        with engine.read_models() as live:  # the memory map's counts: the vocabulary view's
+            for field in ("subject", "predicate"):
+                rows = live.conn.execute(
+                    "SELECT term, records FROM vocabulary WHERE tenant = ? AND principal = ? "
+                    "AND scope_id = ? AND field = ? ORDER BY records DESC, term",
+                    [*parts, field],
+                ).fetchall()
+                assert state.vocabulary(*parts, field) == [(str(t), int(n)) for t, n in rows]
 
 
 step = st.one_of(
