@@ -326,8 +326,8 @@ class ServingState:
     def active_memories(
         self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
-        """Retrievable rows of one namespace ordered by ``created_position`` and id (only
-        ``columns`` when given)."""
+        """Retrievable rows of one namespace ordered by ``created_position`` and id (with at
+        least ``columns`` when given: then the state's own rows, not to be modified)."""
         space = self._lookup(tenant, principal, scope_id)
         if space is None:
             return []
@@ -340,7 +340,8 @@ class ServingState:
         self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
         """Rows of one namespace (any status) whose ``updated_position`` is after
-        ``position``, ordered by it and id (only ``columns`` when given)."""
+        ``position``, ordered by it and id (with at least ``columns`` when given: then the
+        state's own rows, not to be modified)."""
         space = self._lookup(tenant, principal, scope_id)
         if space is None:
             return []
@@ -416,9 +417,12 @@ class ServingState:
 
 
 def _columns(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """The row as a reader gets it: the state's own dict when ``columns`` are named (they
+    are all in it; readers never modify a row: the recall index only reads), a copy of
+    every column otherwise."""
     if not columns:
         return dict(row)
-    return {column: row[column] for column in columns}
+    return row
 
 
 def _plain(value: Any) -> Any:
