@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.commands.recall.index import DOC_COLUMNS
 from memory_ledger.ledger.events import LedgerEvent
