@@ -35,6 +35,7 @@ BENCHMARKS = {
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",
     "mem0_import": "benchmarks.mem0_import",
+    "serving": "benchmarks.serving",
     "verify_file_flips": "benchmarks.verify_file_flips",
     "all": "benchmarks.run_all",
 }

@@ -10,7 +10,7 @@ that also advances the tracking position.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
@@ -68,7 +68,14 @@ from memory_ledger.projections.tables import (
 _KEYED = (CANONICAL_MEMORY, TRANSCRIPTS, TURN_SNAPSHOTS, ADMISSIONS)
 _APPEND_ONLY = (CANDIDATES, CANDIDATE_OUTCOMES, EXTRACTIONS, USES, RECALLS, MEMORY_HISTORY)
 
-__all__ = ["PROJECTED_EVENTS", "KnownKeys", "fold_page"]
+__all__ = [
+    "PROJECTED_EVENTS",
+    "SERVED_EVENTS",
+    "FoldTarget",
+    "KnownKeys",
+    "fold_page",
+    "served_handlers",
+]
 
 
 def _ns(event: LedgerEvent) -> dict[str, Any]:
@@ -115,6 +122,28 @@ class KnownKeys:
             self.transcripts[key] = page.rows[TRANSCRIPTS.name][key]["position"]
 
 
+class FoldTarget(Protocol):
+    """Where the per-event row functions of this module write: a page of the DuckDB fold
+    (:func:`fold_page`) or the in-process serving state
+    (:class:`~memory_ledger.projections.serving.state.ServingState`), so a rebuild, a
+    catch-up and the writer's inline apply run the same functions."""
+
+    def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
+        """The row of ``table`` under ``key`` (None: absent)."""
+
+    def put(self, table: ReadModelTable, key: str, row: dict[str, Any]) -> None:
+        """Set the row of ``table`` under ``key``."""
+
+    def touch(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
+        """The row under ``key``, marked changed (None: absent); the caller edits it."""
+
+    def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
+        """Add a row to an append-only table."""
+
+    def transcript_position(self, turn_key: str) -> int | None:
+        """The ledger position of the turn's TranscriptObserved (None: not observed)."""
+
+
 class _Page:
     """Rows of one page, loaded once per table and folded in position order."""
 
@@ -153,6 +182,12 @@ class _Page:
     def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
         self.appends.setdefault(table.name, []).append(row)
 
+    def transcript_position(self, turn_key: str) -> int | None:
+        row = self.get(TRANSCRIPTS, turn_key)
+        if row is not None:
+            return int(row["position"])
+        return self.known.transcripts.get(turn_key)
+
     def write(self) -> None:
         for table in _KEYED:
             dirty = self.dirty.get(table.name)
@@ -175,7 +210,9 @@ _HISTORY_COLUMNS = tuple(
 """The ``canonical_memory`` columns each ``memory_history`` row copies."""
 
 
-def _record_revision(page: _Page, position: int, row: dict[str, Any], before: str | None) -> None:
+def _record_revision(
+    page: FoldTarget, position: int, row: dict[str, Any], before: str | None
+) -> None:
     """Append the revision ``row`` holds from ``position`` on to the memory's history
     (``memory_history``; ``before``: its status until then, None for a new memory): the
     answer to "what was current at a position", and what recall read of it then."""
@@ -261,16 +298,12 @@ _COLLECT: EventDispatch[_Collect] = EventDispatch(
 """What each event needs loaded before a page is folded."""
 
 
-def _transcript_position(page: _Page, event: MemoryActivated | MemoryReinforced) -> list[int]:
-    key = _turn_key(event, event.session_id, event.turn_id)
-    row = page.get(TRANSCRIPTS, key)
-    if row is not None:
-        return [row["position"]]
-    position = page.known.transcripts.get(key)
+def _transcript_position(page: FoldTarget, event: MemoryActivated | MemoryReinforced) -> list[int]:
+    position = page.transcript_position(_turn_key(event, event.session_id, event.turn_id))
     return [position] if position is not None else []
 
 
-def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
+def _activate(page: FoldTarget, position: int, event: MemoryActivated) -> None:
     key = str(event.originator_id)
     previous = page.get(CANONICAL_MEMORY, key)
     item = event.item
@@ -331,7 +364,9 @@ def _activate(page: _Page, position: int, event: MemoryActivated) -> None:
     _resolve_candidate(page, position, event.candidate_id, "activated", key)
 
 
-def _resolve_candidate(page: _Page, position: int, candidate: Any, outcome: str, mid: str) -> None:
+def _resolve_candidate(
+    page: FoldTarget, position: int, candidate: Any, outcome: str, mid: str
+) -> None:
     page.append(
         CANDIDATE_OUTCOMES,
         {
@@ -365,7 +400,7 @@ def _candidate_row(event: CandidateExtracted | CandidateRejected, position: int)
     }
 
 
-def _apply_extracted(page: _Page, position: int, event: CandidateExtracted) -> None:
+def _apply_extracted(page: FoldTarget, position: int, event: CandidateExtracted) -> None:
     row = _candidate_row(event, position)
     item = event.item
     row.update(
@@ -381,13 +416,13 @@ def _apply_extracted(page: _Page, position: int, event: CandidateExtracted) -> N
     page.append(CANDIDATES, row)
 
 
-def _apply_rejected(page: _Page, position: int, event: CandidateRejected) -> None:
+def _apply_rejected(page: FoldTarget, position: int, event: CandidateRejected) -> None:
     row = _candidate_row(event, position)
     row.update(validation="rejected", reason_code=event.reason_code)
     page.append(CANDIDATES, row)
 
 
-def _apply_transcript(page: _Page, position: int, event: TranscriptObserved) -> None:
+def _apply_transcript(page: FoldTarget, position: int, event: TranscriptObserved) -> None:
     key = _turn_key(event, event.session_id, event.turn_id)
     page.put(
         TRANSCRIPTS,
@@ -406,7 +441,7 @@ def _apply_transcript(page: _Page, position: int, event: TranscriptObserved) -> 
     )
 
 
-def _apply_extraction(page: _Page, position: int, event: ExtractionCompleted) -> None:
+def _apply_extraction(page: FoldTarget, position: int, event: ExtractionCompleted) -> None:
     page.append(
         EXTRACTIONS,
         {
@@ -421,7 +456,7 @@ def _apply_extraction(page: _Page, position: int, event: ExtractionCompleted) ->
     )
 
 
-def _apply_reinforced(page: _Page, position: int, event: MemoryReinforced) -> None:
+def _apply_reinforced(page: FoldTarget, position: int, event: MemoryReinforced) -> None:
     key = str(event.originator_id)
     row = page.touch(CANONICAL_MEMORY, key)
     if row is not None:
@@ -440,7 +475,7 @@ def _apply_reinforced(page: _Page, position: int, event: MemoryReinforced) -> No
     _resolve_candidate(page, position, event.candidate_id, "reinforced", key)
 
 
-def _revise(page: _Page, position: int, event: LedgerEvent) -> dict[str, Any] | None:
+def _revise(page: FoldTarget, position: int, event: LedgerEvent) -> dict[str, Any] | None:
     """The memory row an event of its stream revises (revision and position moved), or None
     when the file does not hold it."""
     row = page.touch(CANONICAL_MEMORY, str(event.originator_id))
@@ -450,7 +485,7 @@ def _revise(page: _Page, position: int, event: LedgerEvent) -> dict[str, Any] | 
     return row
 
 
-def _apply_superseded(page: _Page, position: int, event: MemorySuperseded) -> None:
+def _apply_superseded(page: FoldTarget, position: int, event: MemorySuperseded) -> None:
     row = _revise(page, position, event)
     if row is None:
         return
@@ -464,7 +499,7 @@ def _apply_superseded(page: _Page, position: int, event: MemorySuperseded) -> No
     _record_revision(page, position, row, before)
 
 
-def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> None:
+def _apply_conflict(page: FoldTarget, position: int, event: MemoryConflictMarked) -> None:
     row = _revise(page, position, event)
     if row is None:
         return
@@ -477,14 +512,14 @@ def _apply_conflict(page: _Page, position: int, event: MemoryConflictMarked) -> 
     _record_revision(page, position, row, before)
 
 
-def _apply_pinned(page: _Page, position: int, event: MemoryPinned) -> None:
+def _apply_pinned(page: FoldTarget, position: int, event: MemoryPinned) -> None:
     row = _revise(page, position, event)
     if row is not None:
         row["pinned"] = True
         _record_revision(page, position, row, row["status"])
 
 
-def _apply_forgotten(page: _Page, position: int, event: MemoryForgotten) -> None:
+def _apply_forgotten(page: FoldTarget, position: int, event: MemoryForgotten) -> None:
     row = _revise(page, position, event)
     if row is not None:
         before = row["status"]
@@ -492,7 +527,7 @@ def _apply_forgotten(page: _Page, position: int, event: MemoryForgotten) -> None
         _record_revision(page, position, row, before)
 
 
-def _apply_pruned(page: _Page, position: int, event: MemoryPruned) -> None:
+def _apply_pruned(page: FoldTarget, position: int, event: MemoryPruned) -> None:
     row = _revise(page, position, event)
     if row is not None:
         before = row["status"]
@@ -500,7 +535,7 @@ def _apply_pruned(page: _Page, position: int, event: MemoryPruned) -> None:
         _record_revision(page, position, row, before)
 
 
-def _apply_recall(page: _Page, position: int, event: RecallServed) -> None:
+def _apply_recall(page: FoldTarget, position: int, event: RecallServed) -> None:
     for result in event.results:
         row = page.touch(CANONICAL_MEMORY, str(result.memory_id))
         if row is not None:
@@ -519,7 +554,7 @@ def _apply_recall(page: _Page, position: int, event: RecallServed) -> None:
     )
 
 
-def _apply_admitted(page: _Page, position: int, event: MemoryAdmitted) -> None:
+def _apply_admitted(page: FoldTarget, position: int, event: MemoryAdmitted) -> None:
     row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
     if row is not None:
         row["admission_count"] += 1
@@ -543,7 +578,7 @@ def _apply_admitted(page: _Page, position: int, event: MemoryAdmitted) -> None:
     )
 
 
-def _apply_revoked(page: _Page, position: int, event: AdmissionRevoked) -> None:
+def _apply_revoked(page: FoldTarget, position: int, event: AdmissionRevoked) -> None:
     row = page.touch(ADMISSIONS, _admission_key(event))
     if row is not None:
         row["revoked"] = True
@@ -551,7 +586,7 @@ def _apply_revoked(page: _Page, position: int, event: AdmissionRevoked) -> None:
         row["revoked_position"] = position
 
 
-def _apply_used(page: _Page, position: int, event: MemoryUsed) -> None:
+def _apply_used(page: FoldTarget, position: int, event: MemoryUsed) -> None:
     row = page.touch(CANONICAL_MEMORY, str(event.memory_id))
     if row is not None:
         row["use_count"] += 1
@@ -568,7 +603,7 @@ def _apply_used(page: _Page, position: int, event: MemoryUsed) -> None:
     )
 
 
-def _apply_prepared(page: _Page, position: int, event: SnapshotPrepared) -> None:
+def _apply_prepared(page: FoldTarget, position: int, event: SnapshotPrepared) -> None:
     key = _turn_key(event, event.session_id, event.turn_id)
     page.put(
         TURN_SNAPSHOTS,
@@ -597,7 +632,7 @@ def _apply_prepared(page: _Page, position: int, event: SnapshotPrepared) -> None
     )
 
 
-def _apply_began(page: _Page, position: int, event: TurnBegan) -> None:
+def _apply_began(page: FoldTarget, position: int, event: TurnBegan) -> None:
     key = _turn_key(event, event.session_id, event.turn_id)
     row = page.touch(TURN_SNAPSHOTS, key)
     if row is None:
@@ -624,7 +659,7 @@ def _apply_began(page: _Page, position: int, event: TurnBegan) -> None:
         row["items"] = []
 
 
-_Apply = Callable[[_Page, int, Any], None]
+_Apply = Callable[[FoldTarget, int, Any], None]
 
 _APPLY: EventDispatch[_Apply] = EventDispatch(
     "projection fold: apply an event to the read models",
@@ -671,6 +706,32 @@ _APPLY: EventDispatch[_Apply] = EventDispatch(
 
 PROJECTED_EVENTS: tuple[type[LedgerEvent], ...] = _APPLY.handled
 """Event classes that change some read model; other events only advance the position."""
+
+SERVED_EVENTS: tuple[type[LedgerEvent], ...] = (
+    TranscriptObserved,
+    MemoryActivated,
+    MemoryReinforced,
+    MemorySuperseded,
+    MemoryConflictMarked,
+    MemoryPinned,
+    MemoryForgotten,
+    MemoryPruned,
+)
+"""The events that change what a recall can serve (a memory's row, its source turn): the
+serving state (:mod:`memory_ledger.projections.serving`) applies these with the fold's own
+functions; counters (recalls, admissions, uses) and session bookkeeping it leaves to the
+DuckDB read models."""
+
+
+def served_handlers() -> dict[type[LedgerEvent], _Apply]:
+    """The fold's row functions of :data:`SERVED_EVENTS` (event class -> ``(target,
+    position, event) -> None``), for a target other than a DuckDB page."""
+    handlers: dict[type[LedgerEvent], _Apply] = {}
+    for cls in SERVED_EVENTS:
+        handler = _APPLY[cls]
+        assert handler is not None
+        handlers[cls] = handler
+    return handlers
 
 
 def fold_page(

@@ -11,16 +11,31 @@ rendering stays within 300 estimated tokens there (``benchmarks`` prints the fig
 
 from __future__ import annotations
 
-from memory_ledger.projections.canonical import CanonicalMemory
+from typing import Protocol
+
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["MAX_TERMS", "MAX_TOKENS", "estimate_tokens", "render_memory_map"]
+__all__ = ["MAX_TERMS", "MAX_TOKENS", "Vocabulary", "estimate_tokens", "render_memory_map"]
 
 MAX_TERMS = 40
 """Terms shown per field, at most."""
 
 MAX_TOKENS = 300
 """Budget of the whole map in estimated tokens; fewer terms are shown to stay within it."""
+
+
+class Vocabulary(Protocol):
+    """What the map reads: :class:`~memory_ledger.projections.canonical.CanonicalMemory`
+    (the ``vocabulary`` view) or the serving state
+    (:class:`~memory_ledger.projections.serving.state.ServingState`), which count alike."""
+
+    def vocabulary(
+        self, tenant: str, principal: str, scope_id: str, field: str
+    ) -> list[tuple[str, int]]:
+        """``(term, records)`` of one field, most frequent first."""
+
+    def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
+        """Retrievable rows of one namespace."""
 
 
 def _field_line(label: str, terms: list[tuple[str, int]], limit: int) -> str:
@@ -32,7 +47,7 @@ def _field_line(label: str, terms: list[tuple[str, int]], limit: int) -> str:
 
 
 def render_memory_map(
-    canonical: CanonicalMemory,
+    canonical: Vocabulary,
     tenant: str,
     principal: str,
     scope_id: str,

@@ -169,8 +169,15 @@ class EngineCommands:
 
     def _drop_erased_content(self) -> None:
         """Empty every in-process index and cache that may hold an erased namespace's text
-        (run after catch-up applied a ``NamespaceErased`` record); they refill on use."""
+        (run, holding the serving lock, after the serving state applied a
+        ``NamespaceErased`` record); they refill on use."""
         self.recall_index.clear()
+        self._drop_erased_read_models()
+
+    def _drop_erased_read_models(self) -> None:
+        """The caches :meth:`_drop_erased_content` empties, but the recall index (run
+        after the DuckDB catch-up applied a ``NamespaceErased`` record, holding the
+        projection lock: the serving state drops its own when it reaches the record)."""
         self.transcripts.clear()
         self._memory_maps.clear()
         if self.semantic is not None:

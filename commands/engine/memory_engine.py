@@ -57,6 +57,7 @@ from memory_ledger.commands.engine.reads import EngineReads, EventDecoder, RawRe
 from memory_ledger.commands.engine.vectors import EngineVectors
 from memory_ledger.commands.errors import (
     EngineClosedError,
+    MemoryLedgerError,
     StoreUnavailableError,
     UnknownMemoryError,
 )
@@ -92,6 +93,7 @@ from memory_ledger.ledger.tags import TaggedRecorder, event_tags
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.memory_map import render_memory_map
 from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
@@ -195,7 +197,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.projections = projections
         self._read_lock = projections.lock
         self.runner = ProjectionRunner(projections, recorder, mapper)
-        self.runner.on_erasure.append(self._drop_erased_content)
+        self.runner.on_erasure.append(self._drop_erased_read_models)
         self.keyring: Keyring = getattr(mapper, "keyring", None) or Keyring(
             FileKeyStore(path / "keys", read_only=True), None, read_only=True
         )
@@ -204,11 +206,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         projections.on_reconnect.append(self._take_connection)
         self.transcripts = SourceTranscripts(recorder, mapper)
+        self.serving = ServingState()
+        """The serving read models (``projections.serving``): what recall, get, search and
+        list read, applied by :meth:`append` to its own events and tailed from the ledger
+        for other processes' (see docs/design.md, "Serving read models")."""
         self.recall_index = NamespaceRecallIndex(
-            self.canonical,
-            self.runner.changed_at,
+            self.serving,
+            self.serving.changed_at,
             self.transcripts,
-            ConversationWindows(self.transcripts, self.canonical.session_turns),
+            ConversationWindows(self.transcripts, self.serving.session_turns),
         )
         if projections.path != ":memory:":
             from memory_ledger.commands.recall.index_file import RecallIndexFile, fingerprint
@@ -422,6 +428,11 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             (:mod:`commands.secret_door`); nothing of the batch is written.
         :raises LedgerUnavailableError: the ledger server stayed unreachable; the batch is
             entirely written or not at all (retrying the command is safe).
+
+        After the commit, before returning, the events are applied to the serving read
+        models (:attr:`serving`, the inline projection; the positions of another process's
+        appends before them are tailed first), so a read in this process right after
+        waits for nothing.
         """
         from memory_ledger.commands.secret_door import check_events  # detect_secrets: on a write
 
@@ -433,6 +444,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             tags = [event_tags(e) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
+        self._apply_inline(events, ids)
         if self.indexer is not None:
             self.indexer.kick()
         return ids
@@ -545,8 +557,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(ranked, 1)]
         if policy.related_lookups and hits:
             pairs = [(doc, hit) for (doc, _), hit in zip(ranked, hits, strict=True)]
-            with self.projection_guard():
-                hits = annotate_relations(self.canonical, namespace, pairs, policy.related_lookups)
+            hits = annotate_relations(self.serving, namespace, pairs, policy.related_lookups)
         return RecallResult(query=query, results=tuple(hits), position=position, semantic=status)
 
     def canonical_candidates(
@@ -574,8 +585,15 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         vector, status = (None, OFF)
         if channel is not None:
             vector, status = channel.embed_query(query)
-        with self._read_lock, self.projection_guard():
-            position = self.catch_up()
+        # The semantic channel's vectors and coverage are DuckDB read models (the hook for
+        # vectors in the serving state): a hybrid recall takes the projection lock (after
+        # the serving lock: the lock order of commands/engine/serving.py) and catches DuckDB
+        # up to the serving position; a lexical recall never waits for DuckDB.
+        duckdb_lock = self._read_lock if channel is not None else contextlib.nullcontext()
+        with self.serving.lock, duckdb_lock, self.projection_guard():
+            position = self._serve()
+            if channel is not None:
+                self.catch_up(position)
             index, by_id = self.recall_index.docs(namespace, position)
             scores = None
             if channel is not None and vector is not None:
@@ -602,13 +620,14 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         return ranked, status, position
 
     def retrievable_memory(self, namespace: Namespace, memory: UUID | str) -> MemoryDoc | None:
-        """The retrievable canonical memory ``memory`` of ``namespace`` (caught up to the
-        ledger head), or None. A memory of another namespace is None, exactly like an id that
-        does not exist: callers cannot tell the two apart (the namespace comes from the host).
+        """The retrievable canonical memory ``memory`` of ``namespace`` (the serving state
+        at the ledger head), or None. A memory of another namespace is None, exactly like an
+        id that does not exist: callers cannot tell the two apart (the namespace comes from
+        the host).
         """
         check_namespace(namespace)
-        with self._read_lock, self.projection_guard():
-            position = self.catch_up()
+        with self.serving.lock:
+            position = self._serve()
             _, by_id = self.recall_index.docs(namespace, position)
             return by_id.get(str(memory))
 
@@ -639,20 +658,21 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         return [doc for doc in docs if holds_every_word(text, doc)]
 
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
-        """The vocabulary map of ``namespace`` (recomputed only when the projection moved),
+        """The vocabulary map of ``namespace`` from the serving state at the ledger head
+        (recomputed only when the state moved),
         within its token budget as ``token_counter`` (default: the engine's) counts.
 
         :raises InvalidNamespaceError: the namespace is invalid.
         """
         check_namespace(namespace)
         counter = token_counter or self.token_counter
-        with self._read_lock, self.projection_guard():
-            position = self.catch_up()
+        with self.serving.lock:
+            position = self._serve()
             key = namespace.key() if counter is self.token_counter else None
             cached = self._memory_maps.get(key) if key is not None else None
             if cached is None or cached[0] != position:
                 text = render_memory_map(
-                    self.canonical,
+                    self.serving,
                     namespace.tenant,
                     namespace.principal,
                     namespace.scope_id,
@@ -736,7 +756,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         )
 
     def close(self) -> None:
-        """Stop the embedding indexer, close the projection file and release the ledger.
+        """Stop the embedding indexer, catch the DuckDB read models up to the ledger head,
+        close the projection file and release the ledger.
 
         The projection file is closed under the projection lock (an indexer batch still in
         flight after the indexer's 10 s grace finishes first); the ledger is released even
@@ -748,12 +769,14 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 self.follower.close()
             if self.indexer is not None:
                 self.indexer.close()
+            with contextlib.suppress(MemoryLedgerError):  # left behind: caught up when next used
+                self.catch_up()  # the DuckDB read models, caught up behind the serving state
 
             def persist() -> None:
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
-                    self.recall_index.persist(self.runner.position)
+                    self.recall_index.persist(self.serving.position, self.serving)
 
-            with self._read_lock:
+            with self.serving.lock, self._read_lock:  # the lock order of engine/serving.py
                 # The recall index is written while the slot is held, before the slot's
                 # files are scrubbed of namespaces erased meanwhile (projections/derived.py).
                 self.projections.close(before=persist)

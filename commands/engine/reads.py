@@ -27,6 +27,7 @@ from eventsourcing.persistence import (
 )
 
 from memory_ledger.commands.engine.ledger_url import redact
+from memory_ledger.commands.engine.serving import EngineServing
 from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
 from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.commands.recall.index import MemoryDoc, NamespaceRecallIndex
@@ -41,6 +42,7 @@ from memory_ledger.ledger.records import LedgerLog
 from memory_ledger.ledger.tags import TaggedRecorder
 from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
 
 __all__ = ["EngineReads", "EventDecoder", "RawRecord", "ReadModels"]
@@ -57,7 +59,7 @@ class _CatchUp(Protocol):
     def __call__(self, to: int | None = None) -> int: ...
 
 
-class EngineReads:
+class EngineReads(EngineServing):
     """Ledger and read-model reads of ``MemoryEngine`` (its base; the attributes below are
     set by ``MemoryEngine.__init__``)."""
 
@@ -69,6 +71,7 @@ class EngineReads:
     canonical: CanonicalMemory
     transcripts: SourceTranscripts
     recall_index: NamespaceRecallIndex
+    serving: ServingState
     fusion: HybridFusion
     _read_lock: threading.RLock
     catch_up: _CatchUp
@@ -241,36 +244,35 @@ class EngineReads:
         ledger head. What a debugger shows beside the fused score of :meth:`recall`."""
         from memory_ledger.commands.recall.ranking import rank_candidates
 
-        position = self.catch_up()
-        with self._read_lock:
-            index, by_id = self.recall_index.docs(namespace, position)
+        with self.serving.lock:
+            index, by_id = self.recall_index.docs(namespace, self._serve())
             return rank_candidates(query, depth, index, by_id, self.fusion)
 
     def retrievable_memories(self, namespace: Namespace) -> list[MemoryDoc]:
         """Every retrievable canonical memory of ``namespace`` (the documents of the
         in-process recall index, caught up to the ledger head), in the index's order."""
-        position = self.catch_up()
-        with self._read_lock:
-            _, by_id = self.recall_index.docs(namespace, position)
+        with self.serving.lock:
+            _, by_id = self.recall_index.docs(namespace, self._serve())
             return list(by_id.values())
 
     def memory_details(self, namespace: Namespace, ids: set[str]) -> dict[str, MemoryDoc]:
         """The retrievable canonical memories of ``namespace`` among ``ids``, by id, from the
         in-process recall index as it stands: no catch-up (a snapshot read wants details
         only: subject, evidence, times)."""
-        with self._read_lock:
-            _, by_id = self.recall_index.docs(namespace, self.runner.position)
+        with self.serving.lock:
+            _, by_id = self.recall_index.docs(namespace, self.serving.position)
             return {i: by_id[i] for i in ids if i in by_id}
 
     def vocabulary(
         self, namespace: Namespace, field: Literal["subject", "predicate"]
     ) -> list[tuple[str, int]]:
-        """``(term, records)`` of one field of ``namespace``'s memories, most frequent first
-        (caught up to the ledger head)."""
-        self.catch_up()
-        return self.canonical.vocabulary(
-            namespace.tenant, namespace.principal, namespace.scope_id, field
-        )
+        """``(term, records)`` of one field of ``namespace``'s retrievable memories, most
+        frequent first (the serving state at the ledger head)."""
+        with self.serving.lock:
+            self._serve()
+            return self.serving.vocabulary(
+                namespace.tenant, namespace.principal, namespace.scope_id, field
+            )
 
     def prunable_memories(
         self, namespace: Namespace, max_importance: float, max_uses: int
@@ -284,14 +286,15 @@ class EngineReads:
         )
 
     def count_active_memories(self, namespace: Namespace | None = None) -> int:
-        """Retrievable memories of ``namespace`` (None: of every namespace), caught up to the
-        ledger head."""
-        self.catch_up()
-        if namespace is None:
-            return self.canonical.count_active()
-        return self.canonical.count_namespace(
-            namespace.tenant, namespace.principal, namespace.scope_id
-        )
+        """Retrievable memories of ``namespace`` (None: of every namespace), from the serving
+        state at the ledger head."""
+        with self.serving.lock:
+            self._serve()
+            if namespace is None:
+                return self.serving.count_active()
+            return self.serving.count_namespace(
+                namespace.tenant, namespace.principal, namespace.scope_id
+            )
 
     def conversation_windows(
         self, turns_of: Callable[[str, str, str], Sequence[tuple[str, int, int]]]

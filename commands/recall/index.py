@@ -37,8 +37,31 @@ from memory_ledger.commands.recall.lexical import (
 )
 from memory_ledger.commands.recall.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.canonical import RETRIEVABLE
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.text_index import BM25Index, IndexedDoc, ScoredDoc
+
+
+class ServedRows(Protocol):
+    """Where the recall index reads canonical memory rows: the serving state
+    (:class:`~memory_ledger.projections.serving.state.ServingState`, the engine's, kept
+    current by the writer) or a :class:`~memory_ledger.projections.canonical.CanonicalMemory`
+    (an as-of store's DuckDB file). Calls are made holding ``lock``."""
+
+    lock: Any
+
+    def active_memories(
+        self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Retrievable rows of one namespace, by creation position."""
+
+    def changed_since(
+        self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Rows of one namespace updated after ``position``."""
+
+    def forgotten_turns(self, tenant: str, principal: str, scope_id: str) -> frozenset[int]:
+        """Source turns of the namespace's forgotten memories."""
 
 
 class PersistedIndex(Protocol):
@@ -59,7 +82,13 @@ class PersistedIndex(Protocol):
             tuple[str, tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]]
         ],
         keep: Iterable[str] = (),
+        serving: ServingState | None = None,
     ) -> None: ...
+
+    @property
+    def position(self) -> int: ...
+
+    def serving(self) -> bytes | None: ...
 
     def remove(self) -> None: ...
 
@@ -363,7 +392,7 @@ class NamespaceRecallIndex:
 
     def __init__(
         self,
-        canonical: CanonicalMemory,
+        canonical: ServedRows,
         changed_at: Callable[[str], int] | None = None,
         context_of: Callable[[Sequence[int]], str | None] | None = None,
         windows: ConversationWindows | None = None,
@@ -407,10 +436,17 @@ class NamespaceRecallIndex:
             if self._stored is not None:
                 self._stored.remove()
 
-    def persist(self, position: int) -> bool:
+    def stored_serving(self) -> bytes | None:
+        """The serving state's snapshot in the persisted index (at the file's position), or
+        None (no file, none stored, or damaged)."""
+        with self.canonical.lock:
+            return self._stored.serving() if self._stored is not None else None
+
+    def persist(self, position: int, serving: ServingState | None = None) -> bool:
         """Write the persisted index (when attached and some namespace changed since it was
-        read): the namespaces this process holds as of ``position`` and, copied unchanged,
-        the ones the file holds that this process never read. Returns whether it wrote.
+        read): the namespaces this process holds as of
+        ``position`` and, copied unchanged, the ones the file holds that this process never
+        read, and the ``serving`` state (at ``position``). Returns whether it wrote.
         Raises ``OSError`` when the file cannot be written."""
         with self.canonical.lock:
             stored = self._stored
@@ -425,7 +461,7 @@ class NamespaceRecallIndex:
                 (key, (at, self._silenced.get(key, frozenset()), index, by_id))
                 for key, (at, index, by_id) in self._cache.items()
             ]
-            stored.write(position, built, keep)
+            stored.write(position, built, keep, serving)
             self._dirty.clear()
             return True
 

@@ -46,6 +46,7 @@ import msgspec
 from memory_ledger.commands.recall.index import MemoryDoc
 from memory_ledger.commands.recall.lexical import CONTEXT_CHARS, WINDOW_TURNS
 from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces, write_atomic
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.text_index import BM25Index, BM25State
 
 __all__ = [
@@ -57,8 +58,9 @@ __all__ = [
     "StoredIndex",
 ]
 
-FORMAT_VERSION = 1
-"""The file's format version: a file of another version is rebuilt, never read."""
+FORMAT_VERSION = 2
+"""The file's format version: a file of another version is rebuilt, never read.
+2: the serving state (``projections.serving``) at the file's position."""
 
 MAGIC = b"MLRECALL"
 _HEADER = struct.Struct("<8sIQQI")
@@ -82,6 +84,11 @@ class Directory(msgspec.Struct, frozen=True):
     fingerprint: str
     position: int
     namespaces: dict[str, NamespaceEntry]
+    serving: NamespaceEntry | None = None
+    """Where the serving state's snapshot is (:meth:`ServingState.snapshot`), at
+    ``position``; None: not stored."""
+    serving_namespaces: list[str] = msgspec.field(default_factory=list)
+    """The keys of the namespaces the snapshot holds (checked against erasures on open)."""
 
 
 class NamespaceBlob(msgspec.Struct, frozen=True, array_like=True):
@@ -256,7 +263,8 @@ class RecallIndexFile:
         if directory.position > head:
             self._discard("ahead_of_ledger")
             return
-        if self.erased.kept(directory.namespaces, str) != list(directory.namespaces):
+        named = [*directory.namespaces, *directory.serving_namespaces]
+        if self.erased.kept(named, str) != named:
             self._discard("erased")  # written before an erasure that could not remove it
             return
         self._directory = directory
@@ -311,6 +319,18 @@ class RecallIndexFile:
         by_id = LazyDocs(index.slot_map(), offsets, blob.docs)
         return entry.built, frozenset(entry.silenced), index, by_id
 
+    def serving(self) -> bytes | None:
+        """The serving state's snapshot bytes at :attr:`position` (checked against their
+        checksum), or None (none stored; a damaged one discards the file, ``torn``)."""
+        if self._directory is None or self._map is None or self._directory.serving is None:
+            return None
+        entry = self._directory.serving
+        raw = self._map[entry.offset : entry.offset + entry.length]
+        if len(raw) != entry.length or zlib.crc32(raw) != entry.crc:
+            self._discard("torn")
+            return None
+        return raw
+
     def raw_blob(self, key: str) -> tuple[NamespaceEntry, bytes] | None:
         """The entry and blob bytes of namespace ``key`` as stored (copied into the next
         file for namespaces this process never loaded)."""
@@ -326,9 +346,11 @@ class RecallIndexFile:
         position: int,
         built: Iterable[tuple[str, StoredIndex]],
         keep: Iterable[str] = (),
+        serving: ServingState | None = None,
     ) -> None:
         """Replace the file by one holding the namespaces ``built`` (their indexes now) and
-        the namespaces ``keep`` copied from the current file, reflecting ``position``.
+        the namespaces ``keep`` copied from the current file, reflecting ``position``, and
+        the ``serving`` state (which must be at ``position``).
         Namespaces erased by then (by any process), and namespaces without a document, are
         left out. Written under a temporary name, fsynced, then renamed
         (:func:`~memory_ledger.projections.derived.write_atomic`); raises ``OSError`` when
@@ -350,8 +372,24 @@ class RecallIndexFile:
             entry = NamespaceEntry(offset, len(raw), zlib.crc32(raw), at, sorted(silenced))
             blobs.append((key, entry, raw))
             offset += len(raw)
+        serving_entry, serving_keys = None, []
+        if serving is not None:
+            ids = self.erased.ids()
+            serving_keys = [
+                n.key() for n in serving.namespaces() if not self.erased.key_erased(n.key(), ids)
+            ]
+            raw = serving.snapshot(set(serving_keys).__contains__)
+            serving_entry = NamespaceEntry(offset, len(raw), zlib.crc32(raw), position, [])
+            blobs.append(("", serving_entry, raw))
+            offset += len(raw)
         directory = _encoder.encode(
-            Directory(self.fingerprint, position, {key: entry for key, entry, _ in blobs})
+            Directory(
+                self.fingerprint,
+                position,
+                {key: entry for key, entry, _ in blobs if key},
+                serving_entry,
+                sorted(serving_keys),
+            )
         )
         header = _HEADER.pack(MAGIC, FORMAT_VERSION, offset, len(directory), zlib.crc32(directory))
         # The header and first blob make the first chunk (the ``recall_index.write`` fault

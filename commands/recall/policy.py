@@ -20,8 +20,8 @@ returned as annotations beside the hit, never as hits of their own.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -166,8 +166,23 @@ def _related_ids(doc: MemoryDoc) -> list[tuple[RelationKind, str]]:
     return out
 
 
+class RowLookup(Protocol):
+    """Rows by memory id under a lock: the serving state
+    (:class:`~memory_ledger.projections.serving.state.ServingState`, the engine's)."""
+
+    lock: Any
+
+    def row(self, memory_id: str) -> Mapping[str, Any] | None:
+        """The canonical memory row ``memory_id`` (any namespace), or None."""
+
+
+RelatedRows = CanonicalMemory | RowLookup
+"""Where related memories are read: the serving state, or a
+:class:`~memory_ledger.projections.canonical.CanonicalMemory` (an as-of store's)."""
+
+
 def annotate_relations(
-    canonical: CanonicalMemory,
+    canonical: RelatedRows,
     namespace: Namespace,
     ranked: Sequence[tuple[MemoryDoc, RecallHit]],
     lookups: int,
@@ -214,12 +229,16 @@ def annotate_relations(
     return out
 
 
-def _read(canonical: CanonicalMemory, memory_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _read(canonical: RelatedRows, memory_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    keys = ("memory_id", "tenant", "principal", "scope_id", "statement", "status", "revision")
+    if not isinstance(canonical, CanonicalMemory):
+        with canonical.lock:
+            found = {memory_id: canonical.row(memory_id) for memory_id in memory_ids}
+        return {m: {k: row[k] for k in keys} for m, row in found.items() if row is not None}
     with canonical.lock:
         rows = canonical.conn.execute(
             "SELECT memory_id, tenant, principal, scope_id, statement, status, revision "
             "FROM canonical_memory WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
             [list(memory_ids)],
         ).fetchall()
-    keys = ("memory_id", "tenant", "principal", "scope_id", "statement", "status", "revision")
     return {str(r[0]): dict(zip(keys, r, strict=True)) for r in rows}

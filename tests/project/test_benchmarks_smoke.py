@@ -63,6 +63,7 @@ OUTPUTS = {
     "verify_file_flips": "verify_file_flips.json",
     "word_targets": "word_targets.json",
     "mem0_import": "mem0_import.json",
+    "serving": "serving.json",
 }
 
 

@@ -1,0 +1,454 @@
+"""The serving state: each namespace's current memories, their keys and source turns, kept
+in the process by applying events with the DuckDB fold's own row functions.
+
+A pure function of the event sequence (no clock, no randomness): applying events command by
+command, or all at once from position 1 (a rebuild), gives equal states
+(:meth:`ServingState.digest`), and the retrievable rows equal the retrievable rows of the
+``canonical_memory`` read model caught up to the same position (:func:`rows_digest` of both).
+
+What it holds, per namespace:
+
+- every canonical memory row it ever saw (any status: a supersede, a conflict or a
+  reactivation revises an older row), the ``canonical_memory`` columns the fold writes;
+- the retrievable ones (``active``, ``conflicted``) by id, and by ``(subject, predicate)``
+  key (lowercased and trimmed, as ``CanonicalMemory.same_key`` compares them);
+- the source turns of its forgotten memories (they lend no word to any conversation window);
+- its observed turns ``(session id, turn id, position)`` (TranscriptObserved; the text stays
+  in the ledger and is read when a document is built);
+- a change log ``(position, memory id)``, so a reader that built something at a position
+  asks only for what changed after it (:meth:`ServingState.changed_since`).
+
+Counters (recalls, admissions, uses) and session bookkeeping are the DuckDB read models'
+alone (:data:`~memory_ledger.projections.fold.SERVED_EVENTS`). A ``NamespaceErased``
+record drops every structure of the namespaces it names (:meth:`ServingState.erase`).
+
+The state is not thread-safe by itself: callers hold :attr:`ServingState.lock`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from eventsourcing.utils import get_topic
+
+from memory_ledger.ledger.events import LedgerEvent, NamespaceErased
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.keyring import namespace_ids
+from memory_ledger.projections.canonical import RETRIEVABLE
+from memory_ledger.projections.fold import SERVED_EVENTS, served_handlers
+from memory_ledger.projections.tables import CANONICAL_MEMORY, TRANSCRIPTS, ReadModelTable
+
+__all__ = [
+    "SERVING_TOPICS",
+    "ServingSnapshot",
+    "ServingState",
+    "SpaceSnapshot",
+    "rows_digest",
+]
+
+_SERVED_CLASSES: tuple[type[LedgerEvent], ...] = (*SERVED_EVENTS, NamespaceErased)
+SERVING_TOPICS: frozenset[str] = frozenset(get_topic(cls) for cls in _SERVED_CLASSES)
+"""Topics of the events the serving state applies: a tail of the ledger decodes only
+records of these topics."""
+
+_HANDLERS = served_handlers()
+_RETRIEVABLE = frozenset(RETRIEVABLE)
+
+
+def _key_of(subject: str | None, predicate: str | None) -> tuple[str, str]:
+    return ((subject or "").strip().lower(), (predicate or "").strip().lower())
+
+
+class _Space:
+    """One namespace's part of the state."""
+
+    __slots__ = (
+        "by_key",
+        "changed_at",
+        "forgotten",
+        "ids",
+        "log",
+        "log_positions",
+        "namespace",
+        "retrievable",
+        "turn_list",
+        "turns",
+    )
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        self.ids: set[str] = set()
+        self.retrievable: dict[str, dict[str, Any]] = {}
+        self.by_key: dict[tuple[str, str], dict[str, None]] = {}
+        self.forgotten: dict[str, tuple[int, ...]] = {}
+        self.turns: dict[str, tuple[str, int, int]] = {}
+        self.turn_list: list[tuple[str, int, int]] | None = []
+        self.log: list[str] = []
+        self.log_positions: list[int] = []
+        self.changed_at = 0
+
+
+class SpaceSnapshot(msgspec.Struct, frozen=True, array_like=True):
+    """One namespace of a :class:`ServingSnapshot`: its key, every row it holds and its
+    observed turns ``(turn key, session id, turn id, position)``."""
+
+    key: str
+    rows: list[dict[str, Any]]
+    turns: list[tuple[str, str, int, int]]
+
+
+class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
+    """The serving state as persisted (msgpack): its position and its namespaces."""
+
+    position: int
+    spaces: list[SpaceSnapshot]
+
+
+_snapshot_encoder = msgspec.msgpack.Encoder()
+_snapshot_decoder = msgspec.msgpack.Decoder(ServingSnapshot)
+
+
+class ServingState:
+    """The serving read models of every namespace (see the module docstring).
+
+    :attr:`position` is the last ledger position applied; :meth:`apply` skips events at or
+    before it, so a batch applied twice (the writer, then a tail that raced it) counts once.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        """Held by every reader and by :meth:`apply` (the state is not thread-safe)."""
+        self.position = 0
+        """The last ledger position applied (0: none)."""
+        self.erasures_applied = 0
+        """How many ``NamespaceErased`` records this state applied."""
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._transcripts: dict[str, int] = {}
+        self._spaces: dict[str, _Space] = {}
+        self._touched: dict[str, None] = {}
+        self._observed: str | None = None
+
+    # The fold's target (projections.fold.FoldTarget) ----------------------------------
+
+    def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
+        """The canonical memory row ``key`` (None: absent; other tables hold nothing)."""
+        if table is CANONICAL_MEMORY:
+            return self._rows.get(key)
+        return None
+
+    def put(self, table: ReadModelTable, key: str, row: dict[str, Any]) -> None:
+        """Set a canonical memory row or a transcript row (only its position is kept)."""
+        if table is CANONICAL_MEMORY:
+            self._rows[key] = row
+            self._touched[key] = None
+        elif table is TRANSCRIPTS:
+            self._transcripts[key] = int(row["position"])
+            self._observed = key
+
+    def touch(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
+        """The canonical memory row ``key``, marked changed (None: absent)."""
+        if table is not CANONICAL_MEMORY:
+            return None
+        row = self._rows.get(key)
+        if row is not None:
+            self._touched[key] = None
+        return row
+
+    def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
+        """Append-only tables (history, outcomes) are the DuckDB read models' alone."""
+
+    def transcript_position(self, turn_key: str) -> int | None:
+        """The position of the turn's TranscriptObserved (None: not observed)."""
+        return self._transcripts.get(turn_key)
+
+    # Applying events --------------------------------------------------------------------
+
+    def apply(self, events: Iterable[tuple[int, LedgerEvent]], last: int | None = None) -> set[str]:
+        """Apply ``(position, event)`` pairs in ascending position order (events at or before
+        :attr:`position` are skipped; classes outside the served ones only advance it), then
+        move :attr:`position` to ``last`` when given and greater. Returns the keys of the
+        namespaces whose retrievable memories may have changed."""
+        changed: set[str] = set()
+        handlers = _HANDLERS
+        for position, event in events:
+            if position <= self.position:
+                continue
+            cls = type(event)
+            if isinstance(event, NamespaceErased):
+                self.erase(event.namespace_ids)
+                changed.add("")
+            else:
+                handler = handlers.get(cls)
+                if handler is not None:
+                    handler(self, position, event)
+                    space = self._space(event.namespace)
+                    if self._touched:
+                        self._settle(space, position)
+                        changed.add(space.namespace.key())
+                    elif self._observed is not None:
+                        self._observe_turn(space, self._observed, event, position)
+                        self._observed = None
+            self.position = position
+        if last is not None and last > self.position:
+            self.position = last
+        return changed
+
+    def _space(self, namespace: Namespace) -> _Space:
+        key = namespace.key()
+        space = self._spaces.get(key)
+        if space is None:
+            space = self._spaces[key] = _Space(namespace)
+        return space
+
+    def _observe_turn(self, space: _Space, turn_key: str, event: Any, position: int) -> None:
+        replaced = turn_key in space.turns
+        space.turns[turn_key] = (event.session_id, event.turn_id, position)
+        if replaced or space.turn_list is None:
+            space.turn_list = None
+        else:
+            space.turn_list.append((event.session_id, event.turn_id, position))
+
+    def _settle(self, space: _Space, position: int) -> None:
+        """Move the rows one event touched into the namespace's structures."""
+        rows = self._rows
+        for memory_id in self._touched:
+            row = rows[memory_id]
+            space.ids.add(memory_id)
+            key = _key_of(row["subject"], row["predicate"])
+            status = row["status"]
+            if status in _RETRIEVABLE:
+                space.retrievable[memory_id] = row
+                space.by_key.setdefault(key, {})[memory_id] = None
+            else:
+                space.retrievable.pop(memory_id, None)
+                holders = space.by_key.get(key)
+                if holders is not None:
+                    holders.pop(memory_id, None)
+                    if not holders:
+                        del space.by_key[key]
+            if status == "forgotten":
+                space.forgotten[memory_id] = tuple(row["transcript_positions"] or ())
+            else:
+                space.forgotten.pop(memory_id, None)
+            space.log.append(memory_id)
+            space.log_positions.append(position)
+        space.changed_at = position
+        self._touched.clear()
+
+    def erase(self, erased: Iterable[UUID]) -> bool:
+        """Drop every structure of the namespaces whose ids (:func:`ledger.keyring.
+        namespace_ids`) are in ``erased``; returns whether any was held."""
+        wanted = set(erased)
+        dropped = False
+        for key, space in list(self._spaces.items()):
+            if namespace_ids(space.namespace)[0] not in wanted:
+                continue
+            for memory_id in space.ids:
+                self._rows.pop(memory_id, None)
+            for turn_key in space.turns:
+                self._transcripts.pop(turn_key, None)
+            del self._spaces[key]
+            dropped = True
+        self.erasures_applied += 1
+        return dropped
+
+    # Persisting --------------------------------------------------------------------------
+
+    def snapshot(self, keep: Callable[[str], bool] | None = None) -> bytes:
+        """The state as msgpack bytes (:class:`ServingSnapshot`), only the namespaces whose
+        key ``keep`` accepts (default: every one): a derived file leaves erased namespaces
+        out (:class:`~memory_ledger.projections.derived.ErasedNamespaces`)."""
+        spaces = [
+            SpaceSnapshot(
+                key,
+                [self._rows[memory_id] for memory_id in sorted(space.ids)],
+                [(k, s, t, p) for k, (s, t, p) in space.turns.items()],
+            )
+            for key, space in sorted(self._spaces.items())
+            if keep is None or keep(key)
+        ]
+        return _snapshot_encoder.encode(ServingSnapshot(self.position, spaces))
+
+    def restore(self, data: bytes | memoryview) -> None:
+        """Replace this state's content by the snapshot ``data`` (:meth:`snapshot`),
+        in place (readers hold this object).
+
+        :raises msgspec.DecodeError: ``data`` is not a snapshot.
+        """
+        snapshot = _snapshot_decoder.decode(data)
+        self._rows.clear()
+        self._transcripts.clear()
+        self._spaces.clear()
+        for stored in snapshot.spaces:
+            tenant, principal, scope_id = msgspec.json.decode(stored.key)
+            space = self._spaces[stored.key] = _Space(Namespace(tenant, principal, scope_id))
+            for turn_key, session_id, turn_id, position in stored.turns:
+                space.turns[turn_key] = (session_id, turn_id, position)
+                self._transcripts[turn_key] = position
+            space.turn_list = None
+            ordered = sorted(stored.rows, key=lambda r: (r["updated_position"], r["memory_id"]))
+            for row in ordered:
+                self._rows[row["memory_id"]] = row
+                self._touched[row["memory_id"]] = None
+                self._settle(space, row["updated_position"])
+        self.position = snapshot.position
+
+    # Reads (shaped as projections.canonical.CanonicalMemory's) --------------------------
+
+    def namespaces(self) -> list[Namespace]:
+        """Every namespace the state holds rows or turns of."""
+        return [space.namespace for space in self._spaces.values()]
+
+    def namespace_of(self, namespace_key: str) -> Namespace | None:
+        """The namespace of a key :meth:`apply` returned (None: not held)."""
+        space = self._spaces.get(namespace_key)
+        return space.namespace if space is not None else None
+
+    def changed_at(self, namespace_key: str) -> int:
+        """The last position that changed a retrievable row of the namespace (0: none)."""
+        space = self._spaces.get(namespace_key)
+        return space.changed_at if space is not None else 0
+
+    def row(self, memory_id: str) -> dict[str, Any] | None:
+        """The canonical memory row ``memory_id`` (any status, any namespace), or None."""
+        return self._rows.get(memory_id)
+
+    def _lookup(self, tenant: str, principal: str, scope_id: str) -> _Space | None:
+        return self._spaces.get(Namespace(tenant, principal, scope_id).key())
+
+    def active_memories(
+        self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Retrievable rows of one namespace ordered by ``created_position`` and id (with at
+        least ``columns`` when given: then the state's own rows, not to be modified)."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None:
+            return []
+        rows = sorted(
+            space.retrievable.values(), key=lambda r: (r["created_position"], r["memory_id"])
+        )
+        return [_columns(row, columns) for row in rows]
+
+    def changed_since(
+        self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Rows of one namespace (any status) whose ``updated_position`` is after
+        ``position``, ordered by it and id (with at least ``columns`` when given: then the
+        state's own rows, not to be modified)."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None:
+            return []
+        start = bisect.bisect_right(space.log_positions, position)
+        found = {memory_id: self._rows[memory_id] for memory_id in space.log[start:]}
+        rows = sorted(
+            (row for row in found.values() if row["updated_position"] > position),
+            key=lambda r: (r["updated_position"], r["memory_id"]),
+        )
+        return [_columns(row, columns) for row in rows]
+
+    def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
+        """Retrievable rows of one namespace."""
+        space = self._lookup(tenant, principal, scope_id)
+        return len(space.retrievable) if space is not None else 0
+
+    def count_active(self) -> int:
+        """Retrievable rows over every namespace."""
+        return sum(len(space.retrievable) for space in self._spaces.values())
+
+    def vocabulary(
+        self, tenant: str, principal: str, scope_id: str, field: str
+    ) -> list[tuple[str, int]]:
+        """``(term, records)`` of one field (``subject``/``predicate``) of the namespace's
+        retrievable rows, most frequent first, then by term (the ``vocabulary`` view's
+        order)."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None or field not in ("subject", "predicate"):
+            return []
+        counts: dict[str, int] = {}
+        for row in space.retrievable.values():
+            term = row[field]
+            if term is not None:
+                counts[term] = counts.get(term, 0) + 1
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+    def same_key(
+        self, tenant: str, principal: str, scope_id: str, subject: str, predicate: str
+    ) -> list[str]:
+        """Ids of retrievable memories whose lowercased, trimmed subject and predicate
+        match (sorted)."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None:
+            return []
+        return sorted(space.by_key.get(_key_of(subject, predicate), ()))
+
+    def forgotten_turns(self, tenant: str, principal: str, scope_id: str) -> frozenset[int]:
+        """The transcript positions forgotten memories of one namespace were drawn from."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None:
+            return frozenset()
+        return frozenset(p for positions in space.forgotten.values() for p in positions)
+
+    def session_turns(
+        self, tenant: str, principal: str, scope_id: str
+    ) -> list[tuple[str, int, int]]:
+        """Every observed turn of one namespace as ``(session_id, turn_id, position)``,
+        ordered by position."""
+        space = self._lookup(tenant, principal, scope_id)
+        if space is None:
+            return []
+        if space.turn_list is None:
+            space.turn_list = sorted(space.turns.values(), key=lambda t: t[2])
+        return list(space.turn_list)
+
+    def retrievable_rows(self) -> list[dict[str, Any]]:
+        """Every retrievable row of every namespace (for digests and audits)."""
+        return [row for space in self._spaces.values() for row in space.retrievable.values()]
+
+    def digest(self, columns: Sequence[str]) -> str:
+        """:func:`rows_digest` of every retrievable row, ``columns`` and the namespace."""
+        return rows_digest(self.retrievable_rows(), columns)
+
+
+def _columns(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """The row as a reader gets it: the state's own dict when ``columns`` are named (they
+    are all in it; readers never modify a row: the recall index only reads), a copy of
+    every column otherwise."""
+    if not columns:
+        return dict(row)
+    return row
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, UUID):
+        return str(value)
+    return value
+
+
+_NAMESPACE = ("tenant", "principal", "scope_id")
+_encoder = msgspec.msgpack.Encoder()
+
+
+def rows_digest(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """sha256 (hex) over the sorted msgpack encodings of ``rows`` restricted to the namespace
+    and ``columns`` (times in UTC, ids as text): the serving state's rows and the
+    ``canonical_memory`` rows DuckDB returns digest equal when they hold the same values."""
+    wanted = (*_NAMESPACE, *columns)
+    encoded = sorted(_encoder.encode([_plain(row[c]) for c in wanted]) for row in rows)
+    digest = hashlib.sha256(f"serving:{len(encoded)}".encode())
+    for item in encoded:
+        digest.update(len(item).to_bytes(4, "big"))
+        digest.update(item)
+    return digest.hexdigest()
