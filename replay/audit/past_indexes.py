@@ -33,6 +33,7 @@ from memory_ledger.commands.recall.lexical import WindowOf, analyze_document
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.history import CanonicalMemoryAt
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.text_index import BM25Index, BM25State, IndexedDoc
 
 __all__ = ["DerivedIndexes", "PastIndexes"]
@@ -158,11 +159,24 @@ class DerivedIndexes:
         window = window_of(positions, row["created_position"]) if window_of and positions else None
         return MemoryDoc.from_row(row, context, window)
 
+    @property
+    def position(self) -> int:
+        """The point these indexes answer for."""
+        return self.canonical.position
+
+    def serving(self) -> bytes | None:
+        """No serving state is kept for a past point (its rows are ``memory_history``'s)."""
+        return None
+
     def write(
-        self, position: int, built: Iterable[tuple[str, Built]], keep: Iterable[str] = ()
+        self,
+        position: int,
+        built: Iterable[tuple[str, Built]],
+        keep: Iterable[str] = (),
+        serving: ServingState | None = None,
     ) -> None:
         """Keep the indexes the recall index built at this point (not those derived here;
-        ``keep`` is ignored)."""
+        ``keep`` and ``serving`` are ignored)."""
         for key, (at, silenced, index, by_id) in built:
             if key in self._derived:
                 continue
