@@ -31,8 +31,14 @@ class AdmissionReport(msgspec.Struct, frozen=True, kw_only=True):
     position: int
 
 
-class SessionAdmission(SessionStream):
-    """MemoryAdmitted / AdmissionRevoked / MemoryUsed records of a session's turns."""
+class SessionAdmission:
+    """MemoryAdmitted / AdmissionRevoked / MemoryUsed records of a session's turns.
+
+    :param stream: the session's stream.
+    """
+
+    def __init__(self, stream: SessionStream) -> None:
+        self.stream = stream
 
     def admit(self, turn_id: int, items: Sequence[Any]) -> AdmissionReport:
         """Record MemoryAdmitted for the memory items selected into a turn's context, and
@@ -48,7 +54,7 @@ class SessionAdmission(SessionStream):
             id of another namespace gets exactly this error), or (``not_a_memory_id``) its
             memory id is not a UUID; nothing is recorded.
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         if isinstance(items, str | bytes) or not isinstance(items, Iterable):
             msg = f"items must be a sequence of admitted items, got {type(items).__name__}"
@@ -62,7 +68,7 @@ class SessionAdmission(SessionStream):
                 mid = getattr(entry, "memory_id", None)
                 revision = getattr(entry, "revision", None)
                 text = getattr(entry, "statement", None) or getattr(entry, "text", "") or ""
-                tokens = self.token_counter(text)
+                tokens = self.stream.token_counter(text)
             if mid is None or revision is None:
                 skipped.append(str(mid))
                 continue
@@ -82,7 +88,7 @@ class SessionAdmission(SessionStream):
             for mid, _, _ in wanted:
                 if reads.memory(mid) is None:
                     raise UnknownMemoryError(str(mid))
-            self._start_plan()
+            self.stream.start_plan()
             events: list[LedgerEvent] = []
 
             def state_of(mid: UUID) -> tuple[int, bool]:
@@ -90,11 +96,11 @@ class SessionAdmission(SessionStream):
                 return (state.version, state.retrievable) if state else (0, False)
 
             for mid, revision, tokens in wanted:
-                existing = self.state.admissions.get((turn_id, mid))
+                existing = self.stream.state.admissions.get((turn_id, mid))
                 if existing is None or existing.revision != revision or existing.revoked:
                     events.append(
                         MemoryAdmitted(
-                            **self._base(),
+                            **self.stream.envelope(),
                             turn_id=turn_id,
                             memory_id=mid,
                             revision=revision,
@@ -105,7 +111,7 @@ class SessionAdmission(SessionStream):
             check = {(m, r) for m, r, _ in wanted}
             check |= {
                 (a.memory_id, a.revision)
-                for (t, _), a in self.state.admissions.items()
+                for (t, _), a in self.stream.state.admissions.items()
                 if t == turn_id and not a.revoked
             }
             for mid, revision in sorted(check, key=lambda p: (str(p[0]), p[1])):
@@ -113,7 +119,7 @@ class SessionAdmission(SessionStream):
                 if not retrievable or version != revision:
                     events.append(
                         AdmissionRevoked(
-                            **self._base(),
+                            **self.stream.envelope(),
                             turn_id=turn_id,
                             memory_id=mid,
                             revision=revision,
@@ -123,7 +129,7 @@ class SessionAdmission(SessionStream):
                     revoked.append((mid, revision))
             return events
 
-        positions = self._append_decision(plan)
+        positions = self.stream.append_decision(plan)
         return AdmissionReport(
             admitted=tuple(admitted),
             revoked=tuple(revoked),
@@ -138,25 +144,28 @@ class SessionAdmission(SessionStream):
             id of another namespace gets exactly this error).
         :raises NotAdmittedError: the memory has no live admission in that turn.
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         try:
             mid = UUID(str(memory_id))
         except ValueError:
             raise UnknownMemoryError(repr(str(memory_id)[:40]), "not_a_memory_id") from None
-        if memory_of(self.engine, self.namespace, mid) is None:
+        if memory_of(self.stream.engine, self.stream.namespace, mid) is None:
             raise UnknownMemoryError(str(mid))
-        admission = self.refresh().admissions.get((turn_id, mid))
+        admission = self.stream.refresh().admissions.get((turn_id, mid))
         if admission is None or admission.revoked:
             msg = f"memory {mid} has no live admission in turn {turn_id}"
             raise NotAdmittedError(msg)
 
         def plan() -> list[LedgerEvent]:
-            self._start_plan()
+            self.stream.start_plan()
             return [
                 MemoryUsed(
-                    **self._base(), turn_id=turn_id, memory_id=mid, revision=admission.revision
+                    **self.stream.envelope(),
+                    turn_id=turn_id,
+                    memory_id=mid,
+                    revision=admission.revision,
                 )
             ]
 
-        return self._append_once(plan)[-1]
+        return self.stream.append_once(plan)[-1]

@@ -37,12 +37,20 @@ if TYPE_CHECKING:
 __all__ = ["CommandResult", "Intent", "SessionCommands"]
 
 
-class SessionCommands(SessionRecall):
-    """What the user (or host) tells memory explicitly, and curation by pruning."""
+class SessionCommands:
+    """What the user (or host) tells memory explicitly, and curation by pruning.
+
+    :param recall: the session's recall concern (a target named by words is searched among
+        the session's live memories).
+    """
+
+    def __init__(self, recall: SessionRecall) -> None:
+        self.recall = recall
+        self.stream = recall.stream
 
     def pending_explicit_commands(self) -> list[ExplicitCommandApplied]:
         """The explicit commands of this session not yet reconciled into canonical memory."""
-        state = self.refresh()
+        state = self.stream.refresh()
         return [] if state.report is not None else list(state.commands)
 
     def apply_explicit_command(
@@ -89,17 +97,17 @@ class SessionCommands(SessionRecall):
         :raises InvalidArgumentTypeError: ``occurred_at`` is not a datetime.
         :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         if occurred_at is not None:
             check_aware("occurred_at", occurred_at)
         intent = checked_intent(intent)
         text = checked_statement(statement, "statement")
-        cid = command_id(self.stream_id, turn_id, intent, text)
-        self.refresh()
-        if occurred_at is None and turn_id in self.state.observed:
-            occurred_at = self.state.observed[turn_id].occurred_at
-        previous = [c for c in self.state.commands if c.command_id == cid]
+        cid = command_id(self.stream.stream_id, turn_id, intent, text)
+        self.stream.refresh()
+        if occurred_at is None and turn_id in self.stream.state.observed:
+            occurred_at = self.stream.state.observed[turn_id].occurred_at
+        previous = [c for c in self.stream.state.commands if c.command_id == cid]
         if previous:
             return CommandResult(
                 command_id=cid,
@@ -108,8 +116,8 @@ class SessionCommands(SessionRecall):
                 position=0,
                 already_applied=True,
             )
-        if self.state.sealed:
-            msg = f"session {self.session_id!r} is finished; commands are not accepted"
+        if self.stream.state.sealed:
+            msg = f"session {self.stream.session_id!r} is finished; commands are not accepted"
             raise SessionSealedError(msg)
         wanted: UUID | None = None
         if target is not None and intent != "remember":
@@ -124,15 +132,15 @@ class SessionCommands(SessionRecall):
             words=text if wanted is None and intent in ("forget", "pin") else None,
         )
         decided = decide_command(spec, _SessionReads(self))
-        with self._lock:
+        with self.stream.lock:
 
             def applied() -> list[LedgerEvent]:
-                if any(c.command_id == cid for c in self.state.commands):
+                if any(c.command_id == cid for c in self.stream.state.commands):
                     return []
-                self._start_plan()
+                self.stream.start_plan()
                 return [
                     ExplicitCommandApplied(
-                        **self._base(),
+                        **self.stream.envelope(),
                         turn_id=turn_id,
                         command_id=cid,
                         intent=intent,
@@ -143,7 +151,7 @@ class SessionCommands(SessionRecall):
                     )
                 ]
 
-            positions = self._append_once(applied)
+            positions = self.stream.append_once(applied)
         return CommandResult(
             command_id=cid,
             intent=intent,
@@ -151,19 +159,20 @@ class SessionCommands(SessionRecall):
             position=positions[-1] if positions else 0,
         )
 
-    def _carried_facts(self, target: UUID, doc: MemoryDoc | None) -> TargetFacts | None:
+    def carried_facts(self, target: UUID, doc: MemoryDoc | None) -> TargetFacts | None:
         """What a ``correct`` of ``target`` keeps of it (issue 13 item 4): read from the
         ledger for a canonical memory (reinforced tags and importance included), from this
         session for a session fact (``doc``: the session's own document of it)."""
-        state = memory_of(self.engine, self.namespace, target)
+        state = memory_of(self.stream.engine, self.stream.namespace, target)
         if state is not None and state.item is not None:
             return TargetFacts.of_state(state)
-        items: list[ExtractedItem | None] = [c.item for c in self.state.candidates]
-        items += [c.item for c in self.state.commands]
+        items: list[ExtractedItem | None] = [c.item for c in self.stream.state.candidates]
+        items += [c.item for c in self.stream.state.commands]
         for entry_item in reversed(items):
             if (
                 entry_item is not None
-                and memory_id(self.namespace, normalize_statement(entry_item.statement)) == target
+                and memory_id(self.stream.namespace, normalize_statement(entry_item.statement))
+                == target
             ):
                 return TargetFacts(
                     item=entry_item,
@@ -194,7 +203,7 @@ class SessionCommands(SessionRecall):
     def _remember_procedure(
         self, task: str, statement: str, source: str, tools: Sequence[str]
     ) -> CommandResult:
-        turn = self.state.current_turn or 0
+        turn = self.stream.state.current_turn or 0
         item = {
             "kind": "procedural",
             "subject": task,
@@ -231,9 +240,9 @@ class SessionCommands(SessionRecall):
         """
         if older_than is not None:
             check_aware("older_than", older_than)
-        self._check_open()
-        ns = self.namespace
-        rows = self.engine.prunable_memories(ns, max_importance, max_uses)
+        self.stream.check_open()
+        ns = self.stream.namespace
+        rows = self.stream.engine.prunable_memories(ns, max_importance, max_uses)
         if older_than is not None:
             rows = [r for r in rows if r["activated_at"] is None or r["activated_at"] < older_than]
         pruned: list[UUID] = []
@@ -253,14 +262,14 @@ class SessionCommands(SessionRecall):
                         originator_version=state.version + 1,
                         recorded_at=at,
                         namespace=ns,
-                        session_id=self.session_id,
+                        session_id=self.stream.session_id,
                         rule=f"importance<{max_importance},uses<={max_uses}",
                     )
                 )
                 pruned.append(mid)
             return events
 
-        self._append_decision(plan)
+        self.stream.append_decision(plan)
         return list(pruned)
 
 
@@ -273,7 +282,7 @@ class _SessionReads:
 
     def __init__(self, session: SessionCommands) -> None:
         self._session = session
-        self._reads = DecisionReads(session.engine, session.namespace)
+        self._reads = DecisionReads(session.stream.engine, session.stream.namespace)
 
     def state(self, memory: UUID) -> MemoryStreamState | None:
         return self._reads.memory(memory)
@@ -282,11 +291,13 @@ class _SessionReads:
         return self._reads.head(memory)
 
     def searched(self, words: str) -> list[MemoryDoc]:
-        matches, _ = self._session._live(words, SEARCHED, RecallScope(), None, None, semantic=False)
+        matches, _ = self._session.recall.live(
+            words, SEARCHED, RecallScope(), None, None, semantic=False
+        )
         return [doc for doc, _score in matches][:SEARCHED]
 
     def chosen(self, doc: MemoryDoc) -> None:
         """Nothing to check: a session's command is reconciled (and re-checked) at finish."""
 
     def facts(self, target: UUID, doc: MemoryDoc | None) -> TargetFacts | None:
-        return self._session._carried_facts(target, doc)
+        return self._session.carried_facts(target, doc)

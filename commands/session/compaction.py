@@ -26,22 +26,29 @@ from memory_ledger.commands.context.summarizers import Summarizer
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.stream import SessionStream, check_turn_id
 from memory_ledger.ledger.events import ContextCompacted, LedgerEvent
-from memory_ledger.projections.tokens import TokenCounter
 
 __all__ = ["SessionCompaction"]
 
 
-class SessionCompaction(SessionStream):
-    """Recorded compaction of a session (see the module docstring)."""
+class SessionCompaction:
+    """Recorded compaction of a session (see the module docstring).
 
-    summarizer: Summarizer | None
-    compaction_policy: CompactionPolicy
-    token_counter: TokenCounter
+    :param stream: the session's stream.
+    :param summarizer: the summarizer of :meth:`compact` (None: compaction refused).
+    :param policy: when and how far to compact.
+    """
+
+    def __init__(
+        self, stream: SessionStream, summarizer: Summarizer | None, policy: CompactionPolicy
+    ) -> None:
+        self.stream = stream
+        self.summarizer = summarizer
+        self.compaction_policy = policy
 
     @property
     def compactions(self) -> list[ContextCompacted]:
         """The session's ContextCompacted events, oldest first (read from the ledger)."""
-        return list(self.refresh().compactions)
+        return list(self.stream.refresh().compactions)
 
     def compact(
         self,
@@ -60,12 +67,12 @@ class SessionCompaction(SessionStream):
             ``conflict`` (another process recorded this generation first), or any error of
             :func:`~commands.context.compaction.compact_history`; nothing is recorded then.
         """
-        self._check_open()
+        self.stream.check_open()
         if turn_id is not None:
             check_turn_id(turn_id)
         if self.summarizer is None:
             raise CompactionError("the session was opened without a summarizer", "no_summarizer")
-        generation = len(self.refresh().compactions) + 1
+        generation = len(self.stream.refresh().compactions) + 1
         result = compact_history(
             messages,
             self.summarizer,
@@ -74,7 +81,7 @@ class SessionCompaction(SessionStream):
             force=force,
             generation=generation,
             max_context_tokens=max_context_tokens,
-            token_counter=self.token_counter,
+            token_counter=self.stream.token_counter,
         )
         if result is None:
             return None
@@ -82,12 +89,12 @@ class SessionCompaction(SessionStream):
         goal = redact(result.goal)
 
         def compacted() -> list[LedgerEvent]:
-            if len(self.state.compactions) >= generation:
+            if len(self.stream.state.compactions) >= generation:
                 return []
-            self._start_plan()
+            self.stream.start_plan()
             return [
                 ContextCompacted(
-                    **self._base(),
+                    **self.stream.envelope(),
                     turn_id=turn_id,
                     generation=generation,
                     summarized_from=result.summarized_from,
@@ -106,7 +113,7 @@ class SessionCompaction(SessionStream):
                 )
             ]
 
-        if not self._append_once(compacted):
+        if not self.stream.append_once(compacted):
             msg = f"compaction generation {generation} was recorded by another writer first"
             raise CompactionError(msg, "conflict")
         return result

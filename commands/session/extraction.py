@@ -11,7 +11,7 @@ import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -65,12 +65,27 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class SessionExtraction(SessionVocabulary):
-    """Evidence first, then extraction (blocking, or queued in the background)."""
+class SessionExtraction:
+    """Evidence first, then extraction (blocking, or queued in the background).
 
-    _queue: ThreadPoolExecutor | None
-    _queued: dict[int, Future[TurnOutcome]]
-    _extraction_failures: dict[int, PendingExtraction]
+    :param vocabulary: the session's vocabulary concern (the predicates an extractor is
+        shown; its recall concern gives related memories and visible ids).
+    :param extraction_mode: ``blocking`` or ``background`` (a FIFO queue of this session).
+    """
+
+    def __init__(
+        self,
+        vocabulary: SessionVocabulary,
+        extraction_mode: Literal["blocking", "background"],
+    ) -> None:
+        self.vocabulary = vocabulary
+        self.recall = vocabulary.recall
+        self.stream = vocabulary.stream
+        self.extraction_mode: Literal["blocking", "background"] = extraction_mode
+        self._queue: ThreadPoolExecutor | None = None
+        self.queued: dict[int, Future[TurnOutcome]] = {}
+        """Background extractions of this process, by turn."""
+        self._extraction_failures: dict[int, PendingExtraction] = {}
 
     def observe_final_transcript(
         self, turn_id: int, transcript: str, occurred_at: datetime | None = None
@@ -94,39 +109,42 @@ class SessionExtraction(SessionVocabulary):
         ``occurred_at`` is when the turn happened in the conversation (valid time: it orders
         supersession, see ``commands.canonical.reconcile``); it must be time-zone aware.
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         if not isinstance(transcript, str):
             msg = f"transcript must be a string, got {type(transcript).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="transcript", reason_code="not_a_string")
         size = len(transcript.encode("utf-8", "surrogatepass"))
-        if size > self._config.max_transcript_bytes:
-            raise TranscriptTooLargeError(size, self._config.max_transcript_bytes)
+        if size > self.stream.config().max_transcript_bytes:
+            raise TranscriptTooLargeError(size, self.stream.config().max_transcript_bytes)
         check_encodable("transcript", transcript)
         if occurred_at is not None:
             check_aware("occurred_at", occurred_at)
         redaction = redact(transcript)
         digest = _digest(redaction.text)
-        with self._lock:
-            self.refresh()
-            already = turn_id in self.state.observed
-            if already and self.state.observed[turn_id].digest != digest:
+        with self.stream.lock:
+            self.stream.refresh()
+            already = turn_id in self.stream.state.observed
+            if already and self.stream.state.observed[turn_id].digest != digest:
                 msg = (
-                    f"session {self.session_id!r} turn {turn_id} was observed before with a "
+                    f"session {self.stream.session_id!r} turn {turn_id} was observed before with a "
                     "different transcript"
                 )
                 raise TurnConflictError(msg)
-            if not already and self.state.sealed:
-                msg = f"session {self.session_id!r} is finished; turn {turn_id} is not accepted"
+            if not already and self.stream.state.sealed:
+                msg = (
+                    f"session {self.stream.session_id!r} is finished; "
+                    f"turn {turn_id} is not accepted"
+                )
                 raise SessionSealedError(msg)
 
             def evidence() -> list[LedgerEvent]:
-                if turn_id in self.state.observed:
+                if turn_id in self.stream.state.observed:
                     return []
-                self._start_plan()
+                self.stream.start_plan()
                 return [
                     TranscriptObserved(
-                        **self._base(),
+                        **self.stream.envelope(),
                         turn_id=turn_id,
                         transcript=redaction.text,
                         digest=digest,
@@ -135,10 +153,14 @@ class SessionExtraction(SessionVocabulary):
                     )
                 ]
 
-            evidence_positions = self._append_once(evidence)
+            evidence_positions = self.stream.append_once(evidence)
             evidence_position = evidence_positions[-1] if evidence_positions else 0
-            pending = turn_id not in self.state.extracted
-            if pending and self._config.llm_extraction and self.extraction_mode == "background":
+            pending = turn_id not in self.stream.state.extracted
+            if (
+                pending
+                and self.stream.config().llm_extraction
+                and self.extraction_mode == "background"
+            ):
                 self._enqueue_extraction(turn_id)
                 return TurnOutcome(
                     turn_id=turn_id,
@@ -151,7 +173,7 @@ class SessionExtraction(SessionVocabulary):
                     extraction_pending=True,
                     redactions=redaction.count,
                 )
-        outcome = self._extract(turn_id) if pending else None
+        outcome = self.extract(turn_id) if pending else None
         return TurnOutcome(
             turn_id=turn_id,
             digest=digest,
@@ -164,39 +186,45 @@ class SessionExtraction(SessionVocabulary):
         )
 
     def _count(self, cls: type[LedgerEvent], turn_id: int) -> int:
-        events = self.state.candidates if cls is CandidateExtracted else self.state.rejected
+        events = (
+            self.stream.state.candidates
+            if cls is CandidateExtracted
+            else self.stream.state.rejected
+        )
         return sum(1 for e in events if e.turn_id == turn_id)
 
     def _related(self, transcript: str) -> tuple[RelatedMemory, ...]:
         """Up to 5 memories related to the transcript, for the extractor. Lexical only: the
         command path never waits for an embedding provider."""
-        ranked, _, _ = self.engine.canonical_candidates(
-            self.namespace, transcript[:2000], 5, semantic=False
+        ranked, _, _ = self.stream.engine.canonical_candidates(
+            self.stream.namespace, transcript[:2000], 5, semantic=False
         )
         return tuple(
             RelatedMemory(memory_id=doc.memory_id, statement=doc.statement) for doc, _ in ranked
         )
 
-    def _extract(self, turn_id: int) -> TurnOutcome:
+    def extract(self, turn_id: int) -> TurnOutcome:
         """Run the extractor on an observed turn and record its outcome (one transaction)."""
-        with self._lock:
-            observed = self.state.observed[turn_id]
-            if turn_id in self.state.extracted:
+        with self.stream.lock:
+            observed = self.stream.state.observed[turn_id]
+            if turn_id in self.stream.state.extracted:
                 return self._outcome(turn_id, 0)
         raw_items: list[Any] = []
         related: tuple[RelatedMemory, ...] = ()
-        wants_context = getattr(self.extractor, "uses_context", True)
-        if self._config.llm_extraction:
+        wants_context = getattr(self.stream.extractor, "uses_context", True)
+        if self.stream.config().llm_extraction:
             related = self._related(observed.transcript) if wants_context else ()
             request = ExtractionRequest(
-                session_id=self.session_id,
+                session_id=self.stream.session_id,
                 turn_id=turn_id,
-                transcript=observed.transcript[: self._config.llm_extraction_max_input_chars],
+                transcript=observed.transcript[
+                    : self.stream.config().llm_extraction_max_input_chars
+                ],
                 related=related,
-                known_predicates=tuple(self.known_predicates()) if wants_context else (),
+                known_predicates=tuple(self.vocabulary.known_predicates()) if wants_context else (),
             )
             try:
-                raw_items = list(self.extractor.extract(request))
+                raw_items = list(self.stream.extractor.extract(request))
             except Exception as e:
                 if getattr(e, "retryable", True) is False:
                     # Malformed model output: recorded as one rejection, nothing else lost.
@@ -204,8 +232,8 @@ class SessionExtraction(SessionVocabulary):
                     malformed = Rejection(f"model_{code}", f"{type(e).__name__}: {code}")
                     return self._record_extraction(observed, [malformed], frozenset())
                 msg = (
-                    f"extractor {self.extractor.extractor_id!r} failed on session "
-                    f"{self.session_id!r} turn {turn_id}; its evidence is recorded and its "
+                    f"extractor {self.stream.extractor.extractor_id!r} failed on session "
+                    f"{self.stream.session_id!r} turn {turn_id}; its evidence is recorded and its "
                     f"extraction is pending (retry the turn): {type(e).__name__}: {e}"
                 )
                 self._extraction_failures[turn_id] = pending_because(turn_id, e)
@@ -221,8 +249,8 @@ class SessionExtraction(SessionVocabulary):
         """The ``ids`` that name a retrievable memory of the namespace or a session fact."""
         if not ids:
             return frozenset()
-        visible = {doc.memory_id for doc in self._canonical_docs()}
-        visible.update(doc.memory_id for doc in self.overlay().docs)
+        visible = {doc.memory_id for doc in self.recall.canonical_docs()}
+        visible.update(doc.memory_id for doc in self.recall.overlay().docs)
         return frozenset(ids & visible)
 
     def _record_extraction(
@@ -231,16 +259,16 @@ class SessionExtraction(SessionVocabulary):
         turn_id = observed.turn_id
 
         def extraction() -> list[LedgerEvent]:
-            if turn_id in self.state.extracted:
+            if turn_id in self.stream.state.extracted:
                 return []
             return self._extraction_events(observed, raw_items, relation_ids)
 
-        positions = self._append_once(extraction)
+        positions = self.stream.append_once(extraction)
         self._extraction_failures.pop(turn_id, None)
         return self._outcome(turn_id, positions[-1] if positions else 0)
 
     def _outcome(self, turn_id: int, position: int) -> TurnOutcome:
-        observed = self.state.observed[turn_id]
+        observed = self.stream.state.observed[turn_id]
         return TurnOutcome(
             turn_id=turn_id,
             digest=observed.digest,
@@ -254,13 +282,13 @@ class SessionExtraction(SessionVocabulary):
     def _extraction_events(
         self, observed: TranscriptObserved, raw_items: list[Any], relation_ids: frozenset[str]
     ) -> list[LedgerEvent]:
-        self._start_plan()
+        self.stream.start_plan()
         events: list[LedgerEvent] = []
         extracted = rejected = 0
-        limit = self._config.llm_extraction_max_items
-        extractor_id = self.extractor.extractor_id
+        limit = self.stream.config().llm_extraction_max_items
+        extractor_id = self.stream.extractor.extractor_id
         for index, raw in enumerate(raw_items):
-            cid = candidate_id(self.stream_id, observed.turn_id, index)
+            cid = candidate_id(self.stream.stream_id, observed.turn_id, index)
             outcome: ExtractedItem | Rejection
             if isinstance(raw, Rejection):
                 outcome = raw
@@ -269,7 +297,7 @@ class SessionExtraction(SessionVocabulary):
             else:
                 outcome = validate_item(raw, relation_ids=relation_ids)
             common = {
-                **self._base(),
+                **self.stream.envelope(),
                 "turn_id": observed.turn_id,
                 "candidate_id": cid,
                 "index": index,
@@ -289,7 +317,7 @@ class SessionExtraction(SessionVocabulary):
                 )
         events.append(
             ExtractionCompleted(
-                **self._base(),
+                **self.stream.envelope(),
                 turn_id=observed.turn_id,
                 extractor_id=extractor_id,
                 extracted=extracted,
@@ -299,17 +327,17 @@ class SessionExtraction(SessionVocabulary):
         return events
 
     def _enqueue_extraction(self, turn_id: int) -> None:
-        if turn_id in self._queued and not self._queued[turn_id].done():
+        if turn_id in self.queued and not self.queued[turn_id].done():
             return
         if self._queue is None:
             self._queue = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"extract-{self.session_id}"
+                max_workers=1, thread_name_prefix=f"extract-{self.stream.session_id}"
             )
-        self._queued[turn_id] = self._queue.submit(self._extract, turn_id)
+        self.queued[turn_id] = self._queue.submit(self.extract, turn_id)
 
     def pending_extractions(self) -> list[int]:
         """Turns with recorded evidence whose extraction is not recorded (retry them)."""
-        return self.refresh().pending_extractions()
+        return self.stream.refresh().pending_extractions()
 
     def pending_extraction_causes(self) -> tuple[PendingExtraction, ...]:
         """:meth:`pending_extractions` with why each is pending: the error the extractor
@@ -318,12 +346,12 @@ class SessionExtraction(SessionVocabulary):
         causes = []
         for turn in self.pending_extractions():
             failure = self._extraction_failures.get(turn)
-            if failure is None and turn in self.state.abandoned:
+            if failure is None and turn in self.stream.state.abandoned:
                 failure = PendingExtraction(
                     turn_id=turn, reason_code="abandoned", detail="close() stopped waiting"
                 )
             if failure is None:
-                running = turn in self._queued and not self._queued[turn].done()
+                running = turn in self.queued and not self.queued[turn].done()
                 failure = PendingExtraction(
                     turn_id=turn,
                     reason_code="running" if running else "not_attempted",
@@ -338,7 +366,16 @@ class SessionExtraction(SessionVocabulary):
         :raises InvalidArgumentError: ``timeout`` is NaN, infinite or negative.
         """
         timeout = check_timeout("timeout", timeout)
-        futures = {t: f for t, f in self._queued.items() if not f.done()}
+        futures = {t: f for t, f in self.queued.items() if not f.done()}
         if futures:
             wait_futures(list(futures.values()), timeout=timeout)
         return sorted(t for t, f in futures.items() if not f.done())
+
+    def shutdown(self) -> None:
+        """Stop the extraction queue (queued work not started is cancelled)."""
+        if self._queue is not None:
+            self._queue.shutdown(wait=False, cancel_futures=True)
+
+    def busy(self) -> bool:
+        """Whether a background extraction of this process is queued or running."""
+        return any(not f.done() for f in self.queued.values())

@@ -41,20 +41,28 @@ class ActivationResult(msgspec.Struct, frozen=True, kw_only=True):
     position: int
 
 
-class SessionFinish(SessionExtraction):
-    """Turns a session's candidates and commands into canonical memory."""
+class SessionFinish:
+    """Turns a session's candidates and commands into canonical memory.
+
+    :param extraction: the session's extraction concern (``finish`` waits for its queue and
+        names what is still pending).
+    """
+
+    def __init__(self, extraction: SessionExtraction) -> None:
+        self.extraction = extraction
+        self.stream = extraction.stream
 
     def _reconciler(self, reads: DecisionReads) -> Reconciler:
         """A reconciler that reads canonical memory from the LEDGER through ``reads`` (the
         decision's consistency boundary): memory histories with positions, and the values
         ever activated under a key; never a read model that may be stale."""
         return Reconciler(
-            namespace=self.namespace,
-            session_id=self.session_id,
+            namespace=self.stream.namespace,
+            session_id=self.stream.session_id,
             load_memory=reads.memory,
             same_key=reads.activated_under,
             recorded_at=utc_now(),
-            evidence_position=self.state.evidence_position,
+            evidence_position=self.stream.state.evidence_position,
         )
 
     def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
@@ -73,30 +81,32 @@ class SessionFinish(SessionExtraction):
         :raises ExtractionPendingError: turns are pending extraction and ``allow_pending``
             is False (nothing written).
         """
-        self.wait_for_extractions()
-        self.refresh()
-        pending = self.pending_extraction_causes() if self.state.report is None else ()
+        self.extraction.wait_for_extractions()
+        self.stream.refresh()
+        pending = (
+            self.extraction.pending_extraction_causes() if self.stream.state.report is None else ()
+        )
         if pending and not allow_pending:
-            raise ExtractionPendingError(self.session_id, pending)
+            raise ExtractionPendingError(self.stream.session_id, pending)
 
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
-            if self.state.report is not None:
+            if self.stream.state.report is not None:
                 return []
             events = list(
                 plan_finish(
                     self._reconciler(reads),
-                    session_stream=self.stream_id,
-                    session_version=self.state.version,
-                    items=[*self.state.candidates, *self.state.commands],
-                    policy=self.activation_policy,
+                    session_stream=self.stream.stream_id,
+                    session_version=self.stream.state.version,
+                    items=[*self.stream.state.candidates, *self.stream.state.commands],
+                    policy=self.stream.activation_policy,
                     pending=pending,
                 ).events
             )
             fault("session.finish_planned")
             return events
 
-        positions = self._append_decision(plan)
-        report = self.state.report
+        positions = self.stream.append_decision(plan)
+        report = self.stream.state.report
         assert report is not None
         if positions:
             return msgspec.structs.replace(report, position=positions[-1])
@@ -114,7 +124,7 @@ class SessionFinish(SessionExtraction):
             ``evidence_older_than_forget``: its ``occurred_at`` is earlier than the forget's
             time, see ``commands.canonical.reconcile``).
         """
-        self._check_open()
+        self.stream.check_open()
         if decision not in ("manual", "verification"):
             msg = f"activation needs a manual or verification decision, got {decision!r}"
             raise CommandRejectedError(msg, "decision_not_allowed")
@@ -122,10 +132,10 @@ class SessionFinish(SessionExtraction):
         if not proof:
             raise CommandRejectedError("activation needs decision evidence", "missing_evidence")
         cid = UUID(str(candidate))
-        self.refresh()
-        found = [c for c in self.state.candidates if c.candidate_id == cid]
+        self.stream.refresh()
+        found = [c for c in self.stream.state.candidates if c.candidate_id == cid]
         if not found:
-            msg = f"no candidate {cid} in session {self.session_id!r}"
+            msg = f"no candidate {cid} in session {self.stream.session_id!r}"
             raise CommandRejectedError(msg, "unknown_candidate")
         extracted = found[0]
         result: dict[str, Any] = {}
@@ -133,7 +143,7 @@ class SessionFinish(SessionExtraction):
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             reconciler = self._reconciler(reads)
             target = reconciler.state(
-                memory_id(self.namespace, normalize_statement(extracted.item.statement))
+                memory_id(self.stream.namespace, normalize_statement(extracted.item.statement))
             )
             if target is not None and cid in target.candidate_ids:
                 return []
@@ -144,7 +154,7 @@ class SessionFinish(SessionExtraction):
                 decision=decision,
                 occurred_at=extracted.occurred_at,
                 decision_evidence=proof,
-                evidence_position=self.state.evidence_position(extracted),
+                evidence_position=self.stream.state.evidence_position(extracted),
             )
             result.update(
                 memory_id=mid,
@@ -153,7 +163,7 @@ class SessionFinish(SessionExtraction):
             )
             return reconciler.events
 
-        positions = self._append_decision(plan)
+        positions = self.stream.append_decision(plan)
         if result.get("declined"):
             reason = result["declined"][0].reason_code
             when = "was observed" if reason == EVIDENCE_PREDATES_FORGET else "occurred"

@@ -33,12 +33,12 @@ from memory_ledger.commands.context.assembler import (
 )
 from memory_ledger.commands.context.knowledge_binding import KnowledgeBindingError
 from memory_ledger.commands.context.knowledge_context import BoundKnowledge
+from memory_ledger.commands.recall.index import RecallResult
 from memory_ledger.commands.session.memory_provider import SessionMemoryProvider
 from memory_ledger.commands.session.stream import check_turn_id
 from memory_ledger.commands.session.turns import PreparedMemorySnapshot, SessionTurns
 from memory_ledger.commands.session.workspace import SessionWorkspace
 from memory_ledger.ledger.events import KnowledgeBound, KnowledgeServed, LedgerEvent
-from memory_ledger.projections.tokens import TokenCounter
 
 __all__ = ["SessionKnowledge"]
 
@@ -47,45 +47,74 @@ _preparing = threading.local()
 explicit commands that find their target by words still search)."""
 
 
-class SessionKnowledge(SessionWorkspace, SessionTurns):
-    """Knowledge binding rules of a session (see the module docstring)."""
+class SessionKnowledge:
+    """Knowledge binding rules of a session (see the module docstring). It is the recall
+    gate of its session's recall concern (:class:`~commands.session.recall.RecallGate`).
 
-    knowledge: BoundKnowledge | None
-    token_counter: TokenCounter
+    :param turns: the session's turns concern (``prepare`` of a bound session runs it with
+        live search silenced).
+    :param workspace: the session's workspace concern (an unbound context includes it).
+    :param knowledge: the binding and its provider, or None.
+    """
 
-    def _check_binding_on_open(self) -> None:
+    def __init__(
+        self,
+        turns: SessionTurns,
+        workspace: SessionWorkspace,
+        knowledge: BoundKnowledge | None,
+    ) -> None:
+        self.turns = turns
+        self.workspace = workspace
+        self.stream = turns.stream
+        self.knowledge = knowledge
+        turns.recall.gate = self
+
+    @property
+    def session_id(self) -> str:
+        """The session's id (what :class:`SessionMemoryProvider` names)."""
+        return self.stream.session_id
+
+    def recall(
+        self, query: str, turn_id: int | None = None, k: int | None = None, *, record: bool = True
+    ) -> RecallResult:
+        """The session's ``recall`` (what :class:`SessionMemoryProvider` queries)."""
+        return self.turns.recall.recall(query, turn_id, k, record=record)
+
+    def check_binding_on_open(self) -> None:
         """Refuse a resume without, or with another, binding than the one recorded, and a
         binding for a session that started without one. Call after ``refresh``."""
-        recorded = self.state.knowledge
+        recorded = self.stream.state.knowledge
         given = self.knowledge
         if recorded is None:
-            if given is not None and self.state.opened is not None:
+            if given is not None and self.stream.state.opened is not None:
                 msg = (
-                    f"session {self.session_id!r} started without a knowledge binding; "
+                    f"session {self.stream.session_id!r} started without a knowledge binding; "
                     "a binding is recorded only when a session starts"
                 )
                 raise KnowledgeBindingError("binding_not_recorded", msg)
             return
         if given is None:
             msg = (
-                f"session {self.session_id!r} is bound to {recorded.package_id}@"
+                f"session {self.stream.session_id!r} is bound to {recorded.package_id}@"
                 f"{recorded.version}#{recorded.generation}; resume it with that binding"
             )
             raise KnowledgeBindingError("binding_missing", msg)
         if given.binding.binding_id() != recorded.binding_id:
             msg = (
-                f"session {self.session_id!r} is bound to {recorded.package_id}@"
+                f"session {self.stream.session_id!r} is bound to {recorded.package_id}@"
                 f"{recorded.version}#{recorded.generation}, not {given.binding.label()}"
             )
             raise KnowledgeBindingError("binding_mismatch", msg)
 
-    def _opened_events(self) -> list[LedgerEvent]:
-        events = super()._opened_events()
+    def opened_events(self) -> list[LedgerEvent]:
+        """The session stream's first events (SessionOpened), with KnowledgeBound when the
+        session is bound."""
+        events = self.stream.opened_events()
         if events and self.knowledge is not None:
             binding = self.knowledge.binding
             events.append(
                 KnowledgeBound(
-                    **self._base(),
+                    **self.stream.envelope(),
                     binding_id=binding.binding_id(),
                     package_id=binding.package_id,
                     version=binding.version,
@@ -101,24 +130,26 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
 
     # Recall suppression -------------------------------------------------------------------
 
-    def _suppressed(self, what: str) -> None:
+    def suppressed(self, what: str) -> None:
         """Memory recall, the memory map and a bound ``prepare``'s memory are suppressed
         while the session is bound (``recall_suppressed``)."""
         if self.knowledge is not None:
             msg = f"{what} is suppressed: the session is bound to {self.knowledge.binding.label()}"
             raise KnowledgeBindingError("recall_suppressed", msg)
 
-    def _live_silenced(self) -> bool:
+    def live_silenced(self) -> bool:
+        """Whether this bound session's ``prepare`` runs in this thread (its live search finds
+        nothing)."""
         return getattr(_preparing, "session", None) is self  # a bound prepare(): no memory
 
     def prepare(self, turn_id: int, transcript: str) -> PreparedMemorySnapshot:
         """As :meth:`SessionTurns.prepare`; a bound session freezes an empty snapshot
         (memory recall is suppressed, the turn protocol goes on)."""
         if self.knowledge is None:
-            return super().prepare(turn_id, transcript)
+            return self.turns.prepare(turn_id, transcript)
         _preparing.session = self
         try:
-            return super().prepare(turn_id, transcript)
+            return self.turns.prepare(turn_id, transcript)
         finally:
             _preparing.session = None
 
@@ -145,7 +176,7 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
             or the package request failed (fail closed; nothing else is consulted).
         :raises ContextProviderError: a fail-closed provider failed (unbound).
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         if self.knowledge is None:
             return self._assemble_unbound(turn_id, query, providers, policy, memory, memory_failure)
@@ -154,14 +185,14 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
             label = self.knowledge.binding.label()
             msg = f"a session bound to {label} accepts no other provider ({names})"
             raise KnowledgeBindingError("provider_refused", msg)
-        answer = self.knowledge.fetch(self.session_id, turn_id, query)
+        answer = self.knowledge.fetch(self.stream.session_id, turn_id, query)
         items = self.knowledge.context_items(answer)
-        assembled = assemble_items(items, policy, token_counter=self.token_counter)
+        assembled = assemble_items(items, policy, token_counter=self.stream.token_counter)
         chosen = {item.item_id for item in assembled.items}
         served = [d for d in answer.documents if f"knowledge:{d.citation.label()}" in chosen]
-        self._buffer_read(
+        self.stream.buffer_read(
             KnowledgeServed(
-                **self._read_envelope("knowledge"),
+                **self.stream.read_envelope("knowledge"),
                 turn_id=turn_id,
                 binding_id=self.knowledge.binding.binding_id(),
                 request_id=answer.request.request_id,
@@ -184,9 +215,11 @@ class SessionKnowledge(SessionWorkspace, SessionTurns):
         own: list[ContextProvider] = []
         if memory:
             own.append(SessionMemoryProvider(self, failure_mode=memory_failure))
-        if self.workspace is not None:
-            own.append(self.workspace_provider())
-        assembler = ContextAssembler([*own, *providers], policy, token_counter=self.token_counter)
+        if self.workspace.workspace is not None:
+            own.append(self.workspace.workspace_provider())
+        assembler = ContextAssembler(
+            [*own, *providers], policy, token_counter=self.stream.token_counter
+        )
         return assembler.assemble(
-            ContextQuery(session_id=self.session_id, turn_id=turn_id, query=query)
+            ContextQuery(session_id=self.stream.session_id, turn_id=turn_id, query=query)
         )

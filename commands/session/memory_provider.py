@@ -20,8 +20,11 @@ class RecallingSession(Protocol):
     its id, its knowledge binding, and ``recall``. A local Protocol, so the provider (used by
     the session's knowledge concern) does not import the session it serves."""
 
-    session_id: str
-    knowledge: BoundKnowledge | None
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def knowledge(self) -> BoundKnowledge | None: ...
 
     def recall(
         self, query: str, turn_id: int | None = None, k: int | None = None, *, record: bool = True

@@ -8,9 +8,8 @@ the session's read buffer.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 from uuid import UUID
 
 from memory_ledger.commands.recall.index import (
@@ -37,7 +36,7 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.projections.text_index import tokenize
 
-__all__ = ["SessionRecall", "check_query"]
+__all__ = ["OpenGate", "RecallGate", "SessionRecall", "check_query"]
 
 SNAPSHOT_COVERAGE = 0.8
 
@@ -55,32 +54,54 @@ def check_query(query: object, parameter: str = "query") -> str:
     return check_encodable(parameter, query)
 
 
-class SessionRecall(SessionStream):
-    """Reads of a session: recall paths, the session overlay and memory listings."""
+class RecallGate(Protocol):
+    """Whether a session's memory recall is open (the knowledge concern closes it for a
+    session bound to a knowledge package: ``commands.session.knowledge``)."""
 
-    _overlay: tuple[int, Overlay] | None
+    def suppressed(self, what: str) -> None:
+        """Raise ``KnowledgeBindingError`` (``recall_suppressed``, naming ``what``) when
+        memory recall is suppressed; return otherwise."""
+
+    def live_silenced(self) -> bool:
+        """Whether a live search must find nothing now."""
+
+
+class OpenGate:
+    """The gate of a session bound to no knowledge package: recall is never suppressed."""
+
+    def suppressed(self, what: str) -> None:
+        """Never suppressed."""
+
+    def live_silenced(self) -> bool:
+        """Never silenced."""
+        return False
+
+
+class SessionRecall:
+    """Reads of a session: recall paths, the session overlay and memory listings.
+
+    :param stream: the session's stream (state, read buffer).
+    """
+
+    def __init__(self, stream: SessionStream) -> None:
+        self.stream = stream
+        self.gate: RecallGate = OpenGate()
+        """Set by the knowledge concern of a bound session."""
+        self._overlay: tuple[int, Overlay] | None = None
 
     def overlay(self) -> Overlay:
         """The session facts and what they hide (cached per session version)."""
-        with self._lock:
-            if self._overlay is None or self._overlay[0] != self.state.version:
-                self._overlay = (self.state.version, build_overlay(self.namespace, self.state))
+        with self.stream.lock:
+            state = self.stream.state
+            if self._overlay is None or self._overlay[0] != state.version:
+                self._overlay = (state.version, build_overlay(self.stream.namespace, state))
             return self._overlay[1]
 
-    def _canonical_docs(self) -> list[MemoryDoc]:
-        return self.engine.retrievable_memories(self.namespace)
+    def canonical_docs(self) -> list[MemoryDoc]:
+        """Every retrievable canonical memory of the session's namespace."""
+        return self.stream.engine.retrievable_memories(self.stream.namespace)
 
-    def _suppressed(self, what: str) -> None:
-        """Raise ``KnowledgeBindingError`` (``recall_suppressed``, naming ``what``) when this
-        session's memory recall is suppressed: never here; a session bound to a knowledge
-        package suppresses it (``SessionKnowledge``)."""
-
-    def _live_silenced(self) -> bool:
-        """Whether a live search must find nothing: never here; a bound session's
-        ``prepare`` freezes an empty snapshot (``SessionKnowledge``)."""
-        return False
-
-    def _live(
+    def live(
         self,
         query: str,
         k: int,
@@ -92,7 +113,7 @@ class SessionRecall(SessionStream):
     ) -> tuple[list[tuple[MemoryDoc, float]], SemanticStatus]:
         """Live search: canonical memories (lexical, or hybrid with the semantic channel)
         and session facts (shadowing applied), fused by RRF; plus the semantic status."""
-        if self._live_silenced():
+        if self.gate.live_silenced():
             return [], OFF
         overlay = self.overlay()
         depth = max(k * 4, 20)
@@ -105,8 +126,8 @@ class SessionRecall(SessionStream):
             return scope.item_scope is None or doc.scope == scope.item_scope
 
         if scope.source in ("canonical", "both"):
-            candidates, status, _ = self.engine.canonical_candidates(
-                self.namespace, query, depth * 2, semantic=semantic
+            candidates, status, _ = self.stream.engine.canonical_candidates(
+                self.stream.namespace, query, depth * 2, semantic=semantic
             )
             ranking = []
             for doc, score in candidates:
@@ -166,13 +187,13 @@ class SessionRecall(SessionStream):
 
         :raises RecallLimitError: ``k`` is above ``recall_max_k`` (``k_too_large``).
         """
-        self._suppressed("memory recall")
-        self._check_open()
+        self.gate.suppressed("memory recall")
+        self.stream.check_open()
         check_query(query)
         if turn_id is not None:
             check_turn_id(turn_id)
         k = self._bounded_k(k)
-        snapshot = self.state.frozen_snapshot(turn_id) if turn_id is not None else None
+        snapshot = self.stream.state.frozen_snapshot(turn_id) if turn_id is not None else None
         if snapshot is not None and self._covers(snapshot, query):
             by_id = {
                 doc.memory_id: doc
@@ -197,7 +218,7 @@ class SessionRecall(SessionStream):
                     )
                 )
             return self._served(query, turn_id, "snapshot", hits, record=record)
-        live, semantic = self._live(query, k, RecallScope(), None, None)
+        live, semantic = self.live(query, k, RecallScope(), None, None)
         if snapshot is not None and snapshot.items:
             live_ids = [doc.memory_id for doc, _ in live]
             snapshot_ids = [str(i.memory_id) for i in snapshot.items]
@@ -216,7 +237,7 @@ class SessionRecall(SessionStream):
         overlay = self.overlay()
         # Details only (subject, evidence, times): the in-process index as it stands serves,
         # without a catch-up on the snapshot path.
-        by_id = self.engine.memory_details(self.namespace, ids)
+        by_id = self.stream.engine.memory_details(self.stream.namespace, ids)
         found = [doc for doc in by_id.values() if overlay.visible(doc)]
         found += [d for d in overlay.docs if d.memory_id in ids]
         return found
@@ -237,12 +258,12 @@ class SessionRecall(SessionStream):
 
         :raises RecallLimitError: ``k`` is above ``recall_max_k`` (``k_too_large``).
         """
-        self._suppressed("memory recall")
-        self._check_open()
+        self.gate.suppressed("memory recall")
+        self.stream.check_open()
         check_query(query)
         if turn_id is not None:
             check_turn_id(turn_id)
-        live, semantic = self._live(query, self._bounded_k(k), scope, about, attribute)
+        live, semantic = self.live(query, self._bounded_k(k), scope, about, attribute)
         hits = [doc.hit(rank, score) for rank, (doc, score) in enumerate(live, start=1)]
         return self._served(query, turn_id, "live", hits, semantic)
 
@@ -251,8 +272,8 @@ class SessionRecall(SessionStream):
         (:func:`check_recall_k`: RecallLimitError above it, InvalidArgumentError when it is
         not a positive int)."""
         if k is None:
-            return self._config.recall_k
-        return check_recall_k(k, self._config.recall_max_k)
+            return self.stream.config().recall_k
+        return check_recall_k(k, self.stream.config().recall_max_k)
 
     def _served(
         self,
@@ -264,7 +285,7 @@ class SessionRecall(SessionStream):
         *,
         record: bool = True,
     ) -> RecallResult:
-        position = max(self.engine.projection_position, self.last_position)
+        position = max(self.stream.engine.projection_position, self.stream.last_position)
         result = RecallResult(
             query=query,
             results=tuple(hits),
@@ -276,9 +297,9 @@ class SessionRecall(SessionStream):
         if not record:
             return result
         canonical = [h for h in hits if h.origin == "canonical"]
-        self._buffer_read(
+        self.stream.buffer_read(
             RecallServed(
-                **self._read_envelope(),
+                **self.stream.read_envelope(),
                 turn_id=turn_id,
                 query=redact(query).text[:2000],
                 path=path,
@@ -293,25 +314,27 @@ class SessionRecall(SessionStream):
                 ),
             )
         )
-        self._last_activity = time.monotonic()
+        self.stream.touch()
         return result
 
     def memory_map(self) -> str:
         """The vocabulary a model needs to fill recall's about/attribute fields."""
-        self._suppressed("the memory map")
-        return self.engine.memory_map(self.namespace, token_counter=self.token_counter)
+        self.gate.suppressed("the memory map")
+        return self.stream.engine.memory_map(
+            self.stream.namespace, token_counter=self.stream.token_counter
+        )
 
     def recall_similar(self, query: str, k: int = 5) -> list[RecallHit]:
         """Canonical and session memories similar to ``query`` (live BM25, fused)."""
-        self._suppressed("memory recall")
+        self.gate.suppressed("memory recall")
         return list(self.recall_scoped(query, None, RecallScope(), k=k).results)
 
     def memory_recent(self, k: int = 10) -> list[RecallHit]:
         """The ``k`` most recent retrievable memories (session facts first)."""
-        self._suppressed("memory recall")
+        self.gate.suppressed("memory recall")
         check_count("k", k)
         overlay = self.overlay()
-        canonical = [d for d in self._canonical_docs() if overlay.visible(d)]
+        canonical = [d for d in self.canonical_docs() if overlay.visible(d)]
         canonical.sort(key=lambda d: (-d.position, d.memory_id))
         docs = [*overlay.docs, *canonical][: max(k, 0)]
         return [doc.hit(rank, 0.0) for rank, doc in enumerate(docs, start=1)]
@@ -319,11 +342,11 @@ class SessionRecall(SessionStream):
     def recall_by_tags(self, tags: Sequence[str], k: int = 10) -> list[RecallHit]:
         """Retrievable memories carrying any of ``tags``: most matching tags first, then the
         most recent."""
-        self._suppressed("memory recall")
+        self.gate.suppressed("memory recall")
         check_count("k", k)
         wanted = {t.strip().casefold() for t in tags if t.strip()}
         overlay = self.overlay()
-        docs = [*overlay.docs, *(d for d in self._canonical_docs() if overlay.visible(d))]
+        docs = [*overlay.docs, *(d for d in self.canonical_docs() if overlay.visible(d))]
         scored = []
         for doc in docs:
             matches = len(wanted & {t.casefold() for t in doc.tags})

@@ -1,6 +1,6 @@
 """The session's own ledger stream: folded state, one-transaction appends, read records.
 
-:class:`SessionStream` is the base every concern of ``MemorySession`` builds on. It holds the
+:class:`SessionStream` is the object every concern of ``MemorySession`` holds. It holds the
 fold of the session stream (:class:`SessionState`), the envelope of the next session event,
 and ``_append_once``: every command appends its events in ONE durable LMDB write transaction,
 with the buffered read-path records (RecallServed) in front; a conflicting concurrent append
@@ -35,7 +35,7 @@ from memory_ledger.ledger.events import (
     SessionOpened,
 )
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.ids import Namespace, recall_stream_id
+from memory_ledger.ledger.ids import Namespace, recall_stream_id, session_stream_id
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 from memory_ledger.projections.tokens import TokenCounter
 
@@ -80,31 +80,65 @@ class ReadEnvelope(TypedDict):
 
 
 class SessionStream:
-    """The session stream of one ``MemorySession``: state, appends and the read buffer.
+    """The session stream of one ``MemorySession``: its folded state, its appends and the
+    read-record buffer. Every concern of the session holds this one object (a composition:
+    ``commands.session.memory_session``) and writes through it.
 
-    Its attributes are set by ``MemorySession.__init__``.
+    :param engine: the store the session writes to (:class:`~commands.store.MemoryStore`).
+    :param namespace: the session's namespace (from the host).
+    :param session_id: the session's id (checked by ``MemorySession``).
+    :param extractor: the session's extractor (its id is recorded in SessionOpened).
+    :param config: the runtime configuration the session was opened with.
+    :param token_counter: ``text -> estimated tokens``.
     """
 
-    engine: MemoryStore
-    namespace: Namespace
-    session_id: str
-    stream_id: UUID
-    extractor: Extractor
-    activation_policy: Literal["auto", "manual"]
-    extraction_mode: Literal["blocking", "background"]
-    token_counter: TokenCounter
-    state: SessionState
-    last_position: int
-    _config: MemoryConfig
-    _lock: threading.RLock
-    _reads: list[LedgerEvent]
-    _reads_since: float
-    _read_sequence: itertools.count[int]
-    _flusher: threading.Thread | None
-    _last_activity: float
-    _closed: bool
-    _next_version: int
-    _recorded_at: datetime
+    def __init__(
+        self,
+        engine: MemoryStore,
+        namespace: Namespace,
+        session_id: str,
+        *,
+        extractor: Extractor,
+        config: MemoryConfig,
+        token_counter: TokenCounter,
+    ) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self.session_id = session_id
+        self.stream_id: UUID = session_stream_id(namespace, session_id)
+        self.extractor = extractor
+        self.activation_policy: Literal["auto", "manual"] = config.activation_policy
+        self.token_counter = token_counter
+        self.state = SessionState()
+        self.last_position = 0
+        self.lock = threading.RLock()
+        """Guards the state, the read buffer and every append of this session."""
+        self.closed = False
+        self._config = config
+        self._reads: list[LedgerEvent] = []
+        self._reads_since = 0.0
+        self._read_sequence = itertools.count()
+        self._flusher: threading.Thread | None = None
+        self._last_activity = time.monotonic()
+        self._next_version = 0
+        self._recorded_at = utc_now()
+
+    def touch(self) -> None:
+        """Note activity now (what :meth:`idle_for` measures from)."""
+        self._last_activity = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the session's last command or read."""
+        return time.monotonic() - self._last_activity
+
+    def has_buffered_reads(self) -> bool:
+        """Whether read-path records wait in the buffer."""
+        return bool(self._reads)
+
+    def join_flusher(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a background flush of the read buffer."""
+        if self._flusher is not None:
+            self._flusher.join(timeout)
 
     def config(self) -> MemoryConfig:
         """The runtime configuration this session was opened with."""
@@ -113,13 +147,13 @@ class SessionStream:
     def refresh(self) -> SessionState:
         """Fold events of the session stream not seen yet (another process may have written),
         with their ledger positions (the positions of evidence: transcripts, commands)."""
-        with self._lock:
+        with self.lock:
             after = self.state.version
             for position, event in self.engine.load_positioned(self.stream_id, after=after):
                 self.state.apply(event, position)
             return self.state
 
-    def _append_once(self, plan: Callable[[], list[LedgerEvent]]) -> list[int]:
+    def append_once(self, plan: Callable[[], list[LedgerEvent]]) -> list[int]:
         """Append the events ``plan()`` decides on, with buffered read records in front, in
         one transaction; on a concurrent append, refresh and re-plan.
 
@@ -129,7 +163,7 @@ class SessionStream:
         """
         return self._append(lambda _reads: plan(), decides=False)
 
-    def _append_decision(self, plan: Callable[[DecisionReads], list[LedgerEvent]]) -> list[int]:
+    def append_decision(self, plan: Callable[[DecisionReads], list[LedgerEvent]]) -> list[int]:
         """Like :meth:`_append_once` for a decision about canonical memory: ``plan`` reads
         what it decides from through the :class:`DecisionReads` it is given (fresh on every
         attempt) and the batch is appended under their append condition
@@ -166,7 +200,7 @@ class SessionStream:
             self._last_activity = time.monotonic()
             return written
 
-        with self._lock:
+        with self.lock:
             return append_decision(
                 self.engine,
                 self.namespace,
@@ -176,7 +210,7 @@ class SessionStream:
                 append=write,
             )
 
-    def _base(self) -> dict[str, Any]:
+    def envelope(self) -> dict[str, Any]:
         """Envelope of the next session-stream event (call once per event, in order)."""
         self._next_version += 1
         return {
@@ -187,23 +221,23 @@ class SessionStream:
             "session_id": self.session_id,
         }
 
-    def _start_plan(self) -> None:
+    def start_plan(self) -> None:
         self._next_version = self.state.version
         self._recorded_at = utc_now()
 
-    def _opened_events(self) -> list[LedgerEvent]:
+    def opened_events(self) -> list[LedgerEvent]:
         if self.state.opened is not None:
             return []
-        self._start_plan()
+        self.start_plan()
         return [
             SessionOpened(
-                **self._base(),
+                **self.envelope(),
                 activation_policy=self.activation_policy,
                 extractor_id=self.extractor.extractor_id,
             )
         ]
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         """Refuse a closed session, and a session whose namespace was erased since it opened
         (by this process or another: one ``stat`` of the key store): its in-memory state may
         hold the erased text.
@@ -211,7 +245,7 @@ class SessionStream:
         :raises SessionSealedError: the session is closed.
         :raises NamespaceErasedError: the session's namespace was erased.
         """
-        if self._closed:
+        if self.closed:
             msg = f"session {self.session_id!r} is closed"
             raise SessionSealedError(msg)
         keyring = self.engine.keyring
@@ -221,7 +255,7 @@ class SessionStream:
             msg = f"session {self.session_id!r}: its namespace was erased"
             raise NamespaceErasedError(msg)
 
-    def _read_envelope(self, kind: str = "") -> ReadEnvelope:
+    def read_envelope(self, kind: str = "") -> ReadEnvelope:
         """The envelope of the next read-path record: its own stream, named by this session's
         stream, the wall-clock time in nanoseconds and a per-session counter (``kind``, when
         given, prefixes the sequence: ``"knowledge"``, ``"workspace"``; recall records have
@@ -237,11 +271,11 @@ class SessionStream:
             session_id=self.session_id,
         )
 
-    def _buffer_read(self, record: LedgerEvent) -> None:
+    def buffer_read(self, record: LedgerEvent) -> None:
         """Buffer one read-path record (RecallServed); once the buffer is due (
         ``READ_BUFFER_LIMIT`` records or ``READ_FLUSH_SECONDS`` old), write it from a worker
         thread."""
-        with self._lock:
+        with self.lock:
             if not self._reads:
                 self._reads_since = time.monotonic()
             self._reads.append(record)
@@ -255,7 +289,7 @@ class SessionStream:
     def _flush_in_background(self) -> None:
         """Write the read buffer from a worker thread: the recall that found it due returns
         without waiting for an fsync (docs/design.md)."""
-        with self._lock:
+        with self.lock:
             if self._flusher is not None and self._flusher.is_alive():
                 return
             self._flusher = threading.Thread(
@@ -271,7 +305,7 @@ class SessionStream:
 
     def flush_reads(self) -> int:
         """Write buffered RecallServed records now (one transaction); return how many."""
-        with self._lock:
+        with self.lock:
             pending = list(self._reads)
             if not pending:
                 return 0

@@ -48,33 +48,42 @@ class ScheduledWork(msgspec.Struct, frozen=True, kw_only=True):
     detail: str = ""
 
 
-class SessionTurns(SessionExtraction):
-    """Turns of a session: speculative preparation, frozen snapshots, completion work."""
+class SessionTurns:
+    """Turns of a session: speculative preparation, frozen snapshots, completion work.
+
+    :param extraction: the session's extraction concern (a completed turn retries pending
+        extractions; its recall concern prepares snapshots).
+    """
+
+    def __init__(self, extraction: SessionExtraction) -> None:
+        self.extraction = extraction
+        self.recall = extraction.recall
+        self.stream = extraction.stream
 
     def on_turn_complete(self, turn_id: int) -> list[ScheduledWork]:
         """Complete a turn: record TurnCompleted (with buffered reads), retry any pending
         extraction, and return the work scheduled and run."""
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         work: list[ScheduledWork] = []
 
         def completed() -> list[LedgerEvent]:
-            if turn_id in self.state.completed:
+            if turn_id in self.stream.state.completed:
                 return []
-            self._start_plan()
-            return [TurnCompleted(**self._base(), turn_id=turn_id)]
+            self.stream.start_plan()
+            return [TurnCompleted(**self.stream.envelope(), turn_id=turn_id)]
 
-        had_reads = bool(self._reads)
-        self._append_once(completed)
+        had_reads = self.stream.has_buffered_reads()
+        self.stream.append_once(completed)
         work.append(ScheduledWork(kind="turn_completed", turn_id=turn_id, status="done"))
         if had_reads:
-            self.flush_reads()
+            self.stream.flush_reads()
             work.append(ScheduledWork(kind="flush_reads", turn_id=turn_id, status="done"))
-        for pending in self.pending_extractions():
-            if pending in self._queued and not self._queued[pending].done():
+        for pending in self.extraction.pending_extractions():
+            if pending in self.extraction.queued and not self.extraction.queued[pending].done():
                 continue
             try:
-                self._extract(pending)
+                self.extraction.extract(pending)
             except ExtractionFailedError as e:
                 work.append(
                     ScheduledWork(
@@ -89,7 +98,7 @@ class SessionTurns(SessionExtraction):
 
     def current_turn(self) -> int | None:
         """The turn in flight (the last ``begin_turn``), or None."""
-        return self.state.current_turn
+        return self.stream.state.current_turn
 
     def prepare(self, turn_id: int, transcript: str) -> PreparedMemorySnapshot:
         """Prepare context speculatively for a turn from a transcript.
@@ -97,12 +106,12 @@ class SessionTurns(SessionExtraction):
         Publishes SnapshotPrepared only if no newer turn began while the work ran (the
         generation guard); otherwise returns the snapshot unpublished.
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         check_query(transcript, "transcript")
         query = redact(transcript).text[:2000]
-        generation = self.state.generation
-        docs, _ = self._live(query, SNAPSHOT_SIZE, RecallScope(), None, None)
+        generation = self.stream.state.generation
+        docs, _ = self.recall.live(query, SNAPSHOT_SIZE, RecallScope(), None, None)
         items = tuple(
             SnapshotItem(
                 memory_id=UUID(doc.memory_id),
@@ -113,18 +122,20 @@ class SessionTurns(SessionExtraction):
             for doc, score in docs
         )
         content = msgspec.msgpack.encode([query, [(str(i.memory_id), i.revision) for i in items]])
-        sid = snapshot_id(self.stream_id, turn_id, generation, hashlib.sha256(content).hexdigest())
+        sid = snapshot_id(
+            self.stream.stream_id, turn_id, generation, hashlib.sha256(content).hexdigest()
+        )
         snapshot = PreparedMemorySnapshot(
             snapshot_id=sid, turn_id=turn_id, generation=generation, query=query, items=items
         )
 
         def publish() -> list[LedgerEvent]:
-            if self.state.generation != generation or sid in self.state.snapshots:
+            if self.stream.state.generation != generation or sid in self.stream.state.snapshots:
                 return []
-            self._start_plan()
+            self.stream.start_plan()
             return [
                 SnapshotPrepared(
-                    **self._base(),
+                    **self.stream.envelope(),
                     turn_id=turn_id,
                     generation=generation,
                     snapshot_id=sid,
@@ -133,11 +144,11 @@ class SessionTurns(SessionExtraction):
                 )
             ]
 
-        with self._lock:
-            self.refresh()
-            if self.state.generation != generation:
+        with self.stream.lock:
+            self.stream.refresh()
+            if self.stream.state.generation != generation:
                 return msgspec.structs.replace(snapshot, published=False)
-            self._append_once(publish)
+            self.stream.append_once(publish)
         return snapshot
 
     def begin_turn(self, turn_id: int) -> int:
@@ -146,29 +157,36 @@ class SessionTurns(SessionExtraction):
         Everything the turn is answered with comes from this snapshot (or a live search fused
         with it), so a retrieval landing mid-response cannot change what was remembered.
         """
-        self._check_open()
+        self.stream.check_open()
         check_turn_id(turn_id)
         result: list[int] = []
 
         def began() -> list[LedgerEvent]:
-            prepared = self.state.prepared
+            prepared = self.stream.state.prepared
             frozen = prepared.snapshot_id if prepared and prepared.turn_id == turn_id else None
-            generation = self.state.generation + 1
+            generation = self.stream.state.generation + 1
             result[:] = [generation]
-            self._start_plan()
+            self.stream.start_plan()
             return [
                 TurnBegan(
-                    **self._base(), turn_id=turn_id, generation=generation, snapshot_id=frozen
+                    **self.stream.envelope(),
+                    turn_id=turn_id,
+                    generation=generation,
+                    snapshot_id=frozen,
                 )
             ]
 
-        self._append_once(began)
+        self.stream.append_once(began)
         return result[0]
 
     def _snapshot(self, snapshot: SnapshotPrepared | None) -> PreparedMemorySnapshot:
         if snapshot is None:
             return PreparedMemorySnapshot(
-                snapshot_id=None, turn_id=None, generation=self.state.generation, query="", items=()
+                snapshot_id=None,
+                turn_id=None,
+                generation=self.stream.state.generation,
+                query="",
+                items=(),
             )
         return PreparedMemorySnapshot(
             snapshot_id=snapshot.snapshot_id,
@@ -180,9 +198,9 @@ class SessionTurns(SessionExtraction):
 
     def active_snapshot(self) -> PreparedMemorySnapshot:
         """The snapshot the current turn is being answered from (empty if none)."""
-        turn = self.state.current_turn
-        return self._snapshot(self.state.frozen_snapshot(turn) if turn is not None else None)
+        turn = self.stream.state.current_turn
+        return self._snapshot(self.stream.state.frozen_snapshot(turn) if turn is not None else None)
 
     def prepared_snapshot(self) -> PreparedMemorySnapshot:
         """The most recently prepared snapshot, whether or not a turn is using it."""
-        return self._snapshot(self.state.prepared)
+        return self._snapshot(self.stream.state.prepared)

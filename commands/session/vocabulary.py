@@ -25,18 +25,25 @@ class KnownValue(msgspec.Struct, frozen=True, kw_only=True):
     origin: Literal["canonical", "session"]
 
 
-class SessionVocabulary(SessionRecall):
-    """The vocabulary of a session's memory (session facts first, then canonical ones)."""
+class SessionVocabulary:
+    """The vocabulary of a session's memory (session facts first, then canonical ones).
+
+    :param recall: the session's recall concern (its overlay and canonical documents).
+    """
+
+    def __init__(self, recall: SessionRecall) -> None:
+        self.recall = recall
+        self.stream = recall.stream
 
     def known_predicates(self) -> list[str]:
         """Predicate names this user's memory already uses: session facts first (a correction
         usually chases something said minutes ago), then canonical ones by frequency;
         at most 50."""
         names: dict[str, None] = {}
-        for doc in self.overlay().docs:
+        for doc in self.recall.overlay().docs:
             if doc.predicate:
                 names.setdefault(doc.predicate)
-        for term, _ in self.engine.vocabulary(self.namespace, "predicate"):
+        for term, _ in self.stream.engine.vocabulary(self.stream.namespace, "predicate"):
             names.setdefault(term)
         return list(names)[:KNOWN_LIMIT]
 
@@ -44,12 +51,12 @@ class SessionVocabulary(SessionRecall):
         """The (subject, predicate, value) facts memory can currently assert; session facts
         shadow canonical ones for the same subject and predicate."""
         values: dict[tuple[str, str], KnownValue] = {}
-        overlay = self.overlay()
+        overlay = self.recall.overlay()
         for doc in overlay.docs:
             key = subject_predicate_key(doc.subject, doc.predicate)
             if key is not None and key not in values:
                 values[key] = self._known(doc)
-        for doc in self._canonical_docs():
+        for doc in self.recall.canonical_docs():
             key = subject_predicate_key(doc.subject, doc.predicate)
             if key is not None and key not in values and overlay.visible(doc):
                 values[key] = self._known(doc)
@@ -67,7 +74,7 @@ class SessionVocabulary(SessionRecall):
 
     def known_statements(self) -> list[str]:
         """Every statement currently retrievable, provisional (session) and canonical."""
-        overlay = self.overlay()
+        overlay = self.recall.overlay()
         statements = [d.statement for d in overlay.docs]
-        statements += [d.statement for d in self._canonical_docs() if overlay.visible(d)]
+        statements += [d.statement for d in self.recall.canonical_docs() if overlay.visible(d)]
         return list(dict.fromkeys(statements))

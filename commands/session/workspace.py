@@ -15,7 +15,6 @@ release) and records WorkspaceReleased.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,17 +94,22 @@ class WorkspaceContextProvider:
         ]
 
 
-class SessionWorkspace(SessionStream):
-    """Workspace retrieval of a session (see the module docstring)."""
+class SessionWorkspace:
+    """Workspace retrieval of a session (see the module docstring).
 
-    workspace: WorkspaceRetrieval | None
+    :param stream: the session's stream.
+    """
 
-    def _attach_workspace(self, options: WorkspaceOptions | None) -> None:
+    def __init__(self, stream: SessionStream) -> None:
+        self.stream = stream
+        self.workspace: WorkspaceRetrieval | None = None
+
+    def attach(self, options: WorkspaceOptions | None) -> None:
         """Build the retrieval and record WorkspaceAttached (nothing without options)."""
         self.workspace = None
         if options is None:
             return
-        store = Path(self.engine.path)
+        store = Path(self.stream.engine.path)
         rules = options.rules
         rules = AdmissionRules(
             max_file_bytes=rules.max_file_bytes,
@@ -122,10 +126,10 @@ class SessionWorkspace(SessionStream):
         status = retrieval.status()
 
         def attached() -> list[LedgerEvent]:
-            self._start_plan()
+            self.stream.start_plan()
             return [
                 WorkspaceAttached(
-                    **self._base(),
+                    **self.stream.envelope(),
                     root=status.root or str(options.root),
                     chunking=status.chunking or "",
                     model=status.model,
@@ -136,7 +140,7 @@ class SessionWorkspace(SessionStream):
             ]
 
         try:
-            self._append_once(attached)
+            self.stream.append_once(attached)
         except BaseException:
             retrieval.close()
             raise
@@ -176,16 +180,16 @@ class SessionWorkspace(SessionStream):
 
         :raises WorkspaceError: ``disabled``, ``mode_unavailable``, ``closed``, ``bad_query``.
         """
-        self._check_open()
+        self.stream.check_open()
         if turn_id is not None:
             check_turn_id(turn_id)
         retrieval = self.workspace
         if retrieval is None:
             raise WorkspaceError("this session has no workspace retrieval", "disabled")
         result = retrieval.search(query, mode, k)
-        self._buffer_read(
+        self.stream.buffer_read(
             WorkspaceSearched(
-                **self._read_envelope("workspace"),
+                **self.stream.read_envelope("workspace"),
                 turn_id=turn_id,
                 query=redact(query).text[:2000],
                 mode=mode,
@@ -200,10 +204,10 @@ class SessionWorkspace(SessionStream):
                 degraded=result.degraded,
             )
         )
-        self._last_activity = time.monotonic()
+        self.stream.touch()
         return result
 
-    def _close_workspace(self) -> None:
+    def close(self) -> None:
         """Close the retrieval (cancel, join, release) and record WorkspaceReleased."""
         retrieval, self.workspace = self.workspace, None
         if retrieval is None:
@@ -211,10 +215,10 @@ class SessionWorkspace(SessionStream):
         final = retrieval.close()
 
         def released() -> list[LedgerEvent]:
-            self._start_plan()
+            self.stream.start_plan()
             return [
                 WorkspaceReleased(
-                    **self._base(),
+                    **self.stream.envelope(),
                     files_indexed=final.files_indexed,
                     files_embedded=final.files_embedded,
                     chunks=final.chunks,
@@ -224,4 +228,4 @@ class SessionWorkspace(SessionStream):
                 )
             ]
 
-        self._append_once(released)
+        self.stream.append_once(released)

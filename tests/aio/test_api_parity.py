@@ -57,6 +57,18 @@ SESSION_PLAIN = {
 }
 """``MemorySession`` methods whose twin is a plain method, and why."""
 
+SESSION_WITHOUT_TWIN = {
+    "last_position": (
+        "the blocking session's bookkeeping: read it on `AsyncMemorySession.session` (the "
+        "positions a host awaits come back from each command)"
+    ),
+    "workspace": (
+        "the blocking workspace retrieval object, used on the worker: `await "
+        "workspace_status()` is the async read"
+    ),
+}
+"""``MemorySession`` properties without an async twin, and why."""
+
 SESSION_AWAITED_PROPERTIES = {
     "compactions": "a property that reads the ledger: a coroutine method, `await s.compactions()`",
 }
@@ -79,7 +91,13 @@ class Pair:
 
 PAIRS = [
     Pair(MemoryEngine, AsyncMemoryEngine, ENGINE_WITHOUT_TWIN, ENGINE_PLAIN),
-    Pair(MemorySession, AsyncMemorySession, {}, SESSION_PLAIN, SESSION_AWAITED_PROPERTIES),
+    Pair(
+        MemorySession,
+        AsyncMemorySession,
+        SESSION_WITHOUT_TWIN,
+        SESSION_PLAIN,
+        SESSION_AWAITED_PROPERTIES,
+    ),
     Pair(DirectCommands, AsyncDirectCommands),
 ]
 

@@ -61,7 +61,7 @@ def test_a_read_record_the_door_refuses_never_blocks_the_next_command(
             path="live",
             results=(),
         )
-        session._reads.append(bad)
+        session.stream._reads.append(bad)
         session.observe_final_transcript(2, "user: still writing")  # not blocked
         assert session.finish().already_reconciled is False
 

@@ -404,13 +404,14 @@ def test_snapshot_generation_guard_and_recall_paths(
 def test_stale_prepare_is_not_published(engine: MemoryEngine, namespace: Namespace) -> None:
     chat = Chat(engine, namespace, "s1")
     session = chat.session
-    original = session._live
+    recall = session._recall
+    original = recall.live
 
     def slow_live(*args: Any, **kwargs: Any) -> Any:
         session.begin_turn(5)  # a newer turn begins while the preparation runs
         return original(*args, **kwargs)
 
-    session._live = slow_live  # type: ignore[method-assign]
+    recall.live = slow_live  # type: ignore[method-assign]
     result = session.prepare(4, "anything")
     assert not result.published
     assert session.prepared_snapshot().snapshot_id is None
@@ -732,13 +733,13 @@ def test_read_records_are_flushed_off_the_recall_path(
     chat.say("u", make_item("Alice's dog is called Rex."))
     chat.session.finish()
     flushed_on: list[str] = []
-    real_flush = chat.session.flush_reads
+    real_flush = chat.session.stream.flush_reads
 
     def recording_flush() -> int:
         flushed_on.append(threading.current_thread().name)
         return real_flush()
 
-    monkeypatch.setattr(chat.session, "flush_reads", recording_flush)
+    monkeypatch.setattr(chat.session.stream, "flush_reads", recording_flush)
     for _ in range(70):
         chat.session.recall("dog", 1)
     deadline = time.monotonic() + 10
