@@ -433,8 +433,10 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             tags = [event_tags(e) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
+        if self.semantic is not None:  # the batch's vectors, served before the command returns
+            self.semantic.embed_appended(events)
         if self.indexer is not None:
-            self.indexer.kick()
+            self.indexer.kick(scan=False)  # written behind, in one bulk statement
         return ids
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
@@ -596,7 +598,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     model=coverage.model,
                     retrievable=coverage.retrievable,
                     embedded=coverage.embedded,
-                    reason=status.reason,
+                    reason=status.reason if status.state == "degraded" else coverage.reason,
                     query_embedding_ms=status.query_embedding_ms,
                 )
         return ranked, status, position
