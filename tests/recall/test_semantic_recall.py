@@ -269,7 +269,9 @@ def test_exact_name_still_ranks_the_exact_memory_first(
 # 3. Commands never wait -------------------------------------------------------------------
 
 
-def test_commands_wait_for_vectors_no_longer_than_the_deadline(store: Path, namespace: Namespace) -> None:
+def test_commands_wait_for_vectors_no_longer_than_the_deadline(
+    store: Path, namespace: Namespace
+) -> None:
     gate = threading.Event()
     provider = BagProvider(gate=gate)  # every embed call blocks until the gate opens
     engine = open_engine(store, provider, background=True)
