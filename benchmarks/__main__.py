@@ -30,6 +30,7 @@ BENCHMARKS = {
     "ui": "benchmarks.ui",
     "ui-forms": "benchmarks.ui_forms",
     "ann": "benchmarks.ann",
+    "vectors_ack": "benchmarks.vectors_ack",
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",
     "verify_file_flips": "benchmarks.verify_file_flips",

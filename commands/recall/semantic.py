@@ -88,8 +88,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_VECTOR_TIMEOUT = 10.0
-"""Seconds a command waits for its memories' vectors before it returns with them pending."""
+DEFAULT_VECTOR_TIMEOUT: float | None = None
+"""Seconds a command waits for its memories' vectors before it returns with them pending.
+None (the default): the provider runs in the command's thread, bounded by its own timeout
+(the HTTP provider's ``timeout``); a handoff to a worker thread costs milliseconds per
+command on a loaded 2-core machine (``python -m benchmarks vectors_ack``)."""
 
 
 class VerifiableDoc(Protocol):
@@ -170,9 +173,11 @@ class SemanticChannel:
         """The last failed embedding call of a command or of the indexer (None once one
         succeeds); a search that finds memories pending names its reason code."""
         self.vector_timeout: float | None = DEFAULT_VECTOR_TIMEOUT
-        """Seconds a command waits for its memories' vectors (None: no deadline, the
-        provider runs in the command's thread). Past it the command returns, its memories
-        pending (``provider_timeout``) until the late call or the indexer fills them."""
+        """Seconds a command waits for its memories' vectors (None, the default: no
+        deadline of ours, the provider runs in the command's thread and its own timeout
+        bounds it; a number: the call runs in a worker thread). Past it the command returns,
+        its memories pending (``provider_timeout``) until the late call or the indexer
+        fills them."""
         self.max_batch = max_batch_size(provider)
         """Texts per provider call (:func:`~commands.embeddings.base.max_batch_size`)."""
         self.provider_calls = 0
@@ -242,6 +247,15 @@ class SemanticChannel:
         memories pending (the write stands): :attr:`last_error` names it, a search reports
         them (``partial`` with the reason code) and :attr:`on_pending` wakes the indexer.
         """
+        try:
+            self._embed_appended(events)
+        except Exception as e:  # a defect must not fail a durable command
+            log.exception("vectors of a command are pending")
+            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {e!r}")
+            if self.on_pending is not None:
+                self.on_pending()
+
+    def _embed_appended(self, events: Sequence[object]) -> None:
         retired, forgotten = retired_by(events)
         for key, memory_id in retired:
             self.served.retire(key, memory_id)

@@ -55,6 +55,7 @@ OUTPUTS = {
     "langgraph": "langgraph.json",
     "conformance": "conformance.json",
     "ann": "ann.json",
+    "vectors_ack": "vectors_ack.json",
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",
     "verify_flips": "verify_flips.json",
