@@ -178,7 +178,10 @@ def active_rows(engine: MemoryEngine, ns: Namespace) -> list[dict[str, Any]]:
 
 
 def vector_rows(engine: MemoryEngine) -> list[tuple[str, int, str, str]]:
+    """The statement rows of ``memory_vectors`` (the rows commands put, written first)."""
     with engine.projections.lock:
+        if engine.semantic is not None:
+            engine.semantic.flush()
         rows = engine.projections.conn.execute(
             "SELECT memory_id, revision, content_digest, model_key FROM memory_vectors "
             "WHERE field = 'statement' ORDER BY seq"
