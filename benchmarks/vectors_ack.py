@@ -171,8 +171,7 @@ def run_reembed(count: int, vectors: dict[str, npt.NDArray[np.float32]]) -> dict
                     NS, [statement(i) for i in range(start, min(start + 1000, count))]
                 )
             started = time.perf_counter()
-            with engine.projections.lock:
-                channel.flush()
+            engine.index_vectors()  # nothing to embed: writes the buffered rows, one statement
             flush = time.perf_counter() - started
         figures: dict[str, Any] = {
             "foreground_vectors_per_s": count / hook,

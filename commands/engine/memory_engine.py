@@ -592,7 +592,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 min_lexical_score=min_lexical_score,
             )
             if channel is not None:
-                coverage = channel.status(namespace)
+                coverage = channel.status(namespace, len(by_id))
                 status = SemanticStatus(
                     state="degraded" if status.state == "degraded" else coverage.state,
                     model=coverage.model,

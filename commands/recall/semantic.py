@@ -604,6 +604,8 @@ class EmbeddingIndexer:
         self.batch_size = batch_size
         self.page_size = PAGE_SIZE
         """Pending memories read at once (one bulk write each)."""
+        self.flush_delay = 0.1
+        """Seconds the rows commands put wait for more before they are written together."""
         self.poll_seconds = poll_seconds
         self._wake = threading.Event()
         self._scan = threading.Event()
@@ -679,6 +681,9 @@ class EmbeddingIndexer:
     def _pass(self) -> None:
         """One round of the thread: write what commands put; when asked to scan, embed
         every pending page (no catch-up or count between pages)."""
+        if not self._scan.is_set() and self.channel.served.unpersisted < self.page_size:
+            # Only rows to write: let the next commands' rows join them (one statement).
+            self._stop.wait(self.flush_delay)
         with self.channel.lock:
             self.channel.flush()
         if not self._scan.is_set() and not self._skip:
