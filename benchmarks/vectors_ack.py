@@ -2,7 +2,7 @@
 
 Issue 35, item 2. ``python -m benchmarks vectors_ack [--quick]``: 16,000 synthetic memories
 (``--quick``: 1,000) remembered through ``MemoryEngine.remember_many`` in batches of 1,000,
-of 100 and one at a time (4,000 memories one at a time; ``--quick``: 100), with an embedding
+of 100 and one at a time (1,000 memories one at a time; ``--quick``: 100), with an embedding
 provider that answers instantly (vectors precomputed by ``benchmarks.hybrid.HashingProvider``
 before the clock starts, looked up per call). After each batch one search asks for the
 batch's last memory by a query that shares no word with it (its vector is the memory's:
@@ -240,7 +240,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--memories", type=int, default=None)
     args = parser.parse_args(argv)
     count = args.memories or (1000 if args.quick else 16_000)
-    single = 100 if args.quick else 4000
+    single = 100 if args.quick else 1000
     vectors = precompute(count)
     load_before = os.getloadavg()
     figures: dict[str, Any] = {}

@@ -251,7 +251,7 @@ class SemanticChannel:
             self._embed_appended(events)
         except Exception as e:  # a defect must not fail a durable command
             log.exception("vectors of a command are pending")
-            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {e!r}")
+            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {type(e).__name__}")
             if self.on_pending is not None:
                 self.on_pending()
 
@@ -308,7 +308,7 @@ class SemanticChannel:
             log.warning("vectors of a command are pending: %s", e.reason_code)
         except Exception as e:  # a defect must not fail a durable command
             log.exception("vectors of a command are pending")
-            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {e!r}")
+            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {type(e).__name__}")
 
     def _digest(self, text: str) -> str:
         """``content_digest(text)``, cached for verification."""
