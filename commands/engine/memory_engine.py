@@ -434,7 +434,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         if self.semantic is not None:  # the batch's vectors, served before the command returns
-            self.semantic.embed_appended(events)
+            self.semantic.embed_appended(events, ids)
         if self.indexer is not None:
             self.indexer.kick(scan=False)  # written behind, in one bulk statement
         return ids

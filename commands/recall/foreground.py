@@ -37,7 +37,7 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.projections.vectors import PendingMemory
 
-__all__ = ["ForegroundCalls", "appended_vectors", "retired_by"]
+__all__ = ["ForegroundCalls", "OwnPositions", "appended_vectors", "retired_by"]
 
 WORKER_THREAD = "memory-ledger-vectors"
 """The name of the worker thread that runs a command's embedding calls."""
@@ -97,6 +97,51 @@ def retired_by(events: Sequence[object]) -> tuple[list[tuple[str, str]], list[st
         elif isinstance(event, NamespaceForgotten):
             namespaces.append(event.namespace.key())
     return memories, namespaces
+
+
+class OwnPositions:
+    """Ledger positions whose events this process already applied to its served vectors
+    (the commands' own batches, after :meth:`SemanticChannel.embed_appended` ran): a range
+    of positions made only of them needs no re-read of canonical memory. Kept as merged
+    ``[first, last]`` intervals, the newest :data:`KEEP` (older ones are forgotten: their
+    range is then read again, which is always safe)."""
+
+    KEEP = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._intervals: list[list[int]] = []
+
+    def add(self, positions: Sequence[int]) -> None:
+        """Record the positions of one applied batch."""
+        if not positions:
+            return
+        first, last = min(positions), max(positions)
+        if last - first + 1 != len(positions):  # not one run: record each
+            for p in sorted(positions):
+                self.add((p,))
+            return
+        with self._lock:
+            intervals = self._intervals
+            if intervals and intervals[-1][1] + 1 == first:
+                intervals[-1][1] = last
+            elif not intervals or intervals[-1][1] < first:
+                intervals.append([first, last])
+                if len(intervals) > self.KEEP:
+                    del intervals[0]
+            # an older position arriving late (a concurrent writer): not recorded
+
+    def covered(self, after: int, upto: int) -> bool:
+        """Whether every position in ``(after, upto]`` was applied here."""
+        if upto <= after:
+            return True
+        with self._lock:
+            for first, last in reversed(self._intervals):
+                if first <= after + 1 and upto <= last:
+                    return True
+                if last < upto:
+                    return False
+        return False
 
 
 class ForegroundCalls:

@@ -61,6 +61,7 @@ from memory_ledger.commands.embeddings.base import (
 from memory_ledger.commands.recall import ann
 from memory_ledger.commands.recall.foreground import (
     ForegroundCalls,
+    OwnPositions,
     appended_vectors,
     retired_by,
 )
@@ -185,6 +186,7 @@ class SemanticChannel:
         self.on_pending: Callable[[], object] | None = None
         """Called when a command leaves vectors pending (the engine wakes its indexer)."""
         self._calls = ForegroundCalls()
+        self._own = OwnPositions()
 
     @property
     def max_namespaces(self) -> int:
@@ -236,7 +238,7 @@ class SemanticChannel:
 
     # A command's vectors ------------------------------------------------------------------
 
-    def embed_appended(self, events: Sequence[object]) -> None:
+    def embed_appended(self, events: Sequence[object], positions: Sequence[int] = ()) -> None:
         """Embed the memories a command just appended (``MemoryActivated`` payloads, see
         :func:`~commands.recall.foreground.appended_vectors`) and serve their vectors at once;
         retire the memories the batch made unretrievable. Called by the engine after the
@@ -249,9 +251,11 @@ class SemanticChannel:
         """
         try:
             self._embed_appended(events)
+            self._own.add(positions)  # applied here: no re-read of canonical memory for them
         except Exception as e:  # a defect must not fail a durable command
             log.exception("vectors of a command are pending")
-            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {type(e).__name__}")
+            failed = f"embedding failed: {type(e).__name__}"
+            self.last_error = EmbeddingError("provider_failed", failed)
             if self.on_pending is not None:
                 self.on_pending()
 
@@ -308,7 +312,8 @@ class SemanticChannel:
             log.warning("vectors of a command are pending: %s", e.reason_code)
         except Exception as e:  # a defect must not fail a durable command
             log.exception("vectors of a command are pending")
-            self.last_error = EmbeddingError("provider_failed", f"embedding failed: {type(e).__name__}")
+            failed = f"embedding failed: {type(e).__name__}"
+            self.last_error = EmbeddingError("provider_failed", failed)
 
     def _digest(self, text: str) -> str:
         """``content_digest(text)``, cached for verification."""
@@ -327,11 +332,16 @@ class SemanticChannel:
         position = self._position()
 
         def refresh(held: _NamespaceVectors) -> None:
-            if self._changed_at(key) > held.built_position:
-                changed = self.canonical.changed_since(
+            last_change = self._changed_at(key)
+            if last_change <= held.built_position:
+                pass
+            elif self._own.covered(held.built_position, last_change):
+                held.built_position = position  # only this process's batches: applied already
+            else:
+                rows = self.canonical.changed_since(
                     *ns, held.built_position, ("memory_id", "status", "subject", "statement")
                 )
-                for row in changed:
+                for row in rows:
                     memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
                     held.retire(memory_id, retrievable)
                     text = embedding_text(row["subject"], row["statement"])

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.embeddings import EmbeddingDescriptor
-from memory_ledger.commands.recall.foreground import appended_vectors
+from memory_ledger.commands.recall.foreground import OwnPositions, appended_vectors
 from memory_ledger.ledger.events import ExtractedItem, MemoryActivated
 from tests.conftest import make_item
 
@@ -216,3 +216,27 @@ def test_appended_vectors_is_one_statement_vector_per_activation_in_order(
     assert texts == [f"Alice likes {w}." for w in words]  # no transcript in the batch
     assert {m.field for m in memories} == {"statement"}
     assert all(m.revision == 1 for m in memories)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(1, 5)), min_size=1, max_size=30),
+    st.integers(0, 80),
+    st.integers(0, 80),
+)
+def test_own_positions_cover_exactly_the_runs_applied_here(
+    runs: list[tuple[bool, int]], after: int, upto: int
+) -> None:
+    """Runs of positions, each either applied here (a command's batch) or not (another
+    process's): a range is covered exactly when every position in it was applied here."""
+    own = OwnPositions()
+    mine: set[int] = set()
+    position = 0
+    for applied, length in runs:
+        batch = list(range(position + 1, position + length + 1))
+        position += length
+        if applied:
+            own.add(batch)
+            mine.update(batch)
+    expected = all(p in mine for p in range(after + 1, upto + 1))
+    assert own.covered(after, upto) == expected
