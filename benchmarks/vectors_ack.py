@@ -250,6 +250,10 @@ def main(argv: list[str]) -> int:
         ours = run_engine(n, batch, vectors)
         lexical = run_engine(n, batch, None)
         peer = run_peer(n, batch, vectors)
+        print(
+            f"batch {batch}: ledger {ours}, lexical only {lexical}, InMemoryStore {peer}",
+            flush=True,
+        )
         figures[f"batch_{batch}"] = {
             "ledger": ours,
             "ledger_lexical_only": lexical,
