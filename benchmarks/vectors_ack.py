@@ -110,10 +110,10 @@ def run_engine(
             if channel is not None:
                 inner = channel.embed_appended
 
-                def timed(events: Sequence[object]) -> None:
+                def timed(events: Sequence[object], positions: Sequence[int] = ()) -> None:
                     nonlocal hook
                     started = time.perf_counter()
-                    inner(events)
+                    inner(events, positions)
                     hook += time.perf_counter() - started
 
                 channel.embed_appended = timed  # type: ignore[method-assign]
@@ -159,10 +159,10 @@ def run_reembed(count: int, vectors: dict[str, npt.NDArray[np.float32]]) -> dict
             inner = channel.embed_appended
             hook = 0.0
 
-            def timed(events: Sequence[object]) -> None:
+            def timed(events: Sequence[object], positions: Sequence[int] = ()) -> None:
                 nonlocal hook
                 started = time.perf_counter()
-                inner(events)
+                inner(events, positions)
                 hook += time.perf_counter() - started
 
             channel.embed_appended = timed  # type: ignore[method-assign]
