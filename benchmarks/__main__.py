@@ -32,6 +32,7 @@ BENCHMARKS = {
     "ui-forms": "benchmarks.ui_forms",
     "asof": "benchmarks.asof",
     "ann": "benchmarks.ann",
+    "vectors_ack": "benchmarks.vectors_ack",
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",
     "mem0_import": "benchmarks.mem0_import",

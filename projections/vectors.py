@@ -215,6 +215,19 @@ class VectorStore:
         ).fetchall()[0]
         return int(row[0])
 
+    def unembedded(self, model_key: str, namespace: tuple[str, str, str]) -> list[str]:
+        """Memory ids of ``namespace``'s retrievable memories with no statement vector row
+        of ``model_key`` (of any revision: a revision that kept its text keeps its vector),
+        sorted."""
+        rows = self.conn.execute(
+            "SELECT c.memory_id FROM canonical_memory c "
+            f"WHERE {_RETRIEVABLE_SQL} AND c.tenant = ? AND c.principal = ? AND c.scope_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.model_key = ? "
+            "AND v.memory_id = c.memory_id AND v.field = 'statement') ORDER BY c.memory_id",
+            [*namespace, model_key],
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def coverage(
         self, model_key: str, namespace: tuple[str, str, str], field: str = "statement"
     ) -> tuple[int, int]:

@@ -36,6 +36,7 @@ from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 __all__ = [
+    "DEFAULT_MAX_BATCH",
     "NORM_TOLERANCE",
     "EmbeddingDescriptor",
     "EmbeddingError",
@@ -44,8 +45,12 @@ __all__ = [
     "content_digest",
     "embed_checked",
     "embedding_text",
+    "max_batch_size",
     "validate_vectors",
 ]
+
+DEFAULT_MAX_BATCH = 2048
+"""Texts per provider call when a provider does not say (``max_batch_size``)."""
 
 NORM_TOLERANCE = 1e-3
 """How far a declared unit vector's L2 norm may be from 1.0 (float32 rounding and
@@ -60,6 +65,7 @@ EmbeddingReason = Literal[
     "descriptor_drift",
     "malformed",
     "provider_failed",
+    "provider_timeout",
 ]
 
 
@@ -75,7 +81,9 @@ class EmbeddingError(MemoryLedgerError, ValueError):
     * ``descriptor_drift``: the provider's descriptor changed after it was attached;
     * ``malformed``: the response is not a list of numeric vectors (or its ids are
       duplicated or unknown);
-    * ``provider_failed``: the provider raised (transport, timeout, model error).
+    * ``provider_failed``: the provider raised (transport, timeout, model error);
+    * ``provider_timeout``: a command's embedding call overran the channel's
+      ``vector_timeout`` (the command returned; its memories' vectors are pending).
     """
 
     reason_code: EmbeddingReason
@@ -132,7 +140,8 @@ class EmbeddingProvider(Protocol):
     ``(len(texts), descriptor.dimension)``. It may raise any exception; the engine turns it
     into :class:`EmbeddingError` (``provider_failed``). A provider may also offer
     ``embed_queries(texts)`` (same shape): recall queries then go through it (E5 models
-    embed queries and passages with different prefixes).
+    embed queries and passages with different prefixes). An optional ``max_batch_size``
+    attribute (a positive int) caps the texts of one call (:func:`max_batch_size`).
     """
 
     @property
@@ -267,3 +276,13 @@ def content_digest(text: str) -> str:
     """SHA-256 hex digest (first 32 characters) of the embedded text: the content key that
     lets an unchanged memory reuse its vector across revisions and rebuilds."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def max_batch_size(provider: object) -> int:
+    """Texts the engine sends ``provider`` in one call: its ``max_batch_size`` attribute
+    when it is a positive integer, else :data:`DEFAULT_MAX_BATCH` (providers that batch
+    internally, such as the shipped ones, take any number)."""
+    value = getattr(provider, "max_batch_size", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return DEFAULT_MAX_BATCH

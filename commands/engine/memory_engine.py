@@ -445,8 +445,10 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
         self._apply_inline(events, ids)
+        if self.semantic is not None:  # the batch's vectors, served before the command returns
+            self.semantic.embed_appended(events, ids)
         if self.indexer is not None:
-            self.indexer.kick()
+            self.indexer.kick(scan=False)  # written behind, in one bulk statement
         return ids
 
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
@@ -608,13 +610,13 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 min_lexical_score=min_lexical_score,
             )
             if channel is not None:
-                coverage = channel.status(namespace)
+                coverage = channel.status(namespace, len(by_id))
                 status = SemanticStatus(
                     state="degraded" if status.state == "degraded" else coverage.state,
                     model=coverage.model,
                     retrievable=coverage.retrievable,
                     embedded=coverage.embedded,
-                    reason=status.reason,
+                    reason=status.reason if status.state == "degraded" else coverage.reason,
                     query_embedding_ms=status.query_embedding_ms,
                 )
         return ranked, status, position

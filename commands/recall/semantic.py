@@ -1,11 +1,20 @@
-"""The semantic recall channel: exact cosine over ``memory_vectors``, filled off the
-command path, verified against canonical memory before anything is served.
+"""The semantic recall channel: cosine over each namespace's vectors held in process,
+computed before a command returns, verified against canonical memory before anything is
+served.
 
 - :class:`SemanticChannel` owns the provider (its descriptor locked when attached), the
-  ``memory_vectors`` read model (:class:`projections.vectors.VectorStore`) and one in-process
-  matrix per namespace, refreshed incrementally (new vector rows by ``seq``; rows of
-  memories that stopped being retrievable marked dead from
-  ``canonical_memory.updated_position``).
+  ``memory_vectors`` read model (:class:`projections.vectors.VectorStore`) and the vectors
+  search reads (:class:`~commands.recall.served_vectors.ServedVectors`: one matrix per
+  namespace, read from DuckDB once, then kept current by every row computed; rows of
+  memories that stopped being retrievable are marked dead from the command's own events and
+  from ``canonical_memory.updated_position``).
+- Vectors before the acknowledgement: the engine hands every appended batch to
+  :meth:`SemanticChannel.embed_appended`, which embeds the batch's new memories in as few
+  provider calls as it takes (derived from the events: :mod:`commands.recall.foreground`),
+  serves them at once and buffers them for one bulk write behind. A provider that fails or
+  overruns :attr:`SemanticChannel.vector_timeout` leaves the write standing and the
+  memories pending: the search's :class:`SemanticStatus` is ``partial`` with the reason code
+  and the pending count, until the indexer fills them.
 - A memory has up to two vectors: its statement and, when it has provenance, the start of
   the transcript turn it was extracted from (``field`` ``source``; more evidence per memory,
   the transcript says what the one-line statement leaves out). A memory's semantic score is
@@ -17,12 +26,12 @@ command path, verified against canonical memory before anything is served.
   of a superseded, forgotten or pruned memory, or of other text, is never served (after
   seed 000's durable semantic recall, which re-reads every candidate and requires Active
   status plus a matching revision and digest). A revision that kept its text (reinforced,
-  pinned) is served its earlier vector until its own row is written.
-- :class:`EmbeddingIndexer` is a background thread: after a write (``kick``) it writes a
-  vector row for every retrievable memory whose current revision lacks one, in batches,
-  reusing a stored vector of identical content (same digest, same model) instead of
-  calling the provider (``projections.vectors``).
-  Commands never wait for it; ``wait_ready`` lets a host wait with a timeout.
+  pinned) is served its earlier vector.
+- :class:`EmbeddingIndexer` is a background thread: it writes the rows commands put, and
+  embeds what no command did (another process's writes, a new model, a failed or late
+  call, source vectors whose turn was not in the command) a page at a time, reusing a
+  stored vector of identical content (same digest, same model) instead of calling the
+  provider (``projections.vectors``); ``wait_ready`` lets a host wait with a timeout.
 - Any provider or validation failure on the query path drops the semantic channel for
   that query: :class:`SemanticStatus` says ``degraded`` with the reason code, and recall
   answers from the lexical channel alone.
@@ -47,16 +56,29 @@ from memory_ledger.commands.embeddings.base import (
     content_digest,
     embed_checked,
     embedding_text,
+    max_batch_size,
 )
 from memory_ledger.commands.recall import ann
+from memory_ledger.commands.recall.foreground import (
+    ForegroundCalls,
+    OwnPositions,
+    appended_vectors,
+    retired_by,
+)
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticState, SemanticStatus
+from memory_ledger.commands.recall.served_vectors import (
+    ServedVectors,
+    VectorRows,
+    _NamespaceVectors,
+)
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.store import ProjectionDamagedError, is_damage
-from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
+from memory_ledger.projections.vectors import FIELDS, PendingMemory, VectorStore
 
 __all__ = [
+    "DEFAULT_VECTOR_TIMEOUT",
     "OFF",
     "EmbeddingIndexer",
     "SemanticChannel",
@@ -66,6 +88,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+DEFAULT_VECTOR_TIMEOUT: float | None = None
+"""Seconds a command waits for its memories' vectors before it returns with them pending.
+None (the default): the provider runs in the command's thread, bounded by its own timeout
+(the HTTP provider's ``timeout``); a handoff to a worker thread costs milliseconds per
+command on a loaded 2-core machine (``python -m benchmarks vectors_ack``)."""
 
 
 class VerifiableDoc(Protocol):
@@ -85,223 +113,6 @@ def source_text(doc: VerifiableDoc) -> str:
     """The text a memory's ``source`` vector embeds: the start of its source transcript
     (``MemoryDoc.context``), or its statement when the transcript cannot be read."""
     return doc.context if doc.context else embedding_text(doc.subject, doc.statement)
-
-
-class _NamespaceVectors:
-    """In-process copy of one namespace's vector rows: a growing matrix plus a live mask.
-
-    One row per vector row read; a newer row for the same memory retires the older one, and
-    a memory that stops being retrievable retires its row (it comes back if the memory does).
-    """
-
-    def __init__(self, dimension: int, built_position: int) -> None:
-        self.dimension = dimension
-        self.ids: list[str] = []
-        self.revisions: list[int] = []
-        self.digests: list[str] = []
-        self.fields: list[str] = []
-        self.row_of: dict[tuple[str, str], int] = {}
-        self.rows_of: dict[str, list[int]] = {}
-        self.matrix = np.zeros((0, dimension), dtype=np.float32)
-        self.alive = np.zeros(0, dtype=bool)
-        self.source = np.zeros(0, dtype=bool)
-        self.last_seq = 0
-        self.built_position = built_position
-        self.dead = 0
-        self.ann_threshold: int | None = ann.DEFAULT_THRESHOLD
-        """Live rows from which :meth:`top` asks the approximate index (None: never)."""
-        self.ann_background = False
-        """Build the approximate index in a thread (searches stay exact until it is ready)
-        instead of in the first search that needs it."""
-        self._ann: ann.ApproximateIndex | None = None
-        self._building: threading.Thread | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def extend(self, stored: StoredVectors) -> None:
-        """Append rows read from ``memory_vectors`` (in seq order)."""
-        count = len(stored.memory_ids)
-        if count == 0:
-            return
-        start = len(self.ids)
-        need = start + count
-        if need > self.matrix.shape[0]:
-            capacity = max(need, self.matrix.shape[0] * 2)
-            matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
-            matrix[:start] = self.matrix[:start]
-            alive = np.zeros(capacity, dtype=bool)
-            alive[:start] = self.alive[:start]
-            source = np.zeros(capacity, dtype=bool)
-            source[:start] = self.source[:start]
-            self.matrix, self.alive, self.source = matrix, alive, source
-        self.matrix[start:need] = stored.matrix
-        self.alive[start:need] = True
-        fields = stored.fields or ("statement",) * count
-        for offset, memory_id in enumerate(stored.memory_ids):
-            row = start + offset
-            field = fields[offset]
-            old = self.row_of.get((memory_id, field))
-            if old is not None and self.alive[old]:
-                self.alive[old] = False
-                self.dead += 1
-            self.row_of[(memory_id, field)] = row
-            self.rows_of.setdefault(memory_id, []).append(row)
-            self.source[row] = field == "source"
-            self.ids.append(memory_id)
-            self.revisions.append(stored.revisions[offset])
-            self.digests.append(stored.digests[offset])
-            self.fields.append(field)
-        self.last_seq = stored.last_seq
-
-    def retire(self, memory_id: str, retrievable: bool) -> None:
-        """The canonical row changed: its vectors are candidates exactly while the memory
-        is retrievable (verification still checks the text)."""
-        for field in FIELDS:
-            row = self.row_of.get((memory_id, field))
-            if row is None or bool(self.alive[row]) == retrievable:
-                continue
-            self.alive[row] = retrievable
-            self.dead += -1 if retrievable else 1
-
-    def compacted(self, built_position: int) -> _NamespaceVectors:
-        """A copy holding only the live rows (dead rows cost every query a multiply)."""
-        fresh = _NamespaceVectors(self.dimension, built_position)
-        keep = np.flatnonzero(self.alive[: len(self.ids)])
-        fresh.matrix = np.ascontiguousarray(self.matrix[keep])
-        fresh.alive = np.ones(len(keep), dtype=bool)
-        fresh.source = np.ascontiguousarray(self.source[keep])
-        for new_row, old_row in enumerate(keep.tolist()):
-            memory_id, field = self.ids[old_row], self.fields[old_row]
-            fresh.ids.append(memory_id)
-            fresh.revisions.append(self.revisions[old_row])
-            fresh.digests.append(self.digests[old_row])
-            fresh.fields.append(field)
-            fresh.row_of[(memory_id, field)] = new_row
-            fresh.rows_of.setdefault(memory_id, []).append(new_row)
-        fresh.last_seq = self.last_seq
-        fresh.ann_threshold = self.ann_threshold  # its index is rebuilt: the rows moved
-        fresh.ann_background = self.ann_background
-        return fresh
-
-    @property
-    def approximate(self) -> bool:
-        """True when :meth:`top` goes through the approximate index now."""
-        live = len(self.ids) - self.dead
-        threshold = self.ann_threshold
-        return threshold is not None and live >= threshold and ann.available()
-
-    def top(
-        self,
-        query: npt.NDArray[np.float32],
-        depth: int,
-        fields: Sequence[str] = FIELDS,
-    ) -> list[tuple[int, float]]:
-        """Best ``depth`` live rows of ``fields`` by dot product: ``(row, score)``, best
-        first, ties by memory id then field; rows tied with the last one are all included
-        (so the result does not depend on how the partition split equal scores).
-
-        From ``ann_threshold`` live rows the candidates come from the approximate index
-        (:mod:`commands.recall.ann`), re-ranked exactly (:meth:`_top_approximate`)."""
-        size = len(self.ids)
-        take = min(depth, size - self.dead)
-        if take <= 0:
-            return []
-        if self.approximate:
-            found = self._top_approximate(query, take, fields)
-            if found is not None:
-                return found
-        return self._top_exact(query, take, fields)
-
-    def _top_exact(
-        self, query: npt.NDArray[np.float32], take: int, fields: Sequence[str]
-    ) -> list[tuple[int, float]]:
-        """:meth:`top` by one product over the whole matrix."""
-        size = len(self.ids)
-        scores = self.matrix[:size] @ query  # float32: one sgemv
-        if self.dead:
-            scores[~self.alive[:size]] = -np.inf
-        if "source" not in fields:
-            scores[self.source[:size]] = -np.inf
-        elif "statement" not in fields:
-            scores[~self.source[:size]] = -np.inf
-        if take < size:
-            threshold = scores[np.argpartition(scores, size - take)[size - take]]
-            picked = np.flatnonzero(scores >= threshold)
-        else:
-            picked = np.arange(size)
-        values = scores[picked]
-        keep = np.isfinite(values)
-        out = list(zip(picked[keep].tolist(), values[keep].tolist(), strict=True))
-        out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
-        return out
-
-    def _top_approximate(
-        self, query: npt.NDArray[np.float32], take: int, fields: Sequence[str]
-    ) -> list[tuple[int, float]] | None:
-        """:meth:`top` from the approximate index's candidates: each scored exactly over
-        the matrix, dead rows and rows of other fields dropped as in exact search, the best
-        ``take`` kept. The scan widens while fewer than ``take`` candidates survive; None
-        when even a scan of every cell leaves too few (the caller searches exactly)."""
-        size = len(self.ids)
-        index = self._ann
-        if index is None:
-            if self.ann_background:
-                self._build_in_background(size)
-                return None
-            index = self._ann = self._built(self.matrix, size)
-        index.add(self.matrix, size)  # rows appended since: retired ones stay, masked
-        count = max(take * 4, 64)
-        widen = 1
-        while True:
-            rows = index.candidates(query, count, widen)
-            keep = self.alive[rows]
-            if "source" not in fields:
-                keep &= ~self.source[rows]
-            elif "statement" not in fields:
-                keep &= self.source[rows]
-            rows = rows[keep]
-            if len(rows) >= take:
-                break
-            if widen >= index.exhausted_at or count >= size:
-                return None
-            widen, count = widen * 4, count * 4
-        scores = self.matrix[rows] @ query
-        out = list(zip(rows.tolist(), scores.tolist(), strict=True))
-        out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
-        return out[:take]
-
-    def _built(self, matrix: npt.NDArray[np.float32], size: int) -> ann.ApproximateIndex:
-        """A new index over rows ``0 .. size - 1`` of ``matrix``."""
-        index = ann.ApproximateIndex(self.dimension, size)
-        index.train(matrix[:size])
-        index.add(matrix, size)
-        return index
-
-    def _build_in_background(self, size: int) -> None:
-        """Start building the index over the rows there are now (once). The thread reads
-        only those rows of the current matrix, which later writes never change (new rows
-        go after them, a grown matrix is a new array); the first search after it is done
-        adds the rows appended meanwhile."""
-        if self._building is not None:
-            return
-        matrix = self.matrix
-
-        def build() -> None:
-            try:
-                self._ann = self._built(matrix, size)
-            except Exception:  # searches stay exact; say why once
-                log.exception("approximate index build failed; semantic search stays exact")
-
-        self._building = threading.Thread(target=build, name="memory-ledger-ann", daemon=True)
-        self._building.start()
-
-    def wait_index(self, timeout: float | None = None) -> bool:
-        """Wait for a background build (see ``ann_background``); True when the index is
-        ready."""
-        if self._building is not None:
-            self._building.join(timeout)
-        return self._ann is not None
 
 
 class SemanticChannel:
@@ -349,22 +160,43 @@ class SemanticChannel:
         self._position = position
         with self.lock:
             self.vectors = VectorStore(canonical.conn)
-            self._written = self.vectors.last_seq()
-        self._cache: dict[str, _NamespaceVectors] = {}
+        self.served = ServedVectors(self.vectors, self.model_key, self.descriptor.dimension)
+        """The vectors search reads, per namespace, and the rows not yet written."""
         self.ann_threshold: int | None = ann.DEFAULT_THRESHOLD
         """Live vector rows of a namespace from which its search asks the approximate
         index, re-ranked exactly (:mod:`commands.recall.ann`; None: always exact)."""
         self.ann_background = True
         """Build a namespace's approximate index in a thread, searching exactly meanwhile
         (at 1,000,000 rows a build takes minutes on a loaded 2-core machine)."""
-        self.max_namespaces = 256
-        """Namespaces whose vectors stay in memory (least recently used ones are dropped
-        and read back from DuckDB when asked again)."""
         self._digests: dict[str, str] = {}
         """content_digest by embedded text (verification runs per candidate per query)."""
-        self._coverage: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}
         self.last_error: EmbeddingError | None = None
-        """The indexer's last failed batch (None once a batch succeeds)."""
+        """The last failed embedding call of a command or of the indexer (None once one
+        succeeds); a search that finds memories pending names its reason code."""
+        self.vector_timeout: float | None = DEFAULT_VECTOR_TIMEOUT
+        """Seconds a command waits for its memories' vectors (None, the default: no
+        deadline of ours, the provider runs in the command's thread and its own timeout
+        bounds it; a number: the call runs in a worker thread). Past it the command returns,
+        its memories pending (``provider_timeout``) until the late call or the indexer
+        fills them."""
+        self.max_batch = max_batch_size(provider)
+        """Texts per provider call (:func:`~commands.embeddings.base.max_batch_size`)."""
+        self.provider_calls = 0
+        """Provider calls made for memories (queries not counted)."""
+        self.on_pending: Callable[[], object] | None = None
+        """Called when a command leaves vectors pending (the engine wakes its indexer)."""
+        self._calls = ForegroundCalls()
+        self._own = OwnPositions()
+
+    @property
+    def max_namespaces(self) -> int:
+        """Namespaces whose vectors stay in memory (least recently used ones are dropped
+        and read back from DuckDB when asked again)."""
+        return self.served.max_namespaces
+
+    @max_namespaces.setter
+    def max_namespaces(self, value: int) -> None:
+        self.served.max_namespaces = value
 
     # Query path -----------------------------------------------------------------------------
 
@@ -388,35 +220,144 @@ class SemanticChannel:
         )
 
     def clear(self) -> None:
-        """Drop every namespace's vectors held in memory (after an erasure)."""
-        self._cache.clear()
+        """Drop every namespace's vectors held in memory and the rows not yet written
+        (after an erasure; the indexer embeds the remaining namespaces' again)."""
+        self.served.clear()
+        self._digests.clear()
+
+    def close(self) -> None:
+        """Write the buffered rows (under the projection lock) and stop the worker."""
+        self._calls.close()
+        with self.lock:
+            self.flush()
+
+    def flush(self) -> int:
+        """Write the rows commands put to ``memory_vectors`` (one bulk statement); call
+        with the projection lock held. Returns how many."""
+        return self.served.flush()
+
+    # A command's vectors ------------------------------------------------------------------
+
+    def embed_appended(self, events: Sequence[object], positions: Sequence[int] = ()) -> None:
+        """Embed the memories a command just appended (``MemoryActivated`` payloads, see
+        :func:`~commands.recall.foreground.appended_vectors`) and serve their vectors at once;
+        retire the memories the batch made unretrievable. Called by the engine after the
+        append is durable, before the command returns; never raises.
+
+        The texts go to the provider in as few calls as it takes (:attr:`max_batch` texts
+        each), waited for up to :attr:`vector_timeout`. A failure or an overrun leaves the
+        memories pending (the write stands): :attr:`last_error` names it, a search reports
+        them (``partial`` with the reason code) and :attr:`on_pending` wakes the indexer.
+        """
+        try:
+            self._embed_appended(events)
+            self._own.add(positions)  # applied here: no re-read of canonical memory for them
+        except Exception as e:  # a defect must not fail a durable command
+            log.exception("vectors of a command are pending")
+            failed = f"embedding failed: {type(e).__name__}"
+            self.last_error = EmbeddingError("provider_failed", failed)
+            if self.on_pending is not None:
+                self.on_pending()
+
+    def _embed_appended(self, events: Sequence[object]) -> None:
+        retired, forgotten = retired_by(events)
+        for key, memory_id in retired:
+            self.served.retire(key, memory_id)
+        for key in forgotten:
+            self.served.drop(key)
+        memories, texts = appended_vectors(events, self.fields)
+        if not memories:
+            return
+        by_namespace: dict[str, list[str]] = {}
+        for m in memories:
+            if m.field == "statement":
+                ns = Namespace(tenant=m.tenant, principal=m.principal, scope_id=m.scope_id)
+                by_namespace.setdefault(ns.key(), []).append(m.memory_id)
+        for key, memory_ids in by_namespace.items():
+            self.served.expect(key, memory_ids)  # pending until put
+        finished = self._calls.run(lambda: self._embed_now(memories, texts), self.vector_timeout)
+        if not finished:
+            msg = f"embedding provider {self.model_key} overran {self.vector_timeout} s"
+            self.last_error = EmbeddingError("provider_timeout", msg)
+            log.warning("vectors of a command are pending: provider_timeout")
+        if not finished or self.last_error is not None:
+            if self.on_pending is not None:
+                self.on_pending()
+
+    def _embed_now(self, memories: Sequence[PendingMemory], texts: Sequence[str]) -> None:
+        """Embed ``texts`` (one per memory; identical texts once) in chunks of
+        :attr:`max_batch` and put each chunk's rows as it comes. Never raises: a failure is
+        kept in :attr:`last_error`."""
+        try:
+            digests = [self._digest(t) for t in texts]
+            rows_of: dict[str, list[int]] = {}
+            for i, d in enumerate(digests):
+                rows_of.setdefault(d, []).append(i)
+            unique = list(rows_of)
+            for start in range(0, len(unique), self.max_batch):
+                chunk = unique[start : start + self.max_batch]
+                first = [rows_of[d][0] for d in chunk]
+                self.provider_calls += 1
+                computed = embed_checked(self.provider, self.descriptor, [texts[i] for i in first])
+                picked = [i for d in chunk for i in rows_of[d]]
+                slot = {d: k for k, d in enumerate(chunk)}
+                matrix = computed[np.asarray([slot[digests[i]] for i in picked], dtype=np.intp)]
+                rows = VectorRows(
+                    tuple(memories[i] for i in picked), tuple(digests[i] for i in picked), matrix
+                )
+                self.served.put(rows)
+            self.last_error = None
+        except EmbeddingError as e:
+            self.last_error = e
+            log.warning("vectors of a command are pending: %s", e.reason_code)
+        except Exception as e:  # a defect must not fail a durable command
+            log.exception("vectors of a command are pending")
+            failed = f"embedding failed: {type(e).__name__}"
+            self.last_error = EmbeddingError("provider_failed", failed)
+
+    def _digest(self, text: str) -> str:
+        """``content_digest(text)``, cached for verification."""
+        known = self._digests.get(text)
+        if known is None:
+            if len(self._digests) >= 200_000:
+                self._digests.clear()
+            known = self._digests[text] = content_digest(text)
+        return known
 
     def _namespace_vectors(self, namespace: Namespace) -> _NamespaceVectors:
+        """The namespace's served vectors, their live mask brought to the projection
+        position (takes the projection lock: a first read comes from DuckDB)."""
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
         position = self._position()
-        cached = self._cache.pop(key, None)
-        if cached is None:
-            cached = _NamespaceVectors(self.descriptor.dimension, position)
-            cached.extend(self.vectors.load(self.model_key, ns, 0))  # retrievable ones
-        else:
-            if cached.last_seq < self._written:
-                cached.extend(self.vectors.load(self.model_key, ns, cached.last_seq))
-            if self._changed_at(key) > cached.built_position:
-                changed = self.canonical.changed_since(
-                    *ns, cached.built_position, ("memory_id", "status")
+
+        def refresh(held: _NamespaceVectors) -> None:
+            last_change = self._changed_at(key)
+            if last_change <= held.built_position:
+                pass
+            elif self._own.covered(held.built_position, last_change):
+                held.built_position = position  # only this process's batches: applied already
+            else:
+                rows = self.canonical.changed_since(
+                    *ns, held.built_position, ("memory_id", "status", "subject", "statement")
                 )
-                for row in changed:
-                    cached.retire(row["memory_id"], row["status"] in RETRIEVABLE)
-                cached.built_position = position
-        if cached.dead > 1024 and cached.dead * 4 > len(cached):
-            cached = cached.compacted(cached.built_position)
-        cached.ann_threshold = self.ann_threshold
-        cached.ann_background = self.ann_background
-        self._cache[key] = cached  # most recently used last
-        while len(self._cache) > self.max_namespaces:
-            del self._cache[next(iter(self._cache))]
-        return cached
+                for row in rows:
+                    memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
+                    held.retire(memory_id, retrievable)
+                    text = embedding_text(row["subject"], row["statement"])
+                    found = held.row_of.get((memory_id, "statement"))
+                    if not retrievable or (
+                        found is not None and held.digests[found] == self._digest(text)
+                    ):
+                        held.missing.discard(memory_id)
+                    else:
+                        held.missing.add(memory_id)
+                held.built_position = position
+            held.ann_threshold = self.ann_threshold
+            held.ann_background = self.ann_background
+
+        with self.lock:
+            return self.served.namespace(namespace, position, refresh)
 
     def search(
         self,
@@ -437,6 +378,17 @@ class SemanticChannel:
         """
         wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
+        with self.served.lock:  # a command's put may grow the matrix meanwhile
+            return self._search(vectors, query_vector, docs, depth, wanted)
+
+    def _search(
+        self,
+        vectors: _NamespaceVectors,
+        query_vector: npt.NDArray[np.float32],
+        docs: Mapping[str, VerifiableDoc],
+        depth: int,
+        wanted: tuple[str, ...],
+    ) -> list[tuple[str, float]]:
         out: dict[str, float] = {}
         fetch = max(depth * 2 * len(wanted), 16)
         while True:
@@ -461,12 +413,7 @@ class SemanticChannel:
     def _verified(self, doc: VerifiableDoc, digest: str, field: str = "statement") -> bool:
         """The vector's digest is that of the document's current text of ``field``."""
         text = source_text(doc) if field == "source" else embedding_text(doc.subject, doc.statement)
-        known = self._digests.get(text)
-        if known is None:
-            if len(self._digests) >= 200_000:
-                self._digests.clear()
-            known = self._digests[text] = content_digest(text)
-        return known == digest
+        return self._digest(text) == digest
 
     def cosines(
         self,
@@ -482,6 +429,17 @@ class SemanticChannel:
         same query."""
         wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
+        with self.served.lock:
+            return self._cosines(vectors, query_vector, docs, memory_ids, wanted)
+
+    def _cosines(
+        self,
+        vectors: _NamespaceVectors,
+        query_vector: npt.NDArray[np.float32],
+        docs: Mapping[str, VerifiableDoc],
+        memory_ids: Sequence[str],
+        wanted: tuple[str, ...],
+    ) -> dict[str, float]:
         rows: list[int] = []
         ids: list[str] = []
         for memory_id in memory_ids:
@@ -505,18 +463,22 @@ class SemanticChannel:
                 out[memory_id] = float(score)
         return out
 
-    def status(self, namespace: Namespace) -> SemanticStatus:
-        """Coverage of ``namespace`` now (cached until its content or the vectors move)."""
-        key = namespace.key()
-        ns = (namespace.tenant, namespace.principal, namespace.scope_id)
-        stamp = (self._changed_at(key), self._written)
+    def status(self, namespace: Namespace, retrievable: int | None = None) -> SemanticStatus:
+        """Coverage of ``namespace`` now, as search serves it: ``retrievable`` memories
+        (default: counted in canonical memory), of which those not known to lack a
+        statement vector for their current text are ``embedded``; the others are pending
+        (a command's embedding failed or is late, or the indexer has not reached them).
+        Takes the projection lock."""
+        vectors = self._namespace_vectors(namespace)
         with self.lock:
-            cached = self._coverage.get(key)
-            if cached is None or cached[0] != stamp:
-                cached = (stamp, self.vectors.coverage(self.model_key, ns))
-                self._coverage[key] = cached
-        retrievable, embedded = cached[1]
-        state: SemanticState = "ready" if embedded >= retrievable else "partial"
+            if retrievable is None:
+                retrievable = self.canonical.count_namespace(
+                    namespace.tenant, namespace.principal, namespace.scope_id
+                )
+        with self.served.lock:
+            pending = len(vectors.missing)
+        embedded = max(0, retrievable - pending)
+        state: SemanticState = "ready" if pending == 0 else "partial"
         reason: str | None = None
         try:
             drifted = self.provider.descriptor != self.descriptor
@@ -524,8 +486,9 @@ class SemanticChannel:
             drifted = True
         if drifted:  # every query would be refused: say so before one is asked
             state, reason = "degraded", "descriptor_drift"
-        elif state == "partial" and self.last_error is not None:
-            reason = self.last_error.reason_code  # why the indexer is behind
+        elif state == "partial":
+            error = self.last_error  # why a command's vectors or the indexer are behind
+            reason = error.reason_code if error is not None else "indexing"
         return SemanticStatus(
             state=state,
             model=self.model_key,
@@ -538,8 +501,9 @@ class SemanticChannel:
 
     def pending(self, limit: int, skip: Sequence[str] = ()) -> list[PendingMemory]:
         """Retrievable memories without a current vector of a field indexed (takes the
-        canonical lock)."""
+        canonical lock; the rows commands put are written first)."""
         with self.lock:
+            self.flush()
             return self.vectors.pending(self.model_key, limit, skip, self.fields)
 
     def content_stamp(self) -> tuple[int, int]:
@@ -552,6 +516,7 @@ class SemanticChannel:
         """How many retrievable memories (of ``namespace``, or all) lack a current vector."""
         ns = (namespace.tenant, namespace.principal, namespace.scope_id) if namespace else None
         with self.lock:
+            self.flush()
             return self.vectors.count_pending(self.model_key, ns, self.fields)
 
     def _text(self, memory: PendingMemory) -> str:
@@ -562,49 +527,74 @@ class SemanticChannel:
         context = self._source_of(memory.transcript_positions) if self._source_of else None
         return context if context else statement
 
-    def embed_and_store(self, batch: Sequence[PendingMemory]) -> int:
-        """Embed ``batch`` (reusing stored vectors of identical content) and write it.
+    def embed_and_store(self, batch: Sequence[PendingMemory], chunk: int | None = None) -> int:
+        """Embed ``batch`` (reusing stored vectors of identical content), write it in one
+        transaction and serve it.
 
-        The provider runs without the canonical lock held.
+        The provider runs without the canonical lock held, ``chunk`` texts a call (default
+        :attr:`max_batch`). When a call fails, the rows of the calls before it are written
+        and served, then the error is raised.
 
         :returns: how many vectors were computed by the provider (reused ones excluded).
-        :raises EmbeddingError: the provider failed or its answer was rejected (nothing of
-            the batch is written).
+        :raises EmbeddingError: the provider failed or its answer was rejected.
         """
         if not batch:
             return 0
+        size = max(1, min(chunk or self.max_batch, self.max_batch))
         texts = [self._text(m) for m in batch]
-        digests = [content_digest(t) for t in texts]
+        digests = [self._digest(t) for t in texts]
         with self.lock:
-            reused = self.vectors.reusable(self.model_key, digests)
-        missing = sorted({d: t for d, t in zip(digests, texts, strict=True) if d not in reused})
-        fresh: dict[str, npt.NDArray[np.float32]] = {}
-        if missing:
-            by_digest = dict(zip(digests, texts, strict=True))
-            computed = embed_checked(
-                self.provider, self.descriptor, [by_digest[d] for d in missing]
+            known = self.vectors.reusable(self.model_key, digests)
+        by_digest = dict(zip(digests, texts, strict=True))
+        missing = sorted(d for d in by_digest if d not in known)
+        failure: EmbeddingError | None = None
+        computed = 0
+        for start in range(0, len(missing), size):
+            part = missing[start : start + size]
+            try:
+                self.provider_calls += 1
+                texts_of_part = [by_digest[d] for d in part]
+                vectors = embed_checked(self.provider, self.descriptor, texts_of_part)
+            except EmbeddingError as e:
+                failure = e
+                break
+            known.update(zip(part, vectors, strict=True))
+            computed += len(part)
+        done = [i for i, d in enumerate(digests) if d in known]
+        if done:
+            rows = VectorRows(
+                tuple(batch[i] for i in done),
+                tuple(digests[i] for i in done),
+                np.stack([known[digests[i]] for i in done]),
             )
-            fresh = {d: computed[i] for i, d in enumerate(missing)}
-        matrix = np.stack([reused[d] if d in reused else fresh[d] for d in digests])
-        with self.lock:
-            self._written = self.vectors.write(self.model_key, batch, digests, matrix)
-        return len(missing)
+            with self.lock:
+                self.vectors.write(self.model_key, rows.memories, rows.digests, rows.matrix)
+                self.served.put(rows, persist=False)
+        if failure is not None:
+            raise failure
+        return computed
 
 
-BULK_BATCH_SIZE = 64
-"""Memories per provider call when indexing in the caller's thread (``run_once``)."""
+PAGE_SIZE = 4096
+"""Pending memories the indexer reads at once: embedded in provider calls of its
+``batch_size`` and written in one transaction, with no catch-up or count in between."""
 
 
 class EmbeddingIndexer:
-    """Background thread that fills ``memory_vectors`` after writes.
+    """Background thread that persists the vectors commands computed and fills the ones
+    they could not: another process's writes (caught up from the ledger), a new model
+    (every memory re-embedded), a command whose provider call failed or overran, source
+    vectors whose transcript turn was not in the command.
 
     :param channel: the semantic channel whose model is indexed.
     :param catch_up: brings the projections to the ledger head (``MemoryEngine.catch_up``).
-    :param batch_size: memories per provider call. 16 by default: a recall's query embedding
-        may wait behind one batch (bundled MiniLM on this 2-core CPU: 41 ms for 16 texts,
-        77 ms for 32, for 390 vs 416 texts/s).
+    :param batch_size: texts per provider call (at most the provider's
+        :func:`~commands.embeddings.base.max_batch_size`). 64 by default: a recall's query
+        embedding may wait behind one call of a local model (bundled MiniLM on this 2-core
+        CPU: 41 ms for 16 texts, 77 ms for 32).
     :param poll_seconds: how often an idle indexer looks for work written by other
-        processes (writes of this engine wake it at once through :meth:`kick`).
+        processes (a command that left vectors pending wakes it at once through
+        :meth:`kick`).
     :param on_damage: called with the DuckDB error when the projection file turns out
         damaged (the engine marks the file; the thread then stops).
     """
@@ -614,7 +604,7 @@ class EmbeddingIndexer:
         channel: SemanticChannel,
         catch_up: Callable[[], int],
         *,
-        batch_size: int = 16,
+        batch_size: int = 64,
         poll_seconds: float = 1.0,
         on_damage: Callable[[BaseException], object] | None = None,
     ) -> None:
@@ -622,8 +612,14 @@ class EmbeddingIndexer:
         self._on_damage = on_damage
         self._catch_up = catch_up
         self.batch_size = batch_size
+        self.page_size = PAGE_SIZE
+        """Pending memories read at once (one bulk write each)."""
+        self.flush_delay = 0.1
+        """Seconds the rows commands put wait for more before they are written together."""
         self.poll_seconds = poll_seconds
         self._wake = threading.Event()
+        self._scan = threading.Event()
+        self._scan.set()  # the first pass looks for work left by earlier processes
         self._stop = threading.Event()
         self._failures = 0
         self._skip: dict[str, float] = {}
@@ -638,6 +634,8 @@ class EmbeddingIndexer:
         """When (UTC) and at which projection position the indexer last found every
         retrievable memory embedded (None: not yet in this process)."""
         self._thread: threading.Thread | None = None
+        self._batch: Sequence[PendingMemory] = ()
+        channel.on_pending = self.kick  # a command that left vectors pending wakes it
 
     def start(self) -> None:
         """Start the background thread (idempotent)."""
@@ -655,58 +653,80 @@ class EmbeddingIndexer:
     def _completed(self, position: int) -> None:
         self.last_refresh = (datetime.now(UTC), position)
 
-    def kick(self) -> None:
-        """Ask the thread to look for work now (cheap; called after every append)."""
+    def kick(self, scan: bool = True) -> None:
+        """Wake the thread (cheap): it writes the vectors commands put and, with ``scan``,
+        looks for memories still lacking one (False: a command embedded all of its own)."""
+        if scan:
+            self._scan.set()
         self._wake.set()
 
-    def run_once(self) -> int:
-        """Index everything pending now, in this thread, in batches of
-        :data:`BULK_BATCH_SIZE` (no recall waits on this thread's batches); returns vectors
-        written.
+    def _embed_page(self, page: Sequence[PendingMemory]) -> None:
+        """Embed one page: provider calls of ``batch_size``, one write."""
+        self.embedded += self.channel.embed_and_store(page, self.batch_size)
+        self._failures = 0
+        self.channel.last_error = None
 
-        :raises EmbeddingError: a batch failed (what was written before it stays).
+    def run_once(self) -> int:
+        """Index everything pending now, in this thread, a page at a time (each page in
+        provider calls of ``batch_size`` and one write); returns vectors written.
+
+        :raises EmbeddingError: a call failed (what was computed before it is written).
         """
         position = self._catch_up()
         written = 0
         while True:
-            batch = self.channel.pending(max(self.batch_size, BULK_BATCH_SIZE))
-            if not batch:
+            page = self.channel.pending(self.page_size)
+            if not page:
                 self._completed(position)
                 return written
             try:
-                self.embedded += self.channel.embed_and_store(batch)
+                self._embed_page(page)
             except EmbeddingError as e:
                 self.channel.last_error = e
                 self.failed_batches += 1
                 self._failures += 1
                 raise
-            self._failures = 0
-            self.channel.last_error = None
-            written += len(batch)
+            written += len(page)
+
+    def _pass(self) -> None:
+        """One round of the thread: write what commands put; when asked to scan, embed
+        every pending page (no catch-up or count between pages)."""
+        if not self._scan.is_set() and self.channel.served.unpersisted < self.page_size:
+            # Only rows to write: let the next commands' rows join them (one statement).
+            self._stop.wait(self.flush_delay)
+        with self.channel.lock:
+            self.channel.flush()
+        if not self._scan.is_set() and not self._skip:
+            return
+        self._scan.clear()
+        position = self._catch_up()
+        now = time.monotonic()
+        self._skip = {k: v for k, v in self._skip.items() if v > now}
+        stamp = self.channel.content_stamp()
+        if stamp == self._clean and not self._skip:
+            return  # nothing can have become pending since the last clean pass
+        while not self._stop.is_set():
+            page = self.channel.pending(self.page_size, tuple(self._skip))
+            if not page:
+                break
+            self._batch = page
+            self._embed_page(page)
+        if not self._skip:
+            self._clean = stamp
+            self._completed(position)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            batch: list[PendingMemory] = []
+            self._batch = ()
             try:
-                position = self._catch_up()
-                now = time.monotonic()
-                self._skip = {k: v for k, v in self._skip.items() if v > now}
-                stamp = self.channel.content_stamp()
-                if stamp != self._clean or self._skip:
-                    batch = self.channel.pending(self.batch_size, tuple(self._skip))
-                    if batch:
-                        self.embedded += self.channel.embed_and_store(batch)
-                        self._failures = 0
-                        self.channel.last_error = None
-                        continue
-                    if not self._skip:
-                        self._clean = stamp  # nothing to do until canonical memory moves
-                        self._completed(position)
+                self._pass()
             except EmbeddingError as e:
+                self._scan.set()  # come back to what is left
                 self.channel.last_error = e
                 self._failures += 1
                 self.failed_batches += 1
                 delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
+                batch = self._batch
                 first = batch[0].memory_id if batch else None
                 self._same_batch = self._same_batch + 1 if first == self._last_failed else 1
                 self._last_failed = first
@@ -731,13 +751,15 @@ class EmbeddingIndexer:
                         self._on_damage(e)
                     log.error("embedding indexer stopped: the projection file is damaged")
                     return
+                self._scan.set()
                 self._failures += 1
                 delay = min(30.0, 0.25 * 2 ** min(self._failures, 7))
                 log.exception("embedding indexer failed; retrying in %.1f s", delay)
                 if self._stop.wait(delay):
                     return
                 continue
-            self._wake.wait(self.poll_seconds)
+            if not self._wake.wait(self.poll_seconds):
+                self._scan.set()  # the poll: another process's writes
             self._wake.clear()
 
     def _isolate(self, batch: Sequence[PendingMemory]) -> list[str]:
@@ -780,19 +802,24 @@ class EmbeddingIndexer:
                 self.kick()
                 time.sleep(min(0.05, remaining))
                 continue
-            # No background thread: do the work here, a batch at a time, until the deadline.
-            batch = self.channel.pending(self.batch_size)
+            # No background thread: do the work here, a page at a time, until the deadline.
+            batch = self.channel.pending(self.page_size)
             try:
-                self.embedded += self.channel.embed_and_store(batch)
+                self._embed_page(batch)
             except EmbeddingError as e:
                 self.channel.last_error = e
                 self.failed_batches += 1
                 return False
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread (waits up to ``timeout`` seconds for a batch in flight)."""
+        """Stop the thread (waits up to ``timeout`` seconds for a batch in flight), then
+        write the vectors commands put that are not written yet."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        try:
+            self.channel.close()
+        except Exception:  # derived rows: the next open embeds them again
+            log.exception("vectors not written at close; they are embedded again when needed")

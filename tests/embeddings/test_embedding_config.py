@@ -67,7 +67,10 @@ def test_an_openai_configuration_attaches_that_endpoint(
         provider = provider_from_config(config)
         assert isinstance(provider, OpenAIEmbeddingProvider)
         assert provider.descriptor.model_key() == "openai-compatible/embed-model/4/n"
-        server.play(Reply(body=embeddings_body(unit_rows(2))))  # statement and source turn
+        # The statement with the command (finish), its source turn by the indexer.
+        server.play(
+            Reply(body=embeddings_body(unit_rows(1))), Reply(body=embeddings_body(unit_rows(1)))
+        )
         with MemoryEngine.open(
             tmp_path / "store", config=config, index_in_background=False
         ) as engine:
@@ -76,8 +79,9 @@ def test_an_openai_configuration_attaches_that_endpoint(
             session.extractor.provide(1, [make_item("Alice likes espresso.")])  # type: ignore[attr-defined]
             session.observe_final_transcript(1, "user: espresso")
             session.finish()
-            assert engine.index_vectors() == 2
-        (sent,) = server.requests
+            assert engine.index_vectors() == 1
+        statement, sent = server.requests
+        assert statement.body["input"] == ["Alice likes espresso."]
         assert sent.headers["authorization"] == "Bearer sk-config-test-key"
         assert sent.body["model"] == "embed-model"
     finally:

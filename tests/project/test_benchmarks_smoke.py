@@ -56,6 +56,7 @@ OUTPUTS = {
     "langgraph_async": "langgraph_async.json",
     "conformance": "conformance.json",
     "ann": "ann.json",
+    "vectors_ack": "vectors_ack.json",
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",
     "asof": "asof.json",

@@ -57,12 +57,13 @@ def test_a_memory_is_found_by_the_turn_it_came_from(tmp_path: Path) -> None:
 def test_memories_of_one_turn_share_the_turn_embedding(tmp_path: Path) -> None:
     provider = BagProvider()
     with MemoryEngine.open(tmp_path / "s", embeddings=provider, index_in_background=False) as e:
-        observe(e, "user: coffee talk", "Alice likes espresso.", "Alice orders a latte.")
         provider.texts.clear()
-        assert e.index_vectors() == 4  # two statements, two source rows
-        assert sorted(provider.texts) == sorted(
-            ["Alice likes espresso.", "Alice orders a latte.", "user: coffee talk"]
-        )  # the turn's text embedded once
+        observe(e, "user: coffee talk", "Alice likes espresso.", "Alice orders a latte.")
+        # The statements came with the finish, in one call.
+        assert provider.texts[-2:] == ["Alice likes espresso.", "Alice orders a latte."]
+        provider.texts.clear()
+        assert e.index_vectors() == 2  # two source rows
+        assert provider.texts == ["user: coffee talk"]  # the turn's text embedded once
 
 
 def test_vectors_of_a_file_without_the_field_column_count_as_statements(tmp_path: Path) -> None:
@@ -88,7 +89,7 @@ def test_source_vectors_can_be_turned_off(tmp_path: Path) -> None:
         tmp_path / "s", embeddings=provider, index_in_background=False, source_vectors=False
     ) as e:
         observe(e, "user: coffee talk", "Alice likes espresso.")
-        assert e.index_vectors() == 1  # the statement only
+        assert e.index_vectors() == 0  # the statement came with the command; no source
         health = e.maintenance_health()
         assert [c.field for c in health.coverage] == ["statement"]
         assert health.state == "ready"

@@ -145,7 +145,8 @@ def test_maintenance_health_in_stats_without_a_provider(tmp_path: Path) -> None:
     with MemoryEngine.open(store, embeddings=provider, index_in_background=False) as engine:
         remember(engine, NS, "s1", make_item("Alice likes espresso."))
         engine.index_vectors()
-        engine.remember(NS, "Alice flies to Tokyo on Friday.")  # not embedded
+        provider.mode = "raise"
+        engine.remember(NS, "Alice flies to Tokyo on Friday.")  # its vector failed: pending
     with MemoryEngine.open(store) as engine:  # the CLI's way: no model loaded
         (health,) = store_stats(engine).vectors
     assert health.model == provider.descriptor.model_key()

@@ -178,7 +178,10 @@ def active_rows(engine: MemoryEngine, ns: Namespace) -> list[dict[str, Any]]:
 
 
 def vector_rows(engine: MemoryEngine) -> list[tuple[str, int, str, str]]:
+    """The statement rows of ``memory_vectors`` (the rows commands put, written first)."""
     with engine.projections.lock:
+        if engine.semantic is not None:
+            engine.semantic.flush()
         rows = engine.projections.conn.execute(
             "SELECT memory_id, revision, content_digest, model_key FROM memory_vectors "
             "WHERE field = 'statement' ORDER BY seq"
@@ -209,7 +212,8 @@ def hybrid(store: Path, provider: BagProvider, namespace: Namespace) -> Iterator
     """A hybrid engine (no background thread) holding FACTS, every vector written."""
     with open_engine(store, provider) as engine:
         remember(engine, namespace, "seed", *(make_item(s) for s in FACTS))
-        assert engine.index_vectors() == 2 * len(FACTS)  # statements and their source turn
+        # Statements came with the command; source turns (read from the ledger) come here.
+        assert engine.index_vectors() == len(FACTS)
         yield engine
 
 
@@ -268,10 +272,14 @@ def test_exact_name_still_ranks_the_exact_memory_first(
 # 3. Commands never wait -------------------------------------------------------------------
 
 
-def test_commands_never_wait_for_embeddings(store: Path, namespace: Namespace) -> None:
+def test_commands_wait_for_vectors_no_longer_than_the_deadline(
+    store: Path, namespace: Namespace
+) -> None:
     gate = threading.Event()
     provider = BagProvider(gate=gate)  # every embed call blocks until the gate opens
     engine = open_engine(store, provider, background=True)
+    assert engine.semantic is not None
+    engine.semantic.vector_timeout = 0.2  # a command waits for its vectors this long at most
     done: list[list[str]] = []
 
     def commands() -> None:
@@ -425,10 +433,12 @@ def test_identical_text_elsewhere_reuses_the_vector_by_digest(
     hybrid: MemoryEngine, provider: BagProvider
 ) -> None:
     other = Namespace("globex", "bob", "assistant")
-    (copy,) = remember(hybrid, other, "s1", make_item(ESPRESSO))
-    provider.calls = 0  # observe embedded its transcript as a query: not counted here
     provider.texts.clear()
-    assert hybrid.index_vectors() == 2  # its statement and its source turn, both reused
+    (copy,) = remember(hybrid, other, "s1", make_item(ESPRESSO))
+    assert provider.texts.count(ESPRESSO) == 1  # the statement, with the command
+    provider.calls = 0
+    provider.texts.clear()
+    assert hybrid.index_vectors() == 1  # its source turn: reused by digest
     assert provider.calls == 0 and provider.texts == []
     rows = {r[0]: r for r in vector_rows(hybrid)}
     assert rows[copy][2] == content_digest(embedding_text("Alice", ESPRESSO))
@@ -487,14 +497,12 @@ def test_superseded_and_forgotten_memories_are_never_served(
         engine.catch_up()
         row = engine.canonical.get(old)
         assert row is not None and row["status"] == "superseded"
-        # The new revision has no vector yet; the old one still has its row.
-        assert old in {r[0] for r in vector_rows(engine)}
+        # The new memory's vector came with the command; the old one still has its row.
         result = engine.recall(namespace, "coffee beverage", 5)
-        assert old not in ids(result)
-        assert result.semantic is not None and result.semantic.state == "partial"
-        assert (result.semantic.retrievable, result.semantic.embedded) == (1, 0)
-        engine.index_vectors()
-        assert ids(engine.recall(namespace, "coffee beverage", 5)) == [new]
+        assert old in {r[0] for r in vector_rows(engine)}
+        assert ids(result) == [new]
+        assert result.semantic is not None and result.semantic.state == "ready"
+        assert (result.semantic.retrievable, result.semantic.embedded) == (1, 1)
         # Forget the new one: its vector stays as history but is never served.
         extractor = RecordedExtractor()
         session = engine.session(namespace, "s3", extractor=extractor)
@@ -617,15 +625,17 @@ def test_a_memory_remembered_again_in_other_wording_is_embedded_again(
         cat = remember_then_forget_miso(engine, namespace)
         again = engine.session(namespace, "s4", extractor=RecordedExtractor())
         again.apply_explicit_command("remember", "ALICE HAS A PUPPY NAMED MISO", 1)
+        provider.texts.clear()
         again.finish()
         engine.catch_up()
         row = engine.canonical.get(cat)  # same id: the normalized statement is the same
         assert row is not None and row["status"] == "active"
         assert row["statement"] != "Alice has a puppy named Miso."
-        assert engine.semantic_status(namespace).state == "partial"
+        assert provider.texts == [row["statement"]]  # new text: embedded with the command
+        assert engine.semantic_status(namespace).state == "ready"
         provider.texts.clear()
-        assert engine.index_vectors() == 2  # the new statement; its source turn is reused
-        assert provider.texts == [row["statement"]]  # new text: embedded again
+        assert engine.index_vectors() == 1  # its source turn: reused
+        assert provider.texts == []
         assert ids(engine.recall(namespace, "canine", 1)) == [cat]
         assert engine.semantic_status(namespace).state == "ready"
 
@@ -792,8 +802,8 @@ def test_after_a_pin_status_and_hits_reflect_the_new_revision(
     before = hybrid.recall(namespace, "espresso", 1)
     assert before.semantic is not None and before.semantic.state == "ready"
     espresso, revision = pin_espresso(hybrid, namespace)
-    status = hybrid.semantic_status(namespace)
-    assert (status.state, status.retrievable, status.embedded) == ("partial", 5, 4)
+    status = hybrid.semantic_status(namespace)  # the pin kept the text: its vector serves
+    assert (status.state, status.retrievable, status.embedded) == ("ready", 5, 5)
     (hit,) = hybrid.recall(namespace, "espresso", 1).results
     assert hit.memory_id == espresso and hit.revision == revision
     assert hybrid.wait_for_vectors(10.0)  # no background thread: the caller's thread indexes

@@ -1,0 +1,403 @@
+"""The vectors semantic search reads, held in process per namespace and kept current by
+whoever computes vectors: a command embedding its own memories before it returns
+(:mod:`commands.recall.foreground`) and the background indexer (another process's writes, a
+new model). Both put their rows here first; the ``memory_vectors`` read model
+(:class:`projections.vectors.VectorStore`) is written behind, the buffered rows of many
+commands in one bulk statement (:meth:`ServedVectors.flush`), so a fresh process opens with
+them.
+
+- :class:`_NamespaceVectors`: one namespace's rows, a growing float32 matrix with a live mask
+  and the approximate index (:mod:`commands.recall.ann`) over it; ``missing`` holds the
+  retrievable memories known to lack a statement vector (what a search reports as pending).
+- :class:`ServedVectors`: the namespaces held (least recently used dropped), the buffer not
+  yet written, and the one lock (``lock``) that guards both. Lock order: the projection lock
+  (DuckDB) first, then ``lock``; a command's put takes ``lock`` only.
+
+A namespace is read from ``memory_vectors`` only when first asked for (after the buffer is
+flushed, so nothing put is missed); from then on every row reaches it through :meth:`put`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from memory_ledger.commands.recall import ann
+from memory_ledger.ledger.ids import Namespace
+from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
+
+__all__ = ["ServedVectors", "VectorRows"]
+
+log = logging.getLogger(__name__)
+
+
+class _NamespaceVectors:
+    """In-process copy of one namespace's vector rows: a growing matrix plus a live mask.
+
+    One row per vector row read; a newer row for the same memory retires the older one, and
+    a memory that stops being retrievable retires its row (it comes back if the memory does).
+    """
+
+    def __init__(self, dimension: int, built_position: int) -> None:
+        self.dimension = dimension
+        self.ids: list[str] = []
+        self.revisions: list[int] = []
+        self.digests: list[str] = []
+        self.fields: list[str] = []
+        self.row_of: dict[tuple[str, str], int] = {}
+        self.rows_of: dict[str, list[int]] = {}
+        self.matrix = np.zeros((0, dimension), dtype=np.float32)
+        self.alive = np.zeros(0, dtype=bool)
+        self.source = np.zeros(0, dtype=bool)
+        self.last_seq = 0
+        self.built_position = built_position
+        self.dead = 0
+        self.ann_threshold: int | None = ann.DEFAULT_THRESHOLD
+        """Live rows from which :meth:`top` asks the approximate index (None: never)."""
+        self.ann_background = False
+        """Build the approximate index in a thread (searches stay exact until it is ready)
+        instead of in the first search that needs it."""
+        self._ann: ann.ApproximateIndex | None = None
+        self._building: threading.Thread | None = None
+        self.missing: set[str] = set()
+        """Retrievable memories known to lack a statement vector for their current text."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def extend(self, stored: StoredVectors) -> None:
+        """Append rows read from ``memory_vectors`` (in seq order)."""
+        count = len(stored.memory_ids)
+        if count == 0:
+            return
+        start = len(self.ids)
+        need = start + count
+        if need > self.matrix.shape[0]:
+            capacity = max(need, self.matrix.shape[0] * 2)
+            matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
+            matrix[:start] = self.matrix[:start]
+            alive = np.zeros(capacity, dtype=bool)
+            alive[:start] = self.alive[:start]
+            source = np.zeros(capacity, dtype=bool)
+            source[:start] = self.source[:start]
+            self.matrix, self.alive, self.source = matrix, alive, source
+        self.matrix[start:need] = stored.matrix
+        self.alive[start:need] = True
+        fields = stored.fields or ("statement",) * count
+        for offset, memory_id in enumerate(stored.memory_ids):
+            row = start + offset
+            field = fields[offset]
+            old = self.row_of.get((memory_id, field))
+            if old is not None and self.alive[old]:
+                self.alive[old] = False
+                self.dead += 1
+            self.row_of[(memory_id, field)] = row
+            self.rows_of.setdefault(memory_id, []).append(row)
+            self.source[row] = field == "source"
+            self.ids.append(memory_id)
+            self.revisions.append(stored.revisions[offset])
+            self.digests.append(stored.digests[offset])
+            self.fields.append(field)
+        self.last_seq = stored.last_seq
+
+    def retire(self, memory_id: str, retrievable: bool) -> None:
+        """The canonical row changed: its vectors are candidates exactly while the memory
+        is retrievable (verification still checks the text)."""
+        for field in FIELDS:
+            row = self.row_of.get((memory_id, field))
+            if row is None or bool(self.alive[row]) == retrievable:
+                continue
+            self.alive[row] = retrievable
+            self.dead += -1 if retrievable else 1
+
+    def compacted(self, built_position: int) -> _NamespaceVectors:
+        """A copy holding only the live rows (dead rows cost every query a multiply)."""
+        fresh = _NamespaceVectors(self.dimension, built_position)
+        keep = np.flatnonzero(self.alive[: len(self.ids)])
+        fresh.matrix = np.ascontiguousarray(self.matrix[keep])
+        fresh.alive = np.ones(len(keep), dtype=bool)
+        fresh.source = np.ascontiguousarray(self.source[keep])
+        for new_row, old_row in enumerate(keep.tolist()):
+            memory_id, field = self.ids[old_row], self.fields[old_row]
+            fresh.ids.append(memory_id)
+            fresh.revisions.append(self.revisions[old_row])
+            fresh.digests.append(self.digests[old_row])
+            fresh.fields.append(field)
+            fresh.row_of[(memory_id, field)] = new_row
+            fresh.rows_of.setdefault(memory_id, []).append(new_row)
+        fresh.last_seq = self.last_seq
+        fresh.ann_threshold = self.ann_threshold  # its index is rebuilt: the rows moved
+        fresh.ann_background = self.ann_background
+        fresh.missing = self.missing
+        return fresh
+
+    @property
+    def approximate(self) -> bool:
+        """True when :meth:`top` goes through the approximate index now."""
+        live = len(self.ids) - self.dead
+        threshold = self.ann_threshold
+        return threshold is not None and live >= threshold and ann.available()
+
+    def top(
+        self,
+        query: npt.NDArray[np.float32],
+        depth: int,
+        fields: Sequence[str] = FIELDS,
+    ) -> list[tuple[int, float]]:
+        """Best ``depth`` live rows of ``fields`` by dot product: ``(row, score)``, best
+        first, ties by memory id then field; rows tied with the last one are all included
+        (so the result does not depend on how the partition split equal scores).
+
+        From ``ann_threshold`` live rows the candidates come from the approximate index
+        (:mod:`commands.recall.ann`), re-ranked exactly (:meth:`_top_approximate`)."""
+        size = len(self.ids)
+        take = min(depth, size - self.dead)
+        if take <= 0:
+            return []
+        if self.approximate:
+            found = self._top_approximate(query, take, fields)
+            if found is not None:
+                return found
+        return self._top_exact(query, take, fields)
+
+    def _top_exact(
+        self, query: npt.NDArray[np.float32], take: int, fields: Sequence[str]
+    ) -> list[tuple[int, float]]:
+        """:meth:`top` by one product over the whole matrix."""
+        size = len(self.ids)
+        scores = self.matrix[:size] @ query  # float32: one sgemv
+        if self.dead:
+            scores[~self.alive[:size]] = -np.inf
+        if "source" not in fields:
+            scores[self.source[:size]] = -np.inf
+        elif "statement" not in fields:
+            scores[~self.source[:size]] = -np.inf
+        if take < size:
+            threshold = scores[np.argpartition(scores, size - take)[size - take]]
+            picked = np.flatnonzero(scores >= threshold)
+        else:
+            picked = np.arange(size)
+        values = scores[picked]
+        keep = np.isfinite(values)
+        out = list(zip(picked[keep].tolist(), values[keep].tolist(), strict=True))
+        out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
+        return out
+
+    def _top_approximate(
+        self, query: npt.NDArray[np.float32], take: int, fields: Sequence[str]
+    ) -> list[tuple[int, float]] | None:
+        """:meth:`top` from the approximate index's candidates: each scored exactly over
+        the matrix, dead rows and rows of other fields dropped as in exact search, the best
+        ``take`` kept. The scan widens while fewer than ``take`` candidates survive; None
+        when even a scan of every cell leaves too few (the caller searches exactly)."""
+        size = len(self.ids)
+        index = self._ann
+        if index is None:
+            if self.ann_background:
+                self._build_in_background(size)
+                return None
+            index = self._ann = self._built(self.matrix, size)
+        index.add(self.matrix, size)  # rows appended since: retired ones stay, masked
+        count = max(take * 4, 64)
+        widen = 1
+        while True:
+            rows = index.candidates(query, count, widen)
+            keep = self.alive[rows]
+            if "source" not in fields:
+                keep &= ~self.source[rows]
+            elif "statement" not in fields:
+                keep &= self.source[rows]
+            rows = rows[keep]
+            if len(rows) >= take:
+                break
+            if widen >= index.exhausted_at or count >= size:
+                return None
+            widen, count = widen * 4, count * 4
+        scores = self.matrix[rows] @ query
+        out = list(zip(rows.tolist(), scores.tolist(), strict=True))
+        out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
+        return out[:take]
+
+    def _built(self, matrix: npt.NDArray[np.float32], size: int) -> ann.ApproximateIndex:
+        """A new index over rows ``0 .. size - 1`` of ``matrix``."""
+        index = ann.ApproximateIndex(self.dimension, size)
+        index.train(matrix[:size])
+        index.add(matrix, size)
+        return index
+
+    def _build_in_background(self, size: int) -> None:
+        """Start building the index over the rows there are now (once). The thread reads
+        only those rows of the current matrix, which later writes never change (new rows
+        go after them, a grown matrix is a new array); the first search after it is done
+        adds the rows appended meanwhile."""
+        if self._building is not None:
+            return
+        matrix = self.matrix
+
+        def build() -> None:
+            try:
+                self._ann = self._built(matrix, size)
+            except Exception:  # searches stay exact; say why once
+                log.exception("approximate index build failed; semantic search stays exact")
+
+        self._building = threading.Thread(target=build, name="memory-ledger-ann", daemon=True)
+        self._building.start()
+
+    def wait_index(self, timeout: float | None = None) -> bool:
+        """Wait for a background build (see ``ann_background``); True when the index is
+        ready."""
+        if self._building is not None:
+            self._building.join(timeout)
+        return self._ann is not None
+
+
+class VectorRows(msgspec.Struct, frozen=True):
+    """Vector rows computed for memories: ``matrix`` row i belongs to ``memories[i]`` (of its
+    ``field``) and embeds the text whose content digest is ``digests[i]``."""
+
+    memories: tuple[PendingMemory, ...]
+    digests: tuple[str, ...]
+    matrix: npt.NDArray[np.float32]
+
+
+def _stored(rows: VectorRows, picked: Sequence[int], last_seq: int) -> StoredVectors:
+    return StoredVectors(
+        memory_ids=tuple(rows.memories[i].memory_id for i in picked),
+        revisions=tuple(rows.memories[i].revision for i in picked),
+        digests=tuple(rows.digests[i] for i in picked),
+        last_seq=last_seq,
+        matrix=rows.matrix[np.asarray(picked, dtype=np.intp)],
+        fields=tuple(rows.memories[i].field for i in picked),
+    )
+
+
+class ServedVectors:
+    """The in-process vectors of one model, per namespace, and the rows not yet written.
+
+    :param store: the ``memory_vectors`` table (its DuckDB connection is guarded by the
+        projection lock, which callers of :meth:`flush` and :meth:`namespace` hold).
+    :param model_key: the model whose rows are held.
+    :param dimension: vector length.
+    """
+
+    def __init__(self, store: VectorStore, model_key: str, dimension: int) -> None:
+        self.store = store
+        self.model_key = model_key
+        self.dimension = dimension
+        self.lock = threading.RLock()
+        """Guards the namespaces held and the buffer (taken after the projection lock)."""
+        self.cache: dict[str, _NamespaceVectors] = {}
+        self.max_namespaces = 256
+        """Namespaces held (least recently used ones are dropped and read back when asked
+        again, after the buffer is flushed)."""
+        self._buffer: list[VectorRows] = []
+        self.written = 0
+        """Rows written to ``memory_vectors`` by :meth:`flush` so far."""
+
+    def put(self, rows: VectorRows, *, persist: bool = True) -> None:
+        """Serve ``rows`` now: each held namespace gains its rows (a newer row of a memory
+        and field retires the older one) and its ``missing`` loses their memories; with
+        ``persist`` they are buffered for :meth:`flush` (False: already written)."""
+        if not rows.memories:
+            return
+        by_parts: dict[tuple[str, str, str], list[int]] = {}
+        for i, m in enumerate(rows.memories):
+            by_parts.setdefault((m.tenant, m.principal, m.scope_id), []).append(i)
+        by_namespace = {msgspec.json.encode(list(k)).decode(): v for k, v in by_parts.items()}
+        with self.lock:
+            if persist:
+                self._buffer.append(rows)
+            for key, picked in by_namespace.items():
+                held = self.cache.get(key)
+                if held is None:
+                    continue
+                held.extend(_stored(rows, picked, held.last_seq))
+                for i in picked:
+                    if rows.memories[i].field == "statement":
+                        held.missing.discard(rows.memories[i].memory_id)
+
+    def expect(self, namespace_key: str, memory_ids: Sequence[str]) -> None:
+        """``memory_ids`` of a held namespace lack a statement vector until one is put
+        (a command's memories while their embedding is under way or failed)."""
+        with self.lock:
+            held = self.cache.get(namespace_key)
+            if held is not None:
+                held.missing.update(memory_ids)
+
+    def retire(self, namespace_key: str, memory_id: str) -> None:
+        """``memory_id`` stopped being retrievable (superseded, forgotten, pruned): its rows
+        are no longer candidates and it is no longer pending."""
+        with self.lock:
+            held = self.cache.get(namespace_key)
+            if held is not None:
+                held.retire(memory_id, False)
+                held.missing.discard(memory_id)
+
+    def drop(self, namespace_key: str) -> None:
+        """Forget one namespace's held rows (read back from the table when next asked)."""
+        with self.lock:
+            self.cache.pop(namespace_key, None)
+
+    @property
+    def unpersisted(self) -> int:
+        """Rows put but not yet written to ``memory_vectors``."""
+        with self.lock:
+            return sum(len(r.memories) for r in self._buffer)
+
+    def flush(self) -> int:
+        """Write every buffered row to ``memory_vectors`` in one transaction (one bulk
+        insert through Arrow); returns how many. Call with the projection lock held. On an
+        error the rows stay buffered and the error propagates."""
+        with self.lock:
+            batches, self._buffer = self._buffer, []
+        if not batches:
+            return 0
+        memories = [m for b in batches for m in b.memories]
+        digests = [d for b in batches for d in b.digests]
+        matrix = batches[0].matrix if len(batches) == 1 else np.vstack([b.matrix for b in batches])
+        try:
+            self.store.write(self.model_key, memories, digests, matrix)
+        except BaseException:
+            with self.lock:
+                self._buffer[:0] = batches
+            raise
+        self.written += len(memories)
+        return len(memories)
+
+    def clear(self) -> None:
+        """Drop every held namespace and the buffer (after an erasure: what was not yet
+        written is embedded again by the indexer, for the namespaces that remain)."""
+        with self.lock:
+            self.cache.clear()
+            self._buffer.clear()
+
+    def namespace(
+        self,
+        namespace: Namespace,
+        position: int,
+        refresh: Callable[[_NamespaceVectors], None],
+    ) -> _NamespaceVectors:
+        """The held rows of ``namespace``, read from ``memory_vectors`` the first time
+        (after :meth:`flush`, with its ``missing`` memories), then ``refresh`` (the caller
+        retires rows of memories that changed). Call with the projection lock held."""
+        key = namespace.key()
+        ns = (namespace.tenant, namespace.principal, namespace.scope_id)
+        with self.lock:
+            held = self.cache.pop(key, None)
+            if held is None:
+                self.flush()  # under the lock: no put can fall between the read and the hold
+                held = _NamespaceVectors(self.dimension, position)
+                held.extend(self.store.load(self.model_key, ns, 0))  # retrievable ones
+                held.missing = set(self.store.unembedded(self.model_key, ns))
+            refresh(held)
+            if held.dead > 1024 and held.dead * 4 > len(held):
+                held = held.compacted(held.built_position)
+            self.cache[key] = held  # most recently used last
+            while len(self.cache) > self.max_namespaces:
+                del self.cache[next(iter(self.cache))]
+            return held
