@@ -258,7 +258,10 @@ class OperationSpan:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, failure))
         self._scope.__exit__(exc_type, exc, tb)
         histogram, _ = self._telemetry.instruments()
-        attributes = {GEN_AI_OPERATION_NAME: self._gen_ai, OPERATION: self._operation}
+        attributes: dict[str, str] = {
+            GEN_AI_OPERATION_NAME: self._gen_ai,
+            OPERATION: self._operation,
+        }
         if failure is not None:
             attributes[ERROR_TYPE] = failure
         histogram.record(seconds, attributes)
