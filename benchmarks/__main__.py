@@ -33,6 +33,7 @@ BENCHMARKS = {
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",
     "verify_file_flips": "benchmarks.verify_file_flips",
+    "otel": "benchmarks.otel",
     "all": "benchmarks.run_all",
 }
 

@@ -78,7 +78,7 @@ from memory_ledger.commands.recall.policy import (
 from memory_ledger.commands.recall.ranking import rank_candidates
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.telemetry.options import Telemetry
-from memory_ledger.commands.telemetry.spans import record_append, traced
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -438,7 +438,6 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             tags = [event_tags(e) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)
-        record_append(self, ids)
         if self.indexer is not None:
             self.indexer.kick()
         return ids

@@ -19,9 +19,9 @@ from memory_ledger.ledger.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memory_ledger.commands.telemetry.content import door_text
     from memory_ledger.commands.telemetry.options import Telemetry, TelemetryUnavailableError
-    from memory_ledger.commands.telemetry.spans import record_append, traced
+    from memory_ledger.commands.telemetry.spans import traced
 
-__all__ = ["Telemetry", "TelemetryUnavailableError", "door_text", "record_append", "traced"]
+__all__ = ["Telemetry", "TelemetryUnavailableError", "door_text", "traced"]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -29,7 +29,6 @@ __getattr__, __dir__ = lazy_exports(
         "Telemetry": "memory_ledger.commands.telemetry.options",
         "TelemetryUnavailableError": "memory_ledger.commands.telemetry.options",
         "door_text": "memory_ledger.commands.telemetry.content",
-        "record_append": "memory_ledger.commands.telemetry.spans",
         "traced": "memory_ledger.commands.telemetry.spans",
     },
 )

@@ -69,7 +69,8 @@ NAMESPACE_DIGEST: Final = "memory_ledger.namespace.digest"
 (:meth:`~memory_ledger.commands.telemetry.options.Telemetry.namespace_digest`)."""
 LEDGER_POSITION: Final = "memory_ledger.ledger.position"
 """The ledger position of the operation's last event written, or the position a recall's
-answer reflects."""
+answer reflects (from the operation's result; ``forget_all``, which returns a count, has
+none)."""
 REASON_CODE: Final = "memory_ledger.reason_code"
 """The ``reason_code`` of the typed error that refused the operation."""
 RECORDS_ADMITTED: Final = "memory_ledger.records.admitted"
@@ -84,7 +85,8 @@ OPERATION_DURATION: Final = "memory_ledger.operation.duration"
 """Histogram, seconds, per ``gen_ai.operation.name``, ``memory_ledger.operation`` and
 ``error.type``."""
 RECORDS_WRITTEN: Final = "memory_ledger.records.written"
-"""Counter, ledger events appended by this process (``{event}``)."""
+"""Observable counter, ledger events appended by the engine (``{event}``;
+``MemoryEngine.appended``, read when the host's metric reader collects)."""
 
 GenAIOperation = Literal["create_memory", "search_memory", "update_memory", "delete_memory"]
 

@@ -14,6 +14,7 @@ import hmac
 import importlib
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -21,10 +22,13 @@ from typing import Any
 from memory_ledger.ledger.errors import InvalidArgumentTypeError, MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 
-__all__ = ["MIN_KEY_BYTES", "Telemetry", "TelemetryUnavailableError"]
+__all__ = ["DIGESTS_KEPT", "MIN_KEY_BYTES", "Telemetry", "TelemetryUnavailableError"]
 
 MIN_KEY_BYTES = 16
 """The shortest namespace key accepted (bytes)."""
+
+DIGESTS_KEPT = 4096
+"""Namespace digests remembered per engine (then forgotten all at once)."""
 
 
 class TelemetryUnavailableError(MemoryLedgerError, ImportError):
@@ -74,6 +78,7 @@ class Telemetry:
     ) -> None:
         self._enabled: bool | None = None
         self._key: bytes | None = None
+        self._digests: dict[Namespace, str] = {}
         self.enabled = enabled
         self.content = content
         """Record statements and queries (after the secret door); off by default."""
@@ -119,12 +124,16 @@ class Telemetry:
             msg = f"namespace_key must be bytes, at least {MIN_KEY_BYTES} of them"
             raise InvalidArgumentTypeError(msg, parameter="namespace_key")
         self._key = key
+        self._digests = {}
 
     def namespace_digest(self, namespace: Namespace) -> str:
         """HMAC-SHA-256 of ``namespace`` (tenant, principal and scope, each length-prefixed)
         under :attr:`namespace_key`, the first 32 hex digits: the same namespace gives the
         same digest under one key; the name cannot be read back, nor tested without the
-        key."""
+        key. Remembered for the last :data:`DIGESTS_KEPT` namespaces."""
+        known = self._digests.get(namespace)
+        if known is not None:
+            return known
         message = b"".join(
             len(part).to_bytes(4, "big") + part
             for part in (
@@ -132,7 +141,11 @@ class Telemetry:
                 for p in (namespace.tenant, namespace.principal, namespace.scope_id)
             )
         )
-        return hmac.new(self.namespace_key, message, hashlib.sha256).hexdigest()[:32]
+        digest = hmac.new(self.namespace_key, message, hashlib.sha256).hexdigest()[:32]
+        if len(self._digests) >= DIGESTS_KEPT:
+            self._digests.clear()
+        self._digests[namespace] = digest
+        return digest
 
     def store_name(self) -> str:
         """``gen_ai.memory.store.id`` ("" when none is known), resolved once."""
@@ -160,9 +173,11 @@ class Telemetry:
             cached = self._tracer = (self.tracer_provider, tracer)
         return cached[1]
 
-    def instruments(self) -> tuple[Any, Any]:
-        """The operation-duration histogram and the records-written counter of
-        :attr:`meter_provider` (or the global provider), created once per provider."""
+    def instruments(self, engine: object) -> Any:
+        """The operation-duration histogram of :attr:`meter_provider` (or the global
+        provider), created once per provider, with the records-written counter: an
+        observable counter read from ``engine.appended`` when the host's reader collects
+        (nothing is counted per append)."""
         cached = self._instruments
         if cached is None or cached[0] is not self.meter_provider:
             from opentelemetry import metrics
@@ -178,8 +193,28 @@ class Telemetry:
             histogram = meter.create_histogram(
                 OPERATION_DURATION, unit="s", description="Duration of memory operations"
             )
-            counter = meter.create_counter(
-                RECORDS_WRITTEN, unit="{event}", description="Ledger events appended"
+            appended = _appended_of(engine)
+            counter = meter.create_observable_counter(
+                RECORDS_WRITTEN,
+                callbacks=[lambda options: appended(metrics.Observation)],
+                unit="{event}",
+                description="Ledger events appended by this engine",
             )
             cached = self._instruments = (self.meter_provider, histogram, counter)
-        return cached[1], cached[2]
+        return cached[1]
+
+
+def _appended_of(engine: object) -> Callable[[Any], list[Any]]:
+    """A callback body reading ``engine.appended`` through a weak reference: one
+    observation while the engine is open, none once it is closed or gone."""
+    reference = weakref.ref(engine)
+
+    def observe(observation: Any) -> list[Any]:
+        target = reference()
+        try:
+            count = getattr(target, "appended", None)
+        except MemoryLedgerError:  # closed
+            return []
+        return [observation(count)] if isinstance(count, int) else []
+
+    return observe

@@ -51,11 +51,17 @@ from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 
-__all__ = ["OperationSpan", "error_type", "record_append", "traced"]
+__all__ = ["OperationSpan", "error_type", "traced"]
 
 T = TypeVar("T")
 
 _SEARCHES = frozenset({"recall", "session.recall"})
+
+_NAMES: dict[str, dict[str, str]] = {
+    operation: {GEN_AI_OPERATION_NAME: gen_ai, OPERATION: operation}
+    for operation, gen_ai in OPERATIONS.items()
+}
+"""Each operation's name attributes, built once (the SDK copies what it is given)."""
 
 
 class _Off:
@@ -101,7 +107,7 @@ def traced(
     trace = telemetry.api()
     if trace is None:
         return _OFF
-    return OperationSpan(telemetry, trace, operation, namespace, text, record_id)
+    return OperationSpan(engine, telemetry, trace, operation, namespace, text, record_id)
 
 
 def error_type(exc: BaseException) -> str:
@@ -119,6 +125,7 @@ class OperationSpan:
     """The span and the duration measurement of one running operation (see the module)."""
 
     __slots__ = (
+        "_engine",
         "_gen_ai",
         "_operation",
         "_record_id",
@@ -133,6 +140,7 @@ class OperationSpan:
 
     def __init__(
         self,
+        engine: object,
         telemetry: Telemetry,
         trace: ModuleType,
         operation: Operation,
@@ -140,7 +148,8 @@ class OperationSpan:
         text: object,
         record_id: object,
     ) -> None:
-        self._telemetry, self._trace, self._operation = telemetry, trace, operation
+        self._engine, self._telemetry, self._trace = engine, telemetry, trace
+        self._operation = operation
         self._gen_ai = OPERATIONS[operation]
         self._namespace, self._text, self._record_id = namespace, text, record_id
         self._span: Any = None
@@ -150,17 +159,18 @@ class OperationSpan:
     def __enter__(self) -> OperationSpan:
         trace = self._trace
         span = self._telemetry.tracer(trace).start_span(
-            self._gen_ai,
-            kind=trace.SpanKind.INTERNAL,
-            attributes={GEN_AI_OPERATION_NAME: self._gen_ai, OPERATION: self._operation},
+            self._gen_ai, kind=trace.SpanKind.INTERNAL, attributes=_NAMES[self._operation]
         )
         self._span = span
-        self._scope = trace.use_span(
-            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-        )
-        self._scope.__enter__()
         if span.is_recording():
             self._describe(span)
+        if span.is_recording() or span.get_span_context().is_valid:
+            # current while it runs (a sampled-out span too: its children follow it); the
+            # invalid span of an API without an SDK is not worth a context switch
+            self._scope = trace.use_span(
+                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+            )
+            self._scope.__enter__()
         self._start = perf_counter()
         return self
 
@@ -256,14 +266,12 @@ class OperationSpan:
             if isinstance(exc, MemoryLedgerError):
                 span.set_attribute(REASON_CODE, failure)
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, failure))
-        self._scope.__exit__(exc_type, exc, tb)
-        histogram, _ = self._telemetry.instruments()
-        attributes: dict[str, str] = {
-            GEN_AI_OPERATION_NAME: self._gen_ai,
-            OPERATION: self._operation,
-        }
+        if self._scope is not None:
+            self._scope.__exit__(exc_type, exc, tb)
+        histogram = self._telemetry.instruments(self._engine)
+        attributes = _NAMES[self._operation]
         if failure is not None:
-            attributes[ERROR_TYPE] = failure
+            attributes = {**attributes, ERROR_TYPE: failure}
         histogram.record(seconds, attributes)
 
 
@@ -285,19 +293,3 @@ def _admitted(value: object) -> int | None:
     if isinstance(candidates, int) and hasattr(value, "extraction_position"):
         return candidates
     return None
-
-
-def record_append(engine: object, positions: list[int]) -> None:
-    """After an append: count its events (``memory_ledger.records.written``) and put the
-    last position on the operation's span (``memory_ledger.ledger.position``)."""
-    telemetry = getattr(engine, "telemetry", None)
-    if not positions or not isinstance(telemetry, Telemetry):
-        return
-    trace = telemetry.api()
-    if trace is None:
-        return
-    _, counter = telemetry.instruments()
-    counter.add(len(positions))
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attribute(LEDGER_POSITION, positions[-1])

@@ -60,6 +60,7 @@ OUTPUTS = {
     "verify_flips": "verify_flips.json",
     "verify_file_flips": "verify_file_flips.json",
     "word_targets": "word_targets.json",
+    "otel": "otel.json",
 }
 
 
