@@ -85,26 +85,22 @@ class EngineCommands:
         <memory_ledger.commands.engine.direct.DirectCommands.remember>`;
         ``occurred_at``: when it was said, the value's valid time).
         """
-        with traced(self, "remember", namespace, text=statement) as span:
-            return span.result(
-                DirectCommands(self._engine).remember(
-                    namespace,
-                    statement,
-                    subject=subject,
-                    predicate=predicate,
-                    value=value,
-                    tags=tags,
-                    occurred_at=occurred_at,
-                )
-            )
+        return DirectCommands(self._engine).remember(
+            namespace,
+            statement,
+            subject=subject,
+            predicate=predicate,
+            value=value,
+            tags=tags,
+            occurred_at=occurred_at,
+        )
 
     def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Forget one memory of ``namespace`` by id or by its words, durable on return
         (:meth:`DirectCommands.forget
         <memory_ledger.commands.engine.direct.DirectCommands.forget>`).
         """
-        with traced(self, "forget", namespace, record_id=statement_or_id) as span:
-            return span.result(DirectCommands(self._engine).forget(namespace, statement_or_id))
+        return DirectCommands(self._engine).forget(namespace, statement_or_id)
 
     def correct(
         self,
@@ -123,20 +119,16 @@ class EngineCommands:
         target is chosen from words and what is refused; ``occurred_at``: when it was said,
         the new value's valid time).
         """
-        with traced(self, "correct", namespace, text=statement, record_id=target) as span:
-            return span.result(
-                DirectCommands(self._engine).correct(
-                    namespace, statement, target=target, subject=subject, occurred_at=occurred_at
-                )
-            )
+        return DirectCommands(self._engine).correct(
+            namespace, statement, target=target, subject=subject, occurred_at=occurred_at
+        )
 
     def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Pin one memory of ``namespace`` by id or by its words (never pruned), durable on
         return (:meth:`DirectCommands.pin
         <memory_ledger.commands.engine.direct.DirectCommands.pin>`).
         """
-        with traced(self, "pin", namespace, record_id=statement_or_id) as span:
-            return span.result(DirectCommands(self._engine).pin(namespace, statement_or_id))
+        return DirectCommands(self._engine).pin(namespace, statement_or_id)
 
     def apply_batch(
         self,

@@ -103,6 +103,7 @@ Operation = Literal[
     "session.turn",
     "session.recall",
     "session.finish",
+    "langgraph.search",
 ]
 
 OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
@@ -118,9 +119,12 @@ OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
     "session.turn": "create_memory",
     "session.recall": "search_memory",
     "session.finish": "update_memory",
+    "langgraph.search": "search_memory",
 }
 """Each engine operation's GenAI operation name: a remember creates a memory, a correction,
 a pin, a batch of remembers and forgets and a session's reconciliation update memories
 (the conventions' upsert), a forget, a bulk forget and an erasure delete them (the last two
 without a record id: every record of the namespace), a recall searches. A session turn
-records evidence and extracts candidate memories: a ``create_memory``."""
+records evidence and extracts candidate memories: a ``create_memory``. The LangGraph
+store's ``search`` ranks canonical memories itself (``langgraph.search``); its puts and
+deletes are batches (``apply_batch``)."""

@@ -24,10 +24,12 @@ argument.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from time import perf_counter
 from types import ModuleType, TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from memory_ledger.commands.telemetry.content import door_text
 from memory_ledger.commands.telemetry.conventions import (
@@ -51,11 +53,12 @@ from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 
-__all__ = ["OperationSpan", "error_type", "traced"]
+__all__ = ["OperationSpan", "direct_command", "error_type", "traced"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
-_SEARCHES = frozenset({"recall", "session.recall"})
+_SEARCHES = frozenset({"recall", "session.recall", "langgraph.search"})
 
 _NAMES: dict[str, dict[str, str]] = {
     operation: {GEN_AI_OPERATION_NAME: gen_ai, OPERATION: operation}
@@ -108,6 +111,37 @@ def traced(
     if trace is None:
         return _OFF
     return OperationSpan(engine, telemetry, trace, operation, namespace, text, record_id)
+
+
+def direct_command(
+    operation: Operation, *, text: bool = False
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Trace a method ``(self, namespace, statement_or_id, ...)`` of an object holding its
+    engine as ``_engine`` (``DirectCommands``: the one place a remember, forget, correct or
+    pin is carried out, whichever surface asked: the engine, the async API, the MCP server).
+    ``text``: the second argument is the statement written (content), else what the command
+    names (an id is recorded as ``gen_ai.memory.record.id``); a ``target`` keyword is the
+    memory a correction names."""
+
+    def wrap(method: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(method)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            engine = getattr(args[0], "_engine", None)
+            namespace = args[1] if len(args) > 1 else kwargs.get("namespace")
+            named = args[2] if len(args) > 2 else None
+            record_id = kwargs.get("target") if text else named
+            with traced(
+                engine,
+                operation,
+                namespace,
+                text=named if text else None,
+                record_id=record_id,
+            ) as span:
+                return span.result(method(*args, **kwargs))
+
+        return run
+
+    return wrap
 
 
 def error_type(exc: BaseException) -> str:
@@ -218,6 +252,8 @@ class OperationSpan:
         results = getattr(value, "results", None)
         if isinstance(results, tuple):
             span.set_attribute(RECORDS_RETURNED, len(results))
+        elif isinstance(value, list) and self._operation in _SEARCHES:
+            span.set_attribute(RECORDS_RETURNED, len(value))
         admitted = _admitted(value)
         if admitted is not None:
             span.set_attribute(RECORDS_ADMITTED, admitted)

@@ -341,3 +341,28 @@ def test_global_provider_and_no_import(tmp_path: Path) -> None:
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"loaded_before": False, "names": ["create_memory", "search_memory"]}
+
+
+def test_the_surfaces_emit_the_same_spans(traced: Traced) -> None:
+    """The MCP server's commands go through ``DirectCommands`` (with its own session
+    prefix), the LangGraph store's puts through ``apply_batch`` and its search ranks
+    memories itself: each is one span with the conventions' names."""
+    from memory_ledger.commands.engine.direct import DirectCommands
+    from memory_ledger.replay.langgraph_store import LedgerStore
+
+    engine = traced.engine
+    direct = DirectCommands(engine, "mcp-")
+    remembered = direct.remember(NS, "Ivy grows basil.")
+    direct.pin(NS, str(remembered.memory_id))
+    store = LedgerStore(engine, NS)
+    store.put(("notes",), "n1", {"text": "Jack keeps a ferret."})
+    assert store.search(("notes",), query="ferret")
+    names = [(s.name, (s.attributes or {})[OPERATION]) for s in traced.spans()]
+    assert names == [
+        ("create_memory", "remember"),
+        ("update_memory", "pin"),
+        ("update_memory", "apply_batch"),
+        ("search_memory", "langgraph.search"),
+    ]
+    search = traced.one("langgraph.search").attributes or {}
+    assert search[RECORDS_RETURNED] == 1 and MEMORY_QUERY_TEXT not in search
