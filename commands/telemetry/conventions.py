@@ -41,6 +41,7 @@ __all__ = [
     "OPERATION",
     "OPERATIONS",
     "OPERATION_DURATION",
+    "PROJECTION_LAG",
     "REASON_CODE",
     "RECORDS_ADMITTED",
     "RECORDS_RETURNED",
@@ -87,6 +88,10 @@ OPERATION_DURATION: Final = "memory_ledger.operation.duration"
 RECORDS_WRITTEN: Final = "memory_ledger.records.written"
 """Observable counter, ledger events appended by the engine (``{event}``;
 ``MemoryEngine.appended``, read when the host's metric reader collects)."""
+
+PROJECTION_LAG: Final = "memory_ledger.projection.lag"
+"""Observable gauge, ledger positions the engine's read models are behind the ledger head
+(``{position}``; 0 when caught up)."""
 
 GenAIOperation = Literal["create_memory", "search_memory", "update_memory", "delete_memory"]
 

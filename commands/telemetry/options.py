@@ -175,15 +175,17 @@ class Telemetry:
 
     def instruments(self, engine: object) -> Any:
         """The operation-duration histogram of :attr:`meter_provider` (or the global
-        provider), created once per provider, with the records-written counter: an
-        observable counter read from ``engine.appended`` when the host's reader collects
-        (nothing is counted per append)."""
+        provider), created once per provider, with two instruments read from ``engine``
+        when the host's reader collects (nothing is counted per operation): the
+        records-written counter (``engine.appended``) and the projection-lag gauge
+        (``engine.head - engine.projection_position``)."""
         cached = self._instruments
         if cached is None or cached[0] is not self.meter_provider:
             from opentelemetry import metrics
 
             from memory_ledger.commands.telemetry.conventions import (
                 OPERATION_DURATION,
+                PROJECTION_LAG,
                 RECORDS_WRITTEN,
             )
             from memory_ledger.commands.telemetry.version import version
@@ -193,28 +195,47 @@ class Telemetry:
             histogram = meter.create_histogram(
                 OPERATION_DURATION, unit="s", description="Duration of memory operations"
             )
-            appended = _appended_of(engine)
-            counter = meter.create_observable_counter(
-                RECORDS_WRITTEN,
-                callbacks=[lambda options: appended(metrics.Observation)],
-                unit="{event}",
-                description="Ledger events appended by this engine",
+            appended, lag = _read_of(engine, _appended), _read_of(engine, _lag)
+            counters = (
+                meter.create_observable_counter(
+                    RECORDS_WRITTEN,
+                    callbacks=[lambda options: appended(metrics.Observation)],
+                    unit="{event}",
+                    description="Ledger events appended by this engine",
+                ),
+                meter.create_observable_gauge(
+                    PROJECTION_LAG,
+                    callbacks=[lambda options: lag(metrics.Observation)],
+                    unit="{position}",
+                    description="Ledger positions the engine's read models are behind",
+                ),
             )
-            cached = self._instruments = (self.meter_provider, histogram, counter)
+            cached = self._instruments = (self.meter_provider, histogram, counters)
         return cached[1]
 
 
-def _appended_of(engine: object) -> Callable[[Any], list[Any]]:
-    """A callback body reading ``engine.appended`` through a weak reference: one
-    observation while the engine is open, none once it is closed or gone."""
+def _appended(engine: Any) -> Any:
+    return engine.appended
+
+
+def _lag(engine: Any) -> Any:
+    return engine.head - engine.projection_position
+
+
+def _read_of(engine: object, read: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
+    """A callback body reading ``read(engine)`` through a weak reference: one observation
+    while the engine is open, none once it is closed, gone or unreadable (a metric reader's
+    callback never raises into the host's SDK)."""
     reference = weakref.ref(engine)
 
     def observe(observation: Any) -> list[Any]:
         target = reference()
-        try:
-            count = getattr(target, "appended", None)
-        except MemoryLedgerError:  # closed
+        if target is None:
             return []
-        return [observation(count)] if isinstance(count, int) else []
+        try:
+            value = read(target)
+        except Exception:  # noqa: BLE001 - closed (EngineClosedError), ledger unreachable
+            return []
+        return [observation(value)] if isinstance(value, int) else []
 
     return observe

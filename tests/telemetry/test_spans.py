@@ -44,6 +44,7 @@ from memory_ledger.commands.telemetry.conventions import (
     NAMESPACE_DIGEST,
     OPERATION,
     OPERATION_DURATION,
+    PROJECTION_LAG,
     REASON_CODE,
     RECORDS_RETURNED,
     RECORDS_WRITTEN,
@@ -261,6 +262,8 @@ def test_metrics_count_the_records_written_and_time_each_operation(traced: Trace
     every_operation(traced.engine)
     points = traced.metrics()
     assert sum(p.value for p in points[RECORDS_WRITTEN]) == traced.engine.appended
+    traced.engine.catch_up()
+    assert [p.value for p in traced.metrics()[PROJECTION_LAG]] == [0]
     timed = {p.attributes[OPERATION]: p.count for p in points[OPERATION_DURATION]}
     assert timed == dict.fromkeys(GEN_AI_NAMES, 1)
 
