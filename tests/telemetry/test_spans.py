@@ -350,7 +350,7 @@ def test_the_surfaces_emit_the_same_spans(traced: Traced) -> None:
     """The MCP server's commands go through ``DirectCommands`` (with its own session
     prefix), the LangGraph store's puts through ``apply_batch`` and its search ranks
     memories itself: each is one span with the conventions' names."""
-    from memory_ledger.commands.engine.direct import DirectCommands
+    from memory_ledger.commands.engine import DirectCommands
     from memory_ledger.replay.langgraph_store import LedgerStore
 
     engine = traced.engine
