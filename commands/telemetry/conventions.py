@@ -17,8 +17,9 @@ conventions are in development: a renamed attribute is changed here, in one plac
 This engine's mapping (documented in docs/observability.md):
 
 - ``gen_ai.memory.store.id``: the ledger's random store id (``ledger/store_identity.py``),
-  or the name the host gives (:attr:`Telemetry.store_id
-  <memory_ledger.commands.telemetry.options.Telemetry.store_id>`); never a path.
+  or the name the host gives
+  (:attr:`Telemetry.store_id <memory_ledger.commands.telemetry.options.Telemetry.store_id>`);
+  never a path.
 - a namespace (tenant, principal, scope) is never an attribute: its keyed digest is
   (:data:`NAMESPACE_DIGEST`).
 """

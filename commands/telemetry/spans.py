@@ -16,10 +16,10 @@ error's ``reason_code`` as its description and ``error.type``: never the message
 quote user text), and the exception is not recorded as a span event for the same reason.
 
 Providers are the host's, through the API (the global ``TracerProvider`` and
-``MeterProvider``, or those set on :class:`~memory_ledger.commands.telemetry.options.
-Telemetry`): nothing here sets a provider. Off (no OpenTelemetry in the process, or
-``enabled = False``), :func:`traced` returns a shared no-op whose ``result`` returns its
-argument.
+``MeterProvider``, or those set on
+:class:`~memory_ledger.commands.telemetry.options.Telemetry`): nothing here sets a
+provider. Off (no OpenTelemetry in the process, or ``enabled = False``), :func:`traced`
+returns a shared no-op whose ``result`` returns its argument.
 """
 
 from __future__ import annotations
