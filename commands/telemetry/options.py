@@ -159,7 +159,10 @@ class Telemetry:
         import unless :attr:`enabled` is True)."""
         if self._enabled is False:
             return None
-        return sys.modules.get("opentelemetry.trace")
+        module = sys.modules.get("opentelemetry.trace")
+        if module is None or getattr(module.__spec__, "_initializing", False):
+            return None  # absent, or being imported by another thread right now
+        return module
 
     def tracer(self, trace: ModuleType) -> Any:
         """The tracer of :attr:`tracer_provider` (or the global provider), cached."""
