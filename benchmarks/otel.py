@@ -9,9 +9,12 @@ One store, three modes interleaved round by round (so load drifts hit all three 
   ``InMemorySpanExporter`` and a ``MeterProvider`` with an ``InMemoryMetricReader``
   (every span recorded and exported synchronously: an upper bound of a batching exporter).
 
-Prints per-operation medians (p50) and each mode's ratio to ``off`` with the load average;
-figures in ``results/otel.json``. Needs ``memory-ledger[otel]`` and ``opentelemetry-sdk``
-(the test extra); without the SDK only ``off`` and ``api`` are measured.
+Prints per-operation medians (p50) and each mode's ratio to ``off`` with the load average,
+and the instrumentation alone per mode (a ``search_memory`` span opened and closed around
+nothing on the same engine, best of 5 repeats of 2,000: less sensitive to the machine's load
+than the operations' medians); figures in ``results/otel.json``. Needs
+``memory-ledger[otel]`` and ``opentelemetry-sdk`` (the test extra); without the SDK only
+``off`` and ``api`` are measured.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import os
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +78,17 @@ def measure(engine: MemoryEngine, ops: int, counter: list[int]) -> tuple[list[fl
     return remember, recall
 
 
+def span_cost(engine: MemoryEngine) -> float:
+    """Seconds of one traced no-op operation (best of 5 repeats of 2,000)."""
+    from memory_ledger.commands.telemetry import traced
+
+    def once() -> None:
+        with traced(engine, "recall", NS, text="who likes the oboe?") as span:
+            span.result(None)
+
+    return min(timeit.repeat(once, number=2000, repeat=5)) / 2000
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks otel", description=__doc__)
     parser.add_argument("--rounds", type=int, default=10)
@@ -98,6 +113,9 @@ def main(argv: list[str]) -> int:
                     remember, recall = measure(engine, ops, counter)
                     timings[mode]["remember"] += remember
                     timings[mode]["recall"] += recall
+            for mode in modes:
+                configure(engine, mode, sdk)
+                figures[f"span_{mode}_us"] = span_cost(engine) * 1e6
     figures["load_average_after"] = os.getloadavg()
     figures["rounds"], figures["ops_per_round"] = rounds, ops
     if sdk:
@@ -110,6 +128,8 @@ def main(argv: list[str]) -> int:
             figures[f"{operation}_{mode}_p50_ms"] = p50 * 1000
             figures[f"{operation}_{mode}_over_off"] = p50 / base
             rows.append((f"{operation} {mode}", f"{p50 * 1000:.3f} ms  x{p50 / base:.3f}"))
+    for mode in modes:
+        rows.append((f"instrumentation alone, {mode}", f"{figures[f'span_{mode}_us']:.1f} us"))
     load = figures["load_average_before"][0], figures["load_average_after"][0]
     rows.append(("load average (before, after)", f"{load[0]:.2f}, {load[1]:.2f}"))
     print_table("OpenTelemetry overhead (p50; ratio to tracing off, same run)", rows)
