@@ -38,6 +38,7 @@ BENCHMARKS = {
     "mem0_import": "benchmarks.mem0_import",
     "serving": "benchmarks.serving",
     "verify_file_flips": "benchmarks.verify_file_flips",
+    "otel": "benchmarks.otel",
     "all": "benchmarks.run_all",
 }
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import functools
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -60,12 +62,15 @@ class EngineWorker:
         """``fn(*args, **kwargs)`` on the worker thread; its result or its exception.
 
         Cancelled while queued, the call never runs; cancelled while running, it runs to the
-        end before ``CancelledError`` propagates (see the module docstring).
+        end before ``CancelledError`` propagates (see the module docstring). It runs in a
+        copy of the caller's context variables (as ``asyncio.to_thread`` does), so the
+        host's current OpenTelemetry span is the parent of the call's span.
 
         :raises EngineClosedError: the worker was shut down (the engine is closed).
         """
         try:
-            future = self._executor.submit(fn, *args, **kwargs)
+            call: Callable[[], T] = functools.partial(fn, *args, **kwargs)
+            future = self._executor.submit(contextvars.copy_context().run, call)
         except RuntimeError as e:  # submit after shutdown
             msg = "the async memory engine is closed"
             raise EngineClosedError(msg) from e

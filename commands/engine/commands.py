@@ -33,6 +33,7 @@ from memory_ledger.commands.engine.receipt import (
 )
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import SourceTranscripts, stem
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
@@ -140,12 +141,16 @@ class EngineCommands:
         ``session_prefix`` names the caller in the batch's session id (``batch-<hex>``;
         e.g. ``langgraph-`` for the LangGraph store), so ``explain`` shows who wrote it.
         """
-        return apply_batch(self._engine, namespace, ops, session_prefix=session_prefix)
+        with traced(self, "apply_batch", namespace) as span:
+            return span.result(
+                apply_batch(self._engine, namespace, ops, session_prefix=session_prefix)
+            )
 
     def remember_many(self, namespace: Namespace, items: Iterable[Remember | str]) -> BatchResult:
         """Remember every item (a string or :class:`Remember`) as ONE command
         (:meth:`apply_batch`): a batch costs one sync, not one per memory."""
-        return apply_batch(self._engine, namespace, items)
+        with traced(self, "remember_many", namespace) as span:
+            return span.result(apply_batch(self._engine, namespace, items))
 
     def forget_all(self, namespace: Namespace) -> int:
         """Forget every retrievable memory of exactly ``namespace`` in one command (durable
@@ -157,7 +162,8 @@ class EngineCommands:
         :raises InvalidNamespaceError: a namespace part is missing or empty (never "all").
         :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
         """
-        return forget_all(self._engine, namespace)
+        with traced(self, "forget_all", namespace) as span:
+            return span.result(forget_all(self._engine, namespace))
 
     # Erasure (commands/engine/encryption.py) -----------------------------------------------------
 
@@ -225,6 +231,17 @@ class EngineCommands:
         (``commands/engine/receipt.py``; docs/erasure.md, "Receipts"); None when nothing
         was erased.
         """
+        with traced(self, "erase") as span:
+            return span.result(self._erase(tenant, principal, scope_id, requested_by, signing_key))
+
+    def _erase(
+        self,
+        tenant: str,
+        principal: str | None,
+        scope_id: str | None,
+        requested_by: str,
+        signing_key: SigningKeySpec | None,
+    ) -> ErasureReport:
         match = NamespaceMatch(tenant=tenant, principal=principal, scope_id=scope_id)
         if signing_key is None:
             return erase_namespaces(self._engine, match, requested_by=requested_by)

@@ -43,6 +43,7 @@ from memory_ledger.commands.canonical.reconcile import (
 )
 from memory_ledger.commands.errors import CommandRejectedError, SupersededTargetError
 from memory_ledger.commands.session.stream import utc_now
+from memory_ledger.commands.telemetry.spans import direct_command
 from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
@@ -123,6 +124,7 @@ class DirectCommands:
         """How the session id of each command starts (``direct-`` unless told otherwise)."""
         return self._prefix
 
+    @direct_command("remember", text=True)
     def remember(
         self,
         namespace: Namespace,
@@ -177,6 +179,7 @@ class DirectCommands:
             report=report,
         )
 
+    @direct_command("forget")
     def forget(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Forget one memory of ``namespace``: by its id (a UUID or its text form) or by the
         best lexical match for a statement.
@@ -204,6 +207,7 @@ class DirectCommands:
             report=report,
         )
 
+    @direct_command("pin")
     def pin(self, namespace: Namespace, statement_or_id: str | UUID) -> DirectResult:
         """Pin one memory of ``namespace`` (by id, or the best lexical match for a
         statement): a pinned memory is never pruned.
@@ -224,6 +228,7 @@ class DirectCommands:
             report=report,
         )
 
+    @direct_command("correct", text=True)
     def correct(
         self,
         namespace: Namespace,

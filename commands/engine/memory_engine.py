@@ -78,6 +78,8 @@ from memory_ledger.commands.recall.policy import (
 )
 from memory_ledger.commands.recall.ranking import rank_candidates
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
+from memory_ledger.commands.telemetry.options import Telemetry
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -176,6 +178,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self._ledger_secret = ""
         self.follower: Follower | None = None
         """The background follower (see :meth:`follow`), or None."""
+        self.telemetry = Telemetry(store_id=self._store_id)
+        """What this engine's OpenTelemetry spans and metrics record (docs/observability.md):
+        set ``telemetry.content``, ``telemetry.namespace_key``, ``telemetry.enabled``."""
         self.factory = factory
         self.recorder = recorder
         if not isinstance(recorder, TaggedRecorder):
@@ -451,6 +456,13 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             self.indexer.kick(scan=False)  # written behind, in one bulk statement
         return ids
 
+    def _store_id(self) -> str:
+        """The ledger's random store id (``gen_ai.memory.store.id`` of the spans)."""
+        from memory_ledger.commands.engine.receipt import store_id_of
+
+        with self.ledger_guard():
+            return store_id_of(self.recorder)
+
     def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order."""
         with self.ledger_guard():
@@ -518,6 +530,20 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         return self.follower
 
     def recall(
+        self,
+        namespace: Namespace,
+        query: str,
+        k: int | None = None,
+        *,
+        policy: RecallPolicy | None = None,
+    ) -> RecallResult:
+        """Top ``k`` retrievable memories of ``namespace`` for ``query`` (:meth:`_recall`
+        says how, and what it raises), in a ``search_memory`` span (docs/observability.md).
+        """
+        with traced(self, "recall", namespace, text=query) as span:
+            return span.result(self._recall(namespace, query, k, policy=policy))
+
+    def _recall(
         self,
         namespace: Namespace,
         query: str,

@@ -26,6 +26,7 @@ from memory_ledger.commands.extraction.validation import Rejection, cited_ids, v
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.stream import check_turn_id
 from memory_ledger.commands.session.vocabulary import SessionVocabulary
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.arguments import check_aware, check_encodable, check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
@@ -88,6 +89,14 @@ class SessionExtraction:
         self._extraction_failures: dict[int, PendingExtraction] = {}
 
     def observe_final_transcript(
+        self, turn_id: int, transcript: str, occurred_at: datetime | None = None
+    ) -> TurnOutcome:
+        """Record a finalized turn and extract its candidates (:meth:`_observe` says how
+        and what it raises), in a ``create_memory`` span (docs/observability.md)."""
+        with traced(self.stream.engine, "session.turn", self.stream.namespace) as span:
+            return span.result(self._observe(turn_id, transcript, occurred_at))
+
+    def _observe(
         self, turn_id: int, transcript: str, occurred_at: datetime | None = None
     ) -> TurnOutcome:
         """Record a finalized turn (evidence first), then extract and record the outcome.

@@ -17,6 +17,7 @@ from memory_ledger.commands.canonical.reconcile import (
 from memory_ledger.commands.errors import CommandRejectedError, ExtractionPendingError
 from memory_ledger.commands.session.extraction import SessionExtraction
 from memory_ledger.commands.session.stream import utc_now
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.events import (
     ActivationDecision,
     LedgerEvent,
@@ -66,6 +67,12 @@ class SessionFinish:
         )
 
     def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
+        """Seal the session and reconcile it (:meth:`_finish` says how and what it
+        raises), in an ``update_memory`` span (docs/observability.md)."""
+        with traced(self.stream.engine, "session.finish", self.stream.namespace) as span:
+            return span.result(self._finish(allow_pending=allow_pending))
+
+    def _finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
         """Seal the session and reconcile its candidates and commands, exactly once.
 
         Appends SessionSealed, the memory events and SessionReconciled in one transaction.

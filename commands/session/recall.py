@@ -27,6 +27,7 @@ from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.overlay import Overlay, build_overlay
 from memory_ledger.commands.session.stream import SessionStream, check_turn_id
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.arguments import check_count, check_encodable
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
@@ -172,6 +173,21 @@ class SessionRecall:
         return len(wanted & have) / len(wanted) >= SNAPSHOT_COVERAGE
 
     def recall(
+        self,
+        query: str,
+        turn_id: int | None = None,
+        k: int | None = None,
+        *,
+        record: bool = True,
+    ) -> RecallResult:
+        """Serve a ``recall`` tool call (:meth:`_recall` says how and what it raises), in a
+        ``search_memory`` span (docs/observability.md)."""
+        with traced(
+            self.stream.engine, "session.recall", self.stream.namespace, text=query
+        ) as span:
+            return span.result(self._recall(query, turn_id, k, record=record))
+
+    def _recall(
         self,
         query: str,
         turn_id: int | None = None,

@@ -33,6 +33,7 @@ from langgraph.store.base import (
 from langgraph.store.base import InvalidNamespaceError as LangGraphNamespaceError
 
 from memory_ledger.commands.engine import MemoryEngine
+from memory_ledger.commands.telemetry.spans import traced
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import Namespace, check_namespace
@@ -285,6 +286,10 @@ class LedgerStore(TickBatchedStore):
         return _item(current)
 
     def _search(self, op: SearchOp, now: datetime) -> list[SearchItem]:
+        with traced(self.engine, "langgraph.search", self.namespace, text=op.query) as span:
+            return span.result(self._ranked(op, now))
+
+    def _ranked(self, op: SearchOp, now: datetime) -> list[SearchItem]:
         wanted = op.offset + op.limit
         if not op.query:
             return self._page(op, [], wanted, now)

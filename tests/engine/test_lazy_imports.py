@@ -29,6 +29,7 @@ NOT_FOR_LEXICAL_RECALL = (
     "sentence_transformers",
     "httpx",
     "pydantic",  # typer 0.29 coerces arguments through it (60-70 ms): pinned below 0.29
+    "opentelemetry",  # the host's to load (commands/telemetry looks in sys.modules only)
 )
 """What a lexical recall of a caught-up store must not load."""
 

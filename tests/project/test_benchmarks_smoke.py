@@ -65,6 +65,7 @@ OUTPUTS = {
     "word_targets": "word_targets.json",
     "mem0_import": "mem0_import.json",
     "serving": "serving.json",
+    "otel": "otel.json",
 }
 
 

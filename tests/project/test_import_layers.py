@@ -12,7 +12,8 @@ too). Layers, highest first; a module may import only modules of its own wing or
   library, which never imports typer or rich);
 - ``commands``: its face, ``aio``, ``engine``, ``session``, ``workspace``, ``context``,
   ``canonical``, ``extraction``, ``store`` (the Protocol the lower wings type the engine as),
-  ``recall``, ``embeddings``, ``secret_door``, ``config``, ``openai_endpoint``, ``errors``,
+  ``recall``, ``embeddings``, ``telemetry`` (OpenTelemetry spans, below every operation
+  it traces), ``secret_door``, ``config``, ``openai_endpoint``, ``errors``,
   ``secrets``;
 - ``projections``; ``ledger``.
 
@@ -52,6 +53,7 @@ LAYERS: tuple[str, ...] = (
     "memory_ledger.commands.store",
     "memory_ledger.commands.recall",
     "memory_ledger.commands.embeddings",
+    "memory_ledger.commands.telemetry",
     "memory_ledger.commands.secret_door",
     "memory_ledger.commands.config",
     "memory_ledger.commands.openai_endpoint",
@@ -74,6 +76,7 @@ FACES = (
     "memory_ledger.commands.recall",
     "memory_ledger.commands.secrets",
     "memory_ledger.commands.session",
+    "memory_ledger.commands.telemetry",
     "memory_ledger.commands.workspace",
     "memory_ledger.replay.audit",
     "memory_ledger.replay.cli",

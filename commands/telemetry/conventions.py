@@ -1,0 +1,136 @@
+"""The names the engine's spans and metrics carry: OpenTelemetry's GenAI memory conventions,
+and this engine's extras under its own prefix.
+
+Source of the ``gen_ai.*`` names: the GenAI memory operation conventions merged into
+``open-telemetry/semantic-conventions-genai`` (pull request 140, 2026-05, "Add GenAI memory
+operation conventions", carried over from ``open-telemetry/semantic-conventions`` pull
+request 3250): the operation names ``create_memory``, ``search_memory``, ``update_memory``
+(add or update, upsert semantics), ``delete_memory`` (without a record id: every record of
+the store), and the attributes ``gen_ai.memory.store.id`` ("what this maps to is
+implementation-specific ... and SHOULD be documented per integration"),
+``gen_ai.memory.record.id``, ``gen_ai.memory.query.text`` (opt-in: "instrumentations SHOULD
+NOT capture this by default") and ``gen_ai.memory.records`` (opt-in; a JSON list of records,
+each with its ``content`` and optional ``id`` and ``score``). ``error.type`` is the general
+convention (the error's class or code; here the typed error's ``reason_code``). The
+conventions are in development: a renamed attribute is changed here, in one place.
+
+This engine's mapping (documented in docs/observability.md):
+
+- ``gen_ai.memory.store.id``: the ledger's random store id (``ledger/store_identity.py``),
+  or the name the host gives
+  (:attr:`Telemetry.store_id <memory_ledger.commands.telemetry.options.Telemetry.store_id>`);
+  never a path.
+- a namespace (tenant, principal, scope) is never an attribute: its keyed digest is
+  (:data:`NAMESPACE_DIGEST`).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+__all__ = [
+    "CONTENT_WITHHELD",
+    "ERROR_TYPE",
+    "GEN_AI_OPERATION_NAME",
+    "INSTRUMENTATION_NAME",
+    "LEDGER_POSITION",
+    "MEMORY_QUERY_TEXT",
+    "MEMORY_RECORDS",
+    "MEMORY_RECORD_ID",
+    "MEMORY_STORE_ID",
+    "NAMESPACE_DIGEST",
+    "OPERATION",
+    "OPERATIONS",
+    "OPERATION_DURATION",
+    "PROJECTION_LAG",
+    "REASON_CODE",
+    "RECORDS_ADMITTED",
+    "RECORDS_RETURNED",
+    "RECORDS_WRITTEN",
+    "GenAIOperation",
+    "Operation",
+]
+
+INSTRUMENTATION_NAME: Final = "memory_ledger"
+"""The tracer's and the meter's instrumentation scope name."""
+
+# OpenTelemetry GenAI memory conventions (semantic-conventions-genai, pull request 140).
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+MEMORY_STORE_ID: Final = "gen_ai.memory.store.id"
+MEMORY_RECORD_ID: Final = "gen_ai.memory.record.id"
+MEMORY_QUERY_TEXT: Final = "gen_ai.memory.query.text"
+MEMORY_RECORDS: Final = "gen_ai.memory.records"
+ERROR_TYPE: Final = "error.type"
+
+# This engine's extras.
+OPERATION: Final = "memory_ledger.operation"
+"""The engine's own name of the operation (``remember``, ``pin``, ``session.finish``...):
+several of them share one ``gen_ai.operation.name``."""
+NAMESPACE_DIGEST: Final = "memory_ledger.namespace.digest"
+"""HMAC-SHA-256 of the namespace under the telemetry key, 32 hex digits
+(:meth:`~memory_ledger.commands.telemetry.options.Telemetry.namespace_digest`)."""
+LEDGER_POSITION: Final = "memory_ledger.ledger.position"
+"""The ledger position of the operation's last event written, or the position a recall's
+answer reflects (from the operation's result; ``forget_all``, which returns a count, has
+none)."""
+REASON_CODE: Final = "memory_ledger.reason_code"
+"""The ``reason_code`` of the typed error that refused the operation."""
+RECORDS_ADMITTED: Final = "memory_ledger.records.admitted"
+"""Memories a write admitted (a batch's operations, a turn's candidates)."""
+RECORDS_RETURNED: Final = "memory_ledger.records.returned"
+"""Memories a recall returned."""
+CONTENT_WITHHELD: Final = "memory_ledger.content.withheld"
+"""With content on: why a text was left out (``secret_detected``)."""
+
+# Metrics (this engine's prefix: the GenAI client metrics describe model calls).
+OPERATION_DURATION: Final = "memory_ledger.operation.duration"
+"""Histogram, seconds, per ``gen_ai.operation.name``, ``memory_ledger.operation`` and
+``error.type``."""
+RECORDS_WRITTEN: Final = "memory_ledger.records.written"
+"""Observable counter, ledger events appended by the engine (``{event}``;
+``MemoryEngine.appended``, read when the host's metric reader collects)."""
+
+PROJECTION_LAG: Final = "memory_ledger.projection.lag"
+"""Observable gauge, ledger positions the engine's read models are behind the ledger head
+(``{position}``; 0 when caught up)."""
+
+GenAIOperation = Literal["create_memory", "search_memory", "update_memory", "delete_memory"]
+
+Operation = Literal[
+    "remember",
+    "remember_many",
+    "apply_batch",
+    "correct",
+    "pin",
+    "forget",
+    "forget_all",
+    "erase",
+    "recall",
+    "session.turn",
+    "session.recall",
+    "session.finish",
+    "langgraph.search",
+]
+
+OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
+    "remember": "create_memory",
+    "remember_many": "create_memory",
+    "apply_batch": "update_memory",
+    "correct": "update_memory",
+    "pin": "update_memory",
+    "forget": "delete_memory",
+    "forget_all": "delete_memory",
+    "erase": "delete_memory",
+    "recall": "search_memory",
+    "session.turn": "create_memory",
+    "session.recall": "search_memory",
+    "session.finish": "update_memory",
+    "langgraph.search": "search_memory",
+}
+"""Each engine operation's GenAI operation name: a remember creates a memory, a correction,
+a pin, a batch of remembers and forgets and a session's reconciliation update memories
+(the conventions' upsert), a forget, a bulk forget and an erasure delete them (the last two
+without a record id: every record of the namespace), a recall searches. A session turn
+records evidence and extracts candidate memories: a ``create_memory``. The LangGraph
+store's ``search`` ranks canonical memories itself (``langgraph.search``); its puts and
+deletes are batches (``apply_batch``)."""

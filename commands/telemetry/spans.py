@@ -1,0 +1,331 @@
+"""One span per memory operation, and the operation-duration and records-written metrics.
+
+An engine entry point wraps its work in :func:`traced` and hands its result to
+:meth:`OperationSpan.result`::
+
+    with traced(self, "remember", namespace, text=statement) as span:
+        return span.result(DirectCommands(self).remember(namespace, statement))
+
+The span is started under the host's current span (OpenTelemetry's context), named by the
+operation's GenAI name (``create_memory``, ``search_memory``, ``update_memory``,
+``delete_memory``: :data:`~memory_ledger.commands.telemetry.conventions.OPERATIONS`), kind
+``INTERNAL`` (the store runs inside the host's process: no remote call is made), with the
+attributes of :mod:`~memory_ledger.commands.telemetry.conventions`. Attributes are computed
+only for a recording span. An error sets the span's status to ``ERROR`` with the typed
+error's ``reason_code`` as its description and ``error.type``: never the message (it may
+quote user text), and the exception is not recorded as a span event for the same reason.
+
+Providers are the host's, through the API (the global ``TracerProvider`` and
+``MeterProvider``, or those set on
+:class:`~memory_ledger.commands.telemetry.options.Telemetry`): nothing here sets a
+provider. Off (no OpenTelemetry in the process, or ``enabled = False``), :func:`traced`
+returns a shared no-op whose ``result`` returns its argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from time import perf_counter
+from types import ModuleType, TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from memory_ledger.commands.telemetry.content import door_text
+from memory_ledger.commands.telemetry.conventions import (
+    CONTENT_WITHHELD,
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    LEDGER_POSITION,
+    MEMORY_QUERY_TEXT,
+    MEMORY_RECORD_ID,
+    MEMORY_RECORDS,
+    MEMORY_STORE_ID,
+    NAMESPACE_DIGEST,
+    OPERATION,
+    OPERATIONS,
+    REASON_CODE,
+    RECORDS_ADMITTED,
+    RECORDS_RETURNED,
+    Operation,
+)
+from memory_ledger.commands.telemetry.options import Telemetry
+from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.ledger.ids import Namespace
+
+__all__ = ["OperationSpan", "direct_command", "error_type", "traced"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+_SEARCHES = frozenset({"recall", "session.recall", "langgraph.search"})
+
+_NAMES: dict[str, dict[str, str]] = {
+    operation: {GEN_AI_OPERATION_NAME: gen_ai, OPERATION: operation}
+    for operation, gen_ai in OPERATIONS.items()
+}
+"""Each operation's name attributes, built once (the SDK copies what it is given)."""
+
+
+class _Off:
+    """The no-op of an operation when telemetry is off."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Off:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def result(self, value: T) -> T:
+        """``value``, unchanged."""
+        return value
+
+
+_OFF = _Off()
+
+
+def traced(
+    engine: object,
+    operation: Operation,
+    namespace: object = None,
+    *,
+    text: object = None,
+    record_id: object = None,
+) -> OperationSpan | _Off:
+    """The span of one ``operation`` of ``engine`` (its ``telemetry`` attribute decides),
+    as a context manager yielding an object whose ``result(value)`` records what the
+    operation returned and returns it.
+
+    :param namespace: the operation's namespace (recorded as its keyed digest only).
+    :param text: the statement written or the query searched (recorded only with content
+        on, after the secret door).
+    :param record_id: the memory the operation names by id (``gen_ai.memory.record.id``;
+        a text naming one is content, not an id).
+    """
+    telemetry = getattr(engine, "telemetry", None)
+    if not isinstance(telemetry, Telemetry):
+        return _OFF
+    trace = telemetry.api()
+    if trace is None:
+        return _OFF
+    return OperationSpan(engine, telemetry, trace, operation, namespace, text, record_id)
+
+
+def direct_command(
+    operation: Operation, *, text: bool = False
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Trace a method ``(self, namespace, statement_or_id, ...)`` of an object holding its
+    engine as ``_engine`` (``DirectCommands``: the one place a remember, forget, correct or
+    pin is carried out, whichever surface asked: the engine, the async API, the MCP server).
+    ``text``: the second argument is the statement written (content), else what the command
+    names (an id is recorded as ``gen_ai.memory.record.id``); a ``target`` keyword is the
+    memory a correction names."""
+
+    def wrap(method: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(method)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            engine = getattr(args[0], "_engine", None)
+            namespace = args[1] if len(args) > 1 else kwargs.get("namespace")
+            named = args[2] if len(args) > 2 else None
+            record_id = kwargs.get("target") if text else named
+            with traced(
+                engine,
+                operation,
+                namespace,
+                text=named if text else None,
+                record_id=record_id,
+            ) as span:
+                return span.result(method(*args, **kwargs))
+
+        return run
+
+    return wrap
+
+
+def error_type(exc: BaseException) -> str:
+    """``error.type`` of ``exc``: a typed error's ``reason_code``, else the exception's
+    fully qualified class name (never its message)."""
+    if isinstance(exc, MemoryLedgerError):
+        return str(exc.reason_code)
+    cls = type(exc)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+class OperationSpan:
+    """The span and the duration measurement of one running operation (see the module)."""
+
+    __slots__ = (
+        "_engine",
+        "_gen_ai",
+        "_operation",
+        "_record_id",
+        "_namespace",
+        "_scope",
+        "_span",
+        "_start",
+        "_telemetry",
+        "_text",
+        "_trace",
+    )
+
+    def __init__(
+        self,
+        engine: object,
+        telemetry: Telemetry,
+        trace: ModuleType,
+        operation: Operation,
+        namespace: object,
+        text: object,
+        record_id: object,
+    ) -> None:
+        self._engine, self._telemetry, self._trace = engine, telemetry, trace
+        self._operation = operation
+        self._gen_ai = OPERATIONS[operation]
+        self._namespace, self._text, self._record_id = namespace, text, record_id
+        self._span: Any = None
+        self._scope: Any = None
+        self._start = 0.0
+
+    def __enter__(self) -> OperationSpan:
+        trace = self._trace
+        span = self._telemetry.tracer(trace).start_span(
+            self._gen_ai, kind=trace.SpanKind.INTERNAL, attributes=_NAMES[self._operation]
+        )
+        self._span = span
+        if span.is_recording():
+            self._describe(span)
+        if span.is_recording() or span.get_span_context().is_valid:
+            # current while it runs (a sampled-out span too: its children follow it); the
+            # invalid span of an API without an SDK is not worth a context switch
+            self._scope = trace.use_span(
+                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+            )
+            self._scope.__enter__()
+        self._start = perf_counter()
+        return self
+
+    def _describe(self, span: Any) -> None:
+        telemetry = self._telemetry
+        store = telemetry.store_name()
+        if store:
+            span.set_attribute(MEMORY_STORE_ID, store)
+        if isinstance(self._namespace, Namespace):
+            span.set_attribute(NAMESPACE_DIGEST, telemetry.namespace_digest(self._namespace))
+        if self._record_id is not None and not isinstance(self._record_id, str | bytes):
+            span.set_attribute(MEMORY_RECORD_ID, str(self._record_id))
+        if telemetry.content and self._operation in _SEARCHES and self._text is not None:
+            query = door_text(self._text)
+            if query is None:
+                span.set_attribute(CONTENT_WITHHELD, "secret_detected")
+            else:
+                span.set_attribute(MEMORY_QUERY_TEXT, query)
+
+    def result(self, value: T) -> T:
+        """Record what the operation returned (ids, counts, ledger position and, with
+        content on, the records) on a recording span; return ``value``."""
+        span = self._span
+        if span is not None and span.is_recording():
+            try:
+                self._describe_result(span, value)
+            except Exception:  # noqa: BLE001 - telemetry never fails an operation
+                span.set_attribute(CONTENT_WITHHELD, "unreadable_result")
+        return value
+
+    def _describe_result(self, span: Any, value: object) -> None:
+        position = getattr(value, "position", None)
+        if position is None:
+            position = (
+                max(
+                    getattr(value, "evidence_position", 0), getattr(value, "extraction_position", 0)
+                )
+                or None
+            )
+        if isinstance(position, int) and position > 0:
+            span.set_attribute(LEDGER_POSITION, position)
+        memory_id = getattr(value, "memory_id", None)
+        if memory_id is not None:
+            span.set_attribute(MEMORY_RECORD_ID, str(memory_id))
+        results = getattr(value, "results", None)
+        if isinstance(results, tuple):
+            span.set_attribute(RECORDS_RETURNED, len(results))
+        elif isinstance(value, list) and self._operation in _SEARCHES:
+            span.set_attribute(RECORDS_RETURNED, len(value))
+        admitted = _admitted(value)
+        if admitted is not None:
+            span.set_attribute(RECORDS_ADMITTED, admitted)
+        if self._telemetry.content:
+            self._records(span, value, memory_id, results)
+
+    def _records(self, span: Any, value: object, memory_id: object, results: object) -> None:
+        records: list[dict[str, object]] = []
+        withheld = False
+        if isinstance(results, tuple):
+            for hit in results:
+                content = door_text(getattr(hit, "statement", None))
+                if content is None:
+                    withheld = True
+                    continue
+                record: dict[str, object] = {"id": str(hit.memory_id), "content": content}
+                score = getattr(hit, "score", None)
+                if isinstance(score, int | float):
+                    record["score"] = float(score)
+                records.append(record)
+        elif self._operation not in _SEARCHES and isinstance(self._text, str):
+            content = door_text(self._text)
+            if content is None:
+                withheld = True
+            else:
+                record = {"content": content}
+                if memory_id is not None:
+                    record["id"] = str(memory_id)
+                records.append(record)
+        if withheld:
+            span.set_attribute(CONTENT_WITHHELD, "secret_detected")
+        if records:
+            span.set_attribute(MEMORY_RECORDS, json.dumps(records, ensure_ascii=False))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        seconds = perf_counter() - self._start
+        span = self._span
+        failure = error_type(exc) if exc is not None else None
+        if failure is not None and span.is_recording():
+            span.set_attribute(ERROR_TYPE, failure)
+            if isinstance(exc, MemoryLedgerError):
+                span.set_attribute(REASON_CODE, failure)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, failure))
+        if self._scope is not None:
+            self._scope.__exit__(exc_type, exc, tb)
+        histogram = self._telemetry.instruments(self._engine)
+        attributes = _NAMES[self._operation]
+        if failure is not None:
+            attributes = {**attributes, ERROR_TYPE: failure}
+        histogram.record(seconds, attributes)
+
+
+def _admitted(value: object) -> int | None:
+    """Memories a write admitted, read from its result (a direct command's, a batch's, a
+    turn's, a reconciliation's), or None."""
+    intent = getattr(value, "intent", None)
+    if intent is not None:
+        if intent not in ("remember", "correct"):
+            return None
+        return int(getattr(value, "memory_id", None) is not None)
+    outcomes = getattr(value, "outcomes", None)
+    if isinstance(outcomes, tuple):
+        return len(outcomes)
+    candidates = getattr(value, "candidates", None)
+    activated = getattr(value, "activated", None)
+    if isinstance(activated, tuple):
+        return len(activated)
+    if isinstance(candidates, int) and hasattr(value, "extraction_position"):
+        return candidates
+    return None
