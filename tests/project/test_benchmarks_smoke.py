@@ -47,6 +47,7 @@ OUTPUTS = {
     "mcp": "mcp.json",
     "cli": "cli.json",
     "growth": "growth.json",
+    "million": "million.json",
     "peers": "peers.json",
     "workspace": "workspace.json",
     "encryption": "encryption.json",
