@@ -53,14 +53,20 @@ import os
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import BENCH_NAMESPACE, memories, queries, scratch
 from benchmarks.memory import child_json, hwm_kib, rss_now_kib
-from benchmarks.peers import LG_NAMESPACE, PG_URL, NoisyHashing
+from benchmarks.peers import (
+    LG_NAMESPACE,
+    PG_URL,
+    NoisyHashing,
+    drop_schema,
+    new_schema,
+    schema_url,
+)
 from benchmarks.results import median, percentile, print_table, results_dir, save
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -276,11 +282,6 @@ def pgvector_available() -> bool:
     return bool(row and row[0])
 
 
-def pg_url(schema: str) -> str:
-    sep = "&" if "?" in PG_URL else "?"
-    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
-
-
 def postgres_child(
     size: int, questions_file: str, batch: int, budget: float, schema: str, mode: str
 ) -> dict[str, Any]:
@@ -306,7 +307,7 @@ def postgres_child(
     if mode == "write":
         statements = statements_for(size)
         stopped, held = "", 0
-        with PostgresStore.from_conn_string(pg_url(schema), index=index) as store:
+        with PostgresStore.from_conn_string(schema_url(schema), index=index) as store:
             store.setup()
             started = time.perf_counter()
             for start in range(0, size, batch):
@@ -336,7 +337,7 @@ def postgres_child(
             "peak_rss_kib": hwm_kib(),
         }
     started = time.perf_counter()
-    with PostgresStore.from_conn_string(pg_url(schema), index=index) as store:
+    with PostgresStore.from_conn_string(schema_url(schema), index=index) as store:
 
         def search(question: str) -> float:
             before = provider.seconds
@@ -350,7 +351,7 @@ def postgres_child(
         first_ms = search(questions[0])
         open_ms = (time.perf_counter() - started) * 1000
         warm = searches(search, questions[1:])
-    with psycopg.connect(pg_url(schema), autocommit=True) as conn:
+    with psycopg.connect(schema_url(schema), autocommit=True) as conn:
         row = conn.execute(
             "select pg_total_relation_size('store'), (select count(*) from store), "
             + ("pg_total_relation_size('store_vectors')" if vector else "0")
@@ -458,15 +459,12 @@ def peer_size(args: argparse.Namespace, name: str, size: int, folder: Path) -> d
 def postgres_size(args: argparse.Namespace, size: int, questions: Path) -> dict[str, Any] | str:
     try:
         import langgraph.store.postgres  # noqa: F401
-        import psycopg
+        import psycopg  # noqa: F401
     except ImportError as e:
         return f"skipped: {e} (pip install -e '.[bench]')"
-    schema = f"bench_million_{uuid.uuid4().hex[:8]}"
-    try:
-        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")  # noqa: S608 (a generated name)
-    except psycopg.Error as e:
-        return f"skipped: PostgreSQL not reachable at {PG_URL} ({type(e).__name__})"
+    schema = new_schema("bench_million")
+    if schema.startswith("skipped:"):
+        return schema
     try:
         written = child_json(
             MODULE,
@@ -477,8 +475,7 @@ def postgres_size(args: argparse.Namespace, size: int, questions: Path) -> dict[
             MODULE, child_args(args, "postgres-read", size=size, questions=questions, schema=schema)
         )
     finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # noqa: S608
+        drop_schema(schema)
     return {**written, "reader": read}
 
 
@@ -648,6 +645,41 @@ def markdown(sizes: list[int], rows: list[tuple[str, list[str]]]) -> str:
     return "\n".join([head, rule, *(f"| {label} | " + " | ".join(c) + " |" for label, c in rows)])
 
 
+Series = tuple[tuple[tuple[str, ...], str, str], ...]
+"""(path of keys in a size's figures, label, matplotlib style) of each plotted line."""
+LATENCY: Series = (
+    (("engine", "lexical", "open_ms"), "open (fresh process)", "-D"),
+    (("engine", "lexical", "open_and_first_recall_ms"), "open + first lexical", "-s"),
+    (("engine", "hybrid", "open_and_first_recall_ms"), "open + first hybrid", "-^"),
+    (("engine", "ingest", "first_recall_after_ingest_ms"), "first recall after ingest", ":o"),
+    (("engine", "lexical", "warm", "p50_ms"), "lexical p50", "-o"),
+    (("engine", "lexical", "warm", "p99_ms"), "lexical p99", "--o"),
+    (("engine", "hybrid", "warm", "p50_ms"), "hybrid p50", "-v"),
+    (("engine", "hybrid", "warm", "p99_ms"), "hybrid p99", "--v"),
+    (("peers", "InMemoryStore", "search", "p50_ms"), "InMemoryStore search p50", "-x"),
+    (("peers", "PostgresStore", "reader", "search", "p50_ms"), "PostgresStore search p50", "-+"),
+)
+INGEST: Series = (
+    (("engine", "ingest", "ack_per_s"), "memory-ledger acknowledged", "-o"),
+    (("engine", "ingest", "lexical_searchable_per_s"), "memory-ledger searchable, lexical", "--s"),
+    (("engine", "ingest", "searchable_per_s"), "memory-ledger searchable, vectors", ":^"),
+    (("peers", "InMemoryStore", "ack_per_s"), "InMemoryStore", "-x"),
+    (("peers", "PostgresStore", "ack_per_s"), "PostgresStore", "-+"),
+)
+DISK: Series = (
+    *(
+        (("engine", "disk_bytes_per_memory", key), label, "-o")
+        for key, label in (
+            ("ledger", "ledger"),
+            ("duckdb", "DuckDB slot"),
+            ("recall_index", "recall index"),
+            ("total", "memory-ledger total"),
+        )
+    ),
+    (("peers", "PostgresStore", "reader", "table_bytes_per_memory"), "PostgresStore table", "-+"),
+)
+
+
 def plot(per_size: list[dict[str, Any]], path: Path) -> str:
     """Latencies, ingest rates and bytes per memory against the size (log-log); returns a
     message saying what happened."""
@@ -661,89 +693,24 @@ def plot(per_size: list[dict[str, Any]], path: Path) -> str:
     sizes = [f["memories"] for f in per_size]
     fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.8))
 
-    def line(ax: Any, fn: Callable[[dict[str, Any]], Any], label: str, style: str) -> None:
+    def line(ax: Any, keys: tuple[str, ...], label: str, style: str) -> None:
         points = []
         for f in per_size:
-            try:
-                value = fn(f)
-            except (KeyError, TypeError):
-                continue
+            value: Any = f
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
             if value:
                 points.append((f["memories"], value))
         if points:
             ax.plot([x for x, _ in points], [y for _, y in points], style, label=label)
 
-    line(left, lambda f: f["engine"]["lexical"]["open_ms"], "open (fresh process)", "-D")
-    line(
-        left,
-        lambda f: f["engine"]["lexical"]["open_and_first_recall_ms"],
-        "open + first lexical",
-        "-s",
-    )
-    line(
-        left,
-        lambda f: f["engine"]["hybrid"]["open_and_first_recall_ms"],
-        "open + first hybrid",
-        "-^",
-    )
-    line(
-        left,
-        lambda f: f["engine"]["ingest"]["first_recall_after_ingest_ms"],
-        "first recall after ingest (writer)",
-        ":o",
-    )
-    line(left, lambda f: f["engine"]["lexical"]["warm"]["p50_ms"], "lexical p50", "-o")
-    line(left, lambda f: f["engine"]["lexical"]["warm"]["p99_ms"], "lexical p99", "--o")
-    line(left, lambda f: f["engine"]["hybrid"]["warm"]["p50_ms"], "hybrid p50", "-v")
-    line(left, lambda f: f["engine"]["hybrid"]["warm"]["p99_ms"], "hybrid p99", "--v")
-    line(
-        left,
-        lambda f: f["peers"]["InMemoryStore"]["search"]["p50_ms"],
-        "InMemoryStore search p50",
-        "-x",
-    )
-    line(
-        left,
-        lambda f: f["peers"]["PostgresStore"]["reader"]["search"]["p50_ms"],
-        "PostgresStore search p50",
-        "-+",
-    )
+    for ax, series in ((left, LATENCY), (middle, INGEST), (right, DISK)):
+        for keys, label, style in series:
+            line(ax, keys, label, style)
     left.set_ylabel("milliseconds")
     left.set_title("memory-ledger recall against size")
-    line(middle, lambda f: f["engine"]["ingest"]["ack_per_s"], "memory-ledger acknowledged", "-o")
-    line(
-        middle,
-        lambda f: f["engine"]["ingest"]["lexical_searchable_per_s"],
-        "memory-ledger searchable (lexical)",
-        "--s",
-    )
-    line(
-        middle,
-        lambda f: f["engine"]["ingest"]["searchable_per_s"],
-        "memory-ledger searchable (vectors)",
-        ":^",
-    )
-    line(middle, lambda f: f["peers"]["InMemoryStore"]["ack_per_s"], "InMemoryStore", "-x")
-    line(middle, lambda f: f["peers"]["PostgresStore"]["ack_per_s"], "PostgresStore", "-+")
     middle.set_ylabel("memories / s (batches)")
     middle.set_title("ingest rate")
-    for key, label in (
-        ("ledger", "ledger"),
-        ("duckdb", "DuckDB slot"),
-        ("recall_index", "recall index"),
-        ("total", "total"),
-    ):
-
-        def per_memory(f: dict[str, Any], key: str = key) -> Any:
-            return f["engine"]["disk_bytes_per_memory"][key]
-
-        line(right, per_memory, label, "-o")
-    line(
-        right,
-        lambda f: f["peers"]["PostgresStore"]["reader"]["table_bytes_per_memory"],
-        "PostgresStore table",
-        "-+",
-    )
     right.set_ylabel("bytes on disk per memory")
     right.set_title("disk")
     load = max(f["load_average"][0] for f in per_size)
