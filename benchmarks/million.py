@@ -755,7 +755,12 @@ def main(argv: list[str]) -> int:
     for name in ("store", "questions", "schema"):
         parser.add_argument(f"--{name}", default="", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--render", nargs="+", default=None, help="million.json files: table and plot only"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        return render(args.render, Path(args.plot) if args.plot else results_dir() / "million.png")
     if args.child:
         print(json.dumps(run_child(args)))
         return 0
@@ -795,6 +800,16 @@ def main(argv: list[str]) -> int:
             f"{figures['load_average'][2]:.1f}, wall {figures['wall_s']:,.0f} s",
             flush=True,
         )
+    total_s = time.perf_counter() - run_started
+    publish(per_size, peers, Path(args.plot) if args.plot else results_dir() / "million.png")
+    print(f"wall time {total_s:,.0f} s")
+    print(f"figures written to {save('million', {'sizes': per_size, 'wall_s': total_s})}")
+    return 0
+
+
+def publish(per_size: list[dict[str, Any]], peers: list[str], plot_path: Path) -> None:
+    """Print the table and its Markdown, and draw the plot, of ``per_size`` figures."""
+    sizes = [f["memories"] for f in per_size]
     rows = engine_rows(per_size)
     for name in peers:
         rows += peer_rows(per_size, name)
@@ -816,10 +831,19 @@ def main(argv: list[str]) -> int:
         ],
     )
     print("\nMarkdown:\n\n" + markdown(sizes, rows) + "\n")
-    print(plot(per_size, Path(args.plot) if args.plot else results_dir() / "million.png"))
-    total_s = time.perf_counter() - run_started
-    print(f"wall time {total_s:,.0f} s")
-    print(f"figures written to {save('million', {'sizes': per_size, 'wall_s': total_s})}")
+    print(plot(per_size, plot_path))
+
+
+def render(files: list[str], plot_path: Path) -> int:
+    """``--render``: the table, Markdown and plot of earlier runs' ``million.json`` files,
+    their sizes merged (a later file's size replaces an earlier one's); measures nothing."""
+    by_size: dict[int, dict[str, Any]] = {}
+    for name in files:
+        for figures in json.loads(Path(name).read_text())["figures"]["sizes"]:
+            by_size[figures["memories"]] = figures
+    per_size = [by_size[size] for size in sorted(by_size)]
+    peers = list(dict.fromkeys(name for f in per_size for name in f["peers"]))
+    publish(per_size, peers, plot_path)
     return 0
 
 
