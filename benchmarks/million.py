@@ -43,6 +43,9 @@ memories it holds then, and larger sizes skip it. Searches of a peer stop after 
 count is given). The load average is printed at each size. A plot (latencies, ingest rates,
 bytes per memory against the size) goes to ``--plot`` (default ``<results>/million.png``;
 the docs' copy is ``docs/img/million.png``); a Markdown table of every figure is printed.
+The JSON (``<results>/million.json``) is written after each size too, so a run stopped
+part-way keeps the sizes it finished; ``--render FILE...`` prints the table and draws the
+plot of one or more such files (their sizes merged) without measuring.
 """
 
 from __future__ import annotations
@@ -800,10 +803,12 @@ def main(argv: list[str]) -> int:
             f"{figures['load_average'][2]:.1f}, wall {figures['wall_s']:,.0f} s",
             flush=True,
         )
+        save("million", {"sizes": per_size, "finished": False})  # a cut run keeps its sizes
     total_s = time.perf_counter() - run_started
     publish(per_size, peers, Path(args.plot) if args.plot else results_dir() / "million.png")
     print(f"wall time {total_s:,.0f} s")
-    print(f"figures written to {save('million', {'sizes': per_size, 'wall_s': total_s})}")
+    finished = {"sizes": per_size, "wall_s": total_s, "finished": True}
+    print(f"figures written to {save('million', finished)}")
     return 0
 
 
