@@ -20,6 +20,7 @@ BENCHMARKS = {
     "mcp": "benchmarks.mcp",
     "cli": "benchmarks.cli",
     "growth": "benchmarks.growth",
+    "million": "benchmarks.million",
     "peers": "benchmarks.peers",
     "workspace": "benchmarks.workspace",
     "encryption": "benchmarks.encryption",

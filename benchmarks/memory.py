@@ -97,19 +97,31 @@ def child(mode: str, store: str, size: int) -> dict[str, Any]:
 
 
 def run_child(mode: str, store: Path, size: int) -> dict[str, Any]:
+    return child_json("benchmarks.memory", ["--child", mode, str(store), str(size)])
+
+
+def child_json(module: str, args: list[str], *, show_stderr: bool = False) -> dict[str, Any]:
+    """Run ``python -m module *args`` in a fresh process (this checkout first on its
+    ``PYTHONPATH``) and return the JSON object its last line of output prints.
+
+    A fresh process has its own peak RSS and nothing warm from this one. ``show_stderr``
+    lets the child's standard error through (its progress lines) instead of keeping it for
+    the error message. Raises ``RuntimeError`` when the child exits non-zero.
+    """
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.memory", "--child", mode, str(store), str(size)],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=None if show_stderr else subprocess.PIPE,
         text=True,
         check=False,
     )
     if done.returncode != 0:
-        msg = f"child {mode} failed ({done.returncode}):\n{done.stderr[-4000:]}"
-        raise RuntimeError(msg)
+        msg = f"child {module} {' '.join(args)} failed ({done.returncode}):\n"
+        raise RuntimeError(msg + (done.stderr or "")[-4000:])
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 

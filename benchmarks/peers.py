@@ -184,21 +184,45 @@ def in_memory_figures(
     }
 
 
-def postgres_figures(corpus: list[Memory], asked: list[str], args: Any) -> dict[str, Any] | str:
-    try:
-        import psycopg
-        from langgraph.store.base import PutOp
-        from langgraph.store.postgres import PostgresStore
-    except ImportError as e:
-        return f"skipped: {e} (pip install -e '.[bench]')"
-    schema = f"bench_peers_{uuid.uuid4().hex[:8]}"
+def new_schema(prefix: str) -> str:
+    """Create a schema named ``prefix`` + a random suffix in PostgreSQL at ``PG_URL`` and
+    return its name; where the server does not answer, a message starting ``skipped:``."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
     try:
         with psycopg.connect(PG_URL, autocommit=True, connect_timeout=3) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")  # noqa: S608 (a generated name)
     except psycopg.Error as e:
         return f"skipped: PostgreSQL not reachable at {PG_URL} ({type(e).__name__})"
+    return schema
+
+
+def schema_url(schema: str) -> str:
+    """``PG_URL`` with ``schema`` as the search path."""
     sep = "&" if "?" in PG_URL else "?"
-    url = f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+def drop_schema(schema: str) -> None:
+    """Drop ``schema`` (made by :func:`new_schema`) and everything in it."""
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")  # noqa: S608 (a generated name)
+
+
+def postgres_figures(corpus: list[Memory], asked: list[str], args: Any) -> dict[str, Any] | str:
+    try:
+        import psycopg  # noqa: F401
+        from langgraph.store.base import PutOp
+        from langgraph.store.postgres import PostgresStore
+    except ImportError as e:
+        return f"skipped: {e} (pip install -e '.[bench]')"
+    schema = new_schema("bench_peers")
+    if schema.startswith("skipped:"):
+        return schema
+    url = schema_url(schema)
     try:
         with PostgresStore.from_conn_string(url) as store:
             store.setup()
@@ -223,8 +247,7 @@ def postgres_figures(corpus: list[Memory], asked: list[str], args: Any) -> dict[
             open_ms = (time.perf_counter() - started) * 1000
             searches = [timed(store.search, LG_NAMESPACE, limit=5)[0] for _ in asked]
     finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")  # noqa: S608
+        drop_schema(schema)
     return {
         "one_by_one_per_s": len(sample) / one_s,
         "batched_per_s": len(rest) / batched_s,

@@ -1,9 +1,9 @@
 """Smoke test: every benchmark runs at its tiny size, prints its table and writes its JSON.
 
 Figures go to a temporary folder (``BENCH_RESULTS_DIR``), never to ``results/``. The
-bm25s baseline (LoCoMo) and the matplotlib plot (recall) are optional parts: the
-benchmarks skip them, saying so, where those packages are absent (CI installs only the
-``test`` extra). Benchmarks that read LoCoMo are skipped where the data file is absent.
+bm25s baseline (LoCoMo) and the matplotlib plots (recall, growth, million) are optional
+parts: the benchmarks skip them, saying so, where those packages are absent (CI installs
+only the ``test`` extra). Benchmarks that read LoCoMo are skipped where the data file is absent.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ OUTPUTS = {
     "mcp": "mcp.json",
     "cli": "cli.json",
     "growth": "growth.json",
+    "million": "million.json",
     "peers": "peers.json",
     "workspace": "workspace.json",
     "encryption": "encryption.json",
@@ -92,8 +93,8 @@ def test_benchmark_quick(name: str, results: Path, capsys: pytest.CaptureFixture
     payload = json.loads(written.read_text())
     assert payload["benchmark"] == written.stem
     assert payload["figures"]
-    if name in ("recall", "growth"):
-        plot = results / ("recall_latency.png" if name == "recall" else "growth.png")
+    if name in ("recall", "growth", "million"):
+        plot = results / {"recall": "recall_latency.png"}.get(name, f"{name}.png")
         if HAS_MATPLOTLIB:
             assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         else:
