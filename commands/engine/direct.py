@@ -58,10 +58,7 @@ from memory_ledger.ledger.ids import (
     as_memory_id,
     check_namespace,
     check_session_id,
-    command_id,
-    memory_id,
     normalize_statement,
-    session_stream_id,
 )
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
@@ -167,7 +164,7 @@ class DirectCommands:
         session_id, applied, report = self._run(
             namespace, "remember", text, item=item, occurred_at=occurred_at
         )
-        mid = memory_id(namespace, normalize_statement(text))
+        mid = self._engine.keyring.digests.memory_id(namespace, normalize_statement(text))
         return DirectResult(
             intent="remember",
             memory_id=mid,
@@ -271,7 +268,7 @@ class DirectCommands:
         )
         return DirectResult(
             intent="correct",
-            memory_id=memory_id(namespace, normalize_statement(text)),
+            memory_id=self._engine.keyring.digests.memory_id(namespace, normalize_statement(text)),
             target=applied.target,
             session_id=session_id,
             position=report.position or applied.position,
@@ -355,7 +352,7 @@ class DirectCommands:
                 check_aware("occurred_at", spec.occurred_at)  # before anything is planned
         engine = self._engine
         session_id = self._prefix + uuid.uuid4().hex
-        stream = session_stream_id(namespace, session_id)
+        stream = engine.keyring.digests.session_stream_id(namespace, session_id)
         policy = engine.config.activation_policy
         outcome: dict[str, Any] = {}
         with engine.ledger_guard():
@@ -386,6 +383,7 @@ class DirectCommands:
                 same_key=reads.activated_under,
                 recorded_at=at,
                 evidence_position=lambda _entry: IN_THIS_BATCH,
+                digests=reads.digests,
             )
             finished = plan_finish(
                 reconciler,
@@ -434,7 +432,8 @@ class DirectCommands:
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
         if decided.item is not None:
-            planned[memory_id(namespace, normalize_statement(decided.item.statement))] = (
+            digests = self._engine.keyring.digests
+            planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement
             )
         return ExplicitCommandApplied(
@@ -442,7 +441,9 @@ class DirectCommands:
             originator_version=1 + turn,
             **base,
             turn_id=turn,
-            command_id=command_id(stream, turn, decided.intent, decided.statement),
+            command_id=self._engine.keyring.digests.command_id(
+                namespace, stream, turn, decided.intent, decided.statement
+            ),
             intent=decided.intent,
             statement=decided.statement,
             target=decided.target,

@@ -29,7 +29,7 @@ from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryPruned,
 )
-from memory_ledger.ledger.ids import as_memory_id, command_id, memory_id, normalize_statement
+from memory_ledger.ledger.ids import as_memory_id, normalize_statement
 
 if TYPE_CHECKING:
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
@@ -96,7 +96,9 @@ class SessionCommands(SessionRecall):
             check_aware("occurred_at", occurred_at)
         intent = checked_intent(intent)
         text = checked_statement(statement, "statement")
-        cid = command_id(self.stream_id, turn_id, intent, text)
+        cid = self.engine.keyring.digests.command_id(
+            self.namespace, self.stream_id, turn_id, intent, text
+        )
         self.refresh()
         if occurred_at is None and turn_id in self.state.observed:
             occurred_at = self.state.observed[turn_id].occurred_at
@@ -164,7 +166,10 @@ class SessionCommands(SessionRecall):
         for entry_item in reversed(items):
             if (
                 entry_item is not None
-                and memory_id(self.namespace, normalize_statement(entry_item.statement)) == target
+                and self.engine.keyring.digests.memory_id(
+                    self.namespace, normalize_statement(entry_item.statement)
+                )
+                == target
             ):
                 return TargetFacts(
                     item=entry_item,

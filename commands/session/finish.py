@@ -24,7 +24,6 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import (
-    memory_id,
     normalize_statement,
 )
 
@@ -55,6 +54,7 @@ class SessionFinish(SessionExtraction):
             same_key=reads.activated_under,
             recorded_at=utc_now(),
             evidence_position=self.state.evidence_position,
+            digests=reads.digests,
         )
 
     def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
@@ -133,7 +133,9 @@ class SessionFinish(SessionExtraction):
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             reconciler = self._reconciler(reads)
             target = reconciler.state(
-                memory_id(self.namespace, normalize_statement(extracted.item.statement))
+                reads.digests.memory_id(
+                    self.namespace, normalize_statement(extracted.item.statement)
+                )
             )
             if target is not None and cid in target.candidate_ids:
                 return []

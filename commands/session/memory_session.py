@@ -64,7 +64,7 @@ from memory_ledger.commands.session.workspace import SessionWorkspace, Workspace
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ExtractionAbandoned, LedgerEvent, PendingExtraction
-from memory_ledger.ledger.ids import Namespace, check_session_id, session_stream_id
+from memory_ledger.ledger.ids import Namespace, check_session_id
 from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class MemorySession(
         self.engine = engine
         self.namespace = namespace
         self.session_id = session_id
-        self.stream_id: UUID = session_stream_id(namespace, session_id)
+        self.stream_id: UUID = engine.keyring.digests.session_stream_id(namespace, session_id)
         self.extractor = extractor
         self._config = config
         self.activation_policy = config.activation_policy

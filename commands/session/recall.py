@@ -64,7 +64,10 @@ class SessionRecall(SessionStream):
         """The session facts and what they hide (cached per session version)."""
         with self._lock:
             if self._overlay is None or self._overlay[0] != self.state.version:
-                self._overlay = (self.state.version, build_overlay(self.namespace, self.state))
+                self._overlay = (
+                    self.state.version,
+                    build_overlay(self.namespace, self.state, self.engine.keyring.digests),
+                )
             return self._overlay[1]
 
     def _canonical_docs(self) -> list[MemoryDoc]:
