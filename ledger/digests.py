@@ -95,6 +95,12 @@ class IdDigests:
         self._store_key = store_key
         self._namespace_key = namespace_key
 
+    def adopt(self, id_format: int) -> None:
+        """Derive as ``id_format`` from now on: the format the key store records, written
+        by another process (or a migration) after this one read it."""
+        self.id_format = id_format
+        self.keyed = id_format >= ID_FORMAT_KEYED
+
     # Ids under the store key ---------------------------------------------------------------
 
     def namespace_id(self, namespace: Namespace) -> UUID:

@@ -205,6 +205,10 @@ class Keyring:
         self._openers = {}
         self._erased_cache = {}
         self._id_keys = {}
+        self._store_key_bytes = None
+        digests: IdDigests | None = getattr(self, "digests", None)
+        if digests is not None and state.id_format and state.id_format != digests.id_format:
+            digests.adopt(state.id_format)  # recorded by another process (or a migration)
         self.erased_namespace_ids = frozenset(
             r.namespace_id for r in state.keys if r.erased or r.key_id.bytes in self._revoked
         )

@@ -175,9 +175,10 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
 
 def _copy_keys(engine: MemoryEngine, folder: Path) -> KeyStoreState:
     """Write the engine's key store state (wrapped data keys and erasure records, freshly
-    read) to ``folder/keys`` when the store is encrypted; return it."""
+    read) to ``folder/keys`` when the store is encrypted or records an id format (its store
+    key derives its ids, ``ledger/digests.py``); return it."""
     state = engine.keyring.store.read()  # the whole state: keys, master key id, clear_until
-    if state.master_key_id is not None or state.keys:
+    if state.master_key_id is not None or state.keys or state.id_format:
         FileKeyStore(folder / "keys").update(lambda _: (state, None))
     return state
 
