@@ -157,6 +157,5 @@ def test_encrypted_store_recalls_like_a_clear_one_and_erased_namespaces_nothing(
 
 def has_key(engine: MemoryEngine, ns: Namespace) -> bool:
     """Whether ``ns`` ever had a data key (a namespace never written has none to erase)."""
-    from memory_ledger.ledger.keyring import namespace_ids
-
-    return any(r.namespace_id == namespace_ids(ns)[0] for r in engine.keyring.records())
+    namespace_id = engine.keyring.namespace_id(ns)
+    return any(r.namespace_id == namespace_id for r in engine.keyring.records())
