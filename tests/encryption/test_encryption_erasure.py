@@ -21,6 +21,7 @@ conv-30's recall, explain and as-of are those of the reference store.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,9 +118,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         clock.reset()
         with MemoryEngine.open(reference, master_key=key, sync=False) as engine:
             ingest(engine, data, KEPT_SAMPLE)
-        clock.reset()
+        # The erased store grows from a copy of the reference: the same store key and data
+        # key of the kept namespace, so the same (keyed) ids of its streams and memories.
+        shutil.copytree(reference, erased)
         with MemoryEngine.open(erased, master_key=key, sync=False) as engine:
-            ingest(engine, data, KEPT_SAMPLE)
             ingest(engine, data, ERASED_SAMPLE)
             found_before = words_found(words, erased / "ledger", erased / "keys")
             world = World(
