@@ -8,6 +8,7 @@ one by one as direct commands leave (a serial model of the batch).
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -265,10 +266,10 @@ def test_a_batch_leaves_what_its_operations_leave_one_by_one(
     program: list[tuple[Any, ...]],
 ) -> None:
     folder = tmp_path_factory.mktemp("serial")
-    with (
-        MemoryEngine.open(folder / "batch") as batched,
-        MemoryEngine.open(folder / "serial") as serial,
-    ):
+    batched = MemoryEngine.open(folder / "batch")
+    batched.keyring.namespace_id(NS)  # makes its store key: the serial store shares it
+    shutil.copytree(folder / "batch" / "keys", folder / "serial" / "keys")  # the same ids
+    with batched, MemoryEngine.open(folder / "serial") as serial:
         for engine in (batched, serial):
             for op in _ops(before, engine):
                 _one(engine, op)
