@@ -61,7 +61,7 @@ from memory_ledger.commands.canonical.memory_state import (
     fold_memory_stream,
     latest,
 )
-from memory_ledger.ledger.digests import UNKEYED, IdDigests
+from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.events import (
     ActivationDecision,
     ActivationPolicy,
@@ -151,7 +151,8 @@ class Reconciler:
         this namespace (each is folded through ``load_memory``: only retrievable ones whose
         current key is that key hold it).
     :param digests: how the store derives memory ids (its keyring's
-        :attr:`~memory_ledger.ledger.keyring.Keyring.digests`; default: id format 1).
+        :attr:`~memory_ledger.ledger.keyring.Keyring.digests`, as
+        :attr:`~memory_ledger.commands.canonical.boundary.DecisionReads.digests`).
     :param evidence_position: the ledger position of the evidence of a candidate (its turn's
         transcript) or command (the command itself); None when unknown (treated as older
         than any forget).
@@ -167,7 +168,7 @@ class Reconciler:
         recorded_at: datetime,
         evidence_position: Callable[[CandidateExtracted | ExplicitCommandApplied], int | None]
         | None = None,
-        digests: IdDigests = UNKEYED,
+        digests: IdDigests,
     ) -> None:
         self.namespace = namespace
         self.digests = digests

@@ -412,6 +412,7 @@ def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryE
         same_key=reads.activated_under,
         recorded_at=datetime.now(UTC),
         evidence_position=session.state.evidence_position,
+        digests=reads.digests,
     )
     plan = plan_finish(
         reconciler,
