@@ -10,7 +10,8 @@ copied verbatim (positions, bodies, hashes) into a new LMDB ledger::
 
     <backup>/ledger/data.mdb     the copied ledger
     <backup>/keys/data-keys.msgpack  an encrypted store's data keys, wrapped by its master
-                                 key (never the master key itself)
+                                 key (never the master key itself), and the store's id
+                                 format and store key (ledger/digests.py)
     <backup>/backup.json         position, hash of the last record, format, source, time
 
 Encrypted stores (issue #16): the key store is copied AFTER the ledger's snapshot, so every
