@@ -296,3 +296,20 @@ def test_migrating_a_keyed_store_keeps_its_ids(tmp_path: Path, pg_url: str) -> N
         assert engine.keyring.digests.id_format == ID_FORMAT_KEYED
         assert engine.remember(ns, "alice likes tea").report.reinforced == (tea,)
     assert msgspec.to_builtins(report)["ok"]
+
+
+def test_a_store_that_turns_encryption_on_keeps_the_ids_of_its_clear_records(
+    tmp_path: Path,
+) -> None:
+    ns, store, master = Namespace("t", "p", "s"), tmp_path / "s", os.urandom(32)
+    with MemoryEngine.open(store, sync=False) as engine:
+        tea = engine.remember(ns, "Alice likes tea.").memory_id
+    with MemoryEngine.open(store, sync=False, master_key=master) as engine:
+        assert engine.remember(ns, "alice likes tea").report.reinforced == (tea,)
+        other = Namespace("t", "p", "new")
+        jazz = engine.remember(other, "Bob likes jazz.").memory_id
+    state = FileKeyStore(store / "keys", read_only=True).read()
+    assert state.clear_until > 0 and state.id_key is None and state.id_key_wrapped
+    assert not any(r.ids_from_data_key for r in state.keys)  # derived from the store key
+    with MemoryEngine.open(store, sync=False, master_key=master) as engine:
+        assert engine.remember(other, "bob likes jazz").report.reinforced == (jazz,)
