@@ -118,11 +118,9 @@ class NamespaceMatch(msgspec.Struct, frozen=True, kw_only=True):
             return "namespace"
         return "principal" if self.principal is not None else "tenant"
 
-    def matches(self, record: DataKeyRecord, digests: IdDigests | None = None) -> bool:
+    def matches(self, record: DataKeyRecord, digests: IdDigests) -> bool:
         """Whether ``record`` is a key of a namespace this match names (ids derived by
-        ``digests``, the store's; default: id format 1)."""
-        if digests is None:
-            digests = IdDigests(ID_FORMAT_UNKEYED)
+        ``digests``, the store's: :attr:`Keyring.digests`)."""
         if self.scope_id is not None and self.principal is not None:
             ns = Namespace(self.tenant, self.principal, self.scope_id)
             return record.namespace_id == digests.namespace_id(ns)

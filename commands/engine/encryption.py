@@ -194,7 +194,7 @@ def erase_namespaces(
         )
     )
     keyring = engine.keyring
-    before = sum(1 for r in keyring.records() if r.erased and match.matches(r))
+    before = sum(1 for r in keyring.records() if r.erased and match.matches(r, keyring.digests))
     with engine.read_models() as live:
         present = present_namespaces(live.conn)
     erased = keyring.erase(match, command_id=command, requested_by=requested_by, present=present)
