@@ -145,7 +145,6 @@ def migrate_store(
                 scratch, ledger=to, config=config, master_key=source.keyring.master
             ) as target,
         ):
-            copy_keys(source.keyring, target.keyring)
             target_log = target.ledger_log()
             with target.ledger_guard():
                 resumed = target_log.max_notification_id() or 0
@@ -157,6 +156,7 @@ def migrate_store(
                         f"prefix of the ledger in {str(root)!r}; migrate into an empty ledger"
                     )
                     raise MigrateError(msg)
+                copy_keys(source.keyring, target.keyring)  # before any record they open
                 copied = 0
                 batch: list[tuple[int, bytes]] = []
                 for position, entry in source_log.iter_log(resumed + 1, page):
