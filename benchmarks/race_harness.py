@@ -38,9 +38,10 @@ from memory_ledger.commands.canonical.memory_state import MemoryStreamState
 from memory_ledger.commands.engine.batch import Forget, Remember
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import ConcurrencyConflictError
+from memory_ledger.ledger.digests import UNKEYED, IdDigests
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.events import SessionReconciled
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement, session_stream_id
+from memory_ledger.ledger.ids import Namespace, normalize_statement
 
 __all__ = [
     "Call",
@@ -210,6 +211,8 @@ class Model:
 
     ns: Namespace
     memories: dict[UUID, Memory] = field(default_factory=dict)
+    digests: IdDigests = UNKEYED
+    """How the store derives memory ids (its keyring's)."""
 
     def copy(self) -> Model:
         return Model(
@@ -218,6 +221,7 @@ class Model:
                 k: Memory(v.statement, v.status, v.key, v.superseded_by)
                 for k, v in self.memories.items()
             },
+            self.digests,
         )
 
     def retrievable(self) -> set[UUID]:
@@ -235,7 +239,7 @@ class Model:
         return None
 
     def _activate(self, statement: str, key: tuple[str, str] | None) -> UUID:
-        mid = memory_id(self.ns, normalize_statement(statement))
+        mid = self.digests.memory_id(self.ns, normalize_statement(statement))
         existing = self.memories.get(mid)
         if existing is not None and existing.status in ("active", "conflicted"):
             return mid  # reinforced
@@ -314,7 +318,7 @@ class Model:
 
 def initial_model(engine: MemoryEngine, ns: Namespace) -> Model:
     """The model of ``ns`` as the ledger has it now."""
-    model = Model(ns)
+    model = Model(ns, digests=engine.keyring.digests)
     for mid, state in DecisionReads(engine, ns).namespace_memories().items():
         statement = state.item.statement if state.item is not None else ""
         model.memories[mid] = Memory(statement, state.status, state.key, state.superseded_by)
@@ -393,7 +397,7 @@ def _statement(state: MemoryStreamState) -> str:
 
 
 def _reconciled(engine: MemoryEngine, ns: Namespace, session_id: str) -> bool:
-    stream = engine.load_stream(session_stream_id(ns, session_id))
+    stream = engine.load_stream(engine.keyring.digests.session_stream_id(ns, session_id))
     return any(isinstance(event, SessionReconciled) for event in stream)
 
 

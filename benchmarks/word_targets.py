@@ -35,7 +35,7 @@ from benchmarks.results import print_table, save
 from memory_ledger.commands.engine.batch import Remember
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import UnknownMemoryError
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import Namespace, normalize_statement
 
 __all__ = ["ATTRIBUTES", "PEOPLE", "Example", "check_example", "main", "worlds"]
 
@@ -146,7 +146,7 @@ def check_example(engine: MemoryEngine, example: Example) -> None:
         ],
     )
     before = _retrievable(engine, ns)
-    ids = {memory_id(ns, normalize_statement(s)): s for s in before}
+    ids = {engine.keyring.digests.memory_id(ns, normalize_statement(s)): s for s in before}
     if example.kind == "correct":
         template, _ = ATTRIBUTES[example.attribute]
         text = template.format(p=example.person, v=example.value)
@@ -160,7 +160,7 @@ def check_example(engine: MemoryEngine, example: Example) -> None:
             if (f.person, f.attribute) == (example.person, example.attribute)
         }
         assert superseded == same, (text, superseded, same)
-        wanted = {memory_id(ns, normalize_statement(s)) for s in same}
+        wanted = {engine.keyring.digests.memory_id(ns, normalize_statement(s)) for s in same}
         assert {result.target} - {None} == wanted, (text, result.target, same)
         return
     description = " ".join(example.description)

@@ -11,10 +11,12 @@ the old file or the new one, never a mix. A new data key is in the file, durably
 first event sealed with it is appended. Readers read without the lock (a rename is atomic)
 and reread when the file's identity ``(inode, mtime, size)`` changes.
 
-What the file holds per key (:class:`DataKeyRecord`): ids only (the key id, and uuid5
-digests of the namespace, its tenant and its principal, the same kind of digest the ledger's
-``namespace:`` tags hold), the wrapped key, its creation time, and once erased: no key, the
-erasure's time, command id and requester. The namespace's names are not stored.
+What the file holds per key (:class:`DataKeyRecord`): ids only (the key id, and digests of
+the namespace, its tenant and its principal, the same digest the ledger's ``namespace:``
+tags hold: keyed by the store key in id format 2, :mod:`memory_ledger.ledger.digests`), the
+wrapped key, its creation time, and once erased: no key, the erasure's time, command id and
+requester. The namespace's names are not stored. The state also records the store's id
+format and its store key (wrapped by the master key once the store encrypts).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ __all__ = [
 ]
 
 KEY_STORE_FILE = "data-keys.msgpack"
-_FORMAT = 1
+_FORMAT = 2
+"""Key store format 2 records the id format (older releases refuse it: they would derive
+unkeyed ids)."""
 T = TypeVar("T")
 
 
@@ -54,6 +58,8 @@ class DataKeyRecord(msgspec.Struct, frozen=True, kw_only=True):
     by the master key ``master_key_id``; None once erased. ``erased_at``/``erase_command``/
     ``erased_by`` say when, by which command and at whose request it was destroyed, and
     ``erase_level`` whether the erasure named a ``tenant``, a ``principal`` or a ``namespace``.
+    ``ids_from_data_key``: the namespace's ids are keyed by a key derived from its data key
+    (destroyed with it); False: by the store key (a store that held events in clear first).
     """
 
     key_id: UUID
@@ -66,6 +72,7 @@ class DataKeyRecord(msgspec.Struct, frozen=True, kw_only=True):
     erase_command: UUID | None = None
     erased_by: str = ""
     erase_level: str = ""
+    ids_from_data_key: bool = False
 
     @property
     def erased(self) -> bool:
@@ -75,12 +82,21 @@ class DataKeyRecord(msgspec.Struct, frozen=True, kw_only=True):
 class KeyStoreState(msgspec.Struct, frozen=True, kw_only=True):
     """The whole key store: its format, the master key that wrapped the keys, the keys, and
     ``clear_until``: the ledger's last position when encryption was turned on (events up to
-    it may be in clear; 0 for a store encrypted from its first event)."""
+    it may be in clear; 0 for a store encrypted from its first event).
+
+    ``id_format``: how the store derives ids (:mod:`memory_ledger.ledger.digests`; 0: not
+    recorded yet, a store written before id formats, read as format 1 when its ledger holds
+    records). ``id_key``: the store key in clear (a store without a master key);
+    ``id_key_wrapped``: the store key wrapped by the master key (an encrypted store).
+    """
 
     format: int = _FORMAT
     master_key_id: str | None = None
     keys: tuple[DataKeyRecord, ...] = ()
     clear_until: int = 0
+    id_format: int = 0
+    id_key: bytes | None = None
+    id_key_wrapped: bytes | None = None
 
 
 _decoder = msgspec.msgpack.Decoder(KeyStoreState)

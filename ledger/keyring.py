@@ -13,6 +13,11 @@ payloads (crypto-shredding) while the hash chain, computed over the sealed bytes
   erasure: once the key store file is replaced, the content is gone).
 - :meth:`Keyring.rotate` re-wraps every live key under a new master key; events are untouched.
 
+The keyring also derives the store's ids (:attr:`Keyring.digests`, an
+:class:`~memory_ledger.ledger.digests.IdDigests`): in id format 2 under the store key and a
+key per namespace (:meth:`Keyring.namespace_id_key`) that an erasure destroys with the
+namespace's data key.
+
 Unwrapped keys live in this process's memory only. A key erased by another process is
 dropped here at the next :meth:`refresh` (the engine calls it before each append and each
 catch-up page: one ``stat`` of the key file).
@@ -20,6 +25,8 @@ catch-up page: one ``stat`` of the key file).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -29,6 +36,11 @@ from uuid import UUID, uuid4, uuid5
 import msgspec
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from memory_ledger.ledger.digests import (
+    CURRENT_ID_FORMAT,
+    ID_FORMAT_UNKEYED,
+    IdDigests,
+)
 from memory_ledger.ledger.ids import ID_ROOT, Namespace
 from memory_ledger.ledger.key_errors import (
     DataKeyMissingError,
@@ -52,18 +64,20 @@ __all__ = [
 
 
 def tenant_id(tenant: str) -> UUID:
-    """uuid5 digest of a tenant name (what the key store keeps instead of the name)."""
+    """uuid5 digest of a tenant name (id format 1; a store's own derivation is
+    :attr:`Keyring.digests`)."""
     return uuid5(ID_ROOT, "tenant\x1f" + tenant)
 
 
 def principal_id(tenant: str, principal: str) -> UUID:
-    """uuid5 digest of a (tenant, principal) pair."""
+    """uuid5 digest of a (tenant, principal) pair (id format 1)."""
     return uuid5(ID_ROOT, "principal\x1f" + tenant + "\x1f" + principal)
 
 
 def namespace_ids(namespace: Namespace) -> tuple[UUID, UUID, UUID]:
-    """``(namespace id, tenant id, principal id)`` of ``namespace``; the namespace id is the
-    one its ``namespace:`` tag names (:func:`memory_ledger.ledger.tags.namespace_tag`)."""
+    """``(namespace id, tenant id, principal id)`` of ``namespace`` in id format 1 (uuid5);
+    the namespace id is the one its ``namespace:`` tag names. A store's own derivation is
+    :meth:`Keyring.namespace_ids`."""
     return (
         uuid5(ID_ROOT, "namespace\x1f" + namespace.key()),
         tenant_id(namespace.tenant),
@@ -104,14 +118,15 @@ class NamespaceMatch(msgspec.Struct, frozen=True, kw_only=True):
             return "namespace"
         return "principal" if self.principal is not None else "tenant"
 
-    def matches(self, record: DataKeyRecord) -> bool:
-        """Whether ``record`` is a key of a namespace this match names."""
+    def matches(self, record: DataKeyRecord, digests: IdDigests) -> bool:
+        """Whether ``record`` is a key of a namespace this match names (ids derived by
+        ``digests``, the store's: :attr:`Keyring.digests`)."""
         if self.scope_id is not None and self.principal is not None:
             ns = Namespace(self.tenant, self.principal, self.scope_id)
-            return record.namespace_id == namespace_ids(ns)[0]
+            return record.namespace_id == digests.namespace_id(ns)
         if self.principal is not None:
-            return record.principal_id == principal_id(self.tenant, self.principal)
-        return record.tenant_id == tenant_id(self.tenant)
+            return record.principal_id == digests.principal_id(self.tenant, self.principal)
+        return record.tenant_id == digests.tenant_id(self.tenant)
 
 
 class KeyringStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,8 +171,10 @@ class Keyring:
         read_only: bool = False,
         head: Callable[[], int] = lambda: 0,
         sealed_records: Callable[[], bool] = lambda: False,
+        keyed_records: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
+        self._read_only = read_only or bool(getattr(store, "read_only", False))
         self._head = head
         self._sealed_records = sealed_records
         self.master = master
@@ -167,11 +184,17 @@ class Keyring:
         self._openers: dict[bytes, AESGCM | None] = {}
         self._erased_cache: dict[Namespace, bool] = {}
         self._revoked: set[bytes] = set()
+        self._id_keys: dict[Namespace, bytes] = {}
+        self._store_key_bytes: bytes | None = None
         self.erased_namespace_ids: frozenset[UUID] = frozenset()
         """The namespace ids whose keys were erased (empty: no erasure yet)."""
         self._state = KeyStoreState()
         self._load(store.read())
         self._check_master(self._state)
+        self.digests = IdDigests(
+            self._id_format(keyed_records), self._store_key, self.namespace_id_key
+        )
+        """How this store derives ids (:mod:`memory_ledger.ledger.digests`)."""
 
     def _load(self, state: KeyStoreState) -> None:
         """Adopt ``state``; drop every unwrapped key and cached answer."""
@@ -179,6 +202,11 @@ class Keyring:
         self._sealers = {}
         self._openers = {}
         self._erased_cache = {}
+        self._id_keys = {}
+        self._store_key_bytes = None
+        digests: IdDigests | None = getattr(self, "digests", None)
+        if digests is not None and state.id_format and state.id_format != digests.id_format:
+            digests.adopt(state.id_format)  # recorded by another process (or a migration)
         self.erased_namespace_ids = frozenset(
             r.namespace_id for r in state.keys if r.erased or r.key_id.bytes in self._revoked
         )
@@ -187,7 +215,7 @@ class Keyring:
         """Whether ``namespace`` was erased (cached per namespace)."""
         found = self._erased_cache.get(namespace)
         if found is None:
-            found = namespace_ids(namespace)[0] in self.erased_namespace_ids
+            found = self.digests.namespace_id(namespace) in self.erased_namespace_ids
             self._erased_cache[namespace] = found
         return found
 
@@ -199,6 +227,8 @@ class Keyring:
         :raises KeyStoreError: the key store is empty but the ledger holds sealed records.
         """
         self._check_master(state)
+        if not state.id_format:
+            state = msgspec.structs.replace(state, id_format=self.digests.id_format)
         if state.master_key_id is not None:
             return state
         assert self.master is not None
@@ -209,6 +239,10 @@ class Keyring:
                 "before writing; nothing was written"
             )
             raise KeyStoreError(msg, reason_code="key_store_missing")
+        if state.id_key is not None:  # the store key is wrapped from now on
+            state = msgspec.structs.replace(
+                state, id_key=None, id_key_wrapped=self.master.wrap(state.id_key)
+            )
         return msgspec.structs.replace(
             state, master_key_id=self.master.key_id, clear_until=self._head()
         )
@@ -251,6 +285,136 @@ class Keyring:
                 self._check_master(state)
                 self._load(state)
 
+    # Ids ------------------------------------------------------------------------------------
+
+    def _id_format(self, keyed_records: Callable[[], bool]) -> int:
+        """The store's id format: the recorded one; else the current one for an empty
+        ledger (recorded with the store key, at the first derivation that needs it), else 1
+        (a store written before id formats; recorded at its next key store write).
+
+        :raises KeyStoreError: a newer id format (``key_store_format``), or a ledger whose
+            records carry keyed ids with no store key in the key store
+            (``key_store_missing``: the key store was lost).
+        """
+        recorded = self._state.id_format
+        if recorded > CURRENT_ID_FORMAT:
+            msg = (
+                f"the key store {self.store.description!r} records id format {recorded}, "
+                f"newer than this memory-ledger's {CURRENT_ID_FORMAT}"
+            )
+            raise KeyStoreError(msg, reason_code="key_store_format")
+        if recorded:
+            return recorded
+        if not self._head():
+            return CURRENT_ID_FORMAT
+        if keyed_records():
+            msg = (
+                f"the ledger's records carry keyed ids but the key store "
+                f"{self.store.description!r} holds no store key: restore the store's keys "
+                "(its keys/ folder, or a backup's) before opening it"
+            )
+            raise KeyStoreError(msg, reason_code="key_store_missing")
+        return ID_FORMAT_UNKEYED
+
+    def _store_key(self) -> bytes:
+        """The store key of id format 2 (created, durably, by the first derivation of a
+        writable store that has none; a read-only open of such a store gets a throwaway key:
+        it has no ids to match and writes none).
+
+        :raises MasterKeyError: the store key is wrapped and no master key is configured.
+        :raises KeyStoreError: the key store cannot be written.
+        """
+        key = self._store_key_bytes
+        if key is not None:
+            return key
+        with self._lock:
+            state = self._state
+            if state.id_key is None and state.id_key_wrapped is None:
+                if self._read_only:
+                    return os.urandom(KEY_SIZE)
+                state = self.store.update(self._with_store_key)
+                self._load(state)
+            if state.id_key is not None:
+                key = state.id_key
+            else:
+                assert state.id_key_wrapped is not None
+                if self.master is None:
+                    msg = f"this store's ids are keyed by a key wrapped by {state.master_key_id}"
+                    raise MasterKeyError(msg, reason_code="master_key_missing")
+                key = self.master.unwrap(state.id_key_wrapped)
+            self._store_key_bytes = key
+            return key
+
+    def _with_store_key(self, current: KeyStoreState) -> tuple[KeyStoreState | None, KeyStoreState]:
+        if current.id_key is not None or current.id_key_wrapped is not None:
+            return None, current  # another process made it meanwhile
+        key = os.urandom(KEY_SIZE)
+        fields: dict[str, object] = {
+            "id_format": current.id_format or self.digests.id_format,
+            "format": max(current.format, KeyStoreState().format),
+        }
+        if current.master_key_id is not None and self.master is not None:
+            fields["id_key_wrapped"] = self.master.wrap(key)
+        else:
+            fields["id_key"] = key
+        new = msgspec.structs.replace(current, **fields)
+        return new, new
+
+    def _store_derived(self, namespace: Namespace) -> bytes:
+        name = b"namespace-key\x1f" + namespace.key().encode("utf-8")
+        return hmac.digest(self._store_key(), name, hashlib.sha256)
+
+    def namespace_id_key(self, namespace: Namespace) -> bytes:
+        """The key of the ids inside ``namespace`` (id format 2; 32 bytes): derived from its
+        data key in a store encrypted from its first event (gone once the namespace is
+        erased), else from the store key. A writable encrypted store creates the namespace's
+        data key first when it has none (its first write would). An erased namespace, or a
+        namespace without a key in a read-only open, gets a throwaway key: it has no ids to
+        match and writes none.
+
+        :raises MasterKeyError: the master key does not unwrap the data key.
+        :raises KeyStoreError: the key store cannot be written.
+        """
+        found = self._id_keys.get(namespace)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._make_id_key(namespace)
+            if found is not None:
+                self._id_keys[namespace] = found
+                return found
+        return os.urandom(KEY_SIZE)
+
+    def _make_id_key(self, namespace: Namespace) -> bytes | None:
+        if self.master is None:
+            return self._store_derived(namespace)
+        namespace_id = self.digests.namespace_id(namespace)
+        try:
+            record = self._live_record(self._state, namespace_id)
+            if record is None:
+                state = self._state
+                if state.master_key_id is not None:
+                    from_data_key = state.clear_until == 0
+                else:
+                    from_data_key = self._head() == 0
+                if not from_data_key:
+                    return self._store_derived(namespace)
+                if self._read_only:
+                    return None
+                self.sealer(namespace)  # the namespace's data key, durably
+                record = self._live_record(self._state, namespace_id)
+        except NamespaceErasedError:
+            return None
+        assert record is not None and record.wrapped is not None
+        if not record.ids_from_data_key:
+            return self._store_derived(namespace)
+        name = b"memory-ledger ids\x1f" + namespace.key().encode("utf-8")
+        return hmac.digest(self.master.unwrap(record.wrapped), name, hashlib.sha256)
+
+    def namespace_id(self, namespace: Namespace) -> UUID:
+        """The id of ``namespace`` in this store (:meth:`IdDigests.namespace_id`)."""
+        return self.digests.namespace_id(namespace)
+
     # Sealing --------------------------------------------------------------------------------
 
     def sealer(self, namespace: Namespace) -> Sealer:
@@ -276,7 +440,7 @@ class Keyring:
         if master is None:
             msg = "no master key is configured: payloads are stored in clear"
             raise EncryptionNotConfiguredError(msg)
-        ids = namespace_ids(namespace)
+        ids = self.digests.namespace_ids(namespace)
         record = self._live_record(self._state, ids[0])
         if record is None:
             record, self._state = self.store.update(lambda state: self._create(state, ids))
@@ -317,6 +481,7 @@ class Keyring:
             principal_id=ids[2],
             created_at=self._clock(),
             wrapped=self.master.wrap(os.urandom(KEY_SIZE)),
+            ids_from_data_key=state.clear_until == 0,
         )
         new = msgspec.structs.replace(state, keys=(*state.keys, record))
         return new, (record, new)
@@ -403,7 +568,7 @@ class Keyring:
             candidates = list(state.keys)
             recorded = {record.namespace_id for record in state.keys}
             for namespace in present:
-                ids = namespace_ids(namespace)
+                ids = self.digests.namespace_ids(namespace)
                 if ids[0] in recorded:
                     continue
                 recorded.add(ids[0])
@@ -420,7 +585,7 @@ class Keyring:
             erased: list[DataKeyRecord] = []
             kept: list[DataKeyRecord] = []
             for record in candidates:
-                if not record.erased and match.matches(record):
+                if not record.erased and match.matches(record, self.digests):
                     record = msgspec.structs.replace(
                         record,
                         wrapped=None,
@@ -503,7 +668,13 @@ class Keyring:
                 for record in state.keys
             )
             count = sum(1 for record in keys if record.wrapped is not None)
-            return msgspec.structs.replace(state, master_key_id=new_master.key_id, keys=keys), count
+            id_key = state.id_key_wrapped
+            if id_key is not None:
+                id_key = new_master.wrap(old.unwrap(id_key))
+            new = msgspec.structs.replace(
+                state, master_key_id=new_master.key_id, keys=keys, id_key_wrapped=id_key
+            )
+            return new, count
 
         with self._lock:
             count = self.store.update(change)

@@ -6,14 +6,19 @@ carries tags, derived from its content only (so the index can be rebuilt from th
 
 - ``memory:<memory id>``: every event of a memory stream (activated, reinforced, superseded,
   conflict marked, pinned, forgotten, pruned);
-- ``namespace:<uuid5 of the namespace>``: the same events, and ``NamespaceForgotten`` (a
+- ``namespace:<namespace id>``: the same events, and ``NamespaceForgotten`` (a
   bulk decision over a namespace, such as ``forget_all``, reads and is conditioned on it);
-- ``key:<uuid5 of namespace, subject, predicate>``: a ``MemoryActivated`` whose item has a
+- ``key:<digest of namespace, subject, predicate>``: a ``MemoryActivated`` whose item has a
   (subject, predicate) match key: a new value for a key is conditioned on every activation
   under that key (two new values share no stream, so versions alone cannot see each other).
 
 Session events (transcripts, candidates, snapshots, admissions, uses, recalls) carry none:
 they never change what is current, and no decision is refused because of them.
+
+The ids in ``namespace:`` and ``key:`` tags are derived as the store's id format says
+(:mod:`memory_ledger.ledger.digests`: uuid5 in format 1, keyed digests in format 2, the
+``key:`` tag under the namespace's key, destroyed by an erasure); :func:`namespace_tag` and
+:func:`key_tag` are format 1's.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBQueryItem
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import get_topic
 
+from memory_ledger.ledger.digests import UNKEYED, IdDigests
 from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryActivated,
@@ -81,12 +87,14 @@ def memory_tag(memory: UUID) -> str:
 
 
 def namespace_tag(namespace: Namespace) -> str:
-    """Tag of every memory-stream event of ``namespace``."""
+    """Tag of every memory-stream event of ``namespace`` (id format 1; a store derives its
+    own with :meth:`IdDigests.namespace_tag`)."""
     return f"namespace:{uuid5(ID_ROOT, 'namespace' + chr(31) + namespace.key())}"
 
 
 def key_tag(namespace: Namespace, key: tuple[str, str]) -> str:
-    """Tag of every activation under the match key ``key`` (see ``subject_predicate_key``)."""
+    """Tag of every activation under the match key ``key`` (see ``subject_predicate_key``;
+    id format 1: a store derives its own with :meth:`IdDigests.key_tag`)."""
     name = "key" + chr(31) + namespace.key() + chr(31) + key[0] + chr(31) + key[1]
     return f"key:{uuid5(ID_ROOT, name)}"
 
@@ -103,27 +111,36 @@ def _namespace_tag(namespace: Namespace) -> str:
     return tag
 
 
-def event_tags(event: LedgerEvent) -> tuple[str, ...]:
+def event_tags(event: LedgerEvent, digests: IdDigests = UNKEYED) -> tuple[str, ...]:
     """The tags ``event`` is indexed under (empty for events outside memory streams, except
-    a ``NamespaceForgotten``, which carries its namespace tag)."""
+    a ``NamespaceForgotten``, which carries its namespace tag), their ids derived by
+    ``digests`` (the store's, :attr:`memory_ledger.ledger.keyring.Keyring.digests`)."""
+    keyed = digests.keyed
     if type(event) not in _MEMORY_EVENT_TYPES:
         if type(event) is NamespaceForgotten:
+            if keyed:
+                return (digests.namespace_tag(event.namespace),)
             return (_namespace_tag(event.namespace),)
         if type(event) is NamespaceErased:
             return (ERASURE_TAG,)
         return ()
-    tags = (memory_tag(event.originator_id), _namespace_tag(event.namespace))
+    if keyed:
+        tags = (memory_tag(event.originator_id), digests.namespace_tag(event.namespace))
+    else:
+        tags = (memory_tag(event.originator_id), _namespace_tag(event.namespace))
     if isinstance(event, MemoryActivated):
         key = subject_predicate_key(event.item.subject, event.item.predicate)
         if key is not None:
-            return (*tags, key_tag(event.namespace, key))
+            return (*tags, digests.key_tag(event.namespace, key))
     return tags
 
 
 _MEMORY_EVENT_TYPES = frozenset(MEMORY_EVENTS)
 
 
-def stored_event_tagger(mapper: Mapper[UUID]) -> Callable[[StoredEvent], tuple[str, ...]]:
+def stored_event_tagger(
+    mapper: Mapper[UUID], digests: IdDigests = UNKEYED
+) -> Callable[[StoredEvent], tuple[str, ...]]:
     """``event_tags`` of a stored event (decoded only when it is a memory-stream event):
     the tagger that indexes the records of a store written before the tag index."""
 
@@ -132,7 +149,7 @@ def stored_event_tagger(mapper: Mapper[UUID]) -> Callable[[StoredEvent], tuple[s
             return ()
         event = mapper.to_domain_event(stored)
         assert isinstance(event, LedgerEvent)
-        return event_tags(event)
+        return event_tags(event, digests)
 
     return tagger
 

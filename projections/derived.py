@@ -70,6 +70,9 @@ class KeyringLike(Protocol):
 
     erased_namespace_ids: frozenset[UUID]
 
+    def namespace_id(self, namespace: Namespace) -> UUID:
+        """The id of ``namespace`` in the keyring's store (its id format)."""
+
     def refresh(self, *, force: bool = False) -> None:
         """Reread the key store when another process changed it."""
 
@@ -77,12 +80,19 @@ class KeyringLike(Protocol):
 class ErasedNamespaces:
     """Which namespaces are erased, asked afresh at every write.
 
-    :param source: returns the erased namespace ids (uuid5 digests,
-        :func:`~memory_ledger.ledger.keyring.namespace_ids`) now.
+    :param source: returns the erased namespace ids (digests,
+        :meth:`~memory_ledger.ledger.keyring.Keyring.namespace_id`) now.
+    :param namespace_id: the id of a namespace in the store (default: id format 1,
+        :func:`~memory_ledger.ledger.keyring.namespace_ids`).
     """
 
-    def __init__(self, source: Callable[[], frozenset[UUID]] = frozenset) -> None:
+    def __init__(
+        self,
+        source: Callable[[], frozenset[UUID]] = frozenset,
+        namespace_id: Callable[[Namespace], UUID] | None = None,
+    ) -> None:
         self._source = source
+        self._namespace_id = namespace_id or (lambda namespace: namespace_ids(namespace)[0])
         self._by_key: dict[str, bool] = {}
         self._seen: frozenset[UUID] = frozenset()
 
@@ -98,7 +108,7 @@ class ErasedNamespaces:
                 keyring.refresh()
             return keyring.erased_namespace_ids
 
-        return cls(source)
+        return cls(source, keyring.namespace_id)
 
     def ids(self) -> frozenset[UUID]:
         """The erased namespace ids now."""
@@ -124,7 +134,7 @@ class ErasedNamespaces:
                 parts = msgspec.json.decode(key, type=tuple[str, str, str])
             except msgspec.DecodeError:
                 return True
-            found = namespace_ids(Namespace(*parts))[0] in ids
+            found = self._namespace_id(Namespace(*parts)) in ids
             self._by_key[key] = found
         return found
 
@@ -145,7 +155,7 @@ class ErasedNamespaces:
 
         conn.execute("BEGIN TRANSACTION")
         try:
-            deleted = erase_namespace_rows(conn, ids)
+            deleted = erase_namespace_rows(conn, ids, self._namespace_id)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -13,7 +13,7 @@ README's "Erasure" section says so).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from uuid import UUID
 
 import duckdb
@@ -68,11 +68,22 @@ def present_namespaces(conn: duckdb.DuckDBPyConnection) -> list[Namespace]:
     return [Namespace(*parts) for parts in sorted(found)]
 
 
-def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]) -> int:
+def _unkeyed_namespace_id(namespace: Namespace) -> UUID:
+    return namespace_ids(namespace)[0]
+
+
+def erase_namespace_rows(
+    conn: duckdb.DuckDBPyConnection,
+    erased: Iterable[UUID],
+    namespace_id: Callable[[Namespace], UUID] | None = None,
+) -> int:
     """Delete every row of the namespaces whose ids are in ``erased`` from every namespaced
     table in ``conn``, and the rows without a namespace that belong to them (candidate
     outcomes, extraction outcomes; the caller owns the transaction); return how many
-    namespaced rows went."""
+    namespaced rows went. ``namespace_id`` derives a namespace's id as the store does
+    (:meth:`~memory_ledger.ledger.keyring.Keyring.namespace_id`; default: id format 1)."""
+    if namespace_id is None:
+        namespace_id = _unkeyed_namespace_id
     wanted = set(erased)
     tables = [table for table in NAMESPACED_TABLES if _exists(conn, table)]
     matched: set[tuple[str, str, str]] = set()
@@ -81,7 +92,7 @@ def erase_namespace_rows(conn: duckdb.DuckDBPyConnection, erased: Iterable[UUID]
             f"SELECT DISTINCT tenant, principal, scope_id FROM {table}"  # noqa: S608 (fixed names)
         ).fetchall()
         for tenant, principal, scope_id in present:
-            if namespace_ids(Namespace(tenant, principal, scope_id))[0] in wanted:
+            if namespace_id(Namespace(tenant, principal, scope_id)) in wanted:
                 matched.add((tenant, principal, scope_id))
     deleted = 0
     for key in sorted(matched):

@@ -308,7 +308,10 @@ class ProjectionRunner:
                     for namespace in event.namespace_ids
                 ]
                 if erased:
-                    erase_namespace_rows(conn, erased)
+                    keyring = getattr(self.mapper, "keyring", None)
+                    erase_namespace_rows(
+                        conn, erased, keyring.namespace_id if keyring is not None else None
+                    )
                 self.store.set_position(last)
                 fault("projections.commit")
                 conn.execute("COMMIT")

@@ -31,7 +31,7 @@ from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.commands.session import MemorySession
 from memory_ledger.ledger import faults
 from memory_ledger.ledger.ids import Namespace, subject_predicate_key
-from memory_ledger.ledger.tags import key_tag, memory_tag
+from memory_ledger.ledger.tags import memory_tag
 
 SUBJECT, PREDICATE = "Alice", "lives_in"
 
@@ -41,7 +41,9 @@ def active_values(engine: MemoryEngine, ns: Namespace, subject: str = SUBJECT) -
     value ever activated under the key, each folded from its own history)."""
     key = subject_predicate_key(subject, PREDICATE)
     assert key is not None
-    ids = dict.fromkeys(e.originator_id for _, e in engine.read_tagged(key_tag(ns, key)))
+    ids = dict.fromkeys(
+        e.originator_id for _, e in engine.read_tagged(engine.keyring.digests.key_tag(ns, key))
+    )
     active = []
     for memory in ids:
         state = fold_memory_history(engine.read_tagged(memory_tag(memory)))

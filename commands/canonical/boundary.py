@@ -41,10 +41,11 @@ from eventsourcing.persistence import IntegrityError
 
 from memory_ledger.commands.canonical.memory_state import MemoryStreamState, fold_memory_history
 from memory_ledger.commands.errors import ConcurrencyConflictError
+from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.ledger.tags import condition_for, key_tag, memory_tag, namespace_tag
+from memory_ledger.ledger.tags import condition_for, memory_tag
 
 if TYPE_CHECKING:
     from memory_ledger.commands.store import MemoryStore
@@ -117,6 +118,8 @@ class DecisionReads:
     def __init__(self, engine: MemoryStore, namespace: Namespace) -> None:
         self._engine = engine
         self.namespace = namespace
+        self.digests: IdDigests = engine.keyring.digests
+        """How the store derives ids (tags, memory ids)."""
         self.after = engine.head
         """The ledger head before the first read: every read sees at least this."""
         self.tags: set[str] = set()
@@ -139,7 +142,7 @@ class DecisionReads:
         decision made from a search of the read models (a correction naming its target by
         words, caught up to at least :attr:`after`), whose answer any memory event of the
         namespace after :attr:`after` may change."""
-        self.tags.add(namespace_tag(self.namespace))
+        self.tags.add(self.digests.namespace_tag(self.namespace))
 
     def head(self, memory: UUID) -> UUID | None:
         """The current head of ``memory``'s supersession chain: ``memory`` itself while it
@@ -200,13 +203,13 @@ class DecisionReads:
     def activated_under(self, key: tuple[str, str]) -> list[UUID]:
         """Ids of every memory ever activated under ``key`` in this namespace (any status
         now: fold each with :meth:`memory`), in ledger order."""
-        events = self._select(key_tag(self.namespace, key))
+        events = self._select(self.digests.key_tag(self.namespace, key))
         return list(dict.fromkeys(e.originator_id for _, e in events))
 
     def namespace_memories(self) -> dict[UUID, MemoryStreamState]:
         """Every memory of this namespace, folded from one read of its namespace tag."""
         histories: dict[UUID, list[tuple[int, LedgerEvent]]] = {}
-        for position, event in self._select(namespace_tag(self.namespace)):
+        for position, event in self._select(self.digests.namespace_tag(self.namespace)):
             histories.setdefault(event.originator_id, []).append((position, event))
         states: dict[UUID, MemoryStreamState] = {}
         for memory, history in histories.items():

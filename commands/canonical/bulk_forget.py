@@ -27,7 +27,6 @@ from memory_ledger.ledger.ids import (
     ID_ROOT,
     InvalidNamespaceError,
     Namespace,
-    bulk_forget_stream_id,
 )
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
@@ -89,11 +88,11 @@ def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str =
         forgotten.extend(sorted(m for m, s in states.items() if s.retrievable))
         if not forgotten:
             return []  # nothing to forget: a no-op, no record
-        command = _command_id(namespace, reads.after)
+        command = engine.keyring.digests.bulk_forget_command_id(namespace, reads.after)
         at = datetime.now(UTC)
         events: list[LedgerEvent] = [
             NamespaceForgotten(
-                originator_id=bulk_forget_stream_id(namespace, command),
+                originator_id=engine.keyring.digests.bulk_forget_stream_id(namespace, command),
                 originator_version=1,
                 recorded_at=at,
                 namespace=namespace,

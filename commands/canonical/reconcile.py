@@ -61,6 +61,7 @@ from memory_ledger.commands.canonical.memory_state import (
     fold_memory_stream,
     latest,
 )
+from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.events import (
     ActivationDecision,
     ActivationPolicy,
@@ -82,7 +83,6 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.ids import (
     Namespace,
-    memory_id,
     normalize_statement,
     subject_predicate_key,
 )
@@ -150,6 +150,9 @@ class Reconciler:
     :param same_key: ids of the memories ever activated under a (subject, predicate) key in
         this namespace (each is folded through ``load_memory``: only retrievable ones whose
         current key is that key hold it).
+    :param digests: how the store derives memory ids (its keyring's
+        :attr:`~memory_ledger.ledger.keyring.Keyring.digests`, as
+        :attr:`~memory_ledger.commands.canonical.boundary.DecisionReads.digests`).
     :param evidence_position: the ledger position of the evidence of a candidate (its turn's
         transcript) or command (the command itself); None when unknown (treated as older
         than any forget).
@@ -165,8 +168,10 @@ class Reconciler:
         recorded_at: datetime,
         evidence_position: Callable[[CandidateExtracted | ExplicitCommandApplied], int | None]
         | None = None,
+        digests: IdDigests,
     ) -> None:
         self.namespace = namespace
+        self.digests = digests
         self.session_id = session_id
         self._load = load_memory
         self._same_key = same_key
@@ -239,7 +244,7 @@ class Reconciler:
 
     def candidate(self, candidate: CandidateExtracted, policy: ActivationPolicy) -> None:
         """Reconcile one extracted candidate under ``policy``."""
-        mid = memory_id(self.namespace, normalize_statement(candidate.item.statement))
+        mid = self.digests.memory_id(self.namespace, normalize_statement(candidate.item.statement))
         state = self.state(mid)
         if state is not None and candidate.candidate_id in state.candidate_ids:
             return
@@ -303,7 +308,7 @@ class Reconciler:
         against a forget).
         """
         normalized = normalize_statement(item.statement)
-        mid = memory_id(self.namespace, normalized)
+        mid = self.digests.memory_id(self.namespace, normalized)
         state = self.state(mid)
         tombstone_time = occurred_at if forget_by_time else None
         refused = self._forgotten_after(state, evidence_position, tombstone_time)

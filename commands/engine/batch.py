@@ -32,7 +32,6 @@ from memory_ledger.ledger.ids import (
     Namespace,
     as_memory_id,
     check_namespace,
-    memory_id,
     normalize_statement,
 )
 
@@ -135,7 +134,7 @@ def apply_batch(
         BatchOutcome(
             intent=spec.intent,
             memory_id=(
-                memory_id(namespace, normalize_statement(spec.text))
+                engine.keyring.digests.memory_id(namespace, normalize_statement(spec.text))
                 if spec.text is not None
                 else result.target
             ),

@@ -59,10 +59,7 @@ from memory_ledger.ledger.ids import (
     as_memory_id,
     check_namespace,
     check_session_id,
-    command_id,
-    memory_id,
     normalize_statement,
-    session_stream_id,
 )
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
@@ -169,7 +166,7 @@ class DirectCommands:
         session_id, applied, report = self._run(
             namespace, "remember", text, item=item, occurred_at=occurred_at
         )
-        mid = memory_id(namespace, normalize_statement(text))
+        mid = self._engine.keyring.digests.memory_id(namespace, normalize_statement(text))
         return DirectResult(
             intent="remember",
             memory_id=mid,
@@ -276,7 +273,7 @@ class DirectCommands:
         )
         return DirectResult(
             intent="correct",
-            memory_id=memory_id(namespace, normalize_statement(text)),
+            memory_id=self._engine.keyring.digests.memory_id(namespace, normalize_statement(text)),
             target=applied.target,
             session_id=session_id,
             position=report.position or applied.position,
@@ -377,7 +374,7 @@ class DirectCommands:
         elif not check_session_id(session_id, "session_id").startswith(self._prefix):
             msg = f"session_id must start with the prefix {self._prefix!r}"
             raise CommandRejectedError(msg, "invalid_session_id", parameter="session_id")
-        stream = session_stream_id(namespace, session_id)
+        stream = engine.keyring.digests.session_stream_id(namespace, session_id)
         policy = engine.config.activation_policy
         outcome: dict[str, Any] = {}
         with engine.ledger_guard():
@@ -411,6 +408,7 @@ class DirectCommands:
                 same_key=reads.activated_under,
                 recorded_at=at,
                 evidence_position=lambda _entry: IN_THIS_BATCH,
+                digests=reads.digests,
             )
             finished = plan_finish(
                 reconciler,
@@ -459,7 +457,8 @@ class DirectCommands:
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
         if decided.item is not None:
-            planned[memory_id(namespace, normalize_statement(decided.item.statement))] = (
+            digests = self._engine.keyring.digests
+            planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement
             )
         return ExplicitCommandApplied(
@@ -467,7 +466,9 @@ class DirectCommands:
             originator_version=1 + turn,
             **base,
             turn_id=turn,
-            command_id=command_id(stream, turn, decided.intent, decided.statement),
+            command_id=self._engine.keyring.digests.command_id(
+                namespace, stream, turn, decided.intent, decided.statement
+            ),
             intent=decided.intent,
             statement=decided.statement,
             target=decided.target,

@@ -104,8 +104,25 @@ def open_keyring(
         end = last_position()
         return any(is_sealed(row[4]) for row in select_raw(max(end - 256, 0), 256, end))
 
+    def keyed_records() -> bool:
+        """Whether one of the ledger's first 64 records has a stream id of a keyed digest
+        (a version-8 UUID, id format 2): its key store, which holds the store key, is lost."""
+        select_raw = getattr(recorder, "select_raw", None)
+        if select_raw is None:
+            return False
+        return any(
+            len(row[1]) == 16 and row[1][6] >> 4 == 8  # noqa: PLR2004 (the UUID version nibble)
+            for row in select_raw(0, 64)
+            if isinstance(row[1], bytes)
+        )
+
     return Keyring(
-        store, master, read_only=read_only, head=last_position, sealed_records=sealed_records
+        store,
+        master,
+        read_only=read_only,
+        head=last_position,
+        sealed_records=sealed_records,
+        keyed_records=keyed_records,
     )
 
 
@@ -177,7 +194,7 @@ def erase_namespaces(
         )
     )
     keyring = engine.keyring
-    before = sum(1 for r in keyring.records() if r.erased and match.matches(r))
+    before = sum(1 for r in keyring.records() if r.erased and match.matches(r, keyring.digests))
     with engine.read_models() as live:
         present = present_namespaces(live.conn)
     erased = keyring.erase(match, command_id=command, requested_by=requested_by, present=present)

@@ -19,6 +19,7 @@ from memory_ledger.commands.embeddings.config import provider_from_config
 from memory_ledger.commands.engine.encryption import open_keyring, resolve_master_key
 from memory_ledger.commands.engine.ledger_url import open_ledger
 from memory_ledger.commands.errors import StoreUnavailableError
+from memory_ledger.ledger.digests import UNKEYED
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.keyring import Keyring
 from memory_ledger.ledger.mapper import MsgspecMapper
@@ -106,7 +107,9 @@ def ensure_tag_index(recorder: ApplicationRecorder, mapper: Mapper[UUID]) -> Non
         )
         raise StoreUnavailableError(msg)
     if not recorder.tag_index_built():
-        recorder.build_tag_index(stored_event_tagger(mapper))
+        keyring = getattr(mapper, "keyring", None)
+        digests = keyring.digests if keyring is not None else UNKEYED
+        recorder.build_tag_index(stored_event_tagger(mapper, digests))
 
 
 def open_store_parts(

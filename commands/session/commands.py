@@ -29,7 +29,7 @@ from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryPruned,
 )
-from memory_ledger.ledger.ids import as_memory_id, command_id, memory_id, normalize_statement
+from memory_ledger.ledger.ids import as_memory_id, normalize_statement
 
 if TYPE_CHECKING:
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
@@ -103,7 +103,9 @@ class SessionCommands:
             check_aware("occurred_at", occurred_at)
         intent = checked_intent(intent)
         text = checked_statement(statement, "statement")
-        cid = command_id(self.stream.stream_id, turn_id, intent, text)
+        cid = self.stream.engine.keyring.digests.command_id(
+            self.stream.namespace, self.stream.stream_id, turn_id, intent, text
+        )
         self.stream.refresh()
         if occurred_at is None and turn_id in self.stream.state.observed:
             occurred_at = self.stream.state.observed[turn_id].occurred_at
@@ -171,7 +173,9 @@ class SessionCommands:
         for entry_item in reversed(items):
             if (
                 entry_item is not None
-                and memory_id(self.stream.namespace, normalize_statement(entry_item.statement))
+                and self.stream.engine.keyring.digests.memory_id(
+                    self.stream.namespace, normalize_statement(entry_item.statement)
+                )
                 == target
             ):
                 return TargetFacts(

@@ -25,7 +25,6 @@ from memory_ledger.ledger.events import (
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import (
-    memory_id,
     normalize_statement,
 )
 
@@ -64,6 +63,7 @@ class SessionFinish:
             same_key=reads.activated_under,
             recorded_at=utc_now(),
             evidence_position=self.stream.state.evidence_position,
+            digests=reads.digests,
         )
 
     def finish(self, *, allow_pending: bool = False) -> ReconciliationReport:
@@ -150,7 +150,9 @@ class SessionFinish:
         def plan(reads: DecisionReads) -> list[LedgerEvent]:
             reconciler = self._reconciler(reads)
             target = reconciler.state(
-                memory_id(self.stream.namespace, normalize_statement(extracted.item.statement))
+                reads.digests.memory_id(
+                    self.stream.namespace, normalize_statement(extracted.item.statement)
+                )
             )
             if target is not None and cid in target.candidate_ids:
                 return []

@@ -19,8 +19,9 @@ import msgspec
 from memory_ledger.commands.canonical.reconcile import subject_predicate_key
 from memory_ledger.commands.recall.index import MemoryDoc
 from memory_ledger.commands.session.state import SessionState
+from memory_ledger.ledger.digests import UNKEYED, IdDigests
 from memory_ledger.ledger.events import CandidateExtracted, ExplicitCommandApplied, ExtractedItem
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import Namespace, normalize_statement
 
 __all__ = ["Overlay", "build_overlay"]
 
@@ -40,8 +41,10 @@ class Overlay(msgspec.Struct, frozen=True, kw_only=True):
         return key is None or key not in self.shadowed_keys
 
 
-def _doc(namespace: Namespace, item: ExtractedItem, position: int, occurred: object) -> MemoryDoc:
-    mid = memory_id(namespace, normalize_statement(item.statement))
+def _doc(
+    digests: IdDigests, namespace: Namespace, item: ExtractedItem, position: int, occurred: object
+) -> MemoryDoc:
+    mid = digests.memory_id(namespace, normalize_statement(item.statement))
     return MemoryDoc(
         memory_id=str(mid),
         position=position,
@@ -59,7 +62,9 @@ def _doc(namespace: Namespace, item: ExtractedItem, position: int, occurred: obj
     )
 
 
-def build_overlay(namespace: Namespace, state: SessionState) -> Overlay:
+def build_overlay(
+    namespace: Namespace, state: SessionState, digests: IdDigests = UNKEYED
+) -> Overlay:
     """The overlay of a session that is not reconciled yet (empty once it is)."""
     if state.report is not None:
         return Overlay(docs=(), hidden=frozenset(), shadowed_keys=frozenset())
@@ -70,7 +75,7 @@ def build_overlay(namespace: Namespace, state: SessionState) -> Overlay:
     hidden: set[str] = set()
     for entry in entries:
         if isinstance(entry, CandidateExtracted):
-            doc = _doc(namespace, entry.item, -entry.originator_version, entry.occurred_at)
+            doc = _doc(digests, namespace, entry.item, -entry.originator_version, entry.occurred_at)
             facts[doc.memory_id] = doc
             continue
         target = str(entry.target) if entry.target is not None else None
@@ -78,7 +83,7 @@ def build_overlay(namespace: Namespace, state: SessionState) -> Overlay:
             hidden.add(target)
             facts.pop(target, None)
         if entry.intent in ("remember", "correct") and entry.item is not None:
-            doc = _doc(namespace, entry.item, -entry.originator_version, None)
+            doc = _doc(digests, namespace, entry.item, -entry.originator_version, None)
             facts[doc.memory_id] = doc
             hidden.discard(doc.memory_id)
     # Newest facts first (position is the negated session version).

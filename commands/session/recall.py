@@ -95,7 +95,10 @@ class SessionRecall:
         with self.stream.lock:
             state = self.stream.state
             if self._overlay is None or self._overlay[0] != state.version:
-                self._overlay = (state.version, build_overlay(self.stream.namespace, state))
+                self._overlay = (
+                    state.version,
+                    build_overlay(self.stream.namespace, state, self.stream.engine.keyring.digests),
+                )
             return self._overlay[1]
 
     def canonical_docs(self) -> list[MemoryDoc]:

@@ -35,7 +35,7 @@ from memory_ledger.ledger.events import (
     SessionOpened,
 )
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.ids import Namespace, recall_stream_id, session_stream_id
+from memory_ledger.ledger.ids import Namespace, recall_stream_id
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 from memory_ledger.projections.tokens import TokenCounter
 
@@ -105,7 +105,7 @@ class SessionStream:
         self.engine = engine
         self.namespace = namespace
         self.session_id = session_id
-        self.stream_id: UUID = session_stream_id(namespace, session_id)
+        self.stream_id: UUID = engine.keyring.digests.session_stream_id(namespace, session_id)
         self.extractor = extractor
         self.activation_policy: Literal["auto", "manual"] = config.activation_policy
         self.token_counter = token_counter

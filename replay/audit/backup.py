@@ -10,7 +10,8 @@ copied verbatim (positions, bodies, hashes) into a new LMDB ledger::
 
     <backup>/ledger/data.mdb     the copied ledger
     <backup>/keys/data-keys.msgpack  an encrypted store's data keys, wrapped by its master
-                                 key (never the master key itself)
+                                 key (never the master key itself), and the store's id
+                                 format and store key (ledger/digests.py)
     <backup>/backup.json         position, hash of the last record, format, source, time
 
 Encrypted stores (issue #16): the key store is copied AFTER the ledger's snapshot, so every
@@ -175,9 +176,10 @@ def backup_store(engine: MemoryEngine, out: str | Path) -> BackupReport:
 
 def _copy_keys(engine: MemoryEngine, folder: Path) -> KeyStoreState:
     """Write the engine's key store state (wrapped data keys and erasure records, freshly
-    read) to ``folder/keys`` when the store is encrypted; return it."""
+    read) to ``folder/keys`` when the store is encrypted or records an id format (its store
+    key derives its ids, ``ledger/digests.py``); return it."""
     state = engine.keyring.store.read()  # the whole state: keys, master key id, clear_until
-    if state.master_key_id is not None or state.keys:
+    if state.master_key_id is not None or state.keys or state.id_format:
         FileKeyStore(folder / "keys").update(lambda _: (state, None))
     return state
 

@@ -52,7 +52,7 @@ from memory_ledger.ledger.events import (
     WorkspaceAttached,
     WorkspaceReleased,
 )
-from memory_ledger.ledger.ids import Namespace, session_stream_id
+from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.mapper import RECORD_DAMAGE
 from memory_ledger.replay.audit.filters import describe_event
 from memory_ledger.replay.audit.verify import check_records
@@ -359,7 +359,7 @@ class _Sessions:
         self.cache: dict[UUID, list[tuple[int, LedgerEvent]]] = {}
 
     def events(self, namespace: Namespace, session_id: str) -> list[tuple[int, LedgerEvent]]:
-        stream = session_stream_id(namespace, session_id)
+        stream = self.engine.keyring.digests.session_stream_id(namespace, session_id)
         if stream not in self.cache:
             self.cache[stream] = stream_events(self.engine, stream)
         return self.cache[stream]

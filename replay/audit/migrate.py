@@ -9,7 +9,10 @@ head hash are compared with the source's.
 
 An encrypted store's data keys go first (``<store>/keys`` into the PostgreSQL ledger's keys
 table, wrapped as they are, under the same master key), so every copied sealed record can be
-opened there and erased namespaces stay erased.
+opened there and erased namespaces stay erased. So do the store's id format and store key
+(:mod:`memory_ledger.ledger.digests`): the copy derives the ids its records hold (a store of
+id format 1 stays format 1: its ids are inside its hash-chained records, which are copied
+verbatim, so they cannot be re-derived under a key).
 
 The store folder keeps working with the copy: ``MemoryEngine.open(store, ledger=URL)`` finds
 its projection files at the same positions of the same records.
@@ -64,15 +67,16 @@ def _hash_at(log: LedgerLog, position: int) -> bytes | None:
 
 
 def copy_keys(source: Keyring, target: Keyring) -> int:
-    """Copy ``source``'s key records (wrapped keys and erasure records) into ``target``'s key
-    store, keeping records it holds already; return how many were added. Durable on return.
+    """Copy ``source``'s key records (wrapped keys and erasure records), id format and store
+    key into ``target``'s key store, keeping records it holds already; return how many key
+    records were added. Durable on return.
 
-    :raises MigrateError: the two stores' keys are wrapped by different master keys.
+    :raises MigrateError: the two stores' keys are wrapped by different master keys, or
+        the target derives its ids under another id format or store key.
     """
     records = source.records()
-    if not records:
-        return 0
     state = source.store.read()
+    id_format = state.id_format or source.digests.id_format
 
     def merge(current: KeyStoreState) -> tuple[KeyStoreState | None, int]:
         if current.master_key_id not in (None, state.master_key_id):
@@ -81,14 +85,23 @@ def copy_keys(source: Keyring, target: Keyring) -> int:
                 f"the store's by {state.master_key_id}"
             )
             raise MigrateError(msg)
+        ids = (id_format, state.id_key, state.id_key_wrapped)
+        held_ids = (current.id_format, current.id_key, current.id_key_wrapped)
+        if held_ids != (0, None, None) and held_ids != ids:
+            msg = "the target derives its ids under another id format or store key"
+            raise MigrateError(msg)
         held = {r.key_id for r in current.keys}
         added = tuple(r for r in records if r.key_id not in held)
-        if not added:
+        if not added and held_ids == ids:
             return None, 0
         new = KeyStoreState(
-            master_key_id=state.master_key_id,
+            format=max(current.format, state.format),
+            master_key_id=state.master_key_id or current.master_key_id,
             keys=(*current.keys, *added),
             clear_until=state.clear_until,
+            id_format=id_format,
+            id_key=state.id_key,
+            id_key_wrapped=state.id_key_wrapped,
         )
         return new, len(added)
 
@@ -132,7 +145,6 @@ def migrate_store(
                 scratch, ledger=to, config=config, master_key=source.keyring.master
             ) as target,
         ):
-            copy_keys(source.keyring, target.keyring)
             target_log = target.ledger_log()
             with target.ledger_guard():
                 resumed = target_log.max_notification_id() or 0
@@ -144,6 +156,7 @@ def migrate_store(
                         f"prefix of the ledger in {str(root)!r}; migrate into an empty ledger"
                     )
                     raise MigrateError(msg)
+                copy_keys(source.keyring, target.keyring)  # before any record they open
                 copied = 0
                 batch: list[tuple[int, bytes]] = []
                 for position, entry in source_log.iter_log(resumed + 1, page):

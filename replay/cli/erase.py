@@ -145,7 +145,11 @@ def erase(
         config = common.audit_config(ctx)
         folder = common.store_folder(store, config)
         with MemoryEngine.open(folder, create=False, config=config) as engine:
-            matching = sum(1 for r in engine.keyring.records() if not r.erased and match.matches(r))
+            matching = sum(
+                1
+                for r in engine.keyring.records()
+                if not r.erased and match.matches(r, engine.keyring.digests)
+            )
             if matching and not yes:
                 question = (
                     f"Erase {_what(match)} ({matching} namespace(s) with data) in "

@@ -26,7 +26,6 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     MemorySuperseded,
 )
-from memory_ledger.ledger.tags import key_tag
 from memory_ledger.replay.langgraph_store.records import (
     PREDICATE,
     Address,
@@ -97,7 +96,9 @@ class ItemReader:
 
     def key_events(self, namespace: tuple[str, ...], key: str) -> list[tuple[int, LedgerEvent]]:
         """Every event of every memory ever activated at the address, in ledger order."""
-        tag = key_tag(self.namespace, (subject_of(namespace, key), PREDICATE))
+        tag = self.engine.keyring.digests.key_tag(
+            self.namespace, (subject_of(namespace, key), PREDICATE)
+        )
         memories = dict.fromkeys(e.originator_id for _, e in self.engine.read_tagged(tag))
         events: list[tuple[int, LedgerEvent]] = []
         for memory in memories:

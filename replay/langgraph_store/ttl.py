@@ -28,8 +28,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from memory_ledger.ledger.digests import UNKEYED, IdDigests
 from memory_ledger.ledger.events import RecalledItem, RecallServed
-from memory_ledger.ledger.ids import Namespace, recall_stream_id, session_stream_id
+from memory_ledger.ledger.ids import Namespace, recall_stream_id
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
@@ -57,10 +58,12 @@ _RECORD_EVERY = 1 / 20
 _REMEMBERED = 200_000
 
 
-def refresh_stream(namespace: Namespace, memory: UUID) -> UUID:
+def refresh_stream(namespace: Namespace, memory: UUID, digests: IdDigests = UNKEYED) -> UUID:
     """The stream of the refresh records of one memory (an item's value) of ``namespace``:
-    a read-path stream of the session :data:`REFRESH_SESSION`."""
-    return recall_stream_id(session_stream_id(namespace, REFRESH_SESSION), f"ttl/{memory}")
+    a read-path stream of the session :data:`REFRESH_SESSION` (its id derived by
+    ``digests``, the store's)."""
+    session = digests.session_stream_id(namespace, REFRESH_SESSION)
+    return recall_stream_id(session, f"ttl/{memory}")
 
 
 class Refresher:
@@ -110,7 +113,9 @@ class Refresher:
                 self._schedule()
             self._pending.append(
                 RecallServed(
-                    originator_id=refresh_stream(self.namespace, memory),
+                    originator_id=refresh_stream(
+                        self.namespace, memory, self.engine.keyring.digests
+                    ),
                     originator_version=version,
                     recorded_at=now,
                     namespace=self.namespace,
@@ -138,7 +143,7 @@ class Refresher:
     def _load(self, memory: UUID) -> datetime | None:
         """The last refresh of ``memory`` after reading its refresh records written since
         this store last looked (by any process)."""
-        stream = refresh_stream(self.namespace, memory)
+        stream = refresh_stream(self.namespace, memory, self.engine.keyring.digests)
         with self._lock:
             after = self._versions.get(memory, 0)
         events = self.engine.load_stream(stream, after=after)

@@ -43,7 +43,7 @@ from memory_ledger.ledger.events import (
     MemoryReinforced,
     TranscriptObserved,
 )
-from memory_ledger.ledger.ids import memory_id, normalize_statement, session_stream_id
+from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.projections import table_digests
 from tests.conftest import make_item
 from tests.projections.test_projections import fresh_digests
@@ -67,8 +67,8 @@ def item(statement: str, predicate: str | None) -> dict[str, Any]:
     return make_item(statement, subject="Alice", predicate=predicate)
 
 
-def mid(statement: str) -> UUID:
-    return memory_id(NS, normalize_statement(statement))
+def mid(engine: MemoryEngine, statement: str) -> UUID:
+    return engine.keyring.digests.memory_id(NS, normalize_statement(statement))
 
 
 # The model ----------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class CanonicalMachine(RuleBasedStateMachine):
         replacement = data.draw(st.sampled_from(others), label="replacement")
         session, _ = self._session(sid)
         result = session.apply_explicit_command(
-            "correct", replacement[0], self._next_turn(sid), target=mid(old[0])
+            "correct", replacement[0], self._next_turn(sid), target=mid(self.engine, old[0])
         )
         self.entries[sid].append(
             Entry("correct", replacement[0], old[1], result.position, target=old[0])
@@ -282,7 +282,11 @@ class CanonicalMachine(RuleBasedStateMachine):
         old = data.draw(st.sampled_from(self._active_facts()), label="forget")
         session, _ = self._session(sid)
         result = session.apply_explicit_command(
-            "forget", f"forget {old[0]}", self._next_turn(sid), target=mid(old[0]), occurred_at=at
+            "forget",
+            f"forget {old[0]}",
+            self._next_turn(sid),
+            target=mid(self.engine, old[0]),
+            occurred_at=at,
         )
         when = self._command_time(result.position)
         assert at is None or when == at
@@ -296,8 +300,8 @@ class CanonicalMachine(RuleBasedStateMachine):
         """The host forgets an active fact at once (``engine.forget``), while open sessions
         may hold evidence of it observed before."""
         old = data.draw(st.sampled_from(self._active_facts()), label="forget directly")
-        result = self.engine.forget(NS, mid(old[0]))
-        stream = session_stream_id(NS, result.session_id)
+        result = self.engine.forget(NS, mid(self.engine, old[0]))
+        stream = self.engine.keyring.digests.session_stream_id(NS, result.session_id)
         [command] = [
             position
             for position, event in self.engine.load_positioned(stream)
@@ -319,7 +323,7 @@ class CanonicalMachine(RuleBasedStateMachine):
         assert count == len(forgotten) == len(self._active_facts())
         for statement, fact in self.model.facts.items():
             if fact.status == "active":
-                fact.tombstone(*forgotten[mid(statement)])
+                fact.tombstone(*forgotten[mid(self.engine, statement)])
 
     @rule(fact=st.sampled_from(FACTS))
     def id_of_an_inactive_fact_is_unknown(self, fact: tuple[str, str | None]) -> None:
@@ -333,7 +337,9 @@ class CanonicalMachine(RuleBasedStateMachine):
         # unknown.
         superseded = self.model.facts[fact[0]].status == "superseded"
         try:
-            session.apply_explicit_command("forget", "forget it", 99, target=mid(fact[0]))
+            session.apply_explicit_command(
+                "forget", "forget it", 99, target=mid(self.engine, fact[0])
+            )
         except SupersededTargetError:
             assert superseded, f"{fact[0]!r} is not superseded"
             return
@@ -352,7 +358,7 @@ class CanonicalMachine(RuleBasedStateMachine):
         self.finished.add(sid)
         expected = self.model.finish(self.entries[sid])
         declined = [(d.memory_id, d.reason_code) for d in report.declined]
-        assert declined == [(mid(s), code) for s, code in expected]
+        assert declined == [(mid(self.engine, s), code) for s, code in expected]
 
     @rule(sid=st.integers(0, SESSIONS - 1))
     def new_session(self, sid: int) -> None:
@@ -432,7 +438,9 @@ class CanonicalMachine(RuleBasedStateMachine):
     def canonical_memory_equals_the_model(self) -> None:
         statuses = self._statuses()
         for statement, fact in self.model.facts.items():
-            assert statuses.get(str(mid(statement)), "absent") == fact.status, statement
+            assert statuses.get(str(mid(self.engine, statement)), "absent") == fact.status, (
+                statement
+            )
 
 
 CanonicalMachine.TestCase.settings = settings(

@@ -46,7 +46,7 @@ from memory_ledger.ledger.events import (
     MemorySuperseded,
     SessionSealed,
 )
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.replay import EventFilter, PointError, as_of, explain
 from tests.conftest import make_item
 from tests.race_child import active_values
@@ -76,8 +76,8 @@ def observed(
     return session
 
 
-def mid(statement: str, ns: Namespace = NS) -> UUID:
-    return memory_id(ns, normalize_statement(statement))
+def mid(engine: MemoryEngine, statement: str, ns: Namespace = NS) -> UUID:
+    return engine.keyring.digests.memory_id(ns, normalize_statement(statement))
 
 
 def status(engine: MemoryEngine, memory: UUID) -> str:
@@ -104,7 +104,7 @@ def test_a_backfilled_older_value_is_history_and_never_retires_the_current_one(
     observed(engine, "recent", lives("Porto"), at=Y2026).finish()
     report = observed(engine, "backfill", lives("Lisbon"), at=Y2024).finish()
 
-    lisbon, porto = mid("Alice lives in Lisbon."), mid("Alice lives in Porto.")
+    lisbon, porto = mid(engine, "Alice lives in Lisbon."), mid(engine, "Alice lives in Porto.")
     assert report.activated == (lisbon,) and report.superseded == (lisbon,)
     assert active_values(engine, NS) == [porto]
     assert [h.statement for h in engine.recall(NS, "where does Alice live", 5)] == [
@@ -130,7 +130,7 @@ def test_the_outcome_does_not_depend_on_the_arrival_order(tmp_path: Path) -> Non
                 observed(engine, which, lives(city), at=at).finish()
             outcomes.append(
                 {
-                    city: status(engine, mid(f"Alice lives in {city}."))
+                    city: status(engine, mid(engine, f"Alice lives in {city}."))
                     for city in ("Lisbon", "Porto")
                 }
             )
@@ -140,11 +140,11 @@ def test_the_outcome_does_not_depend_on_the_arrival_order(tmp_path: Path) -> Non
 def test_without_valid_time_on_either_value_ledger_order_decides(engine: MemoryEngine) -> None:
     observed(engine, "dated", lives("Porto"), at=Y2026).finish()
     observed(engine, "undated", lives("Lisbon")).finish()  # no occurred_at: ledger order
-    assert active_values(engine, NS) == [mid("Alice lives in Lisbon.")]
+    assert active_values(engine, NS) == [mid(engine, "Alice lives in Lisbon.")]
     session = engine.session(NS, "told")
     session.apply_explicit_command("remember", "Alice lives in Faro.", 1, item=lives("Faro"))
     session.finish()  # an explicit command carries no occurred_at: the newest word wins
-    assert active_values(engine, NS) == [mid("Alice lives in Faro.")]
+    assert active_values(engine, NS) == [mid(engine, "Alice lives in Faro.")]
 
 
 # 3. Forgetting is a tombstone ---------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_without_valid_time_on_either_value_ledger_order_decides(engine: MemoryE
 def forget_tea(engine: MemoryEngine) -> None:
     session = engine.session(NS, f"forget-{uuid4().hex[:6]}")
     result = session.apply_explicit_command("forget", "forget that I like green tea", 1)
-    assert result.target == mid("Alice likes green tea.")
+    assert result.target == mid(engine, "Alice likes green tea.")
     session.finish()
 
 
@@ -166,7 +166,7 @@ def test_evidence_observed_before_a_forget_never_reactivates_the_memory(
 
     report = earlier.finish()
 
-    tea = mid("Alice likes green tea.")
+    tea = mid(engine, "Alice likes green tea.")
     assert report.activated == () and report.reinforced == ()
     assert [(d.memory_id, d.reason_code) for d in report.declined] == [
         (tea, "evidence_predates_forget")
@@ -189,9 +189,9 @@ def test_in_one_session_a_mention_after_the_forget_command_counts_as_new_evidenc
     extractor.provide(2, [make_item("Alice likes green tea.")])
     session.observe_final_transcript(2, "user: actually, I do like green tea")
     report = session.finish()
-    assert report.forgotten == (mid("Alice likes green tea."),)
-    assert report.activated == (mid("Alice likes green tea."),) and report.declined == ()
-    assert status(engine, mid("Alice likes green tea.")) == "active"
+    assert report.forgotten == (mid(engine, "Alice likes green tea."),)
+    assert report.activated == (mid(engine, "Alice likes green tea."),) and report.declined == ()
+    assert status(engine, mid(engine, "Alice likes green tea.")) == "active"
 
 
 def test_manual_activation_of_evidence_older_than_the_forget_is_declined(
@@ -207,7 +207,7 @@ def test_manual_activation_of_evidence_older_than_the_forget_is_declined(
     with pytest.raises(CommandRejectedError) as refused:
         manual.activate_candidate(candidate.candidate_id, "manual", ["user confirmed"])
     assert refused.value.reason_code == "evidence_predates_forget"
-    assert status(engine, mid("Alice likes green tea.")) == "forgotten"
+    assert status(engine, mid(engine, "Alice likes green tea.")) == "forgotten"
 
 
 # 4. correct carries the target over ---------------------------------------------------------
@@ -227,12 +227,12 @@ def test_correct_keeps_the_targets_metadata_and_changes_only_what_it_says(
     )
     observed(engine, "s1", original).finish()
     observed(engine, "s2", {**original, "tags": ["travel"], "importance": 0.9}).finish()
-    lisbon = mid("Alice lives in Lisbon.")
+    lisbon = mid(engine, "Alice lives in Lisbon.")
     session = engine.session(NS, "fix")
     session.apply_explicit_command("correct", "Alice lives in Porto.", 1, target=lisbon)
     report = session.finish()
 
-    porto = mid("Alice lives in Porto.")
+    porto = mid(engine, "Alice lives in Porto.")
     assert report.activated == (porto,) and report.superseded == (lisbon,)
     activated = [e for e in events_after(engine, 0) if isinstance(e, MemoryActivated)][-1]
     item = activated.item
@@ -258,14 +258,14 @@ def test_the_semantic_channel_follows_the_corrected_text(tmp_path: Path) -> None
         tmp_path / "store", embeddings=BagProvider(), index_in_background=False
     ) as engine:
         observed(engine, "s1", make_item("Alice's cat is called Tom.")).finish()
-        cat = mid("Alice's cat is called Tom.")
+        cat = mid(engine, "Alice's cat is called Tom.")
         engine.index_vectors()
         session = engine.session(NS, "fix")
         session.apply_explicit_command("correct", "Alice's dog is called Rex.", 1, target=cat)
         session.finish()
         engine.index_vectors()
         hits = engine.recall(NS, "canine", 5)  # no shared word: the semantic channel
-        assert [h.memory_id for h in hits] == [str(mid("Alice's dog is called Rex."))]
+        assert [h.memory_id for h in hits] == [str(mid(engine, "Alice's dog is called Rex."))]
 
 
 # 5. Memory ids of another namespace ---------------------------------------------------------
@@ -277,7 +277,7 @@ def test_an_id_of_another_namespace_behaves_exactly_like_an_unknown_id(
     observed(engine, "mine", make_item("Alice likes green tea.")).finish()
     theirs = observed(engine, "theirs", make_item("Mallory keeps a ledger."), ns=OTHER)
     theirs.finish()
-    foreign, unknown = mid("Mallory keeps a ledger.", OTHER), uuid4()
+    foreign, unknown = mid(engine, "Mallory keeps a ledger.", OTHER), uuid4()
     session = engine.session(NS, "probe")
 
     def counters() -> tuple[Any, ...]:
@@ -314,7 +314,7 @@ def test_an_id_of_another_namespace_behaves_exactly_like_an_unknown_id(
         assert engine.head == head, f"{name} wrote an event"
     assert counters() == before
     with pytest.raises(NotAdmittedError):  # an own memory: the namespace check passes
-        session.record_use(1, mid("Alice likes green tea."))
+        session.record_use(1, mid(engine, "Alice likes green tea."))
 
 
 # 7. Datetimes -------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def test_a_decision_overtaken_every_time_gives_up_with_a_typed_error(
     engine: MemoryEngine,
 ) -> None:
     observed(engine, "seed", lives("Lisbon")).finish()
-    lisbon = mid("Alice lives in Lisbon.")
+    lisbon = mid(engine, "Alice lives in Lisbon.")
     racer = observed(engine, "racer", lives("Porto"))
     attempts = []
 
@@ -390,7 +390,9 @@ def test_a_decision_overtaken_every_time_gives_up_with_a_typed_error(
     assert len(written) == len(attempts)
     assert all(isinstance(e, MemoryReinforced) for e in written)  # only the other writer's
     assert not any(isinstance(e, SessionSealed) for e in written)
-    assert racer.finish().activated == (mid("Alice lives in Porto."),)  # later, it goes through
+    assert racer.finish().activated == (
+        mid(engine, "Alice lives in Porto."),
+    )  # later, it goes through
 
 
 def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryEngine) -> None:
@@ -398,7 +400,7 @@ def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryE
     them; memories it writes at the next version are guarded by their stream versions."""
     from memory_ledger.commands.canonical import DecisionReads, Reconciler
     from memory_ledger.commands.canonical.reconcile import plan_finish
-    from memory_ledger.ledger.tags import key_tag, memory_tag
+    from memory_ledger.ledger.tags import memory_tag
 
     observed(engine, "seed", lives("Lisbon")).finish()
     session = observed(engine, "next", lives("Porto"), make_item("Alice likes green tea."))
@@ -410,6 +412,7 @@ def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryE
         same_key=reads.activated_under,
         recorded_at=datetime.now(UTC),
         evidence_position=session.state.evidence_position,
+        digests=reads.digests,
     )
     plan = plan_finish(
         reconciler,
@@ -421,7 +424,7 @@ def test_the_condition_carries_what_stream_versions_cannot_guard(engine: MemoryE
     condition = reads.condition(plan.events)
     assert condition is not None and condition.after == reads.after
     tags = {tag for item in condition.fail_if_events_match.items for tag in item.tags}
-    assert tags == {key_tag(NS, ("alice", "lives_in"))}
+    assert tags == {engine.keyring.digests.key_tag(NS, ("alice", "lives_in"))}
     written = {e.originator_id for e in plan.events}
-    assert {mid("Alice lives in Lisbon."), mid("Alice lives in Porto.")} <= written
-    assert memory_tag(mid("Alice lives in Lisbon.")) in reads.tags  # read, and guarded
+    assert {mid(engine, "Alice lives in Lisbon."), mid(engine, "Alice lives in Porto.")} <= written
+    assert memory_tag(mid(engine, "Alice lives in Lisbon.")) in reads.tags  # read, and guarded

@@ -34,7 +34,7 @@ from memory_ledger.ledger.events import (
     MemoryForgotten,
     SessionReconciled,
 )
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.projections import table_digests
 from tests.conftest import make_item
@@ -48,8 +48,8 @@ Y2024 = datetime(2024, 6, 1, tzinfo=UTC)
 Y2025 = datetime(2025, 6, 1, tzinfo=UTC)
 
 
-def espresso() -> Any:
-    return memory_id(NS, normalize_statement(ESPRESSO))
+def espresso(engine: MemoryEngine) -> Any:
+    return engine.keyring.digests.memory_id(NS, normalize_statement(ESPRESSO))
 
 
 def observe(engine: MemoryEngine, at: datetime | None, statement: str = ESPRESSO) -> MemorySession:
@@ -113,7 +113,7 @@ def test_evidence_that_occurred_after_the_forget_still_reactivates(engine: Memor
     engine.remember(NS, ESPRESSO)
     forget = engine.session(NS, "forget-2024")
     forget.apply_explicit_command("forget", "forget espresso", 1, occurred_at=Y2024)
-    assert forget.finish().forgotten == (espresso(),)
+    assert forget.finish().forgotten == (espresso(engine),)
     [tombstone] = forgotten_events(engine)
     assert tombstone.occurred_at == Y2024
 
@@ -122,7 +122,7 @@ def test_evidence_that_occurred_after_the_forget_still_reactivates(engine: Memor
     assert recalled(engine) == []
 
     newer = observe(engine, Y2025).finish()
-    assert newer.activated == (espresso(),) and newer.declined == ()
+    assert newer.activated == (espresso(engine),) and newer.declined == ()
     assert recalled(engine) == [ESPRESSO]
     # Once active again, the older evidence still neither re-activates nor reinforces it.
     again = observe(engine, Y2023).finish()
@@ -138,7 +138,7 @@ def test_undated_evidence_recorded_after_a_forget_is_ordered_by_position(
     engine.remember(NS, ESPRESSO)
     engine.forget(NS, ESPRESSO)
     report = observe(engine, None).finish()
-    assert report.activated == (espresso(),) and report.declined == ()
+    assert report.activated == (espresso(engine),) and report.declined == ()
 
 
 def test_a_direct_forget_is_undone_only_by_evidence_newer_than_its_recorded_time(
@@ -150,7 +150,7 @@ def test_a_direct_forget_is_undone_only_by_evidence_newer_than_its_recorded_time
     just_before = observe(engine, tombstone.forget_time - timedelta(seconds=1)).finish()
     assert [d.reason_code for d in just_before.declined] == ["evidence_older_than_forget"]
     after = observe(engine, tombstone.forget_time + timedelta(days=1)).finish()
-    assert after.activated == (espresso(),)
+    assert after.activated == (espresso(engine),)
 
 
 def test_a_forget_command_takes_its_turns_occurred_at(engine: MemoryEngine) -> None:
@@ -168,7 +168,7 @@ def test_a_forget_command_takes_its_turns_occurred_at(engine: MemoryEngine) -> N
     assert [d.reason_code for d in observe(engine, Y2023).finish().declined] == [
         "evidence_older_than_forget"
     ]
-    assert observe(engine, Y2025).finish().activated == (espresso(),)
+    assert observe(engine, Y2025).finish().activated == (espresso(engine),)
 
 
 def test_evidence_observed_before_the_forget_keeps_its_reason_code(engine: MemoryEngine) -> None:
@@ -186,18 +186,18 @@ def test_remember_after_a_forget_is_a_new_statement_whatever_its_time(
     session = engine.session(NS, "told-again")
     session.apply_explicit_command("remember", ESPRESSO, 1, occurred_at=Y2020)
     report = session.finish()
-    assert report.activated == (espresso(),) and report.declined == ()
+    assert report.activated == (espresso(engine),) and report.declined == ()
     assert recalled(engine) == [ESPRESSO]
-    assert engine.remember(NS, ESPRESSO).report.reinforced == (espresso(),)
+    assert engine.remember(NS, ESPRESSO).report.reinforced == (espresso(engine),)
 
 
 def test_correct_into_a_forgotten_statement_is_a_new_statement(engine: MemoryEngine) -> None:
     engine.remember(NS, ESPRESSO, subject="Alice", predicate="likes", value="espresso")
     engine.forget(NS, ESPRESSO)
     engine.remember(NS, "Alice likes tea.", subject="Alice", predicate="likes", value="tea")
-    tea = memory_id(NS, normalize_statement("Alice likes tea."))
+    tea = engine.keyring.digests.memory_id(NS, normalize_statement("Alice likes tea."))
     corrected = engine.correct(NS, ESPRESSO, target=tea)
-    assert corrected.report.activated == (espresso(),)
+    assert corrected.report.activated == (espresso(engine),)
     assert recalled(engine) == [ESPRESSO]
 
 
@@ -239,7 +239,7 @@ class MemoryForgottenV2(LedgerEvent, frozen=True, kw_only=True):
 
 def test_a_version_2_tombstone_reads_its_recorded_time_as_the_forgets_time() -> None:
     at = datetime(2024, 1, 2, tzinfo=UTC)
-    common: dict[str, Any] = {"originator_id": espresso(), "recorded_at": at, "namespace": NS}
+    common: dict[str, Any] = {"originator_id": uuid4(), "recorded_at": at, "namespace": NS}
     mapper = MsgspecMapper(transcoder=JSONTranscoder())
     stored = mapper.to_stored_event(
         MemoryForgottenV2(

@@ -471,10 +471,11 @@ def test_match_counts_what_the_prompt_names(tmp_path: Path, key_file: Path) -> N
     fill(store, key_file.read_bytes())
     with memory_ledger.open(store, master_key=key_file) as engine:
         records = engine.keyring.records()
+        digests = engine.keyring.digests
     tenant = NamespaceMatch(tenant="acme")
     principal = NamespaceMatch(tenant="acme", principal="alice")
-    assert sum(tenant.matches(r) for r in records) == 2
-    assert sum(principal.matches(r) for r in records) == 1
+    assert sum(tenant.matches(r, digests) for r in records) == 2
+    assert sum(principal.matches(r, digests) for r in records) == 1
 
 
 def test_keys_new_under_a_file_is_a_typed_error(tmp_path: Path) -> None:

@@ -391,10 +391,16 @@ class Baseline:
 
 
 def active_memory_ids(engine: MemoryEngine) -> frozenset[str]:
+    """What identifies the active memories across stores: each store keys its memory ids
+    by its own keys (``ledger/digests.py``), so the ids of a memory are (namespace,
+    normalized statement), as the store derives them from."""
+    from memory_ledger.ledger.ids import normalize_statement
+
     rows = engine.projections.conn.execute(
-        "SELECT memory_id FROM canonical_memory WHERE status = 'active'"
+        "SELECT tenant, principal, scope_id, statement FROM canonical_memory "
+        "WHERE status = 'active'"
     ).fetchall()
-    return frozenset(r[0] for r in rows)
+    return frozenset("\x1f".join([*r[:3], normalize_statement(r[3])]) for r in rows)
 
 
 def collect_baseline(child: Child, store: Path, script: Script) -> Baseline:

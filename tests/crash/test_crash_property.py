@@ -700,11 +700,17 @@ def recall_hits(program: Program, segment: Segment) -> list[tuple[int, Any]]:
 
 
 def canonical_state(engine: MemoryEngine) -> list[tuple[Any, ...]]:
+    """The canonical memory rows, each memory id (its own and ``superseded_by``) replaced
+    by what it is derived from, (namespace, normalized statement): each store keys its ids
+    by its own keys (``ledger/digests.py``), so two stores compare by that."""
+    from memory_ledger.ledger.ids import normalize_statement
+
     engine.catch_up()
     rows = engine.projections.conn.execute(
         f"SELECT {CANONICAL_COLUMNS} FROM canonical_memory ORDER BY memory_id"
     ).fetchall()
-    return [tuple(row) for row in rows]
+    names = {row[0]: (*row[1:4], normalize_statement(row[6])) for row in rows}
+    return sorted((names[row[0]], *row[1:-1], names.get(row[-1], row[-1])) for row in rows)
 
 
 def uninterrupted_state(

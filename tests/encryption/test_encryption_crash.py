@@ -49,7 +49,6 @@ from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.ledger.events import ErasedPayload, NamespaceErased
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_store import FileKeyStore
-from memory_ledger.ledger.keyring import namespace_ids
 from memory_ledger.projections.digest import table_digests
 from memory_ledger.replay import rebuild_projections, verify_store
 from tests.conftest import make_item
@@ -58,7 +57,6 @@ from tests.encryption_helpers import bytes_found
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ALICE = Namespace("acme", "alice", "chat")
 BOB = Namespace("globex", "bob", "chat")
-ALICE_ID = namespace_ids(ALICE)[0]
 FAULT_POINTS = (
     "keys.replace",
     "erasure.keys_destroyed",
@@ -97,9 +95,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             session.close()
         alice, bob = alice_hits(engine), bob_hits(engine)
         assert all(alice) and all(bob)
-        [record] = [r for r in engine.keyring.records() if r.namespace_id == ALICE_ID]
+        alice_id = engine.keyring.namespace_id(ALICE)
+        [record] = [r for r in engine.keyring.records() if r.namespace_id == alice_id]
         head = engine.head
     return {
+        "alice_id": alice_id,
         "store": store,
         "key": key,
         "alice": alice,
@@ -151,7 +151,7 @@ def check_state(store: Path, template: dict[str, Any]) -> str:
     key = template["key"]
     # What the kill left in the key store, before an engine rolls anything forward.
     records = FileKeyStore(store / "keys", read_only=True).read().keys
-    [alice] = [r for r in records if r.namespace_id == ALICE_ID]
+    [alice] = [r for r in records if r.namespace_id == template["alice_id"]]
     with MemoryEngine.open(store, master_key=key, sync=False) as engine:
         erasures, erased_events, alice_events = [], 0, 0
         for _, raw_id, version, topic, state in engine.read_records(0, engine.head + 1):
@@ -176,7 +176,7 @@ def check_state(store: Path, template: dict[str, Any]) -> str:
             assert alice_events > 0 and alice_rows > 0
             assert alice_hits(engine) == template["alice"]
             return "old"
-        assert len(erasures) == 1 and erasures[0].namespace_ids == (ALICE_ID,)
+        assert len(erasures) == 1 and erasures[0].namespace_ids == (template["alice_id"],)
         assert erasures[0].requested_by == "crash-test"
         assert alice_events == 0 and erased_events > 0 and alice_rows == 0
         assert all(hits == () for hits in alice_hits(engine))

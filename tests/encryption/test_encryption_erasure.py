@@ -21,6 +21,7 @@ conv-30's recall, explain and as-of are those of the reference store.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, NamespaceErased
 from memory_ledger.ledger.key_store import KeyStoreState
-from memory_ledger.ledger.keyring import namespace_ids
 from memory_ledger.ledger.master_key import LocalMasterKey
 from memory_ledger.ledger.sealing import SealedPayloadError, open_state, sealed_key_id
 from memory_ledger.projections.digest import table_digests
@@ -118,9 +118,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         clock.reset()
         with MemoryEngine.open(reference, master_key=key, sync=False) as engine:
             ingest(engine, data, KEPT_SAMPLE)
-        clock.reset()
+        # The erased store grows from a copy of the reference: the same store key and data
+        # key of the kept namespace, so the same (keyed) ids of its streams and memories.
+        shutil.copytree(reference, erased)
         with MemoryEngine.open(erased, master_key=key, sync=False) as engine:
-            ingest(engine, data, KEPT_SAMPLE)
             ingest(engine, data, ERASED_SAMPLE)
             found_before = words_found(words, erased / "ledger", erased / "keys")
             world = World(
@@ -135,7 +136,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
                 queries=queries,
             )
             [record] = [
-                r for r in engine.keyring.records() if r.namespace_id == namespace_ids(ERASED)[0]
+                r
+                for r in engine.keyring.records()
+                if r.namespace_id == engine.keyring.namespace_id(ERASED)
             ]
             assert record.wrapped is not None
             world.erased_key_id = record.key_id.bytes
@@ -211,7 +214,7 @@ def test_erased_events_read_as_erased_and_the_chain_verifies(world: World) -> No
         assert len(erased_events) == len(world.sealed_records)
         assert {e.key_id.bytes for e in erased_events} == {world.erased_key_id}  # type: ignore[attr-defined]
         [erasure] = erasures
-        assert erasure.namespace_ids == (namespace_ids(ERASED)[0],)
+        assert erasure.namespace_ids == (engine.keyring.namespace_id(ERASED),)
         assert erasure.command_id == world.report.command_id
         assert erasure.requested_by == "test" and erasure.level == "principal"
         assert engine.recall(ERASED, "Caroline painting", 10).results == ()

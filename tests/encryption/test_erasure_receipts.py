@@ -266,6 +266,35 @@ def test_a_key_kept_aside_and_put_back_fails(tmp_path: Path, keys: tuple[Path, P
     assert json.loads(failed.stdout)["reason_code"] == "data_key_remains"
 
 
+def test_a_chain_broken_between_the_erasure_and_the_head_fails(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """A record changed between the erasure record and the receipt's chain head: the chain
+    no longer verifies through the receipt's positions (``chain_broken``)."""
+    from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
+
+    master, signing = keys
+    store, receipt = tmp_path / "store", tmp_path / "receipt.json"
+    fill(store, master.read_bytes())
+    erase(store, master, signing, receipt)
+    verify(receipt, signing, "--store", str(store))
+    document = json.loads(receipt.read_bytes())
+    erasure, head = document["erasure"]["position"], document["chain_head"]["position"]
+    assert head >= erasure
+    with MemoryEngine.open(store, create=False, master_key=master.read_bytes()) as engine:
+        recorder = engine.recorder
+        assert isinstance(recorder, LMDBApplicationRecorder)
+        datastore = recorder.datastore
+        log = datastore.db(b"log")
+        values = dict(recorder.iter_log())
+        at = erasure + 1 if head > erasure else head  # after the erasure record, to the head
+        changed = bytearray(values[at])
+        changed[-5] ^= 0x01
+        datastore.write(lambda txn: txn.put(at.to_bytes(8, "big"), bytes(changed), db=log))
+    failed = verify(receipt, signing, "--store", str(store), "--json", code=1)
+    assert json.loads(failed.stdout)["reason_code"] == "chain_broken"
+
+
 def test_a_name_left_in_clear_fails(tmp_path: Path, keys: tuple[Path, Path]) -> None:
     master, signing = keys
     store, receipt = tmp_path / "store", tmp_path / "receipt.json"

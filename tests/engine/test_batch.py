@@ -8,6 +8,7 @@ one by one as direct commands leave (a serial model of the batch).
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ from memory_ledger.ledger.events import (
     SessionOpened,
     SessionReconciled,
 )
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.ids import normalize_statement
 
 NS = Namespace("acme", "alice", "assistant")
 OTHER = Namespace("acme", "bob", "assistant")
@@ -77,7 +78,7 @@ def test_remember_many_is_one_append_of_one_session(
     assert result.session_id.startswith("batch-")
     assert result.position == engine.head
     assert [o.memory_id for o in result.outcomes] == [
-        memory_id(NS, normalize_statement(f)) for f in facts
+        engine.keyring.digests.memory_id(NS, normalize_statement(f)) for f in facts
     ]
     assert [o.position for o in result.outcomes] == sorted({o.position for o in result.outcomes})
     assert _current(engine) == set(facts)
@@ -101,7 +102,7 @@ def test_a_keyed_fact_put_twice_in_a_batch_keeps_the_later_value(engine: MemoryE
 
 def test_a_forget_may_name_a_memory_remembered_earlier_in_the_batch(engine: MemoryEngine) -> None:
     kept = engine.remember(NS, "Alice likes tea.")
-    fresh = memory_id(NS, normalize_statement("Alice likes green tea."))
+    fresh = engine.keyring.digests.memory_id(NS, normalize_statement("Alice likes green tea."))
     result = engine.apply_batch(
         NS,
         [
@@ -239,11 +240,11 @@ def _ops(program: list[tuple[Any, ...]], engine: MemoryEngine) -> list[Remember 
         if step[0] == "keyed":
             text = f"{step[1]} lives in {step[2]}."
             ops.append(Remember(statement=text, subject=step[1], predicate="lives in"))
-            remembered.append(memory_id(NS, normalize_statement(text)))
+            remembered.append(engine.keyring.digests.memory_id(NS, normalize_statement(text)))
         elif step[0] == "plain":
             text = f"Someone once mentioned {step[1]}."
             ops.append(Remember(statement=text))
-            remembered.append(memory_id(NS, normalize_statement(text)))
+            remembered.append(engine.keyring.digests.memory_id(NS, normalize_statement(text)))
         elif current:
             ops.append(Forget(target=UUID(current[step[1] % len(current)].memory_id)))
             current.pop(step[1] % len(current))
@@ -265,10 +266,10 @@ def test_a_batch_leaves_what_its_operations_leave_one_by_one(
     program: list[tuple[Any, ...]],
 ) -> None:
     folder = tmp_path_factory.mktemp("serial")
-    with (
-        MemoryEngine.open(folder / "batch") as batched,
-        MemoryEngine.open(folder / "serial") as serial,
-    ):
+    batched = MemoryEngine.open(folder / "batch")
+    batched.keyring.namespace_id(NS)  # makes its store key: the serial store shares it
+    shutil.copytree(folder / "batch" / "keys", folder / "serial" / "keys")  # the same ids
+    with batched, MemoryEngine.open(folder / "serial") as serial:
         for engine in (batched, serial):
             for op in _ops(before, engine):
                 _one(engine, op)

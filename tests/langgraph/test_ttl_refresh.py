@@ -99,7 +99,8 @@ def test_another_store_and_a_reopened_folder_see_the_refresh(tmp_path: Path) -> 
         assert other.sweep_ttl() == 0
         current = other.reader.current(NS, "k")
         assert current is not None
-        records = one.engine.load_stream(refresh_stream(space, current.memory_id))
+        digests = one.engine.keyring.digests
+        records = one.engine.load_stream(refresh_stream(space, current.memory_id, digests))
         assert [r.session_id for r in records] == [REFRESH_SESSION]  # type: ignore[attr-defined]
         clock.at(2.1)
         assert one.get(NS, "k") is not None  # buffered, written at close
@@ -125,7 +126,10 @@ def test_reads_close_together_record_one_refresh(engine: MemoryEngine) -> None:
     store.refresher.flush()
     current = store.reader.current(NS, "k")
     assert current is not None
-    assert len(engine.load_stream(refresh_stream(space, current.memory_id))) == 1
+    assert (
+        len(engine.load_stream(refresh_stream(space, current.memory_id, engine.keyring.digests)))
+        == 1
+    )
     clock.at(1.05 + 1.15)  # 1.2 s after the first read, 1.15 s after the last
     assert store.get(NS, "k", refresh_ttl=False) is not None
 
@@ -143,7 +147,7 @@ def test_an_idle_store_still_writes_its_refresh(engine: MemoryEngine) -> None:
     assert store.get(NS, "k") is not None
     current = store.reader.current(NS, "k")
     assert current is not None
-    stream = refresh_stream(space, current.memory_id)
+    stream = refresh_stream(space, current.memory_id, engine.keyring.digests)
     deadline = time.monotonic() + 30
     while not engine.load_stream(stream) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -423,7 +423,8 @@ def test_the_engine_indexes_the_tags_of_a_store_written_before_the_tag_index(
             for n in engine.recorder.select_notifications(1, 1000)
             if n.topic.endswith(("MemoryActivated", "MemorySuperseded"))
         ]
-        expected = {position: list(event_tags(e)) for position, e in memory_events}  # type: ignore[arg-type]
+        digests = engine.keyring.digests
+        expected = {position: list(event_tags(e, digests)) for position, e in memory_events}  # type: ignore[arg-type]
     assert len(expected) == 3 and all(expected.values())
     _downgrade_to_format_1(str(store / "ledger"))
     with MemoryEngine.open(store, sync=False) as engine:

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.replay import (
     AsOf,
     EventFilter,
@@ -267,7 +267,7 @@ def _told(engine: MemoryEngine, session: str, when: datetime, statement: str) ->
     with engine.session(NAMESPACE, session, extractor=extractor) as s:
         s.observe_final_transcript(1, f"user: {statement}", when)
         s.finish()
-    return str(memory_id(NAMESPACE, normalize_statement(statement)))
+    return str(engine.keyring.digests.memory_id(NAMESPACE, normalize_statement(statement)))
 
 
 def _current(engine: MemoryEngine, when: str | None = None) -> list[str]:

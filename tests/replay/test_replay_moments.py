@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from memory_ledger.commands import MemoryEngine, RecordedExtractor
 from memory_ledger.commands.errors import MemoryLedgerError
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement
+from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.replay import PointError, PositionOutOfRangeError, as_of, filter_events
 from memory_ledger.replay.audit.moments import changes_between, moment_at
 from tests.conftest import make_item
@@ -84,7 +84,9 @@ def _apply(
             with engine.session(ns, f"s{n}", extractor=extractor) as session:
                 session.observe_final_transcript(1, f"user: {statement}", when)
                 session.finish()
-            ids[ns].append(str(memory_id(ns, normalize_statement(statement))))
+            ids[ns].append(
+                str(engine.keyring.digests.memory_id(ns, normalize_statement(statement)))
+            )
         elif kind == "remember":
             _, ns, subject, predicate, value, day = step
             result = engine.remember(

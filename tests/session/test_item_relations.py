@@ -22,7 +22,7 @@ from memory_ledger.ledger.events import (
     MemoryConflictMarked,
     MemorySuperseded,
 )
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.replay import rebuild_projections
 from memory_ledger.replay.scripts.script import parse_script, run_script
 from tests.conftest import make_item
@@ -30,8 +30,8 @@ from tests.conftest import make_item
 NS = Namespace("acme", "alice", "assistant")
 
 
-def mid(statement: str) -> str:
-    return str(memory_id(NS, normalize_statement(statement)))
+def mid(engine: MemoryEngine, statement: str) -> str:
+    return str(engine.keyring.digests.memory_id(NS, normalize_statement(statement)))
 
 
 @pytest.mark.parametrize(
@@ -93,8 +93,8 @@ def test_a_consolidation_supersedes_every_memory_it_names(tmp_path: Path) -> Non
         second.observe_final_transcript(1, "user: Alice drinks espresso and green tea")
         report = second.finish()
         assert {str(m) for m in report.superseded} == {
-            mid("Alice drinks espresso."),
-            mid("Alice drinks green tea."),
+            mid(engine, "Alice drinks espresso."),
+            mid(engine, "Alice drinks green tea."),
         }
         superseded = [e for _, e in _events(engine) if isinstance(e, MemorySuperseded)]
         assert {e.cause for e in superseded} == {"declared"}
@@ -104,7 +104,7 @@ def test_a_consolidation_supersedes_every_memory_it_names(tmp_path: Path) -> Non
         engine.catch_up()
         (row,) = engine.canonical.active_memories(*msgspec.structs.astuple(NS))
         assert sorted(row["supersedes"]) == sorted(
-            [mid("Alice drinks espresso."), mid("Alice drinks green tea.")]
+            [mid(engine, "Alice drinks espresso."), mid(engine, "Alice drinks green tea.")]
         )
 
 
@@ -120,6 +120,7 @@ def test_a_session_script_cites_a_list_and_a_single_id(tmp_path: Path) -> None:
 
     ns = {"tenant": NS.tenant, "principal": NS.principal, "scope_id": NS.scope_id}
     facts = ["Alice lives in Lisbon.", "Alice works in Lisbon.", "Alice was born in 1990."]
+    engine = MemoryEngine.open(tmp_path / "store")  # a script cites ids its store derives
     script = [
         line({"op": "open", "session": "s1", "namespace": ns}),
         line(
@@ -142,16 +143,16 @@ def test_a_session_script_cites_a_list_and_a_single_id(tmp_path: Path) -> None:
                 "extracted": [
                     make_item(
                         "Alice lives and works in Porto.",
-                        supersedes=[mid(facts[0]), mid(facts[1])],
+                        supersedes=[mid(engine, facts[0]), mid(engine, facts[1])],
                     ),
-                    make_item("Alice was born in 1991.", conflicts_with=mid(facts[2])),
+                    make_item("Alice was born in 1991.", conflicts_with=mid(engine, facts[2])),
                     make_item("Alice likes Porto.", supersedes="not-a-known-id"),
                 ],
             }
         ),
         line({"op": "finish", "session": "s2"}),
     ]
-    with MemoryEngine.open(tmp_path / "store") as engine:
+    with engine:
         report = run_script(engine, parse_script(script))
         assert report.memories_superseded == 2
         assert [(r.reason_code, r.turn) for r in report.rejections] == [("unknown_relation_id", 1)]
@@ -214,11 +215,14 @@ def test_records_with_a_single_supersedes_id_still_decode_and_project(
         assert written.count("MemoryActivated") == 2
     with MemoryEngine.open(store, create=False) as engine:
         decoded = [e for _, e in _events(engine) if isinstance(e, CandidateExtracted)]
-        assert [e.item.supersedes for e in decoded] == [(), (mid("Alice lives in Lisbon."),)]
+        assert [e.item.supersedes for e in decoded] == [
+            (),
+            (mid(engine, "Alice lives in Lisbon."),),
+        ]
         live = engine.recall(NS, "where does Alice live", 5).results
         assert [h.statement for h in live] == ["Alice lives in Porto."]
         engine.catch_up()
         (row,) = engine.canonical.active_memories(*msgspec.structs.astuple(NS))
-        assert row["supersedes"] == [mid("Alice lives in Lisbon.")]
+        assert row["supersedes"] == [mid(engine, "Alice lives in Lisbon.")]
         rebuilt = rebuild_projections(engine)
         assert rebuilt.rows["canonical_memory"] == 2

@@ -17,7 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from memory_ledger.commands import MemoryEngine, Namespace, RecordedExtractor
 from memory_ledger.commands.errors import SessionSealedError
-from memory_ledger.ledger.ids import memory_id, normalize_statement
+from memory_ledger.ledger.digests import IdDigests
+from memory_ledger.ledger.ids import normalize_statement
 from tests.conftest import make_item
 
 NAMESPACES = [Namespace("acme", "alice", "chat"), Namespace("globex", "alice", "chat")]
@@ -36,7 +37,8 @@ FACTS = [
 class Model:
     """Canonical memory as the reconciliation rules say it should be."""
 
-    def __init__(self) -> None:
+    def __init__(self, digests: IdDigests) -> None:
+        self.digests = digests  # how the store under test derives memory ids
         self.active: dict[int, dict[str, tuple[str, str] | None]] = {0: {}, 1: {}}
         self.pending: dict[tuple[int, int], list[tuple[str, str | None]]] = {}
         self.sealed: set[tuple[int, int]] = set()
@@ -53,7 +55,7 @@ class Model:
         self.sealed.add((ns, sid))
         active = self.active[ns]
         for statement, predicate in self.pending.pop((ns, sid), []):
-            mid = str(memory_id(NAMESPACES[ns], normalize_statement(statement)))
+            mid = str(self.digests.memory_id(NAMESPACES[ns], normalize_statement(statement)))
             if mid in active:
                 continue  # exact duplicate: reinforced
             key = ("alice", predicate) if predicate else None
@@ -68,7 +70,7 @@ class OracleMachine(RuleBasedStateMachine):
         super().__init__()
         self.folder = tempfile.mkdtemp(prefix="oracle_")
         self.engine = MemoryEngine.open(self.folder, sync=False)
-        self.model = Model()
+        self.model = Model(self.engine.keyring.digests)
         self.sessions: dict[tuple[int, int], Any] = {}
         self.turns: dict[tuple[int, int], int] = {}
 
