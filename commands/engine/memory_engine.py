@@ -211,7 +211,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         self.canonical = CanonicalMemory(projections.conn, self._read_lock, projections.guard)
         projections.on_reconnect.append(self._take_connection)
         self.transcripts = SourceTranscripts(recorder, mapper)
-        self.serving = ServingState()
+        self.serving = ServingState(self.keyring.namespace_id)
         """The serving read models (``projections.serving``): what recall, get, search and
         list read, applied by :meth:`append` to its own events and tailed from the ledger
         for other processes' (see docs/design.md, "Serving read models")."""

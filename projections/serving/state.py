@@ -122,7 +122,10 @@ class ServingState:
     before it, so a batch applied twice (the writer, then a tail that raced it) counts once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, namespace_id: Callable[[Namespace], UUID] | None = None) -> None:
+        self._namespace_id = namespace_id or (lambda namespace: namespace_ids(namespace)[0])
+        """The store's namespace id (``Keyring.namespace_id``: keyed in id format 2), what a
+        ``NamespaceErased`` record names."""
         self.lock = threading.RLock()
         """Held by every reader and by :meth:`apply` (the state is not thread-safe)."""
         self.position = 0
@@ -243,12 +246,12 @@ class ServingState:
         self._touched.clear()
 
     def erase(self, erased: Iterable[UUID]) -> bool:
-        """Drop every structure of the namespaces whose ids (:func:`ledger.keyring.
-        namespace_ids`) are in ``erased``; returns whether any was held."""
+        """Drop every structure of the namespaces whose ids (the store's namespace ids, as
+        given at construction) are in ``erased``; returns whether any was held."""
         wanted = set(erased)
         dropped = False
         for key, space in list(self._spaces.items()):
-            if namespace_ids(space.namespace)[0] not in wanted:
+            if self._namespace_id(space.namespace) not in wanted:
                 continue
             for memory_id in space.ids:
                 self._rows.pop(memory_id, None)

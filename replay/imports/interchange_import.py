@@ -29,7 +29,8 @@ from memory_ledger.commands.canonical.explicit_command import CommandSpec
 from memory_ledger.commands.engine.direct import DirectCommands
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
-from memory_ledger.ledger.ids import Namespace, memory_id, normalize_statement, session_stream_id
+from memory_ledger.ledger.digests import IdDigests
+from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.replay.imports.errors import ImportSourceError, InterchangeFormatError
 from memory_ledger.replay.imports.interchange import (
     INTERCHANGE_FORMAT,
@@ -145,8 +146,10 @@ def _item(version: InterchangeVersion) -> dict[str, Any]:
     }
 
 
-def _specs(namespace: Namespace, memory: InterchangeMemory) -> list[CommandSpec]:
-    """The commands of one memory line, in order."""
+def _specs(
+    digests: IdDigests, namespace: Namespace, memory: InterchangeMemory
+) -> list[CommandSpec]:
+    """The commands of one memory line, in order (``digests``: the store's id derivation)."""
     specs: list[CommandSpec] = []
     previous = None
     for version in memory.versions:
@@ -159,7 +162,9 @@ def _specs(namespace: Namespace, memory: InterchangeMemory) -> list[CommandSpec]
                 occurred_at=version.occurred_at,
             )
         )
-        previous = memory_id(namespace, normalize_statement(" ".join(version.statement.split())))
+        previous = digests.memory_id(
+            namespace, normalize_statement(" ".join(version.statement.split()))
+        )
     if memory.pinned:
         specs.append(CommandSpec(intent="pin", text=None, target=previous))
     if memory.status in ("forgotten", "pruned"):
@@ -200,10 +205,14 @@ def import_interchange(
         key = memory_key(memory)
         session_id = keyed_session_id(INTERCHANGE_SESSION_PREFIX, key)
         try:
-            if engine.load_stream(session_stream_id(namespace, session_id)):
+            if engine.load_stream(engine.keyring.digests.session_stream_id(namespace, session_id)):
                 already += 1
             else:
-                direct.run_many(namespace, _specs(namespace, memory), session_id=session_id)
+                direct.run_many(
+                    namespace,
+                    _specs(engine.keyring.digests, namespace, memory),
+                    session_id=session_id,
+                )
                 imported += 1
                 approximated += memory.status in ("pruned", "conflicted")
         except CommandRejectedError as e:

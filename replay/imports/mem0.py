@@ -48,9 +48,7 @@ from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import (
     Namespace,
-    memory_id,
     normalize_statement,
-    session_stream_id,
 )
 from memory_ledger.replay.imports.mem0_history import (
     HistoryRow,
@@ -182,7 +180,9 @@ class _Importer:
                 spec = CommandSpec(
                     intent=spec.intent, text=text, target=spec.target, occurred_at=spec.occurred_at
                 )
-            if self.engine.load_stream(session_stream_id(namespace, session_id)):
+            if self.engine.load_stream(
+                self.engine.keyring.digests.session_stream_id(namespace, session_id)
+            ):
                 self.already += 1
             else:
                 self.direct.run_many(namespace, [spec], session_id=session_id)
@@ -201,7 +201,7 @@ class _Importer:
         else:
             assert spec.text is not None
             state.normalized = normalize_statement(spec.text)
-            state.memory = memory_id(namespace, state.normalized)
+            state.memory = self.engine.keyring.digests.memory_id(namespace, state.normalized)
 
 
 def import_mem0(

@@ -148,12 +148,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
             for _, raw_id, version, topic, state in records:
                 if state[:1] == b"\xff" and sealed_key_id(state) == world.erased_key_id:
                     world.sealed_records.append((topic, bytes(raw_id), version, state))  # type: ignore[arg-type]
-            world.erased_memory_ids = [
-                str(row[0])
-                for row in engine.projections.conn.execute(
-                    "SELECT memory_id FROM canonical_memory WHERE principal = ?", [ERASED_SAMPLE]
-                ).fetchall()
-            ]
+            with engine.read_models() as live:  # caught up: reads are served from memory
+                world.erased_memory_ids = [
+                    str(row[0])
+                    for row in live.conn.execute(
+                        "SELECT memory_id FROM canonical_memory WHERE principal = ?",
+                        [ERASED_SAMPLE],
+                    ).fetchall()
+                ]
             world.kept_recall_before = recall_all(engine, queries)
             world.report = engine.erase("locomo", ERASED_SAMPLE, requested_by="test")
     return world
