@@ -143,25 +143,34 @@ _OPAQUE: frozenset[type] = frozenset({type(None), bool, int, float, UUID, dateti
 """Field types that hold no string (skipped by the clean walk without further checks)."""
 
 
-def _clean_text(text: str) -> bool:
+def _clean_text(text: str, seen: set[str]) -> bool:
+    """Whether ``text`` encodes and holds no secret; ``seen`` holds the strings already found
+    clean by the same call (one command's events repeat their session id, namespace parts,
+    reasons and labels), each scanned once per call."""
+    if text in seen:
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return not _text_secret(text)
+    if _text_secret(text):
+        return False
+    seen.add(text)
+    return True
 
 
-def _clean(value: Any, memo: set[int]) -> bool:
+def _clean(value: Any, memo: set[int], seen: set[str]) -> bool:
     """Whether :func:`_secret_paths` finds nothing in ``value`` and raises nothing: every
     string encodes and holds no secret, every item passes :func:`item_secret_field`. The
     same walk without building paths (they are built only when this says no), so an event
     costs one pass over its fields. ``memo`` holds the ids of frozen structs already found
     clean in the same call (the namespace and the item that several events of one command
-    share), valid while the caller holds the events."""
+    share), valid while the caller holds the events; ``seen`` the strings found clean in the
+    same call (:func:`_clean_text`)."""
     if type(value) in _OPAQUE:
         return True
     if isinstance(value, str):
-        return _clean_text(value)
+        return _clean_text(value, seen)
     if isinstance(value, msgspec.Struct):
         if id(value) in memo:
             return True
@@ -173,9 +182,9 @@ def _clean(value: Any, memo: set[int]) -> bool:
             if kind in _OPAQUE:
                 continue
             if kind is str:
-                if not _clean_text(entry):
+                if not _clean_text(entry, seen):
                     return False
-            elif not _clean(entry, memo):
+            elif not _clean(entry, memo, seen):
                 return False
         if value.__struct_config__.frozen:
             memo.add(id(value))
@@ -183,16 +192,16 @@ def _clean(value: Any, memo: set[int]) -> bool:
     if isinstance(value, (tuple, list, frozenset, set)):
         for entry in value:
             if type(entry) is str:
-                if not _clean_text(entry):
+                if not _clean_text(entry, seen):
                     return False
-            elif not _clean(entry, memo):
+            elif not _clean(entry, memo, seen):
                 return False
         return True
     if isinstance(value, dict):
         for key, entry in value.items():
             if isinstance(key, str) and _text_secret(key):
                 return False
-            if not _clean(entry, memo):
+            if not _clean(entry, memo, seen):
                 return False
     return True
 
@@ -217,8 +226,9 @@ def check_events(events: Sequence[LedgerEvent]) -> None:
     :raises InvalidArgumentError: a string holds a lone surrogate (``not_utf8``).
     """
     memo: set[int] = set()
+    seen: set[str] = set()  # this call's clean strings: dropped when it returns
     for event in events:
-        if _clean(event, memo):
+        if _clean(event, memo, seen):
             continue
         for path in _secret_paths(event, ""):
             raise SecretRefusedError(type(event).__name__, path)

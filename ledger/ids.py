@@ -29,6 +29,7 @@ __all__ = [
     "check_session_id",
     "erasure_stream_id",
     "command_id",
+    "derived_id",
     "drop_invisible",
     "recall_stream_id",
     "snapshot_id",
@@ -60,6 +61,15 @@ def _derived(name: str) -> UUID:
     _set(derived, "int", (number & _CLEAR) | _SET)
     _set(derived, "is_safe", SafeUUID.unknown)
     return derived
+
+
+def derived_id(name: str) -> UUID:
+    """``uuid5(ID_ROOT, name)``, bit for bit, without ``UUID.__init__``'s checks (the tags
+    of :mod:`memory_ledger.ledger.tags` derive theirs on every write).
+
+    :raises UnicodeEncodeError: ``name`` holds a lone surrogate (as ``uuid5``).
+    """
+    return _derived(name)
 
 
 MAX_NAMESPACE_PART_BYTES = 256

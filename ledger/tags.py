@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
-from uuid import UUID, uuid5
+from uuid import UUID
 
 from eventsourcing.dcb.api import DCBAppendCondition, DCBQuery, DCBQueryItem
 from eventsourcing.persistence import Mapper, StoredEvent
@@ -44,7 +44,7 @@ from memory_ledger.ledger.events import (
     NamespaceErased,
     NamespaceForgotten,
 )
-from memory_ledger.ledger.ids import ID_ROOT, Namespace, subject_predicate_key
+from memory_ledger.ledger.ids import Namespace, derived_id, subject_predicate_key
 
 __all__ = [
     "ERASURE_TAG",
@@ -89,14 +89,14 @@ def memory_tag(memory: UUID) -> str:
 def namespace_tag(namespace: Namespace) -> str:
     """Tag of every memory-stream event of ``namespace`` (id format 1; a store derives its
     own with :meth:`IdDigests.namespace_tag`)."""
-    return f"namespace:{uuid5(ID_ROOT, 'namespace' + chr(31) + namespace.key())}"
+    return f"namespace:{derived_id('namespace' + chr(31) + namespace.key())}"
 
 
 def key_tag(namespace: Namespace, key: tuple[str, str]) -> str:
     """Tag of every activation under the match key ``key`` (see ``subject_predicate_key``;
     id format 1: a store derives its own with :meth:`IdDigests.key_tag`)."""
     name = "key" + chr(31) + namespace.key() + chr(31) + key[0] + chr(31) + key[1]
-    return f"key:{uuid5(ID_ROOT, name)}"
+    return f"key:{derived_id(name)}"
 
 
 _NAMESPACE_TAGS: dict[Namespace, str] = {}
