@@ -39,12 +39,13 @@ served.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -74,6 +75,7 @@ from memory_ledger.commands.recall.served_vectors import (
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionDamagedError, is_damage
 from memory_ledger.projections.vectors import FIELDS, PendingMemory, VectorStore
 
@@ -94,6 +96,21 @@ DEFAULT_VECTOR_TIMEOUT: float | None = None
 None (the default): the provider runs in the command's thread, bounded by its own timeout
 (the HTTP provider's ``timeout``); a handoff to a worker thread costs milliseconds per
 command on a loaded 2-core machine (``python -m benchmarks vectors_ack``)."""
+
+
+class CanonicalRows(Protocol):
+    """The canonical-memory reads the channel makes (``CanonicalMemory`` and the serving
+    state's ``ServingState`` both have them)."""
+
+    def changed_since(
+        self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def active_memories(
+        self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int: ...
 
 
 class VerifiableDoc(Protocol):
@@ -127,6 +144,11 @@ class SemanticChannel:
     :param source_of: reads a memory's source transcript from its
         ``transcript_positions`` (``commands.recall.lexical.SourceTranscripts``); with it each
         memory with provenance also gets a ``source`` vector.
+    :param serving: the engine's serving state (:mod:`projections.serving.state`): with it,
+        which rows are live, which memories are pending and how many are retrievable come
+        from it (under its lock, at its position), never from DuckDB ``canonical_memory``;
+        ``changed_at`` and ``position`` are then ignored. DuckDB is read only for a
+        namespace's vector rows the first time it is asked for.
     :raises EmbeddingError: the provider's descriptor cannot be read
         (``provider_failed``).
     """
@@ -138,6 +160,8 @@ class SemanticChannel:
         changed_at: Callable[[str], int],
         position: Callable[[], int],
         source_of: Callable[[Sequence[int]], str | None] | None = None,
+        *,
+        serving: ServingState | None = None,
     ) -> None:
         self.provider = provider
         self._source_of = source_of
@@ -156,8 +180,14 @@ class SemanticChannel:
         self.model_key = self.descriptor.model_key()
         self.canonical = canonical
         self.lock = canonical.lock
-        self._changed_at = changed_at
-        self._position = position
+        self._serving = serving
+        self._documents: CanonicalRows = canonical if serving is None else serving
+        """Where a namespace's current documents are read: the serving state when given."""
+        self._documents_lock: contextlib.AbstractContextManager[object] = (
+            serving.lock if serving is not None else contextlib.nullcontext()
+        )
+        self._changed_at = changed_at if serving is None else serving.changed_at
+        self._position = position if serving is None else (lambda: serving.position)
         with self.lock:
             self.vectors = VectorStore(canonical.conn)
         self.served = ServedVectors(self.vectors, self.model_key, self.descriptor.dimension)
@@ -187,6 +217,7 @@ class SemanticChannel:
         """Called when a command leaves vectors pending (the engine wakes its indexer)."""
         self._calls = ForegroundCalls()
         self._own = OwnPositions()
+        self._behind = False
 
     @property
     def max_namespaces(self) -> int:
@@ -325,39 +356,71 @@ class SemanticChannel:
         return known
 
     def _namespace_vectors(self, namespace: Namespace) -> _NamespaceVectors:
-        """The namespace's served vectors, their live mask brought to the projection
-        position (takes the projection lock: a first read comes from DuckDB)."""
+        """The namespace's served vectors, their live mask brought to the documents'
+        position (the serving state's, or DuckDB's without one). Only a first read (from
+        DuckDB ``memory_vectors``) takes the projection lock: with a serving state, a held
+        namespace is refreshed from it alone, so a recall never waits for DuckDB."""
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
-        position = self._position()
+        with self._documents_lock:
+            position = self._position()
 
-        def refresh(held: _NamespaceVectors) -> None:
-            last_change = self._changed_at(key)
-            if last_change <= held.built_position:
-                pass
-            elif self._own.covered(held.built_position, last_change):
-                held.built_position = position  # only this process's batches: applied already
+            def refresh(held: _NamespaceVectors) -> None:
+                last_change = self._changed_at(key)
+                if last_change <= held.built_position:
+                    pass
+                elif self._own.covered(held.built_position, last_change):
+                    held.built_position = position  # only this process's batches: applied
+                else:
+                    rows = self._documents.changed_since(
+                        *ns, held.built_position, ("memory_id", "status", "subject", "statement")
+                    )
+                    for row in rows:
+                        memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
+                        held.retire(memory_id, retrievable)
+                        text = embedding_text(row["subject"], row["statement"])
+                        found = held.row_of.get((memory_id, "statement"))
+                        if not retrievable or (
+                            found is not None and held.digests[found] == self._digest(text)
+                        ):
+                            held.missing.discard(memory_id)
+                        else:
+                            held.missing.add(memory_id)
+                            self._behind = True
+                    held.built_position = position
+                held.ann_threshold = self.ann_threshold
+                held.ann_background = self.ann_background
+
+            if self._serving is None:
+                with self.lock:
+                    found = self.served.namespace(namespace, position, refresh)
             else:
-                rows = self.canonical.changed_since(
-                    *ns, held.built_position, ("memory_id", "status", "subject", "statement")
-                )
-                for row in rows:
-                    memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
-                    held.retire(memory_id, retrievable)
-                    text = embedding_text(row["subject"], row["statement"])
-                    found = held.row_of.get((memory_id, "statement"))
-                    if not retrievable or (
-                        found is not None and held.digests[found] == self._digest(text)
-                    ):
-                        held.missing.discard(memory_id)
-                    else:
-                        held.missing.add(memory_id)
-                held.built_position = position
-            held.ann_threshold = self.ann_threshold
-            held.ann_background = self.ann_background
+                found = self.served.namespace(namespace, position, refresh, may_load=False)
+                if found is None:
+                    with self.lock:  # the first read of the namespace: its DuckDB rows
+                        found = self.served.namespace(
+                            namespace, position, refresh, lambda held: self._load(held, ns)
+                        )
+            assert found is not None
+            if self._behind and self.on_pending is not None:
+                self._behind = False
+                self.on_pending()  # another process's memories: the indexer embeds them
+            return found
 
-        with self.lock:
-            return self.served.namespace(namespace, position, refresh)
+    def _load(self, held: _NamespaceVectors, ns: tuple[str, str, str]) -> None:
+        """Fill a new ``held`` with every ``memory_vectors`` row of the namespace, live
+        exactly for the memories retrievable in the documents (the serving state, which
+        may be ahead of DuckDB ``canonical_memory``); ``missing``: the retrievable ones with
+        no statement row. Call with the projection lock and the documents' lock held."""
+        held.extend(self.vectors.load(self.model_key, ns, 0, retrievable_only=False))
+        live = {row["memory_id"] for row in self._documents.active_memories(*ns, ("memory_id",))}
+        for row, memory_id in enumerate(held.ids):
+            if held.alive[row] and memory_id not in live:
+                held.alive[row] = False
+                held.dead += 1
+        held.missing = {m for m in live if (m, "statement") not in held.row_of}
+        if held.missing:
+            self._behind = True
 
     def search(
         self,
@@ -470,9 +533,10 @@ class SemanticChannel:
         (a command's embedding failed or is late, or the indexer has not reached them).
         Takes the projection lock."""
         vectors = self._namespace_vectors(namespace)
-        with self.lock:
-            if retrievable is None:
-                retrievable = self.canonical.count_namespace(
+        if retrievable is None:
+            reading = self.lock if self._serving is None else self._documents_lock
+            with reading:
+                retrievable = self._documents.count_namespace(
                     namespace.tenant, namespace.principal, namespace.scope_id
                 )
         with self.served.lock:

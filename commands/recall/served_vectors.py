@@ -381,19 +381,29 @@ class ServedVectors:
         namespace: Namespace,
         position: int,
         refresh: Callable[[_NamespaceVectors], None],
-    ) -> _NamespaceVectors:
-        """The held rows of ``namespace``, read from ``memory_vectors`` the first time
-        (after :meth:`flush`, with its ``missing`` memories), then ``refresh`` (the caller
-        retires rows of memories that changed). Call with the projection lock held."""
+        load: Callable[[_NamespaceVectors], None] | None = None,
+        *,
+        may_load: bool = True,
+    ) -> _NamespaceVectors | None:
+        """The held rows of ``namespace``, then ``refresh`` (the caller retires rows of
+        memories that changed). A namespace not held is read from ``memory_vectors`` (after
+        :meth:`flush`) by ``load`` (default: the rows of memories retrievable in
+        ``canonical_memory``, with its ``missing`` memories); call with the projection lock
+        held then. ``may_load=False``: a namespace not held is None (nothing read)."""
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
         with self.lock:
             held = self.cache.pop(key, None)
             if held is None:
+                if not may_load:
+                    return None
                 self.flush()  # under the lock: no put can fall between the read and the hold
                 held = _NamespaceVectors(self.dimension, position)
-                held.extend(self.store.load(self.model_key, ns, 0))  # retrievable ones
-                held.missing = set(self.store.unembedded(self.model_key, ns))
+                if load is not None:
+                    load(held)
+                else:
+                    held.extend(self.store.load(self.model_key, ns, 0))  # retrievable ones
+                    held.missing = set(self.store.unembedded(self.model_key, ns))
             refresh(held)
             if held.dead > 1024 and held.dead * 4 > len(held):
                 held = held.compacted(held.built_position)
