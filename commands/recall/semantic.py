@@ -437,7 +437,9 @@ class SemanticChannel:
         ``docs`` are the namespace's current retrievable documents by memory id (the
         lexical index's map, at the projection position of this recall); a vector row is
         used only when its memory is in ``docs`` and the document's current text of that
-        field has the row's content digest. Call with the canonical lock held.
+        field has the row's content digest. Takes the documents' lock (the serving state's,
+        when given), and the projection lock only for a namespace's first read: call
+        without the projection lock held (the lock order of ``commands/engine/serving.py``).
         """
         wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
@@ -488,7 +490,7 @@ class SemanticChannel:
     ) -> dict[str, float]:
         """Verified semantic scores of the given memories: the best cosine of each one's
         vectors of ``fields`` (default: every field indexed); memories without a current
-        vector are left out. Call with the canonical lock held, after :meth:`search` of the
+        vector are left out. Locks as :meth:`search`; call after :meth:`search` of the
         same query."""
         wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
