@@ -413,12 +413,15 @@ class SemanticChannel:
         may be ahead of DuckDB ``canonical_memory``); ``missing``: the retrievable ones with
         no statement row. Call with the projection lock and the documents' lock held."""
         held.extend(self.vectors.load(self.model_key, ns, 0, retrievable_only=False))
-        live = {row["memory_id"] for row in self._documents.active_memories(*ns, ("memory_id",))}
-        for row, memory_id in enumerate(held.ids):
-            if held.alive[row] and memory_id not in live:
-                held.alive[row] = False
-                held.dead += 1
-        held.missing = {m for m in live if (m, "statement") not in held.row_of}
+        assert self._serving is not None
+        live = self._serving.retrievable_ids(*ns)
+        size = len(held.ids)
+        known = np.fromiter((m in live for m in held.ids), bool, size)
+        gone = held.alive[:size] & ~known
+        held.alive[:size] &= known
+        held.dead += int(gone.sum())
+        row_of = held.row_of
+        held.missing = {m for m in live if (m, "statement") not in row_of}
         if held.missing:
             self._behind = True
 
