@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -408,18 +409,29 @@ class SemanticChannel:
             return found
 
     def _load(self, held: _NamespaceVectors, ns: tuple[str, str, str]) -> None:
-        """Fill a new ``held`` with every ``memory_vectors`` row of the namespace, live
-        exactly for the memories retrievable in the documents (the serving state, which
-        may be ahead of DuckDB ``canonical_memory``); ``missing``: the retrievable ones with
-        no statement row. Call with the projection lock and the documents' lock held."""
-        held.extend(self.vectors.load(self.model_key, ns, 0, retrievable_only=False))
+        """Fill a new ``held`` with the ``memory_vectors`` rows of the namespace's memories
+        retrievable in the serving state (which may be ahead of DuckDB ``canonical_memory``:
+        rows are read whatever it says, then kept only for those memories); ``missing``:
+        the retrievable ones with no statement row. Call with the projection lock and the
+        documents' lock held."""
         assert self._serving is not None
         live = self._serving.retrievable_ids(*ns)
-        size = len(held.ids)
-        known = np.fromiter((m in live for m in held.ids), bool, size)
-        gone = held.alive[:size] & ~known
-        held.alive[:size] &= known
-        held.dead += int(gone.sum())
+        if not live:  # nothing to serve (an erased namespace's rows are never read in)
+            return
+        stored = self.vectors.load(self.model_key, ns, 0, retrievable_only=False)
+        count = len(stored.memory_ids)
+        known = np.fromiter((m in live for m in stored.memory_ids), bool, count)
+        if count and not known.all():  # rows of memories no longer retrievable stay out
+            kept = np.flatnonzero(known).tolist()
+            stored = msgspec.structs.replace(
+                stored,
+                memory_ids=tuple(stored.memory_ids[i] for i in kept),
+                revisions=tuple(stored.revisions[i] for i in kept),
+                digests=tuple(stored.digests[i] for i in kept),
+                matrix=stored.matrix[known],
+                fields=tuple(stored.fields[i] for i in kept) if stored.fields else (),
+            )
+        held.extend(stored)
         row_of = held.row_of
         held.missing = {m for m in live if (m, "statement") not in row_of}
         if held.missing:
