@@ -183,9 +183,8 @@ def main(argv: list[str]) -> int:
             figures.update(stats("lexical_only", lexical))
             figures["ready_share"] = states.count("ready") / len(states)
             assert engine.semantic is not None
-            with engine.read_models(catch_up=False):
-                vectors = engine.semantic._namespace_vectors(BENCH_NAMESPACE)
-                matrix = np.ascontiguousarray(vectors.matrix[: len(vectors)])
+            vectors = engine.semantic._namespace_vectors(BENCH_NAMESPACE)  # takes its locks
+            matrix = np.ascontiguousarray(vectors.matrix[: len(vectors)])
             query = matrix[0].copy()
             bare = []
             for _ in range(len(asked)):

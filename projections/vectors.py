@@ -381,11 +381,24 @@ class VectorStore:
         return base + count
 
     def load(
-        self, model_key: str, namespace: tuple[str, str, str], after_seq: int = 0
+        self,
+        model_key: str,
+        namespace: tuple[str, str, str],
+        after_seq: int = 0,
+        *,
+        retrievable_only: bool = True,
     ) -> StoredVectors:
         """Vector rows of ``namespace`` and ``model_key`` with ``seq > after_seq`` whose
-        memory is retrievable now, by seq (``last_seq`` covers the rows left out too)."""
+        memory is retrievable now in ``canonical_memory``, by seq (``last_seq`` covers the
+        rows left out too). ``retrievable_only=False``: every row, whatever
+        ``canonical_memory`` says (a reader that checks liveness against a read model ahead
+        of it, the serving state)."""
         params = [model_key, *namespace, after_seq]
+        join = (
+            f"JOIN canonical_memory c ON c.memory_id = v.memory_id AND {_RETRIEVABLE_SQL} "
+            if retrievable_only
+            else ""
+        )
         where = (
             "v.model_key = $1 AND v.tenant = $2 AND v.principal = $3 AND v.scope_id = $4 "
             "AND v.seq > $5"
@@ -396,8 +409,7 @@ class VectorStore:
         table = self.conn.sql(
             "SELECT v.memory_id, v.revision, v.content_digest, v.seq, v.dimension, v.vector, "
             "v.field "
-            f"FROM memory_vectors v JOIN canonical_memory c ON c.memory_id = v.memory_id "
-            f"AND {_RETRIEVABLE_SQL} WHERE {where} ORDER BY v.seq",
+            f"FROM memory_vectors v {join}WHERE {where} ORDER BY v.seq",
             params=params,
         ).to_arrow_table()
         count = table.num_rows

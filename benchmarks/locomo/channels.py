@@ -131,10 +131,10 @@ def collect(
             vector, _ = channel.embed_query(q.text)
             if vector is not None:
                 ids = [d for d, _ in lexical]
-                with engine.read_models(catch_up=False):  # the channel reads the file
-                    for field, into in (("statement", statement), ("source", source)):
-                        into.update(channel.cosines(ns, vector, docs, ids, (field,)))
-                        into.update(channel.search(ns, vector, docs, DEPTH, (field,)))
+                # The channel takes its locks (serving state, then DuckDB for a first read).
+                for field, into in (("statement", statement), ("source", source)):
+                    into.update(channel.cosines(ns, vector, docs, ids, (field,)))
+                    into.update(channel.search(ns, vector, docs, DEPTH, (field,)))
         dates = query_dates(q.text)
         dated = frozenset(m for m, d in docs.items() if occurred_in(d.occurred_at, dates))
         out.append(

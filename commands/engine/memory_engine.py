@@ -252,6 +252,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 self.runner.changed_at,
                 lambda: self.runner.position,
                 source_of=self.transcripts if source_vectors else None,
+                serving=self.serving,
             )
             self.indexer = EmbeddingIndexer(
                 self.semantic, self.catch_up, on_damage=self.projections.mark_damaged
@@ -614,15 +615,12 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         vector, status = (None, OFF)
         if channel is not None:
             vector, status = channel.embed_query(query)
-        # The semantic channel's vectors and coverage are DuckDB read models (the hook for
-        # vectors in the serving state): a hybrid recall takes the projection lock (after
-        # the serving lock: the lock order of commands/engine/serving.py) and catches DuckDB
-        # up to the serving position; a lexical recall never waits for DuckDB.
-        duckdb_lock = self._read_lock if channel is not None else contextlib.nullcontext()
-        with self.serving.lock, duckdb_lock, self.projection_guard():
+        # The semantic channel verifies its vectors and counts coverage against the serving
+        # state (the documents this recall ranks): no recall waits for DuckDB, which is
+        # caught up behind. Only a namespace's first semantic read takes the projection lock
+        # (its vector rows come from DuckDB; the lock order of commands/engine/serving.py).
+        with self.serving.lock, self.projection_guard():
             position = self._serve()
-            if channel is not None:
-                self.catch_up(position)
             index, by_id = self.recall_index.docs(namespace, position)
             scores = None
             if channel is not None and vector is not None:

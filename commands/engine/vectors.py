@@ -17,12 +17,17 @@ from memory_ledger.ledger.ids import Namespace, check_namespace
 if TYPE_CHECKING:
     from memory_ledger.commands.recall.maintenance import MaintenanceHealth
     from memory_ledger.commands.recall.semantic import EmbeddingIndexer, SemanticChannel
+    from memory_ledger.projections.serving.state import ServingState
 
 __all__ = ["EngineVectors"]
 
 
 class _CatchUp(Protocol):
     def __call__(self, to: int | None = None) -> int: ...
+
+
+class _Serve(Protocol):
+    def __call__(self, head: int | None = None) -> int: ...
 
 
 class EngineVectors:
@@ -32,6 +37,8 @@ class EngineVectors:
     indexer: EmbeddingIndexer | None
     _read_lock: threading.RLock
     catch_up: _CatchUp
+    serving: ServingState
+    _serve: _Serve
 
     @property
     def head(self) -> int:
@@ -45,8 +52,8 @@ class EngineVectors:
         if self.semantic is None:
             return OFF
         check_namespace(namespace)
-        self.catch_up()
-        with self.projection_guard():
+        with self.serving.lock, self.projection_guard():  # the serving state, not DuckDB
+            self._serve()
             return self.semantic.status(namespace)
 
     def wait_for_vectors(

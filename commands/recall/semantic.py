@@ -39,13 +39,15 @@ served.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -74,6 +76,7 @@ from memory_ledger.commands.recall.served_vectors import (
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
+from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionDamagedError, is_damage
 from memory_ledger.projections.vectors import FIELDS, PendingMemory, VectorStore
 
@@ -94,6 +97,21 @@ DEFAULT_VECTOR_TIMEOUT: float | None = None
 None (the default): the provider runs in the command's thread, bounded by its own timeout
 (the HTTP provider's ``timeout``); a handoff to a worker thread costs milliseconds per
 command on a loaded 2-core machine (``python -m benchmarks vectors_ack``)."""
+
+
+class CanonicalRows(Protocol):
+    """The canonical-memory reads the channel makes (``CanonicalMemory`` and the serving
+    state's ``ServingState`` both have them)."""
+
+    def changed_since(
+        self, tenant: str, principal: str, scope_id: str, position: int, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def active_memories(
+        self, tenant: str, principal: str, scope_id: str, columns: Sequence[str] = ()
+    ) -> list[dict[str, Any]]: ...
+
+    def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int: ...
 
 
 class VerifiableDoc(Protocol):
@@ -127,6 +145,11 @@ class SemanticChannel:
     :param source_of: reads a memory's source transcript from its
         ``transcript_positions`` (``commands.recall.lexical.SourceTranscripts``); with it each
         memory with provenance also gets a ``source`` vector.
+    :param serving: the engine's serving state (:mod:`projections.serving.state`): with it,
+        which rows are live, which memories are pending and how many are retrievable come
+        from it (under its lock, at its position), never from DuckDB ``canonical_memory``;
+        ``changed_at`` and ``position`` are then ignored. DuckDB is read only for a
+        namespace's vector rows the first time it is asked for.
     :raises EmbeddingError: the provider's descriptor cannot be read
         (``provider_failed``).
     """
@@ -138,6 +161,8 @@ class SemanticChannel:
         changed_at: Callable[[str], int],
         position: Callable[[], int],
         source_of: Callable[[Sequence[int]], str | None] | None = None,
+        *,
+        serving: ServingState | None = None,
     ) -> None:
         self.provider = provider
         self._source_of = source_of
@@ -156,8 +181,14 @@ class SemanticChannel:
         self.model_key = self.descriptor.model_key()
         self.canonical = canonical
         self.lock = canonical.lock
-        self._changed_at = changed_at
-        self._position = position
+        self._serving = serving
+        self._documents: CanonicalRows = canonical if serving is None else serving
+        """Where a namespace's current documents are read: the serving state when given."""
+        self._documents_lock: contextlib.AbstractContextManager[object] = (
+            serving.lock if serving is not None else contextlib.nullcontext()
+        )
+        self._changed_at = changed_at if serving is None else serving.changed_at
+        self._position = position if serving is None else (lambda: serving.position)
         with self.lock:
             self.vectors = VectorStore(canonical.conn)
         self.served = ServedVectors(self.vectors, self.model_key, self.descriptor.dimension)
@@ -187,6 +218,7 @@ class SemanticChannel:
         """Called when a command leaves vectors pending (the engine wakes its indexer)."""
         self._calls = ForegroundCalls()
         self._own = OwnPositions()
+        self._behind = False
 
     @property
     def max_namespaces(self) -> int:
@@ -325,39 +357,85 @@ class SemanticChannel:
         return known
 
     def _namespace_vectors(self, namespace: Namespace) -> _NamespaceVectors:
-        """The namespace's served vectors, their live mask brought to the projection
-        position (takes the projection lock: a first read comes from DuckDB)."""
+        """The namespace's served vectors, their live mask brought to the documents'
+        position (the serving state's, or DuckDB's without one). Only a first read (from
+        DuckDB ``memory_vectors``) takes the projection lock: with a serving state, a held
+        namespace is refreshed from it alone, so a recall never waits for DuckDB."""
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
-        position = self._position()
+        with self._documents_lock:
+            position = self._position()
 
-        def refresh(held: _NamespaceVectors) -> None:
-            last_change = self._changed_at(key)
-            if last_change <= held.built_position:
-                pass
-            elif self._own.covered(held.built_position, last_change):
-                held.built_position = position  # only this process's batches: applied already
+            def refresh(held: _NamespaceVectors) -> None:
+                last_change = self._changed_at(key)
+                if last_change <= held.built_position:
+                    pass
+                elif self._own.covered(held.built_position, last_change):
+                    held.built_position = position  # only this process's batches: applied
+                else:
+                    rows = self._documents.changed_since(
+                        *ns, held.built_position, ("memory_id", "status", "subject", "statement")
+                    )
+                    for row in rows:
+                        memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
+                        held.retire(memory_id, retrievable)
+                        text = embedding_text(row["subject"], row["statement"])
+                        found = held.row_of.get((memory_id, "statement"))
+                        if not retrievable or (
+                            found is not None and held.digests[found] == self._digest(text)
+                        ):
+                            held.missing.discard(memory_id)
+                        else:
+                            held.missing.add(memory_id)
+                            self._behind = True
+                    held.built_position = position
+                held.ann_threshold = self.ann_threshold
+                held.ann_background = self.ann_background
+
+            if self._serving is None:
+                with self.lock:
+                    found = self.served.namespace(namespace, position, refresh)
             else:
-                rows = self.canonical.changed_since(
-                    *ns, held.built_position, ("memory_id", "status", "subject", "statement")
-                )
-                for row in rows:
-                    memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
-                    held.retire(memory_id, retrievable)
-                    text = embedding_text(row["subject"], row["statement"])
-                    found = held.row_of.get((memory_id, "statement"))
-                    if not retrievable or (
-                        found is not None and held.digests[found] == self._digest(text)
-                    ):
-                        held.missing.discard(memory_id)
-                    else:
-                        held.missing.add(memory_id)
-                held.built_position = position
-            held.ann_threshold = self.ann_threshold
-            held.ann_background = self.ann_background
+                found = self.served.namespace(namespace, position, refresh, may_load=False)
+                if found is None:
+                    with self.lock:  # the first read of the namespace: its DuckDB rows
+                        found = self.served.namespace(
+                            namespace, position, refresh, lambda held: self._load(held, ns)
+                        )
+            assert found is not None
+            if self._behind and self.on_pending is not None:
+                self._behind = False
+                self.on_pending()  # another process's memories: the indexer embeds them
+            return found
 
-        with self.lock:
-            return self.served.namespace(namespace, position, refresh)
+    def _load(self, held: _NamespaceVectors, ns: tuple[str, str, str]) -> None:
+        """Fill a new ``held`` with the ``memory_vectors`` rows of the namespace's memories
+        retrievable in the serving state (which may be ahead of DuckDB ``canonical_memory``:
+        rows are read whatever it says, then kept only for those memories); ``missing``:
+        the retrievable ones with no statement row. Call with the projection lock and the
+        documents' lock held."""
+        assert self._serving is not None
+        live = self._serving.retrievable_ids(*ns)
+        if not live:  # nothing to serve (an erased namespace's rows are never read in)
+            return
+        stored = self.vectors.load(self.model_key, ns, 0, retrievable_only=False)
+        count = len(stored.memory_ids)
+        known = np.fromiter((m in live for m in stored.memory_ids), bool, count)
+        if count and not known.all():  # rows of memories no longer retrievable stay out
+            kept = np.flatnonzero(known).tolist()
+            stored = msgspec.structs.replace(
+                stored,
+                memory_ids=tuple(stored.memory_ids[i] for i in kept),
+                revisions=tuple(stored.revisions[i] for i in kept),
+                digests=tuple(stored.digests[i] for i in kept),
+                matrix=stored.matrix[known],
+                fields=tuple(stored.fields[i] for i in kept) if stored.fields else (),
+            )
+        held.extend(stored)
+        row_of = held.row_of
+        held.missing = {m for m in live if (m, "statement") not in row_of}
+        if held.missing:
+            self._behind = True
 
     def search(
         self,
@@ -374,7 +452,9 @@ class SemanticChannel:
         ``docs`` are the namespace's current retrievable documents by memory id (the
         lexical index's map, at the projection position of this recall); a vector row is
         used only when its memory is in ``docs`` and the document's current text of that
-        field has the row's content digest. Call with the canonical lock held.
+        field has the row's content digest. Takes the documents' lock (the serving state's,
+        when given), and the projection lock only for a namespace's first read: call
+        without the projection lock held (the lock order of ``commands/engine/serving.py``).
         """
         wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
@@ -425,7 +505,7 @@ class SemanticChannel:
     ) -> dict[str, float]:
         """Verified semantic scores of the given memories: the best cosine of each one's
         vectors of ``fields`` (default: every field indexed); memories without a current
-        vector are left out. Call with the canonical lock held, after :meth:`search` of the
+        vector are left out. Locks as :meth:`search`; call after :meth:`search` of the
         same query."""
         wanted = tuple(fields) if fields is not None else self.fields
         vectors = self._namespace_vectors(namespace)
@@ -470,9 +550,10 @@ class SemanticChannel:
         (a command's embedding failed or is late, or the indexer has not reached them).
         Takes the projection lock."""
         vectors = self._namespace_vectors(namespace)
-        with self.lock:
-            if retrievable is None:
-                retrievable = self.canonical.count_namespace(
+        if retrievable is None:
+            reading = self.lock if self._serving is None else self._documents_lock
+            with reading:
+                retrievable = self._documents.count_namespace(
                     namespace.tenant, namespace.principal, namespace.scope_id
                 )
         with self.served.lock:

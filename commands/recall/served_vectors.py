@@ -50,7 +50,6 @@ class _NamespaceVectors:
         self.digests: list[str] = []
         self.fields: list[str] = []
         self.row_of: dict[tuple[str, str], int] = {}
-        self.rows_of: dict[str, list[int]] = {}
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
         self.alive = np.zeros(0, dtype=bool)
         self.source = np.zeros(0, dtype=bool)
@@ -77,7 +76,12 @@ class _NamespaceVectors:
             return
         start = len(self.ids)
         need = start + count
-        if need > self.matrix.shape[0]:
+        adopted = start == 0 and self.matrix.shape[0] == 0
+        if adopted:  # a first read: the rows as they came (never written in place)
+            self.matrix = np.ascontiguousarray(stored.matrix, dtype=np.float32)
+            self.alive = np.zeros(count, dtype=bool)
+            self.source = np.zeros(count, dtype=bool)
+        elif need > self.matrix.shape[0]:
             capacity = max(need, self.matrix.shape[0] * 2)
             matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
             matrix[:start] = self.matrix[:start]
@@ -86,23 +90,30 @@ class _NamespaceVectors:
             source = np.zeros(capacity, dtype=bool)
             source[:start] = self.source[:start]
             self.matrix, self.alive, self.source = matrix, alive, source
-        self.matrix[start:need] = stored.matrix
+        if not adopted:
+            self.matrix[start:need] = stored.matrix
         self.alive[start:need] = True
         fields = stored.fields or ("statement",) * count
-        for offset, memory_id in enumerate(stored.memory_ids):
-            row = start + offset
-            field = fields[offset]
-            old = self.row_of.get((memory_id, field))
-            if old is not None and self.alive[old]:
-                self.alive[old] = False
-                self.dead += 1
-            self.row_of[(memory_id, field)] = row
-            self.rows_of.setdefault(memory_id, []).append(row)
-            self.source[row] = field == "source"
-            self.ids.append(memory_id)
-            self.revisions.append(stored.revisions[offset])
-            self.digests.append(stored.digests[offset])
-            self.fields.append(field)
+        self.source[start:need] = np.fromiter((f == "source" for f in fields), bool, count)
+        keys = zip(stored.memory_ids, fields, strict=True)
+        if not self.row_of:  # a first read: one dict build, the later of two rows wins
+            self.row_of = dict(zip(keys, range(start, need), strict=True))
+            if len(self.row_of) < count:
+                self.alive[start:need] = False
+                self.alive[np.fromiter(self.row_of.values(), np.intp, len(self.row_of))] = True
+                self.dead += count - len(self.row_of)
+        else:
+            row_of, alive = self.row_of, self.alive
+            for row, key in enumerate(keys, start):
+                old = row_of.get(key)
+                if old is not None and alive[old]:
+                    alive[old] = False
+                    self.dead += 1
+                row_of[key] = row
+        self.ids.extend(stored.memory_ids)
+        self.revisions.extend(stored.revisions)
+        self.digests.extend(stored.digests)
+        self.fields.extend(fields)
         self.last_seq = stored.last_seq
 
     def retire(self, memory_id: str, retrievable: bool) -> None:
@@ -129,7 +140,6 @@ class _NamespaceVectors:
             fresh.digests.append(self.digests[old_row])
             fresh.fields.append(field)
             fresh.row_of[(memory_id, field)] = new_row
-            fresh.rows_of.setdefault(memory_id, []).append(new_row)
         fresh.last_seq = self.last_seq
         fresh.ann_threshold = self.ann_threshold  # its index is rebuilt: the rows moved
         fresh.ann_background = self.ann_background
@@ -381,19 +391,29 @@ class ServedVectors:
         namespace: Namespace,
         position: int,
         refresh: Callable[[_NamespaceVectors], None],
-    ) -> _NamespaceVectors:
-        """The held rows of ``namespace``, read from ``memory_vectors`` the first time
-        (after :meth:`flush`, with its ``missing`` memories), then ``refresh`` (the caller
-        retires rows of memories that changed). Call with the projection lock held."""
+        load: Callable[[_NamespaceVectors], None] | None = None,
+        *,
+        may_load: bool = True,
+    ) -> _NamespaceVectors | None:
+        """The held rows of ``namespace``, then ``refresh`` (the caller retires rows of
+        memories that changed). A namespace not held is read from ``memory_vectors`` (after
+        :meth:`flush`) by ``load`` (default: the rows of memories retrievable in
+        ``canonical_memory``, with its ``missing`` memories); call with the projection lock
+        held then. ``may_load=False``: a namespace not held is None (nothing read)."""
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
         with self.lock:
             held = self.cache.pop(key, None)
             if held is None:
+                if not may_load:
+                    return None
                 self.flush()  # under the lock: no put can fall between the read and the hold
                 held = _NamespaceVectors(self.dimension, position)
-                held.extend(self.store.load(self.model_key, ns, 0))  # retrievable ones
-                held.missing = set(self.store.unembedded(self.model_key, ns))
+                if load is not None:
+                    load(held)
+                else:
+                    held.extend(self.store.load(self.model_key, ns, 0))  # retrievable ones
+                    held.missing = set(self.store.unembedded(self.model_key, ns))
             refresh(held)
             if held.dead > 1024 and held.dead * 4 > len(held):
                 held = held.compacted(held.built_position)

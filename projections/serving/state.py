@@ -356,6 +356,11 @@ class ServingState:
         )
         return [_columns(row, columns) for row in rows]
 
+    def retrievable_ids(self, tenant: str, principal: str, scope_id: str) -> frozenset[str]:
+        """Memory ids of one namespace's retrievable rows (unordered)."""
+        space = self._lookup(tenant, principal, scope_id)
+        return frozenset(space.retrievable) if space is not None else frozenset()
+
     def count_namespace(self, tenant: str, principal: str, scope_id: str) -> int:
         """Retrievable rows of one namespace."""
         space = self._lookup(tenant, principal, scope_id)
