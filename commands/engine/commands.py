@@ -33,7 +33,7 @@ from memory_ledger.commands.engine.receipt import (
 )
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import SourceTranscripts, stem
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import traced, traced_method
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
@@ -262,6 +262,7 @@ class EngineCommands:
         receipt = make_receipt(engine, match, report, named, key)
         return msgspec.structs.replace(report, receipt=receipt)
 
+    @traced_method("rotate_master_key", lambda self, *_: (self, None))
     def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
         """Re-wrap every live data key under ``new_master_key`` (events are not touched);
         return how many keys. From then on only the new key opens the store.

@@ -79,7 +79,7 @@ from memory_ledger.commands.recall.policy import (
 from memory_ledger.commands.recall.ranking import rank_candidates
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.telemetry.options import Telemetry
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import traced, traced_method
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -686,6 +686,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             return [doc for doc in docs if correction_match(text, doc) == "same"]
         return [doc for doc in docs if holds_every_word(text, doc)]
 
+    @traced_method("memory_map", lambda self, namespace, *_: (self, namespace))
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
         """The vocabulary map of ``namespace`` from the serving state at the ledger head
         (recomputed only when the state moved),

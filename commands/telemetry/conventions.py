@@ -110,6 +110,15 @@ Operation = Literal[
     "session.recall",
     "session.finish",
     "langgraph.search",
+    "langgraph.get",
+    "langgraph.list_namespaces",
+    "memory_map",
+    "explain",
+    "rotate_master_key",
+    "session.activate_candidate",
+    "session.prune",
+    "session.remember_success",
+    "session.remember_failure",
 ]
 
 OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
@@ -126,6 +135,15 @@ OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
     "session.recall": "search_memory",
     "session.finish": "update_memory",
     "langgraph.search": "search_memory",
+    "langgraph.get": "search_memory",
+    "langgraph.list_namespaces": "search_memory",
+    "memory_map": "search_memory",
+    "explain": "search_memory",
+    "rotate_master_key": "update_memory",
+    "session.activate_candidate": "update_memory",
+    "session.prune": "delete_memory",
+    "session.remember_success": "create_memory",
+    "session.remember_failure": "create_memory",
 }
 """Each engine operation's GenAI operation name: a remember creates a memory, a correction,
 a pin, a batch of remembers and forgets and a session's reconciliation update memories
@@ -133,4 +151,9 @@ a pin, a batch of remembers and forgets and a session's reconciliation update me
 without a record id: every record of the namespace), a recall searches. A session turn
 records evidence and extracts candidate memories: a ``create_memory``. The LangGraph
 store's ``search`` ranks canonical memories itself (``langgraph.search``); its puts and
-deletes are batches (``apply_batch``)."""
+deletes are batches (``apply_batch``), its ``get`` and namespace listing read memories
+(``search_memory``, as the engine's ``memory_map`` and ``explain`` do). A session's
+``remember_success`` and ``remember_failure`` create a procedural memory, its
+``activate_candidate`` updates (a candidate becomes canonical), its ``prune`` deletes.
+``rotate_master_key`` re-wraps every data key (records unchanged): an ``update_memory``
+without a record id."""

@@ -53,7 +53,7 @@ from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 
-__all__ = ["OperationSpan", "direct_command", "error_type", "traced"]
+__all__ = ["OperationSpan", "direct_command", "error_type", "traced", "traced_method"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -137,6 +137,32 @@ def direct_command(
                 text=named if text else None,
                 record_id=record_id,
             ) as span:
+                return span.result(method(*args, **kwargs))
+
+        return run
+
+    return wrap
+
+
+def traced_method(
+    operation: Operation,
+    where: Callable[..., tuple[object, object]],
+    *,
+    text_at: int | None = None,
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Trace a function as ``operation``: ``where(*positional_arguments)`` gives the engine
+    (its telemetry decides) and the namespace (recorded as its digest) of the call; the result
+    goes through :meth:`OperationSpan.result`. ``text_at``: the index of the positional
+    argument holding the query searched (content, recorded only with content on). The one
+    wrapper of the operations a function carries out whole (a session's ``prune``, the
+    engine's ``memory_map``)."""
+
+    def wrap(method: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(method)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            engine, namespace = where(*args)
+            text = args[text_at] if text_at is not None and len(args) > text_at else None
+            with traced(engine, operation, namespace, text=text) as span:
                 return span.result(method(*args, **kwargs))
 
         return run
