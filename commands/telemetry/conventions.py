@@ -43,6 +43,9 @@ __all__ = [
     "OPERATIONS",
     "OPERATION_DURATION",
     "PROJECTION_LAG",
+    "PROJECTION_LAG_SECONDS",
+    "CATCH_UP_DURATION",
+    "VECTOR_BACKLOG",
     "REASON_CODE",
     "RECORDS_ADMITTED",
     "RECORDS_RETURNED",
@@ -93,6 +96,19 @@ RECORDS_WRITTEN: Final = "memory_ledger.records.written"
 PROJECTION_LAG: Final = "memory_ledger.projection.lag"
 """Observable gauge, ledger positions the engine's read models are behind the ledger head
 (``{position}``; 0 when caught up)."""
+
+PROJECTION_LAG_SECONDS: Final = "memory_ledger.projection.lag.seconds"
+"""Observable gauge, seconds the engine's read models have been behind the ledger head: 0
+when caught up, else the time since this engine last caught them up to the head (or since
+the engine's telemetry was created, when it never did)."""
+
+CATCH_UP_DURATION: Final = "memory_ledger.projection.catch_up.duration"
+"""Histogram, seconds, of each ``MemoryEngine.catch_up`` (lock wait included), with
+``error.type`` on failure."""
+
+VECTOR_BACKLOG: Final = "memory_ledger.vectors.pending"
+"""Observable gauge, retrievable memories still lacking a vector (``{memory}``;
+``MemoryEngine.pending_vectors``; 0 without a semantic channel)."""
 
 GenAIOperation = Literal["create_memory", "search_memory", "update_memory", "delete_memory"]
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from time import perf_counter
 from types import ModuleType, TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -53,7 +54,14 @@ from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 
-__all__ = ["OperationSpan", "direct_command", "error_type", "traced", "traced_method"]
+__all__ = [
+    "OperationSpan",
+    "catching_up",
+    "direct_command",
+    "error_type",
+    "traced",
+    "traced_method",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -168,6 +176,31 @@ def traced_method(
         return run
 
     return wrap
+
+
+@contextmanager
+def catching_up(engine: object, to: int | None) -> Iterator[None]:
+    """Time one catch-up of ``engine``'s read models (``to``: its target, None for the
+    ledger head): a catch-up to the head that returns marks the read models caught up
+    (:data:`~memory_ledger.commands.telemetry.conventions.PROJECTION_LAG_SECONDS`), and
+    with telemetry on its duration is recorded (``CATCH_UP_DURATION``)."""
+    telemetry = getattr(engine, "telemetry", None)
+    if not isinstance(telemetry, Telemetry):
+        yield
+        return
+    start = perf_counter()
+    failure: str | None = None
+    try:
+        yield
+    except BaseException as e:
+        failure = error_type(e)
+        raise
+    finally:
+        if failure is None and to is None:
+            telemetry.caught_up()
+        if telemetry.api() is not None:
+            attributes = {} if failure is None else {ERROR_TYPE: failure}
+            telemetry.catch_up_histogram(engine).record(perf_counter() - start, attributes)
 
 
 def error_type(exc: BaseException) -> str:

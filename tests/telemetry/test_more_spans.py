@@ -17,10 +17,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from memory_ledger import AsyncMemoryEngine
 from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.telemetry.conventions import (
+    CATCH_UP_DURATION,
     GEN_AI_OPERATION_NAME,
     MEMORY_STORE_ID,
     NAMESPACE_DIGEST,
     OPERATIONS,
+    PROJECTION_LAG_SECONDS,
+    VECTOR_BACKLOG,
 )
 from tests.mcp_harness import CLIENT
 from tests.telemetry.test_spans import NS, Traced, values
@@ -116,3 +119,15 @@ async def test_a_running_mcp_server_traces_its_tools(tmp_path: Path) -> None:
             span = traced.spans(operation)[-1]
             check(traced, span, operation)
             assert (span.attributes or {})[NAMESPACE_DIGEST] == digest
+
+
+def test_catch_up_durations_lag_seconds_and_vector_backlog_are_metrics(traced: Traced) -> None:
+    engine = traced.engine
+    engine.remember(NS, "Alice plays the cello.")
+    engine.catch_up()
+    assert engine.pending_vectors() == 0  # no semantic channel
+    points = traced.metrics()
+    assert sum(p.count for p in points[CATCH_UP_DURATION]) >= 1
+    assert [p.value for p in points[PROJECTION_LAG_SECONDS]] == [0.0]  # caught up
+    assert [p.value for p in points[VECTOR_BACKLOG]] == [0]
+    assert engine.telemetry.lag_seconds(engine) == 0.0
