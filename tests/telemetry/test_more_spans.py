@@ -131,3 +131,14 @@ def test_catch_up_durations_lag_seconds_and_vector_backlog_are_metrics(traced: T
     assert [p.value for p in points[PROJECTION_LAG_SECONDS]] == [0.0]  # caught up
     assert [p.value for p in points[VECTOR_BACKLOG]] == [0]
     assert engine.telemetry.lag_seconds(engine) == 0.0
+
+
+def test_the_erasure_of_one_namespace_carries_its_digest(tmp_path: Path) -> None:
+    with MemoryEngine.open(tmp_path / "store", sync=False, master_key=os.urandom(32)) as engine:
+        traced = Traced(engine)
+        engine.remember(NS, "Alice plays the cello.")
+        engine.erase(NS.tenant, NS.principal, NS.scope_id, requested_by="dpo")
+        span = traced.one("erase")
+        check(traced, span, "erase")
+        digest = engine.telemetry.namespace_digest(NS)
+        assert (span.attributes or {})[NAMESPACE_DIGEST] == digest
