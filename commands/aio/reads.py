@@ -176,6 +176,10 @@ class AsyncEngineReads:
             self.engine.wait_for_vectors, timeout, namespace, raise_on_timeout=raise_on_timeout
         )
 
+    async def pending_vectors(self) -> int:
+        """Memories still lacking a vector (:meth:`MemoryEngine.pending_vectors`)."""
+        return await self._worker.run(self.engine.pending_vectors)
+
     async def index_vectors(self) -> int:
         """Embed every memory still lacking a vector now; how many rows were written
         (:meth:`MemoryEngine.index_vectors`)."""

@@ -33,7 +33,8 @@ from memory_ledger.commands.engine.receipt import (
 )
 from memory_ledger.commands.recall.index import NamespaceRecallIndex
 from memory_ledger.commands.recall.lexical import SourceTranscripts, stem
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import traced, traced_method
+from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
@@ -231,7 +232,7 @@ class EngineCommands:
         (``commands/engine/receipt.py``; docs/erasure.md, "Receipts"); None when nothing
         was erased.
         """
-        with traced(self, "erase") as span:
+        with traced(self, "erase", _named(tenant, principal, scope_id)) as span:
             return span.result(self._erase(tenant, principal, scope_id, requested_by, signing_key))
 
     def _erase(
@@ -262,6 +263,7 @@ class EngineCommands:
         receipt = make_receipt(engine, match, report, named, key)
         return msgspec.structs.replace(report, receipt=receipt)
 
+    @traced_method("rotate_master_key", lambda self, *_: (self, None))
     def rotate_master_key(self, new_master_key: MasterKeySpec) -> int:
         """Re-wrap every live data key under ``new_master_key`` (events are not touched);
         return how many keys. From then on only the new key opens the store.
@@ -274,3 +276,15 @@ class EngineCommands:
             msg = "rotate_master_key needs a new master key"
             raise MasterKeyError(msg, reason_code="master_key_invalid")
         return self.keyring.rotate(new)
+
+
+def _named(tenant: object, principal: object, scope_id: object) -> Namespace | None:
+    """The one namespace an erasure names (tenant, principal and scope all given and
+    valid), for its span's namespace digest; None for a wider or invalid match (the
+    erasure itself refuses an invalid one)."""
+    if not all(isinstance(part, str) for part in (tenant, principal, scope_id)):
+        return None
+    try:
+        return Namespace(str(tenant), str(principal), str(scope_id))
+    except MemoryLedgerError:
+        return None

@@ -79,7 +79,7 @@ from memory_ledger.commands.recall.policy import (
 from memory_ledger.commands.recall.ranking import rank_candidates
 from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.telemetry.options import Telemetry
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import catching_up, traced, traced_method
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import LedgerEvent
@@ -518,10 +518,11 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         file is rewritten before this returns (:meth:`ProjectionStore.rewrite_erased`), so
         no old DuckDB block keeps their bytes, whatever happens to this process next.
         """
-        with self._read_lock, self.projection_guard(), self.ledger_guard():
-            position = self.runner.catch_up(to)
-            self.projections.rewrite_erased()
-            return position
+        with catching_up(self, to), self._read_lock:
+            with self.projection_guard(), self.ledger_guard():
+                position = self.runner.catch_up(to)
+                self.projections.rewrite_erased()
+                return position
 
     def follow(self, poll_interval: float = 1.0) -> Follower:
         """Start (once) the background thread that keeps the projections following the
@@ -684,6 +685,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             return [doc for doc in docs if correction_match(text, doc) == "same"]
         return [doc for doc in docs if holds_every_word(text, doc)]
 
+    @traced_method("memory_map", lambda self, namespace, *_: (self, namespace))
     def memory_map(self, namespace: Namespace, *, token_counter: TokenCounter | None = None) -> str:
         """The vocabulary map of ``namespace`` from the serving state at the ledger head
         (recomputed only when the state moved),

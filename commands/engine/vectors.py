@@ -56,6 +56,15 @@ class EngineVectors:
             self._serve()
             return self.semantic.status(namespace)
 
+    def pending_vectors(self) -> int:
+        """Retrievable memories of every namespace still lacking a vector in the read models
+        as they stand (no catch-up first: cheap enough for a metric reader); 0 without a
+        semantic channel."""
+        if self.semantic is None:
+            return 0
+        with self._read_lock, self.projection_guard():
+            return self.semantic.count_pending()
+
     def wait_for_vectors(
         self,
         timeout: float,

@@ -22,6 +22,7 @@ from memory_ledger.commands.errors import SessionSealedError, UnknownMemoryError
 from memory_ledger.commands.recall.index import MemoryDoc, RecallScope
 from memory_ledger.commands.session.recall import SessionRecall
 from memory_ledger.commands.session.stream import check_turn_id, utc_now
+from memory_ledger.commands.telemetry.spans import traced_method
 from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
 
 __all__ = ["CommandResult", "Intent", "SessionCommands"]
+
+
+def _stream_of(session: SessionCommands, *_: object) -> tuple[object, object]:
+    """The engine and namespace of a session command's span."""
+    return session.stream.engine, session.stream.namespace
 
 
 class SessionCommands:
@@ -190,6 +196,7 @@ class SessionCommands:
             item=None, tags=doc.tags, evidence=doc.evidence, importance=doc.importance
         )
 
+    @traced_method("session.remember_success", _stream_of)
     def remember_success(self, task: str, tools: Sequence[str], outcome: str) -> CommandResult:
         """Record a reusable workflow that worked (procedural memory, explicit)."""
         statement = f"{task}: {outcome}"
@@ -197,6 +204,7 @@ class SessionCommands:
             statement += f" (tools: {', '.join(tools)})"
         return self._remember_procedure(task, statement, "workflow", tools)
 
+    @traced_method("session.remember_failure", _stream_of)
     def remember_failure(self, task: str, error: str, tools: Sequence[str]) -> CommandResult:
         """Record a failure lesson (procedural memory, explicit)."""
         statement = f"{task} failed: {error}"
@@ -223,6 +231,7 @@ class SessionCommands:
         }
         return self.apply_explicit_command("remember", statement, turn, item=item)
 
+    @traced_method("session.prune", _stream_of)
     def prune(
         self,
         *,

@@ -17,7 +17,7 @@ from memory_ledger.commands.canonical.reconcile import (
 from memory_ledger.commands.errors import CommandRejectedError, ExtractionPendingError
 from memory_ledger.commands.session.extraction import SessionExtraction
 from memory_ledger.commands.session.stream import utc_now
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import traced, traced_method
 from memory_ledger.ledger.events import (
     ActivationDecision,
     LedgerEvent,
@@ -119,6 +119,10 @@ class SessionFinish:
             return msgspec.structs.replace(report, position=positions[-1])
         return msgspec.structs.replace(report, already_reconciled=True)
 
+    @traced_method(
+        "session.activate_candidate",
+        lambda self, *_: (self.stream.engine, self.stream.namespace),
+    )
     def activate_candidate(
         self, candidate: UUID | str, decision: ActivationDecision, evidence: Sequence[str]
     ) -> ActivationResult:

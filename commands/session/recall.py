@@ -27,7 +27,7 @@ from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.overlay import Overlay, build_overlay
 from memory_ledger.commands.session.stream import SessionStream, check_turn_id
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import traced, traced_method
 from memory_ledger.ledger.arguments import check_count, check_encodable
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import (
@@ -261,6 +261,11 @@ class SessionRecall:
         found += [d for d in overlay.docs if d.memory_id in ids]
         return found
 
+    @traced_method(
+        "session.recall",
+        lambda self, *_: (self.stream.engine, self.stream.namespace),
+        text_at=1,
+    )
     def recall_scoped(
         self,
         query: str,

@@ -43,6 +43,9 @@ __all__ = [
     "OPERATIONS",
     "OPERATION_DURATION",
     "PROJECTION_LAG",
+    "PROJECTION_LAG_SECONDS",
+    "CATCH_UP_DURATION",
+    "VECTOR_BACKLOG",
     "REASON_CODE",
     "RECORDS_ADMITTED",
     "RECORDS_RETURNED",
@@ -94,6 +97,19 @@ PROJECTION_LAG: Final = "memory_ledger.projection.lag"
 """Observable gauge, ledger positions the engine's read models are behind the ledger head
 (``{position}``; 0 when caught up)."""
 
+PROJECTION_LAG_SECONDS: Final = "memory_ledger.projection.lag.seconds"
+"""Observable gauge, seconds the engine's read models have been behind the ledger head: 0
+when caught up, else the time since this engine last caught them up to the head (or since
+the engine's telemetry was created, when it never did)."""
+
+CATCH_UP_DURATION: Final = "memory_ledger.projection.catch_up.duration"
+"""Histogram, seconds, of each ``MemoryEngine.catch_up`` (lock wait included), with
+``error.type`` on failure."""
+
+VECTOR_BACKLOG: Final = "memory_ledger.vectors.pending"
+"""Observable gauge, retrievable memories still lacking a vector (``{memory}``;
+``MemoryEngine.pending_vectors``; 0 without a semantic channel)."""
+
 GenAIOperation = Literal["create_memory", "search_memory", "update_memory", "delete_memory"]
 
 Operation = Literal[
@@ -110,6 +126,15 @@ Operation = Literal[
     "session.recall",
     "session.finish",
     "langgraph.search",
+    "langgraph.get",
+    "langgraph.list_namespaces",
+    "memory_map",
+    "explain",
+    "rotate_master_key",
+    "session.activate_candidate",
+    "session.prune",
+    "session.remember_success",
+    "session.remember_failure",
 ]
 
 OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
@@ -126,6 +151,15 @@ OPERATIONS: Final[dict[Operation, GenAIOperation]] = {
     "session.recall": "search_memory",
     "session.finish": "update_memory",
     "langgraph.search": "search_memory",
+    "langgraph.get": "search_memory",
+    "langgraph.list_namespaces": "search_memory",
+    "memory_map": "search_memory",
+    "explain": "search_memory",
+    "rotate_master_key": "update_memory",
+    "session.activate_candidate": "update_memory",
+    "session.prune": "delete_memory",
+    "session.remember_success": "create_memory",
+    "session.remember_failure": "create_memory",
 }
 """Each engine operation's GenAI operation name: a remember creates a memory, a correction,
 a pin, a batch of remembers and forgets and a session's reconciliation update memories
@@ -133,4 +167,9 @@ a pin, a batch of remembers and forgets and a session's reconciliation update me
 without a record id: every record of the namespace), a recall searches. A session turn
 records evidence and extracts candidate memories: a ``create_memory``. The LangGraph
 store's ``search`` ranks canonical memories itself (``langgraph.search``); its puts and
-deletes are batches (``apply_batch``)."""
+deletes are batches (``apply_batch``), its ``get`` and namespace listing read memories
+(``search_memory``, as the engine's ``memory_map`` and ``explain`` do). A session's
+``remember_success`` and ``remember_failure`` create a procedural memory, its
+``activate_candidate`` updates (a candidate becomes canonical), its ``prune`` deletes.
+``rotate_master_key`` re-wraps every data key (records unchanged): an ``update_memory``
+without a record id."""

@@ -16,6 +16,7 @@ import os
 import sys
 import weakref
 from collections.abc import Callable
+from time import monotonic
 from types import ModuleType
 from typing import Any
 
@@ -91,7 +92,9 @@ class Telemetry:
         """A ``MeterProvider`` instead of the global one (None: the global one)."""
         self._tracer: tuple[Any, Any] | None = None
         self._instruments: tuple[Any, Any, Any] | None = None
+        self._catch_up: Any = None
         self._store_name: str | None = None
+        self._caught_up_at = monotonic()
 
     @property
     def enabled(self) -> bool | None:
@@ -176,6 +179,23 @@ class Telemetry:
             cached = self._tracer = (self.tracer_provider, tracer)
         return cached[1]
 
+    def caught_up(self) -> None:
+        """Mark the read models caught up to the ledger head now (``PROJECTION_LAG_SECONDS``)."""
+        self._caught_up_at = monotonic()
+
+    def catch_up_histogram(self, engine: object) -> Any:
+        """The catch-up-duration histogram (``CATCH_UP_DURATION``), with the instruments of
+        :meth:`instruments`."""
+        self.instruments(engine)
+        return self._catch_up
+
+    def lag_seconds(self, engine: Any) -> float:
+        """Seconds ``engine``'s read models have been behind the ledger head (0 when caught
+        up; see ``PROJECTION_LAG_SECONDS``)."""
+        if engine.head - engine.projection_position <= 0:
+            return 0.0
+        return max(0.0, monotonic() - self._caught_up_at)
+
     def instruments(self, engine: object) -> Any:
         """The operation-duration histogram of :attr:`meter_provider` (or the global
         provider), created once per provider, with two instruments read from ``engine``
@@ -187,9 +207,12 @@ class Telemetry:
             from opentelemetry import metrics
 
             from memory_ledger.commands.telemetry.conventions import (
+                CATCH_UP_DURATION,
                 OPERATION_DURATION,
                 PROJECTION_LAG,
+                PROJECTION_LAG_SECONDS,
                 RECORDS_WRITTEN,
+                VECTOR_BACKLOG,
             )
             from memory_ledger.commands.telemetry.version import version
 
@@ -198,7 +221,12 @@ class Telemetry:
             histogram = meter.create_histogram(
                 OPERATION_DURATION, unit="s", description="Duration of memory operations"
             )
+            self._catch_up = meter.create_histogram(
+                CATCH_UP_DURATION, unit="s", description="Duration of projection catch-ups"
+            )
             appended, lag = _read_of(engine, _appended), _read_of(engine, _lag)
+            seconds = _read_of(engine, self.lag_seconds)
+            backlog = _read_of(engine, _backlog)
             counters = (
                 meter.create_observable_counter(
                     RECORDS_WRITTEN,
@@ -212,6 +240,18 @@ class Telemetry:
                     unit="{position}",
                     description="Ledger positions the engine's read models are behind",
                 ),
+                meter.create_observable_gauge(
+                    PROJECTION_LAG_SECONDS,
+                    callbacks=[lambda options: seconds(metrics.Observation)],
+                    unit="s",
+                    description="Seconds the engine's read models have been behind",
+                ),
+                meter.create_observable_gauge(
+                    VECTOR_BACKLOG,
+                    callbacks=[lambda options: backlog(metrics.Observation)],
+                    unit="{memory}",
+                    description="Retrievable memories still lacking a vector",
+                ),
             )
             cached = self._instruments = (self.meter_provider, histogram, counters)
         return cached[1]
@@ -223,6 +263,10 @@ def _appended(engine: Any) -> Any:
 
 def _lag(engine: Any) -> Any:
     return engine.head - engine.projection_position
+
+
+def _backlog(engine: Any) -> Any:
+    return engine.pending_vectors()
 
 
 def _read_of(engine: object, read: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
@@ -239,6 +283,6 @@ def _read_of(engine: object, read: Callable[[Any], Any]) -> Callable[[Any], list
             value = read(target)
         except Exception:  # noqa: BLE001 - closed (EngineClosedError), ledger unreachable
             return []
-        return [observation(value)] if isinstance(value, int) else []
+        return [observation(value)] if isinstance(value, int | float) else []
 
     return observe

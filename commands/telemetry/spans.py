@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from time import perf_counter
 from types import ModuleType, TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -53,7 +54,14 @@ from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 
-__all__ = ["OperationSpan", "direct_command", "error_type", "traced"]
+__all__ = [
+    "OperationSpan",
+    "catching_up",
+    "direct_command",
+    "error_type",
+    "traced",
+    "traced_method",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -142,6 +150,57 @@ def direct_command(
         return run
 
     return wrap
+
+
+def traced_method(
+    operation: Operation,
+    where: Callable[..., tuple[object, object]],
+    *,
+    text_at: int | None = None,
+) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Trace a function as ``operation``: ``where(*positional_arguments)`` gives the engine
+    (its telemetry decides) and the namespace (recorded as its digest) of the call; the result
+    goes through :meth:`OperationSpan.result`. ``text_at``: the index of the positional
+    argument holding the query searched (content, recorded only with content on). The one
+    wrapper of the operations a function carries out whole (a session's ``prune``, the
+    engine's ``memory_map``)."""
+
+    def wrap(method: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(method)
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            engine, namespace = where(*args)
+            text = args[text_at] if text_at is not None and len(args) > text_at else None
+            with traced(engine, operation, namespace, text=text) as span:
+                return span.result(method(*args, **kwargs))
+
+        return run
+
+    return wrap
+
+
+@contextmanager
+def catching_up(engine: object, to: int | None) -> Iterator[None]:
+    """Time one catch-up of ``engine``'s read models (``to``: its target, None for the
+    ledger head): a catch-up to the head that returns marks the read models caught up
+    (:data:`~memory_ledger.commands.telemetry.conventions.PROJECTION_LAG_SECONDS`), and
+    with telemetry on its duration is recorded (``CATCH_UP_DURATION``)."""
+    telemetry = getattr(engine, "telemetry", None)
+    if not isinstance(telemetry, Telemetry):
+        yield
+        return
+    start = perf_counter()
+    failure: str | None = None
+    try:
+        yield
+    except BaseException as e:
+        failure = error_type(e)
+        raise
+    finally:
+        if failure is None and to is None:
+            telemetry.caught_up()
+        if telemetry.api() is not None:
+            attributes = {} if failure is None else {ERROR_TYPE: failure}
+            telemetry.catch_up_histogram(engine).record(perf_counter() - start, attributes)
 
 
 def error_type(exc: BaseException) -> str:

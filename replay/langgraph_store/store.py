@@ -33,7 +33,7 @@ from langgraph.store.base import (
 from langgraph.store.base import InvalidNamespaceError as LangGraphNamespaceError
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.telemetry.spans import traced
+from memory_ledger.commands.telemetry.spans import traced, traced_method
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import Namespace, check_namespace
@@ -277,6 +277,7 @@ class LedgerStore(TickBatchedStore):
             value = dict(value)  # anything else: encode_record names it (value_not_json)
         return Put(namespace=op.namespace, key=str(op.key), value=value, fields=fields, ttl=op.ttl)
 
+    @traced_method("langgraph.get", lambda self, *_: (self.engine, self.namespace))
     def _get(self, op: GetOp, now: datetime) -> Item | None:
         current = self.reader.current(op.namespace, str(op.key))
         if current is None or self.refresher.expired(current, now):
@@ -366,6 +367,7 @@ class LedgerStore(TickBatchedStore):
             if doc.memory_id not in seen:
                 yield doc, None
 
+    @traced_method("langgraph.list_namespaces", lambda self, *_: (self.engine, self.namespace))
     def _list_namespaces(self, op: ListNamespacesOp, now: datetime) -> list[tuple[str, ...]]:
         conditions = [(c.match_type, c.path) for c in op.match_conditions or ()]
         spaces: set[tuple[str, ...]] = set()

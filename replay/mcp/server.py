@@ -88,6 +88,7 @@ from memory_ledger.commands.errors import (
 from memory_ledger.commands.recall.index import RecallResult, RecallScope
 from memory_ledger.commands.recall.policy import check_recall_k
 from memory_ledger.commands.secrets import contains_secret, redact
+from memory_ledger.commands.telemetry.spans import traced_method
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.audit import lineage
 from memory_ledger.replay.audit.lineage_text import render_text
@@ -988,6 +989,7 @@ def _as_of_point(value: int | float | str) -> int | datetime:
         raise PointError(msg, parameter="as_of", reason_code=e.reason_code) from None
 
 
+@traced_method("recall", lambda engine, namespace, *_: (engine, namespace), text_at=2)
 def _recall_as_of(
     engine: MemoryEngine, namespace: Namespace, query: str, k: int, point: int | float | str
 ) -> RecallResult:
@@ -1004,6 +1006,7 @@ def _recall_as_of(
         return then.recall(namespace, query, k)
 
 
+@traced_method("explain", lambda engine, namespace, *_: (engine, namespace))
 def _explain_in(engine: MemoryEngine, namespace: Namespace, text: str) -> str:
     """The lineage text of memory ``text`` (id or prefix) of ``namespace``; a memory of
     another namespace is unknown, exactly like one that does not exist.
