@@ -129,13 +129,8 @@ class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
     spaces: list[SpaceSnapshot]
 
 
-class _Format(msgspec.Struct, frozen=True, array_like=True):
-    format: int
-
-
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(ServingSnapshot)
-_format_decoder = msgspec.msgpack.Decoder(_Format, strict=False)
 _row_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
@@ -344,9 +339,9 @@ class ServingState:
 
         :raises msgspec.DecodeError: ``data`` is not a snapshot of :data:`SNAPSHOT_FORMAT`.
         """
-        if _format_decoder.decode(data).format != SNAPSHOT_FORMAT:
+        snapshot = _snapshot_decoder.decode(data)  # format 1 has no format: refused here
+        if snapshot.format != SNAPSHOT_FORMAT:
             raise msgspec.DecodeError("serving snapshot of another format")
-        snapshot = _snapshot_decoder.decode(data)
         self._rows.clear()
         self._raw.clear()
         self._transcripts.clear()
