@@ -87,6 +87,7 @@ class EngineServing:
             self.serving.restore(stored)
         except (msgspec.DecodeError, KeyError, TypeError, ValueError):
             self.serving.restore(ServingState().snapshot())  # empty: rebuilt by the tail
+            self.recall_index.serving_refused()  # written anew when this process closes
             return
         if self.serving.position > head:  # another ledger's file: rebuilt by the tail
             self.serving.restore(ServingState().snapshot())

@@ -406,6 +406,7 @@ class NamespaceRecallIndex:
         self._stored: PersistedIndex | None = None
         self._is_erased: Callable[[Namespace], bool] = lambda namespace: False
         self._dirty: set[str] = set()
+        self._serving_refused = False
         self.loaded: dict[str, str] = {}
         """How each namespace's index came to this process: ``file`` (read from the
         persisted index, then caught up), ``built`` (read from the projections)."""
@@ -442,6 +443,13 @@ class NamespaceRecallIndex:
         with self.canonical.lock:
             return self._stored.serving() if self._stored is not None else None
 
+    def serving_refused(self) -> None:
+        """Note that the stored serving snapshot could not be restored (damaged, or of
+        another format): the next :meth:`persist` writes the file even when no namespace
+        changed, so the next process restores instead of rebuilding again."""
+        with self.canonical.lock:
+            self._serving_refused = True
+
     def persist(self, position: int, serving: ServingState | None = None) -> bool:
         """Write the persisted index (when attached and some namespace changed since it was
         read): the namespaces this process holds as of
@@ -450,7 +458,7 @@ class NamespaceRecallIndex:
         Raises ``OSError`` when the file cannot be written."""
         with self.canonical.lock:
             stored = self._stored
-            if stored is None or not self._dirty:
+            if stored is None or not (self._dirty or self._serving_refused):
                 return False
             keep = [
                 key
@@ -463,6 +471,7 @@ class NamespaceRecallIndex:
             ]
             stored.write(position, built, keep, serving)
             self._dirty.clear()
+            self._serving_refused = False
             return True
 
     def _load_stored(self, namespace: Namespace, position: int) -> bool:

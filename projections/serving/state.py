@@ -85,7 +85,7 @@ class _Space:
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
         self.ids: set[str] = set()
-        self.retrievable: dict[str, dict[str, Any]] = {}
+        self.retrievable: dict[str, None] = {}
         self.by_key: dict[tuple[str, str], dict[str, None]] = {}
         self.forgotten: dict[str, tuple[int, ...]] = {}
         self.turns: dict[str, tuple[str, int, int]] = {}
@@ -96,23 +96,42 @@ class _Space:
 
 
 class SpaceSnapshot(msgspec.Struct, frozen=True, array_like=True):
-    """One namespace of a :class:`ServingSnapshot`: its key, every row it holds and its
-    observed turns ``(turn key, session id, turn id, position)``."""
+    """One namespace of a :class:`ServingSnapshot`: its key, the ids of every row it holds
+    and those rows (each its own msgpack document, kept undecoded by a restore until a
+    reader or an event touches it), its retrievable ids, its ``(subject, predicate)`` keys
+    ``(subject key, predicate key, ids)``, its forgotten memories ``(id, transcript
+    positions)``, its change log compacted to ``(id, last position)`` in position order, the
+    last position that changed it, and its observed turns ``(turn key, session id, turn id,
+    position)``: a restore rebuilds the namespace's structures without decoding a row."""
 
     key: str
-    rows: list[dict[str, Any]]
+    ids: list[str]
+    rows: list[msgspec.Raw]
+    retrievable: list[str]
+    by_key: list[tuple[str, str, list[str]]]
+    forgotten: list[tuple[str, list[int]]]
+    log: list[str]
+    log_positions: list[int]
+    changed_at: int
     turns: list[tuple[str, str, int, int]]
 
 
-class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
-    """The serving state as persisted (msgpack): its position and its namespaces."""
+SNAPSHOT_FORMAT = 2
+"""The layout of :class:`ServingSnapshot` (1: every row decoded at restore; 2: rows kept
+raw until touched). A snapshot of another format is refused, and the state rebuilt."""
 
+
+class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
+    """The serving state as persisted (msgpack): its format, position and namespaces."""
+
+    format: int
     position: int
     spaces: list[SpaceSnapshot]
 
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(ServingSnapshot)
+_row_decoder = msgspec.msgpack.Decoder(dict[str, Any])
 
 
 class ServingState:
@@ -133,6 +152,8 @@ class ServingState:
         self.erasures_applied = 0
         """How many ``NamespaceErased`` records this state applied."""
         self._rows: dict[str, dict[str, Any]] = {}
+        self._raw: dict[str, msgspec.Raw] = {}
+        """Restored rows not decoded yet (a row is in ``_rows`` or here, never both)."""
         self._transcripts: dict[str, int] = {}
         self._spaces: dict[str, _Space] = {}
         self._touched: dict[str, None] = {}
@@ -143,12 +164,13 @@ class ServingState:
     def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
         """The canonical memory row ``key`` (None: absent; other tables hold nothing)."""
         if table is CANONICAL_MEMORY:
-            return self._rows.get(key)
+            return self._row(key)
         return None
 
     def put(self, table: ReadModelTable, key: str, row: dict[str, Any]) -> None:
         """Set a canonical memory row or a transcript row (only its position is kept)."""
         if table is CANONICAL_MEMORY:
+            self._raw.pop(key, None)
             self._rows[key] = row
             self._touched[key] = None
         elif table is TRANSCRIPTS:
@@ -159,9 +181,18 @@ class ServingState:
         """The canonical memory row ``key``, marked changed (None: absent)."""
         if table is not CANONICAL_MEMORY:
             return None
-        row = self._rows.get(key)
+        row = self._row(key)
         if row is not None:
             self._touched[key] = None
+        return row
+
+    def _row(self, memory_id: str) -> dict[str, Any] | None:
+        """The row ``memory_id``, decoded on its first use after a restore (None: absent)."""
+        row = self._rows.get(memory_id)
+        if row is None:
+            raw = self._raw.pop(memory_id, None)
+            if raw is not None:
+                row = self._rows[memory_id] = _row_decoder.decode(raw)
         return row
 
     def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
@@ -227,7 +258,7 @@ class ServingState:
             key = _key_of(row["subject"], row["predicate"])
             status = row["status"]
             if status in _RETRIEVABLE:
-                space.retrievable[memory_id] = row
+                space.retrievable[memory_id] = None
                 space.by_key.setdefault(key, {})[memory_id] = None
             else:
                 space.retrievable.pop(memory_id, None)
@@ -255,6 +286,7 @@ class ServingState:
                 continue
             for memory_id in space.ids:
                 self._rows.pop(memory_id, None)
+                self._raw.pop(memory_id, None)
             for turn_key in space.turns:
                 self._transcripts.pop(turn_key, None)
             del self._spaces[key]
@@ -267,28 +299,54 @@ class ServingState:
     def snapshot(self, keep: Callable[[str], bool] | None = None) -> bytes:
         """The state as msgpack bytes (:class:`ServingSnapshot`), only the namespaces whose
         key ``keep`` accepts (default: every one): a derived file leaves erased namespaces
-        out (:class:`~memory_ledger.projections.derived.ErasedNamespaces`)."""
+        out (:class:`~memory_ledger.projections.derived.ErasedNamespaces`). Rows a restore
+        left undecoded are written back as they were read."""
         spaces = [
-            SpaceSnapshot(
-                key,
-                [self._rows[memory_id] for memory_id in sorted(space.ids)],
-                [(k, s, t, p) for k, (s, t, p) in space.turns.items()],
-            )
+            self._space_snapshot(key, space)
             for key, space in sorted(self._spaces.items())
             if keep is None or keep(key)
         ]
-        return _snapshot_encoder.encode(ServingSnapshot(self.position, spaces))
+        return _snapshot_encoder.encode(ServingSnapshot(SNAPSHOT_FORMAT, self.position, spaces))
+
+    def _space_snapshot(self, key: str, space: _Space) -> SpaceSnapshot:
+        ids = sorted(space.ids)
+        rows = [self._raw.get(memory_id) or self._encoded(memory_id) for memory_id in ids]
+        last: dict[str, int] = {}
+        for memory_id, position in zip(space.log, space.log_positions, strict=True):
+            last.pop(memory_id, None)
+            last[memory_id] = position
+        return SpaceSnapshot(
+            key,
+            ids,
+            rows,
+            sorted(space.retrievable),
+            [(s, p, list(holders)) for (s, p), holders in sorted(space.by_key.items())],
+            [(m, list(positions)) for m, positions in sorted(space.forgotten.items())],
+            list(last),
+            list(last.values()),
+            space.changed_at,
+            [(k, s, t, p) for k, (s, t, p) in space.turns.items()],
+        )
+
+    def _encoded(self, memory_id: str) -> msgspec.Raw:
+        return msgspec.Raw(_snapshot_encoder.encode(self._rows[memory_id]))
 
     def restore(self, data: bytes | memoryview) -> None:
         """Replace this state's content by the snapshot ``data`` (:meth:`snapshot`),
-        in place (readers hold this object).
+        in place (readers hold this object). The namespaces' structures are rebuilt from
+        the snapshot's lists; every row stays undecoded (a slice of ``data``) until a
+        reader or an event touches it.
 
-        :raises msgspec.DecodeError: ``data`` is not a snapshot.
+        :raises msgspec.DecodeError: ``data`` is not a snapshot of :data:`SNAPSHOT_FORMAT`.
         """
-        snapshot = _snapshot_decoder.decode(data)
+        snapshot = _snapshot_decoder.decode(data)  # format 1 has no format: refused here
+        if snapshot.format != SNAPSHOT_FORMAT:
+            raise msgspec.DecodeError("serving snapshot of another format")
         self._rows.clear()
+        self._raw.clear()
         self._transcripts.clear()
         self._spaces.clear()
+        self._touched.clear()
         for stored in snapshot.spaces:
             tenant, principal, scope_id = msgspec.json.decode(stored.key)
             space = self._spaces[stored.key] = _Space(Namespace(tenant, principal, scope_id))
@@ -296,11 +354,14 @@ class ServingState:
                 space.turns[turn_key] = (session_id, turn_id, position)
                 self._transcripts[turn_key] = position
             space.turn_list = None
-            ordered = sorted(stored.rows, key=lambda r: (r["updated_position"], r["memory_id"]))
-            for row in ordered:
-                self._rows[row["memory_id"]] = row
-                self._touched[row["memory_id"]] = None
-                self._settle(space, row["updated_position"])
+            self._raw.update(zip(stored.ids, stored.rows, strict=True))
+            space.ids = set(stored.ids)
+            space.retrievable = dict.fromkeys(stored.retrievable)
+            space.by_key = {(s, p): dict.fromkeys(ids) for s, p, ids in stored.by_key}
+            space.forgotten = {m: tuple(positions) for m, positions in stored.forgotten}
+            space.log = stored.log
+            space.log_positions = stored.log_positions
+            space.changed_at = stored.changed_at
         self.position = snapshot.position
 
     # Reads (shaped as projections.canonical.CanonicalMemory's) --------------------------
@@ -321,7 +382,7 @@ class ServingState:
 
     def row(self, memory_id: str) -> dict[str, Any] | None:
         """The canonical memory row ``memory_id`` (any status, any namespace), or None."""
-        return self._rows.get(memory_id)
+        return self._row(memory_id)
 
     def _lookup(self, tenant: str, principal: str, scope_id: str) -> _Space | None:
         return self._spaces.get(Namespace(tenant, principal, scope_id).key())
@@ -334,9 +395,7 @@ class ServingState:
         space = self._lookup(tenant, principal, scope_id)
         if space is None:
             return []
-        rows = sorted(
-            space.retrievable.values(), key=lambda r: (r["created_position"], r["memory_id"])
-        )
+        rows = sorted(self._rows_of(space.retrievable), key=_created_order)
         return [_columns(row, columns) for row in rows]
 
     def changed_since(
@@ -349,9 +408,9 @@ class ServingState:
         if space is None:
             return []
         start = bisect.bisect_right(space.log_positions, position)
-        found = {memory_id: self._rows[memory_id] for memory_id in space.log[start:]}
+        found = dict.fromkeys(space.log[start:])
         rows = sorted(
-            (row for row in found.values() if row["updated_position"] > position),
+            (row for row in self._rows_of(found) if row["updated_position"] > position),
             key=lambda r: (r["updated_position"], r["memory_id"]),
         )
         return [_columns(row, columns) for row in rows]
@@ -380,7 +439,7 @@ class ServingState:
         if space is None or field not in ("subject", "predicate"):
             return []
         counts: dict[str, int] = {}
-        for row in space.retrievable.values():
+        for row in self._rows_of(space.retrievable):
             term = row[field]
             if term is not None:
                 counts[term] = counts.get(term, 0) + 1
@@ -417,11 +476,27 @@ class ServingState:
 
     def retrievable_rows(self) -> list[dict[str, Any]]:
         """Every retrievable row of every namespace (for digests and audits)."""
-        return [row for space in self._spaces.values() for row in space.retrievable.values()]
+        return [row for space in self._spaces.values() for row in self._rows_of(space.retrievable)]
+
+    def _rows_of(self, memory_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The rows of ``memory_ids`` (all held), decoding those a restore left raw."""
+        rows = self._rows
+        found = []
+        for memory_id in memory_ids:
+            row = rows.get(memory_id)
+            if row is None:
+                row = self._row(memory_id)
+                assert row is not None
+            found.append(row)
+        return found
 
     def digest(self, columns: Sequence[str]) -> str:
         """:func:`rows_digest` of every retrievable row, ``columns`` and the namespace."""
         return rows_digest(self.retrievable_rows(), columns)
+
+
+def _created_order(row: Mapping[str, Any]) -> tuple[int, str]:
+    return (row["created_position"], row["memory_id"])
 
 
 def _columns(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from memory_ledger.commands.errors import MemoryLedgerError
 from memory_ledger.commands.recall.index import DOC_COLUMNS
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.keyring import namespace_ids
 from memory_ledger.projections.serving.state import SERVING_TOPICS, ServingState, rows_digest
 
 NAMESPACES = (Namespace("t", "alice", "s"), Namespace("t", "bob", "s"))
@@ -212,3 +213,76 @@ def test_a_fresh_process_restores_the_serving_state_from_the_recall_index(tmp_pa
         engine.remember(ns, "note 99 on the harbour")  # tails nothing, applies inline
         check(engine)
         assert len(engine.retrievable_memories(ns)) == 20
+
+
+def reads(state: ServingState) -> list[object]:
+    """What readers get from ``state``, namespace by namespace."""
+    found: list[object] = [state.position, state.digest(DOC_COLUMNS), state.count_active()]
+    for namespace in NAMESPACES:
+        parts = (namespace.tenant, namespace.principal, namespace.scope_id)
+        found += [
+            state.active_memories(*parts),
+            state.changed_since(*parts, 0),
+            state.forgotten_turns(*parts),
+            state.session_turns(*parts),
+            [state.same_key(*parts, s, p) for s in SUBJECTS for p in PREDICATES],
+            state.vocabulary(*parts, "subject"),
+        ]
+    return found
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.lists(step.filter(lambda a: a[0] not in ("reopen", "other")), min_size=1, max_size=8),
+    st.integers(0, 100),
+    st.booleans(),
+)
+def test_a_restored_state_receiving_events_equals_one_that_applied_them_all(
+    steps: list[tuple[object, ...]], split: int, erase: bool
+) -> None:
+    """A state restored from a snapshot keeps its rows undecoded until touched: the events
+    after the snapshot applied to it (the writer's inline apply, a tail) give the state that
+    applied every event, by digest and by every read; its own snapshot, before any row was
+    touched, is the snapshot it came from; an erasure reaches its undecoded rows."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / "s"
+        engine = MemoryEngine.open(store, sync=False)
+        try:
+            for action in steps:
+                engine = run_step(engine, store, action)
+            decode = engine.event_decoder()
+            events = [
+                (position, decode(topic, data, raw_id, version))
+                for position, raw_id, version, topic, data in engine.read_records(0, 1_000_000)
+                if topic in SERVING_TOPICS
+            ]
+        finally:
+            engine.close()
+    cut = split * len(events) // 100
+    whole = ServingState()
+    whole.apply(events)
+    early = ServingState()
+    early.apply(events[:cut])
+    data = early.snapshot()
+    restored = ServingState()
+    restored.restore(data)
+    assert restored.snapshot() == data  # nothing decoded, nothing lost
+    if erase:  # before any row of the restored namespaces was decoded
+        parts = (NAMESPACES[0].tenant, NAMESPACES[0].principal, NAMESPACES[0].scope_id)
+        held = [row["memory_id"] for row in early.changed_since(*parts, 0)]
+        restored.erase([namespace_ids(NAMESPACES[0])[0]])
+        assert all(restored.row(memory_id) is None for memory_id in held)
+        assert restored.snapshot() == early.snapshot(NAMESPACES[1].key().__eq__)
+        whole = ServingState()
+        whole.apply(events[:cut])
+        whole.erase([namespace_ids(NAMESPACES[0])[0]])
+        whole.apply(events[cut:])
+    restored.apply(events[cut:])
+    assert reads(restored) == reads(whole)
+    again = ServingState()
+    again.restore(restored.snapshot())
+    assert reads(again) == reads(whole)
