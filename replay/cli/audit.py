@@ -96,7 +96,7 @@ def events(
                     str(getattr(event, "session_id", "") or ""),
                     str(t) if isinstance(t := getattr(event, "turn_id", None), int) else "",
                     clock(event.recorded_at, seconds=True),
-                    escape(describe_event(event)),
+                    describe_event(event),
                 )
     common.out.print(table)
 
@@ -134,6 +134,7 @@ def verify(
         common.out.print(
             f"ok: {report.checked} records, hash chain intact, positions 1..{report.head}" + sealed,
             highlight=False,
+            markup=False,
             soft_wrap=True,
         )
     else:

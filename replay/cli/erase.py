@@ -190,6 +190,7 @@ def erase(
             f"nothing to erase: no namespace with data matches ({_what(match)}), or it was "
             "erased already",
             highlight=False,
+            markup=False,
         )
         return
     common.out.print(
@@ -198,6 +199,7 @@ def erase(
         "left this host's projections. Backups taken before now still hold their wrapped "
         "keys (see the README's Erasure section).",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
     if receipt is not None and report.receipt is not None:
@@ -299,6 +301,7 @@ def keys_new(
             f"{out}.pub, signer {signer}. Keep the private key out of the store folder and "
             "its backups; hand out the public key.",
             highlight=False,
+            markup=False,
             soft_wrap=True,
         )
         return
@@ -311,6 +314,7 @@ def keys_new(
         f"wrote a new 32-byte master key to {out} (mode 0600), key id {key_id}. Keep it out "
         "of the store folder and its backups.",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 
@@ -362,6 +366,7 @@ def keys_rotate(
         "or MEMORY_LEDGER_MASTER_KEY_FILE): the old one no longer opens this store. Destroy "
         "the old key once no backup taken before this rotation is needed.",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 

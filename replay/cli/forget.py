@@ -75,6 +75,7 @@ def forget(
             f"{namespace.scope_id}: it holds no retrievable memory; nothing was written "
             f"(ledger position {head})",
             highlight=False,
+            markup=False,
             soft_wrap=True,
         )
         return
@@ -82,6 +83,7 @@ def forget(
         f"forgot {count} memories of {namespace.tenant}/{namespace.principal}/"
         f"{namespace.scope_id} (ledger position {head})",
         highlight=False,
+        markup=False,
     )
 
 

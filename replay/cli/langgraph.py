@@ -118,6 +118,7 @@ def _run(
     common.out.print(
         f"{verb} {report.items} items in {report.namespaces} namespaces (ledger position {head})",
         highlight=False,
+        markup=False,
     )
 
 

@@ -148,6 +148,7 @@ def verify_receipt_command(
         f"receipt verified: {', '.join(done)}; erasure of {check.receipt['namespaces']} "
         f"namespace(s) at ledger position {check.receipt['erasure']['position']}",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 

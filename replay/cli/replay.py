@@ -94,6 +94,7 @@ def replay_command(
                 f"rebuild from the ledger at position {report.position} "
                 f"({report.seconds:.2f} s)",
                 highlight=False,
+                markup=False,
             )
         for diff in report.differences:
             common.err.print(
@@ -277,6 +278,7 @@ def backup_command(
         f"backup of positions 1..{manifest.position} written to {report.out} "
         f"({report.bytes:,} bytes, {report.seconds:.2f} s){keys}",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 
@@ -309,6 +311,7 @@ def restore_command(
             f"restored positions 1..{report.verify.head} into {report.store}; hash chain "
             "verified (projections are rebuilt when the store is opened)",
             highlight=False,
+            markup=False,
         )
     else:
         common.err.print(
@@ -351,6 +354,7 @@ def migrate_command(
             f"{f', resumed after {report.resumed_after}' if report.resumed_after else ''}); "
             f"hash chain verified ({report.seconds:.2f} s)",
             highlight=False,
+            markup=False,
         )
     else:
         common.err.print(

@@ -64,6 +64,7 @@ def convert_locomo(
             f"{sample}: {stats.sessions} sessions, {stats.turns} turns, {stats.facts} facts, "
             f"{len(stats.fallbacks)} fallbacks",
             highlight=False,
+            markup=False,
         )
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from rich.markup import escape as escape_markup
 from rich.table import Table as RichTable
+from rich.text import Text
 
-__all__ = ["Table", "escape", "shown"]
+__all__ = ["Table", "escape", "literal", "shown"]
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
 """Control characters except tab and newline, bidirectional controls and tag characters."""
@@ -43,12 +44,25 @@ def escape(text: str) -> str:
     return escape_markup(shown(text))
 
 
+def literal(text: str) -> Text:
+    """``text`` as a rich ``Text`` shown as written: never read as markup (stored text such
+    as ``"[/]"`` or ``"[a-z]+"`` stays as it is) and passed through :func:`shown`."""
+    return Text(shown(text))
+
+
 class Table(RichTable):
-    """A rich table whose plain-text cells go through :func:`shown` (rich renderables, such
-    as ``Text`` built by the caller, are left as they are)."""
+    """A rich table whose plain-text title, caption and cells are literal text
+    (:func:`literal`: no markup, control characters shown); rich renderables, such as
+    ``Text`` built by the caller, are left as they are."""
+
+    def __init__(self, *headers: Any, **kwargs: Any) -> None:
+        for name in ("title", "caption"):
+            if isinstance(kwargs.get(name), str):
+                kwargs[name] = literal(kwargs[name])
+        super().__init__(*headers, **kwargs)
 
     def add_row(self, *renderables: Any, **kwargs: Any) -> None:
-        """Add a row; ``str`` cells are shown safely (see :func:`shown`)."""
+        """Add a row; ``str`` cells are literal text (see :func:`literal`)."""
         super().add_row(
-            *(shown(cell) if isinstance(cell, str) else cell for cell in renderables), **kwargs
+            *(literal(cell) if isinstance(cell, str) else cell for cell in renderables), **kwargs
         )

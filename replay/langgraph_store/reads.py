@@ -11,6 +11,7 @@ the item's times.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from memory_ledger.ledger.ids import Namespace
 
 __all__ = ["Current", "ItemReader"]
+
+_CONSISTENT_TRIES = 64
+"""Reads of an address's current value tried before one that raced a write is returned."""
 
 
 class Current(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,6 +78,7 @@ class ItemReader:
         self._decoded: dict[str, tuple[Address, dict[str, Any], float | None] | None] = {}
         self._current: dict[Address, Current | None] = {}
         self._current_at = -1
+        self._lock = threading.Lock()
 
     def decoded(self, doc: MemoryDoc) -> tuple[Address, dict[str, Any], float | None] | None:
         """``(address, value, ttl)`` of a memory of this store, or None (another kind of
@@ -108,18 +113,34 @@ class ItemReader:
 
     def current(self, namespace: tuple[str, ...], key: str) -> Current | None:
         """The current value at the address (None: never put, or deleted); remembered
-        until the ledger head moves (any process's write)."""
-        head = self.engine.head
-        if head != self._current_at:
-            self._current.clear()
-            self._current_at = head
+        until the ledger head moves (any process's write).
+
+        Safe from several threads: the value is read between two reads of the ledger
+        head and kept (and returned) only when the head did not move in between, so the
+        address's events and the served memories it looks up belong to one ledger state
+        (a write landing between them could otherwise hide the new value and the old
+        one alike). After :data:`_CONSISTENT_TRIES` reads that each raced a write, the
+        last is returned uncached.
+        """
         address = (namespace, key)
-        if address in self._current:
-            return self._current[address]
-        found = self._read_current(namespace, key)
-        if len(self._current) > 100_000:
-            self._current.clear()
-        self._current[address] = found
+        found: Current | None = None
+        for _ in range(_CONSISTENT_TRIES):
+            head = self.engine.head
+            with self._lock:
+                if head == self._current_at and address in self._current:
+                    return self._current[address]
+            found = self._read_current(namespace, key)
+            if self.engine.head != head:
+                continue  # a write landed meanwhile: the reads may mix two states
+            with self._lock:
+                if head > self._current_at:
+                    self._current.clear()
+                    self._current_at = head
+                if head == self._current_at:
+                    if len(self._current) > 100_000:
+                        self._current.clear()
+                    self._current[address] = found
+            return found
         return found
 
     def _read_current(self, namespace: tuple[str, ...], key: str) -> Current | None:
