@@ -90,8 +90,8 @@ class CommandSpec:
     or pin: the target's statement is recorded), the item the caller gives (None: a plain
     one, or for a ``correct`` the target's), the target by id or by ``words`` (a
     description: every content word held), the caller's ``subject`` for a correction, and
-    its valid time (``occurred_at``, aware) and whether a remembered item's value is a
-    document (``document``: up to
+    its valid time (``occurred_at``, aware) and whether a remembered or corrected item's
+    value is a document (``document``: up to
     :data:`~memory_ledger.commands.extraction.validation.MAX_DOCUMENT_VALUE_CHARS`, kept
     exactly; the LangGraph store's values). A ``correct`` with neither target nor words
     names its target by its own statement (the correction rule); a ``forget`` or ``pin``
@@ -214,7 +214,9 @@ def decide_command(
         facts = None
         if target is not None and target not in planned:
             facts = reads.facts(target, doc)
-        item = checked_item(correction_item(statement, facts, doc, spec.item))
+        item = checked_item(
+            correction_item(statement, facts, doc, spec.item), document=spec.document
+        )
     elif spec.intent == "remember":
         raw = spec.item if spec.item is not None else plain_item(statement, "remember")
         item = checked_item(raw, document=spec.document)

@@ -26,7 +26,12 @@ from memory_ledger.commands.canonical.explicit_command import (
     checked_tags,
 )
 from memory_ledger.commands.engine.direct import DirectCommands
-from memory_ledger.commands.errors import CommandRejectedError, InvalidArgumentTypeError
+from memory_ledger.commands.errors import (
+    CommandRejectedError,
+    InvalidArgumentTypeError,
+    SupersededTargetError,
+    UnknownMemoryError,
+)
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import (
     Namespace,
@@ -120,8 +125,10 @@ def apply_batch(
         written.
     :raises InvalidArgumentTypeError: an operation that is neither a string, a
         :class:`Remember` nor a :class:`Forget`.
-    :raises UnknownMemoryError: a forget names no retrievable memory (nothing is written).
-    :raises SupersededTargetError: a forget names a superseded memory.
+    :raises UnknownMemoryError: a forget names no retrievable memory (nothing is written;
+        ``parameter`` names ``ops[i]``).
+    :raises SupersededTargetError: a forget names a superseded memory (``parameter``:
+        ``ops[i]``).
     :raises InvalidNamespaceError: an invalid namespace.
     :raises NaiveDatetimeError: an ``occurred_at`` without a time zone.
     :raises NamespaceErasedError: the namespace was erased.
@@ -129,7 +136,12 @@ def apply_batch(
     check_namespace(namespace)
     specs = _specs(ops)
     direct = DirectCommands(engine, session_prefix)
-    session_id, applied, report = direct.run_many(namespace, specs)
+    try:
+        session_id, applied, report = direct.run_many(namespace, specs)
+    except (UnknownMemoryError, SupersededTargetError) as e:
+        if e.parameter is None:
+            e.parameter = _refused_op(e, specs)
+        raise
     outcomes = tuple(
         BatchOutcome(
             intent=spec.intent,
@@ -164,6 +176,21 @@ def _specs(ops: Iterable[BatchOp | str]) -> list[CommandSpec]:
     if not specs:
         raise CommandRejectedError("ops holds no operation", "empty_batch", parameter="ops")
     return specs
+
+
+def _refused_op(error: UnknownMemoryError | SupersededTargetError, specs: list[CommandSpec]) -> str:
+    """``ops[i]``: the first forget of ``specs`` that ``error`` (raised deciding it) names
+    by its target id, else the one forget by words when there is exactly one (``ops``
+    otherwise). Decisions go in order, so the first match is the op refused."""
+    if isinstance(error, SupersededTargetError):
+        named = [i for i, spec in enumerate(specs) if spec.target == error.target]
+    else:
+        shown = str(error)
+        named = [i for i, spec in enumerate(specs) if spec.target and str(spec.target) in shown]
+    by_words = [i for i, spec in enumerate(specs) if spec.words is not None]
+    if not named and len(by_words) == 1:
+        named = by_words
+    return f"ops[{named[0]}]" if named else "ops"
 
 
 def _spec(op: object, name: str) -> CommandSpec:

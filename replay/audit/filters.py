@@ -83,7 +83,8 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
     ``start``/``stop`` is an inclusive position range; ``since``/``until`` an inclusive
     range of ``recorded_at`` (aware datetimes: a naive one raises
     :class:`~memory_ledger.commands.errors.NaiveDatetimeError` naming the field). ``turn_id``
-    matches events that carry a turn.
+    matches events that carry a turn (a negative one raises
+    :class:`~memory_ledger.ledger.errors.InvalidArgumentError` naming ``turn_id``).
     """
 
     tenant: str | None = None
@@ -101,6 +102,9 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
         for name in ("since", "until"):
             if getattr(self, name) is not None:
                 check_aware(name, getattr(self, name))
+        if self.turn_id is not None and self.turn_id < 0:  # turn ids count from 0
+            msg = f"turn_id is a turn number (0 or more), got {self.turn_id}"
+            raise InvalidArgumentError(msg, parameter="turn_id")
 
     def normalized_types(self) -> frozenset[str]:
         """The ``types`` as exact class names.

@@ -10,15 +10,17 @@ Registered on the CLI app by :func:`register` (``replay/cli/app.py`` calls it)::
 The namespace always comes from these options, never from the imported data. A rerun writes
 nothing again and an interrupted import resumes. Progress shows on a terminal; the summary
 says what was imported, what was already there and what was refused, by reason code (never
-the refused text). Exit status 0 done (refused items included), 2 an error (one line on
-stderr). ``memory-ledger export --format interchange`` writes the interchange file.
+the refused text). Exit status 0 done (for ``mem0``, refused rows included), 1 an
+``interchange`` import that refused a line (the others imported; the summary names it), 2 an
+error (one line on stderr). ``memory-ledger export --format interchange`` writes the
+interchange file.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
@@ -35,6 +37,9 @@ from memory_ledger.replay.cli.common import (
     StoreOption,
     TenantOption,
 )
+
+if TYPE_CHECKING:
+    from memory_ledger.replay.imports.interchange_import import InterchangeImportReport
 
 __all__ = [
     "export_interchange_file",
@@ -193,7 +198,14 @@ def import_interchange_command(
             report = import_interchange(engine, namespace, source)
     if as_json:
         common.print_json(msgspec.to_builtins(report))
-        return
+    else:
+        _interchange_summary(report)
+    if report.refused:  # an interchange file is one store's export: every line should fit
+        raise typer.Exit(1)
+
+
+def _interchange_summary(report: InterchangeImportReport) -> None:
+    """Print what an interchange import did (a warning on stderr when the digest differs)."""
     if not report.digest_matches:
         common.err.print(
             "warning: the memories read do not match the file's digest (changed after its "

@@ -10,8 +10,11 @@ Registered on the CLI app by :func:`register` (``replay/cli/app.py`` calls it)::
 of no argument returning one, imported from the current directory's path) or a
 ``postgresql://`` URL (LangGraph's ``PostgresStore``, from ``langgraph-checkpoint-postgres``;
 its tables are set up first). The import keeps each item's ``updated_at`` as the occurred
-time of its put. LangGraph is imported only when one of these commands runs (``--help``
-stays fast). Exit status 0 done, 2 an error (one line on stderr).
+time of its put; an item the ledger refuses (a secret-shaped value, one over 64 KB) is
+refused alone, named by namespace, key and reason code (never its value), and the others
+are imported. LangGraph is imported only when one of these commands runs (``--help`` stays
+fast). Exit status 0 done, 1 an import that refused an item, 2 an error (one line on
+stderr; a ``STORE`` that names nothing usable is an ``InvalidArgumentError``).
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
 
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.cli import common
 from memory_ledger.replay.cli.common import (
@@ -36,6 +40,9 @@ from memory_ledger.replay.cli.common import (
     StoreOption,
     TenantOption,
 )
+
+if TYPE_CHECKING:
+    from memory_ledger.replay.langgraph_store.migrate import RefusedPut
 
 __all__ = ["export_command", "import_command", "register"]
 
@@ -55,33 +62,37 @@ def other_store(spec: str) -> Iterator[Any]:
     """The LangGraph store ``spec`` names (see the module doc), closed afterwards when it was
     opened here.
 
-    :raises ValueError: ``spec`` names nothing usable (the message says why).
+    :raises InvalidArgumentError: ``spec`` names nothing usable (the message says why;
+        ``parameter`` is ``STORE``).
     """
     if spec.startswith(("postgresql://", "postgres://")):
         try:
             from langgraph.store.postgres import PostgresStore
         except ImportError:
             msg = "a postgresql:// store needs langgraph-checkpoint-postgres (pip install it)"
-            raise ValueError(msg) from None
+            raise InvalidArgumentError(msg, parameter="STORE") from None
         with PostgresStore.from_conn_string(spec) as store:
             store.setup()
             yield store
         return
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"STORE must be module:name or a postgresql:// URL, got {spec!r}")
+        msg = f"STORE must be module:name or a postgresql:// URL, got {spec!r}"
+        raise InvalidArgumentError(msg, parameter="STORE")
     if "" not in sys.path:
         sys.path.insert(0, "")
     try:
         found: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot load {spec!r}: {e}") from None
+        msg = f"cannot load {spec!r}: {e}"
+        raise InvalidArgumentError(msg, parameter="STORE") from None
     from langgraph.store.base import BaseStore
 
     if not isinstance(found, BaseStore) and callable(found):
         found = found()
     if not isinstance(found, BaseStore):
-        raise ValueError(f"{spec!r} is not a LangGraph BaseStore (got {type(found).__name__})")
+        msg = f"{spec!r} is not a LangGraph BaseStore (got {type(found).__name__})"
+        raise InvalidArgumentError(msg, parameter="STORE")
     yield found
 
 
@@ -113,13 +124,26 @@ def _run(
             head = ours.engine.head
     if as_json:
         common.print_json({**msgspec.to_builtins(report), "position": head})
-        return
-    verb = "imported" if direction == "import" else "exported"
-    common.out.print(
-        f"{verb} {report.items} items in {report.namespaces} namespaces (ledger position {head})",
-        highlight=False,
-        markup=False,
-    )
+    else:
+        verb = "imported" if direction == "import" else "exported"
+        common.out.print(
+            f"{verb} {report.items} items in {report.namespaces} namespaces"
+            f"{_refusals(report.refused)} (ledger position {head})",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+    if report.refused:
+        raise typer.Exit(1)
+
+
+def _refusals(refused: tuple[RefusedPut, ...]) -> str:
+    """``; refused N: ns/key (reason_code), ...`` (empty when none): each refused item by its
+    namespace, key and reason code, never its value."""
+    if not refused:
+        return ""
+    named = ", ".join(f"{'/'.join(r.namespace)} {r.key!r} ({r.reason_code})" for r in refused)
+    return f"; refused {len(refused)}: {named}"
 
 
 def import_command(

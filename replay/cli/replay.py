@@ -228,7 +228,7 @@ def export_command(
         return
     with common.user_errors():
         if fmt not in ("parquet", "jsonl"):
-            msg = f"unknown --format {fmt!r}; use parquet or jsonl"
+            msg = f"unknown --format {fmt!r}; use parquet, jsonl or interchange"
             raise InvalidArgumentError(msg, parameter="--format")
         with common.open_for_audit(ctx, store) as engine:
             report = export_store(

@@ -4,7 +4,7 @@ and status, as a versioned JSON Lines file that another store reads back
 
 The file (UTF-8, one JSON object a line)::
 
-    {"format": "memory-ledger.interchange", "version": 1, "memories": N, "digest": "sha256:..."}
+    {"format": "memory-ledger.interchange", "version": 2, "memories": N, "digest": "sha256:..."}
     {"key": "...", "status": "active", "pinned": false, "forgotten_at": null, "versions": [V, ...]}
     ...
 
@@ -12,7 +12,14 @@ The first line is the header; each further line is one memory: the chain of valu
 oldest first (each later value superseded the one before: a correction, or a newer value of
 the same subject and predicate). A version ``V`` is ``{"statement", "subject", "predicate",
 "value", "kind", "source", "scope", "reason", "importance", "confidence", "tags",
-"evidence", "occurred_at", "recorded_at"}``. ``occurred_at`` is the version's valid time
+"evidence", "document", "occurred_at", "recorded_at"}``. ``document`` (version 2; absent in
+version 1, read as false) says the value is a document value (``Remember(document=True)``,
+such as a LangGraph item's JSON: up to
+:data:`~memory_ledger.commands.extraction.validation.MAX_DOCUMENT_VALUE_CHARS` characters,
+kept exactly), so the import records it as one; the export marks a value a document when it
+could not have been recorded as a plain value (longer than
+``MAX_FIELD_CHARS["value"]``, or whitespace a plain value would have collapsed).
+``occurred_at`` is the version's valid time
 (when it was said; for a value remembered without one, the time the ledger recorded it);
 ``recorded_at`` is when the exporting store recorded it (information only: an import records
 its own). ``status`` is the last version's (``active``, ``conflicted``, ``forgotten``,
@@ -23,7 +30,8 @@ ordered by the first version's ``occurred_at``, then ``key``.
 No ledger internals: no memory or session ids, positions or namespace (the host that
 imports says where the memories go). Two stores hold the same memories, versions and times
 exactly when their exports have the same ``digest`` (:func:`interchange_digest`: SHA-256
-over the memory lines without ``recorded_at``).
+over the memory lines without ``recorded_at``, and without ``document`` when it is false, so
+a version 1 file's digest still checks).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from uuid import UUID
 import msgspec
 
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.commands.extraction.validation import MAX_FIELD_CHARS
 from memory_ledger.ledger.events import MemoryForgotten, MemoryPruned
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.derived import write_atomic
@@ -46,6 +55,7 @@ from memory_ledger.projections.derived import write_atomic
 __all__ = [
     "INTERCHANGE_FORMAT",
     "INTERCHANGE_VERSION",
+    "READABLE_VERSIONS",
     "InterchangeMemory",
     "InterchangeReport",
     "InterchangeVersion",
@@ -57,8 +67,10 @@ __all__ = [
 ]
 
 INTERCHANGE_FORMAT = "memory-ledger.interchange"
-INTERCHANGE_VERSION = 1
-"""The version of the interchange form this module writes (and the import reads)."""
+INTERCHANGE_VERSION = 2
+"""The version of the interchange form this module writes (2: versions carry ``document``)."""
+READABLE_VERSIONS = frozenset({1, 2})
+"""The interchange versions the import reads (1: no ``document`` field, read as false)."""
 
 
 class InterchangeVersion(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +88,7 @@ class InterchangeVersion(msgspec.Struct, frozen=True, kw_only=True):
     confidence: float = 1.0
     tags: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
+    document: bool = False
     occurred_at: datetime | None = None
     recorded_at: datetime | None = None
 
@@ -121,6 +134,8 @@ def memory_digest_bytes(memory: InterchangeMemory) -> bytes:
     data.pop("key", None)
     for version in data["versions"]:
         version.pop("recorded_at", None)
+        if not version.get("document"):
+            version.pop("document", None)  # as version 1 wrote it
     return _ENCODER.encode(data)
 
 
@@ -169,6 +184,15 @@ def _rows(engine: MemoryEngine, namespace: Namespace) -> tuple[int, list[dict[st
         return live.position, rows
 
 
+def is_document_value(value: str | None) -> bool:
+    """Whether ``value`` can only have been recorded as a document value: longer than a
+    plain value may be (``MAX_FIELD_CHARS["value"]``), or holding whitespace that a plain
+    value's validation collapses (the events do not keep the flag itself)."""
+    if value is None:
+        return False
+    return len(value) > MAX_FIELD_CHARS["value"] or value != " ".join(value.split())
+
+
 def _version(row: dict[str, Any]) -> InterchangeVersion:
     recorded = _aware(row["activated_at"])
     return InterchangeVersion(
@@ -184,6 +208,7 @@ def _version(row: dict[str, Any]) -> InterchangeVersion:
         confidence=float(row["confidence"] if row["confidence"] is not None else 1.0),
         tags=tuple(row["tags"] or ()),
         evidence=tuple(row["evidence"] or ()),
+        document=is_document_value(row["value"]),
         occurred_at=_aware(row["occurred_at"]) or recorded,
         recorded_at=recorded,
     )

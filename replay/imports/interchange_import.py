@@ -5,7 +5,8 @@
 one a correction of the one before (the full item of each version given, so subject,
 predicate, value, kind, source, scope, reason, importance, confidence, tags and evidence come
 back as they were), then a pin when it was pinned and a forget at ``forgotten_at`` when it
-was forgotten. Every version carries its ``occurred_at`` as its valid time. A line is all or
+was forgotten. Every version carries its ``occurred_at`` as its valid time, and a version
+marked ``document`` is recorded as a document value (kept exactly, up to 64 KB). A line is all or
 nothing; its session id derives from its key (``interchange-<40 hex>``), so a rerun writes
 nothing again and an interrupted import resumes.
 
@@ -35,6 +36,7 @@ from memory_ledger.replay.imports.errors import ImportSourceError, InterchangeFo
 from memory_ledger.replay.imports.interchange import (
     INTERCHANGE_FORMAT,
     INTERCHANGE_VERSION,
+    READABLE_VERSIONS,
     InterchangeHeader,
     InterchangeMemory,
     InterchangeVersion,
@@ -79,10 +81,11 @@ def _checked_header(first: bytes, file: Path) -> InterchangeHeader:
         raise InterchangeFormatError(
             msg, path=str(file), line=1, reason_code="interchange_version_unknown"
         )
-    if header.version != INTERCHANGE_VERSION:
+    if header.version not in READABLE_VERSIONS:
+        readable = ", ".join(str(v) for v in sorted(READABLE_VERSIONS))
         msg = (
             f"{str(file)!r} is interchange version {header.version}; this version reads "
-            f"{INTERCHANGE_VERSION}"
+            f"{readable} (writes {INTERCHANGE_VERSION})"
         )
         raise InterchangeFormatError(
             msg, path=str(file), line=1, reason_code="interchange_version_unknown"
@@ -160,6 +163,7 @@ def _specs(
                 item=_item(version),
                 target=previous,
                 occurred_at=version.occurred_at,
+                document=version.document,
             )
         )
         previous = digests.memory_id(

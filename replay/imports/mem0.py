@@ -23,7 +23,8 @@ already written (``already``) and writes only the rest, so an import interrupted
 then run again, ends in the state of one clean run; rows mem0 added since are imported.
 
 Refused rows (a secret-shaped text, a text the engine's validation refuses, a row of an
-unknown event, a DELETE or UPDATE of a memory that was never imported) are counted with
+unknown event, a row whose ``created_at`` or ``updated_at`` is not a time (``bad_timestamp``,
+naming the column), a DELETE or UPDATE of a memory that was never imported) are counted with
 their reason code, never their text; the import goes on. An UPDATE of a memory whose ADD was
 refused remembers the new text.
 
@@ -142,6 +143,8 @@ class _Importer:
         """The command of ``row`` (given where its memory stands), or a reason code for a
         row that writes nothing (``unchanged``) or is refused."""
         at: datetime | None = row_time(row)
+        if row.bad_time is not None:
+            return "bad_timestamp"
         if row.event == "DELETE":
             if state.memory is None:
                 return "nothing_to_forget"
@@ -170,7 +173,7 @@ class _Importer:
             self.unchanged += 1
             return
         if isinstance(spec, str):
-            self.refuse(row, spec)
+            self.refuse(row, spec, row.bad_time if spec == "bad_timestamp" else None)
             return
         session_id = keyed_session_id(MEM0_SESSION_PREFIX, row.memory_id, row.row_id)
         try:

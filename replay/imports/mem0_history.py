@@ -52,7 +52,9 @@ and ``role`` are mem0's too and optional here)."""
 class HistoryRow(msgspec.Struct, frozen=True, kw_only=True):
     """One row of mem0's history: ``row_id`` (mem0's ``id``), the mem0 ``memory_id``, the
     ``event`` (upper case as stored), the texts before and after, and both times (aware,
-    None when absent or unparseable)."""
+    None when absent or unparseable), and ``bad_time``: the first of ``created_at`` and
+    ``updated_at`` that holds something that is not a time (None: both are times or
+    absent), which refuses the row (``bad_timestamp``)."""
 
     row_id: str
     memory_id: str
@@ -61,6 +63,7 @@ class HistoryRow(msgspec.Struct, frozen=True, kw_only=True):
     new_memory: str | None
     created_at: datetime | None
     updated_at: datetime | None
+    bad_time: str | None = None
 
 
 def row_time(row: HistoryRow) -> datetime | None:
@@ -82,6 +85,13 @@ def _parse_time(value: object) -> datetime | None:
     else:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _is_bad_time(value: object) -> bool:
+    """Whether ``value`` is present (not NULL, not blank) but not a time."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return False
+    return _parse_time(value) is None
 
 
 def _text(value: object) -> str | None:
@@ -171,6 +181,11 @@ def read_history(path: str | Path) -> Iterator[HistoryRow]:
                     row_id, memory = _text(rid), _text(mid)
                     if not row_id or not memory:
                         continue
+                    bad = [
+                        name
+                        for name, value in (("created_at", created), ("updated_at", updated))
+                        if _is_bad_time(value)
+                    ]
                     yield HistoryRow(
                         row_id=row_id,
                         memory_id=memory,
@@ -179,6 +194,7 @@ def read_history(path: str | Path) -> Iterator[HistoryRow]:
                         new_memory=_text(new),
                         created_at=_parse_time(created),
                         updated_at=_parse_time(updated),
+                        bad_time=bad[0] if bad else None,
                     )
         except sqlite3.DatabaseError as e:
             msg = f"{str(file)!r} is damaged ({type(e).__name__})"

@@ -16,21 +16,35 @@ from typing import TYPE_CHECKING
 import msgspec
 from langgraph.store.base import BaseStore, Item, PutOp
 
-from memory_ledger.replay.langgraph_store.writes import Put
+from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.replay.langgraph_store.writes import Put, RefusedWrite
 
 if TYPE_CHECKING:
     from memory_ledger.replay.langgraph_store.store import LedgerStore
 
-__all__ = ["MigrationReport", "export_store", "import_store", "iter_items"]
+__all__ = ["MigrationReport", "RefusedPut", "export_store", "import_store", "iter_items"]
 
 _PAGE = 500
 
 
+class RefusedPut(msgspec.Struct, frozen=True, kw_only=True):
+    """One item an import refused: its LangGraph ``namespace`` and ``key``, the
+    ``reason_code`` (``secret_detected``, ``value_too_large``...) and the ``parameter`` that
+    failed (``value``, ``key``...). Never the value."""
+
+    namespace: tuple[str, ...]
+    key: str
+    reason_code: str
+    parameter: str | None = None
+
+
 class MigrationReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What a migration moved: ``namespaces`` and ``items`` read and written."""
+    """What a migration moved: ``namespaces`` read, ``items`` written and the items
+    ``refused`` (an import's: each on its own, the others written)."""
 
     namespaces: int
     items: int
+    refused: tuple[RefusedPut, ...] = ()
 
 
 def iter_items(store: BaseStore, page: int = _PAGE) -> Iterator[Item]:
@@ -59,13 +73,17 @@ def iter_items(store: BaseStore, page: int = _PAGE) -> Iterator[Item]:
 
 def import_store(source: BaseStore, target: LedgerStore, *, batch: int = 100) -> MigrationReport:
     """Copy every item of ``source`` into ``target`` as puts (``batch`` per write), each
-    with the source's ``updated_at`` as its occurred time.
+    with the source's ``updated_at`` as its occurred time. An item the engine refuses (a
+    secret-shaped value, a value over 64 KB, one not JSON) is refused alone: it is reported
+    in ``refused`` (namespace, key and reason code, never the value) and the others are
+    written, as the mem0 import does.
 
-    :raises CommandRejectedError: an item the engine refuses (a secret-shaped value, a
-        value over 2,000 characters); the items before it are recorded.
+    :raises MemoryLedgerError: an error that is no item's refusal (the ledger unavailable,
+        the namespace erased); the batches before it are recorded.
     """
     spaces: set[tuple[str, ...]] = set()
     count = 0
+    refused: list[RefusedPut] = []
     pending: list[Put] = []
     for item in iter_items(source):
         spaces.add(tuple(item.namespace))
@@ -78,13 +96,39 @@ def import_store(source: BaseStore, target: LedgerStore, *, batch: int = 100) ->
                 occurred_at=_aware(item.updated_at),
             )
         )
-        count += 1
         if len(pending) >= batch:
-            target.writer.apply(pending)
+            count += _write(target, pending, refused)
             pending = []
     if pending:
-        target.writer.apply(pending)
-    return MigrationReport(namespaces=len(spaces), items=count)
+        count += _write(target, pending, refused)
+    return MigrationReport(namespaces=len(spaces), items=count, refused=tuple(refused))
+
+
+def _write(target: LedgerStore, puts: list[Put], refused: list[RefusedPut]) -> int:
+    """Write ``puts`` as one batch, leaving out each put the engine refuses (added to
+    ``refused``) and sending the rest again; the count written. A refusal that names no put
+    is told put by put (each sent alone)."""
+    while puts:
+        outcome = target.writer.attempt(puts)
+        if not isinstance(outcome, RefusedWrite):
+            return len(puts)
+        if outcome.put is None:
+            if len(puts) == 1:
+                refused.append(_refused(puts[0], outcome.error))
+                return 0
+            return sum(_write(target, [put], refused) for put in puts)
+        refused.append(_refused(puts[outcome.put], outcome.error))
+        puts = puts[: outcome.put] + puts[outcome.put + 1 :]
+    return 0
+
+
+def _refused(put: Put, error: MemoryLedgerError) -> RefusedPut:
+    return RefusedPut(
+        namespace=put.namespace,
+        key=put.key,
+        reason_code=error.reason_code,
+        parameter=getattr(error, "parameter", None),
+    )
 
 
 def export_store(source: LedgerStore, target: BaseStore, *, batch: int = 100) -> MigrationReport:

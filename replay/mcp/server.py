@@ -601,6 +601,8 @@ class MemoryMcpServer:
                 caller.namespace, statements
             )
         except (MemoryLedgerError, ValueError) as e:
+            if getattr(e, "reason_code", None) == "empty_batch":  # the engine says "ops"
+                raise ToolError("statements holds no statement") from None
             text = _error_text(e, ("statements",), {"ops": "statements"})
             raise ToolError(
                 re.sub(r"\bops\[(\d+)\]\.statement\b", r"statements[\1]", text)

@@ -85,6 +85,17 @@ def test_a_negative_position_gets_a_one_line_error(store: Path) -> None:
     assert typo.exit_code == 2 and "No such option: --tenat" in typo.output
 
 
+def test_a_negative_turn_gets_a_typed_error(store: Path) -> None:
+    message = one_line_error(runner.invoke(app, ["events", "--turn", "-5", "--store", str(store)]))
+    assert "InvalidArgumentError" in message and "turn" in message
+
+
+def test_an_unknown_export_format_lists_every_format(store: Path, tmp_path: Path) -> None:
+    args = ["export", "--format", "xml", "--out", str(tmp_path / "x"), "--store", str(store)]
+    message = one_line_error(runner.invoke(app, args))
+    assert "parquet, jsonl or interchange" in message
+
+
 def test_embeddings_accepts_the_lite_provider(store: Path) -> None:
     args = ["recall", "--store", str(store), "--tenant", "demo", "--principal", "alice"]
     result = runner.invoke(app, [*args, "--scope-id", "assistant", "--embeddings", "lite", "x"])

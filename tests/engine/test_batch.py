@@ -168,6 +168,8 @@ def test_another_namespaces_id_is_an_unknown_id_and_writes_nothing(engine: Memor
     )
     assert engine.head == head
     assert _current(engine, OTHER) == {"Bob likes tea."}
+    assert getattr(unknown.value, "parameter", None) == "ops[1]"
+    assert getattr(refused.value, "parameter", None) == "ops[1]"
 
 
 def test_a_superseded_target_is_refused_naming_the_current_value(engine: MemoryEngine) -> None:
@@ -177,6 +179,9 @@ def test_a_superseded_target_is_refused_naming_the_current_value(engine: MemoryE
         engine.apply_batch(NS, [Forget(target=old.memory_id)])
     assert refused.value.reason_code == "target_superseded"
     assert getattr(refused.value, "current", None) == new.memory_id
+    with pytest.raises(memory_ledger.MemoryLedgerError) as again:
+        engine.apply_batch(NS, [Remember(statement="ok then"), Forget(target=old.memory_id)])
+    assert getattr(again.value, "parameter", None) == "ops[1]"
 
 
 def test_occurred_at_orders_a_batch_by_valid_time(engine: MemoryEngine) -> None:

@@ -85,3 +85,30 @@ def test_errors_are_one_line_with_status_2(tmp_path: Path) -> None:
         "import", "mem0", "--history-db", "x.db", "--map-user", "bob", "--store", store, code=2
     )
     assert "USER_ID=TENANT/PRINCIPAL/SCOPE" in unmapped
+
+
+def test_a_refused_interchange_line_exits_1_and_the_rest_imports(tmp_path: Path) -> None:
+    from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.ledger.ids import Namespace
+    from memory_ledger.replay.imports import export_interchange
+
+    from .mem0_fixtures import SECRET
+
+    out = tmp_path / "a.jsonl"
+    with MemoryEngine.open(tmp_path / "source") as engine:
+        namespace = Namespace("acme", "alice", "agent")
+        engine.remember(namespace, "Alice lives in Lisbon.")
+        engine.remember(namespace, "Alice plays chess.")
+        export_interchange(engine, namespace, out)
+    lines = out.read_text().splitlines()
+    bad = json.loads(lines[2])
+    bad["versions"][0]["statement"] = SECRET
+    out.write_text("\n".join([*lines[:2], json.dumps(bad)]) + "\n")
+    ns = ["--tenant", "newco", "--principal", "alice", "--scope-id", "agent"]
+    store = str(tmp_path / "other")
+    text = run("import", "interchange", str(out), *ns, "--store", store, code=1)
+    assert "imported 1" in text and "secret_detected 1" in text and "sk-proj" not in text
+    report = json.loads(
+        run("import", "interchange", str(out), *ns, "--store", store, "--json", code=1)
+    )
+    assert report["already"] == 1 and [r["item"] for r in report["refused"]] == ["line 3"]

@@ -111,6 +111,26 @@ def test_rows_that_cannot_apply_are_refused_one_by_one(
     assert all(r.item.startswith("sha256:") for r in report.refused)
 
 
+def test_a_row_whose_time_is_not_a_time_is_refused(engine: MemoryEngine, tmp_path: Path) -> None:
+    path = history_db(
+        tmp_path / "history.db",
+        [
+            ("r1", "m1", None, "Dana runs on Tuesdays.", "ADD", "not-a-date"),
+            ("r2", "m2", None, "Dana swims on Fridays.", "ADD", "2024-02-01T10:00:00+00:00"),
+            ("r3", "m3", None, "Dana reads at night.", "ADD", None),  # no time: recorded time
+        ],
+    )
+    report = import_mem0(engine, path, namespace=NS)
+    assert report.imported == 2
+    assert [(r.reason_code, r.parameter) for r in report.refused] == [
+        ("bad_timestamp", "created_at")
+    ]
+    with engine.read_models() as live:
+        rows = live.conn.execute("SELECT statement FROM canonical_memory").fetchall()
+    statements = {statement for (statement,) in rows}
+    assert "Dana runs on Tuesdays." not in statements
+
+
 def test_a_naive_time_is_read_as_utc(engine: MemoryEngine, tmp_path: Path) -> None:
     path = history_db(
         tmp_path / "history.db",
@@ -145,7 +165,7 @@ def test_interchange_files_of_another_form_are_refused(
         import_interchange(engine, NS, missing)
     assert caught.value.reason_code == "import_source_missing"
     newer = tmp_path / "newer.jsonl"
-    newer.write_text('{"format": "memory-ledger.interchange", "version": 2}\n')
+    newer.write_text('{"format": "memory-ledger.interchange", "version": 3}\n')
     with pytest.raises(InterchangeFormatError) as caught:
         import_interchange(engine, NS, newer)
     assert caught.value.reason_code == "interchange_version_unknown"

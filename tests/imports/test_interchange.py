@@ -71,7 +71,7 @@ def test_a_store_round_trips_by_digest(engine: MemoryEngine, tmp_path: Path) -> 
     header = json.loads(lines[0])
     assert header == {
         "format": "memory-ledger.interchange",
-        "version": 1,
+        "version": 2,
         "memories": 3,
         "digest": before,
     }
@@ -164,3 +164,44 @@ def test_a_file_changed_after_its_export_says_so(engine: MemoryEngine, tmp_path:
     with MemoryEngine.open(tmp_path / "b") as target:
         report = import_interchange(target, TARGET, tmp_path / "b.jsonl")
     assert report.imported == 1 and not report.digest_matches
+
+
+def test_langgraph_document_values_round_trip_by_digest(
+    engine: MemoryEngine, tmp_path: Path
+) -> None:
+    """A LangGraph item's value over the plain 2,000 characters (a document value) and one
+    whose whitespace a plain value would collapse come back exactly (interchange version 2
+    carries ``document``)."""
+    pytest.importorskip("langgraph")
+    from memory_ledger.replay.langgraph_store import LedgerStore
+
+    big = {"notes": [f"entry {i}: {'x' * 80}" for i in range(110)]}  # ~10 KB of JSON
+    spaced = {"text": "two  spaces\tand a tab"}
+    source = LedgerStore(engine, SOURCE)
+    source.put(("docs", "a"), "big", big)
+    source.put(("docs", "a"), "spaced", {"text": "first"})
+    source.put(("docs", "a"), "spaced", spaced)  # a second version: a correction
+    first, second, report = round_trip(engine, tmp_path)
+    assert not report.refused and first == second
+    with MemoryEngine.open(tmp_path / "b") as target:
+        back = LedgerStore(target, TARGET)
+        got = back.get(("docs", "a"), "big")
+        assert got is not None and got.value == big
+        again = back.get(("docs", "a"), "spaced")
+        assert again is not None and again.value == spaced
+
+
+def test_a_version_1_file_still_reads(engine: MemoryEngine, tmp_path: Path) -> None:
+    engine.remember(SOURCE, "Alice lives in Lisbon.", occurred_at=T0)
+    path = tmp_path / "v2.jsonl"
+    export_interchange(engine, SOURCE, path)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0]) | {"version": 1}
+    memory = json.loads(lines[1])
+    for version in memory["versions"]:
+        del version["document"]
+    old = tmp_path / "v1.jsonl"
+    old.write_text(json.dumps(header) + "\n" + json.dumps(memory) + "\n")
+    with MemoryEngine.open(tmp_path / "b") as target:
+        report = import_interchange(target, TARGET, old)
+    assert report.digest_matches and report.imported == 1

@@ -271,3 +271,51 @@ def test_langgraphs_own_namespace_and_key_errors_are_typed_errors_too(
     with pytest.raises(memory_ledger.MemoryLedgerError):
         asyncio.run(store.aput(("a.b",), "k", {"v": 1}))
     assert engine.head == head
+
+
+SECRET_VALUE = {"text": "my key is sk-proj-Q7h2Lm9Xc4Vb8Nz1Kp5Rt3Wy6Ud0Fg2Hj"}
+
+
+def test_an_import_refuses_a_secret_item_alone(engine: MemoryEngine) -> None:
+    source = InMemoryStore()
+    source.put(("users", "alice"), "a", {"text": "tea"})
+    source.put(("users", "alice"), "leak", SECRET_VALUE)
+    source.put(("users", "bob"), "b", {"text": "coffee"})
+    store = LedgerStore(engine, Namespace("acme", "import", uuid.uuid4().hex))
+    report = import_store(source, store, batch=2)
+    assert report.items == 2 and len(report.refused) == 1
+    refused = report.refused[0]
+    assert (refused.namespace, refused.key, refused.reason_code) == (
+        ("users", "alice"),
+        "leak",
+        "secret_detected",
+    )
+    assert "sk-proj" not in repr(report)
+    assert store.get(("users", "alice"), "leak") is None
+    got = store.get(("users", "bob"), "b")
+    assert got is not None and got.value == {"text": "coffee"}
+
+
+LEAKY_MODULE = f"""
+from langgraph.store.memory import InMemoryStore
+
+source = InMemoryStore()
+source.put(("docs",), "one", {{"text": "first"}})
+source.put(("docs",), "leak", {SECRET_VALUE!r})
+"""
+
+
+def test_cli_import_names_a_refused_item_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lg_leaky_store.py").write_text(LEAKY_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ns = ["--tenant", "acme", "--principal", "alice", "--scope-id", "cli"]
+    args = ["langgraph", "import", "lg_leaky_store:source", *ns, "--store", str(tmp_path / "s")]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 1, done.output
+    assert "imported 1 items" in done.stdout and "docs 'leak' (secret_detected)" in done.stdout
+    assert "sk-proj" not in done.output
+    missing = CliRunner().invoke(app, [*args[:2], "nomodule:store", *args[3:]])
+    assert missing.exit_code == 2 and "InvalidArgumentError" in missing.stderr
+    assert "ValueError" not in missing.stderr

@@ -168,6 +168,8 @@ async def test_stdio_remember_many_is_one_command_all_or_none(tmp_path: Path) ->
         )
         assert refused.is_error and "statements[1]" in text(refused)
         assert "ops" not in text(refused)
+        empty = await session.call_tool("remember_many", {"statements": []})
+        assert empty.is_error and text(empty).endswith(": statements holds no statement")
         assert sorted(await statements(session, "Alice")) == [
             "Alice likes tea.",
             "Alice plays the cello.",

@@ -104,4 +104,4 @@ def test_export_refuses_a_non_empty_folder_unless_forced(story: Story, tmp_path:
         app,
         ["export", "--store", str(story.store), "--out", str(tmp_path / "x"), "--format", "csv"],
     )
-    assert bad.exit_code == 2 and "parquet or jsonl" in bad.stderr
+    assert bad.exit_code == 2 and "parquet, jsonl or interchange" in bad.stderr
