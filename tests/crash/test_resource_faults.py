@@ -350,8 +350,11 @@ def test_damage_found_while_in_use_is_a_typed_error_and_the_next_open_rebuilds(
 
     with MemoryEngine.open(store, sync=False) as engine:
         monkeypatch.setattr(ProjectionRunner, "catch_up", short_read)
+        # Recall is served from memory (the serving read models) and never reads DuckDB...
+        assert engine.recall(NAMESPACE, "green tea").results
+        # ...a DuckDB reader (SQL, audit, the debugger) finds the damage.
         with pytest.raises(ProjectionDamagedError, match="slot-0.duckdb") as error:
-            engine.recall(NAMESPACE, "green tea")
+            engine.catch_up()
         assert isinstance(error.value, OSError)
         assert damage_marker(slot).exists()
         monkeypatch.undo()
