@@ -256,8 +256,8 @@ def test_a_duckdb_error_in_a_read_model_query_names_the_projection_file(
         engine.catch_up()
         with engine.projections.lock:
             engine.projections.conn.execute("DROP VIEW IF EXISTS vocabulary")
-        with pytest.raises(ProjectionError) as raised:
-            engine.memory_map(NS)
+        with pytest.raises(ProjectionError) as raised, engine.read_models() as live:
+            live.conn.execute("SELECT * FROM vocabulary").fetchall()  # an SQL reader
         assert isinstance(raised.value.__cause__, duckdb.Error)
         assert isinstance(raised.value, ProgrammingError)
         assert engine.projections.path in str(raised.value)
@@ -274,8 +274,9 @@ def test_a_duckdb_error_during_catch_up_is_translated_not_raw(
 
     with MemoryEngine.open(tmp_path / "store", sync=False) as engine:
         monkeypatch.setattr(ProjectionRunner, "catch_up", interrupted)
+        assert engine.recall(NS, "green tea").results  # served from memory
         with pytest.raises(ProjectionError, match="slot-0.duckdb") as raised:
-            engine.recall(NS, "green tea")
+            engine.catch_up()  # a DuckDB reader meets the error
         assert type(raised.value) is ProjectionError
         assert isinstance(raised.value.__cause__, duckdb.InterruptException)
 
