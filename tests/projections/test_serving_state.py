@@ -150,9 +150,11 @@ def test_an_incremental_serving_state_equals_a_rebuild_and_duckdb(
         engine = MemoryEngine.open(store, sync=False)
         try:
             for action in steps:
+                before = engine.head
                 engine = run_step(engine, store, action)
-                state = engine.serving
-                assert state.position in (engine.head, 0) or action[0] == "other"
+                if action[0] not in ("other", "reopen") and engine.head != before:
+                    # A command that appended applied its events (and any gap before them).
+                    assert engine.serving.position == engine.head
             check(engine)
         finally:
             engine.close()
