@@ -136,12 +136,14 @@ class ProjectionRunner:
         """Apply every notification after the tracked position up to ``to`` (or the head).
 
         Returns the new position. When the ledger head equals the position, this costs one
-        LMDB read and no DuckDB work.
+        LMDB read and no DuckDB work. Without ``to``, it stops at the head read when it
+        starts: a catch-up under a writer that never pauses ends (the next one takes the rest).
         """
         position = self.position
         head = self.recorder.max_notification_id() or 0
         if position >= head or (to is not None and position >= to):
             return position
+        to = head if to is None else min(to, head)
         self._load_known()
         keyring = getattr(self.mapper, "keyring", None)
         while to is None or position < to:
