@@ -75,7 +75,7 @@ def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
 # (tests/crash/test_crash_property.py) with thousands of crash points. Neither fails on
 # Hypothesis's timing health check (``too_slow``): on a shared 2-core machine input generation
 # may be slow for reasons that are not the test's; every other health check still applies.
-settings.register_profile("busy", suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("busy", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("busy")
 

@@ -107,7 +107,10 @@ def test_cli_recall_follows_the_configuration_file(
     (tmp_path / "memory-ledger.toml").write_text('[memory]\nembeddings = "local"\n')
     monkeypatch.chdir(tmp_path)
     args = ["recall", "which pet", "--store", str(store), "--tenant", "acme"]
-    args += ["--principal", "alice", "--scope-id", "assistant", "--json"]
+    # The store was written without a provider, so the configured model embeds both memories
+    # on this call (its load included): wait for them as long as a loaded machine needs,
+    # rather than the default 2 s, which is a bound on latency and not what this test checks.
+    args += ["--principal", "alice", "--scope-id", "assistant", "--json", "--wait", "300"]
     configured = json.loads(CliRunner().invoke(app, args, catch_exceptions=False).stdout)
     assert configured["semantic"]["state"] == "ready"
     assert configured["results"][0]["statement"] == "Alice adopted a puppy named Rex."
