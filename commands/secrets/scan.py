@@ -20,9 +20,10 @@ __all__ = [
     "widen",
 ]
 
-Candidate = tuple[int, int, str, int]
+Candidate = tuple[int, int, str, float]
 """(start, end, kind, rank). A lower rank wins the kind of merged spans: specific token
-shapes (0) over keyword assignments and phrases (1) over entropy (2)."""
+shapes (0; 0.5 when the shape's prefix sits inside a longer token) over keyword assignments
+and phrases (1) over entropy (2)."""
 
 _LONG_RUN: Final = re.compile(r"[A-Za-z0-9_\-+/=]{20}")
 

@@ -635,6 +635,22 @@ def test_own_mcp_token_has_the_shape_new_token_makes() -> None:
     assert len(MLT_TOKEN) == 4 + 43
 
 
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_a_bearer_token_whose_body_holds_a_google_key_shape_stays_a_bearer_token(
+    offset: int,
+) -> None:
+    # A random token_urlsafe body holds "AIza" and 35 more token characters about once in
+    # 20,000 tokens; both shapes then widen to the whole token, and the one whose prefix
+    # starts it names the span (this made the 2,000-token test above fail now and then).
+    body = "Qx8"[:offset] + "AIza" + "Sy" + "bC3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    body = (body + "uVwXyZ1234")[:43]
+    token = "mlt_" + body
+    assert find_secrets(token) == [SecretSpan(0, len(token), "mcp_bearer_token")]
+    assert find_secrets(f"use {token} now") == [SecretSpan(4, 4 + len(token), "mcp_bearer_token")]
+    key = "AIza" + body[offset + 4 : offset + 39]
+    assert find_secrets(f"maps {key}") == [SecretSpan(5, 5 + len(key), "google_api_key")]
+
+
 @pytest.mark.parametrize(
     ("text", "secret", "kind"),
     [
