@@ -71,37 +71,9 @@ class SessionCommands:
     ) -> CommandResult:
         """Apply an explicit memory command from the user (remember, forget, correct, pin).
 
-        The event is appended before the session overlay changes; it takes effect in this
-        session at once and in canonical memory at ``finish()``. The command is decided as on
-        every surface (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`):
-        ``target`` names the memory of a forget/pin/correct by id; without it, a
-        ``forget``/``pin`` targets the one retrievable memory (canonical or this session's)
-        holding every content word of ``statement``, and a ``correct`` the one about the same
-        subject and attribute with another value (a correction naming no memory is simply
-        remembered; :mod:`~memory_ledger.commands.canonical.word_targets`). ``correct`` keeps the
-        target's subject and predicate so it supersedes it. ``item`` lets a host give the
-        structured memory for remember/correct.
-
-        ``occurred_at`` (an aware datetime) is when the user said it in the conversation;
-        when None, the ``occurred_at`` of turn ``turn_id``'s transcript if this session
-        observed it already, else unknown. It is recorded in the command and gives a
-        ``forget`` its time: evidence whose valid time is earlier than the forget's time
-        (this ``occurred_at``, else the command's ``recorded_at``) never re-activates the
-        forgotten memory (``commands.canonical.reconcile``, rule "a forget is never undone by older
-        evidence"). For a ``remember``/``correct`` it is the new value's valid time: an
-        older value imported later never retires it (without a time, ledger order decides);
-        against a forget only the command's position counts (a new statement by the user).
-
-        :raises CommandRejectedError: unknown intent, empty statement, a secret in it, or an
-            item that fails validation (the reason code is in the message).
-        :raises UnknownMemoryError: ``target`` names no retrievable memory of this
-            session's namespace (another namespace's id behaves exactly like an unknown one);
-            or the words name none clearly (``no_match``, ``no_clear_target``) or several
-            (``ambiguous_match``): nothing is recorded.
-        :raises SupersededTargetError: ``target`` was superseded (``current`` names the
-            memory that holds the fact now).
-        :raises InvalidArgumentTypeError: ``occurred_at`` is not a datetime.
-        :raises NaiveDatetimeError: ``occurred_at`` has no time zone.
+        What it does, its times and the errors it raises are documented once, on the public
+        face that delegates here: ``MemorySession.apply_explicit_command``
+        (:mod:`memory_ledger.commands.session.memory_session`).
         """
         self.stream.check_open()
         check_turn_id(turn_id)
