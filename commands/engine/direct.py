@@ -60,6 +60,7 @@ from memory_ledger.ledger.ids import (
     check_namespace,
     check_session_id,
     normalize_statement,
+    subject_predicate_key,
 )
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
@@ -401,6 +402,13 @@ class DirectCommands:
                 for turn, spec in enumerate(specs, start=1)
             ]
             reads.memories(planned)  # what reconciliation reads first: one pass for all
+            # ... and the holders of the keys it activates under: one pass, not one per op
+            reads.keys(
+                key
+                for command in commands
+                if command.item is not None
+                and (key := subject_predicate_key(command.item.subject, command.item.predicate))
+            )
             reconciler = Reconciler(
                 namespace=namespace,
                 session_id=session_id,
