@@ -118,8 +118,9 @@ class DecisionReads:
     def __init__(self, engine: MemoryStore, namespace: Namespace) -> None:
         self._engine = engine
         self.namespace = namespace
-        self.digests: IdDigests = engine.keyring.digests
-        """How the store derives ids (tags, memory ids)."""
+        self.digests: IdDigests = engine.keyring.digests.remembering()
+        """How the store derives ids (tags, memory ids), the memory ids of this attempt
+        remembered (:meth:`IdDigests.remembering`)."""
         self.after = engine.head
         """The ledger head before the first read: every read sees at least this."""
         self.tags: set[str] = set()

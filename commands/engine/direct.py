@@ -464,8 +464,8 @@ class DirectCommands:
         against the decision's reads and ``planned`` (the memories remembered earlier in
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
+        digests = reads.digests  # the attempt's: the memory id is derived once per attempt
         if decided.item is not None:
-            digests = self._engine.keyring.digests
             planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement
             )
@@ -474,7 +474,7 @@ class DirectCommands:
             originator_version=1 + turn,
             **base,
             turn_id=turn,
-            command_id=self._engine.keyring.digests.command_id(
+            command_id=digests.command_id(
                 namespace, stream, turn, decided.intent, decided.statement
             ),
             intent=decided.intent,
