@@ -99,6 +99,27 @@ def store_figures(store: BaseStore, preload: int, rounds: int) -> dict[str, floa
     }
 
 
+def durability(name: str, store: BaseStore) -> str:
+    """How a put of ``store`` is made durable, read from the store itself: PostgresStore's
+    server settings (``synchronous_commit``, ``fsync``: ``on``/``on`` is a WAL flush per
+    commit), LedgerStore's LMDB sync flags (on: the data pages and the meta page are
+    flushed before a commit returns)."""
+    if name == "PostgresStore":
+        conn: Any = getattr(store, "conn", None)
+        with conn.cursor() as cur:  # a Connection (from_conn_string) or a pool's
+            settings = []
+            for setting in ("synchronous_commit", "fsync"):
+                cur.execute(f"SHOW {setting}")
+                row = cur.fetchone()
+                settings.append(f"{setting}={row[setting] if isinstance(row, dict) else row[0]}")
+        return ", ".join(settings)
+    if name == "LedgerStore":
+        engine: Any = getattr(store, "engine", None)
+        flags = engine.lmdb_recorder().datastore.env.flags()
+        return f"LMDB sync={flags['sync']}, metasync={flags['metasync']}"
+    return "in memory (not durable)"
+
+
 def langgraph_section(preload: int, rounds: int, pg_url: str) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     print(f"LangGraph stores ({preload} items preloaded, {rounds} rounds; ms)")
@@ -117,6 +138,7 @@ def langgraph_section(preload: int, rounds: int, pg_url: str) -> dict[str, Any]:
                 print(f"{name:14} skipped: PostgreSQL is down or langgraph-checkpoint-postgres")
                 continue
             r = store_figures(store, preload, rounds)
+            r["durability"] = durability(name, store)
         figures[name] = r
         print(
             f"{name:14} {r['put_then_get_p50_ms']:>12.3f} {r['get_after_put_p50_ms']:>8.3f} "
@@ -124,6 +146,9 @@ def langgraph_section(preload: int, rounds: int, pg_url: str) -> dict[str, Any]:
             f"{r['batch_100_ms']:>13.3f}",
             flush=True,
         )
+    for name in ("LedgerStore", "PostgresStore"):
+        if name in figures:
+            print(f"  {name} durability: {figures[name]['durability']}")
     ours, pg = figures.get("LedgerStore"), figures.get("PostgresStore")
     if ours and pg:
         for figure in ("put_then_get_p50_ms", "put_then_search_p50_ms", "batch_100_ms"):

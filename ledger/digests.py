@@ -95,6 +95,13 @@ class IdDigests:
         self._store_key = store_key
         self._namespace_key = namespace_key
 
+    def remembering(self) -> IdDigests:
+        """These digests, with every memory id they derive remembered (a short-lived copy:
+        one decision attempt derives a batch's memory ids several times, in the plan, the
+        reconciliation and its reads; an id is one HMAC each time otherwise). Drop it with
+        the attempt: it holds the normalized statements it was asked about."""
+        return _Remembering(self)
+
     def adopt(self, id_format: int) -> None:
         """Derive as ``id_format`` from now on: the format the key store records, written
         by another process (or a migration) after this one read it."""
@@ -180,3 +187,21 @@ class IdDigests:
 
 UNKEYED = IdDigests(ID_FORMAT_UNKEYED)
 """The derivation of id format 1 (uuid5 of natural keys; no key)."""
+
+
+class _Remembering(IdDigests):
+    """:meth:`IdDigests.remembering`: the same derivations, memory ids remembered."""
+
+    def __init__(self, digests: IdDigests) -> None:
+        super().__init__(digests.id_format, digests._store_key, digests._namespace_key)
+        self._memory_ids: dict[tuple[Namespace, str], UUID] = {}
+
+    def remembering(self) -> IdDigests:
+        return self
+
+    def memory_id(self, namespace: Namespace, normalized_statement: str) -> UUID:
+        key = (namespace, normalized_statement)
+        found = self._memory_ids.get(key)
+        if found is None:
+            found = self._memory_ids[key] = super().memory_id(namespace, normalized_statement)
+        return found

@@ -128,6 +128,10 @@ class FoldTarget(Protocol):
     (:class:`~memory_ledger.projections.serving.state.ServingState`), so a rebuild, a
     catch-up and the writer's inline apply run the same functions."""
 
+    keeps_appends: bool
+    """Whether :meth:`append` keeps the rows (False: the serving state, which holds no
+    append-only table; the row functions then skip building them)."""
+
     def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
         """The row of ``table`` under ``key`` (None: absent)."""
 
@@ -146,6 +150,8 @@ class FoldTarget(Protocol):
 
 class _Page:
     """Rows of one page, loaded once per table and folded in position order."""
+
+    keeps_appends = True
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, known: KnownKeys) -> None:
         self.conn = conn
@@ -215,7 +221,10 @@ def _record_revision(
 ) -> None:
     """Append the revision ``row`` holds from ``position`` on to the memory's history
     (``memory_history``; ``before``: its status until then, None for a new memory): the
-    answer to "what was current at a position", and what recall read of it then."""
+    answer to "what was current at a position", and what recall read of it then. Nothing
+    is built for a target that keeps no history (the serving state)."""
+    if not page.keeps_appends:
+        return
     entry = {column: row[column] for column in _HISTORY_COLUMNS}
     entry["current_delta"] = (row["status"] in _CURRENT) - (before in _CURRENT)
     entry["position"] = position
@@ -367,6 +376,8 @@ def _activate(page: FoldTarget, position: int, event: MemoryActivated) -> None:
 def _resolve_candidate(
     page: FoldTarget, position: int, candidate: Any, outcome: str, mid: str
 ) -> None:
+    if not page.keeps_appends:
+        return
     page.append(
         CANDIDATE_OUTCOMES,
         {

@@ -44,7 +44,7 @@ from memory_ledger.commands.errors import ConcurrencyConflictError
 from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.ids import Namespace
+from memory_ledger.ledger.ids import Namespace, subject_predicate_key
 from memory_ledger.ledger.tags import condition_for, memory_tag
 
 if TYPE_CHECKING:
@@ -118,8 +118,9 @@ class DecisionReads:
     def __init__(self, engine: MemoryStore, namespace: Namespace) -> None:
         self._engine = engine
         self.namespace = namespace
-        self.digests: IdDigests = engine.keyring.digests
-        """How the store derives ids (tags, memory ids)."""
+        self.digests: IdDigests = engine.keyring.digests.remembering()
+        """How the store derives ids (tags, memory ids), the memory ids of this attempt
+        remembered (:meth:`IdDigests.remembering`)."""
         self.after = engine.head
         """The ledger head before the first read: every read sees at least this."""
         self.tags: set[str] = set()
@@ -128,6 +129,8 @@ class DecisionReads:
         self._memory_tags: dict[UUID, str] = {}
         self._versions: dict[UUID, int] = {}
         """The version of each memory stream as read (0: absent), before any planning."""
+        self._keyed: dict[tuple[str, str], list[UUID]] = {}
+        """What :meth:`activated_under` answers for each key read (:meth:`keys` reads many)."""
 
     def _select(self, tag: str) -> list[tuple[int, LedgerEvent]]:
         """The events carrying ``tag`` up to :attr:`after`: every read of one attempt sees
@@ -202,9 +205,37 @@ class DecisionReads:
 
     def activated_under(self, key: tuple[str, str]) -> list[UUID]:
         """Ids of every memory ever activated under ``key`` in this namespace (any status
-        now: fold each with :meth:`memory`), in ledger order."""
-        events = self._select(self.digests.key_tag(self.namespace, key))
-        return list(dict.fromkeys(e.originator_id for _, e in events))
+        now: fold each with :meth:`memory`), in ledger order. Read once per attempt."""
+        if key not in self._keyed:
+            events = self._select(self.digests.key_tag(self.namespace, key))
+            self._keyed[key] = list(dict.fromkeys(e.originator_id for _, e in events))
+        return self._keyed[key]
+
+    def keys(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Read what :meth:`activated_under` answers for each of ``keys``, and the states
+        of the memories it names (:meth:`memories`), in reads of :data:`READ_CHUNK` tags (a
+        batch's decision: one pass for the batch instead of one read per operation); the
+        same tags join the boundary. A key tag is carried only by the MemoryActivated
+        events of that key in this namespace, so an event read under many key tags is
+        assigned by its item's own key."""
+        wanted = [k for k in dict.fromkeys(keys) if k not in self._keyed]
+        held: list[UUID] = []
+        for start in range(0, len(wanted), READ_CHUNK):
+            chunk = wanted[start : start + READ_CHUNK]
+            tags = [self.digests.key_tag(self.namespace, key) for key in chunk]
+            self.tags.update(tags)
+            found: dict[tuple[str, str], dict[UUID, None]] = {key: {} for key in chunk}
+            for position, event in self._engine.read_tagged_any(tags):
+                item = getattr(event, "item", None)
+                if position > self.after or item is None:
+                    continue
+                ids = found.get(subject_predicate_key(item.subject, item.predicate) or ("", ""))
+                if ids is not None:
+                    ids[event.originator_id] = None
+            for key, ids in found.items():
+                self._keyed[key] = list(ids)
+                held.extend(ids)
+        self.memories(held)
 
     def namespace_memories(self) -> dict[UUID, MemoryStreamState]:
         """Every memory of this namespace, folded from one read of its namespace tag."""

@@ -60,6 +60,7 @@ from memory_ledger.ledger.ids import (
     check_namespace,
     check_session_id,
     normalize_statement,
+    subject_predicate_key,
 )
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
@@ -401,6 +402,13 @@ class DirectCommands:
                 for turn, spec in enumerate(specs, start=1)
             ]
             reads.memories(planned)  # what reconciliation reads first: one pass for all
+            # ... and the holders of the keys it activates under: one pass, not one per op
+            reads.keys(
+                key
+                for command in commands
+                if command.item is not None
+                and (key := subject_predicate_key(command.item.subject, command.item.predicate))
+            )
             reconciler = Reconciler(
                 namespace=namespace,
                 session_id=session_id,
@@ -456,8 +464,8 @@ class DirectCommands:
         against the decision's reads and ``planned`` (the memories remembered earlier in
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
+        digests = reads.digests  # the attempt's: the memory id is derived once per attempt
         if decided.item is not None:
-            digests = self._engine.keyring.digests
             planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement
             )
@@ -466,7 +474,7 @@ class DirectCommands:
             originator_version=1 + turn,
             **base,
             turn_id=turn,
-            command_id=self._engine.keyring.digests.command_id(
+            command_id=digests.command_id(
                 namespace, stream, turn, decided.intent, decided.statement
             ),
             intent=decided.intent,

@@ -68,9 +68,17 @@ INJECTION_MARKERS = (
 control tokens, role prefixes. Plain words ("system", "forget", "ignore") never match alone."""
 
 
+_ANY_INJECTION_MARKER = re.compile(
+    "|".join(f"(?:{pattern.pattern})" for pattern in INJECTION_MARKERS),
+    re.IGNORECASE | re.MULTILINE,
+)
+"""The markers as one pattern: one pass over a text instead of one per marker (only the
+role-prefix marker anchors at ``^``, which is what it was compiled MULTILINE for)."""
+
+
 def has_injection_marker(text: str) -> bool:
     """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`)."""
-    return any(pattern.search(text) for pattern in INJECTION_MARKERS)
+    return _ANY_INJECTION_MARKER.search(text) is not None
 
 
 NAMESPACE_KEYS = frozenset({"tenant", "principal", "scope_id"})

@@ -195,6 +195,10 @@ class ServingState:
                 row = self._rows[memory_id] = _row_decoder.decode(raw)
         return row
 
+    keeps_appends = False
+    """Append-only tables (history, outcomes) are the DuckDB read models' alone: the row
+    functions build none for this target (:meth:`append` drops what they still give)."""
+
     def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
         """Append-only tables (history, outcomes) are the DuckDB read models' alone."""
 
