@@ -187,8 +187,9 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
     old = source.keyring.store.read()
     store_key = os.urandom(KEY_SIZE)
     keys = FileKeyStore(new / "keys")
-    first = msgspec.structs.replace(
-        old,
+    first = msgspec.structs.replace(  # erasure records come after the copy: opening an
+        old,  # engine on an empty ledger would record their erasures again
+        keys=tuple(r for r in old.keys if not r.erased),
         id_format=ID_FORMAT_KEYED,
         id_key=None if old.master_key_id else store_key,
         id_key_wrapped=master.wrap(store_key) if old.master_key_id and master else None,
@@ -200,7 +201,7 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
 
         def rekeyed(state: KeyStoreState) -> tuple[KeyStoreState, None]:
             records = tuple(
-                rewriter.key_record(r, ids_from_data_key=from_data_key) for r in state.keys
+                rewriter.key_record(r, ids_from_data_key=from_data_key) for r in old.keys
             )
             return msgspec.structs.replace(state, keys=records), None
 

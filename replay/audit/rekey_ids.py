@@ -13,8 +13,12 @@ erasure command ids, store ids). The step therefore maps **every version-5 UUID*
 - to a digest under a **throwaway key** (random, never stored, gone when the step ends)
   otherwise: ids derived from other ids with inputs the records do not carry (snapshot ids,
   recall streams), and every id of an erased namespace, whose names nobody can read any
-  more. Within one run the same old id always maps to the same new id, so streams stay
-  streams and references stay references.
+  more;
+- to itself for the stream of a ``NamespaceErased`` record (derived from its random
+  command id: nothing to hide, and the engine finds an erasure's record by it).
+
+Within one run the same old id always maps to the same new id, so streams stay streams and
+references stay references.
 
 :class:`IdRewriter` learns the map from decoded events (:meth:`IdRewriter.learn`, a first
 pass over the ledger), resolves it once the target's digests exist
@@ -42,6 +46,7 @@ from memory_ledger.ledger.events import (
     ExplicitCommandApplied,
     LedgerEvent,
     MemoryActivated,
+    NamespaceErased,
     NamespaceForgotten,
     SessionOpened,
 )
@@ -80,6 +85,8 @@ class IdRewriter:
         """Note the ids ``event`` (at ``position``) defines, with how to derive their keyed
         form (an :class:`ErasedPayload` defines none)."""
         ns = event.namespace
+        if isinstance(event, NamespaceErased):  # its stream derives from a random command id
+            self._map[event.originator_id] = event.originator_id
         if isinstance(event, ErasedPayload) or ns == ERASURE_NAMESPACE:
             return
         if ns not in self.namespaces:
