@@ -29,11 +29,10 @@ from memory_ledger.ledger.faults import FAULTS
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import FileKeyStore, KeyStoreState
+from memory_ledger.replay import explain, verify_store
 from memory_ledger.replay.audit import rekey_ids
-from memory_ledger.replay.audit.lineage import explain
 from memory_ledger.replay.audit.rekey import IdMigrationReport, migrate_ids
 from memory_ledger.replay.audit.timeline import event_record, iter_events
-from memory_ledger.replay.audit.verify import verify_store
 from memory_ledger.replay.cli.app import app
 from tests.encryption.test_keyed_digests import (
     ERASED,
