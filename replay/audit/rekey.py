@@ -35,10 +35,12 @@ ledger through a store folder).
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -177,12 +179,18 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
     with source.ledger_guard():
         head = source.ledger_log().max_notification_id() or 0
     rewriter = IdRewriter()
+    clear = _plain(source.mapper)
     for position, entry in log.iter_log(1, _PAGE):  # pass 1: the names behind the ids
         if position > head:
             break
         record = decode_entry(position, entry)
         event = decode(record.topic, record.state, record.originator_id, record.originator_version)
         rewriter.learn(event, position)
+        if isinstance(event, ErasedPayload) and event.key_id is None:  # stored in clear
+            hidden = clear.decode(
+                record.topic, record.state, record.originator_id, record.originator_version
+            )
+            rewriter.learn_namespace(hidden.namespace)
     master = source.keyring.master
     old = source.keyring.store.read()
     store_key = os.urandom(KEY_SIZE)
@@ -210,9 +218,7 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
         target.keyring.refresh(force=True)
         rewriter.resolve(digests)
         sealing = target.mapper
-        plain = type(sealing).__new__(type(sealing))
-        plain.__dict__.update(vars(sealing))
-        plain.keyring = None  # type: ignore[attr-defined]
+        plain = _plain(sealing)
         previous, batch = GENESIS_HASH, []
         target_log = target.ledger_log()
         for position, entry in log.iter_log(1, _PAGE):  # pass 2: the rewritten records
@@ -231,6 +237,13 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
         if batch:
             target_log.append_log(batch)
     return head, rewriter.unknown
+
+
+def _plain(mapper: Any) -> Any:
+    """A copy of ``mapper`` without its keyring: it neither seals nor hides."""
+    plain = copy.copy(mapper)
+    plain.keyring = None
+    return plain
 
 
 def _body(

@@ -89,6 +89,13 @@ class IdRewriter:
             self._map[event.originator_id] = event.originator_id
         if isinstance(event, ErasedPayload) or ns == ERASURE_NAMESPACE:
             return
+        self.learn_namespace(ns)
+        self._learn_inside(event, ns, position)
+
+    def learn_namespace(self, ns: Namespace) -> None:
+        """Note the namespace, tenant and principal ids of ``ns`` (also of an erased
+        namespace whose records were stored in clear, before the store encrypted: its
+        erasure record must keep naming it, so that those records stay hidden)."""
         if ns not in self.namespaces:
             self.namespaces.add(ns)
             old_ns, old_tenant, old_principal = (
@@ -99,6 +106,8 @@ class IdRewriter:
             self._outer.append((old_ns, lambda d: d.namespace_id(ns)))
             self._outer.append((old_tenant, lambda d: d.tenant_id(ns.tenant)))
             self._outer.append((old_principal, lambda d: d.principal_id(ns.tenant, ns.principal)))
+
+    def _learn_inside(self, event: LedgerEvent, ns: Namespace, position: int) -> None:
         session = getattr(event, "session_id", None)
         if isinstance(session, str):
             sid = session

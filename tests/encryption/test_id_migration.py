@@ -268,3 +268,27 @@ def test_the_cli_migrates_a_store_once(tmp_path: Path) -> None:
     shutil.rmtree(store / "keys")
     refused = runner.invoke(app, ["migrate", "--store", str(store)])
     assert refused.exit_code != 0 and "Traceback" not in refused.output
+
+
+def test_records_kept_in_clear_before_an_erasure_stay_hidden(tmp_path: Path) -> None:
+    """A store that held clear records before it encrypted, whose namespace was erased
+    since: the migrated erasure record names that namespace by its keyed id, so its clear
+    records still read as erased."""
+    store, master = tmp_path / "store", os.urandom(32)
+    FileKeyStore(store / "keys").update(
+        lambda _: (KeyStoreState(id_format=ID_FORMAT_UNKEYED), None)
+    )
+    with MemoryEngine.open(store, sync=False) as engine:
+        engine.remember(ERASED, "Quintessa likes green tea.")
+        engine.remember(KEPT, "Bartholomew likes figs.")
+    with MemoryEngine.open(store, sync=False, master_key=master) as engine:
+        engine.remember(KEPT, "Bartholomew likes jazz.")
+        engine.erase(ERASED.tenant, ERASED.principal)
+    _answers(store, master)
+    before = _answers(store, master)
+    assert migrate_ids(store, master_key=master).ok
+    after = _answers(store, master)
+    assert after["events"][: len(before["events"])] == before["events"]
+    assert after[f"recall {ERASED}"] == before[f"recall {ERASED}"]
+    assert all(not hits for hits in after[f"recall {ERASED}"])
+    assert after[f"retrievable {KEPT}"] == before[f"retrievable {KEPT}"]
