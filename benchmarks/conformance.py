@@ -4,7 +4,8 @@
 
 Runs ``pytest -p memory_ledger.conformance`` once per store, each in its own process, on
 LangGraph's ``InMemoryStore``, ``LedgerStore`` (a store folder; again with a master key:
-values sealed at rest), ``SqliteStore`` (a file;
+values sealed at rest), the engine's own API (``MemoryEngine`` through the thin adapter
+:mod:`benchmarks.conformance_engine`), ``SqliteStore`` (a file;
 ``langgraph-checkpoint-sqlite``) and ``PostgresStore`` (a database of its own, created on
 ``--pg``, default ``$MEMORY_LEDGER_TEST_PG`` or ``postgresql://postgres@127.0.0.1:5432/test``,
 dropped after; skipped when unreachable), telling the kit where each store's bytes are.
@@ -42,6 +43,9 @@ KNOWN: dict[tuple[str, str], str] = {
     ("LedgerStore", "delete"): "by design: a delete is a recorded forget; the ledger keeps "
     "every version (history, as-of reads, explain) and the projection the forgotten memory. "
     "Removing the bytes is erasure (crypto-shredding, docs/erasure.md)",
+    ("MemoryEngine API", "delete"): "by design: forget is recorded; the ledger keeps the "
+    "forgotten statement (history, as-of reads, explain). Removing the bytes is erasure "
+    "(crypto-shredding, docs/erasure.md)",
     ("LedgerStore (sealed)", "delete"): "values are sealed at rest (AES-256-GCM): no byte of "
     "a value is in clear to look for; erasure destroys the key (docs/erasure.md)",
     ("PostgresStore", "contract"): "PostgresStore compares $gt $gte $lt $lte as text "
@@ -107,7 +111,8 @@ def _targets(scratch: Path, quick: bool, pg: tuple[str, str] | None) -> list[Tar
     if quick:
         return targets
     ledger, sealed, lite = scratch / "ledger", scratch / "sealed", scratch / "sqlite"
-    for folder in (ledger, sealed, lite):
+    engine = scratch / "engine"
+    for folder in (ledger, sealed, lite, engine):
         folder.mkdir()
     targets.append(
         Target(
@@ -125,6 +130,16 @@ def _targets(scratch: Path, quick: bool, pg: tuple[str, str] | None) -> list[Tar
             f"memory-ledger {_version('memory-ledger')} (this tree), with a master key",
             {"CONFORMANCE_LEDGER_DIR": str(sealed), "CONFORMANCE_LEDGER_KEY": os.urandom(32).hex()},
             folder=sealed,
+        )
+    )
+    targets.append(
+        Target(
+            "MemoryEngine API",
+            "benchmarks.conformance_engine:engine_store",
+            f"memory-ledger {_version('memory-ledger')} (this tree): remember/forget/"
+            "retrievable_memories/recall through a thin adapter",
+            {"CONFORMANCE_ENGINE_DIR": str(engine)},
+            folder=engine,
         )
     )
     targets.append(

@@ -32,6 +32,9 @@ Points (:data:`POINTS`):
   holds the keys) and its ``NamespaceErased`` record is not appended yet.
 - ``projections.rewrite``: a projection file that rows were deleted from (an erasure) is
   copied to a fresh file, fsynced, that has not replaced it yet (``projections.store``).
+- ``rekey.swap``: the id format step's new ledger is verified and its swap journal written,
+  and nothing was swapped yet (``replay.audit.rekey``);
+- ``rekey.swap_part``: that step moved the old ``ledger/`` aside and not the new one in.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ POINTS = (
     "recall_index.write",
     "recall_index.replace",
     "projections.rewrite",
+    "rekey.swap",
+    "rekey.swap_part",
 )
 """Every fault point the code calls."""
 

@@ -33,7 +33,20 @@ from memory_ledger.projections.store import ProjectionStore, ProjectionUnavailab
 if TYPE_CHECKING:
     from memory_ledger.commands.embeddings.base import EmbeddingProvider  # numpy: on use only
 
-__all__ = ["StoreParts", "check_store_path", "open_store_parts"]
+__all__ = [
+    "ID_MIGRATION_DIR",
+    "ID_MIGRATION_JOURNAL",
+    "StoreParts",
+    "check_store_path",
+    "open_store_parts",
+]
+
+ID_MIGRATION_DIR = ".id-migration"
+"""The folder of a store where the id format step builds its new ledger
+(:mod:`memory_ledger.replay.audit.rekey`)."""
+ID_MIGRATION_JOURNAL = "swapping"
+"""The file in :data:`ID_MIGRATION_DIR` that says a swap began: the store refuses to open
+until the step is run again."""
 
 
 def check_store_path(path: object, *, configured: bool) -> None:
@@ -130,6 +143,12 @@ def open_store_parts(
     # is missing or another than the one that wrapped the store's data keys, leaves
     # every file of the store as it was (LMDB rewrites its lock file on every open).
     master = resolve_master_key(master_key, config)
+    if not url and (root / ID_MIGRATION_DIR / ID_MIGRATION_JOURNAL).exists():
+        msg = (
+            f"the id format step (memory-ledger migrate --store) was interrupted while it "
+            f"swapped the ledger of {str(root)!r}: run it again to finish; nothing was opened"
+        )
+        raise StoreUnavailableError(msg, path=str(root), reason_code="id_migration_unfinished")
     if not url and (root / "keys").is_dir():
         open_keyring(root, None, master, read_only=True)
     opened = open_ledger(

@@ -1,6 +1,7 @@
 """The commands that re-run the ledger: ``replay`` (rebuild the read models, or check
 them), ``as-of`` (canonical memory at an earlier point), and the archive commands
-``export``, ``backup`` and ``restore``, and ``migrate`` (an LMDB ledger into PostgreSQL)."""
+``export``, ``backup`` and ``restore``, and ``migrate`` (an LMDB ledger into PostgreSQL,
+or a store to keyed ids)."""
 
 from __future__ import annotations
 
@@ -324,24 +325,33 @@ def restore_command(
 
 
 def migrate_command(
+    store: Annotated[
+        Path,
+        typer.Option("--store", metavar="DIR", help="Store folder to migrate."),
+    ],
+    ctx: typer.Context,
     to: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--to",
             metavar="URL",
-            help="The PostgreSQL ledger URL to copy into (empty, or an interrupted copy).",
+            help=(
+                "Copy the store's LMDB ledger into this PostgreSQL ledger (empty, or an "
+                "interrupted copy). Without it: give the store keyed ids (id format 2)."
+            ),
         ),
-    ],
-    store: Annotated[
-        Path,
-        typer.Option("--store", metavar="DIR", help="Store folder whose LMDB ledger is copied."),
-    ],
-    ctx: typer.Context,
+    ] = None,
     master_key_file: common.MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy a store's LMDB ledger into PostgreSQL (positions, bytes and hashes kept), then
-    verify the copy; exit 1 if it does not verify."""
+    """Without --to: give a store written before keyed digests (id format 1) keyed ids: its
+    ledger is rewritten, verified and swapped in, its read models rebuilt (nothing to do for
+    a format-2 store; rerun after an interruption). With --to: copy a store's LMDB ledger
+    into PostgreSQL (positions, bytes and hashes kept), then verify the copy. Exit 1 if
+    the result does not verify."""
+    if to is None:
+        _migrate_ids(store, ctx, as_json=as_json)
+        return
     from memory_ledger.replay.audit.migrate import migrate_store
 
     with common.user_errors():
@@ -364,3 +374,29 @@ def migrate_command(
         )
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _migrate_ids(store: Path, ctx: typer.Context, *, as_json: bool) -> None:
+    """``migrate --store DIR`` without ``--to``: the id format step."""
+    from memory_ledger.replay.audit.rekey import migrate_ids
+
+    with common.user_errors():
+        report = migrate_ids(store, config=common.audit_config(ctx))
+    if as_json:
+        print_json(report)
+    elif not report.migrated:
+        common.out.print(
+            f"{report.store} already has keyed ids (id format {report.id_format_after}): "
+            "nothing to do",
+            highlight=False,
+            markup=False,
+        )
+    else:
+        done = "finished the interrupted swap of" if report.resumed else "rewrote"
+        common.out.print(
+            f"{done} {report.store}: id format {report.id_format_before} -> "
+            f"{report.id_format_after}, positions 1..{report.head}, hash chain verified, "
+            f"read models rebuilt ({report.seconds:.2f} s)",
+            highlight=False,
+            markup=False,
+        )

@@ -4,7 +4,8 @@ Each deliberately broken store of :mod:`memory_ledger.replay.conformance.mutants
 the property it breaks and only that one; their unbroken reference passes every one;
 LangGraph's ``InMemoryStore`` passes every property it can be checked on; ``LedgerStore``
 passes all but ``delete``'s bytes check (a delete is a recorded forget: the ledger keeps
-history; erasure is what removes bytes, see docs/conformance.md). Each store is run by the
+history; erasure is what removes bytes, see docs/conformance.md), and so does the engine's
+own API through its thin adapter. Each store is run by the
 kit in a pytest process of its own, several at once, at 8 examples a property test.
 """
 
@@ -41,6 +42,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, KitRun]
     jobs["ledger"] = (
         "benchmarks.conformance_stores:ledger_store",
         {"CONFORMANCE_LEDGER_DIR": str(folder)},
+        folder,
+    )
+    folder = tmp_path_factory.mktemp("engine")
+    jobs["engine"] = (
+        "benchmarks.conformance_engine:engine_store",
+        {"CONFORMANCE_ENGINE_DIR": str(folder)},
         folder,
     )
     with ThreadPoolExecutor(3) as pool:
@@ -91,6 +98,18 @@ def test_ledger_store_keeps_deleted_values_in_its_history(runs: dict[str, KitRun
     assert all(row["outcome"] == "passed" for row in run.tests if row["property"] != "delete")
 
 
+def test_the_engine_api_keeps_forgotten_values_in_its_history(runs: dict[str, KitRun]) -> None:
+    """The engine's own API (remember/forget/retrievable_memories/recall through the thin
+    adapter ``benchmarks/conformance_engine.py``) holds every property but ``delete``'s
+    bytes check, for the reason LedgerStore does not: a forget is recorded."""
+    run = runs["engine"]
+    assert failed(run) == {"delete"}, run.output
+    rows = {row["name"]: row for row in run.tests}
+    assert "data.mdb" in rows["test_deleted_value_leaves_no_bytes"]["why"]
+    assert rows["test_deleted_value_is_not_found"]["outcome"] == "passed"
+    assert all(row["outcome"] == "passed" for row in run.tests if row["property"] != "delete")
+
+
 def test_summaries_fold_tests_into_properties() -> None:
     rows = [
         {"name": "a", "property": "delete", "outcome": "passed", "why": ""},
@@ -128,6 +147,6 @@ def test_the_published_table_covers_every_store_and_property() -> None:
     assert "python -m benchmarks conformance" in table and "load" in table
     rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ")]
     cells = {(row[0].removeprefix("| "), row[2]): row[3] for row in rows[1:]}
-    for store in ("InMemoryStore", "LedgerStore"):
+    for store in ("InMemoryStore", "LedgerStore", "MemoryEngine API"):
         assert {prop for (name, prop) in cells if name == store} == set(PROPERTIES)
     assert cells[("LedgerStore", "delete")] == "failed"
