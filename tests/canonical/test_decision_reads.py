@@ -11,8 +11,8 @@ from __future__ import annotations
 from uuid import UUID
 
 from memory_ledger.commands import MemoryEngine, Namespace
-from memory_ledger.commands.canonical.boundary import DecisionReads
-from memory_ledger.commands.engine.batch import Remember
+from memory_ledger.commands.canonical import DecisionReads
+from memory_ledger.commands.engine import Remember
 from memory_ledger.commands.extraction.validation import INJECTION_MARKERS, has_injection_marker
 from memory_ledger.ledger.ids import normalize_statement
 
