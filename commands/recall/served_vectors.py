@@ -50,7 +50,7 @@ class _NamespaceVectors:
         self.revisions: list[int] = []
         self.digests: list[str] = []
         self.fields: list[str] = []
-        self.row_of: dict[tuple[str, str], int] = {}
+        self._row_of: dict[tuple[str, str], int] | None = {}
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
         self.alive = np.zeros(0, dtype=bool)
         self.source = np.zeros(0, dtype=bool)
@@ -69,6 +69,19 @@ class _NamespaceVectors:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def row_of(self) -> dict[tuple[str, str], int]:
+        """The row of each ``(memory id, field)`` (built on first use after :meth:`adopt`:
+        a first recall that changes nothing never needs it)."""
+        if self._row_of is None:
+            keys = zip(self.ids, self.fields, strict=True)
+            self._row_of = dict(zip(keys, range(len(self.ids)), strict=True))
+        return self._row_of
+
+    @row_of.setter
+    def row_of(self, value: dict[tuple[str, str], int]) -> None:
+        self._row_of = value
 
     def extend(self, stored: StoredVectors) -> None:
         """Append rows read from ``memory_vectors`` (in seq order)."""
@@ -152,12 +165,8 @@ class _NamespaceVectors:
         self.alive = np.ones(count, dtype=bool)
         fields = meta.fields
         self.source = np.fromiter((f == "source" for f in fields), bool, count)
-        self.row_of = dict(zip(zip(meta.ids, fields, strict=True), range(count), strict=True))
+        self._row_of = None  # a block holds live rows only: one per (memory, field)
         self.dead = 0
-        if len(self.row_of) < count:  # never written so; kept consistent all the same
-            self.alive[:] = False
-            self.alive[np.fromiter(self.row_of.values(), np.intp, len(self.row_of))] = True
-            self.dead = count - len(self.row_of)
         self.ids, self.revisions, self.digests = meta.ids, meta.revisions, meta.digests
         self.fields = fields
         self.last_seq = meta.last_seq
