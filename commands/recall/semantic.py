@@ -405,7 +405,7 @@ class SemanticChannel:
                         memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
                         held.retire(memory_id, retrievable)
                         text = embedding_text(row["subject"], row["statement"])
-                        found = held.row_of.get((memory_id, "statement"))
+                        found = held.find(memory_id, "statement")
                         if not retrievable or (
                             found is not None and held.digests[found] == self._digest(text)
                         ):
@@ -607,7 +607,7 @@ class SemanticChannel:
             if doc is None:
                 continue
             for field in wanted:
-                row = vectors.row_of.get((memory_id, field))
+                row = vectors.find(memory_id, field)
                 if row is None or not vectors.alive[row]:
                     continue
                 if not self._verified(doc, vectors.digests[row], field):

@@ -19,6 +19,7 @@ flushed, so nothing put is missed); from then on every row reaches it through :m
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -51,6 +52,9 @@ class _NamespaceVectors:
         self.digests: list[str] = []
         self.fields: list[str] = []
         self._row_of: dict[tuple[str, str], int] | None = {}
+        self._order: npt.NDArray[np.int64] | None = None
+        """Rows sorted by ``(id, field)`` while :attr:`row_of` is not built (after
+        :meth:`adopt`)."""
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
         self.alive = np.zeros(0, dtype=bool)
         self.source = np.zeros(0, dtype=bool)
@@ -82,6 +86,25 @@ class _NamespaceVectors:
     @row_of.setter
     def row_of(self, value: dict[tuple[str, str], int]) -> None:
         self._row_of = value
+
+    def find(self, memory_id: str, field: str) -> int | None:
+        """The row of ``(memory_id, field)``, or None; by bisection over the stored order
+        while :attr:`row_of` is not built (a lookup of a few memories builds no map)."""
+        order = self._order
+        if self._row_of is not None or order is None:
+            return self.row_of.get((memory_id, field))
+        ids, fields = self.ids, self.fields
+        count = len(order)
+        at = bisect.bisect_left(
+            range(count),
+            (memory_id, field),
+            key=lambda k: (ids[order[k]], fields[order[k]]),
+        )
+        if at < count:
+            row = int(order[at])
+            if ids[row] == memory_id and fields[row] == field:
+                return row
+        return None
 
     def extend(self, stored: StoredVectors) -> None:
         """Append rows read from ``memory_vectors`` (in seq order)."""
@@ -145,6 +168,8 @@ class _NamespaceVectors:
             revisions = [self.revisions[i] for i in rows]
             digests = [self.digests[i] for i in rows]
             fields = [self.fields[i] for i in rows]
+        keys = np.array([f"{i}\x00{f}" for i, f in zip(ids, fields, strict=True)], dtype=str)
+        order = np.argsort(keys, kind="stable").astype("<i8")
         meta = VectorMeta(
             self.built_position,
             last_seq,
@@ -153,6 +178,7 @@ class _NamespaceVectors:
             list(digests),
             list(fields),
             sorted(self.missing),
+            order.tobytes(),
         )
         return meta, matrix
 
@@ -166,6 +192,8 @@ class _NamespaceVectors:
         fields = meta.fields
         self.source = np.fromiter((f == "source" for f in fields), bool, count)
         self._row_of = None  # a block holds live rows only: one per (memory, field)
+        order = np.frombuffer(meta.order, dtype="<i8")
+        self._order = order if len(order) == count else None
         self.dead = 0
         self.ids, self.revisions, self.digests = meta.ids, meta.revisions, meta.digests
         self.fields = fields
@@ -177,7 +205,7 @@ class _NamespaceVectors:
         """The canonical row changed: its vectors are candidates exactly while the memory
         is retrievable (verification still checks the text)."""
         for field in FIELDS:
-            row = self.row_of.get((memory_id, field))
+            row = self.find(memory_id, field)
             if row is None or bool(self.alive[row]) == retrievable:
                 continue
             self.alive[row] = retrievable

@@ -21,7 +21,9 @@ class VectorMeta(msgspec.Struct, frozen=True, array_like=True):
     """One namespace's served vectors as a process held them (matrix row ``i`` belongs to
     ``ids[i]``, field ``fields[i]``), as of the serving position ``built``: every row live
     then, ``missing`` the retrievable memories without a statement vector then, and
-    ``last_seq`` the ``memory_vectors`` seq the rows cover (later rows are read from DuckDB)."""
+    ``last_seq`` the ``memory_vectors`` seq the rows cover (later rows are read from DuckDB);
+    ``order``: the rows sorted by ``(id, field)``, little-endian int64 row numbers (a
+    reader finds a few memories' rows by bisection before it builds a map of them all)."""
 
     built: int
     last_seq: int
@@ -30,6 +32,7 @@ class VectorMeta(msgspec.Struct, frozen=True, array_like=True):
     digests: list[str]
     fields: list[str]
     missing: list[str]
+    order: bytes
 
 
 StoredVectorBlock: TypeAlias = "tuple[VectorMeta, npt.NDArray[np.float32]]"

@@ -168,3 +168,34 @@ def test_the_writer_holds_the_vectors_it_writes(tmp_path: Path) -> None:
         writer = answers(engine, BENCH_NAMESPACE, asked)
     with open_hybrid(tmp_path / "w") as engine:
         assert answers(engine, BENCH_NAMESPACE, asked) == writer
+
+
+def test_an_adopted_block_finds_rows_by_bisection_as_its_map_would() -> None:
+    import numpy as np
+
+    from memory_ledger.commands.recall.served_vectors import _NamespaceVectors
+    from memory_ledger.projections.vectors import StoredVectors
+
+    ids = [f"m-{n % 37:03d}-{n}" for n in range(120)]
+    fields = ["source" if n % 3 == 0 else "statement" for n in range(120)]
+    held = _NamespaceVectors(4, 7)
+    held.extend(
+        StoredVectors(
+            memory_ids=tuple(ids),
+            revisions=(1,) * 120,
+            digests=tuple(f"d{n}" for n in range(120)),
+            last_seq=120,
+            matrix=np.arange(480, dtype=np.float32).reshape(120, 4),
+            fields=tuple(fields),
+        )
+    )
+    held.retire(ids[5], False)  # a dead row stays out of the block
+    meta, matrix = held.block(120)
+    adopted = _NamespaceVectors(4, 0)
+    adopted.adopt(meta, matrix)
+    asked = [(i, f) for i in [*ids, "absent", "m-"] for f in ("statement", "source")]
+    by_bisection = [adopted.find(i, f) for i, f in asked]
+    assert adopted._row_of is None  # no map was built
+    assert by_bisection == [adopted.row_of.get(key) for key in asked]
+    assert adopted.find(ids[5], fields[5]) is None
+    assert adopted.find(ids[6], fields[6]) is not None
