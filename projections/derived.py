@@ -179,7 +179,7 @@ def _fsync_folder(folder: Path) -> None:
 
 def write_atomic(
     path: Path,
-    chunks: Iterable[bytes],
+    chunks: Iterable[bytes | memoryview],
     *,
     fault_point: str | None = None,
     before_replace: Callable[[], None] | None = None,

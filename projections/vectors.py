@@ -406,6 +406,14 @@ class VectorStore:
         last = self.conn.execute(
             f"SELECT coalesce(max(v.seq), $5) FROM memory_vectors v WHERE {where}", params
         ).fetchall()[0][0]
+        if last <= after_seq:  # nothing after it: no result set to convert
+            return StoredVectors(
+                memory_ids=(),
+                revisions=(),
+                digests=(),
+                last_seq=int(after_seq),
+                matrix=np.zeros((0, 0), dtype=np.float32),
+            )
         table = self.conn.sql(
             "SELECT v.memory_id, v.revision, v.content_digest, v.seq, v.dimension, v.vector, "
             "v.field "
@@ -432,6 +440,15 @@ class VectorStore:
             matrix=matrix,
             fields=tuple(table.column("field").to_pylist()),
         )
+
+    def max_seq(self, model_key: str, namespace: tuple[str, str, str]) -> int:
+        """The last ``seq`` of ``namespace``'s rows of ``model_key`` (0: none)."""
+        rows = self.conn.execute(
+            "SELECT coalesce(max(seq), 0) FROM memory_vectors WHERE model_key = $1 "
+            "AND tenant = $2 AND principal = $3 AND scope_id = $4",
+            [model_key, *namespace],
+        ).fetchall()
+        return int(rows[0][0])
 
     def prune_stale(self, model_key: str | None = None) -> int:
         """Delete vectors whose memory is no longer retrievable (of one model, or all);

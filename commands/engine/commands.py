@@ -187,8 +187,9 @@ class EngineCommands:
         projection lock: the serving state drops its own when it reaches the record)."""
         self.transcripts.clear()
         self._memory_maps.clear()
-        if self.semantic is not None:
-            self.semantic.clear()
+        if self.semantic is not None:  # rows not yet written of the namespaces kept stay
+            erased = self.projections.erased
+            self.semantic.clear(lambda key: not erased.key_erased(key))
         stem.cache_clear()
         session_key.cache_clear()
         normalize_statement.cache_clear()

@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.embeddings.base import EmbeddingProvider
     from memory_ledger.commands.extraction.base import Extractor
     from memory_ledger.commands.recall.semantic import EmbeddingIndexer, SemanticChannel
+    from memory_ledger.commands.recall.vector_block import StoredVectorBlock
     from memory_ledger.commands.session.memory_session import MemorySession, WorkspaceOptions
     from memory_ledger.commands.store import MemoryStore
     from memory_ledger.projections.derived import ErasedNamespaces
@@ -254,6 +255,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                 source_of=self.transcripts if source_vectors else None,
                 serving=self.serving,
             )
+            self.semantic.stored_vectors = self.recall_index.stored_vectors
             self.indexer = EmbeddingIndexer(
                 self.semantic, self.catch_up, on_damage=self.projections.mark_damaged
             )
@@ -801,9 +803,20 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             with contextlib.suppress(MemoryLedgerError):  # left behind: caught up when next used
                 self.catch_up()  # the DuckDB read models, caught up behind the serving state
 
+            semantic = self.semantic
+
             def persist() -> None:
+                vectors = None
+                if semantic is not None:
+
+                    def vectors() -> dict[str, dict[str, StoredVectorBlock]]:
+                        return {semantic.model_key: semantic.persisted_vectors()}
+
+                changed = semantic is not None and semantic.served.changed
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
-                    self.recall_index.persist(self.serving.position, self.serving)
+                    self.recall_index.persist(
+                        self.serving.position, self.serving, vectors, vectors_changed=changed
+                    )
 
             with self.serving.lock, self._read_lock:  # the lock order of engine/serving.py
                 # The recall index is written while the slot is held, before the slot's

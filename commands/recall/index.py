@@ -36,6 +36,7 @@ from memory_ledger.commands.recall.lexical import (
     analyze_query,
 )
 from memory_ledger.commands.recall.semantic_status import SemanticStatus
+from memory_ledger.commands.recall.vector_block import StoredVectorBlock
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.serving.state import ServingState
@@ -83,12 +84,15 @@ class PersistedIndex(Protocol):
         ],
         keep: Iterable[str] = (),
         serving: ServingState | None = None,
+        vectors: Mapping[str, Mapping[str, StoredVectorBlock]] | None = None,
     ) -> None: ...
 
     @property
     def position(self) -> int: ...
 
-    def serving(self) -> bytes | None: ...
+    def serving(self) -> bytes | memoryview | None: ...
+
+    def load_vectors(self, model_key: str, key: str) -> StoredVectorBlock | None: ...
 
     def remove(self) -> None: ...
 
@@ -437,7 +441,13 @@ class NamespaceRecallIndex:
             if self._stored is not None:
                 self._stored.remove()
 
-    def stored_serving(self) -> bytes | None:
+    def stored_vectors(self, model_key: str, key: str) -> StoredVectorBlock | None:
+        """Namespace ``key``'s persisted vectors of ``model_key`` (None: no file, none
+        stored, or damaged: the file is then discarded and the vectors read from DuckDB)."""
+        with self.canonical.lock:
+            return self._stored.load_vectors(model_key, key) if self._stored is not None else None
+
+    def stored_serving(self) -> bytes | memoryview | None:
         """The serving state's snapshot in the persisted index (at the file's position), or
         None (no file, none stored, or damaged)."""
         with self.canonical.lock:
@@ -450,15 +460,24 @@ class NamespaceRecallIndex:
         with self.canonical.lock:
             self._serving_refused = True
 
-    def persist(self, position: int, serving: ServingState | None = None) -> bool:
-        """Write the persisted index (when attached and some namespace changed since it was
-        read): the namespaces this process holds as of
-        ``position`` and, copied unchanged, the ones the file holds that this process never
-        read, and the ``serving`` state (at ``position``). Returns whether it wrote.
+    def persist(
+        self,
+        position: int,
+        serving: ServingState | None = None,
+        vectors: Callable[[], Mapping[str, Mapping[str, StoredVectorBlock]]] | None = None,
+        *,
+        vectors_changed: bool = False,
+    ) -> bool:
+        """Write the persisted index (when attached and some namespace, or with
+        ``vectors_changed`` the served vectors, changed since it was read): the namespaces
+        this process holds as of ``position`` and, copied unchanged, the ones the file holds
+        that this process never read, the ``serving`` state (at ``position``) and
+        ``vectors()`` (the served vectors by model key, then namespace key; the file's other
+        blocks of those models are copied). Returns whether it wrote.
         Raises ``OSError`` when the file cannot be written."""
         with self.canonical.lock:
             stored = self._stored
-            if stored is None or not (self._dirty or self._serving_refused):
+            if stored is None or not (self._dirty or self._serving_refused or vectors_changed):
                 return False
             keep = [
                 key
@@ -469,7 +488,7 @@ class NamespaceRecallIndex:
                 (key, (at, self._silenced.get(key, frozenset()), index, by_id))
                 for key, (at, index, by_id) in self._cache.items()
             ]
-            stored.write(position, built, keep, serving)
+            stored.write(position, built, keep, serving, vectors() if vectors is not None else None)
             self._dirty.clear()
             self._serving_refused = False
             return True

@@ -45,6 +45,7 @@ import msgspec
 
 from memory_ledger.commands.recall.index import MemoryDoc
 from memory_ledger.commands.recall.lexical import CONTEXT_CHARS, WINDOW_TURNS
+from memory_ledger.commands.recall.vector_block import StoredVectorBlock, VectorMeta
 from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces, write_atomic
 from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.text_index import BM25Index, BM25State
@@ -56,11 +57,13 @@ __all__ = [
     "NamespaceEntry",
     "RecallIndexFile",
     "StoredIndex",
+    "VectorEntry",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The file's format version: a file of another version is rebuilt, never read.
-2: the serving state (``projections.serving``) at the file's position."""
+2: the serving state (``projections.serving``) at the file's position; 3: each namespace's
+served vectors (a metadata blob and a raw float32 matrix, read as a view of the map)."""
 
 MAGIC = b"MLRECALL"
 _HEADER = struct.Struct("<8sIQQI")
@@ -78,6 +81,23 @@ class NamespaceEntry(msgspec.Struct, frozen=True, array_like=True):
     """The source turns of its forgotten memories when it was built (they lend no words)."""
 
 
+class VectorEntry(msgspec.Struct, frozen=True, array_like=True):
+    """Where one namespace's vectors of one model are: their metadata blob
+    (:class:`VectorMeta`) and their matrix (``rows`` x ``dimension`` little-endian float32,
+    64-byte aligned), each with its crc32 (checked when first read)."""
+
+    offset: int
+    length: int
+    crc: int
+    matrix_offset: int
+    rows: int
+    dimension: int
+    matrix_crc: int
+
+
+_ALIGN = 64
+
+
 class Directory(msgspec.Struct, frozen=True):
     """The file's table of contents."""
 
@@ -89,6 +109,8 @@ class Directory(msgspec.Struct, frozen=True):
     ``position``; None: not stored."""
     serving_namespaces: list[str] = msgspec.field(default_factory=list)
     """The keys of the namespaces the snapshot holds (checked against erasures on open)."""
+    vectors: dict[str, dict[str, VectorEntry]] = msgspec.field(default_factory=dict)
+    """Served vectors by model key, then namespace key."""
 
 
 class NamespaceBlob(msgspec.Struct, frozen=True, array_like=True):
@@ -107,6 +129,7 @@ _encoder = msgspec.msgpack.Encoder()
 _blob_decoder = msgspec.msgpack.Decoder(NamespaceBlob)
 _doc_decoder = msgspec.msgpack.Decoder(MemoryDoc)
 _directory_decoder = msgspec.msgpack.Decoder(Directory)
+_meta_decoder = msgspec.msgpack.Decoder(VectorMeta)
 
 
 class LazyDocs(MutableMapping[str, MemoryDoc]):
@@ -263,7 +286,11 @@ class RecallIndexFile:
         if directory.position > head:
             self._discard("ahead_of_ledger")
             return
-        named = [*directory.namespaces, *directory.serving_namespaces]
+        named = [
+            *directory.namespaces,
+            *directory.serving_namespaces,
+            *(key for held in directory.vectors.values() for key in held),
+        ]
         if self.erased.kept(named, str) != named:
             self._discard("erased")  # written before an erasure that could not remove it
             return
@@ -319,17 +346,80 @@ class RecallIndexFile:
         by_id = LazyDocs(index.slot_map(), offsets, blob.docs)
         return entry.built, frozenset(entry.silenced), index, by_id
 
-    def serving(self) -> bytes | None:
+    def serving(self) -> memoryview | None:
         """The serving state's snapshot bytes at :attr:`position` (checked against their
         checksum), or None (none stored; a damaged one discards the file, ``torn``)."""
         if self._directory is None or self._map is None or self._directory.serving is None:
             return None
         entry = self._directory.serving
-        raw = self._map[entry.offset : entry.offset + entry.length]
-        if len(raw) != entry.length or zlib.crc32(raw) != entry.crc:
+        if entry.offset + entry.length > len(self._map):
             self._discard("torn")
             return None
-        return raw
+        raw = memoryview(self._map)[entry.offset : entry.offset + entry.length]
+        if zlib.crc32(raw) != entry.crc:
+            self._discard_after(raw, "torn")
+            return None
+        return raw  # a view of the map (no copy): rows restored raw point into it
+
+    def vector_namespaces(self, model_key: str) -> list[str]:
+        """The keys of the namespaces whose vectors of ``model_key`` the file holds."""
+        if self._directory is None:
+            return []
+        return list(self._directory.vectors.get(model_key, ()))
+
+    def load_vectors(self, model_key: str, key: str) -> StoredVectorBlock | None:
+        """Namespace ``key``'s vectors of ``model_key``: the metadata and the matrix, a
+        read-only view of the map (no copy), or None (not stored; a block that fails its
+        checksum or does not decode discards the file, ``reason`` ``torn`` or
+        ``damaged``)."""
+        if self._directory is None or self._map is None:
+            return None
+        entry = self._directory.vectors.get(model_key, {}).get(key)
+        if entry is None:
+            return None
+        size = entry.rows * entry.dimension * 4
+        if max(entry.offset + entry.length, entry.matrix_offset + size) > len(self._map):
+            self._discard("torn")
+            return None
+        view = memoryview(self._map)
+        try:
+            if zlib.crc32(view[entry.offset : entry.offset + entry.length]) != entry.crc:
+                self._discard_after(view, "torn")
+                return None
+            if zlib.crc32(view[entry.matrix_offset : entry.matrix_offset + size]) != (
+                entry.matrix_crc
+            ):
+                self._discard_after(view, "torn")
+                return None
+            meta = _meta_decoder.decode(view[entry.offset : entry.offset + entry.length])
+        except msgspec.DecodeError:
+            self._discard_after(view, "damaged")
+            return None
+        finally:
+            view.release()
+        counts = {len(meta.ids), len(meta.revisions), len(meta.digests), len(meta.fields)}
+        if counts != {entry.rows}:
+            self._discard("damaged")
+            return None
+        import numpy as np  # here: a lexical reader never imports numpy
+
+        matrix = np.frombuffer(
+            self._map, dtype="<f4", count=entry.rows * entry.dimension, offset=entry.matrix_offset
+        ).reshape(entry.rows, entry.dimension)
+        return meta, matrix
+
+    def _raw_vectors(self, model_key: str, key: str) -> tuple[bytes, bytes] | None:
+        """The metadata and matrix bytes of a stored vector block, as stored."""
+        if self._directory is None or self._map is None:
+            return None
+        entry = self._directory.vectors.get(model_key, {}).get(key)
+        if entry is None:
+            return None
+        size = entry.rows * entry.dimension * 4
+        return (
+            self._map[entry.offset : entry.offset + entry.length],
+            self._map[entry.matrix_offset : entry.matrix_offset + size],
+        )
 
     def raw_blob(self, key: str) -> tuple[NamespaceEntry, bytes] | None:
         """The entry and blob bytes of namespace ``key`` as stored (copied into the next
@@ -347,10 +437,13 @@ class RecallIndexFile:
         built: Iterable[tuple[str, StoredIndex]],
         keep: Iterable[str] = (),
         serving: ServingState | None = None,
+        vectors: Mapping[str, Mapping[str, StoredVectorBlock]] | None = None,
     ) -> None:
         """Replace the file by one holding the namespaces ``built`` (their indexes now) and
         the namespaces ``keep`` copied from the current file, reflecting ``position``, and
-        the ``serving`` state (which must be at ``position``).
+        the ``serving`` state (which must be at ``position``), and the served ``vectors``
+        (by model key, then namespace key; the file's blocks of the models named, for
+        namespaces not given, are copied; None: every stored block is copied).
         Namespaces erased by then (by any process), and namespaces without a document, are
         left out. Written under a temporary name, fsynced, then renamed
         (:func:`~memory_ledger.projections.derived.write_atomic`); raises ``OSError`` when
@@ -382,6 +475,22 @@ class RecallIndexFile:
             serving_entry = NamespaceEntry(offset, len(raw), zlib.crc32(raw), position, [])
             blobs.append(("", serving_entry, raw))
             offset += len(raw)
+        vector_entries: dict[str, dict[str, VectorEntry]] = {}
+        vector_chunks: list[bytes | memoryview] = []
+        for model_key, key, meta_raw, matrix_raw, dimension in self._vector_blocks(vectors):
+            matrix_offset = -(-(offset + len(meta_raw)) // _ALIGN) * _ALIGN
+            pad = matrix_offset - offset - len(meta_raw)
+            vector_entries.setdefault(model_key, {})[key] = VectorEntry(
+                offset,
+                len(meta_raw),
+                zlib.crc32(meta_raw),
+                matrix_offset,
+                len(matrix_raw) // (4 * dimension) if dimension else 0,
+                dimension,
+                zlib.crc32(matrix_raw),
+            )
+            vector_chunks += [meta_raw, b"\0" * pad, matrix_raw]
+            offset = matrix_offset + len(matrix_raw)
         directory = _encoder.encode(
             Directory(
                 self.fingerprint,
@@ -389,12 +498,17 @@ class RecallIndexFile:
                 {key: entry for key, entry, _ in blobs if key},
                 serving_entry,
                 sorted(serving_keys),
+                vector_entries,
             )
         )
         header = _HEADER.pack(MAGIC, FORMAT_VERSION, offset, len(directory), zlib.crc32(directory))
         # The header and first blob make the first chunk (the ``recall_index.write`` fault
         # point runs after it, as before).
-        chunks = [header + (blobs[0][2] if blobs else b""), *(raw for _, _, raw in blobs[1:])]
+        chunks: list[bytes | memoryview] = [
+            header + (blobs[0][2] if blobs else b""),
+            *(raw for _, _, raw in blobs[1:]),
+            *vector_chunks,
+        ]
         write_atomic(
             self.path,
             [*chunks, directory],
@@ -404,6 +518,33 @@ class RecallIndexFile:
         self.reason = None
         self._open(position)
 
+    def _vector_blocks(
+        self, vectors: Mapping[str, Mapping[str, StoredVectorBlock]] | None
+    ) -> Iterator[tuple[str, str, bytes, bytes | memoryview, int]]:
+        """``(model key, namespace key, metadata bytes, matrix bytes, dimension)`` of every
+        vector block the next file holds: those given, then the file's others of the models
+        given (all models when None), erased namespaces left out."""
+        ids = self.erased.ids()
+        given = vectors or {}
+        for model_key, held in sorted(given.items()):
+            for key, (meta, matrix) in sorted(held.items()):
+                if len(meta.ids) and not self.erased.key_erased(key, ids):
+                    import numpy as np  # only a process that served vectors writes them
+
+                    matrix = np.ascontiguousarray(matrix, dtype="<f4")
+                    raw = matrix.data.cast("B")
+                    yield model_key, key, _encoder.encode(meta), raw, matrix.shape[1]
+        stored = self._directory.vectors if self._directory is not None else {}
+        for model_key, entries in sorted(stored.items()):
+            if vectors is not None and model_key not in vectors:
+                continue  # another model's vectors: not served any more
+            for key, entry in sorted(entries.items()):
+                if key in given.get(model_key, {}) or self.erased.key_erased(key, ids):
+                    continue
+                copied = self._raw_vectors(model_key, key)
+                if copied is not None:
+                    yield model_key, key, copied[0], copied[1], entry.dimension
+
     def remove(self) -> None:
         """Delete the file (an erasure: it may hold an erased namespace's words)."""
         self._discard("erased")
@@ -412,5 +553,6 @@ class RecallIndexFile:
         """Unmap the file."""
         self._directory = None
         if self._map is not None:
-            self._map.close()
+            with contextlib.suppress(BufferError):  # vectors or rows still served from it:
+                self._map.close()  # unmapped when the last of them is dropped
             self._map = None

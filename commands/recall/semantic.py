@@ -73,12 +73,13 @@ from memory_ledger.commands.recall.served_vectors import (
     VectorRows,
     _NamespaceVectors,
 )
+from memory_ledger.commands.recall.vector_block import StoredVectorBlock
 from memory_ledger.ledger.arguments import check_timeout
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE, CanonicalMemory
 from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionDamagedError, is_damage
-from memory_ledger.projections.vectors import FIELDS, PendingMemory, VectorStore
+from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
 
 __all__ = [
     "DEFAULT_VECTOR_TIMEOUT",
@@ -219,6 +220,10 @@ class SemanticChannel:
         self._calls = ForegroundCalls()
         self._own = OwnPositions()
         self._behind = False
+        self.stored_vectors: Callable[[str, str], StoredVectorBlock | None] | None = None
+        """``(model key, namespace key) -> block`` of the persisted recall index (set by the
+        engine): a namespace's first read starts from it and reads from DuckDB only the
+        rows written after it."""
 
     @property
     def max_namespaces(self) -> int:
@@ -251,10 +256,11 @@ class SemanticChannel:
             state="ready", model=self.model_key, query_embedding_ms=elapsed
         )
 
-    def clear(self) -> None:
+    def clear(self, keep: Callable[[str], bool] | None = None) -> None:
         """Drop every namespace's vectors held in memory and the rows not yet written
-        (after an erasure; the indexer embeds the remaining namespaces' again)."""
-        self.served.clear()
+        (after an erasure), but those of the namespaces whose key ``keep`` accepts (the
+        indexer embeds the remaining namespaces' dropped rows again)."""
+        self.served.clear(keep)
         self._digests.clear()
 
     def close(self) -> None:
@@ -282,8 +288,9 @@ class SemanticChannel:
         them (``partial`` with the reason code) and :attr:`on_pending` wakes the indexer.
         """
         try:
-            self._embed_appended(events)
+            written = self._embed_appended(events)
             self._own.add(positions)  # applied here: no re-read of canonical memory for them
+            self._hold(written)
         except Exception as e:  # a defect must not fail a durable command
             log.exception("vectors of a command are pending")
             failed = f"embedding failed: {type(e).__name__}"
@@ -291,7 +298,21 @@ class SemanticChannel:
             if self.on_pending is not None:
                 self.on_pending()
 
-    def _embed_appended(self, events: Sequence[object]) -> None:
+    def _hold(self, written: Mapping[str, Namespace]) -> None:
+        """Hold the vectors of the namespaces a command wrote that this process does not
+        hold yet (read once, while they are small in a new store; from then on every
+        command's rows reach them through ``put``), so the first recall after a large
+        ingest reads nothing back. Only with a serving state (the documents' position
+        needs no DuckDB catch-up)."""
+        if self._serving is None:
+            return
+        for key, namespace in written.items():
+            if key not in self.served.cache:
+                self._namespace_vectors(namespace, flush=False)
+
+    def _embed_appended(self, events: Sequence[object]) -> dict[str, Namespace]:
+        """Embed and put a command's memories; returns the namespaces of its statement
+        memories by key."""
         retired, forgotten = retired_by(events)
         for key, memory_id in retired:
             self.served.retire(key, memory_id)
@@ -299,12 +320,15 @@ class SemanticChannel:
             self.served.drop(key)
         memories, texts = appended_vectors(events, self.fields)
         if not memories:
-            return
+            return {}
         by_namespace: dict[str, list[str]] = {}
+        namespaces: dict[str, Namespace] = {}
         for m in memories:
             if m.field == "statement":
                 ns = Namespace(tenant=m.tenant, principal=m.principal, scope_id=m.scope_id)
-                by_namespace.setdefault(ns.key(), []).append(m.memory_id)
+                key = ns.key()
+                by_namespace.setdefault(key, []).append(m.memory_id)
+                namespaces.setdefault(key, ns)
         for key, memory_ids in by_namespace.items():
             self.served.expect(key, memory_ids)  # pending until put
         finished = self._calls.run(lambda: self._embed_now(memories, texts), self.vector_timeout)
@@ -315,6 +339,7 @@ class SemanticChannel:
         if not finished or self.last_error is not None:
             if self.on_pending is not None:
                 self.on_pending()
+        return namespaces
 
     def _embed_now(self, memories: Sequence[PendingMemory], texts: Sequence[str]) -> None:
         """Embed ``texts`` (one per memory; identical texts once) in chunks of
@@ -356,7 +381,7 @@ class SemanticChannel:
             known = self._digests[text] = content_digest(text)
         return known
 
-    def _namespace_vectors(self, namespace: Namespace) -> _NamespaceVectors:
+    def _namespace_vectors(self, namespace: Namespace, *, flush: bool = True) -> _NamespaceVectors:
         """The namespace's served vectors, their live mask brought to the documents'
         position (the serving state's, or DuckDB's without one). Only a first read (from
         DuckDB ``memory_vectors``) takes the projection lock: with a serving state, a held
@@ -380,7 +405,7 @@ class SemanticChannel:
                         memory_id, retrievable = row["memory_id"], row["status"] in RETRIEVABLE
                         held.retire(memory_id, retrievable)
                         text = embedding_text(row["subject"], row["statement"])
-                        found = held.row_of.get((memory_id, "statement"))
+                        found = held.find(memory_id, "statement")
                         if not retrievable or (
                             found is not None and held.digests[found] == self._digest(text)
                         ):
@@ -400,7 +425,11 @@ class SemanticChannel:
                 if found is None:
                     with self.lock:  # the first read of the namespace: its DuckDB rows
                         found = self.served.namespace(
-                            namespace, position, refresh, lambda held: self._load(held, ns)
+                            namespace,
+                            position,
+                            refresh,
+                            lambda held: self._load(held, ns),
+                            flush=flush,
                         )
             assert found is not None
             if self._behind and self.on_pending is not None:
@@ -415,9 +444,12 @@ class SemanticChannel:
         the retrievable ones with no statement row. Call with the projection lock and the
         documents' lock held."""
         assert self._serving is not None
-        live = self._serving.retrievable_ids(*ns)
-        if not live:  # nothing to serve (an erased namespace's rows are never read in)
+        if not self._serving.count_namespace(*ns):
+            return  # nothing to serve (an erased namespace's rows are never read in)
+        if self._load_stored(held, ns):
             return
+        live = self._serving.retrievable_ids(*ns)
+        self.served.changed = True  # read from DuckDB: the next persisted file holds it
         stored = self.vectors.load(self.model_key, ns, 0, retrievable_only=False)
         count = len(stored.memory_ids)
         known = np.fromiter((m in live for m in stored.memory_ids), bool, count)
@@ -436,6 +468,54 @@ class SemanticChannel:
         held.missing = {m for m in live if (m, "statement") not in row_of}
         if held.missing:
             self._behind = True
+
+    def _load_stored(self, held: _NamespaceVectors, ns: tuple[str, str, str]) -> bool:
+        """Fill a new ``held`` from the persisted block of the namespace (when there is one
+        not ahead of the serving state), then the ``memory_vectors`` rows written after it
+        (kept only for memories retrievable now); the caller's refresh brings it from the
+        block's position to the serving state's. False: no usable block."""
+        assert self._serving is not None
+        if self.stored_vectors is None:
+            return False
+        key = Namespace(tenant=ns[0], principal=ns[1], scope_id=ns[2]).key()
+        block = self.stored_vectors(self.model_key, key)
+        if block is None or block[0].built > self._serving.position:
+            return False
+        meta, matrix = block
+        if matrix.shape[1] != held.dimension:
+            return False
+        held.adopt(meta, matrix)
+        later = self.vectors.load(self.model_key, ns, meta.last_seq, retrievable_only=False)
+        if later.memory_ids:
+            live = self._serving.retrievable_ids(*ns)
+            kept = [i for i, m in enumerate(later.memory_ids) if m in live]
+            held.extend(
+                StoredVectors(
+                    memory_ids=tuple(later.memory_ids[i] for i in kept),
+                    revisions=tuple(later.revisions[i] for i in kept),
+                    digests=tuple(later.digests[i] for i in kept),
+                    last_seq=later.last_seq,
+                    matrix=later.matrix[np.asarray(kept, dtype=np.intp)],
+                    fields=tuple(later.fields[i] for i in kept) if later.fields else (),
+                )
+            )
+            for i in kept:
+                if (later.fields[i] if later.fields else "statement") == "statement":
+                    held.missing.discard(later.memory_ids[i])
+            self.served.changed = True
+        return True
+
+    def persisted_vectors(self) -> dict[str, StoredVectorBlock]:
+        """Every held namespace's vectors as persisted blocks (buffered rows written first,
+        so each block covers the ``memory_vectors`` rows up to its namespace's last seq);
+        call with the projection lock held."""
+        self.flush()
+
+        def last_seq(key: str) -> int:
+            tenant, principal, scope_id = msgspec.json.decode(key)
+            return self.vectors.max_seq(self.model_key, (tenant, principal, scope_id))
+
+        return self.served.blocks(last_seq)
 
     def search(
         self,
@@ -527,7 +607,7 @@ class SemanticChannel:
             if doc is None:
                 continue
             for field in wanted:
-                row = vectors.row_of.get((memory_id, field))
+                row = vectors.find(memory_id, field)
                 if row is None or not vectors.alive[row]:
                     continue
                 if not self._verified(doc, vectors.digests[row], field):

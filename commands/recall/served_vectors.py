@@ -19,6 +19,7 @@ flushed, so nothing put is missed); from then on every row reaches it through :m
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_ledger.commands.recall import ann
+from memory_ledger.commands.recall.vector_block import StoredVectorBlock, VectorMeta
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
 
@@ -49,7 +51,10 @@ class _NamespaceVectors:
         self.revisions: list[int] = []
         self.digests: list[str] = []
         self.fields: list[str] = []
-        self.row_of: dict[tuple[str, str], int] = {}
+        self._row_of: dict[tuple[str, str], int] | None = {}
+        self._order: npt.NDArray[np.int64] | None = None
+        """Rows sorted by ``(id, field)`` while :attr:`row_of` is not built (after
+        :meth:`adopt`)."""
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
         self.alive = np.zeros(0, dtype=bool)
         self.source = np.zeros(0, dtype=bool)
@@ -68,6 +73,38 @@ class _NamespaceVectors:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def row_of(self) -> dict[tuple[str, str], int]:
+        """The row of each ``(memory id, field)`` (built on first use after :meth:`adopt`:
+        a first recall that changes nothing never needs it)."""
+        if self._row_of is None:
+            keys = zip(self.ids, self.fields, strict=True)
+            self._row_of = dict(zip(keys, range(len(self.ids)), strict=True))
+        return self._row_of
+
+    @row_of.setter
+    def row_of(self, value: dict[tuple[str, str], int]) -> None:
+        self._row_of = value
+
+    def find(self, memory_id: str, field: str) -> int | None:
+        """The row of ``(memory_id, field)``, or None; by bisection over the stored order
+        while :attr:`row_of` is not built (a lookup of a few memories builds no map)."""
+        order = self._order
+        if self._row_of is not None or order is None:
+            return self.row_of.get((memory_id, field))
+        ids, fields = self.ids, self.fields
+        count = len(order)
+        at = bisect.bisect_left(
+            range(count),
+            (memory_id, field),
+            key=lambda k: (ids[order[k]], fields[order[k]]),
+        )
+        if at < count:
+            row = int(order[at])
+            if ids[row] == memory_id and fields[row] == field:
+                return row
+        return None
 
     def extend(self, stored: StoredVectors) -> None:
         """Append rows read from ``memory_vectors`` (in seq order)."""
@@ -116,11 +153,59 @@ class _NamespaceVectors:
         self.fields.extend(fields)
         self.last_seq = stored.last_seq
 
+    def block(self, last_seq: int) -> StoredVectorBlock:
+        """The live rows as a persisted block (at :attr:`built_position`, covering the
+        ``memory_vectors`` rows up to ``last_seq``)."""
+        size = len(self.ids)
+        keep = np.flatnonzero(self.alive[:size])
+        if len(keep) == size:
+            matrix = self.matrix[:size]
+            ids, revisions, digests, fields = self.ids, self.revisions, self.digests, self.fields
+        else:
+            matrix = self.matrix[keep]
+            rows = keep.tolist()
+            ids = [self.ids[i] for i in rows]
+            revisions = [self.revisions[i] for i in rows]
+            digests = [self.digests[i] for i in rows]
+            fields = [self.fields[i] for i in rows]
+        keys = np.array([f"{i}\x00{f}" for i, f in zip(ids, fields, strict=True)], dtype=str)
+        order = np.argsort(keys, kind="stable").astype("<i8")
+        meta = VectorMeta(
+            self.built_position,
+            last_seq,
+            list(ids),
+            list(revisions),
+            list(digests),
+            list(fields),
+            sorted(self.missing),
+            order.tobytes(),
+        )
+        return meta, matrix
+
+    def adopt(self, meta: VectorMeta, matrix: npt.NDArray[np.float32]) -> None:
+        """Fill this empty holder from a persisted block (its matrix used as it is, never
+        written in place: a read-only view of the file); :attr:`built_position` becomes the
+        block's (the caller refreshes it from there)."""
+        count = len(meta.ids)
+        self.matrix = matrix
+        self.alive = np.ones(count, dtype=bool)
+        fields = meta.fields
+        self.source = np.fromiter((f == "source" for f in fields), bool, count)
+        self._row_of = None  # a block holds live rows only: one per (memory, field)
+        order = np.frombuffer(meta.order, dtype="<i8")
+        self._order = order if len(order) == count else None
+        self.dead = 0
+        self.ids, self.revisions, self.digests = meta.ids, meta.revisions, meta.digests
+        self.fields = fields
+        self.last_seq = meta.last_seq
+        self.built_position = meta.built
+        self.missing = set(meta.missing)
+
     def retire(self, memory_id: str, retrievable: bool) -> None:
         """The canonical row changed: its vectors are candidates exactly while the memory
         is retrievable (verification still checks the text)."""
         for field in FIELDS:
-            row = self.row_of.get((memory_id, field))
+            row = self.find(memory_id, field)
             if row is None or bool(self.alive[row]) == retrievable:
                 continue
             self.alive[row] = retrievable
@@ -306,6 +391,9 @@ class ServedVectors:
         """Namespaces held (least recently used ones are dropped and read back when asked
         again, after the buffer is flushed)."""
         self._buffer: list[VectorRows] = []
+        self.changed = False
+        """Whether a held namespace changed since the persisted file was read or written
+        (the engine writes the held namespaces at close only then)."""
         self.written = 0
         """Rows written to ``memory_vectors`` by :meth:`flush` so far."""
 
@@ -322,6 +410,7 @@ class ServedVectors:
         with self.lock:
             if persist:
                 self._buffer.append(rows)
+            self.changed = True
             for key, picked in by_namespace.items():
                 held = self.cache.get(key)
                 if held is None:
@@ -347,11 +436,32 @@ class ServedVectors:
             if held is not None:
                 held.retire(memory_id, False)
                 held.missing.discard(memory_id)
+                self.changed = True
 
     def drop(self, namespace_key: str) -> None:
         """Forget one namespace's held rows (read back from the table when next asked)."""
         with self.lock:
             self.cache.pop(namespace_key, None)
+
+    def _add_buffered(self, held: _NamespaceVectors, ns: tuple[str, str, str]) -> None:
+        """Add the buffered rows of namespace ``ns`` to ``held`` (just read from the table,
+        which holds none of them: the projection lock is held, no flush is under way)."""
+        for rows in self._buffer:
+            picked = [
+                i for i, m in enumerate(rows.memories) if (m.tenant, m.principal, m.scope_id) == ns
+            ]
+            if picked:
+                held.extend(_stored(rows, picked, held.last_seq))
+                for i in picked:
+                    if rows.memories[i].field == "statement":
+                        held.missing.discard(rows.memories[i].memory_id)
+
+    def blocks(self, last_seq: Callable[[str], int]) -> dict[str, StoredVectorBlock]:
+        """Every held namespace's live rows as a persisted block, by namespace key;
+        ``last_seq(key)``: the ``memory_vectors`` seq its rows cover (call after
+        :meth:`flush`, with the projection lock held)."""
+        with self.lock:
+            return {key: held.block(last_seq(key)) for key, held in self.cache.items()}
 
     @property
     def unpersisted(self) -> int:
@@ -379,12 +489,31 @@ class ServedVectors:
         self.written += len(memories)
         return len(memories)
 
-    def clear(self) -> None:
-        """Drop every held namespace and the buffer (after an erasure: what was not yet
-        written is embedded again by the indexer, for the namespaces that remain)."""
+    def clear(self, keep: Callable[[str], bool] | None = None) -> None:
+        """Drop every held namespace and the buffer (after an erasure), but the buffered
+        rows of the namespaces whose key ``keep`` accepts (default: none; what is dropped
+        and was not yet written is embedded again by the indexer, for the namespaces that
+        remain)."""
         with self.lock:
             self.cache.clear()
-            self._buffer.clear()
+            buffer, self._buffer = self._buffer, []
+            if keep is None:
+                return
+            for rows in buffer:
+                picked = [
+                    i
+                    for i, m in enumerate(rows.memories)
+                    if keep(msgspec.json.encode([m.tenant, m.principal, m.scope_id]).decode())
+                ]
+                if picked:
+                    index = np.asarray(picked, dtype=np.intp)
+                    self._buffer.append(
+                        VectorRows(
+                            tuple(rows.memories[i] for i in picked),
+                            tuple(rows.digests[i] for i in picked),
+                            rows.matrix[index],
+                        )
+                    )
 
     def namespace(
         self,
@@ -394,12 +523,15 @@ class ServedVectors:
         load: Callable[[_NamespaceVectors], None] | None = None,
         *,
         may_load: bool = True,
+        flush: bool = True,
     ) -> _NamespaceVectors | None:
         """The held rows of ``namespace``, then ``refresh`` (the caller retires rows of
         memories that changed). A namespace not held is read from ``memory_vectors`` (after
         :meth:`flush`) by ``load`` (default: the rows of memories retrievable in
         ``canonical_memory``, with its ``missing`` memories); call with the projection lock
-        held then. ``may_load=False``: a namespace not held is None (nothing read)."""
+        held then. ``may_load=False``: a namespace not held is None (nothing read).
+        ``flush=False``: the buffer is not written first; its rows of the namespace are
+        added after the load instead (a command holding its namespace writes nothing)."""
         key = namespace.key()
         ns = (namespace.tenant, namespace.principal, namespace.scope_id)
         with self.lock:
@@ -407,13 +539,16 @@ class ServedVectors:
             if held is None:
                 if not may_load:
                     return None
-                self.flush()  # under the lock: no put can fall between the read and the hold
+                if flush:  # under the lock: no put can fall between the read and the hold
+                    self.flush()
                 held = _NamespaceVectors(self.dimension, position)
                 if load is not None:
                     load(held)
                 else:
                     held.extend(self.store.load(self.model_key, ns, 0))  # retrievable ones
                     held.missing = set(self.store.unembedded(self.model_key, ns))
+                if not flush:
+                    self._add_buffered(held, ns)
             refresh(held)
             if held.dead > 1024 and held.dead * 4 > len(held):
                 held = held.compacted(held.built_position)

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import sys
 import threading
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -67,15 +69,18 @@ def _key_of(subject: str | None, predicate: str | None) -> tuple[str, str]:
 
 
 class _Space:
-    """One namespace's part of the state."""
+    """One namespace's part of the state. After a restore, the structures a read may never
+    need (the id set, the ``(subject, predicate)`` keys, the change log) stay in their
+    snapshot form until first used (:class:`_StoredSpace`)."""
 
     __slots__ = (
-        "by_key",
+        "_by_key",
+        "_ids",
+        "_log",
+        "_log_positions",
+        "_stored",
         "changed_at",
         "forgotten",
-        "ids",
-        "log",
-        "log_positions",
         "namespace",
         "retrievable",
         "turn_list",
@@ -84,41 +89,109 @@ class _Space:
 
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
-        self.ids: set[str] = set()
+        self._stored: _StoredSpace | None = None
+        self._ids: set[str] | None = set()
         self.retrievable: dict[str, None] = {}
-        self.by_key: dict[tuple[str, str], dict[str, None]] = {}
+        self._by_key: dict[tuple[str, str], dict[str, None]] | None = {}
         self.forgotten: dict[str, tuple[int, ...]] = {}
         self.turns: dict[str, tuple[str, int, int]] = {}
         self.turn_list: list[tuple[str, int, int]] | None = []
-        self.log: list[str] = []
-        self.log_positions: list[int] = []
+        self._log: list[str] | None = []
+        self._log_positions: list[int] | None = []
         self.changed_at = 0
+
+    @property
+    def ids(self) -> set[str]:
+        """Every memory id the namespace holds a row of (any status)."""
+        if self._ids is None:
+            assert self._stored is not None
+            self._ids = set(self._stored.ids)
+        return self._ids
+
+    @property
+    def by_key(self) -> dict[tuple[str, str], dict[str, None]]:
+        """Retrievable ids by lowercased, trimmed ``(subject, predicate)``."""
+        if self._by_key is None:
+            assert self._stored is not None
+            stored = _by_key_decoder.decode(self._stored.by_key)
+            self._by_key = {(s, p): dict.fromkeys(ids) for s, p, ids in stored}
+        return self._by_key
+
+    @property
+    def log(self) -> list[str]:
+        """Changed memory ids, in position order (see :attr:`log_positions`)."""
+        if self._log is None:
+            assert self._stored is not None
+            self._log = _strings_decoder.decode(self._stored.log)
+        return self._log
+
+    @property
+    def log_positions(self) -> list[int]:
+        """The position of each :attr:`log` entry."""
+        if self._log_positions is None:
+            assert self._stored is not None
+            self._log_positions = _ints_decoder.decode(self._stored.log_positions)
+        return self._log_positions
+
+    def sorted_ids(self) -> list[str]:
+        """:attr:`ids` sorted (the stored list as it is when the set was never built)."""
+        if self._ids is None and self._stored is not None:
+            return self._stored.ids
+        return sorted(self.ids)
+
+    def raw_by_key(self) -> list[tuple[str, str, list[str]]] | msgspec.Raw:
+        """The ``(subject, predicate)`` keys in snapshot form (as read when never used)."""
+        if self._by_key is None and self._stored is not None:
+            return self._stored.by_key
+        return [(s, p, list(holders)) for (s, p), holders in sorted(self.by_key.items())]
 
 
 class SpaceSnapshot(msgspec.Struct, frozen=True, array_like=True):
     """One namespace of a :class:`ServingSnapshot`: its key, the ids of every row it holds
-    and those rows (each its own msgpack document, kept undecoded by a restore until a
-    reader or an event touches it), its retrievable ids, its ``(subject, predicate)`` keys
-    ``(subject key, predicate key, ids)``, its forgotten memories ``(id, transcript
-    positions)``, its change log compacted to ``(id, last position)`` in position order, the
-    last position that changed it, and its observed turns ``(turn key, session id, turn id,
-    position)``: a restore rebuilds the namespace's structures without decoding a row."""
+    (sorted) and those rows (each its own msgpack document, concatenated: row ``i`` is
+    ``rows[row_offsets[i]:row_offsets[i + 1]]``, offsets as little-endian int64, kept
+    undecoded by a restore until a reader or an event touches it), its retrievable ids, its
+    ``(subject, predicate)`` keys ``(subject key, predicate key, ids)``, its forgotten
+    memories ``(id, transcript positions)``, its change log compacted to ``(id, last
+    position)`` in position order, the last position that changed it, and its observed
+    turns ``(turn key, session id, turn id, position)``: a restore rebuilds the namespace's
+    structures without decoding a row, and leaves the keys and the log undecoded until
+    used."""
 
     key: str
     ids: list[str]
-    rows: list[msgspec.Raw]
+    row_offsets: bytes
+    rows: bytes
     retrievable: list[str]
-    by_key: list[tuple[str, str, list[str]]]
+    by_key: list[tuple[str, str, list[str]]] | msgspec.Raw
     forgotten: list[tuple[str, list[int]]]
-    log: list[str]
-    log_positions: list[int]
+    log: list[str] | msgspec.Raw
+    log_positions: list[int] | msgspec.Raw
     changed_at: int
     turns: list[tuple[str, str, int, int]]
 
 
-SNAPSHOT_FORMAT = 2
+class _StoredSpace(msgspec.Struct, frozen=True, array_like=True):
+    """:class:`SpaceSnapshot` as a restore reads it: the rows and offsets as views of the
+    snapshot's buffer, the keys and the log undecoded."""
+
+    key: str
+    ids: list[str]
+    row_offsets: memoryview
+    rows: memoryview
+    retrievable: list[str]
+    by_key: msgspec.Raw
+    forgotten: list[tuple[str, list[int]]]
+    log: msgspec.Raw
+    log_positions: msgspec.Raw
+    changed_at: int
+    turns: list[tuple[str, str, int, int]]
+
+
+SNAPSHOT_FORMAT = 3
 """The layout of :class:`ServingSnapshot` (1: every row decoded at restore; 2: rows kept
-raw until touched). A snapshot of another format is refused, and the state rebuilt."""
+raw until touched; 3: rows concatenated with an offsets table, keys and log decoded on
+first use). A snapshot of another format is refused, and the state rebuilt."""
 
 
 class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
@@ -129,9 +202,20 @@ class ServingSnapshot(msgspec.Struct, frozen=True, array_like=True):
     spaces: list[SpaceSnapshot]
 
 
+class _StoredSnapshot(msgspec.Struct, frozen=True, array_like=True):
+    """:class:`ServingSnapshot` as a restore reads it."""
+
+    format: int
+    position: int
+    spaces: list[_StoredSpace]
+
+
 _snapshot_encoder = msgspec.msgpack.Encoder()
-_snapshot_decoder = msgspec.msgpack.Decoder(ServingSnapshot)
+_snapshot_decoder = msgspec.msgpack.Decoder(_StoredSnapshot)
 _row_decoder = msgspec.msgpack.Decoder(dict[str, Any])
+_by_key_decoder = msgspec.msgpack.Decoder(list[tuple[str, str, list[str]]])
+_strings_decoder = msgspec.msgpack.Decoder(list[str])
+_ints_decoder = msgspec.msgpack.Decoder(list[int])
 
 
 class ServingState:
@@ -152,8 +236,12 @@ class ServingState:
         self.erasures_applied = 0
         """How many ``NamespaceErased`` records this state applied."""
         self._rows: dict[str, dict[str, Any]] = {}
-        self._raw: dict[str, msgspec.Raw] = {}
-        """Restored rows not decoded yet (a row is in ``_rows`` or here, never both)."""
+        self._raw: dict[str, int] = {}
+        """Restored rows not decoded yet, by memory id: their slot in :attr:`_blocks` (a
+        row is in ``_rows`` or here, never both)."""
+        self._blocks: list[tuple[int, array[int], memoryview]] = []
+        self._block_starts: list[int] = []
+        """The restored namespaces' rows: ``(first slot, offsets, bytes)``, by first slot."""
         self._transcripts: dict[str, int] = {}
         self._spaces: dict[str, _Space] = {}
         self._touched: dict[str, None] = {}
@@ -190,14 +278,20 @@ class ServingState:
         """The row ``memory_id``, decoded on its first use after a restore (None: absent)."""
         row = self._rows.get(memory_id)
         if row is None:
-            raw = self._raw.pop(memory_id, None)
-            if raw is not None:
-                row = self._rows[memory_id] = _row_decoder.decode(raw)
+            slot = self._raw.pop(memory_id, None)
+            if slot is not None:
+                row = self._rows[memory_id] = _row_decoder.decode(self._raw_bytes(slot))
         return row
 
     keeps_appends = False
     """Append-only tables (history, outcomes) are the DuckDB read models' alone: the row
     functions build none for this target (:meth:`append` drops what they still give)."""
+
+    def _raw_bytes(self, slot: int) -> memoryview:
+        """The stored bytes of restored row ``slot``."""
+        start, offsets, rows = self._blocks[bisect.bisect_right(self._block_starts, slot) - 1]
+        at = slot - start
+        return rows[offsets[at] : offsets[at + 1]]
 
     def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
         """Append-only tables (history, outcomes) are the DuckDB read models' alone."""
@@ -313,27 +407,43 @@ class ServingState:
         return _snapshot_encoder.encode(ServingSnapshot(SNAPSHOT_FORMAT, self.position, spaces))
 
     def _space_snapshot(self, key: str, space: _Space) -> SpaceSnapshot:
-        ids = sorted(space.ids)
-        rows = [self._raw.get(memory_id) or self._encoded(memory_id) for memory_id in ids]
-        last: dict[str, int] = {}
-        for memory_id, position in zip(space.log, space.log_positions, strict=True):
-            last.pop(memory_id, None)
-            last[memory_id] = position
+        ids = space.sorted_ids()
+        offsets, parts, size = array("q", [0]), [], 0
+        for memory_id in ids:
+            slot = self._raw.get(memory_id)
+            raw = (
+                self._raw_bytes(slot)
+                if slot is not None
+                else _snapshot_encoder.encode(self._rows[memory_id])
+            )
+            parts.append(raw)
+            size += len(raw)
+            offsets.append(size)
+        log: list[str] | msgspec.Raw
+        positions: list[int] | msgspec.Raw
+        if space._log is None and space._stored is not None:  # never used: as it was read
+            log, positions = space._stored.log, space._stored.log_positions
+        else:
+            last: dict[str, int] = {}
+            for memory_id, position in zip(space.log, space.log_positions, strict=True):
+                last.pop(memory_id, None)
+                last[memory_id] = position
+            log, positions = list(last), list(last.values())
+        if sys.byteorder != "little":
+            offsets.byteswap()
         return SpaceSnapshot(
             key,
             ids,
-            rows,
+            offsets.tobytes(),
+            b"".join(parts),
             sorted(space.retrievable),
-            [(s, p, list(holders)) for (s, p), holders in sorted(space.by_key.items())],
+            space.raw_by_key(),
             [(m, list(positions)) for m, positions in sorted(space.forgotten.items())],
-            list(last),
-            list(last.values()),
+            log,
+            positions,
             space.changed_at,
             [(k, s, t, p) for k, (s, t, p) in space.turns.items()],
         )
-
-    def _encoded(self, memory_id: str) -> msgspec.Raw:
-        return msgspec.Raw(_snapshot_encoder.encode(self._rows[memory_id]))
 
     def restore(self, data: bytes | memoryview) -> None:
         """Replace this state's content by the snapshot ``data`` (:meth:`snapshot`),
@@ -343,29 +453,45 @@ class ServingState:
 
         :raises msgspec.DecodeError: ``data`` is not a snapshot of :data:`SNAPSHOT_FORMAT`.
         """
-        snapshot = _snapshot_decoder.decode(data)  # format 1 has no format: refused here
+        snapshot = _snapshot_decoder.decode(data)  # formats 1 and 2 do not decode: refused
         if snapshot.format != SNAPSHOT_FORMAT:
             raise msgspec.DecodeError("serving snapshot of another format")
+        spaces: dict[str, _Space] = {}
+        blocks: list[tuple[int, array[int], memoryview]] = []
+        slots = 0
+        for stored in snapshot.spaces:
+            offsets = array("q")
+            offsets.frombytes(stored.row_offsets)
+            if sys.byteorder != "little":
+                offsets.byteswap()
+            count = len(stored.ids)
+            if len(offsets) != count + 1 or (count and offsets[-1] != len(stored.rows)):
+                raise msgspec.DecodeError("serving snapshot rows do not match their ids")
+            tenant, principal, scope_id = msgspec.json.decode(stored.key)
+            space = spaces[stored.key] = _Space(Namespace(tenant, principal, scope_id))
+            space._stored = stored
+            space._ids = space._by_key = space._log = space._log_positions = None
+            space.retrievable = dict.fromkeys(stored.retrievable)
+            space.forgotten = {m: tuple(positions) for m, positions in stored.forgotten}
+            space.changed_at = stored.changed_at
+            for turn_key, session_id, turn_id, position in stored.turns:
+                space.turns[turn_key] = (session_id, turn_id, position)
+            space.turn_list = None
+            blocks.append((slots, offsets, stored.rows))
+            slots += count
         self._rows.clear()
         self._raw.clear()
         self._transcripts.clear()
         self._spaces.clear()
         self._touched.clear()
-        for stored in snapshot.spaces:
-            tenant, principal, scope_id = msgspec.json.decode(stored.key)
-            space = self._spaces[stored.key] = _Space(Namespace(tenant, principal, scope_id))
-            for turn_key, session_id, turn_id, position in stored.turns:
-                space.turns[turn_key] = (session_id, turn_id, position)
+        self._blocks = blocks
+        self._block_starts = [start for start, _, _ in blocks]
+        for (start, _, _), space in zip(blocks, spaces.values(), strict=True):
+            assert space._stored is not None
+            self._raw.update(zip(space._stored.ids, range(start, slots), strict=False))
+            for turn_key, (_, _, position) in space.turns.items():
                 self._transcripts[turn_key] = position
-            space.turn_list = None
-            self._raw.update(zip(stored.ids, stored.rows, strict=True))
-            space.ids = set(stored.ids)
-            space.retrievable = dict.fromkeys(stored.retrievable)
-            space.by_key = {(s, p): dict.fromkeys(ids) for s, p, ids in stored.by_key}
-            space.forgotten = {m: tuple(positions) for m, positions in stored.forgotten}
-            space.log = stored.log
-            space.log_positions = stored.log_positions
-            space.changed_at = stored.changed_at
+        self._spaces.update(spaces)
         self.position = snapshot.position
 
     # Reads (shaped as projections.canonical.CanonicalMemory's) --------------------------

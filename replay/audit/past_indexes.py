@@ -25,11 +25,12 @@ is the recall index's own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, NamedTuple
 
 from memory_ledger.commands.recall.index import DOC_COLUMNS, REBUILD_AFTER, MemoryDoc
 from memory_ledger.commands.recall.lexical import WindowOf, analyze_document
+from memory_ledger.commands.recall.vector_block import StoredVectorBlock
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.history import CanonicalMemoryAt
@@ -168,15 +169,20 @@ class DerivedIndexes:
         """No serving state is kept for a past point (its rows are ``memory_history``'s)."""
         return None
 
+    def load_vectors(self, model_key: str, key: str) -> StoredVectorBlock | None:
+        """No vectors are kept for a past point."""
+        return None
+
     def write(
         self,
         position: int,
         built: Iterable[tuple[str, Built]],
         keep: Iterable[str] = (),
         serving: ServingState | None = None,
+        vectors: Mapping[str, Mapping[str, StoredVectorBlock]] | None = None,
     ) -> None:
         """Keep the indexes the recall index built at this point (not those derived here;
-        ``keep`` and ``serving`` are ignored)."""
+        ``keep``, ``serving`` and ``vectors`` are ignored)."""
         for key, (at, silenced, index, by_id) in built:
             if key in self._derived:
                 continue

@@ -107,7 +107,9 @@ def test_forget_all_empties_the_stored_namespace(store: tuple[Path, list[str]]) 
         assert any(answers(engine, OTHER, asked))
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "version", "garbage", "empty"])
+@pytest.mark.parametrize(
+    "damage", ["truncate", "flip", "version", "old_version", "garbage", "empty"]
+)
 def test_a_damaged_file_is_detected_removed_and_rebuilt(
     store: tuple[Path, list[str]], damage: str
 ) -> None:
@@ -124,6 +126,8 @@ def test_a_damaged_file_is_detected_removed_and_rebuilt(
         raw[len(raw) // 3] ^= 0xFF
     elif damage == "version":
         raw[8:12] = (FORMAT_VERSION + 1).to_bytes(4, "little")
+    elif damage == "old_version":  # a file of the format before: rebuilt (format step)
+        raw[8:12] = (FORMAT_VERSION - 1).to_bytes(4, "little")
     elif damage == "garbage":
         raw = bytearray(os.urandom(len(raw)))
     else:

@@ -739,6 +739,8 @@ def test_a_vector_whose_digest_does_not_match_is_never_served(
             "UPDATE memory_vectors SET content_digest = ? WHERE memory_id = ?",
             ["0" * 32, espresso],
         )
+    assert hybrid.semantic is not None  # the writer holds its vectors: read them back
+    hybrid.semantic.served.drop(namespace.key())
     paraphrase = hybrid.recall(namespace, "coffee", 5)
     assert espresso not in ids(paraphrase)
     assert paraphrase.results[0].statement == LATTE
