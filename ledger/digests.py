@@ -42,6 +42,7 @@ __all__ = [
     "ID_FORMAT_KEYED",
     "ID_FORMAT_UNKEYED",
     "UNKEYED",
+    "CallDigests",
     "IdDigests",
     "keyed_uuid",
 ]
@@ -100,6 +101,12 @@ class IdDigests:
         by another process (or a migration) after this one read it."""
         self.id_format = id_format
         self.keyed = id_format >= ID_FORMAT_KEYED
+
+    def for_call(self) -> IdDigests:
+        """The same derivation, remembering each id it derives for the life of the returned
+        object (:class:`CallDigests`): one command derives a memory id in its decision, its
+        reconciliation and its outcome, and its namespace tag for every event."""
+        return CallDigests(self)
 
     # Ids under the store key ---------------------------------------------------------------
 
@@ -180,3 +187,33 @@ class IdDigests:
 
 UNKEYED = IdDigests(ID_FORMAT_UNKEYED)
 """The derivation of id format 1 (uuid5 of natural keys; no key)."""
+
+
+class CallDigests(IdDigests):
+    """:class:`IdDigests` that remember the namespace ids and the ids under a namespace key
+    they derived (a plain dict, dropped with the object). Made by
+    :meth:`IdDigests.for_call` for ONE command or append and never kept beyond it, so no
+    name (a statement) outlives the call and an erased key is asked again by the next one.
+    """
+
+    def __init__(self, base: IdDigests) -> None:
+        super().__init__(base.id_format, base._store_key, base._namespace_key)
+        self._inside_ids: dict[tuple[Namespace, str], UUID] = {}
+        self._namespace_ids: dict[Namespace, UUID] = {}
+
+    def for_call(self) -> IdDigests:
+        """This object (already one call's)."""
+        return self
+
+    def namespace_id(self, namespace: Namespace) -> UUID:
+        """:meth:`IdDigests.namespace_id`, derived once per call."""
+        found = self._namespace_ids.get(namespace)
+        if found is None:
+            found = self._namespace_ids[namespace] = super().namespace_id(namespace)
+        return found
+
+    def _inside(self, namespace: Namespace, name: str) -> UUID:
+        found = self._inside_ids.get((namespace, name))
+        if found is None:
+            found = self._inside_ids[(namespace, name)] = super()._inside(namespace, name)
+        return found

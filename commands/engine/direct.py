@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
     from memory_ledger.commands.recall.index import MemoryDoc
     from memory_ledger.commands.store import MemoryStore
+    from memory_ledger.ledger.digests import IdDigests
 
 __all__ = ["DirectCommands", "DirectResult"]
 
@@ -324,6 +325,7 @@ class DirectCommands:
         specs: Sequence[CommandSpec],
         *,
         session_id: str | None = None,
+        digests: IdDigests | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision (one transaction, one
         sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
@@ -356,6 +358,11 @@ class DirectCommands:
         it) is refused with ``session_exists`` and nothing is written. Default: the prefix
         and a random hex id.
 
+        ``digests``: the call's id derivation (:meth:`IdDigests.for_call
+        <memory_ledger.ledger.digests.IdDigests.for_call>` of the store's, made for this one
+        call), which remembers the ids the command derives, so a caller reads a memory id
+        back without deriving it again. Default: a fresh one.
+
         :raises CommandRejectedError: ``session_exists`` (see ``session_id``), or
             ``invalid_session_id`` for one that does not start with the prefix.
         :raises UnknownMemoryError: a ``target`` names no retrievable memory now.
@@ -374,7 +381,10 @@ class DirectCommands:
         elif not check_session_id(session_id, "session_id").startswith(self._prefix):
             msg = f"session_id must start with the prefix {self._prefix!r}"
             raise CommandRejectedError(msg, "invalid_session_id", parameter="session_id")
-        stream = engine.keyring.digests.session_stream_id(namespace, session_id)
+        # One call's digests (``IdDigests.for_call``; the caller's when it gives them, to
+        # read the memory ids back): each memory id is derived once for the command.
+        digests = digests if digests is not None else engine.keyring.digests.for_call()
+        stream = digests.session_stream_id(namespace, session_id)
         policy = engine.config.activation_policy
         outcome: dict[str, Any] = {}
         with engine.ledger_guard():
@@ -397,7 +407,7 @@ class DirectCommands:
             )
             planned: dict[UUID, str] = {}  # remembered earlier in this batch: id -> statement
             commands = [
-                self._command(reads, namespace, spec, turn, planned, stream, base)
+                self._command(reads, namespace, spec, turn, planned, stream, base, digests)
                 for turn, spec in enumerate(specs, start=1)
             ]
             reads.memories(planned)  # what reconciliation reads first: one pass for all
@@ -408,7 +418,7 @@ class DirectCommands:
                 same_key=reads.activated_under,
                 recorded_at=at,
                 evidence_position=lambda _entry: IN_THIS_BATCH,
-                digests=reads.digests,
+                digests=digests,
             )
             finished = plan_finish(
                 reconciler,
@@ -450,6 +460,7 @@ class DirectCommands:
         planned: dict[UUID, str],
         stream: UUID,
         base: dict[str, Any],
+        digests: IdDigests,
     ) -> ExplicitCommandApplied:
         """The ExplicitCommandApplied of ``spec`` (turn ``turn`` of the short session),
         decided (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`)
@@ -457,7 +468,6 @@ class DirectCommands:
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
         if decided.item is not None:
-            digests = self._engine.keyring.digests
             planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement
             )
@@ -466,7 +476,7 @@ class DirectCommands:
             originator_version=1 + turn,
             **base,
             turn_id=turn,
-            command_id=self._engine.keyring.digests.command_id(
+            command_id=digests.command_id(
                 namespace, stream, turn, decided.intent, decided.statement
             ),
             intent=decided.intent,
