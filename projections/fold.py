@@ -128,6 +128,10 @@ class FoldTarget(Protocol):
     (:class:`~memory_ledger.projections.serving.state.ServingState`), so a rebuild, a
     catch-up and the writer's inline apply run the same functions."""
 
+    keeps_history: bool
+    """Whether :meth:`append` keeps the rows of the append-only tables (``memory_history``):
+    the DuckDB fold does; the serving state does not, so the rows are not even built."""
+
     def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
         """The row of ``table`` under ``key`` (None: absent)."""
 
@@ -146,6 +150,8 @@ class FoldTarget(Protocol):
 
 class _Page:
     """Rows of one page, loaded once per table and folded in position order."""
+
+    keeps_history = True
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, known: KnownKeys) -> None:
         self.conn = conn
@@ -216,6 +222,8 @@ def _record_revision(
     """Append the revision ``row`` holds from ``position`` on to the memory's history
     (``memory_history``; ``before``: its status until then, None for a new memory): the
     answer to "what was current at a position", and what recall read of it then."""
+    if not page.keeps_history:
+        return  # a target without the append-only tables (the serving state)
     entry = {column: row[column] for column in _HISTORY_COLUMNS}
     entry["current_delta"] = (row["status"] in _CURRENT) - (before in _CURRENT)
     entry["position"] = position

@@ -161,6 +161,9 @@ class ServingState:
 
     # The fold's target (projections.fold.FoldTarget) ----------------------------------
 
+    keeps_history = False
+    """The append-only tables (history, outcomes) are the DuckDB read models' alone."""
+
     def get(self, table: ReadModelTable, key: str) -> dict[str, Any] | None:
         """The canonical memory row ``key`` (None: absent; other tables hold nothing)."""
         if table is CANONICAL_MEMORY:
@@ -193,6 +196,7 @@ class ServingState:
             raw = self._raw.pop(memory_id, None)
             if raw is not None:
                 row = self._rows[memory_id] = _row_decoder.decode(raw)
+                _freeze_lists(row)
         return row
 
     def append(self, table: ReadModelTable, row: dict[str, Any]) -> None:
@@ -254,6 +258,7 @@ class ServingState:
         rows = self._rows
         for memory_id in self._touched:
             row = rows[memory_id]
+            _freeze_lists(row)
             space.ids.add(memory_id)
             key = _key_of(row["subject"], row["predicate"])
             status = row["status"]
@@ -499,12 +504,25 @@ def _created_order(row: Mapping[str, Any]) -> tuple[int, str]:
     return (row["created_position"], row["memory_id"])
 
 
+def _freeze_lists(row: dict[str, Any]) -> None:
+    """Hold ``row``'s list columns (tags, evidence, candidate ids, transcript positions,
+    supersedes, conflicts) as tuples. The fold functions never change a list in place (they
+    set a new one), so the values read the same; but a tuple of strings and numbers, and
+    then the row dict holding only such values, leaves the garbage collector's tracking,
+    which otherwise walks six lists and a dict per memory in every full collection (tens of
+    milliseconds per 1,000 memories written once the state holds tens of thousands)."""
+    for column, value in row.items():
+        if type(value) is list:
+            row[column] = tuple(value)
+
+
 def _columns(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     """The row as a reader gets it: the state's own dict when ``columns`` are named (they
     are all in it; readers never modify a row: the recall index only reads), a copy of
-    every column otherwise."""
+    every column otherwise, its list columns as lists (as the DuckDB read model gives
+    them)."""
     if not columns:
-        return dict(row)
+        return {k: list(v) if type(v) is tuple else v for k, v in row.items()}
     return row
 
 
