@@ -10,12 +10,11 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.commands.secrets import detect
+from memory_ledger.commands.secrets import SecretSpan, detect
 from memory_ledger.commands.secrets.plugins import ENTROPY_GATE, KEYWORD_ANCHORS, PLUGIN_GATES
 from memory_ledger.commands.secrets.prefilter import PREFILTER, may_hold_secret
 from memory_ledger.commands.secrets.rules import RULES
 from memory_ledger.commands.secrets.scan import Candidate
-from memory_ledger.commands.secrets.spans import SecretSpan
 from tests.secrets.test_secrets import (
     DICTIONARY_WORDS,
     FIELD_SECRETS,
