@@ -17,15 +17,22 @@ only: what the DuckDB catch-up of a search costs, the serving state's part of is
 background indexer's rate re-embedding every memory for a new model (the caller's thread,
 and the background thread) against the foreground path, and LangGraph's ``InMemoryStore``
 with the same embedding function in the same run as a peer (its ``batch`` of ``PutOp``\\s
-embeds inside the put; one search after each batch). Medians are not needed: each figure is
-one pass over thousands of memories. The load average is printed with the figures.
+embeds inside the put; one search after each batch). Last, where a lexical batch of 1,000
+goes: the median per batch of the time inside each stage of the write path (timers wrapped
+around the engine's own functions, the cyclic collector's pauses from ``gc.callbacks``) and
+the process CPU time per batch (steadier than wall time on a shared machine). Medians are
+not needed elsewhere: each figure is one pass over thousands of memories. The load average
+is printed with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -239,6 +246,98 @@ def run_peer(count: int, batch: int, vectors: dict[str, npt.NDArray[np.float32]]
     }
 
 
+_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("memory_ledger.commands.engine.batch", "_specs", "statements checked (_specs)"),
+    ("memory_ledger.commands.engine.direct", "decide_command", "items validated, decided"),
+    ("memory_ledger.commands.engine.direct", "plan_finish", "reconciliation planned"),
+    ("memory_ledger.commands.secret_door", "check_events", "secret door (check_events)"),
+    ("memory_ledger.ledger.mapper.MsgspecMapper", "to_stored_event", "events encoded"),
+    ("memory_ledger.ledger.lmdb.LMDBApplicationRecorder", "insert_events", "ledger write + fsync"),
+    (
+        "memory_ledger.commands.engine.memory_engine.MemoryEngine",
+        "_apply_inline",
+        "serving state + BM25 (inline apply)",
+    ),
+)
+"""The write path's functions timed by :func:`run_parts`: (module or module.Class, name, label)."""
+
+
+def run_parts(count: int) -> dict[str, float]:
+    """Remember ``count`` memories (lexical) in batches of 1,000, each followed by a recall
+    finding it; the median per batch (ms) of the whole, of the process CPU time, and of the
+    time inside each stage of the write path."""
+    import importlib
+
+    spent: dict[str, float] = {}
+
+    def timed(label: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(inner)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - started
+
+        return wrapper
+
+    patched: list[tuple[Any, str, Any]] = []
+
+    def patch(where: str, name: str, label: str) -> None:
+        try:
+            owner: Any = importlib.import_module(where)
+        except ImportError:
+            module, _, cls = where.rpartition(".")
+            owner = getattr(importlib.import_module(module), cls)
+        patched.append((owner, name, vars(owner).get(name)))
+        setattr(owner, name, timed(label, getattr(owner, name)))
+
+    paused = [0.0]
+
+    def collector(phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            paused[0] = time.perf_counter()
+        else:
+            spent["cyclic GC (inside the parts)"] = (
+                spent.get("cyclic GC (inside the parts)", 0.0) + time.perf_counter() - paused[0]
+            )
+
+    folder = tempfile.mkdtemp(prefix="vectors-parts-")
+    batches: list[dict[str, float]] = []
+    try:
+        for where, name, label in _PARTS:
+            patch(where, name, label)
+        with MemoryEngine.open(folder, sync=True) as engine:
+            engine.remember_many(NS, [statement(i) for i in range(count, count + 1000)])
+            gc.callbacks.append(collector)
+            try:
+                for first in range(0, count, 1000):
+                    texts = [statement(i) for i in range(first, min(first + 1000, count))]
+                    spent.clear()
+                    started, cpu = time.perf_counter(), time.process_time()
+                    engine.remember_many(NS, texts)
+                    middle = time.perf_counter()
+                    engine.recall(NS, texts[-1], 5)
+                    spent["a recall finding the batch"] = time.perf_counter() - middle
+                    spent["process CPU"] = time.process_time() - cpu
+                    spent["total"] = time.perf_counter() - started
+                    batches.append(dict(spent))
+            finally:
+                gc.callbacks.remove(collector)
+    finally:
+        for owner, name, original in reversed(patched):
+            if original is None:
+                delattr(owner, name)  # it was inherited: the class's own entry goes
+            else:
+                setattr(owner, name, original)
+        shutil.rmtree(folder, ignore_errors=True)
+    labels = sorted({label for batch in batches for label in batch})
+    return {
+        label: statistics.median(batch.get(label, 0.0) for batch in batches) * 1000
+        for label in labels
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks vectors_ack", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1,000 memories (smoke test)")
@@ -309,6 +408,11 @@ def main(argv: list[str]) -> int:
             f"{reembed['indexer_background_vectors_per_s']:,.0f}",
         ),
     ]
+    parts = run_parts(count)
+    figures["parts_ms_per_batch_of_1000"] = parts
+    total = parts.pop("total")
+    rows.append(("where a lexical batch of 1,000 goes: total ms (median)", f"{total:.1f}"))
+    rows += [(f"  {label}, ms", f"{ms:.1f} ({ms / total:.0%})") for label, ms in parts.items()]
     load_after = os.getloadavg()
     figures["load_average"] = {"before": load_before, "after": load_after}
     rows.append(("load average before / after", f"{load_before[0]:.1f} / {load_after[0]:.1f}"))

@@ -42,6 +42,7 @@ __all__ = [
     "ID_FORMAT_KEYED",
     "ID_FORMAT_UNKEYED",
     "UNKEYED",
+    "CallDigests",
     "IdDigests",
     "keyed_uuid",
 ]
@@ -95,18 +96,17 @@ class IdDigests:
         self._store_key = store_key
         self._namespace_key = namespace_key
 
-    def remembering(self) -> IdDigests:
-        """These digests, with every memory id they derive remembered (a short-lived copy:
-        one decision attempt derives a batch's memory ids several times, in the plan, the
-        reconciliation and its reads; an id is one HMAC each time otherwise). Drop it with
-        the attempt: it holds the normalized statements it was asked about."""
-        return _Remembering(self)
-
     def adopt(self, id_format: int) -> None:
         """Derive as ``id_format`` from now on: the format the key store records, written
         by another process (or a migration) after this one read it."""
         self.id_format = id_format
         self.keyed = id_format >= ID_FORMAT_KEYED
+
+    def for_call(self) -> IdDigests:
+        """The same derivation, remembering each id it derives for the life of the returned
+        object (:class:`CallDigests`): one command derives a memory id in its decision, its
+        reconciliation and its outcome, and its namespace tag for every event."""
+        return CallDigests(self)
 
     # Ids under the store key ---------------------------------------------------------------
 
@@ -189,19 +189,31 @@ UNKEYED = IdDigests(ID_FORMAT_UNKEYED)
 """The derivation of id format 1 (uuid5 of natural keys; no key)."""
 
 
-class _Remembering(IdDigests):
-    """:meth:`IdDigests.remembering`: the same derivations, memory ids remembered."""
+class CallDigests(IdDigests):
+    """:class:`IdDigests` that remember the namespace ids and the ids under a namespace key
+    they derived (a plain dict, dropped with the object). Made by
+    :meth:`IdDigests.for_call` for ONE command or append and never kept beyond it, so no
+    name (a statement) outlives the call and an erased key is asked again by the next one.
+    """
 
-    def __init__(self, digests: IdDigests) -> None:
-        super().__init__(digests.id_format, digests._store_key, digests._namespace_key)
-        self._memory_ids: dict[tuple[Namespace, str], UUID] = {}
+    def __init__(self, base: IdDigests) -> None:
+        super().__init__(base.id_format, base._store_key, base._namespace_key)
+        self._inside_ids: dict[tuple[Namespace, str], UUID] = {}
+        self._namespace_ids: dict[Namespace, UUID] = {}
 
-    def remembering(self) -> IdDigests:
+    def for_call(self) -> IdDigests:
+        """This object (already one call's)."""
         return self
 
-    def memory_id(self, namespace: Namespace, normalized_statement: str) -> UUID:
-        key = (namespace, normalized_statement)
-        found = self._memory_ids.get(key)
+    def namespace_id(self, namespace: Namespace) -> UUID:
+        """:meth:`IdDigests.namespace_id`, derived once per call."""
+        found = self._namespace_ids.get(namespace)
         if found is None:
-            found = self._memory_ids[key] = super().memory_id(namespace, normalized_statement)
+            found = self._namespace_ids[namespace] = super().namespace_id(namespace)
+        return found
+
+    def _inside(self, namespace: Namespace, name: str) -> UUID:
+        found = self._inside_ids.get((namespace, name))
+        if found is None:
+            found = self._inside_ids[(namespace, name)] = super()._inside(namespace, name)
         return found

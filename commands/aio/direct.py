@@ -24,6 +24,7 @@ from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
     from memory_ledger.commands.canonical.explicit_command import CommandResult
+    from memory_ledger.ledger.digests import IdDigests
     from memory_ledger.ledger.events import ReconciliationReport
 
 __all__ = ["AsyncDirectCommands"]
@@ -124,10 +125,11 @@ class AsyncDirectCommands:
         specs: Sequence[CommandSpec],
         *,
         session_id: str | None = None,
+        digests: IdDigests | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision: the session id, each
         command's result and the reconciliation report (:meth:`DirectCommands.run_many`,
-        whose errors it raises; ``session_id`` as there)."""
+        whose errors it raises; ``session_id`` and ``digests`` as there)."""
         return await self._worker.run(
-            self.commands.run_many, namespace, specs, session_id=session_id
+            self.commands.run_many, namespace, specs, session_id=session_id, digests=digests
         )

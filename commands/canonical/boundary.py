@@ -118,9 +118,9 @@ class DecisionReads:
     def __init__(self, engine: MemoryStore, namespace: Namespace) -> None:
         self._engine = engine
         self.namespace = namespace
-        self.digests: IdDigests = engine.keyring.digests.remembering()
+        self.digests: IdDigests = engine.keyring.digests.for_call()
         """How the store derives ids (tags, memory ids), the memory ids of this attempt
-        remembered (:meth:`IdDigests.remembering`)."""
+        remembered (:meth:`IdDigests.call`)."""
         self.after = engine.head
         """The ledger head before the first read: every read sees at least this."""
         self.tags: set[str] = set()

@@ -136,8 +136,9 @@ def apply_batch(
     check_namespace(namespace)
     specs = _specs(ops)
     direct = DirectCommands(engine, session_prefix)
+    digests = engine.keyring.digests.for_call()  # the command's ids, read back below
     try:
-        session_id, applied, report = direct.run_many(namespace, specs)
+        session_id, applied, report = direct.run_many(namespace, specs, digests=digests)
     except (UnknownMemoryError, SupersededTargetError) as e:
         if e.parameter is None:
             e.parameter = _refused_op(e, specs)
@@ -146,7 +147,7 @@ def apply_batch(
         BatchOutcome(
             intent=spec.intent,
             memory_id=(
-                engine.keyring.digests.memory_id(namespace, normalize_statement(spec.text))
+                digests.memory_id(namespace, normalize_statement(spec.text))
                 if spec.text is not None
                 else result.target
             ),

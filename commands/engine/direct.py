@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
     from memory_ledger.commands.recall.index import MemoryDoc
     from memory_ledger.commands.store import MemoryStore
+    from memory_ledger.ledger.digests import IdDigests
 
 __all__ = ["DirectCommands", "DirectResult"]
 
@@ -325,6 +326,7 @@ class DirectCommands:
         specs: Sequence[CommandSpec],
         *,
         session_id: str | None = None,
+        digests: IdDigests | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision (one transaction, one
         sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
@@ -357,6 +359,11 @@ class DirectCommands:
         it) is refused with ``session_exists`` and nothing is written. Default: the prefix
         and a random hex id.
 
+        ``digests``: the call's id derivation (:meth:`IdDigests.for_call
+        <memory_ledger.ledger.digests.IdDigests.for_call>` of the store's, made for this one
+        call), which remembers the ids the command derives, so a caller reads a memory id
+        back without deriving it again. Default: a fresh one.
+
         :raises CommandRejectedError: ``session_exists`` (see ``session_id``), or
             ``invalid_session_id`` for one that does not start with the prefix.
         :raises UnknownMemoryError: a ``target`` names no retrievable memory now.
@@ -375,7 +382,10 @@ class DirectCommands:
         elif not check_session_id(session_id, "session_id").startswith(self._prefix):
             msg = f"session_id must start with the prefix {self._prefix!r}"
             raise CommandRejectedError(msg, "invalid_session_id", parameter="session_id")
-        stream = engine.keyring.digests.session_stream_id(namespace, session_id)
+        # One call's digests (``IdDigests.for_call``; the caller's when it gives them, to
+        # read the memory ids back): each memory id is derived once for the command.
+        digests = digests if digests is not None else engine.keyring.digests.for_call()
+        stream = digests.session_stream_id(namespace, session_id)
         policy = engine.config.activation_policy
         outcome: dict[str, Any] = {}
         with engine.ledger_guard():
@@ -398,7 +408,7 @@ class DirectCommands:
             )
             planned: dict[UUID, str] = {}  # remembered earlier in this batch: id -> statement
             commands = [
-                self._command(reads, namespace, spec, turn, planned, stream, base)
+                self._command(reads, namespace, spec, turn, planned, stream, base, digests)
                 for turn, spec in enumerate(specs, start=1)
             ]
             reads.memories(planned)  # what reconciliation reads first: one pass for all
@@ -416,7 +426,7 @@ class DirectCommands:
                 same_key=reads.activated_under,
                 recorded_at=at,
                 evidence_position=lambda _entry: IN_THIS_BATCH,
-                digests=reads.digests,
+                digests=digests,
             )
             finished = plan_finish(
                 reconciler,
@@ -458,6 +468,7 @@ class DirectCommands:
         planned: dict[UUID, str],
         stream: UUID,
         base: dict[str, Any],
+        digests: IdDigests,
     ) -> ExplicitCommandApplied:
         """The ExplicitCommandApplied of ``spec`` (turn ``turn`` of the short session),
         decided (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`)

@@ -449,7 +449,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         with self.ledger_guard():
             self.keyring.refresh()  # a key erased by another process is never used again
             stored = [to_stored_event(e) for e in events]
-            digests = self.keyring.digests
+            digests = self.keyring.digests.for_call()  # one namespace tag for the batch
             tags = [event_tags(e, digests) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
         self.appended += len(ids)

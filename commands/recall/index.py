@@ -195,8 +195,16 @@ class RecallResult(msgspec.Struct, frozen=True, kw_only=True):
         return self.results[index]
 
 
-class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
-    """A searchable memory (canonical row or session fact) in the shape recall needs."""
+_NO_STEMS: frozenset[str] = frozenset()
+"""The ``own_stems`` of a memory without a window (one shared empty set, not one each)."""
+
+
+class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A searchable memory (canonical row or session fact) in the shape recall needs.
+
+    Not tracked by the garbage collector (``gc=False``): it holds only strings, numbers,
+    a datetime and tuples or frozensets of strings, so it can be in no reference cycle,
+    and recall keeps one per memory."""
 
     memory_id: str
     position: int
@@ -248,7 +256,7 @@ class MemoryDoc(msgspec.Struct, frozen=True, kw_only=True):
             window=window,
             own_stems=frozenset(analyze_document(row["subject"], row["statement"], context).split())
             if window
-            else frozenset(),
+            else _NO_STEMS,
             supersedes=tuple(row.get("supersedes") or ()),
             superseded_by=row.get("superseded_by"),
             conflicts_with=tuple(row.get("conflicts_with") or ()),

@@ -31,6 +31,7 @@ back, so :class:`~projections.text_index.BM25Index` indexes it unchanged.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
@@ -82,10 +83,13 @@ def _stemmer() -> Stemmer.Stemmer:
     return stemmer
 
 
+_LATIN_LETTER = re.compile("[a-z]")
+
+
 @lru_cache(maxsize=200_000)
 def stem(token: str) -> str:
     """The Snowball English stem of one lowercase token (cached)."""
-    if not any("a" <= ch <= "z" for ch in token):
+    if _LATIN_LETTER.search(token) is None:  # no letter a-z: nothing to stem
         return token
     result: str = _stemmer().stemWord(token)
     return result

@@ -23,6 +23,7 @@ from memory_ledger.commands.secrets.plugins import (
     keyword_candidates,
     plugin_candidates,
 )
+from memory_ledger.commands.secrets.prefilter import COVERED_SOURCES, may_hold_secret
 from memory_ledger.commands.secrets.rules import RULES
 from memory_ledger.commands.secrets.scan import Candidate, Scan, widen
 from memory_ledger.commands.secrets.spans import Redaction, SecretSpan
@@ -95,6 +96,9 @@ _SOURCES: Final[tuple[Callable[[Scan], Iterator[Candidate]], ...]] = (
     keyword_candidates,
     entropy_candidates,
 )
+
+_PREFILTERED: Final = tuple(source.__name__ for source in _SOURCES) == COVERED_SOURCES
+"""Whether the literal prefilter covers every source (else every text is scanned)."""
 
 _MARKER: Final = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -192,7 +196,11 @@ def _find_uncached(text: str) -> list[SecretSpan]:
 
 def _find_visible(text: str) -> list[SecretSpan]:
     masked = _mask_markers(text)
-    if masked.isascii() or unicodedata.is_normalized("NFKC", masked):
+    if masked.isascii():
+        if _PREFILTERED and not may_hold_secret(masked):
+            return []  # no detector's condition holds (``secrets.prefilter``)
+        candidates = _candidates(masked)
+    elif unicodedata.is_normalized("NFKC", masked):
         candidates = _candidates(masked)
     else:
         view = NfkcView(masked)

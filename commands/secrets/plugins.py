@@ -19,7 +19,7 @@ paths after ``PWD=``; the library's filters skip ``${VAR}``, ``<token>``, ``{key
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from detect_secrets.filters.heuristic import (
@@ -60,7 +60,14 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from memory_ledger.commands.secrets.rule import RulePattern
-from memory_ledger.commands.secrets.scan import LEFT_TOKEN, Candidate, Scan, anchor_offsets, widen
+from memory_ledger.commands.secrets.scan import (
+    LEFT_TOKEN,
+    Candidate,
+    Gate,
+    Scan,
+    anchor_offsets,
+    widen,
+)
 from memory_ledger.commands.secrets.validators import (
     camel_word,
     names_no_secret,
@@ -68,42 +75,49 @@ from memory_ledger.commands.secrets.validators import (
     value_is_reference,
 )
 
-__all__ = ["entropy_candidates", "keyword_candidates", "plugin_candidates"]
-
-_Gate = Callable[[Scan], bool]
-
-
-def _long(scan: Scan) -> bool:
-    return scan.long_run
-
+__all__ = [
+    "ENTROPY_GATE",
+    "KEYWORD_ANCHORED",
+    "KEYWORD_ANCHORS",
+    "PLUGIN_GATES",
+    "entropy_candidates",
+    "keyword_candidates",
+    "plugin_candidates",
+]
 
 # The library's regex plugins, each with a gate that is a necessary condition of all its
 # patterns (a literal they contain, or the 20-character token run their values need).
-_REGEX_PLUGINS: Final[tuple[tuple[RegexBasedDetector, _Gate], ...]] = (
-    (ArtifactoryDetector(), lambda s: s.has("AKC", "AP")),
-    (AWSKeyDetector(), _long),
-    (AzureStorageKeyDetector(), lambda s: s.has("AccountKey=")),
-    (BasicAuthDetector(), lambda s: s.has("://") and s.has("@")),
-    (CloudantDetector(), lambda s: s.long_run and s.has_ci("cl")),
-    (DiscordBotTokenDetector(), _long),
-    (GitHubTokenDetector(), _long),
-    (GitLabTokenDetector(), _long),
-    (IbmCloudIamDetector(), lambda s: s.long_run and s.has_ci("key", "pwd", "pass", "token")),
-    (IbmCosHmacDetector(), lambda s: s.long_run and s.has_ci("secret")),
-    (JwtTokenDetector(), lambda s: s.has("eyJ")),
-    (MailchimpDetector(), lambda s: s.long_run and s.has("-us")),
-    (NpmDetector(), lambda s: s.has("_authToken")),
-    (OpenAIDetector(), lambda s: s.has("sk-")),
-    (PrivateKeyDetector(), lambda s: s.has("PRIVATE KEY", "PuTTY-User-Key-File")),
-    (PypiTokenDetector(), lambda s: s.has("pypi-")),
-    (SendGridDetector(), lambda s: s.has("SG.")),
-    (SlackDetector(), lambda s: s.has_ci("xox", "hooks.slack.com")),
-    (SoftlayerDetector(), lambda s: s.long_run and s.has_ci("sl", "softlayer")),
-    (SquareOAuthDetector(), lambda s: s.has("sq0csp-")),
-    (StripeDetector(), lambda s: s.has("k_live_")),
-    (TelegramBotTokenDetector(), lambda s: s.long_run and s.has(":")),
-    (TwilioKeyDetector(), _long),
+_REGEX_PLUGINS: Final[tuple[tuple[RegexBasedDetector, Gate], ...]] = (
+    (ArtifactoryDetector(), Gate(("AKC", "AP"))),
+    (AWSKeyDetector(), Gate(long_run=True)),
+    (AzureStorageKeyDetector(), Gate(("AccountKey=",))),
+    (BasicAuthDetector(), Gate(("://",), also=("@",))),
+    (CloudantDetector(), Gate(long_run=True, folded=("cl",))),
+    (DiscordBotTokenDetector(), Gate(long_run=True)),
+    (GitHubTokenDetector(), Gate(long_run=True)),
+    (GitLabTokenDetector(), Gate(long_run=True)),
+    (IbmCloudIamDetector(), Gate(long_run=True, folded=("key", "pwd", "pass", "token"))),
+    (IbmCosHmacDetector(), Gate(long_run=True, folded=("secret",))),
+    (JwtTokenDetector(), Gate(("eyJ",))),
+    (MailchimpDetector(), Gate(("-us",), long_run=True)),
+    (NpmDetector(), Gate(("_authToken",))),
+    (OpenAIDetector(), Gate(("sk-",))),
+    (PrivateKeyDetector(), Gate(("PRIVATE KEY", "PuTTY-User-Key-File"))),
+    (PypiTokenDetector(), Gate(("pypi-",))),
+    (SendGridDetector(), Gate(("SG.",))),
+    (SlackDetector(), Gate(folded=("xox", "hooks.slack.com"))),
+    (SoftlayerDetector(), Gate(long_run=True, folded=("sl", "softlayer"))),
+    (SquareOAuthDetector(), Gate(("sq0csp-",))),
+    (StripeDetector(), Gate(("k_live_",))),
+    (TelegramBotTokenDetector(), Gate((":",), long_run=True)),
+    (TwilioKeyDetector(), Gate(long_run=True)),
 )
+PLUGIN_GATES: Final[tuple[Gate, ...]] = tuple(gate for _, gate in _REGEX_PLUGINS)
+"""The gate of every regex plugin (``secrets.prefilter`` unites them)."""
+
+ENTROPY_GATE: Final = Gate(("'", '"'), long_run=True)
+"""The entropy detector's gate: a quoted token of more than 22 characters needs a quote
+and a long token run."""
 
 # Base64 strings in quotes: English words cannot reach 4.5 bits (it needs >= 23 distinct
 # characters in one quoted token), so the library's default limit is kept.
@@ -215,8 +229,8 @@ def _keyword_line(line: str, offset: int) -> Iterator[Candidate]:
 # Every keyword of the library's DENYLIST holds one of these literals (checked at import;
 # without it the hint regex scans the whole text): ``str.find`` locates the candidate lines
 # much faster than a regex alternation, and the hint regex then runs on those lines only.
-_KEYWORD_ANCHORS: Final = ("key", "pass", "pwd", "secret", "contrase")
-_KEYWORD_ANCHORED: Final = all(any(a in word for a in _KEYWORD_ANCHORS) for word in DENYLIST)
+KEYWORD_ANCHORS: Final = ("key", "pass", "pwd", "secret", "contrase")
+KEYWORD_ANCHORED: Final = all(any(a in word for a in KEYWORD_ANCHORS) for word in DENYLIST)
 
 
 def _lines_at(text: str, offsets: Iterable[int]) -> Iterator[tuple[int, int]]:
@@ -235,10 +249,10 @@ def _lines_at(text: str, offsets: Iterable[int]) -> Iterator[tuple[int, int]]:
 def _keyword_hint_offsets(scan: Scan) -> Iterator[int]:
     """Offsets of the keyword hits (at least one on each line holding a DENYLIST word)."""
     folded = scan.lower
-    if folded is None or not _KEYWORD_ANCHORED:
+    if folded is None or not KEYWORD_ANCHORED:
         yield from (hint.start() for hint in _KEYWORD_HINT.finditer(scan))
         return
-    for line_start, line_end in _lines_at(folded, anchor_offsets(folded, _KEYWORD_ANCHORS)):
+    for line_start, line_end in _lines_at(folded, anchor_offsets(folded, KEYWORD_ANCHORS)):
         hint = _KEYWORD_HINT.plain.search(folded, line_start, line_end)
         if hint is not None:
             yield hint.start()
@@ -256,7 +270,7 @@ def keyword_candidates(scan: Scan) -> Iterator[Candidate]:
 
 def entropy_candidates(scan: Scan) -> Iterator[Candidate]:
     """Quoted base64-looking tokens above the library's entropy limit."""
-    if not scan.long_run or not scan.has("'", '"'):
+    if not ENTROPY_GATE(scan):
         return  # 4.5 bits needs more than 22 characters
     for match in _ENTROPY.regex.finditer(scan.text):
         value = match.group(2)

@@ -12,7 +12,9 @@ from typing import Final
 
 __all__ = [
     "EDGE_JUNK",
+    "Gate",
     "LEFT_TOKEN",
+    "LONG_RUN",
     "RIGHT_TOKEN",
     "Candidate",
     "Scan",
@@ -25,7 +27,8 @@ Candidate = tuple[int, int, str, float]
 shapes (0; 0.5 when the shape's prefix sits inside a longer token) over keyword assignments
 and phrases (1) over entropy (2)."""
 
-_LONG_RUN: Final = re.compile(r"[A-Za-z0-9_\-+/=]{20}")
+LONG_RUN: Final = re.compile(r"[A-Za-z0-9_\-+/=]{20}")
+"""A run of 20 token characters (every long token shape has one)."""
 
 LEFT_TOKEN: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 """Characters a token extends over to its left."""
@@ -69,8 +72,44 @@ class Scan:
     def long_run(self) -> bool:
         """Whether a run of 20 token characters exists (every long token shape has one)."""
         if self._long_run is None:
-            self._long_run = _LONG_RUN.search(self.text) is not None
+            self._long_run = LONG_RUN.search(self.text) is not None
         return self._long_run
+
+
+class Gate:
+    """A detector's gate as data: a necessary condition of everything it finds, cheap to
+    test, and readable by the literal prefilter (``secrets.prefilter``), which unites the
+    gates of every detector into one test.
+
+    The gate passes when the text has a long token run (if ``long_run``), one of
+    ``literals`` as written or one of ``folded`` (lower case) in any case (if either is
+    given), and every one of ``also`` as written.
+    """
+
+    __slots__ = ("literals", "folded", "long_run", "also")
+
+    def __init__(
+        self,
+        literals: tuple[str, ...] = (),
+        *,
+        folded: tuple[str, ...] = (),
+        long_run: bool = False,
+        also: tuple[str, ...] = (),
+    ) -> None:
+        self.literals = literals
+        self.folded = folded
+        self.long_run = long_run
+        self.also = also
+
+    def __call__(self, scan: Scan) -> bool:
+        """Whether ``scan`` passes the gate."""
+        if self.long_run and not scan.long_run:
+            return False
+        if (self.literals or self.folded) and not (
+            scan.has(*self.literals) or scan.has_ci(*self.folded)
+        ):
+            return False
+        return all(literal in scan.text for literal in self.also)
 
 
 def widen(text: str, start: int, end: int) -> tuple[int, int]:

@@ -3,7 +3,7 @@
 :meth:`DecisionReads.keys` must answer exactly what :meth:`DecisionReads.activated_under`
 answers key by key (the same ids in ledger order, the same memory states, the same tags in
 the decision's boundary), for keys with several values, keys of another namespace and keys
-never used. :meth:`IdDigests.remembering` must derive the ids the digests derive.
+never used. :meth:`IdDigests.call` must derive the ids the digests derive.
 """
 
 from __future__ import annotations
@@ -61,17 +61,17 @@ def test_keys_read_up_to_the_decisions_head(engine: MemoryEngine) -> None:
     assert only == lisbon
 
 
-def test_remembering_digests_derive_the_same_ids(engine: MemoryEngine) -> None:
+def test_call_digests_derive_the_same_ids(engine: MemoryEngine) -> None:
     digests = engine.keyring.digests
-    remembering = digests.remembering()
+    call = digests.for_call()
     for namespace in (NS, OTHER):
         for text in ("alice lives in lisbon.", "bob likes tea."):
-            first = remembering.memory_id(namespace, text)
+            first = call.memory_id(namespace, text)
             assert isinstance(first, UUID)
             assert first == digests.memory_id(namespace, text)
-            assert remembering.memory_id(namespace, text) == first
-    assert remembering.memory_id(NS, "x y z") != remembering.memory_id(OTHER, "x y z")
-    assert remembering.key_tag(NS, ("a", "b")) == digests.key_tag(NS, ("a", "b"))
+            assert call.memory_id(namespace, text) == first
+    assert call.memory_id(NS, "x y z") != call.memory_id(OTHER, "x y z")
+    assert call.key_tag(NS, ("a", "b")) == digests.key_tag(NS, ("a", "b"))
 
 
 def test_injection_markers_as_one_pattern_match_as_the_markers_do() -> None:

@@ -10,6 +10,7 @@ and an erasure leaves no row of the namespace in the state.
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from pathlib import Path
@@ -288,3 +289,23 @@ def test_a_restored_state_receiving_events_equals_one_that_applied_them_all(
     again = ServingState()
     again.restore(restored.snapshot())
     assert reads(again) == reads(whole)
+
+
+def test_served_rows_hold_no_object_the_garbage_collector_walks() -> None:
+    """A remembered memory costs the cyclic collector nothing to walk once settled: its
+    row's list columns are tuples of atoms and the row and its recall document leave the
+    collector's tracking (so a full collection does not grow with the store); a copy of
+    a row still gives its list columns as lists, as the DuckDB read model does."""
+    ns = NAMESPACES[0]
+    with tempfile.TemporaryDirectory() as folder, MemoryEngine.open(Path(folder)) as engine:
+        engine.remember_many(ns, [f"alice keeps note {i} in the red box" for i in range(50)])
+        assert engine.recall(ns, "note 7 red box", 3).results
+        gc.collect()
+        state = served(engine)
+        rows = state.active_memories(ns.tenant, ns.principal, ns.scope_id, DOC_COLUMNS)
+        assert len(rows) == 50
+        assert not any(gc.is_tracked(row) for row in rows)
+        _index, by_id = engine.recall_index.docs(ns, state.position)
+        assert len(by_id) == 50 and not any(gc.is_tracked(doc) for doc in by_id.values())
+        copy = state.active_memories(ns.tenant, ns.principal, ns.scope_id)[0]
+        assert isinstance(copy["tags"], list) and isinstance(copy["candidate_ids"], list)
