@@ -15,7 +15,7 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.canonical.bulk_forget import forget_all
+from memory_ledger.commands.canonical.bulk_forget import forget_all_at
 from memory_ledger.commands.engine.batch import (
     BATCH_SESSION_PREFIX,
     BatchOp,
@@ -164,7 +164,9 @@ class EngineCommands:
         :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
         """
         with traced(self, "forget_all", namespace) as span:
-            return span.result(forget_all(self._engine, namespace))
+            count, position = forget_all_at(self._engine, namespace)
+            span.position(position)
+            return span.result(count)
 
     # Erasure (commands/engine/encryption.py) -----------------------------------------------------
 
