@@ -196,6 +196,11 @@ class Reconciler:
             self.states[mid] = self._load(mid)
         return self.states[mid]
 
+    def current_under(self, key: tuple[str, str]) -> set[UUID]:
+        """The memories that hold the match ``key`` now (retrievable, under that key), as
+        planned so far; reading them puts the key in the decision's append condition."""
+        return set(self._holders(key))
+
     def _holders(self, key: tuple[str, str]) -> set[UUID]:
         if key not in self.keys:
             holders = set()

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_ledger.commands.engine import MemoryEngine
-from memory_ledger.commands.extraction.base import RecordedExtractor
+from memory_ledger.commands.extraction import RecordedExtractor
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.imports import (
     InterchangeImportReport,
