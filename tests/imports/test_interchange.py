@@ -4,6 +4,7 @@ losslessly, compared by digest (the same memories, versions and times), idempote
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -342,3 +343,50 @@ def test_an_older_version_file_still_reads(
     assert moved["Alice once collected stamps."][0] == "pruned"
     assert moved["Alice was born in 1991."] == ("active", False, [])
     assert moved["Alice was born in 1990."] == ("active", False, [])
+
+
+def test_two_imports_of_one_file_racing_write_each_line_once(
+    engine: MemoryEngine, tmp_path: Path
+) -> None:
+    """Two threads import the same file into one store at the same moment (a barrier), round
+    after round into new namespaces: each line is written by exactly one of them (the other
+    finds it ``already`` there: the keyed session id is in the decision's append condition),
+    and the namespace exports with the file's digest, conflicts and prunes included."""
+    old = engine.remember(SOURCE, "Alice once collected stamps.", occurred_at=T0)
+    assert prune_all(engine, "prune-1") == [old.memory_id]
+    born = engine.remember(SOURCE, "Alice was born in 1990.", occurred_at=T0)
+    contradict(engine, "s-born", "Alice was born in 1991.", born.memory_id)
+    for i in range(4):
+        engine.remember(SOURCE, f"Fact number {i} about the garden.", occurred_at=T0)
+    sent = export_interchange(engine, SOURCE, tmp_path / "a.jsonl")
+    split = 0  # rounds where both threads wrote some lines: the imports interleaved
+    with MemoryEngine.open(tmp_path / "b") as target:
+        for round_ in range(8):
+            where = Namespace("newco", f"alice-{round_}", "agent")
+            barrier = threading.Barrier(2)
+            reports: list[InterchangeImportReport] = []
+            errors: list[BaseException] = []
+
+            def run(
+                where: Namespace = where,
+                barrier: threading.Barrier = barrier,
+                reports: list[InterchangeImportReport] = reports,
+                errors: list[BaseException] = errors,
+            ) -> None:
+                try:
+                    barrier.wait()
+                    reports.append(import_interchange(target, where, tmp_path / "a.jsonl"))
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=run) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert errors == []
+            assert sum(r.imported for r in reports) == sent.memories
+            split += all(r.imported for r in reports)
+            assert all(r.imported + r.already == sent.memories and not r.refused for r in reports)
+            assert interchange_digest(collect_memories(target, where)[1]) == sent.digest
+    assert split > 0  # the imports really raced
