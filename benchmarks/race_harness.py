@@ -15,7 +15,10 @@ the LEDGER (never a read model):
   Wing & Gong linearizability search over :class:`Model`, the sequential specification.
 
 Used by ``tests/canonical/test_race_harness.py`` (fast profile, in CI) and ``python -m benchmarks
-races`` (long profile).
+races`` (long profile). The newer write surfaces are raced by their own tests against a serial
+order: the LangGraph store's tick batches from two threads and two processes
+(``tests/langgraph/test_tick_races.py``, with its control) and two interchange imports of one
+file (``tests/imports/test_interchange.py``).
 """
 
 from __future__ import annotations

@@ -486,10 +486,29 @@ class ErasedPayload(LedgerEvent, frozen=True, kw_only=True):
 
 
 class MemoryPruned(LedgerEvent, frozen=True, kw_only=True):
-    """An item was pruned as stale and low-importance (memory stream). ``rule`` names why."""
+    """An item was pruned as stale and low-importance (memory stream). ``rule`` names why.
+
+    ``occurred_at`` (class version 2): when the prune happened where it was decided, for a
+    prune carried over from another store (an interchange import restores a pruned memory
+    at its original prune time); null for a prune decided here (and in a version-1 event):
+    this event's ``recorded_at`` is its time (:attr:`prune_time`).
+    """
+
+    class_version: ClassVar[int] = 2
 
     session_id: str
     rule: str
+    occurred_at: datetime | None = None
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, object]) -> None:
+        """Version 1 had no prune time: this event's ``recorded_at`` stands for it."""
+        state["occurred_at"] = None
+
+    @property
+    def prune_time(self) -> datetime:
+        """When the memory was pruned: ``occurred_at``, else ``recorded_at``."""
+        return self.occurred_at if self.occurred_at is not None else self.recorded_at
 
 
 class SnapshotItem(msgspec.Struct, frozen=True, kw_only=True, gc=False):

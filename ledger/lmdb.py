@@ -315,7 +315,7 @@ def _read_untouched(
             with env.begin(write=False) as txn:
                 found = _first_topics(txn.cursor(db=log_db), topics, path)
     except lmdb.Error as e:
-        raise translate_lmdb_error(e, path, "open") from e
+        raise translate_lmdb_error(e, path, "open", read_only=True) from e
     finally:
         env.close()
     return names, meta, found
@@ -690,7 +690,7 @@ class _SharedEnvironment:
         try:
             yield txn
         except lmdb.Error as e:
-            raise translate_lmdb_error(e, self.path, "read") from e
+            raise translate_lmdb_error(e, self.path, "read", read_only=True) from e
         finally:
             try:
                 txn.abort()

@@ -29,6 +29,12 @@ LMDB error                                    translated to (reason code)
                                               read_only_file_system, ...)
 ============================================  =============================================
 
+A ``BadTxnError`` met inside a READ-ONLY transaction (``read_only=True``) is
+``LedgerDamagedError`` (``ledger_page_unreadable``): a read transaction goes bad only when
+an earlier read of it failed on a page (LMDB marks the transaction failed on a page of the
+wrong type or a page number past the file, and some cursor walks end on that first error
+without raising it), so it is damage of the file, never an internal error.
+
 A full disk (``ENOSPC``, or an input/output error while the ledger's file system has no
 space left: :func:`memory_ledger.ledger.disk_full.is_disk_full`) is
 ``LedgerDiskFullError`` (``disk_full``), whatever LMDB class reported it, with a one-line
@@ -55,7 +61,7 @@ from memory_ledger.ledger.errors import (
     LedgerReadOnlyError,
 )
 
-__all__ = ["translate_lmdb_error"]
+__all__ = ["PAGE_UNREADABLE", "translate_lmdb_error"]
 
 _BY_CLASS: tuple[tuple[type[lmdb.Error], type[LedgerError], str | None], ...] = (
     (lmdb.KeyExistsError, LedgerIntegrityError, None),
@@ -110,17 +116,31 @@ def _classify(error: lmdb.Error, detail: str) -> tuple[type[LedgerError], str | 
     return LedgerOperationalError, None
 
 
-def translate_lmdb_error(error: lmdb.Error, path: str, action: str = "use") -> LedgerError:
+PAGE_UNREADABLE = "ledger_page_unreadable"
+"""The reason code of a read-only transaction that went bad on a damaged page."""
+
+
+def translate_lmdb_error(
+    error: lmdb.Error, path: str, action: str = "use", *, read_only: bool = False
+) -> LedgerError:
     """The typed error to raise for LMDB ``error`` met while ``action``-ing the store at
     ``path`` (raise it ``from error``).
 
     :param action: a verb for the message: ``"open"``, ``"read"``, ``"write"``...
+    :param read_only: ``error`` was met inside a read-only transaction (a ``BadTxnError``
+        there is damage: ``LedgerDamagedError``, ``ledger_page_unreadable``).
     :returns: a :class:`~memory_ledger.ledger.errors.LedgerError` subclass instance (see the
         module table), whose message names ``path`` and the driver's message.
     """
     detail = str(error) or type(error).__name__
     if is_disk_full(error, path):
         return LedgerDiskFullError(disk_full_message("the LMDB ledger", path, detail), path=path)
+    if read_only and isinstance(error, lmdb.BadTxnError):
+        msg = (
+            f"cannot {action} the LMDB ledger at {path!r}: a read transaction failed on a "
+            f"damaged page of the file ({detail})"
+        )
+        return LedgerDamagedError(msg, path=path, reason_code=PAGE_UNREADABLE)
     typed, reason = _classify(error, detail)
     msg = f"cannot {action} the LMDB ledger at {path!r}: {detail}"
     return typed(msg, path=path, reason_code=reason)

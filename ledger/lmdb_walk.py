@@ -56,6 +56,6 @@ def walk_databases(folder: str | Path, visit: Callable[[str], None]) -> int:
             read += 1
         return read
     except lmdb.Error as e:
-        raise translate_lmdb_error(e, path, "read") from e
+        raise translate_lmdb_error(e, path, "read", read_only=True) from e
     finally:
         env.close()

@@ -10,7 +10,7 @@ and cancellation rule are the blocking ones. Obtain one with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -24,6 +24,7 @@ from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
     from memory_ledger.commands.canonical.explicit_command import CommandResult
+    from memory_ledger.commands.canonical.reconcile import Reconciler
     from memory_ledger.ledger.digests import IdDigests
     from memory_ledger.ledger.events import ReconciliationReport
 
@@ -126,10 +127,17 @@ class AsyncDirectCommands:
         *,
         session_id: str | None = None,
         digests: IdDigests | None = None,
+        then: Callable[[Reconciler], None] | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision: the session id, each
         command's result and the reconciliation report (:meth:`DirectCommands.run_many`,
-        whose errors it raises; ``session_id`` and ``digests`` as there)."""
+        whose errors it raises; ``session_id``, ``digests`` and ``then`` as there: ``then``
+        runs on the engine's worker thread)."""
         return await self._worker.run(
-            self.commands.run_many, namespace, specs, session_id=session_id, digests=digests
+            self.commands.run_many,
+            namespace,
+            specs,
+            session_id=session_id,
+            digests=digests,
+            then=then,
         )

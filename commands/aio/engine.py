@@ -179,13 +179,19 @@ class AsyncMemoryEngine(AsyncEngineReads, AsyncEngineRecords):
         ops: Iterable[BatchOp | str],
         *,
         session_prefix: str = BATCH_SESSION_PREFIX,
+        vacant: Iterable[tuple[str, str]] = (),
     ) -> BatchResult:
         """Write ``ops`` as ONE command, durable and reconciled on return; ``session_prefix``
-        names the caller in the batch's session id (:meth:`MemoryEngine.apply_batch`, whose
-        errors it raises). ``ops`` is read into a list here, before the call is queued.
+        names the caller in the batch's session id, ``vacant`` the keys that must hold
+        nothing (:meth:`MemoryEngine.apply_batch`, whose errors it raises). ``ops`` and
+        ``vacant`` are read into lists here, before the call is queued.
         """
         return await self._worker.run(
-            self.engine.apply_batch, namespace, list(ops), session_prefix=session_prefix
+            self.engine.apply_batch,
+            namespace,
+            list(ops),
+            session_prefix=session_prefix,
+            vacant=list(vacant),
         )
 
     async def remember_many(

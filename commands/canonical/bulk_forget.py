@@ -33,7 +33,7 @@ from memory_ledger.ledger.key_errors import NamespaceErasedError
 if TYPE_CHECKING:
     from memory_ledger.commands.store import MemoryStore
 
-__all__ = ["FORGET_ALL_SESSION", "forget_all"]
+__all__ = ["FORGET_ALL_SESSION", "forget_all", "forget_all_at"]
 
 FORGET_ALL_SESSION = "forget-all"
 """The ``session_id`` the events of a bulk forget carry (no conversation asked for it)."""
@@ -45,7 +45,16 @@ def _command_id(namespace: Namespace, after: int) -> UUID:
 
 
 def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str = "") -> int:
-    """Forget every retrievable memory of ``namespace``; return how many were forgotten.
+    """Forget every retrievable memory of ``namespace``; return how many were forgotten
+    (:func:`forget_all_at`, which says the raised errors, without the position)."""
+    return forget_all_at(engine, namespace, requested_by=requested_by)[0]
+
+
+def forget_all_at(
+    engine: MemoryStore, namespace: Namespace, *, requested_by: str = ""
+) -> tuple[int, int]:
+    """Forget every retrievable memory of ``namespace``; return how many were forgotten and
+    the ledger position of the last event written (0 when nothing was written).
 
     When nothing is retrievable (an empty namespace, or one already forgotten) nothing is
     written and 0 is returned: the ledger records commands that changed memory. ``requested_by``
@@ -116,5 +125,5 @@ def forget_all(engine: MemoryStore, namespace: Namespace, *, requested_by: str =
             )
         return events
 
-    append_decision(engine, namespace, plan, what=f"forget_all({namespace.key()})")
-    return len(forgotten)
+    positions = append_decision(engine, namespace, plan, what=f"forget_all({namespace.key()})")
+    return len(forgotten), (positions[-1] if positions else 0)

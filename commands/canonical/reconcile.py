@@ -196,6 +196,11 @@ class Reconciler:
             self.states[mid] = self._load(mid)
         return self.states[mid]
 
+    def current_under(self, key: tuple[str, str]) -> set[UUID]:
+        """The memories that hold the match ``key`` now (retrievable, under that key), as
+        planned so far; reading them puts the key in the decision's append condition."""
+        return set(self._holders(key))
+
     def _holders(self, key: tuple[str, str]) -> set[UUID]:
         if key not in self.keys:
             holders = set()
@@ -556,10 +561,14 @@ def plan_finish(
     items: Sequence[CandidateExtracted | ExplicitCommandApplied],
     policy: ActivationPolicy,
     pending: Sequence[PendingExtraction] = (),
+    then: Callable[[Reconciler], None] | None = None,
 ) -> ReconciliationPlan:
     """The events of ``finish()``: SessionSealed, the memory events in ledger order of the
     session's candidates and commands, then SessionReconciled with the report (which names
-    the turns still ``pending`` extraction)."""
+    the turns still ``pending`` extraction). ``then`` is called with the reconciler after
+    the candidates and commands, before the report: the memory events it plans there (an
+    import restoring conflict marks and prunes, ``commands.canonical.restore``) follow
+    them."""
     ns, sid, at = reconciler.namespace, reconciler.session_id, reconciler.recorded_at
     sealed = SessionSealed(
         originator_id=session_stream,
@@ -576,6 +585,8 @@ def plan_finish(
         else:
             commands += 1
             reconciler.command(entry)
+    if then is not None:
+        then(reconciler)
     report = reconciler.report(candidates=candidates, commands=commands)
     if pending:
         report = msgspec.structs.replace(report, pending_extractions=tuple(pending))

@@ -12,7 +12,7 @@ operation (``ops[i]``), before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -38,9 +38,11 @@ from memory_ledger.ledger.ids import (
     as_memory_id,
     check_namespace,
     normalize_statement,
+    subject_predicate_key,
 )
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.reconcile import Reconciler
     from memory_ledger.commands.store import MemoryStore
 
 __all__ = [
@@ -115,9 +117,17 @@ def apply_batch(
     ops: Iterable[BatchOp | str],
     *,
     session_prefix: str = BATCH_SESSION_PREFIX,
+    vacant: Iterable[tuple[str, str]] = (),
 ) -> BatchResult:
     """Write ``ops`` (in order; a plain string is a :class:`Remember` of it) as one command
     of ``namespace``, durable and reconciled on return.
+
+    ``vacant``: (subject, predicate) keys that must hold no current value when the batch is
+    decided, checked in the same decision and under its append condition (a caller's delete
+    of a key it found empty: a value put there meanwhile must not survive a batch decided
+    after it). When one holds a value then (not one this batch remembered), nothing is
+    written and :class:`CommandRejectedError` ``key_not_vacant`` is raised (``parameter``
+    ``vacant[i]``): read again, and send the batch with a forget of that value.
 
     :raises CommandRejectedError: no operation (``empty_batch``), more than
         :data:`MAX_BATCH_OPS` (``batch_too_large``), or an operation whose statement is
@@ -132,13 +142,16 @@ def apply_batch(
     :raises InvalidNamespaceError: an invalid namespace.
     :raises NaiveDatetimeError: an ``occurred_at`` without a time zone.
     :raises NamespaceErasedError: the namespace was erased.
+    :raises CommandRejectedError: ``key_not_vacant`` (see ``vacant``).
     """
     check_namespace(namespace)
     specs = _specs(ops)
+    keys = _vacant_keys(vacant)
     direct = DirectCommands(engine, session_prefix)
     digests = engine.keyring.digests.for_call()  # the command's ids, read back below
+    then = _vacancy_check(keys) if keys else None
     try:
-        session_id, applied, report = direct.run_many(namespace, specs, digests=digests)
+        session_id, applied, report = direct.run_many(namespace, specs, digests=digests, then=then)
     except (UnknownMemoryError, SupersededTargetError) as e:
         if e.parameter is None:
             e.parameter = _refused_op(e, specs)
@@ -161,6 +174,43 @@ def apply_batch(
         outcomes=outcomes,
         report=report,
     )
+
+
+KEY_NOT_VACANT = "key_not_vacant"
+"""The reason code of a batch refused because a ``vacant`` key holds a value."""
+
+
+def _vacant_keys(vacant: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``vacant`` as match keys (:func:`~memory_ledger.ledger.ids.subject_predicate_key`).
+
+    :raises InvalidArgumentTypeError: an entry that is not a (subject, predicate) pair of
+        non-empty strings."""
+    keys = []
+    for index, pair in enumerate(vacant):
+        key = None
+        if isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
+            key = subject_predicate_key(pair[0], pair[1])
+        if key is None:
+            msg = f"vacant[{index}] must be a (subject, predicate) pair of non-empty strings"
+            raise InvalidArgumentTypeError(msg, parameter=f"vacant[{index}]")
+        keys.append(key)
+    return keys
+
+
+def _vacancy_check(keys: list[tuple[str, str]]) -> Callable[[Reconciler], None]:
+    """The check of ``apply_batch``'s ``vacant`` keys, run in the batch's decision."""
+
+    def check(reconciler: Reconciler) -> None:
+        ours = set(reconciler.activated)
+        for index, key in enumerate(keys):
+            if reconciler.current_under(key) - ours:
+                msg = (
+                    f"vacant[{index}] holds a value now (put since it was read); nothing was "
+                    "written: read it again"
+                )
+                raise CommandRejectedError(msg, KEY_NOT_VACANT, parameter=f"vacant[{index}]")
+
+    return check
 
 
 def _specs(ops: Iterable[BatchOp | str]) -> list[CommandSpec]:

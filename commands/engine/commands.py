@@ -15,7 +15,7 @@ from uuid import UUID
 
 import msgspec
 
-from memory_ledger.commands.canonical.bulk_forget import forget_all
+from memory_ledger.commands.canonical.bulk_forget import forget_all_at
 from memory_ledger.commands.engine.batch import (
     BATCH_SESSION_PREFIX,
     BatchOp,
@@ -134,6 +134,7 @@ class EngineCommands:
         ops: Iterable[BatchOp | str],
         *,
         session_prefix: str = BATCH_SESSION_PREFIX,
+        vacant: Iterable[tuple[str, str]] = (),
     ) -> BatchResult:
         """Write ``ops`` (:class:`Remember` / :class:`Forget`, a string remembers itself) as
         ONE command of ``namespace``: one append condition, one transaction, one sync,
@@ -141,10 +142,14 @@ class EngineCommands:
         is written (:func:`commands.engine.batch.apply_batch`, which lists the errors).
         ``session_prefix`` names the caller in the batch's session id (``batch-<hex>``;
         e.g. ``langgraph-`` for the LangGraph store), so ``explain`` shows who wrote it.
+        ``vacant``: (subject, predicate) keys that must hold nothing when the batch is
+        decided (else ``key_not_vacant``, nothing written: a delete of a key found empty).
         """
         with traced(self, "apply_batch", namespace) as span:
             return span.result(
-                apply_batch(self._engine, namespace, ops, session_prefix=session_prefix)
+                apply_batch(
+                    self._engine, namespace, ops, session_prefix=session_prefix, vacant=vacant
+                )
             )
 
     def remember_many(self, namespace: Namespace, items: Iterable[Remember | str]) -> BatchResult:
@@ -164,7 +169,9 @@ class EngineCommands:
         :raises ConcurrencyConflictError: concurrent commands kept overtaking it.
         """
         with traced(self, "forget_all", namespace) as span:
-            return span.result(forget_all(self._engine, namespace))
+            count, position = forget_all_at(self._engine, namespace)
+            span.position(position)
+            return span.result(count)
 
     # Erasure (commands/engine/encryption.py) -----------------------------------------------------
 

@@ -18,7 +18,7 @@ module gives it the decision's ledger reads and writes the short session.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -327,6 +327,7 @@ class DirectCommands:
         *,
         session_id: str | None = None,
         digests: IdDigests | None = None,
+        then: Callable[[Reconciler], None] | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision (one transaction, one
         sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
@@ -352,6 +353,10 @@ class DirectCommands:
 
         ``occurred_at`` (aware): when it was said, recorded in the command (the value's
         valid time, ``commands.canonical.reconcile``).
+
+        ``then``: called with the batch's reconciler after its commands were reconciled (in
+        every attempt); the memory events it plans follow theirs in the same decision (an
+        import restoring conflict marks and prunes: ``commands.canonical.restore``).
 
         ``session_id``: the short session's whole id, derived by a caller that makes the
         command idempotent (an import: from the imported item's own ids); it must start with
@@ -434,6 +439,7 @@ class DirectCommands:
                 session_version=1 + len(commands),
                 items=commands,
                 policy=policy,
+                then=then,
             )
             _refuse_declined_targets(reconciler, finished.report, commands)
             outcome.update(report=finished.report, commands=commands)

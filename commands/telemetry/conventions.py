@@ -74,8 +74,8 @@ NAMESPACE_DIGEST: Final = "memory_ledger.namespace.digest"
 (:meth:`~memory_ledger.commands.telemetry.options.Telemetry.namespace_digest`)."""
 LEDGER_POSITION: Final = "memory_ledger.ledger.position"
 """The ledger position of the operation's last event written, or the position a recall's
-answer reflects (from the operation's result; ``forget_all``, which returns a count, has
-none)."""
+answer reflects (from the operation's result; for ``forget_all``, which returns a count,
+the position of its last event, none when it forgot nothing and wrote nothing)."""
 REASON_CODE: Final = "memory_ledger.reason_code"
 """The ``reason_code`` of the typed error that refused the operation."""
 RECORDS_ADMITTED: Final = "memory_ledger.records.admitted"

@@ -90,6 +90,9 @@ class _Off:
         """``value``, unchanged."""
         return value
 
+    def position(self, value: int) -> None:
+        """Nothing."""
+
 
 _OFF = _Off()
 
@@ -293,6 +296,14 @@ class OperationSpan:
             except Exception:  # noqa: BLE001 - telemetry never fails an operation
                 span.set_attribute(CONTENT_WITHHELD, "unreadable_result")
         return value
+
+    def position(self, value: int) -> None:
+        """Record ``value`` as the ledger position of the operation's last event written
+        (for an operation whose result does not carry one, e.g. ``forget_all``'s count;
+        0 or less: nothing was written, nothing recorded)."""
+        span = self._span
+        if value > 0 and span is not None and span.is_recording():
+            span.set_attribute(LEDGER_POSITION, value)
 
     def _describe_result(self, span: Any, value: object) -> None:
         position = getattr(value, "position", None)

@@ -54,6 +54,7 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engi
 from memory_ledger.ledger.errors import (
     ForeignStoreError,
     LedgerDamagedError,
+    LedgerRecordError,
     LedgerTamperedError,
     MemoryLedgerError,
 )
@@ -135,7 +136,24 @@ def verify_ledger(
     """
     from memory_ledger.commands.engine.ledger_url import open_ledger  # the engine's imports
 
-    opened = open_ledger(Path(root).absolute(), ledger or None, create=False)
+    try:
+        opened = open_ledger(Path(root).absolute(), ledger or None, create=False)
+    except LedgerDamagedError as e:
+        if isinstance(e, LedgerRecordError | LedgerTamperedError):
+            raise  # a record, not the file: named as ever
+        # A page of the file LMDB refuses while the ledger opens (the main database, the
+        # identity records): damage, reported with its reason code, never an error.
+        return VerifyReport(
+            ok=False,
+            checked=0,
+            head=0,
+            problem=(
+                f"the ledger file is damaged below the records ({e.reason_code}; no position "
+                f"verified): {e}"
+            ),
+            opened=False,
+            damaged=True,
+        )
     try:
         mapper: object = opened.factory.mapper()
 

@@ -4,7 +4,7 @@ and status, as a versioned JSON Lines file that another store reads back
 
 The file (UTF-8, one JSON object a line)::
 
-    {"format": "memory-ledger.interchange", "version": 2, "memories": N, "digest": "sha256:..."}
+    {"format": "memory-ledger.interchange", "version": 3, "memories": N, "digest": "sha256:..."}
     {"key": "...", "status": "active", "pinned": false, "forgotten_at": null, "versions": [V, ...]}
     ...
 
@@ -12,9 +12,9 @@ The first line is the header; each further line is one memory: the chain of valu
 oldest first (each later value superseded the one before: a correction, or a newer value of
 the same subject and predicate). A version ``V`` is ``{"statement", "subject", "predicate",
 "value", "kind", "source", "scope", "reason", "importance", "confidence", "tags",
-"evidence", "document", "occurred_at", "recorded_at"}``. ``document`` (version 2; absent in
-version 1, read as false) says the value is a document value (``Remember(document=True)``,
-such as a LangGraph item's JSON: up to
+"evidence", "document", "conflicts_with", "occurred_at", "recorded_at"}``. ``document``
+(version 2; absent in version 1, read as false) says the value is a document value
+(``Remember(document=True)``, such as a LangGraph item's JSON: up to
 :data:`~memory_ledger.commands.extraction.validation.MAX_DOCUMENT_VALUE_CHARS` characters,
 kept exactly), so the import records it as one; the export marks a value a document when it
 could not have been recorded as a plain value (longer than
@@ -22,16 +22,22 @@ could not have been recorded as a plain value (longer than
 ``occurred_at`` is the version's valid time
 (when it was said; for a value remembered without one, the time the ledger recorded it);
 ``recorded_at`` is when the exporting store recorded it (information only: an import records
-its own). ``status`` is the last version's (``active``, ``conflicted``, ``forgotten``,
-``pruned``), ``pinned`` whether it is pinned, ``forgotten_at`` the time of the forget or
-prune. ``key`` is the digest of the line's content (``sha256:`` and 32 hex digits). Lines are
-ordered by the first version's ``occurred_at``, then ``key``.
+its own). ``conflicts_with`` (version 3; absent before, read as none) lists the versions of
+other memories this version was marked as contradicting, each ``{"key": K, "version": I}``:
+the line whose ``key`` is K, its version I (0 = oldest); the marks are on both sides, so each
+pair appears on both lines. ``status`` is the last version's (``active``, ``conflicted``,
+``forgotten``, ``pruned``), ``pinned`` whether it is pinned, ``forgotten_at`` the time of the
+forget or prune, ``pruned_rule`` (version 3) the rule a pruned memory was pruned by (null
+otherwise). ``key`` is the digest of the line's content without its ``conflicts_with``
+(``sha256:`` and 32 hex digits: so lines can name each other). Lines are ordered by the first
+version's ``occurred_at``, then ``key``.
 
 No ledger internals: no memory or session ids, positions or namespace (the host that
 imports says where the memories go). Two stores hold the same memories, versions and times
 exactly when their exports have the same ``digest`` (:func:`interchange_digest`: SHA-256
-over the memory lines without ``recorded_at``, and without ``document`` when it is false, so
-a version 1 file's digest still checks).
+over the memory lines without ``recorded_at``, and without ``document`` when it is false,
+``conflicts_with`` when empty and ``pruned_rule`` when null, so a version 1 or 2 file's
+digest still checks).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ __all__ = [
     "INTERCHANGE_VERSION",
     "READABLE_VERSIONS",
     "InterchangeMemory",
+    "InterchangePartner",
     "InterchangeReport",
     "InterchangeVersion",
     "export_interchange",
@@ -67,10 +74,20 @@ __all__ = [
 ]
 
 INTERCHANGE_FORMAT = "memory-ledger.interchange"
-INTERCHANGE_VERSION = 2
-"""The version of the interchange form this module writes (2: versions carry ``document``)."""
-READABLE_VERSIONS = frozenset({1, 2})
-"""The interchange versions the import reads (1: no ``document`` field, read as false)."""
+INTERCHANGE_VERSION = 3
+"""The version of the interchange form this module writes (2: versions carry ``document``;
+3: versions carry ``conflicts_with`` and lines ``pruned_rule``)."""
+READABLE_VERSIONS = frozenset({1, 2, 3})
+"""The interchange versions the import reads (1: no ``document`` field, read as false; 1
+and 2: no ``conflicts_with`` or ``pruned_rule``, read as none)."""
+
+
+class InterchangePartner(msgspec.Struct, frozen=True, kw_only=True):
+    """A version another memory line holds: the line's ``key`` and the ``version``'s index
+    in it (0 = oldest)."""
+
+    key: str
+    version: int
 
 
 class InterchangeVersion(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,6 +106,7 @@ class InterchangeVersion(msgspec.Struct, frozen=True, kw_only=True):
     tags: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
     document: bool = False
+    conflicts_with: tuple[InterchangePartner, ...] = ()
     occurred_at: datetime | None = None
     recorded_at: datetime | None = None
 
@@ -100,6 +118,7 @@ class InterchangeMemory(msgspec.Struct, frozen=True, kw_only=True):
     status: str
     pinned: bool = False
     forgotten_at: datetime | None = None
+    pruned_rule: str | None = None
     versions: tuple[InterchangeVersion, ...]
 
 
@@ -127,15 +146,20 @@ class InterchangeReport(msgspec.Struct, frozen=True, kw_only=True):
 _ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
-def memory_digest_bytes(memory: InterchangeMemory) -> bytes:
+def memory_digest_bytes(memory: InterchangeMemory, *, partners: bool = True) -> bytes:
     """The bytes of ``memory`` that the digest covers: its JSON without the versions'
-    ``recorded_at`` and without ``key`` (which is derived from them)."""
+    ``recorded_at`` and without ``key`` (which is derived from them); ``partners`` False:
+    without the versions' ``conflicts_with`` too (what the key covers)."""
     data = msgspec.to_builtins(memory)
     data.pop("key", None)
+    if data.get("pruned_rule") is None:
+        data.pop("pruned_rule", None)  # as versions 1 and 2 wrote it
     for version in data["versions"]:
         version.pop("recorded_at", None)
         if not version.get("document"):
             version.pop("document", None)  # as version 1 wrote it
+        if not partners or not version.get("conflicts_with"):
+            version.pop("conflicts_with", None)  # as versions 1 and 2 wrote it
     return _ENCODER.encode(data)
 
 
@@ -151,15 +175,16 @@ def interchange_digest(memories: Iterable[InterchangeMemory]) -> str:
 
 def memory_key(memory: InterchangeMemory) -> str:
     """The ``key`` of a memory line: ``sha256:`` and the first 32 hex digits of the SHA-256
-    of :func:`memory_digest_bytes` (its content, so the same memory has the same key in
-    every store)."""
-    return "sha256:" + hashlib.sha256(memory_digest_bytes(memory)).hexdigest()[:32]
+    of :func:`memory_digest_bytes` without the conflict partners (its content, so the same
+    memory has the same key in every store, and lines that name each other have keys)."""
+    content = memory_digest_bytes(memory, partners=False)
+    return "sha256:" + hashlib.sha256(content).hexdigest()[:32]
 
 
 _COLUMNS = (
     "memory_id, status, pinned, subject, predicate, value, statement, kind, source, scope, "
     "reason, importance, confidence, tags, evidence, occurred_at, activated_at, supersedes, "
-    "superseded_by, created_position"
+    "superseded_by, conflicts_with, created_position"
 )
 
 
@@ -214,15 +239,16 @@ def _version(row: dict[str, Any]) -> InterchangeVersion:
     )
 
 
-def _ended_at(engine: MemoryEngine, memory: str) -> datetime | None:
-    """The time of the forget or prune that ended ``memory`` (from its stream)."""
-    ended = None
+def _ended_at(engine: MemoryEngine, memory: str) -> tuple[datetime | None, str | None]:
+    """The time of the forget or prune that ended ``memory`` (from its stream), and the
+    rule of a prune (None for a forget)."""
+    ended, rule = None, None
     for event in engine.load_stream(UUID(memory)):
         if isinstance(event, MemoryForgotten):
-            ended = _aware(event.occurred_at) or _aware(event.recorded_at)
+            ended, rule = _aware(event.occurred_at) or _aware(event.recorded_at), None
         elif isinstance(event, MemoryPruned):
-            ended = _aware(event.recorded_at)
-    return ended
+            ended, rule = _aware(event.prune_time), event.rule
+    return ended, rule
 
 
 def _chains(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -251,22 +277,52 @@ def collect_memories(
     """The memories of ``namespace`` in the interchange form, in file order, and the ledger
     position they reflect."""
     position, rows = _rows(engine, namespace)
+    chains = _chains(rows)
     memories = []
-    for chain in _chains(rows):
+    where: dict[str, InterchangePartner] = {}  # memory id -> the line and version holding it
+    for chain in chains:
         last = chain[-1]
         status = str(last["status"])
-        ended = _ended_at(engine, last["memory_id"]) if status in ("forgotten", "pruned") else None
+        ended, rule = (
+            _ended_at(engine, last["memory_id"])
+            if status in ("forgotten", "pruned")
+            else (None, None)
+        )
         memory = InterchangeMemory(
             key="",
             status=status,
             pinned=bool(last["pinned"]),
             forgotten_at=ended,
+            pruned_rule=rule if status == "pruned" else None,
             versions=tuple(_version(row) for row in chain),
         )
-        memories.append(msgspec.structs.replace(memory, key=memory_key(memory)))
+        key = memory_key(memory)
+        memories.append(msgspec.structs.replace(memory, key=key))
+        for index, row in enumerate(chain):
+            where[row["memory_id"]] = InterchangePartner(key=key, version=index)
+    memories = [
+        _with_partners(memory, chain, where) for memory, chain in zip(memories, chains, strict=True)
+    ]
     far = datetime.max.replace(tzinfo=UTC)
     memories.sort(key=lambda m: (m.versions[0].occurred_at or far, m.key))
     return position, memories
+
+
+def _with_partners(
+    memory: InterchangeMemory,
+    chain: list[dict[str, Any]],
+    where: dict[str, InterchangePartner],
+) -> InterchangeMemory:
+    """``memory`` with each version's conflict partners (``where`` the line and version of
+    every memory id of the namespace; a partner not among them is left out), in order."""
+    if not any(row["conflicts_with"] for row in chain):
+        return memory
+    versions = []
+    for version, row in zip(memory.versions, chain, strict=True):
+        partners = {where[other] for other in row["conflicts_with"] or () if other in where}
+        ordered = tuple(sorted(partners, key=lambda p: (p.key, p.version)))
+        versions.append(msgspec.structs.replace(version, conflicts_with=ordered))
+    return msgspec.structs.replace(memory, versions=tuple(versions))
 
 
 def export_interchange(

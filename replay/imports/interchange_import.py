@@ -10,10 +10,14 @@ marked ``document`` is recorded as a document value (kept exactly, up to 64 KB).
 nothing; its session id derives from its key (``interchange-<40 hex>``), so a rerun writes
 nothing again and an interrupted import resumes.
 
-What commands cannot write comes back as near as they allow: a pruned memory is forgotten
-at its prune time, and a contradiction mark is not restored (a ``conflicted`` memory comes
-back active); both are counted in ``approximated``. Refused lines (a secret-shaped text,
-what validation refuses) are reported by line number and reason code, never their text.
+What no command says is restored in the same command (``commands.canonical.restore``): a
+pruned memory is pruned again, at ``forgotten_at`` with its ``pruned_rule`` (``imported``
+for a version 1 or 2 file, which has none), and each conflict mark of a version
+(``conflicts_with``) is marked again on both memories, by the line that comes second in the
+file (the partner must have been read, and imported, first: a mark naming a refused line
+is left out). A version 1 or 2 file has no partners: its ``conflicted`` memories come back
+active and are counted in ``approximated``. Refused lines (a secret-shaped text, what
+validation refuses) are reported by line number and reason code, never their text.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
 from memory_ledger.commands.canonical.explicit_command import CommandSpec
+from memory_ledger.commands.canonical.reconcile import Reconciler
+from memory_ledger.commands.canonical.restore import restore_conflict, restore_prune
 from memory_ledger.commands.engine.direct import DirectCommands
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
@@ -45,10 +52,17 @@ from memory_ledger.replay.imports.interchange import (
 )
 from memory_ledger.replay.imports.shared import REFUSALS, RefusedItem, keyed_session_id
 
-__all__ = ["INTERCHANGE_SESSION_PREFIX", "InterchangeImportReport", "import_interchange"]
+__all__ = [
+    "IMPORTED_PRUNE_RULE",
+    "INTERCHANGE_SESSION_PREFIX",
+    "InterchangeImportReport",
+    "import_interchange",
+]
 
 INTERCHANGE_SESSION_PREFIX = "interchange-"
 """Session ids of imported interchange lines start with this."""
+IMPORTED_PRUNE_RULE = "imported"
+"""The rule of a pruned memory restored from a line that names none (version 1 or 2)."""
 
 
 class InterchangeImportReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,8 +70,9 @@ class InterchangeImportReport(msgspec.Struct, frozen=True, kw_only=True):
     ``already`` imported by an earlier run, ``digest`` of the memory lines read
     (:func:`~memory_ledger.replay.imports.interchange.interchange_digest`) and whether it
     equals the header's (``digest_matches``: False for a file changed after its export or
-    cut short), ``approximated`` (pruned or conflicted: see the
-    module docstring), ``refused`` lines, the ledger head after it and the wall time."""
+    cut short), ``approximated`` (conflicted lines of a version 1 or 2 file, which come back
+    active: see the module docstring), ``refused`` lines, the ledger head after it and the
+    wall time."""
 
     path: str
     digest: str
@@ -149,10 +164,16 @@ def _item(version: InterchangeVersion) -> dict[str, Any]:
     }
 
 
+def _memory_id(digests: IdDigests, namespace: Namespace, statement: str) -> UUID:
+    """The id the store gives the memory of ``statement`` in ``namespace``."""
+    return digests.memory_id(namespace, normalize_statement(" ".join(statement.split())))
+
+
 def _specs(
     digests: IdDigests, namespace: Namespace, memory: InterchangeMemory
 ) -> list[CommandSpec]:
-    """The commands of one memory line, in order (``digests``: the store's id derivation)."""
+    """The commands of one memory line, in order (``digests``: the store's id derivation);
+    a prune is not a command (:func:`_restorer`)."""
     specs: list[CommandSpec] = []
     previous = None
     for version in memory.versions:
@@ -166,18 +187,49 @@ def _specs(
                 document=version.document,
             )
         )
-        previous = digests.memory_id(
-            namespace, normalize_statement(" ".join(version.statement.split()))
-        )
+        previous = _memory_id(digests, namespace, version.statement)
     if memory.pinned:
         specs.append(CommandSpec(intent="pin", text=None, target=previous))
-    if memory.status in ("forgotten", "pruned"):
+    if memory.status == "forgotten":
         specs.append(
             CommandSpec(
                 intent="forget", text=None, target=previous, occurred_at=memory.forgotten_at
             )
         )
     return specs
+
+
+def _restorer(
+    digests: IdDigests,
+    namespace: Namespace,
+    key: str,
+    memory: InterchangeMemory,
+    read: dict[str, tuple[str, ...]],
+    turn_id: int,
+) -> Callable[[Reconciler], None]:
+    """What the line's command restores after its versions: the conflict marks of its
+    versions whose partner line was read before it (``read``: key -> the statements of its
+    versions; a mark inside the line once per pair), then its prune."""
+    ours = [_memory_id(digests, namespace, v.statement) for v in memory.versions]
+
+    def restore(reconciler: Reconciler) -> None:
+        for index, version in enumerate(memory.versions):
+            for partner in version.conflicts_with:
+                if partner.key == key:
+                    if partner.version <= index or partner.version >= len(ours):
+                        continue  # the pair is restored from its other side, or is not one
+                    other = ours[partner.version]
+                else:
+                    statements = read.get(partner.key)
+                    if statements is None or not 0 <= partner.version < len(statements):
+                        continue  # a later line restores it (or a refused one: none)
+                    other = _memory_id(digests, namespace, statements[partner.version])
+                restore_conflict(reconciler, ours[index], other, turn_id)
+        if memory.status == "pruned":
+            rule = memory.pruned_rule or IMPORTED_PRUNE_RULE
+            restore_prune(reconciler, ours[-1], rule, memory.forgotten_at)
+
+    return restore
 
 
 def import_interchange(
@@ -202,6 +254,8 @@ def import_interchange(
     refused: list[RefusedItem] = []
     header, memories = read_interchange(path)
     digest = hashlib.sha256()
+    digests = engine.keyring.digests
+    read: dict[str, tuple[str, ...]] = {}  # the lines in the store: key -> their statements
     for number, memory in memories:
         lines += 1
         digest.update(memory_digest_bytes(memory) + b"\n")
@@ -209,19 +263,21 @@ def import_interchange(
         key = memory_key(memory)
         session_id = keyed_session_id(INTERCHANGE_SESSION_PREFIX, key)
         try:
-            if engine.load_stream(engine.keyring.digests.session_stream_id(namespace, session_id)):
+            if engine.load_stream(digests.session_stream_id(namespace, session_id)):
                 already += 1
             else:
-                direct.run_many(
-                    namespace,
-                    _specs(engine.keyring.digests, namespace, memory),
-                    session_id=session_id,
-                )
+                specs = _specs(digests, namespace, memory)
+                restore = _restorer(digests, namespace, key, memory, read, len(specs))
+                direct.run_many(namespace, specs, session_id=session_id, then=restore)
                 imported += 1
-                approximated += memory.status in ("pruned", "conflicted")
+                approximated += memory.status == "conflicted" and not any(
+                    version.conflicts_with for version in memory.versions
+                )
+            read[key] = tuple(version.statement for version in memory.versions)
         except CommandRejectedError as e:
             if e.reason_code == "session_exists":
                 already += 1
+                read[key] = tuple(version.statement for version in memory.versions)
             else:
                 refused.append(_refused(number, key, e))
         except REFUSALS as e:

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from memory_ledger.commands.engine import DirectCommands, Forget, Remember
-from memory_ledger.commands.engine.batch import check_op
+from memory_ledger.commands.engine.batch import KEY_NOT_VACANT, check_op
 from memory_ledger.commands.errors import (
     CommandRejectedError,
     SupersededTargetError,
     UnknownMemoryError,
 )
-from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record
+from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record, subject_of
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -116,7 +116,10 @@ class Writer:
         (:meth:`MemoryEngine.apply_batch`: one transaction, one sync, all or nothing); the
         ledger position of its last event (0: nothing to write). The one place a batch
         reaches the engine. A delete whose value was replaced or deleted meanwhile (the
-        engine refuses the whole batch) is re-read and the batch sent again.
+        engine refuses the whole batch) is re-read and the batch sent again; so is a delete
+        of an address found empty that holds a value when the batch is decided (the
+        engine's ``vacant`` check: a value put meanwhile never survives a delete decided
+        after it).
 
         :raises CommandRejectedError: a value the engine refuses (a secret-shaped value:
             ``secret_detected``; longer than ``MAX_VALUE_CHARS``: ``value_too_large``; not
@@ -137,44 +140,52 @@ class Writer:
         """
         for attempt in range(_RETRIES):
             try:
-                ops, sources = self._ops(puts)
+                ops, sources, vacant = self._ops(puts)
             except _Unencodable as e:
                 return RefusedWrite(put=e.put, error=e.error)
             if not ops:
                 return 0
             try:
                 return self.engine.apply_batch(
-                    self.namespace, ops, session_prefix=PUT_PREFIX
+                    self.namespace, ops, session_prefix=PUT_PREFIX, vacant=vacant
                 ).position
             except (SupersededTargetError, UnknownMemoryError):
                 if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
                     raise
             except CommandRejectedError as e:
+                if e.reason_code == KEY_NOT_VACANT and attempt < _RETRIES - 1:
+                    continue  # a value was put where a delete found none: read again
                 index = _op_index(e.parameter)
                 put = sources[index] if index is not None and index < len(sources) else None
                 return RefusedWrite(put=put, error=in_langgraph_words(e, len(ops)))
         return 0  # pragma: no cover (the loop returns or raises)
 
-    def _ops(self, puts: Sequence[Put]) -> tuple[list[Remember | Forget], list[int]]:
-        """The engine ops of ``puts`` and, for each, the index of the put it came from (a
-        delete of an address that holds nothing has no op).
+    def _ops(
+        self, puts: Sequence[Put]
+    ) -> tuple[list[Remember | Forget], list[int], list[tuple[str, str]]]:
+        """The engine ops of ``puts``, for each the index of the put it came from, and the
+        engine keys of the deletes of addresses that hold nothing (no op: the batch's
+        ``vacant`` keys, checked when it is decided).
 
         :raises _Unencodable: a put whose value cannot be recorded (``value_not_json``)."""
         ops: list[Remember | Forget] = []
         sources: list[int] = []
+        vacant: list[tuple[str, str]] = []
         for index, put in enumerate(puts):
             if put.value is None:
                 current = self.reader.current(put.namespace, put.key)
                 if current is not None:
                     ops.append(Forget(target=current.memory_id))
                     sources.append(index)
+                else:
+                    vacant.append((subject_of(put.namespace, put.key), PREDICATE))
                 continue
             try:
                 ops.append(_remember(put))
             except CommandRejectedError as e:
                 raise _Unencodable(index, e) from None
             sources.append(index)
-        return ops, sources
+        return ops, sources, vacant
 
     def check(self, put: Put) -> CommandRejectedError | None:
         """What the engine would refuse ``put`` with, sent alone (None: nothing; a delete

@@ -165,7 +165,7 @@ def test_interchange_files_of_another_form_are_refused(
         import_interchange(engine, NS, missing)
     assert caught.value.reason_code == "import_source_missing"
     newer = tmp_path / "newer.jsonl"
-    newer.write_text('{"format": "memory-ledger.interchange", "version": 3}\n')
+    newer.write_text('{"format": "memory-ledger.interchange", "version": 4}\n')
     with pytest.raises(InterchangeFormatError) as caught:
         import_interchange(engine, NS, newer)
     assert caught.value.reason_code == "interchange_version_unknown"

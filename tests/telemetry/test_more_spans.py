@@ -19,6 +19,7 @@ from memory_ledger.commands import MemoryEngine
 from memory_ledger.commands.telemetry.conventions import (
     CATCH_UP_DURATION,
     GEN_AI_OPERATION_NAME,
+    LEDGER_POSITION,
     MEMORY_STORE_ID,
     NAMESPACE_DIGEST,
     OPERATIONS,
@@ -69,6 +70,26 @@ def test_engine_and_session_operations_have_spans(traced: Traced) -> None:
         span = traced.one(operation)
         check(traced, span, operation)
         assert (span.attributes or {})[NAMESPACE_DIGEST] == digest
+
+
+def test_forget_all_span_carries_the_position_of_its_last_event(traced: Traced) -> None:
+    """``forget_all`` returns a count, yet its span names the ledger position of the last
+    event it wrote (the last MemoryForgotten), as every other write span does; a
+    ``forget_all`` that forgets nothing writes nothing and names no position."""
+    engine = traced.engine
+    engine.remember(NS, "Alice plays the cello.")
+    engine.remember(NS, "Alice keeps a red kayak.")
+    before = engine.head
+    assert engine.forget_all(NS) == 2
+    after = engine.head
+    assert after > before
+    (span,) = traced.spans("forget_all")
+    check(traced, span, "forget_all")
+    assert (span.attributes or {})[LEDGER_POSITION] == after
+    assert engine.forget_all(NS) == 0
+    assert engine.head == after
+    nothing = traced.spans("forget_all")[1]
+    assert LEDGER_POSITION not in (nothing.attributes or {})
 
 
 def test_rotate_master_key_has_a_span(tmp_path: Path) -> None:
