@@ -2,12 +2,13 @@
 
 Not a benchmark (so not in ``python -m benchmarks``): a conformance run. It copies
 LangGraph's store tests (``libs/checkpoint/tests/test_store.py`` and the store tests of
-``libs/checkpoint-postgres/tests``) out of a LangGraph checkout into a scratch folder,
-swaps only what builds the store for a :class:`LedgerStore` on a fresh temporary folder
-(the ``store``/``vector_store`` fixtures and ``_create_vector_store``, appended to the copy so
-they replace LangGraph's; in ``libs/checkpoint``, whose tests build ``InMemoryStore(...)``
-inline, that call), and runs pytest there. Nothing of LangGraph is written into this
-repository; the scratch folder is left for reading (``--scratch``).
+``libs/checkpoint-postgres/tests`` and ``libs/checkpoint-sqlite/tests``) out of a LangGraph
+checkout into a scratch folder, swaps only what builds the store for a :class:`LedgerStore`
+on a fresh temporary folder (the ``store``/``vector_store`` fixtures and the
+``_create_vector_store``/``create_vector_store`` helpers, appended to the copy so they
+replace LangGraph's; where a test builds its store inline, ``InMemoryStore(...)`` or
+``SqliteStore.from_conn_string(":memory:")``, that call), and runs pytest there. Nothing of
+LangGraph is written into this repository; the scratch folder is left for reading.
 
 Usage::
 
@@ -38,6 +39,10 @@ SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
         "libs/checkpoint-postgres/tests",
         ("test_store.py", "test_async_store.py", "embed_test_utils.py"),
     ),
+    "checkpoint_sqlite": (
+        "libs/checkpoint-sqlite/tests",
+        ("test_store.py", "test_async_store.py"),
+    ),
 }
 
 CONFTEST = '''"""Ours: the LedgerStore that replaces LangGraph's stores in its suites."""
@@ -49,7 +54,10 @@ import pytest
 
 from memory_ledger import Namespace
 from memory_ledger.replay.langgraph_store import LedgerStore
-from tests.embed_test_utils import CharacterEmbeddings
+try:
+    from tests.embed_test_utils import CharacterEmbeddings
+except ImportError:  # the SQLite suites define theirs in test_store.py
+    CharacterEmbeddings = None
 
 DEFAULT_URI = "unused://ledgerstore"
 VECTOR_TYPES = ["vector"]
@@ -149,6 +157,54 @@ async def vector_store(request, fake_embeddings):
         yield s
 """
 
+# Appended to the SQLite suites (their index config names the fields ``text_fields``).
+SQLITE_SYNC_FIXTURES = """
+
+# --- memory-ledger: the store builders, replaced by LedgerStore ---------------------------
+from tests.conftest import ledger_store as _ledger_store
+
+
+@contextmanager
+def _ledger_cm():
+    yield _ledger_store()
+
+
+@pytest.fixture(scope="function")
+def store(request):
+    yield _ledger_store()
+
+
+@contextmanager
+def create_vector_store(fake_embeddings, text_fields=None, distance_type="cosine",
+                        conn_type="memory"):
+    yield _ledger_store(
+        index={"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": text_fields}
+    )
+"""
+
+SQLITE_ASYNC_FIXTURES = """
+
+# --- memory-ledger: the store builders, replaced by LedgerStore ---------------------------
+from tests.conftest import ledger_store as _ledger_store
+
+
+@pytest.fixture(scope="function")
+async def store(request):
+    yield _ledger_store()
+
+
+@asynccontextmanager
+async def create_vector_store(fake_embeddings, conn_string=":memory:", text_fields=None):
+    yield _ledger_store(
+        index={"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": text_fields}
+    )
+"""
+
+SQLITE_INLINE = (
+    'with SqliteStore.from_conn_string(":memory:") as store:\n            store.setup()',
+    "with _ledger_cm() as store:\n            pass",
+)
+
 PYTEST_INI = """[pytest]
 asyncio_mode = auto
 asyncio_default_fixture_loop_scope = function
@@ -167,6 +223,10 @@ def _adapt(suite: str, name: str, text: str) -> str:
             'mocker.spy(InMemoryStore, "batch")', 'mocker.spy(LedgerStore, "batch")'
         )
         return text.replace("InMemoryStore(", "ledger_store(")
+    if suite == "checkpoint_sqlite" and name == "test_store.py":
+        return text.replace(*SQLITE_INLINE) + SQLITE_SYNC_FIXTURES
+    if suite == "checkpoint_sqlite":
+        return text + SQLITE_ASYNC_FIXTURES
     if name == "test_store.py":
         return text + POSTGRES_SYNC_FIXTURES
     if name == "test_async_store.py":
