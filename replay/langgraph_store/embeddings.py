@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_ledger.commands.embeddings import EmbeddingDescriptor
 from memory_ledger.commands.errors import InvalidArgumentError
+from memory_ledger.replay.langgraph_store.records import indexed_text
 
 if TYPE_CHECKING:
     from langgraph.store.base import IndexConfig
@@ -34,8 +35,16 @@ class LangGraphEmbeddingProvider:
         return self._descriptor
 
     def embed(self, texts: Sequence[str]) -> Any:
-        """Document vectors: ``embed_documents``."""
-        return self.embeddings.embed_documents(list(texts))
+        """Document vectors: ``embed_documents`` of each statement's indexed text (its
+        revision digest taken off, :func:`indexed_text`), as LangGraph's stores embed the
+        text at ``IndexConfig.fields`` and nothing else. An item with no indexed text is
+        not handed to the function (LangGraph embeds nothing for it); it gets a fixed unit
+        vector, and search gives it no score (``LedgerStore`` leaves it unranked)."""
+        wanted = [indexed_text(text) for text in texts]
+        given = [text for text in wanted if text]
+        vectors = iter(self.embeddings.embed_documents(given) if given else [])
+        blank = [1.0] + [0.0] * (self._descriptor.dimension - 1)
+        return [next(vectors) if text else blank for text in wanted]
 
     def embed_queries(self, texts: Sequence[str]) -> Any:
         """Query vectors: ``embed_query`` of each."""

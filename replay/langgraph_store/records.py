@@ -44,6 +44,7 @@ __all__ = [
     "checked_ttl",
     "encode_record",
     "index_text",
+    "indexed_text",
     "subject_of",
 ]
 
@@ -71,8 +72,19 @@ _STATEMENT_ROOM = 1960
 """Characters of indexed text kept in the statement (the engine allows 2,000; the rest is
 the revision digest)."""
 
+_REVISION = re.compile(r"(?:\A| )lgrev[0-9a-f]{16}\Z")
+"""The revision digest that ends every statement (:func:`encode_record`)."""
+
 Address = tuple[tuple[str, ...], str]
 """A LangGraph item's address: (namespace tuple, key)."""
+
+
+def indexed_text(statement: str) -> str:
+    """The indexed text of a record's ``statement``: the statement without its revision
+    digest (the digest keeps memory ids apart; it is no text of the item). This is what the
+    embedding function embeds; ``""`` for an item with nothing indexed (``index=False``,
+    ``[]``, or fields the value does not hold)."""
+    return _REVISION.sub("", statement)
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True):

@@ -45,6 +45,7 @@ from memory_ledger.replay.langgraph_store.matching import (
 )
 from memory_ledger.replay.langgraph_store.merged import Call, Outcome, collapse, run_merged
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
+from memory_ledger.replay.langgraph_store.records import indexed_text
 from memory_ledger.replay.langgraph_store.ttl import Refresher
 from memory_ledger.replay.langgraph_store.writes import Put, Writer
 
@@ -297,10 +298,13 @@ class LedgerStore(TickBatchedStore):
         everything = max(1, len(self.engine.retrievable_memories(self.namespace)))
         depth = min(everything, max(50, 4 * wanted))
         while True:  # a shallow ranking first; deeper when the prefix or filter drop too many
-            ranked, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
-            if depth >= everything or len(ranked) < depth:
-                return self._page(op, list(ranked), wanted, now)
-            kept = self._keep(op, list(ranked), wanted, now, unscored=False)
+            found, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
+            # an item with no indexed text is not ranked (LangGraph indexes nothing of it):
+            # it follows the matches unscored, however near its placeholder vector falls
+            ranked = [(doc, score) for doc, score in found if indexed_text(doc.statement)]
+            if depth >= everything or len(found) < depth:
+                return self._page(op, ranked, wanted, now)
+            kept = self._keep(op, ranked, wanted, now, unscored=False)
             if len(kept) >= wanted:
                 return self._items(op, kept, wanted)
             depth = everything

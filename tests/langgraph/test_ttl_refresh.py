@@ -11,6 +11,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+from langgraph.store.base import TTLConfig
+
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.replay.langgraph_store import LedgerStore
 from memory_ledger.replay.langgraph_store.ttl import REFRESH_SESSION, refresh_stream
@@ -152,3 +155,34 @@ def test_an_idle_store_still_writes_its_refresh(engine: MemoryEngine) -> None:
     while not engine.load_stream(stream) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(engine.load_stream(stream)) == 1
+
+
+@pytest.mark.parametrize("omit", [None, False, True], ids=["unset", "false", "true"])
+def test_an_expired_item_is_not_read_before_a_sweep_whatever_omit_expired_says(
+    engine: MemoryEngine, omit: bool | None
+) -> None:
+    """Expiry is judged at read time from the ledger (there is no unswept row to return), so
+    LangGraph's ``omit_expired`` behaviour holds even when the option is unset or False."""
+    clock = Clock()
+    config: TTLConfig = {"default_ttl": TTL}
+    if omit is not None:
+        config["omit_expired"] = omit
+    store = LedgerStore(engine, tenant(), ttl=config, clock=clock)
+    gone, kept = ("omit", "expired"), ("omit", "control")
+    for key in ("a", "b", "c"):
+        store.put(NS, key, {"k": key}, ttl=None)
+    store.put(NS, "old", {"k": "x"})
+    store.put(gone, "e", {"data": "gone"})
+    store.put(kept, "c", {"data": "keep"}, ttl=None)
+    clock.at(TTL * 60 + 0.5)  # past the TTL; nothing swept
+    assert store.get(gone, "e") is None
+    assert store.get(gone, "e", refresh_ttl=True) is None  # a refreshing read revives nothing
+    assert store.search(gone) == []
+    assert [i.key for i in store.search(kept)] == ["c"]
+    listed = store.list_namespaces(prefix=("omit",))
+    assert gone not in listed and kept in listed
+    first, second = store.search(NS, limit=2), store.search(NS, limit=2, offset=2)
+    assert len(first) == 2 and [i.key for i in first + second if i.key == "old"] == []
+    assert sorted(i.key for i in first + second) == ["a", "b", "c"]
+    assert store.sweep_ttl() == 2
+    assert [v.action for v in store.history(gone, "e")] == ["put", "expired"]
