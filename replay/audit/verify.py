@@ -51,6 +51,7 @@ from eventsourcing.persistence import MapperDeserialisationError
 from memory_ledger.commands.config import MemoryConfig
 from memory_ledger.commands.engine.encryption import unrecorded_erasures
 from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
+from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger.errors import (
     ForeignStoreError,
     LedgerDamagedError,
@@ -214,7 +215,7 @@ def verify_path(
             if settings.ledger or not isolate
             else VerifyReport(**walk_ledger(folder))
         )
-    except ForeignStoreError as e:
+    except (ForeignStoreError, StoreUnavailableError) as e:
         damaged = None if settings.ledger else open_failure_report(folder, e)
         if damaged is None:
             raise

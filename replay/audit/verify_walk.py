@@ -30,6 +30,7 @@ from typing import Any, cast
 
 import msgspec
 
+from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger.errors import ForeignStoreError, LedgerInternalError
 
 __all__ = ["PROGRESS_EVERY", "open_failure_report", "walk_ledger"]
@@ -40,6 +41,11 @@ PROGRESS_EVERY = 64
 _LMDB_MAGIC = 0xBEEFC0DE
 _META_PAGES = (0, 4096)
 """Byte offsets of LMDB's two meta pages (4 KiB pages); the magic is at 16 bytes in."""
+_META_LAST_PAGE = 136
+"""Offset in a meta page of its last used page number (``mm_last_pg``, 64-bit LMDB: the
+16-byte page header, then magic, version, address, map size and the two database records),
+followed by its transaction id (``mm_txnid``)."""
+_META_TXNID = 144
 
 
 def walk_ledger(root: Path) -> dict[str, Any]:
@@ -96,13 +102,22 @@ def walk_ledger(root: Path) -> dict[str, Any]:
     raise LedgerInternalError(msg, path=str(root))
 
 
-def open_failure_report(root: Path, error: ForeignStoreError) -> dict[str, Any] | None:
-    """A damage report (not ok) when ``error`` (``not_lmdb``, met opening the ledger of store
-    folder ``root``) is a damaged ledger file of a memory-ledger store; None when the folder
-    is not recognisably one (the error stands)."""
-    if error.reason_code != "not_lmdb":
-        return None
+def open_failure_report(
+    root: Path, error: ForeignStoreError | StoreUnavailableError
+) -> dict[str, Any] | None:
+    """A damage report (not ok) when ``error``, met opening the ledger of store folder
+    ``root``, is a damaged ledger file of a memory-ledger store: LMDB refused it as not an
+    LMDB file (``not_lmdb``), or could not open it (``ledger_unavailable``: e.g. "Cannot
+    allocate memory" when the meta page it reads claims a last page far past the file's end)
+    and that meta page is indeed implausible (:func:`_meta_damaged`). None when the folder is
+    not recognisably such a file (the error stands: a missing or locked store is not damage).
+    """
     data = root / "ledger" / "data.mdb"
+    if error.reason_code == "ledger_unavailable":
+        if not _meta_damaged(data):
+            return None
+    elif error.reason_code != "not_lmdb":
+        return None
     engine_made = (root / "projections").is_dir() or (root / "keys").is_dir()
     if not (engine_made or _lmdb_magic(data)):
         return None
@@ -118,6 +133,29 @@ def open_failure_report(root: Path, error: ForeignStoreError) -> dict[str, Any] 
         opened=False,
         damaged=True,
     )
+
+
+def _meta_damaged(data: Path) -> bool:
+    """Whether the meta page LMDB opens ``data`` by (of the two with LMDB's magic, the one
+    with the higher transaction id) claims a last page past the end of the file: LMDB then
+    maps far more than the file holds and fails to open it. False when the file cannot be
+    read or no meta page has the magic (nothing here says the file is a damaged ledger)."""
+    try:
+        size = data.stat().st_size
+        with data.open("rb") as f:
+            head = f.read(_META_PAGES[1] + _META_TXNID + 8)
+    except OSError:
+        return False
+    metas = [
+        struct.unpack_from("<QQ", head, at + _META_LAST_PAGE)
+        for at in _META_PAGES
+        if len(head) >= at + _META_TXNID + 8
+        and struct.unpack_from("<I", head, at + 16)[0] == _LMDB_MAGIC
+    ]
+    if not metas:
+        return False
+    last_page, _ = max(metas, key=lambda meta: meta[1])
+    return bool((int(last_page) + 1) * _META_PAGES[1] > size)
 
 
 def _lmdb_magic(data: Path) -> bool:

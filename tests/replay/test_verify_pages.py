@@ -62,3 +62,29 @@ def test_every_page_overwritten_with_ff_is_reported_never_an_error(
     assert 0 in outcomes and 1 in outcomes  # both meta pages: LMDB refuses them
     assert len(outcomes) > 2  # pages of the B-trees too
     assert any(PAGE_UNREADABLE in problem for problem in outcomes.values()), outcomes
+
+
+@pytest.mark.parametrize(
+    ("last_page", "txnid"),
+    [(0x00FFFFFFFFFFFF00, 0x0000FFFFFFFFFFFF), (1 << 40, 1 << 40)],
+)
+def test_a_meta_page_claiming_pages_past_the_file_is_damage_not_unavailable(
+    store: Path, tmp_path: Path, last_page: int, txnid: int
+) -> None:
+    """The meta page LMDB opens by (the higher transaction id) claims a last page far past
+    the file's end: LMDB fails to map it ("Cannot allocate memory"), which is a damaged
+    ledger file (exit 1), not a store that cannot be opened (exit 2)."""
+    from memory_ledger.replay.audit.verify_walk import _meta_damaged
+
+    copy = tmp_path / "meta"
+    shutil.copytree(store, copy)
+    data = copy / "ledger" / "data.mdb"
+    assert not _meta_damaged(data)  # a healthy file's meta pages are plausible
+    with data.open("r+b") as f:
+        f.seek(136)
+        f.write(last_page.to_bytes(8, "little") + txnid.to_bytes(8, "little"))
+    assert _meta_damaged(data)
+    result = CliRunner().invoke(app, ["verify", "--store", str(copy), "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["damaged"] and "meta pages" in report["problem"]
