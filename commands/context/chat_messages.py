@@ -15,6 +15,7 @@ from typing import Literal
 
 import msgspec
 
+from memory_ledger.commands.extraction.validation import schema_detail
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.projections.tokens import TokenCounter, estimate_tokens
 
@@ -85,6 +86,6 @@ def as_messages(items: Sequence[ChatMessage | dict[str, object]]) -> list[ChatMe
                 out.append(msgspec.convert(item, ChatMessage))
             except msgspec.ValidationError as e:
                 raise InvalidArgumentError(
-                    f"not a chat message: {e}", parameter="messages"
+                    f"not a chat message: {schema_detail(str(e))}", parameter="messages"
                 ) from None
     return out

@@ -32,6 +32,7 @@ __all__ = [
     "cited_ids",
     "has_injection_marker",
     "has_visible_text",
+    "schema_detail",
     "validate_item",
 ]
 
@@ -116,7 +117,7 @@ _QUOTING = {
 is kept of them."""
 
 
-def _schema_detail(message: str) -> str:
+def schema_detail(message: str) -> str:
     """msgspec's validation ``message`` without the item text it quotes (an invalid enum
     value, an unknown field's name: a canary secret there was stored in CandidateRejected
     and echoed by a command's error); the path (`` - at `$.kind```) is kept."""
@@ -214,7 +215,7 @@ def validate_item(
         try:
             item = msgspec.convert(_relations_as_lists(raw), ExtractedItem)
         except msgspec.ValidationError as e:
-            return Rejection("schema_invalid", _schema_detail(str(e)), _schema_field(str(e)))
+            return Rejection("schema_invalid", schema_detail(str(e)), _schema_field(str(e)))
     else:
         return Rejection("not_an_object", f"expected an object, got {type(raw).__name__}")
 

@@ -47,11 +47,12 @@ import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, cast
 from uuid import UUID
 
 import msgspec
 
+from memory_ledger.commands.canonical.memory_state import Status
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.extraction.validation import MAX_FIELD_CHARS
 from memory_ledger.ledger.events import MemoryForgotten, MemoryPruned
@@ -107,18 +108,27 @@ class InterchangeVersion(msgspec.Struct, frozen=True, kw_only=True):
     evidence: tuple[str, ...] = ()
     document: bool = False
     conflicts_with: tuple[InterchangePartner, ...] = ()
+    pinned: bool = False
+    """(version 3) This value was pinned when a later one superseded it (the last value's pin
+    is the line's ``pinned``)."""
     occurred_at: datetime | None = None
     recorded_at: datetime | None = None
+
+
+MAX_RULE_NAME = 200
+"""The longest ``pruned_rule`` a line may carry (characters; a rule's name, not a text)."""
 
 
 class InterchangeMemory(msgspec.Struct, frozen=True, kw_only=True):
     """One memory line: its versions oldest first, and where the last one stands."""
 
     key: str
-    status: str
+    status: Status
+    """Where the last version stands: a status of canonical memory (a line with another is
+    refused when read, naming the line)."""
     pinned: bool = False
     forgotten_at: datetime | None = None
-    pruned_rule: str | None = None
+    pruned_rule: Annotated[str, msgspec.Meta(max_length=MAX_RULE_NAME)] | None = None
     versions: tuple[InterchangeVersion, ...]
 
 
@@ -158,6 +168,8 @@ def memory_digest_bytes(memory: InterchangeMemory, *, partners: bool = True) -> 
         version.pop("recorded_at", None)
         if not version.get("document"):
             version.pop("document", None)  # as version 1 wrote it
+        if not version.get("pinned"):
+            version.pop("pinned", None)  # as versions 1 and 2 wrote it
         if not partners or not version.get("conflicts_with"):
             version.pop("conflicts_with", None)  # as versions 1 and 2 wrote it
     return _ENCODER.encode(data)
@@ -218,9 +230,10 @@ def is_document_value(value: str | None) -> bool:
     return len(value) > MAX_FIELD_CHARS["value"] or value != " ".join(value.split())
 
 
-def _version(row: dict[str, Any]) -> InterchangeVersion:
+def _version(row: dict[str, Any], *, last: bool) -> InterchangeVersion:
     recorded = _aware(row["activated_at"])
     return InterchangeVersion(
+        pinned=bool(row["pinned"]) and not last,
         statement=row["statement"],
         subject=row["subject"],
         predicate=row["predicate"],
@@ -282,7 +295,7 @@ def collect_memories(
     where: dict[str, InterchangePartner] = {}  # memory id -> the line and version holding it
     for chain in chains:
         last = chain[-1]
-        status = str(last["status"])
+        status = cast(Status, str(last["status"]))  # the read model holds only these
         ended, rule = (
             _ended_at(engine, last["memory_id"])
             if status in ("forgotten", "pruned")
@@ -294,7 +307,9 @@ def collect_memories(
             pinned=bool(last["pinned"]),
             forgotten_at=ended,
             pruned_rule=rule if status == "pruned" else None,
-            versions=tuple(_version(row) for row in chain),
+            versions=tuple(
+                _version(row, last=index == len(chain) - 1) for index, row in enumerate(chain)
+            ),
         )
         key = memory_key(memory)
         memories.append(msgspec.structs.replace(memory, key=key))

@@ -37,6 +37,7 @@ from memory_ledger.commands.canonical.restore import restore_conflict, restore_p
 from memory_ledger.commands.engine.direct import DirectCommands
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
+from memory_ledger.commands.extraction.validation import schema_detail
 from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.replay.imports.errors import ImportSourceError, InterchangeFormatError
@@ -138,8 +139,10 @@ def _memories(file: Path) -> Iterator[tuple[int, InterchangeMemory]]:
             try:
                 memory = decoder.decode(raw)
             except msgspec.DecodeError as e:
-                # msgspec names the field, never the value
-                msg = f"line {number} of {str(file)!r} is not an interchange memory ({e})"
+                # msgspec quotes an invalid enum value or an unknown field's name: only the
+                # kind of error and the path are kept (a secret there never reaches an error)
+                detail = schema_detail(str(e))
+                msg = f"line {number} of {str(file)!r} is not an interchange memory ({detail})"
                 raise InterchangeFormatError(msg, path=str(file), line=number) from None
             if not memory.versions:
                 msg = f"line {number} of {str(file)!r} holds no version"
@@ -188,6 +191,8 @@ def _specs(
             )
         )
         previous = _memory_id(digests, namespace, version.statement)
+        if version.pinned and version is not memory.versions[-1]:
+            specs.append(CommandSpec(intent="pin", text=None, target=previous))
     if memory.pinned:
         specs.append(CommandSpec(intent="pin", text=None, target=previous))
     if memory.status == "forgotten":

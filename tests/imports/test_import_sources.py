@@ -179,6 +179,31 @@ def test_interchange_files_of_another_form_are_refused(
     assert engine.head == 0
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("status", "weird"), ("pruned_rule", "r" * 100_000)],
+)
+def test_a_line_whose_status_or_rule_cannot_be_represented_is_refused_by_line(
+    engine: MemoryEngine, tmp_path: Path, field: str, value: str
+) -> None:
+    """A status that is none of canonical memory's, or a prune rule far longer than a
+    rule's name, would come back as something else (an unknown status as active): the line
+    is refused, naming the line and the field, and nothing is written."""
+    import json
+
+    version = {"statement": "Alice likes tea.", "subject": "Alice"}
+    line = {"key": "k", "status": "pruned", "versions": [version], field: value}
+    path = tmp_path / f"{field}.jsonl"
+    path.write_text(
+        '{"format": "memory-ledger.interchange", "version": 3}\n' + json.dumps(line) + "\n"
+    )
+    with pytest.raises(InterchangeFormatError) as caught:
+        import_interchange(engine, NS, path)
+    assert caught.value.reason_code == "interchange_line_invalid" and caught.value.line == 2
+    assert field in str(caught.value) and value[:50] not in str(caught.value)
+    assert engine.head == 0
+
+
 def test_the_errors_pickle_with_their_attributes() -> None:
     import pickle
 
