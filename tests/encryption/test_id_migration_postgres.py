@@ -1,0 +1,105 @@
+"""The id format step for a PostgreSQL ledger (docs/erasure.md "Migrating a store to keyed
+ids"): the documented route, as the four commands a host runs.
+
+A format-1 store written by this release on PostgreSQL (its ``<events>_keys`` table records
+id format 1 before the first write) goes through ``backup --ledger`` -> ``restore`` ->
+``migrate --store`` -> ``migrate --to`` a new, empty schema. Afterwards every memory, recall
+answer, history and event read from the new ledger equals the one read from the old ledger
+modulo ids, the chain verifies, and no public digest of a name or statement is in any table
+of the new schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from uuid import UUID
+
+import psycopg
+import pytest
+from psycopg import sql
+from typer.testing import CliRunner
+
+from memory_ledger.commands import MemoryEngine
+from memory_ledger.ledger.digests import ID_FORMAT_KEYED, ID_FORMAT_UNKEYED
+from memory_ledger.replay import verify_store
+from memory_ledger.replay.cli.app import app
+from tests.encryption.test_id_migration import OTHER, _answers, _public_guesses, format1_store
+from tests.encryption.test_keyed_digests import ERASED, KEPT
+from tests.pg import BASE_URL, fresh_schema, url_for
+
+
+def _cli(*args: str) -> dict[str, object]:
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    decoded: dict[str, object] = json.loads(result.output)
+    return decoded
+
+
+def _schema_text(schema: str) -> str:
+    """Every row of every table of ``schema`` as the server prints it (bytea as hex)."""
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        tables = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (schema,),
+            ).fetchall()
+        ]
+        assert tables
+        rows: list[str] = []
+        for table in tables:
+            query = sql.SQL("SELECT t::text FROM {0}.{1} t").format(
+                sql.Identifier(schema), sql.Identifier(table)
+            )
+            rows += [str(r[0]) for r in conn.execute(query).fetchall()]
+    return "\n".join(rows).lower()
+
+
+def _in_schema(text: str, value: bytes | UUID) -> bool:
+    if isinstance(value, UUID):
+        return any(n in text for n in (str(value), value.hex))
+    return value.hex() in text or value.decode("utf-8", "replace").lower() in text
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_a_format_1_postgres_ledger_moves_to_keyed_ids_by_the_documented_route(
+    tmp_path: Path, encrypted: bool
+) -> None:
+    master = os.urandom(32) if encrypted else None
+    key_args: list[str] = []
+    if master is not None:
+        (tmp_path / "master.key").write_bytes(master)
+        key_args = ["--master-key-file", str(tmp_path / "master.key")]
+    with fresh_schema() as old_schema, fresh_schema() as new_schema:
+        old, new = url_for(old_schema), url_for(new_schema)
+        host = format1_store(tmp_path / "host", master, ledger=old)
+        with MemoryEngine.open(host, sync=False, master_key=master, ledger=old) as engine:
+            assert engine.keyring.digests.id_format == ID_FORMAT_UNKEYED
+        _answers(host, master, old)  # recall appends records: compare the second answers
+        before = _answers(host, master, old)
+        guesses = [g for ns in (ERASED, KEPT, OTHER) for g in _public_guesses(ns)]
+        assert any(_in_schema(_schema_text(old_schema), v) for _, v in guesses)
+
+        # The route (docs/erasure.md), with every host of the old ledger stopped.
+        backup, folder = tmp_path / "backup", tmp_path / "folder"
+        _cli("backup", "--store", str(host), "--ledger", old, "--out", str(backup), *key_args)
+        restored = _cli("restore", str(backup), "--store", str(folder), *key_args)
+        assert restored["ok"]
+        step = _cli("migrate", "--store", str(folder), *key_args)
+        assert step["migrated"] and step["id_format_after"] == ID_FORMAT_KEYED
+        copied = _cli("migrate", "--store", str(folder), "--to", new, *key_args)
+        assert copied["ok"] and copied["copied"] == step["head"]
+
+        new_host = tmp_path / "new-host"
+        after = _answers(new_host, master, new)
+        assert after["events"][: len(before["events"])] == before["events"]
+        assert {k: v for k, v in after.items() if k != "events"} == {
+            k: v for k, v in before.items() if k != "events"
+        }
+        with MemoryEngine.open(new_host, sync=False, master_key=master, ledger=new) as engine:
+            assert engine.keyring.digests.id_format == ID_FORMAT_KEYED
+            assert verify_store(engine).ok
+        text = _schema_text(new_schema)
+        assert [label for label, v in guesses if _in_schema(text, v)] == []
