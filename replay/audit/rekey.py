@@ -28,8 +28,8 @@ old digests). A store of id format 2 needs nothing (the report says so). The sto
 closed by every other process while the step runs; a write by another process during the
 copy makes it refuse (``store_in_use``) and leave the old store as it was.
 
-The PostgreSQL ledger is not migrated by this step (docs/erasure.md says how to move such a
-ledger through a store folder).
+A PostgreSQL ledger is migrated by :mod:`.rekey_postgres` (the same record mapping,
+:func:`copy_rekeyed`, into new tables of its database, swapped in by one transaction).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import copy
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,8 @@ from memory_ledger.ledger.digests import ID_FORMAT_KEYED
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.key_store import FileKeyStore, KeyStoreState
-from memory_ledger.ledger.master_key import KEY_SIZE, MasterKeySpec
+from memory_ledger.ledger.key_store import FileKeyStore, KeyStore, KeyStoreState
+from memory_ledger.ledger.master_key import KEY_SIZE, KeyWrapper, MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, chain_hash, decode_entry, encode_body
 from memory_ledger.ledger.sealing import SEALED
 from memory_ledger.replay.audit.rekey_ids import IdRewriter
@@ -67,7 +68,9 @@ _PARTS = ("ledger", "keys")
 class IdMigrationError(MemoryLedgerError, RuntimeError):
     """The id format step refused; nothing of the store changed. ``reason_code``:
     ``store_in_use`` (another process wrote during the copy), ``postgres_ledger`` (the store's
-    ledger is in PostgreSQL), ``copy_unverified`` (the new ledger failed verification)."""
+    ledger is in PostgreSQL: :mod:`.rekey_postgres` migrates it), ``copy_unverified`` (the
+    new ledger failed verification), ``postgres_error`` (the PostgreSQL server refused the
+    step's scratch schema or swap)."""
 
     reason_code = "id_migration_refused"
 
@@ -113,7 +116,11 @@ def migrate_ids(
     started = time.perf_counter()
     config = load_config_from(config or load_config(), embeddings="none")
     if config.ledger:
-        msg = "the id format step rewrites an LMDB ledger; this configuration names PostgreSQL"
+        msg = (
+            "this step rewrites an LMDB ledger and the configuration names PostgreSQL: use "
+            "memory_ledger.replay.audit.rekey_postgres.migrate_postgres_ids "
+            "(memory-ledger migrate --store DIR --ledger URL)"
+        )
         raise IdMigrationError(msg, reason_code="postgres_ledger")
     config = load_config_from(config, ledger="")
     root = Path(store).absolute()
@@ -174,7 +181,28 @@ def migrate_ids(
 
 
 def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, int]:
-    """Write the rewritten ledger and key store into ``new``; ``(head, throwaway ids)``."""
+    """Write the rewritten ledger and key store into the folder ``new``; ``(head,
+    throwaway ids)``."""
+
+    def open_target(master: KeyWrapper | None) -> MemoryEngine:
+        return MemoryEngine.open(new, config=config, master_key=master, sync=True)
+
+    return copy_rekeyed(source, FileKeyStore(new / "keys"), open_target)
+
+
+def copy_rekeyed(
+    source: MemoryEngine,
+    keys: KeyStore,
+    open_target: Callable[[KeyWrapper | None], MemoryEngine],
+) -> tuple[int, int]:
+    """Write ``source``'s ledger, every name-derived id replaced by its keyed id, into an
+    empty ledger whose key store is ``keys`` (written before the ledger is opened) and
+    which ``open_target(master key)`` opens; ``(head, throwaway ids)``. Shared by the
+    LMDB step and the PostgreSQL one (:mod:`.rekey_postgres`).
+
+    :raises LedgerError: a ledger cannot be read or written.
+    :raises KeyStoreError: a key store cannot be read or written.
+    """
     log, decode = source.ledger_log(), source.event_decoder()
     with source.ledger_guard():
         head = source.ledger_log().max_notification_id() or 0
@@ -194,7 +222,6 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
     master = source.keyring.master
     old = source.keyring.store.read()
     store_key = os.urandom(KEY_SIZE)
-    keys = FileKeyStore(new / "keys")
     first = msgspec.structs.replace(  # erasure records come after the copy: opening an
         old,  # engine on an empty ledger would record their erasures again
         keys=tuple(r for r in old.keys if not r.erased),
@@ -203,7 +230,7 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
         id_key_wrapped=master.wrap(store_key) if old.master_key_id and master else None,
     )
     keys.update(lambda _: (first, None))
-    with MemoryEngine.open(new, config=config, master_key=master, sync=True) as target:
+    with open_target(master) as target:
         digests = target.keyring.digests
         from_data_key = old.master_key_id is not None and old.clear_until == 0
 

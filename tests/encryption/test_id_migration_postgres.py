@@ -22,8 +22,13 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from memory_ledger.commands import MemoryEngine
+from memory_ledger.commands.config import MemoryConfig, load_config_from
 from memory_ledger.ledger.digests import ID_FORMAT_KEYED, ID_FORMAT_UNKEYED
+from memory_ledger.ledger.faults import FAULTS
 from memory_ledger.replay import verify_store
+from memory_ledger.replay.audit import rekey_postgres
+from memory_ledger.replay.audit.rekey import IdMigrationError, migrate_ids
+from memory_ledger.replay.audit.rekey_postgres import migrate_postgres_ids
 from memory_ledger.replay.cli.app import app
 from tests.encryption.test_id_migration import OTHER, _answers, _public_guesses, format1_store
 from tests.encryption.test_keyed_digests import ERASED, KEPT
@@ -103,3 +108,97 @@ def test_a_format_1_postgres_ledger_moves_to_keyed_ids_by_the_documented_route(
             assert verify_store(engine).ok
         text = _schema_text(new_schema)
         assert [label for label, v in guesses if _in_schema(text, v)] == []
+
+
+def _schemas(prefix: str) -> list[str]:
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE %s",
+            (prefix + "%",),
+        ).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_migrate_ledger_rewrites_a_format_1_postgres_ledger_in_place(
+    tmp_path: Path, encrypted: bool
+) -> None:
+    master = os.urandom(32) if encrypted else None
+    key_args: list[str] = []
+    if master is not None:
+        (tmp_path / "master.key").write_bytes(master)
+        key_args = ["--master-key-file", str(tmp_path / "master.key")]
+    with fresh_schema() as schema:
+        url = url_for(schema)
+        host = format1_store(tmp_path / "host", master, ledger=url)
+        _answers(host, master, url)
+        before = _answers(host, master, url)
+        guesses = [g for ns in (ERASED, KEPT, OTHER) for g in _public_guesses(ns)]
+
+        report = _cli("migrate", "--store", str(host), "--ledger", url, *key_args)
+        assert report["migrated"] and report["id_format_after"] == ID_FORMAT_KEYED
+        assert report["head"] == before["events"][-1]["position"]
+        assert _schemas(schema) == [schema]  # the scratch and aside schemas are gone
+        # This host's projections were rebuilt; another host builds its own.
+        for folder in (host, tmp_path / "other-host"):
+            after = _answers(folder, master, url)
+            assert after["events"][: len(before["events"])] == before["events"]
+            assert {k: v for k, v in after.items() if k != "events"} == {
+                k: v for k, v in before.items() if k != "events"
+            }
+        with MemoryEngine.open(host, sync=False, master_key=master, ledger=url) as engine:
+            assert engine.keyring.digests.id_format == ID_FORMAT_KEYED
+            assert verify_store(engine).ok
+        text = _schema_text(schema)
+        assert [label for label, v in guesses if _in_schema(text, v)] == []
+        again = _cli("migrate", "--store", str(host), "--ledger", url, *key_args)
+        assert again["migrated"] is False
+
+
+def test_a_write_during_the_copy_or_a_crash_in_the_swap_leaves_the_old_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fresh_schema() as schema:
+        url = url_for(schema)
+        host = format1_store(tmp_path / "host", None, ledger=url)
+        _answers(host, None, url)
+        before = _answers(host, None, url)
+        verify = rekey_postgres.verify_store
+
+        def written_meanwhile(engine: MemoryEngine) -> object:
+            with MemoryEngine.open(tmp_path / "writer", sync=False, ledger=url) as writer:
+                writer.remember(KEPT, "Bartholomew likes plums.")
+            return verify(engine)
+
+        monkeypatch.setattr(rekey_postgres, "verify_store", written_meanwhile)
+        with pytest.raises(IdMigrationError) as e:
+            migrate_postgres_ids(host, url)
+        assert e.value.reason_code == "store_in_use"
+        monkeypatch.setattr(rekey_postgres, "verify_store", verify)
+        assert _schemas(schema) == [schema]
+        with pytest.raises(IdMigrationError) as e:  # the LMDB step points to this one
+            migrate_ids(host, config=load_config_from(MemoryConfig(), ledger=url))
+        assert e.value.reason_code == "postgres_ledger"
+        with MemoryEngine.open(host, sync=False, ledger=url) as engine:
+            assert engine.keyring.digests.id_format == ID_FORMAT_UNKEYED
+            engine.forget(KEPT, "Bartholomew likes plums.")
+        _answers(host, None, url)
+        before = _answers(host, None, url)
+
+        def crash() -> None:
+            raise KeyboardInterrupt
+
+        FAULTS["rekey_postgres.swap"] = crash
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                migrate_postgres_ids(host, url)
+        finally:
+            del FAULTS["rekey_postgres.swap"]
+        assert _schemas(schema) == [schema]
+        unchanged = _answers(host, None, url)
+        assert unchanged["memories"] == before["memories"]
+        with MemoryEngine.open(host, sync=False, ledger=url) as engine:
+            assert engine.keyring.digests.id_format == ID_FORMAT_UNKEYED
+        assert migrate_postgres_ids(host, url).migrated  # the rerun completes
+        after = _answers(host, None, url)
+        assert after["memories"] == before["memories"] and after["history"] == before["history"]
