@@ -143,6 +143,7 @@ def migrate_postgres_ids(
         # through an engine opened first without it (opening writes no key).
         with MemoryEngine.open(work / "keys", config=config, ledger=scratch_url) as keys:
             head, throwaway = copy_rekeyed(source, keys.keyring.store, open_target)
+        events = str(getattr(source.recorder, "events_table_name", "stored_events"))
     try:
         with MemoryEngine.open(
             work / "verify", create=False, config=config, master_key=master_key, ledger=scratch_url
@@ -151,7 +152,7 @@ def migrate_postgres_ids(
         if not report.ok or report.head != head:
             msg = f"the rewritten ledger does not verify ({report.problem}); it is unchanged"
             raise IdMigrationError(msg, reason_code="copy_unverified")
-        _swap(url, scratch, aside, head)
+        _swap(url, (scratch, aside), events, head)
     except BaseException:
         _drop_schema(url, scratch)
         shutil.rmtree(work, ignore_errors=True)
@@ -175,9 +176,11 @@ def migrate_postgres_ids(
     )
 
 
-def _swap(url: PostgresLedgerURL, scratch: str, aside: str, head: int) -> None:
-    """In one transaction: refuse if the live ledger moved past ``head``, then move its
-    tables aside, the scratch schema's tables in, and drop both other schemas."""
+def _swap(url: PostgresLedgerURL, schemas: tuple[str, str], events: str, head: int) -> None:
+    """In one transaction: refuse if the live ledger (events table ``events``) moved past
+    ``head``, then move its tables to the aside schema, the scratch schema's tables in, and
+    drop both other schemas (``schemas``: scratch, aside)."""
+    scratch, aside = schemas
     live = sql.Identifier(url.schema)
     try:
         with _connect(url) as conn, conn.transaction():
@@ -188,7 +191,6 @@ def _swap(url: PostgresLedgerURL, scratch: str, aside: str, head: int) -> None:
                     (scratch,),
                 ).fetchall()
             ]
-            events = min(tables, key=len)  # stored_events, beside its _meta, _tags, _keys
             conn.execute(sql.SQL("SET LOCAL lock_timeout = {0}").format(sql.Literal(_LOCK_TIMEOUT)))
             conn.execute(
                 sql.SQL("LOCK TABLE {0}.{1} IN ACCESS EXCLUSIVE MODE").format(
