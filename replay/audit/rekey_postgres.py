@@ -114,7 +114,6 @@ def migrate_postgres_ids(
     root = Path(store).absolute()
     work = root / ID_MIGRATION_DIR
     shutil.rmtree(work, ignore_errors=True)
-    _drop_schema(url, scratch)  # a copy an earlier run did not finish
     with MemoryEngine.open(
         root, create=False, config=config, master_key=master_key, ledger=ledger
     ) as source:
@@ -128,6 +127,7 @@ def migrate_postgres_ids(
                 id_format_after=before,
                 seconds=time.perf_counter() - started,
             )
+        _drop_schema(url, scratch)  # a copy an earlier run did not finish
         try:
             with _connect(url) as conn:
                 conn.execute(sql.SQL("CREATE SCHEMA {0}").format(sql.Identifier(scratch)))
