@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -26,13 +27,13 @@ from memory_ledger.commands.config import MemoryConfig, load_config_from
 from memory_ledger.ledger.digests import ID_FORMAT_KEYED, ID_FORMAT_UNKEYED
 from memory_ledger.ledger.faults import FAULTS
 from memory_ledger.replay import verify_store
-from memory_ledger.replay.audit import rekey_postgres
+from memory_ledger.replay.audit import rekey_ids, rekey_postgres
 from memory_ledger.replay.audit.rekey import IdMigrationError, migrate_ids
 from memory_ledger.replay.audit.rekey_postgres import migrate_postgres_ids
 from memory_ledger.replay.cli.app import app
 from tests.encryption.test_id_migration import OTHER, _answers, _public_guesses, format1_store
 from tests.encryption.test_keyed_digests import ERASED, KEPT
-from tests.pg import BASE_URL, fresh_schema, url_for
+from tests.pg import BASE_URL, drop_schema, fresh_schema, url_for
 
 
 def _cli(*args: str) -> dict[str, object]:
@@ -202,3 +203,36 @@ def test_a_write_during_the_copy_or_a_crash_in_the_swap_leaves_the_old_ledger(
         assert migrate_postgres_ids(host, url).migrated  # the rerun completes
         after = _answers(host, None, url)
         assert after["memories"] == before["memories"] and after["history"] == before["history"]
+
+
+def test_a_crash_during_the_copy_leaves_a_scratch_schema_that_the_rerun_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fresh_schema() as schema:
+        url = url_for(schema)
+        host = format1_store(tmp_path / "host", None, ledger=url)
+        _answers(host, None, url)
+        before = _answers(host, None, url)
+        calls = {"n": 0}
+        struct = rekey_ids.IdRewriter.struct
+
+        def failing(self: rekey_ids.IdRewriter, value: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] > 20:  # noqa: PLR2004
+                raise KeyboardInterrupt
+            return struct(self, value)
+
+        monkeypatch.setattr(rekey_ids.IdRewriter, "struct", failing)
+        with pytest.raises(KeyboardInterrupt):
+            migrate_postgres_ids(host, url)
+        monkeypatch.setattr(rekey_ids.IdRewriter, "struct", struct)
+        try:
+            assert _schemas(schema) == [schema, f"{schema}_id_migration"]  # the half copy
+            assert _answers(host, None, url)["memories"] == before["memories"]
+            assert migrate_postgres_ids(host, url).migrated
+            assert _schemas(schema) == [schema]
+            after = _answers(host, None, url)
+            assert after["memories"] == before["memories"]
+            assert after["history"] == before["history"]
+        finally:
+            drop_schema(f"{schema}_id_migration")
