@@ -25,8 +25,11 @@ The new ledger is verified (chain, positions, every record decodes), then swappe
 
 The old->new id map is kept in memory only (written down, it would confirm guesses of the
 old digests). A store of id format 2 needs nothing (the report says so). The store must be
-closed by every other process while the step runs; a write by another process during the
-copy makes it refuse (``store_in_use``) and leave the old store as it was.
+closed by every other process: the step refuses (``store_in_use``) and leaves the old store
+as it was while another process holds it open (every engine holds a projection slot's lock
+for its life; checked after the copy and again once the journal makes new opens refuse) or
+when one wrote during the copy. A swap whose new ledger does not open puts the old ledger
+and key store back (``swap_failed``).
 
 A PostgreSQL ledger is migrated by :mod:`.rekey_postgres` (the same record mapping,
 :func:`copy_rekeyed`, into new tables of its database, swapped in by one transaction).
@@ -56,6 +59,7 @@ from memory_ledger.ledger.key_store import FileKeyStore, KeyStore, KeyStoreState
 from memory_ledger.ledger.master_key import KEY_SIZE, KeyWrapper, MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, chain_hash, decode_entry, encode_body
 from memory_ledger.ledger.sealing import SEALED
+from memory_ledger.projections.store import remove_idle_slots
 from memory_ledger.replay.audit.rekey_ids import IdRewriter
 from memory_ledger.replay.audit.verify import VerifyReport, verify_store
 
@@ -67,9 +71,11 @@ _PARTS = ("ledger", "keys")
 
 class IdMigrationError(MemoryLedgerError, RuntimeError):
     """The id format step refused; nothing of the store changed. ``reason_code``:
-    ``store_in_use`` (another process wrote during the copy), ``postgres_ledger`` (the store's
-    ledger is in PostgreSQL: :mod:`.rekey_postgres` migrates it), ``copy_unverified`` (the
-    new ledger failed verification), ``postgres_error`` (the PostgreSQL server refused the
+    ``store_in_use`` (another process holds the store open, or wrote during the copy),
+    ``postgres_ledger`` (the store's ledger is in PostgreSQL: :mod:`.rekey_postgres`
+    migrates it), ``copy_unverified`` (the new ledger failed verification), ``swap_failed``
+    (the swapped-in ledger did not open: the old one was put back), ``work_folder_blocked``
+    (``.id-migration`` is a file), ``postgres_error`` (the PostgreSQL server refused the
     step's scratch schema or swap)."""
 
     reason_code = "id_migration_refused"
@@ -125,7 +131,13 @@ def migrate_ids(
     config = load_config_from(config, ledger="")
     root = Path(store).absolute()
     work = root / ID_MIGRATION_DIR
+    if work.exists() and not work.is_dir():
+        msg = f"{str(work)!r} is not a folder: remove it (the id format step works there)"
+        raise IdMigrationError(msg, reason_code="work_folder_blocked")
+    if (work / ID_MIGRATION_JOURNAL).exists() and not _swap_begun(work):
+        shutil.rmtree(work)  # a journal with nothing to swap: no swap ever began
     if (work / ID_MIGRATION_JOURNAL).exists():  # a swap an earlier run began
+        _refuse_if_open(root)
         _swap(root)
         _finish(root, config, master_key)
         with MemoryEngine.open(root, create=False, config=config, master_key=master_key) as e:
@@ -154,16 +166,25 @@ def migrate_ids(
             )
         head, throwaway = _copy(source, work / "new", config)
         with source.ledger_guard():
-            if (source.ledger_log().max_notification_id() or 0) != head:
-                shutil.rmtree(work)
-                msg = f"{str(root)!r} was written during the id migration: close it and rerun"
-                raise IdMigrationError(msg, reason_code="store_in_use")
+            written = (source.ledger_log().max_notification_id() or 0) != head
+        if written or source.remove_idle_projections():
+            shutil.rmtree(work)
+            msg = (
+                f"{str(root)!r} is open in another process (or was written during the id "
+                "migration): close it everywhere and rerun"
+            )
+            raise IdMigrationError(msg, reason_code="store_in_use")
     report = _verify_new(work / "new", config, master_key)
     if not report.ok or report.head != head:
         shutil.rmtree(work)
         msg = f"the rewritten ledger does not verify ({report.problem}); the store is unchanged"
         raise IdMigrationError(msg, reason_code="copy_unverified")
-    _journal(work)
+    _journal(work)  # from here on the store refuses to open
+    try:
+        _refuse_if_open(root)  # one that opened between the check above and the journal
+    except IdMigrationError:
+        shutil.rmtree(work)
+        raise
     fault("rekey.swap")
     _swap(root)
     _finish(root, config, master_key)
@@ -343,7 +364,45 @@ def _finish(root: Path, config: MemoryConfig, master_key: MasterKeySpec | None) 
     try:
         with MemoryEngine.open(root, create=False, config=config, master_key=master_key) as e:
             e.catch_up()
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(work)
-        _fsync_dir(root)
+    except MemoryLedgerError as e:
+        _swap_back(root)  # the old ledger and key store are the only copy: put them back
+        msg = (
+            f"the rewritten ledger of {str(root)!r} did not open ({e}); the old ledger and "
+            "key store were put back, so the store is as it was before the step"
+        )
+        raise IdMigrationError(msg, reason_code="swap_failed") from None
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(work)
+    _fsync_dir(root)
+
+
+def _swap_begun(work: Path) -> bool:
+    """Whether ``work`` holds something a swap moves (a new part to move in, or an old part
+    moved aside): a journal without either is left by no swap and means nothing."""
+    return any((work / side / part).exists() for side in ("new", "old") for part in _PARTS)
+
+
+def _refuse_if_open(root: Path) -> None:
+    """Refuse while another process holds the store open (every engine holds a projection
+    slot's lock for its life: :func:`~memory_ledger.projections.store.remove_idle_slots`).
+
+    :raises IdMigrationError: ``store_in_use``.
+    """
+    if remove_idle_slots(root / "projections"):
+        msg = f"{str(root)!r} is open in another process: close it everywhere and rerun"
+        raise IdMigrationError(msg, reason_code="store_in_use")
+
+
+def _swap_back(root: Path) -> None:
+    """Undo :func:`_swap`: every part moved aside goes back in place of the new one, and the
+    work folder goes."""
+    work = root / ID_MIGRATION_DIR
+    for part in _PARTS:
+        old, live = work / "old" / part, root / part
+        if old.exists():
+            if live.exists():
+                shutil.rmtree(live)
+            old.rename(live)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(root / "projections", ignore_errors=True)
+    _fsync_dir(root)

@@ -31,7 +31,7 @@ from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import FileKeyStore, KeyStoreState
 from memory_ledger.replay import explain, verify_store
 from memory_ledger.replay.audit import rekey_ids
-from memory_ledger.replay.audit.rekey import IdMigrationReport, migrate_ids
+from memory_ledger.replay.audit.rekey import IdMigrationError, IdMigrationReport, migrate_ids
 from memory_ledger.replay.audit.timeline import event_record, iter_events
 from memory_ledger.replay.cli.app import app
 from tests.encryption.test_keyed_digests import (
@@ -299,3 +299,77 @@ def test_records_kept_in_clear_before_an_erasure_stay_hidden(tmp_path: Path) -> 
     assert after[f"recall {ERASED}"] == before[f"recall {ERASED}"]
     assert all(not hits for hits in after[f"recall {ERASED}"])
     assert after[f"retrievable {KEPT}"] == before[f"retrievable {KEPT}"]
+
+
+HOLD_OPEN = """
+import sys, time
+from memory_ledger.commands import MemoryEngine
+with MemoryEngine.open(sys.argv[1], create=False):
+    print("open", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_store_open_in_another_process_is_refused_until_it_closes(tmp_path: Path) -> None:
+    """An idle process holding the store open would keep writing into the old ledger after
+    the swap (its writes acknowledged, then lost): the step refuses while it is open."""
+    import subprocess
+    import sys
+
+    store = format1_store(tmp_path / "store", None)
+    before = _answers(store, None)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, str(store)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        with pytest.raises(IdMigrationError) as refused:
+            migrate_ids(store)
+        assert refused.value.reason_code == "store_in_use"
+        assert not (store / ".id-migration").exists()
+        assert _answers(store, None) == before
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=120)
+    assert migrate_ids(store).id_format_after == ID_FORMAT_KEYED
+
+
+def test_a_swap_whose_new_ledger_does_not_open_puts_the_old_one_back(tmp_path: Path) -> None:
+    store = format1_store(tmp_path / "store", None)
+    before = _answers(store, None)
+    new = store / ".id-migration" / "new" / "ledger"
+    new.mkdir(parents=True)
+    (new / "data.mdb").write_bytes(b"junk" * 1024)
+    (store / ".id-migration" / "swapping").write_bytes(b"")
+    with pytest.raises(IdMigrationError) as failed:
+        migrate_ids(store)
+    assert failed.value.reason_code == "swap_failed"
+    assert not (store / ".id-migration").exists()
+    assert _answers(store, None) == before  # the old ledger and keys are back, format 1
+    with MemoryEngine.open(store, create=False) as engine:
+        assert engine.keyring.digests.id_format == ID_FORMAT_UNKEYED
+    assert migrate_ids(store).id_format_after == ID_FORMAT_KEYED
+
+
+def test_a_journal_with_nothing_to_swap_is_ignored_and_the_store_migrates(tmp_path: Path) -> None:
+    store = format1_store(tmp_path / "store", None)
+    (store / ".id-migration").mkdir()
+    (store / ".id-migration" / "swapping").write_bytes(b"")
+    report = migrate_ids(store)
+    assert report.migrated and not report.resumed
+    assert (report.id_format_before, report.id_format_after) == (ID_FORMAT_UNKEYED, ID_FORMAT_KEYED)
+    assert report.head > 0 and report.verify is not None and report.verify.ok
+
+
+def test_a_file_where_the_work_folder_goes_is_refused_by_name(tmp_path: Path) -> None:
+    store = format1_store(tmp_path / "store", None)
+    (store / ".id-migration").write_text("x")
+    with pytest.raises(IdMigrationError) as refused:
+        migrate_ids(store)
+    assert refused.value.reason_code == "work_folder_blocked"
+    assert ".id-migration" in str(refused.value)
