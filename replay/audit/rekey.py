@@ -31,8 +31,8 @@ for its life; checked after the copy and again once the journal makes new opens 
 when one wrote during the copy. A swap whose new ledger does not open puts the old ledger
 and key store back (``swap_failed``).
 
-The PostgreSQL ledger is not migrated by this step (docs/erasure.md says how to move such a
-ledger through a store folder).
+A PostgreSQL ledger is migrated by :mod:`.rekey_postgres` (the same record mapping,
+:func:`copy_rekeyed`, into new tables of its database, swapped in by one transaction).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import copy
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,8 @@ from memory_ledger.ledger.digests import ID_FORMAT_KEYED
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.events import ErasedPayload, LedgerEvent
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.key_store import FileKeyStore, KeyStoreState
-from memory_ledger.ledger.master_key import KEY_SIZE, MasterKeySpec
+from memory_ledger.ledger.key_store import FileKeyStore, KeyStore, KeyStoreState
+from memory_ledger.ledger.master_key import KEY_SIZE, KeyWrapper, MasterKeySpec
 from memory_ledger.ledger.records import GENESIS_HASH, chain_hash, decode_entry, encode_body
 from memory_ledger.ledger.sealing import SEALED
 from memory_ledger.projections.store import remove_idle_slots
@@ -71,9 +72,11 @@ _PARTS = ("ledger", "keys")
 class IdMigrationError(MemoryLedgerError, RuntimeError):
     """The id format step refused; nothing of the store changed. ``reason_code``:
     ``store_in_use`` (another process holds the store open, or wrote during the copy),
-    ``postgres_ledger`` (the store's ledger is in PostgreSQL), ``copy_unverified`` (the new
-    ledger failed verification), ``swap_failed`` (the swapped-in ledger did not open: the old
-    one was put back), ``work_folder_blocked`` (``.id-migration`` is a file)."""
+    ``postgres_ledger`` (the store's ledger is in PostgreSQL: :mod:`.rekey_postgres`
+    migrates it), ``copy_unverified`` (the new ledger failed verification), ``swap_failed``
+    (the swapped-in ledger did not open: the old one was put back), ``work_folder_blocked``
+    (``.id-migration`` is a file), ``postgres_error`` (the PostgreSQL server refused the
+    step's scratch schema or swap)."""
 
     reason_code = "id_migration_refused"
 
@@ -119,7 +122,11 @@ def migrate_ids(
     started = time.perf_counter()
     config = load_config_from(config or load_config(), embeddings="none")
     if config.ledger:
-        msg = "the id format step rewrites an LMDB ledger; this configuration names PostgreSQL"
+        msg = (
+            "this step rewrites an LMDB ledger and the configuration names PostgreSQL: use "
+            "memory_ledger.replay.audit.rekey_postgres.migrate_postgres_ids "
+            "(memory-ledger migrate --store DIR --ledger URL)"
+        )
         raise IdMigrationError(msg, reason_code="postgres_ledger")
     config = load_config_from(config, ledger="")
     root = Path(store).absolute()
@@ -195,7 +202,28 @@ def migrate_ids(
 
 
 def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, int]:
-    """Write the rewritten ledger and key store into ``new``; ``(head, throwaway ids)``."""
+    """Write the rewritten ledger and key store into the folder ``new``; ``(head,
+    throwaway ids)``."""
+
+    def open_target(master: KeyWrapper | None) -> MemoryEngine:
+        return MemoryEngine.open(new, config=config, master_key=master, sync=True)
+
+    return copy_rekeyed(source, FileKeyStore(new / "keys"), open_target)
+
+
+def copy_rekeyed(
+    source: MemoryEngine,
+    keys: KeyStore,
+    open_target: Callable[[KeyWrapper | None], MemoryEngine],
+) -> tuple[int, int]:
+    """Write ``source``'s ledger, every name-derived id replaced by its keyed id, into an
+    empty ledger whose key store is ``keys`` (written before the ledger is opened) and
+    which ``open_target(master key)`` opens; ``(head, throwaway ids)``. Shared by the
+    LMDB step and the PostgreSQL one (:mod:`.rekey_postgres`).
+
+    :raises LedgerError: a ledger cannot be read or written.
+    :raises KeyStoreError: a key store cannot be read or written.
+    """
     log, decode = source.ledger_log(), source.event_decoder()
     with source.ledger_guard():
         head = source.ledger_log().max_notification_id() or 0
@@ -215,7 +243,6 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
     master = source.keyring.master
     old = source.keyring.store.read()
     store_key = os.urandom(KEY_SIZE)
-    keys = FileKeyStore(new / "keys")
     first = msgspec.structs.replace(  # erasure records come after the copy: opening an
         old,  # engine on an empty ledger would record their erasures again
         keys=tuple(r for r in old.keys if not r.erased),
@@ -224,7 +251,7 @@ def _copy(source: MemoryEngine, new: Path, config: MemoryConfig) -> tuple[int, i
         id_key_wrapped=master.wrap(store_key) if old.master_key_id and master else None,
     )
     keys.update(lambda _: (first, None))
-    with MemoryEngine.open(new, config=config, master_key=master, sync=True) as target:
+    with open_target(master) as target:
         digests = target.keyring.digests
         from_data_key = old.master_key_id is not None and old.clear_until == 0
 

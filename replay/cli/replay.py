@@ -341,14 +341,17 @@ def migrate_command(
             ),
         ),
     ] = None,
+    ledger: LedgerOption = None,
     master_key_file: common.MasterKeyFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Without --to: give a store written before keyed digests (id format 1) keyed ids: its
     ledger is rewritten, verified and swapped in, its read models rebuilt (nothing to do for
-    a format-2 store; rerun after an interruption). With --to: copy a store's LMDB ledger
-    into PostgreSQL (positions, bytes and hashes kept), then verify the copy. Exit 1 if
-    the result does not verify."""
+    a format-2 store; rerun after an interruption). With --ledger URL: that PostgreSQL
+    ledger is rewritten into new tables of its database and swapped in, in one transaction
+    (every other host stopped; they delete their projections/ before restarting). With
+    --to: copy a store's LMDB ledger into PostgreSQL (positions, bytes and hashes kept),
+    then verify the copy. Exit 1 if the result does not verify."""
     if to is None:
         _migrate_ids(store, ctx, as_json=as_json)
         return
@@ -381,7 +384,13 @@ def _migrate_ids(store: Path, ctx: typer.Context, *, as_json: bool) -> None:
     from memory_ledger.replay.audit.rekey import migrate_ids
 
     with common.user_errors():
-        report = migrate_ids(store, config=common.audit_config(ctx))
+        config = common.audit_config(ctx)
+        if config.ledger:  # imported here: psycopg is needed by PostgreSQL ledgers only
+            from memory_ledger.replay.audit.rekey_postgres import migrate_postgres_ids
+
+            report = migrate_postgres_ids(store, config.ledger, config=config)
+        else:
+            report = migrate_ids(store, config=config)
     if as_json:
         print_json(report)
     elif not report.migrated:

@@ -50,12 +50,18 @@ QUERIES = ["bees", "tea Lisbon", "born", "Porto", "cello"]
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def format1_store(path: Path, master: bytes | None) -> Path:
+def format1_store(path: Path, master: bytes | None, ledger: str | None = None) -> Path:
     """A store this release writes with id format 1 (its key store records format 1
     before the first write), filled with sessions, supersessions, forgets, a ``forget_all``
-    and, encrypted, an erasure."""
-    FileKeyStore(path / "keys").update(lambda _: (KeyStoreState(id_format=ID_FORMAT_UNKEYED), None))
-    with MemoryEngine.open(path, sync=False, master_key=master) as engine:
+    and, encrypted, an erasure. With ``ledger`` (a PostgreSQL URL of an empty schema) the
+    ledger and key store are there, ``path`` holds the projection files only."""
+    unkeyed = KeyStoreState(id_format=ID_FORMAT_UNKEYED)
+    if ledger is None:
+        FileKeyStore(path / "keys").update(lambda _: (unkeyed, None))
+    else:  # the key store is the ledger's table: written through a first, idle engine
+        with MemoryEngine.open(path, sync=False, ledger=ledger) as idle:
+            idle.keyring.store.update(lambda _: (unkeyed, None))
+    with MemoryEngine.open(path, sync=False, master_key=master, ledger=ledger) as engine:
         assert engine.keyring.digests.id_format == ID_FORMAT_UNKEYED
         _fill(engine)
         engine.remember(
@@ -93,10 +99,11 @@ def _canonical(value: Any) -> Any:
     return msgspec.json.decode(_UUID.sub(rename, text))
 
 
-def _answers(store: Path, master: bytes | None) -> Any:
-    """Every memory, recall answer, history and event of the store, ids renamed."""
+def _answers(store: Path, master: bytes | None, ledger: str | None = None) -> Any:
+    """Every memory, recall answer, history and event of the store (its ledger in
+    PostgreSQL when ``ledger`` names one), ids renamed."""
     out: dict[str, Any] = {}
-    with MemoryEngine.open(store, sync=False, master_key=master) as engine:
+    with MemoryEngine.open(store, sync=False, master_key=master, ledger=ledger) as engine:
         out["events"] = [event_record(p, e) for p, e in iter_events(engine)]
         with engine.read_models() as models:
             rows = models.conn.execute(
