@@ -437,6 +437,12 @@ class NamespaceRecallIndex:
             if self._stored is not None:
                 self._stored.remove()
 
+    def silenced(self, namespace: Namespace) -> frozenset[int]:
+        """The source turns of forgotten memories that lend no words to ``namespace``'s
+        windows in its index as it stands (empty: none, or no windows). Call it holding
+        the canonical lock, after :meth:`docs`."""
+        return self._silenced.get(namespace.key(), frozenset())
+
     def stored_serving(self) -> bytes | None:
         """The serving state's snapshot in the persisted index (at the file's position), or
         None (no file, none stored, or damaged)."""
