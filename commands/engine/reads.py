@@ -45,7 +45,7 @@ from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.runner import ProjectionRunner
 from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
-from memory_ledger.projections.text_index import BM25State
+from memory_ledger.projections.text_index import BM25Index
 
 __all__ = ["EngineReads", "EventDecoder", "RawRecord", "ReadModels"]
 
@@ -252,9 +252,9 @@ class EngineReads(EngineServing):
 
     def recall_index_snapshot(
         self, namespace: Namespace
-    ) -> tuple[int, frozenset[int], BM25State, MutableMapping[str, MemoryDoc]] | None:
+    ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None:
         """A copy of ``namespace``'s in-process recall index, caught up to the ledger head:
-        ``(position, silenced turns, BM25 state, documents by id: a copy, or a fork of
+        ``(position, silenced turns, BM25 index (a copy), documents by id: a copy, or a fork of
         the lazily decoded ones restored from the persisted index)``, or None when the
         namespace has no retrievable memory. The DuckDB read models are caught up to that
         position too (its ``memory_history`` rows are there to derive another point from).
@@ -276,7 +276,7 @@ class EngineReads(EngineServing):
             docs: MutableMapping[str, MemoryDoc] = (
                 by_id.fork(dict(index.slot_map())) if isinstance(by_id, LazyDocs) else dict(by_id)
             )
-            snapshot = (position, silenced, index.state(), docs)
+            snapshot = (position, silenced, index.copy(), docs)
         with self.read_models(to=position):
             pass
         return snapshot

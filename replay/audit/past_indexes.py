@@ -5,7 +5,8 @@ memory analysed and indexed: seconds at 100,000 memories). Two points of one led
 only by the memories with a revision between them, so the index at a new point P is the
 index at a kept point B with those memories taken out and their revision at P (when
 retrievable then) put back: the work of the changes between B and P, plus a copy of B's
-index (a :class:`~memory_ledger.projections.text_index.BM25State`, restored lazily).
+index (:meth:`~memory_ledger.projections.text_index.BM25Index.copy`: a few list copies
+for an index restored from the persisted file, whose arrays are shared).
 
 The result ranks exactly as a build at P: the same documents (an unchanged memory has the
 same row, source turn and conversation window at both points, since its window counts only
@@ -43,12 +44,12 @@ from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.history import CanonicalMemoryAt
 from memory_ledger.projections.serving.state import ServingState
-from memory_ledger.projections.text_index import BM25Index, BM25State, IndexedDoc
+from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 __all__ = ["DerivedIndexes", "PastIndexes"]
 
-LiveIndex = tuple[int, frozenset[int], BM25State, MutableMapping[str, MemoryDoc]]
-"""``(position, silenced turns, state, documents by id)``: a copy of the live engine's
+LiveIndex = tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]
+"""``(position, silenced turns, index, documents by id)``: a copy of the live engine's
 recall index of a namespace (``MemoryEngine.recall_index_snapshot``)."""
 
 Built = tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]
@@ -60,7 +61,7 @@ class _Base(NamedTuple):
     head: int
     position: int
     silenced: frozenset[int]
-    state: BM25State
+    bm25: BM25Index
     docs: MutableMapping[str, MemoryDoc]
 
 
@@ -113,7 +114,7 @@ class DerivedIndexes:
     :param context_of: a memory's source transcript (the engine's ``transcript_context``).
     :param window_reader: ``(namespace, silenced) -> WindowOf`` of the point (None: no
         windows).
-    :param live: ``namespace -> (position, silenced, state, documents)``: a copy of the
+    :param live: ``namespace -> (position, silenced, index, documents)``: a copy of the
         live engine's recall index of the namespace (``MemoryEngine.recall_index_snapshot``,
         the read models caught up to its position), or None when it has no memory. When no
         index is kept for the namespace, the point's is derived from it (and it is kept for
@@ -157,8 +158,8 @@ class DerivedIndexes:
         live = self._live(namespace)
         if live is None:
             return None
-        position, silenced, state, docs = live
-        base = _Base(self.head, position, silenced, state, docs)
+        position, silenced, index, docs = live
+        base = _Base(self.head, position, silenced, index, docs)
         self.bases.keep(key, base)
         self.from_live.add(key)
         return base
@@ -181,9 +182,9 @@ class DerivedIndexes:
         changed = self.canonical.changed_between(*parts, base.position, DOC_COLUMNS)
         if len(changed) > max(REBUILD_AFTER, len(base.docs) // 2):
             return None
-        index = BM25Index.from_state(base.state)
+        index = base.bm25.copy()
         by_id: MutableMapping[str, MemoryDoc] = (
-            base.docs.fork(index.slot_map())  # keyed as the index: slots are the state's
+            base.docs.fork(index.slot_map())  # keyed as the copy: same slots
             if isinstance(base.docs, LazyDocs)
             else dict(base.docs)
         )
@@ -234,7 +235,7 @@ class DerivedIndexes:
             docs = (
                 by_id.fork(dict(index.slot_map())) if isinstance(by_id, LazyDocs) else dict(by_id)
             )
-            self.bases.keep(key, _Base(self.head, at, silenced, index.state(), docs))
+            self.bases.keep(key, _Base(self.head, at, silenced, index.copy(), docs))
 
     def remove(self) -> None:
         """Drop every kept index (the recall index was cleared)."""
