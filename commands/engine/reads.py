@@ -253,7 +253,9 @@ class EngineReads(EngineServing):
     def recall_index_snapshot(
         self, namespace: Namespace
     ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None:
-        """A copy of ``namespace``'s in-process recall index, caught up to the ledger head:
+        """A copy of ``namespace``'s in-process recall index, caught up to the ledger head
+        (or, when this process has not loaded it yet, the persisted index's, at the
+        position it reflects):
         ``(position, silenced turns, BM25 index (a copy), documents by id: a copy, or a fork of
         the lazily decoded ones restored from the persisted index)``, or None when the
         namespace has no retrievable memory. The DuckDB read models are caught up to that
@@ -266,17 +268,26 @@ class EngineReads(EngineServing):
         :raises ProjectionError: the projection file cannot be read or caught up.
         """
         with self.serving.lock:
-            position = self._serve()
-            index, by_id = self.recall_index.docs(namespace, position)
-            if not by_id:
-                return None
-            silenced = self.recall_index.silenced(namespace)
-            # Documents restored from the persisted index stay encoded (a fork shares the
-            # bytes); a copy of the slot map keys them while the live index moves on.
-            docs: MutableMapping[str, MemoryDoc] = (
-                by_id.fork(dict(index.slot_map())) if isinstance(by_id, LazyDocs) else dict(by_id)
-            )
-            snapshot = (position, silenced, index.copy(), docs)
+            snapshot = None
+            if not self.recall_index.holds(namespace):
+                # Not in this process yet: the persisted index, read as it is (no serving
+                # state restored, no live index loaded), at the position it reflects.
+                snapshot = self.recall_index.stored_copy(namespace)
+            if snapshot is None:
+                position = self._serve()
+                index, by_id = self.recall_index.docs(namespace, position)
+                if not by_id:
+                    return None
+                silenced = self.recall_index.silenced(namespace)
+                # Documents restored from the persisted index stay encoded (a fork shares
+                # the bytes); a copy of the slot map keys them while the live index moves on.
+                docs: MutableMapping[str, MemoryDoc] = (
+                    by_id.fork(dict(index.slot_map()))
+                    if isinstance(by_id, LazyDocs)
+                    else dict(by_id)
+                )
+                snapshot = (position, silenced, index.copy(), docs)
+        position = snapshot[0]
         with self.read_models(to=position):
             pass
         return snapshot

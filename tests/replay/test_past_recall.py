@@ -255,9 +255,10 @@ def test_a_new_head_drops_the_indexes_kept_for_past_points(tmp_path: Path) -> No
 
 
 def test_points_derive_from_a_live_index_read_from_the_persisted_file(tmp_path: Path) -> None:
-    """In a fresh process the live index is restored from the persisted index (documents
-    decoded lazily); points derived from it, before and after the store moves on, answer as
-    the fold does, and the live index answers as before."""
+    """In a fresh process a point derives from the persisted index as the file holds it
+    (the live index not loaded); once the live index is restored from that file (documents
+    decoded lazily), points derived from it, before and after the store moves on, answer
+    as the fold does, and the live index holds what canonical memory holds."""
     path = tmp_path / "store"
     with MemoryEngine.open(path) as engine:
         for value in VALUES:
@@ -267,6 +268,11 @@ def test_points_derive_from_a_live_index_read_from_the_persisted_file(tmp_path: 
         engine.recall(KEPT, "Alice", 3)  # the live index, persisted at close
     with MemoryEngine.open(path) as engine:
         points = [2, 4, engine.head]
+        with recall_point(engine, 4, indexes=PastIndexes()) as first, as_of(engine, 4) as oracle:
+            for query in QUERIES:  # derived from the file's index: the live one not loaded
+                assert first.recall(KEPT, query, 6) == oracle.recall(KEPT, query, 6), query
+            assert isinstance(first, PastRecall) and first.sources == {KEPT.key(): "derived"}
+        assert engine.recall_index.loaded == {}
         engine.recall(KEPT, "Alice lives", 6)
         assert engine.recall_index.loaded == {KEPT.key(): "file"}
         kept = PastIndexes()
