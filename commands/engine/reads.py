@@ -250,6 +250,14 @@ class EngineReads(EngineServing):
             index, by_id = self.recall_index.docs(namespace, self._serve())
             return rank_candidates(query, depth, index, by_id, self.fusion)
 
+    def when_erased(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` (no arguments) each time this engine's read models apply an
+        erasure (after they dropped what it erased): for a caller that keeps state derived
+        from them, which may hold the erased content (the debugger's indexes of past
+        points). It runs on the thread that catches the read models up; an exception it
+        raises fails that catch-up."""
+        self.runner.on_erasure.append(callback)
+
     def recall_index_snapshot(
         self, namespace: Namespace
     ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None:

@@ -78,7 +78,7 @@ class UiState:
         """Recall indexes built at earlier points (or copied from the engine's live recall
         index), a new point's index is derived from; dropped when the engine applies an
         erasure (they may hold the erased words)."""
-        engine.runner.on_erasure.append(self._indexes.clear)
+        engine.when_erased(self._indexes.clear)
         self._closing = threading.Event()
         self._warming: threading.Thread | None = None
 
