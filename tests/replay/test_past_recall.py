@@ -297,3 +297,34 @@ def test_points_derive_from_a_live_index_read_from_the_persisted_file(tmp_path: 
             ).fetchall()
         docs = engine.retrievable_memories(KEPT)
         assert sorted((d.memory_id, d.statement) for d in docs) == sorted(rows)
+
+
+def test_an_erasure_drops_the_debuggers_kept_indexes(tmp_path: Path) -> None:
+    """The debugger's indexes kept for past points (copies of the engine's index, with the
+    namespace's words) are dropped when its engine applies an erasure, before any later
+    look-up; recall as of a point before the erasure then finds none of the erased words."""
+    import os
+
+    from memory_ledger.replay.ui import UiState
+
+    key = tmp_path / "master.key"
+    key.write_bytes(os.urandom(32))
+    with MemoryEngine.open(tmp_path / "store", master_key=key) as engine:
+        engine.remember(ERASED, "Bob lives in Tamarindzz.", subject="Bob")
+        before = engine.head
+        state = UiState(engine, "token")
+        try:
+            past = state.point("position", before)
+            assert [h.statement for h in past.recall(ERASED, "Tamarindzz", 5)] == [
+                "Bob lives in Tamarindzz."
+            ]
+            kept = state._indexes  # the kept copies (what the erasure must reach)
+            assert kept.nearest(ERASED.key(), before, before) is not None
+            engine.erase(ERASED.tenant, ERASED.principal, requested_by="dpo")
+            with engine.read_models():  # the read models apply the erasure
+                pass
+            assert kept._bases == {}
+            with recall_point(engine, before, indexes=kept) as again:
+                assert len(again.recall(ERASED, "Tamarindzz", 5)) == 0
+        finally:
+            state.close()
