@@ -9,9 +9,12 @@ client (the app with its token gate, no socket: an upper bound of the server's t
 
 Measured:
 
-- the first recall as of a point in the namespace: the memories retrievable then (one
-  ``memory_history`` query) and the namespace's BM25 index built over them (the cost of
-  any first index build: the live recall index's costs the same);
+- the first recall as of a point in the namespace: its BM25 index derived from a copy of
+  the engine's live recall index (read from the persisted index the writer left, on the
+  server's first use of it) by undoing the ``memory_history`` changes between the head and
+  the point; and, the old first point in the same run, the index built from every memory
+  retrievable then (one ``memory_history`` query and a build: ``recall_point`` without kept
+  indexes, ``--build-samples``);
 - recall as of a new point after that (``/recall?...&at=P``, P not asked before): cold
   (the index derived from the one kept at the first point: the changes between the two)
   and warm (the next query at P: the kept index), p50 over several points;
@@ -21,7 +24,8 @@ Measured:
   up to P into fresh read models (``replay.as_of``) and its recall
   (``--baseline-samples`` folds; 0 leaves it out);
 - another page (the namespace's first page of memories) requested again and again while
-  an as-of recall builds a namespace's index (the longest as-of request): its p50 beside
+  an as-of recall readies a namespace's index (no point kept: the live index copied and
+  the point's derived): its p50 beside
   the same page requested when nothing else runs (the old server held one lock around
   every page, so it waited for the whole fold).
 
@@ -88,12 +92,13 @@ def _get(client: Any, path: str) -> tuple[float, str]:
 
 
 def measure(
-    folder: Path, size: int, samples: int, baseline_samples: int, rounds: int
+    folder: Path, size: int, samples: int, baseline_samples: int, rounds: int, builds: int = 1
 ) -> dict[str, Any]:
     from starlette.testclient import TestClient
 
     from memory_ledger.projections.history import CanonicalMemoryAt
-    from memory_ledger.replay import as_of
+    from memory_ledger.replay import as_of, recall_point
+    from memory_ledger.replay.audit.past_indexes import DerivedIndexes
     from memory_ledger.replay.ui import UiState, create_app, open_read_only
 
     started = time.perf_counter()
@@ -110,10 +115,15 @@ def measure(
     state = UiState(engine, TOKEN, kept_points=2)
     building = threading.Event()
     original = CanonicalMemoryAt.active_memories
+    original_load = DerivedIndexes.load
 
     def signalling(canonical: CanonicalMemoryAt, *args: Any, **kwargs: Any) -> Any:
         building.set()  # a recall as of a point is building its index now
         return original(canonical, *args, **kwargs)
+
+    def signalling_load(derived: DerivedIndexes, key: str) -> Any:
+        building.set()  # a recall as of a point is deriving its index now
+        return original_load(derived, key)
 
     try:
         with TestClient(create_app(state)) as client:
@@ -121,7 +131,7 @@ def measure(
             page = f"/namespace?{NS}"
             idle = [_get(client, page)[0] for _ in range(max(5, samples))]
             first, _ = _get(client, f"/recall?{NS}&q={asked[0]}&at={chosen[0]}")
-            figures["asof_first_build_s"] = first
+            figures["asof_first_s"] = first
             cold, warm = [], []
             for i, at in enumerate(chosen[1:], start=1):
                 cold.append(_get(client, f"/recall?{NS}&q={asked[2 * i]}&at={at}")[0])
@@ -132,6 +142,7 @@ def measure(
             figures["asof_warm_p50_s"] = median(warm)
             # another page while an as-of recall builds a namespace's index (the longest)
             CanonicalMemoryAt.active_memories = signalling  # type: ignore[method-assign,assignment]
+            DerivedIndexes.load = signalling_load  # type: ignore[method-assign]
             during: list[float] = []
             overlapped = 0
             try:
@@ -162,6 +173,7 @@ def measure(
                     figures.setdefault("asof_build_while_paging_s", []).append(slow[0])
             finally:
                 CanonicalMemoryAt.active_memories = original  # type: ignore[method-assign]
+                DerivedIndexes.load = original_load  # type: ignore[method-assign]
             # what `memory-ledger ui` does at start: warm each namespace's index at the head
             state.close()
             t0 = time.perf_counter()
@@ -174,6 +186,15 @@ def measure(
             figures["other_page_idle_p50_ms"] = median(idle) * 1000
             figures["other_page_during_asof_p50_ms"] = median(during) * 1000 if during else None
             figures["other_page_during_asof_answered"] = overlapped
+        built: list[float] = []
+        for i in range(builds):  # the old first point: its index built from every memory
+            t0 = time.perf_counter()
+            with recall_point(engine, chosen[i % len(chosen)]) as past:
+                past.recall(BENCH_NAMESPACE, asked[30 + i], 10)
+            built.append(time.perf_counter() - t0)
+        if built:
+            figures["asof_first_built_p50_s"] = median(built)
+            figures["asof_first_built_samples"] = len(built)
         folds: list[float] = []
         for i in range(baseline_samples):
             at = chosen[i % len(chosen)]
@@ -198,6 +219,12 @@ def main(argv: list[str]) -> int:
         "--baseline-samples", type=int, default=2, help="folds of the old path (0: none)"
     )
     parser.add_argument(
+        "--build-samples",
+        type=int,
+        default=1,
+        help="first points built from every memory, the old path (0: none)",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=1, help="full builds timed beside another page"
     )
     parser.add_argument("--dir", default=None, help="scratch folder parent (default: $TMPDIR)")
@@ -206,15 +233,23 @@ def main(argv: list[str]) -> int:
     size, samples = (2000, 4) if args.quick else (args.size, args.samples)
     print(f"before: {load()}")
     with scratch("bench_asof_", args.dir) as folder:
-        f = measure(folder / "store", size, samples, args.baseline_samples, args.rounds)
+        f = measure(
+            folder / "store",
+            size,
+            samples,
+            args.baseline_samples,
+            args.rounds,
+            args.build_samples,
+        )
     after = load()
     print(f"after: {after}")
     n = f"{f['memories']:,}"
     rows = [
         (f"{n}: store built (head {f['head']:,})", f"{f['build_s']:.1f} s"),
         (
-            "first recall as of a point in the namespace (its index built), once",
-            f"{f['asof_first_build_s']:.2f} s",
+            "first recall as of a point in the namespace (index derived from the engine's "
+            "persisted one), once",
+            f"{f['asof_first_s']:.3f} s",
         ),
         (
             f"recall as of a new point (index derived), cold, p50 of {f['points']}",
@@ -227,14 +262,14 @@ def main(argv: list[str]) -> int:
     during = f["other_page_during_asof_p50_ms"]
     rows.append(
         (
-            "another page while an as-of recall builds its index, p50 "
+            "another page while an as-of recall readies its index, p50 "
             f"({f['other_page_during_asof_answered']} answered meanwhile)",
             "none answered" if during is None else f"{during:.1f} ms",
         )
     )
     rows.append(
         (
-            "that as-of recall (index built while the other page is asked)",
+            "that as-of recall (index readied while the other page is asked)",
             ", ".join(f"{v:.2f} s" for v in f["asof_build_while_paging_s"]),
         )
     )
@@ -250,6 +285,14 @@ def main(argv: list[str]) -> int:
             f"{f['asof_first_after_warm_up_s']:.3f} s",
         )
     )
+    if "asof_first_built_p50_s" in f:
+        rows.append(
+            (
+                "old first point: index built from every memory then, p50 of "
+                f"{f['asof_first_built_samples']}",
+                f"{f['asof_first_built_p50_s']:.2f} s",
+            )
+        )
     if "fold_baseline_p50_s" in f:
         ratio = f["fold_baseline_p50_s"] / f["asof_cold_p50_s"]
         rows.append(
@@ -260,9 +303,11 @@ def main(argv: list[str]) -> int:
             )
         )
     print_table(f"memory-ledger ui: recall as of a point, {n} memories", rows)
-    verdict = "met" if f["asof_cold_p50_s"] < TARGET_S and during is not None else "NOT met"
+    slowest = max(f["asof_first_s"], f["asof_cold_p50_s"])
+    verdict = "met" if slowest < TARGET_S and during is not None else "NOT met"
     print(
-        f"target: cold as-of recall under {TARGET_S:.0f} s, other pages answer meanwhile: {verdict}"
+        f"target: as-of recall at a new point (first and later) under {TARGET_S:.0f} s, "
+        f"other pages answer meanwhile: {verdict}"
     )
     path = save("asof", {**f, "load_after": after})
     print(f"figures written to {path}")

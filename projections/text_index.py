@@ -275,6 +275,14 @@ class _LazyPostings(dict[str, dict[int, int]]):
         yield from list(dict.keys(self))
         yield from list(self._raw)
 
+    def copy(self) -> _LazyPostings:
+        """An independent copy sharing the (never mutated) flat arrays: the posting lists
+        turned into dicts are copied, the others stay in the arrays."""
+        new = _LazyPostings(dict(self._raw), self._arrays)
+        for term, plist in dict.items(self):
+            dict.__setitem__(new, term, dict(plist))
+        return new
+
     def pairs(self, term: str) -> tuple[Iterable[int], Iterable[int]]:
         """``(slots, tfs)`` of ``term`` without turning it into a dict."""
         number = self._raw.get(term)
@@ -313,6 +321,16 @@ class _LazyTerms(list[tuple[str, ...]]):
     def __iter__(self) -> Iterator[tuple[str, ...]]:
         for slot in range(len(self)):
             yield self[slot]
+
+    def copy(self) -> _LazyTerms:
+        """An independent copy sharing the (never mutated) arrays: no slot is decoded."""
+        new = _LazyTerms.__new__(_LazyTerms)
+        list.__init__(new, list.__iter__(self))
+        new._loaded = bytearray(self._loaded)
+        new._offsets = self._offsets
+        new._ids = self._ids
+        new._vocabulary = self._vocabulary
+        return new
 
 
 class BM25Index:
@@ -429,6 +447,35 @@ class BM25Index:
             term_offsets=term_offsets.tobytes(),
             term_ids=term_ids.tobytes(),
         )
+
+    def copy(self) -> BM25Index:
+        """An independent copy: later mutations of either do not touch the other, and both
+        rank as this index does now. A restored index (:meth:`from_state`) shares its
+        flat arrays with the copy (they are never mutated), so the copy costs a few list
+        copies of one entry per slot plus the posting lists already turned into dicts; an
+        index built in memory copies every posting list."""
+        new = BM25Index.__new__(BM25Index)
+        new._k1, new._b = self._k1, self._b
+        postings = self._postings
+        new._postings = (
+            postings.copy()
+            if isinstance(postings, _LazyPostings)
+            else {term: dict(plist) for term, plist in postings.items()}
+        )
+        new._frontier = {term: dict(tfs) for term, tfs in self._frontier.items()}
+        new._slot_of = dict(self._slot_of)
+        new._docs = list(self._docs)
+        new._ids = list(self._ids)
+        new._positions = list(self._positions)
+        new._lengths = list(self._lengths)
+        terms = self._terms
+        new._terms = terms.copy() if isinstance(terms, _LazyTerms) else list(terms)
+        new._max_len = self._max_len
+        new._len_norms = self._len_norms  # replaced, never mutated, when rebuilt
+        new._len_norms_valid = self._len_norms_valid
+        new._free = list(self._free)
+        new._total_len = self._total_len
+        return new
 
     def state_slots(self) -> list[str]:
         """The document id of every slot in slot order (``""`` for a free slot): the

@@ -10,7 +10,7 @@ worker thread: the same results and errors, read-your-writes as the blocking rea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -20,6 +20,7 @@ from memory_ledger.commands.recall.index import MemoryDoc, RecallResult
 from memory_ledger.commands.recall.policy import RecallPolicy
 from memory_ledger.commands.recall.semantic_status import SemanticStatus
 from memory_ledger.ledger.ids import Namespace
+from memory_ledger.projections.text_index import BM25Index
 from memory_ledger.projections.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -108,6 +109,18 @@ class AsyncEngineReads:
         """Every retrievable memory of ``namespace``, caught up to the ledger head
         (:meth:`MemoryEngine.retrievable_memories`)."""
         return await self._worker.run(self.engine.retrievable_memories, namespace)
+
+    async def recall_index_snapshot(
+        self, namespace: Namespace
+    ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None:
+        """A copy of ``namespace``'s recall index with the position it reflects, or None
+        (:meth:`MemoryEngine.recall_index_snapshot`)."""
+        return await self._worker.run(self.engine.recall_index_snapshot, namespace)
+
+    async def when_erased(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` each time the read models apply an erasure, on the engine's
+        worker thread (:meth:`MemoryEngine.when_erased`)."""
+        await self._worker.run(self.engine.when_erased, callback)
 
     async def memory_details(self, namespace: Namespace, ids: set[str]) -> dict[str, MemoryDoc]:
         """The retrievable memories of ``namespace`` among ``ids``, by id, as the read models

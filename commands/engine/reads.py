@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 from uuid import UUID
@@ -31,6 +31,7 @@ from memory_ledger.commands.engine.serving import EngineServing
 from memory_ledger.commands.errors import LedgerUnavailableError, MemoryLedgerError
 from memory_ledger.commands.recall.fusion import HybridFusion
 from memory_ledger.commands.recall.index import MemoryDoc, NamespaceRecallIndex
+from memory_ledger.commands.recall.index_file import LazyDocs
 from memory_ledger.commands.recall.lexical import ConversationWindows, SourceTranscripts
 from memory_ledger.commands.store import ReadModels
 from memory_ledger.ledger.errors import InvalidArgumentTypeError, LedgerConnectionError
@@ -44,6 +45,7 @@ from memory_ledger.projections.canonical import CanonicalMemory
 from memory_ledger.projections.runner import ProjectionRunner
 from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
+from memory_ledger.projections.text_index import BM25Index
 
 __all__ = ["EngineReads", "EventDecoder", "RawRecord", "ReadModels"]
 
@@ -247,6 +249,56 @@ class EngineReads(EngineServing):
         with self.serving.lock:
             index, by_id = self.recall_index.docs(namespace, self._serve())
             return rank_candidates(query, depth, index, by_id, self.fusion)
+
+    def when_erased(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` (no arguments) each time this engine's read models apply an
+        erasure (after they dropped what it erased): for a caller that keeps state derived
+        from them, which may hold the erased content (the debugger's indexes of past
+        points). It runs on the thread that catches the read models up; an exception it
+        raises fails that catch-up."""
+        self.runner.on_erasure.append(callback)
+
+    def recall_index_snapshot(
+        self, namespace: Namespace
+    ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None:
+        """A copy of ``namespace``'s in-process recall index, caught up to the ledger head
+        (or, when this process has not loaded it yet, the persisted index's, at the
+        position it reflects):
+        ``(position, silenced turns, BM25 index (a copy), documents by id: a copy, or a fork of
+        the lazily decoded ones restored from the persisted index)``, or None when the
+        namespace has no retrievable memory. The DuckDB read models are caught up to that
+        position too (its ``memory_history`` rows are there to derive another point from).
+        What the debugger derives a past point's index from
+        (:mod:`memory_ledger.replay.audit.past_indexes`) instead of building it from every
+        memory then: the serving lock is held while the index is copied (an index the
+        process has not loaded yet is read from the persisted index, or built, first).
+
+        :raises ProjectionError: the projection file cannot be read or caught up.
+        """
+        with self.serving.lock:
+            snapshot = None
+            if not self.recall_index.holds(namespace):
+                # Not in this process yet: the persisted index, read as it is (no serving
+                # state restored, no live index loaded), at the position it reflects.
+                snapshot = self.recall_index.stored_copy(namespace)
+            if snapshot is None:
+                position = self._serve()
+                index, by_id = self.recall_index.docs(namespace, position)
+                if not by_id:
+                    return None
+                silenced = self.recall_index.silenced(namespace)
+                # Documents restored from the persisted index stay encoded (a fork shares
+                # the bytes); a copy of the slot map keys them while the live index moves on.
+                docs: MutableMapping[str, MemoryDoc] = (
+                    by_id.fork(dict(index.slot_map()))
+                    if isinstance(by_id, LazyDocs)
+                    else dict(by_id)
+                )
+                snapshot = (position, silenced, index.copy(), docs)
+        position = snapshot[0]
+        with self.read_models(to=position):
+            pass
+        return snapshot
 
     def retrievable_memories(self, namespace: Namespace) -> list[MemoryDoc]:
         """Every retrievable canonical memory of ``namespace`` (the documents of the

@@ -455,6 +455,30 @@ class NamespaceRecallIndex:
         with self.canonical.lock:
             return self._stored.load_vectors(model_key, key) if self._stored is not None else None
 
+    def silenced(self, namespace: Namespace) -> frozenset[int]:
+        """The source turns of forgotten memories that lend no words to ``namespace``'s
+        windows in its index as it stands (empty: none, or no windows). Call it holding
+        the canonical lock, after :meth:`docs`."""
+        return self._silenced.get(namespace.key(), frozenset())
+
+    def holds(self, namespace: Namespace) -> bool:
+        """Whether ``namespace``'s index is in this process (loaded or built). Call it
+        holding the canonical lock."""
+        return namespace.key() in self._cache
+
+    def stored_copy(
+        self, namespace: Namespace
+    ) -> tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]] | None:
+        """``namespace``'s index as the persisted index holds it, read anew (the caller's
+        own copy, not this process's index): ``(position it reflects, silenced turns,
+        index, documents)``; None when none is attached, the file holds none for it, or
+        the namespace was erased. Call it holding the canonical lock."""
+        stored = self._stored
+        if stored is None or self._is_erased(namespace):
+            return None
+        key = namespace.key()
+        return stored.load(key) if key in stored.namespaces() else None
+
     def stored_serving(self) -> bytes | memoryview | None:
         """The serving state's snapshot in the persisted index (at the file's position), or
         None (no file, none stored, or damaged)."""

@@ -168,6 +168,16 @@ class LazyDocs(MutableMapping[str, MemoryDoc]):
             return None
         return self._docs[self._offsets[slot] : self._offsets[slot + 1]]
 
+    def fork(self, slot_of: Mapping[str, int]) -> LazyDocs:
+        """A copy keyed by ``slot_of`` (the slot map of a copy of the index, or a frozen
+        copy of it) that shares the stored bytes: what is set or removed on either side
+        later is not seen by the other. O(memories changed or read since the restore):
+        no stored document is decoded."""
+        fork = LazyDocs(slot_of, self._offsets, self._docs)
+        fork._overlay = dict(self._overlay)
+        fork._replaced = set(self._replaced)
+        return fork
+
     def __setitem__(self, memory_id: str, doc: MemoryDoc) -> None:
         self._replaced.add(memory_id)
         self._overlay[memory_id] = doc

@@ -5,7 +5,8 @@ memory analysed and indexed: seconds at 100,000 memories). Two points of one led
 only by the memories with a revision between them, so the index at a new point P is the
 index at a kept point B with those memories taken out and their revision at P (when
 retrievable then) put back: the work of the changes between B and P, plus a copy of B's
-index (a :class:`~memory_ledger.projections.text_index.BM25State`, restored lazily).
+index (:meth:`~memory_ledger.projections.text_index.BM25Index.copy`: a few list copies
+for an index restored from the persisted file, whose arrays are shared).
 
 The result ranks exactly as a build at P: the same documents (an unchanged memory has the
 same row, source turn and conversation window at both points, since its window counts only
@@ -15,8 +16,16 @@ of forgotten memories differ between the two points (every window may change), o
 changes are many (:data:`~memory_ledger.commands.recall.index.REBUILD_AFTER`, half the
 documents), the index is built from scratch instead.
 
+The first point asked in a namespace has no kept index: it derives from a copy of the live
+engine's recall index (at the engine's serving position, loaded from the persisted index or
+kept current by the writer), which is the same index at that position (the same documents
+and BM25 statistics as a build from ``memory_history`` there; the live documents also carry
+relations, which recall hits do not show), and keeps it for the next points. So no point
+builds from every memory unless the changes are many.
+
 :class:`PastIndexes` keeps a few built indexes per namespace, for one ledger head (a new
-head, an erasure among its causes, drops them). A :class:`~.past_recall.PastRecall` hands
+head, an erasure among its causes, drops them at the next look-up or keep; the debugger
+also drops them all when its engine applies an erasure). A :class:`~.past_recall.PastRecall` hands
 its recall index a :class:`DerivedIndexes` view on them through the recall index's
 persisted-index interface (``NamespaceRecallIndex.attach``/``persist``), so the ranking code
 is the recall index's own.
@@ -29,15 +38,20 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequenc
 from typing import Any, NamedTuple
 
 from memory_ledger.commands.recall.index import DOC_COLUMNS, REBUILD_AFTER, MemoryDoc
+from memory_ledger.commands.recall.index_file import LazyDocs
 from memory_ledger.commands.recall.lexical import WindowOf, analyze_document
 from memory_ledger.commands.recall.vector_block import StoredVectorBlock
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
 from memory_ledger.projections.history import CanonicalMemoryAt
 from memory_ledger.projections.serving.state import ServingState
-from memory_ledger.projections.text_index import BM25Index, BM25State, IndexedDoc
+from memory_ledger.projections.text_index import BM25Index, IndexedDoc
 
 __all__ = ["DerivedIndexes", "PastIndexes"]
+
+LiveIndex = tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]
+"""``(position, silenced turns, index, documents by id)``: a copy of the live engine's
+recall index of a namespace (``MemoryEngine.recall_index_snapshot``)."""
 
 Built = tuple[int, frozenset[int], BM25Index, MutableMapping[str, MemoryDoc]]
 """``(position, silenced turns, index, documents by id)``: a namespace's recall index as
@@ -48,8 +62,8 @@ class _Base(NamedTuple):
     head: int
     position: int
     silenced: frozenset[int]
-    state: BM25State
-    docs: dict[str, MemoryDoc]
+    bm25: BM25Index
+    docs: MutableMapping[str, MemoryDoc]
 
 
 class PastIndexes:
@@ -64,7 +78,13 @@ class PastIndexes:
     def nearest(self, key: str, head: int, position: int) -> _Base | None:
         """The kept index of namespace ``key`` (at ledger ``head``) nearest ``position``."""
         with self._lock:
-            bases = [b for b in self._bases.get(key, ()) if b.head == head]
+            # another head's indexes go (a new head may be an erasure: no erased text stays)
+            self._bases = {
+                k: kept
+                for k, v in self._bases.items()
+                if (kept := [b for b in v if b.head == head])
+            }
+            bases = self._bases.get(key, [])
         return min(bases, key=lambda b: abs(b.position - position), default=None)
 
     def keep(self, key: str, base: _Base) -> None:
@@ -95,6 +115,11 @@ class DerivedIndexes:
     :param context_of: a memory's source transcript (the engine's ``transcript_context``).
     :param window_reader: ``(namespace, silenced) -> WindowOf`` of the point (None: no
         windows).
+    :param live: ``namespace -> (position, silenced, index, documents)``: a copy of the
+        live engine's recall index of the namespace (``MemoryEngine.recall_index_snapshot``,
+        the read models caught up to its position), or None when it has no memory. When no
+        index is kept for the namespace, the point's is derived from it (and it is kept for
+        later points); None: the first point of a namespace builds its index.
     """
 
     def __init__(
@@ -104,6 +129,7 @@ class DerivedIndexes:
         head: int,
         context_of: Callable[[Sequence[int]], str | None],
         window_reader: Callable[[Namespace, frozenset[int]], WindowOf] | None,
+        live: Callable[[Namespace], LiveIndex | None] | None = None,
     ) -> None:
         self.bases = bases
         self.canonical = canonical
@@ -112,19 +138,41 @@ class DerivedIndexes:
         self._window_reader = window_reader
         self.asked: dict[str, Namespace] = {}
         """The namespaces recalled at this point, by key (filled before each search)."""
+        self._live = live
         self._derived: set[str] = set()
+        self.from_live: set[str] = set()
+        """Keys of the namespaces whose index was derived from the live engine's."""
 
     def namespaces(self) -> list[str]:
         """Keys of the namespaces with a kept index to derive from."""
         position = self.canonical.position
+        if self._live is not None:
+            return list(self.asked)
         return [k for k in self.asked if self.bases.nearest(k, self.head, position) is not None]
+
+    def _base(self, key: str, namespace: Namespace) -> _Base | None:
+        """The kept index of ``key`` nearest the point; else a copy of the live engine's,
+        kept from now on (None: neither)."""
+        base = self.bases.nearest(key, self.head, self.canonical.position)
+        if base is not None or self._live is None:
+            return base
+        live = self._live(namespace)
+        if live is None:
+            return None
+        position, silenced, index, docs = live
+        base = _Base(self.head, position, silenced, index, docs)
+        self.bases.keep(key, base)
+        self.from_live.add(key)
+        return base
 
     def load(self, key: str) -> Built | None:
         """The index of namespace ``key`` at the point, derived from the nearest kept one;
         None when it is better built (see the module doc)."""
         namespace = self.asked.get(key)
-        base = self.bases.nearest(key, self.head, self.canonical.position)
-        if namespace is None or base is None:
+        if namespace is None:
+            return None
+        base = self._base(key, namespace)
+        if base is None:
             return None
         parts = (namespace.tenant, namespace.principal, namespace.scope_id)
         silenced = (
@@ -135,14 +183,18 @@ class DerivedIndexes:
         changed = self.canonical.changed_between(*parts, base.position, DOC_COLUMNS)
         if len(changed) > max(REBUILD_AFTER, len(base.docs) // 2):
             return None
-        index = BM25Index.from_state(base.state)
-        by_id = dict(base.docs)
+        index = base.bm25.copy()
+        by_id: MutableMapping[str, MemoryDoc] = (
+            base.docs.fork(index.slot_map())  # keyed as the copy: same slots
+            if isinstance(base.docs, LazyDocs)
+            else dict(base.docs)
+        )
         window_of = (
             self._window_reader(namespace, silenced) if self._window_reader and changed else None
         )
         for row in changed:
             memory_id = row["memory_id"]
-            if memory_id in by_id:
+            if memory_id in index:
                 index.remove(memory_id)
                 del by_id[memory_id]
             if row["status"] in RETRIEVABLE:
@@ -186,7 +238,10 @@ class DerivedIndexes:
         for key, (at, silenced, index, by_id) in built:
             if key in self._derived:
                 continue
-            self.bases.keep(key, _Base(self.head, at, silenced, index.state(), dict(by_id)))
+            docs = (
+                by_id.fork(dict(index.slot_map())) if isinstance(by_id, LazyDocs) else dict(by_id)
+            )
+            self.bases.keep(key, _Base(self.head, at, silenced, index.copy(), docs))
 
     def remove(self) -> None:
         """Drop every kept index (the recall index was cleared)."""

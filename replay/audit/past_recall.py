@@ -18,9 +18,11 @@ A :class:`PastRecall` reads through its own DuckDB cursor on the engine's projec
 the engine's read lock is held only to catch the read models up to the point and open the
 cursor, never while a query or an index build runs, so other readers of the engine do not
 wait for it. Its index is built once per namespace and kept while it is open; given a
-:class:`~memory_ledger.replay.audit.past_indexes.PastIndexes`, a new point's index is
-derived from one kept at another point (the work of the changes between them) instead of
-built from every memory.
+:class:`~memory_ledger.replay.audit.past_indexes.PastIndexes`, a point's index is derived
+(the work of the changes between the two points) from one kept at another point or, when
+none is kept yet, from a copy of the live engine's recall index of the namespace (already
+loaded or persisted: ``MemoryEngine.recall_index_snapshot``), instead of built from every
+memory; the engine's serving lock is held only while that index is copied.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class PastRecall:
                 lambda ns, silenced: windows.for_namespace(
                     ns.tenant, ns.principal, ns.scope_id, silenced
                 ),
+                engine.recall_index_snapshot,
             )
             self._index.attach(self._derived)
 
@@ -117,7 +120,8 @@ class PastRecall:
     @property
     def sources(self) -> dict[str, str]:
         """How each namespace's index came to this point, by namespace key: ``built`` (from
-        its memories then) or ``derived`` (from an index kept at another point)."""
+        its memories then) or ``derived`` (from an index kept at another point, or from the
+        live engine's)."""
         return {key: "derived" if how == "file" else how for key, how in self._index.loaded.items()}
 
     def describe(self) -> dict[str, Any]:

@@ -75,7 +75,10 @@ class UiState:
         self._points: OrderedDict[PointKey, PastRecall | AsOf] = OrderedDict()
         self._moments: OrderedDict[PointKey, Moment] = OrderedDict()
         self._indexes = PastIndexes()
-        """Recall indexes built at earlier points, a new point's index is derived from."""
+        """Recall indexes built at earlier points (or copied from the engine's live recall
+        index), a new point's index is derived from; dropped when the engine applies an
+        erasure (they may hold the erased words)."""
+        engine.when_erased(self._indexes.clear)
         self._closing = threading.Event()
         self._warming: threading.Thread | None = None
 
@@ -164,9 +167,9 @@ class UiState:
         return value
 
     def warm(self) -> threading.Thread:
-        """Build each namespace's recall index at the ledger head now, on a background
-        thread (largest namespace first), so that the first recall as of a point in it
-        derives its index instead of building it from every memory. The point at the head
+        """Ready each namespace's recall index at the ledger head now, on a background
+        thread (largest namespace first: the engine's live index loaded or built, then
+        copied), so that the first recall as of a point in it finds it ready. The point at the head
         stays kept like one a request opened. :meth:`close` stops it after the namespace
         it is building. Returns the thread (started)."""
         from memory_ledger.ledger.ids import Namespace

@@ -556,3 +556,41 @@ def test_recall_finds_a_memory_remembered_with_an_invisible_character(
         again = engine.remember(ns, "Alice likes matcha.")
         assert again.memory_id == first.memory_id
         assert [h.memory_id for h in engine.recall(ns, "matcha").results] == [str(first.memory_id)]
+
+
+@settings(max_examples=150)
+@given(st.data(), corpora, corpora, queries, st.integers(1, 30), st.booleans())
+def test_a_copy_and_its_original_move_apart_each_as_a_fresh_build(
+    data: st.DataObject,
+    initial: list[IndexedDoc],
+    extra: list[IndexedDoc],
+    query: str,
+    k: int,
+    restored: bool,
+) -> None:
+    """``BM25Index.copy`` (of a built index or of one restored from its state, searched
+    first or not): removals and additions on the copy and on the original, interleaved,
+    leave each ranking as a fresh build of its own documents, and neither sees the other's."""
+    built = BM25Index.build(initial)
+    original = BM25Index.from_state(built.state()) if restored else built
+    if data.draw(st.booleans()):
+        original.search(query, k)  # posting lists turned into dicts, pruning caches filled
+    copy = original.copy()
+    sides = {
+        "original": (original, {d.doc_id: d for d in initial}),
+        "copy": (copy, {d.doc_id: d for d in initial}),
+    }
+    for side, extra_id in (("copy", "c-"), ("original", "o-")):
+        index, docs = sides[side]
+        for doc in extra:
+            if docs and data.draw(st.booleans()):
+                gone = data.draw(st.sampled_from(sorted(docs)))
+                index.remove(gone)
+                del docs[gone]
+            added = IndexedDoc(extra_id + doc.doc_id, doc.position, doc.text)
+            index.add(added)
+            docs[added.doc_id] = added
+    for index, docs in sides.values():
+        fresh = BM25Index.build(sorted(docs.values(), key=lambda d: d.doc_id))
+        assert index.search(query, k) == fresh.search(query, k)
+        assert len(index) == len(fresh) and index.avgdl == fresh.avgdl

@@ -5,8 +5,8 @@ turns, so memories carry source turns and conversation windows; reinforcements b
 statement again; corrections, pins, forgets, a namespace forgotten whole, an erasure) the
 recall of :func:`recall_point` at random points (positions and recorded times) and for
 random queries equals the fold's, hit for hit: ids, ranks, scores, statements, revisions,
-evidence and tags; built from the memories then, or derived from the index kept at an
-earlier point (`replay.audit.past_indexes`).
+evidence and tags; built from the memories then, derived from the index kept at an
+earlier point, or derived from the live engine's recall index (`replay.audit.past_indexes`).
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ def _same_recall(
         as_of(engine, at) as oracle,
         recall_point(engine, at) as built,
         recall_point(engine, at, indexes=kept) as derived,
+        recall_point(engine, at, indexes=PastIndexes()) as from_live,
     ):
         assert isinstance(built, PastRecall) and isinstance(derived, PastRecall)
         assert built.position == oracle.position
@@ -145,6 +146,7 @@ def _same_recall(
                 expected = oracle.recall(ns, query, k)
                 assert built.recall(ns, query, k) == expected, (at, ns, query)
                 assert derived.recall(ns, query, k) == expected, (at, ns, query, "derived")
+                assert from_live.recall(ns, query, k) == expected, (at, ns, query, "live")
 
 
 @settings(
@@ -196,8 +198,9 @@ def test_a_point_keeps_its_index_and_closes(tmp_path: Path) -> None:
 
 
 def test_a_new_point_derives_its_index_from_a_kept_one(tmp_path: Path) -> None:
-    """The first point builds the namespace's index; the next ones, earlier or later,
-    derive theirs from it, and answer as the fold does."""
+    """The first point derives the namespace's index from the live engine's (no build from
+    every memory); the next ones, earlier or later, derive theirs from the copy kept then,
+    and answer as the fold does."""
     with MemoryEngine.open(tmp_path / "store") as engine:
         for value in VALUES:
             engine.remember(KEPT, f"Alice lives in {value}.", subject="Alice")
@@ -206,8 +209,122 @@ def test_a_new_point_derives_its_index_from_a_kept_one(tmp_path: Path) -> None:
         engine.remember(KEPT, "Alice works at Berlin.", subject="Alice")
         kept = PastIndexes()
         key = KEPT.key()
-        for at, how in ((engine.head, "built"), (middle, "derived"), (2, "derived")):
+        for at in (engine.head, middle, 2):
             with recall_point(engine, at, indexes=kept) as past, as_of(engine, at) as oracle:
                 assert isinstance(past, PastRecall)
                 assert past.recall(KEPT, "Alice lives", 5) == oracle.recall(KEPT, "Alice lives", 5)
-                assert past.sources == {key: how}
+                assert past.sources == {key: "derived"}
+        with recall_point(engine, middle) as alone:  # no kept indexes: built from memories
+            assert isinstance(alone, PastRecall)
+            alone.recall(KEPT, "Alice", 5)
+            assert alone.sources == {key: "built"}
+
+
+def test_the_live_index_moved_on_since_the_point_was_opened(tmp_path: Path) -> None:
+    """A point opened before the store changed derives from the live index as it stands
+    at the first recall (after the change): the changes between the two are undone, and
+    the answers stay the fold's at the point."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        for value in VALUES:
+            engine.remember(KEPT, f"Alice lives in {value}.", subject="Alice")
+        at = engine.head
+        kept = PastIndexes()
+        with recall_point(engine, at, indexes=kept) as past, as_of(engine, at) as oracle:
+            engine.forget(KEPT, "Alice lives in Porto.")
+            engine.remember(KEPT, "Alice lives in Lisbon, near the river.", subject="Alice")
+            engine.remember(KEPT, "Bob works at Berlin.", subject="Bob")
+            assert isinstance(past, PastRecall)
+            for query in QUERIES:
+                assert past.recall(KEPT, query, 6) == oracle.recall(KEPT, query, 6), query
+            assert past.sources == {KEPT.key(): "derived"}
+
+
+def test_a_new_head_drops_the_indexes_kept_for_past_points(tmp_path: Path) -> None:
+    """Indexes kept at one ledger head are dropped at the next look-up under another (an
+    erasure among the new head's causes leaves none of its words kept)."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        engine.remember(ERASED, "Bob lives in Porto.", subject="Bob")
+        kept = PastIndexes()
+        with recall_point(engine, engine.head, indexes=kept) as past:
+            past.recall(ERASED, "Porto", 5)
+        assert kept.nearest(ERASED.key(), engine.head, engine.head) is not None
+        engine.forget_all(ERASED)  # a new head (an erasure makes one too)
+        assert kept.nearest(ERASED.key(), engine.head, engine.head) is None
+        with recall_point(engine, engine.head, indexes=kept) as after:
+            assert len(after.recall(ERASED, "Porto", 5)) == 0
+
+
+def test_points_derive_from_a_live_index_read_from_the_persisted_file(tmp_path: Path) -> None:
+    """In a fresh process a point derives from the persisted index as the file holds it
+    (the live index not loaded); once the live index is restored from that file (documents
+    decoded lazily), points derived from it, before and after the store moves on, answer
+    as the fold does, and the live index holds what canonical memory holds."""
+    path = tmp_path / "store"
+    with MemoryEngine.open(path) as engine:
+        for value in VALUES:
+            engine.remember(KEPT, f"Alice lives in {value}.", subject="Alice")
+            engine.remember(KEPT, f"Bob works at {value}.", subject="Bob")
+        engine.forget(KEPT, "Alice lives in Porto.")
+        engine.recall(KEPT, "Alice", 3)  # the live index, persisted at close
+    with MemoryEngine.open(path) as engine:
+        points = [2, 4, engine.head]
+        with recall_point(engine, 4, indexes=PastIndexes()) as first, as_of(engine, 4) as oracle:
+            for query in QUERIES:  # derived from the file's index: the live one not loaded
+                assert first.recall(KEPT, query, 6) == oracle.recall(KEPT, query, 6), query
+            assert isinstance(first, PastRecall) and first.sources == {KEPT.key(): "derived"}
+        assert engine.recall_index.loaded == {}
+        engine.recall(KEPT, "Alice lives", 6)
+        assert engine.recall_index.loaded == {KEPT.key(): "file"}
+        kept = PastIndexes()
+        with recall_point(engine, points[0], indexes=kept) as early:
+            engine.remember(KEPT, "Alice lives in Lisbon, by the river.", subject="Alice")
+            engine.forget(KEPT, "Bob works at Berlin.")
+            for at in [*points, engine.head]:
+                with recall_point(engine, at, indexes=kept) as past, as_of(engine, at) as oracle:
+                    assert isinstance(past, PastRecall) and isinstance(early, PastRecall)
+                    for query in QUERIES:
+                        expected = oracle.recall(KEPT, query, 6)
+                        assert past.recall(KEPT, query, 6) == expected, (at, query)
+                    assert past.sources == {KEPT.key(): "derived"}
+            with as_of(engine, points[0]) as oracle:
+                for query in QUERIES:
+                    assert early.recall(KEPT, query, 6) == oracle.recall(KEPT, query, 6)
+        engine.forget(KEPT, "Alice lives in Lisbon, by the river.")
+        with engine.read_models() as live:  # the live index moved on, untouched by the points
+            rows = live.conn.execute(
+                "SELECT memory_id, statement FROM canonical_memory WHERE principal = 'alice' "
+                "AND status IN ('active', 'conflicted')"
+            ).fetchall()
+        docs = engine.retrievable_memories(KEPT)
+        assert sorted((d.memory_id, d.statement) for d in docs) == sorted(rows)
+
+
+def test_an_erasure_drops_the_debuggers_kept_indexes(tmp_path: Path) -> None:
+    """The debugger's indexes kept for past points (copies of the engine's index, with the
+    namespace's words) are dropped when its engine applies an erasure, before any later
+    look-up; recall as of a point before the erasure then finds none of the erased words."""
+    import os
+
+    from memory_ledger.replay.ui import UiState
+
+    key = tmp_path / "master.key"
+    key.write_bytes(os.urandom(32))
+    with MemoryEngine.open(tmp_path / "store", master_key=key) as engine:
+        engine.remember(ERASED, "Bob lives in Tamarindzz.", subject="Bob")
+        before = engine.head
+        state = UiState(engine, "token")
+        try:
+            past = state.point("position", before)
+            assert [h.statement for h in past.recall(ERASED, "Tamarindzz", 5)] == [
+                "Bob lives in Tamarindzz."
+            ]
+            kept = state._indexes  # the kept copies (what the erasure must reach)
+            assert kept.nearest(ERASED.key(), before, before) is not None
+            engine.erase(ERASED.tenant, ERASED.principal, requested_by="dpo")
+            with engine.read_models():  # the read models apply the erasure
+                pass
+            assert kept._bases == {}
+            with recall_point(engine, before, indexes=kept) as again:
+                assert len(again.recall(ERASED, "Tamarindzz", 5)) == 0
+        finally:
+            state.close()

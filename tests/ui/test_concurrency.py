@@ -1,6 +1,7 @@
 """Pages never wait for one another (issue 35 item 4): while a recall as of a point is held
-in the middle of its index build (a barrier, not a clock), other pages, and a recall as of
-another point, are answered; each answer equals the one served alone afterwards."""
+in the middle of readying its index (a barrier, not a clock: after the live engine's index
+is copied, before the point's is derived from it), other pages, and a recall as of another
+point, are answered; each answer equals the one served alone afterwards."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ test instead of a hung one; never reached when the code is right)."""
 
 
 class Held:
-    """Holds the first index build of position ``held`` until :meth:`release`."""
+    """Holds the first index derivation of position ``held`` (its read of the changes
+    since the live index's position) until :meth:`release`."""
 
     def __init__(self, held: int) -> None:
         self.held = held
@@ -31,7 +33,7 @@ class Held:
         self.builds = 0
 
     def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def active_memories(canonical: CanonicalMemoryAt, *args: Any, **kwargs: Any) -> Any:
+        def changed_between(canonical: CanonicalMemoryAt, *args: Any, **kwargs: Any) -> Any:
             if canonical.position == self.held:
                 self.builds += 1
             if canonical.position == self.held and not self.entered.is_set():
@@ -39,7 +41,7 @@ class Held:
                 assert self.released.wait(WAIT), "the held recall was never released"
             return original(canonical, *args, **kwargs)
 
-        return active_memories
+        return changed_between
 
     def release(self) -> None:
         self.released.set()
@@ -64,7 +66,7 @@ def test_other_pages_answer_while_a_recall_as_of_a_point_is_built(
     point = ui_store.position_before_move
     held = Held(point)
     monkeypatch.setattr(
-        CanonicalMemoryAt, "active_memories", held.wrap(CanonicalMemoryAt.active_memories)
+        CanonicalMemoryAt, "changed_between", held.wrap(CanonicalMemoryAt.changed_between)
     )
     slow_path = f"/recall?{Q}&q=where+does+Alice+live&at={point}"
     answers: dict[str, Any] = {}
@@ -97,13 +99,13 @@ def test_other_pages_answer_while_a_recall_as_of_a_point_is_built(
         assert (again.status_code, again.text) == (code, page), path
 
 
-def test_two_requests_for_one_new_point_build_it_once(
+def test_two_requests_for_one_new_point_ready_it_once(
     client: TestClient, state: UiState, ui_store: UiStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     point = ui_store.position_before_move
     held = Held(point)
     monkeypatch.setattr(
-        CanonicalMemoryAt, "active_memories", held.wrap(CanonicalMemoryAt.active_memories)
+        CanonicalMemoryAt, "changed_between", held.wrap(CanonicalMemoryAt.changed_between)
     )
     opened: list[int] = []
     original = state.point
@@ -124,7 +126,7 @@ def test_two_requests_for_one_new_point_build_it_once(
     first.join(WAIT)
     second.join(WAIT)
     assert {code for code, _ in answers.values()} == {200}
-    assert held.builds == 1  # one index built, for both
+    assert held.builds == 1  # one index derived, for both
 
 
 def test_after_the_warm_up_the_first_point_derives_its_index(ui_store: UiStore) -> None:
