@@ -99,7 +99,7 @@ def measure(rows: int, queries: int, threshold: int) -> dict[str, Any]:
     index = vectors._ann
     assert index is not None
     # As a fresh process gets it from the recall file: serialized, then restored.
-    serialized = index.serialize()
+    serialized, _ = index.serialize()
     started = time.perf_counter()
     restored = ann.ApproximateIndex.restore(serialized, DIMENSION, index.size)
     restore_s = time.perf_counter() - started

@@ -123,11 +123,31 @@ class ApproximateIndex:
         scan = max(self.probe_share * self.cells, SCANNED_ROWS * self.cells / max(rows, 1))
         return min(self.cells, max(1, math.ceil(scan)))
 
-    def serialize(self) -> npt.NDArray[np.uint8]:
-        """The index as bytes (``faiss.serialize_index``): its cells and rows
-        ``0 .. size - 1``, for :meth:`restore`."""
-        data: npt.NDArray[np.uint8] = self._faiss.serialize_index(self._index)
-        return data
+    def serialize(
+        self, kept: npt.NDArray[np.int64] | None = None
+    ) -> tuple[npt.NDArray[np.uint8], int]:
+        """The index as bytes (``faiss.serialize_index``), for :meth:`restore`, and how many
+        rows it holds. ``kept``: the rows (ascending) a compacted copy of the matrix keeps;
+        the bytes are then those of an index over that copy (the others' entries removed,
+        row ``kept[i]`` renumbered ``i``), holding its rows ``0 .. n - 1``, ``n`` the kept
+        rows under :attr:`size`. This index is left as it is."""
+        faiss = self._faiss
+        covered = self.size if kept is None else int(np.searchsorted(kept, self.size))
+        if covered == self.size:
+            data: npt.NDArray[np.uint8] = faiss.serialize_index(self._index)
+            return data, covered
+        assert kept is not None
+        copy = faiss.clone_index(self._index)
+        dropped = np.setdiff1d(np.arange(self.size, dtype=np.int64), kept[:covered])
+        copy.remove_ids(faiss.IDSelectorBatch(dropped))
+        lists = copy.invlists
+        for cell in range(copy.nlist):
+            count = lists.list_size(cell)
+            if count:  # the ids of an in-memory inverted list, renumbered in place
+                ids = faiss.rev_swig_ptr(lists.get_ids(cell), count)
+                ids[:] = np.searchsorted(kept, ids)
+        data = faiss.serialize_index(copy)
+        return data, covered
 
     def train(self, matrix: npt.NDArray[np.float32], seed: int = 0) -> None:
         """Train the cells on a sample of ``matrix`` (39 rows per cell: faiss asks as many)."""

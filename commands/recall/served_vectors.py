@@ -164,20 +164,18 @@ class _NamespaceVectors:
     def block(self, last_seq: int) -> StoredVectorBlock:
         """The live rows as a persisted block (at :attr:`built_position`, covering the
         ``memory_vectors`` rows up to ``last_seq``), with the approximate index when there
-        is one whose rows are all live (its row numbers are then the block's; one holding
-        a dead row is left out and rebuilt by the next process). Call with the holder's
-        lock held (the index is serialized now)."""
+        is one (serialized now, its dead rows taken out and the others renumbered as the
+        block's rows; one restored from the file is passed on unread when its rows are all
+        live, else left out). Call with the holder's lock held."""
         size = len(self.ids)
         keep = np.flatnonzero(self.alive[:size])
         stored_ann: StoredAnn | None = None
         index = self._ann
         if index is not None:
-            if len(keep) == size:
-                index.add(self.matrix, size)
-            if bool(self.alive[: index.size].all()):
-                data = index.serialize()
-                stored_ann = (index.size, lambda: data)
-                self.ann_unsaved = False
+            index.add(self.matrix, size)
+            data, covered = index.serialize(keep.astype(np.int64))
+            stored_ann = (covered, lambda: data)
+            self.ann_unsaved = False
         elif self._stored_ann is not None and bool(self.alive[: self._stored_ann[0]].all()):
             stored_ann = self._stored_ann  # adopted, not restored yet: passed on as it is
         if len(keep) == size:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from benchmarks.corpus import BENCH_NAMESPACE, fill, memories, queries
@@ -83,6 +84,29 @@ def test_a_fresh_process_restores_the_index_and_answers_as_exact_search(
     assert any(restored)
 
 
+def test_an_index_holding_dead_rows_is_persisted_without_them(
+    store: tuple[Path, list[str]],
+) -> None:
+    path, asked = store
+    with open_hybrid(path) as engine:
+        through_index(engine)
+        before = answers(engine, BENCH_NAMESPACE, asked)
+        gone = {hit for found in before for hit in found[:2]}
+        for memory_id in gone:
+            engine.forget(BENCH_NAMESPACE, memory_id)
+        assert held(engine).dead  # rows the index still holds
+        index = held(engine)._ann
+        assert index is not None and index.size == len(held(engine))
+    entry = ann_entry(path)
+    assert entry.ann_rows == entry.rows  # the forgotten rows' entries went, the rest renumbered
+    with open_hybrid(path) as engine:
+        through_index(engine)
+        restored = answers(engine, BENCH_NAMESPACE, asked)
+        assert held(engine).ann_source == "restored"
+    assert restored == exact_answers(path, asked)
+    assert not gone & {hit for found in restored for hit in found}
+
+
 def test_rows_after_the_persisted_index_are_added_to_it(
     store: tuple[Path, list[str]],
 ) -> None:
@@ -141,3 +165,21 @@ def test_an_erased_namespace_takes_its_index_out_of_the_file(tmp_path: Path) -> 
     assert opened._directory is not None
     assert list(opened._directory.vectors[MODEL]) == [BENCH_NAMESPACE.key()]
     opened.close()
+
+
+def test_a_compacted_index_proposes_the_same_rows_renumbered() -> None:
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((4_000, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    index = ann.ApproximateIndex(32, 4_000)
+    index.train(matrix)
+    index.add(matrix, 4_000)
+    kept = np.flatnonzero(rng.random(4_000) > 0.2).astype(np.int64)
+    data, rows = index.serialize(kept)
+    assert rows == len(kept)
+    restored = ann.ApproximateIndex.restore(data, 32, rows)
+    assert restored is not None and index.size == 4_000  # the original is left whole
+    for query in matrix[:20]:
+        original = index.candidates(query, 50).tolist()
+        expected = [int(np.searchsorted(kept, r)) for r in original if r in set(kept.tolist())]
+        assert sorted(restored.candidates(query, len(expected)).tolist()) == sorted(expected)
