@@ -8,8 +8,10 @@ and loads them into the semantic channel's in-process matrix
 it asks the channel's candidate step at hybrid recall's depth (the fusion's ``depth`` 100
 memories, so 200 rows as ``SemanticChannel.search`` fetches them) once exactly (one product
 over the matrix) and once through the approximate index (``commands.recall.ann``:
-candidates re-ranked exactly), and prints p50/p99 of each, the index's build time, and the
-agreement: recall@10 (and @100) of the approximate top against the exact one. The query
+candidates re-ranked exactly), and prints p50/p99 of each, the index's build time, its
+restore time (serialized as the recall file holds it, then restored; and whether the
+restored index proposes the same candidates), and the agreement: recall@10 (and @100) of
+the approximate top against the exact one. The query
 embedding is excluded; so are the lexical channel and the fusion, which are the same on both
 paths. The machine's load average is printed before and after.
 
@@ -96,12 +98,26 @@ def measure(rows: int, queries: int, threshold: int) -> dict[str, Any]:
         at_100.append(ann.agreement(approximate_rows[:100], exact_rows[:100]))
     index = vectors._ann
     assert index is not None
+    # As a fresh process gets it from the recall file: serialized, then restored.
+    serialized, _ = index.serialize()
+    started = time.perf_counter()
+    restored = ann.ApproximateIndex.restore(serialized, DIMENSION, index.size)
+    restore_s = time.perf_counter() - started
+    assert restored is not None
+    same = [
+        set(restored.candidates(q, ROWS_FETCHED).tolist())
+        == set(index.candidates(q, ROWS_FETCHED).tolist())
+        for q in asked
+    ]
     return {
         "rows": rows,
         "queries": queries,
         "cells": index.cells,
         "cells_scanned": index.nprobe,
         "build_s": build_s,
+        "restore_s": restore_s,
+        "index_mib": len(serialized) / 2**20,
+        "restored_same_candidates": sum(same) / len(same),
         "exact_p50_ms": median(exact_ms),
         "exact_p99_ms": percentile(exact_ms, 99),
         "approximate_p50_ms": median(approximate_ms),
@@ -153,6 +169,11 @@ def main(argv: list[str]) -> int:
             (
                 f"{size:,} rows: index build (cells, scanned)",
                 f"{f['build_s']:.1f} s ({f['cells']}, {f['cells_scanned']})",
+            ),
+            (
+                f"{size:,} rows: persisted index restored (MiB; same candidates as built)",
+                f"{f['restore_s']:.2f} s ({f['index_mib']:,.0f};"
+                f" {f['restored_same_candidates']:.0%})",
             ),
             (f"{size:,} rows: load average", f"{f['load_average'][0]:.2f}"),
         ]

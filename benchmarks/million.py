@@ -153,6 +153,11 @@ def ingest_child(store: str, size: int, batch: int, asked: int, budget: float) -
         vectors_s = time.perf_counter() - started
         status = engine.semantic_status(BENCH_NAMESPACE)
         provider_s = provider.seconds
+        # The approximate index the first recall started building (from ann's threshold):
+        # waited for, so the file written at close holds it for the readers.
+        held = approximate_holder(engine)
+        index_ready = held is not None and held.wait_index(budget)
+        index_s = time.perf_counter() - first_started if index_ready else None
     finally:
         close_started = time.perf_counter()
         engine.close()
@@ -169,9 +174,18 @@ def ingest_child(store: str, size: int, batch: int, asked: int, budget: float) -
         "vectors_wait_s": vectors_s - lexical_s,
         "searchable_per_s": size / max(vectors_s - provider_s, 1e-9) if ready else None,
         "provider_s": provider_s,
+        "ann_index_ready_s": index_s,
         "close_s": close_s,
         "peak_rss_kib": hwm_kib(),
     }
+
+
+def approximate_holder(engine: Any) -> Any:
+    """The benchmark namespace's held vectors when its search goes through the approximate
+    index (``commands.recall.ann``), else None."""
+    semantic = engine.semantic
+    held = semantic.served.cache.get(BENCH_NAMESPACE.key()) if semantic is not None else None
+    return held if held is not None and held.approximate else None
 
 
 def reader_child(store: str, questions_file: str, hybrid: bool) -> dict[str, Any]:
@@ -192,10 +206,15 @@ def reader_child(store: str, questions_file: str, hybrid: bool) -> dict[str, Any
             semantic = result.semantic
             if semantic is None:
                 return spent, "off"
+            held = approximate_holder(engine)
+            indexed.append(held is not None and held.ann_ready)
             return spent - (semantic.query_embedding_ms or 0.0), semantic.state
 
+        indexed: list[bool] = []
         first_ms, first_state = recall_ms(questions[0])
         warm = [recall_ms(q) for q in questions[1:]]
+        held = approximate_holder(engine)
+        ann_source = held.ann_source if held is not None else None
     finally:
         engine.close()
     return {
@@ -205,6 +224,8 @@ def reader_child(store: str, questions_file: str, hybrid: bool) -> dict[str, Any
         "first_state": first_state,
         "warm": lat([ms for ms, _ in warm]),
         "warm_ready_share": sum(state == "ready" for _, state in warm) / max(len(warm), 1),
+        "warm_indexed_share": sum(indexed[1:]) / max(len(warm), 1),
+        "ann_source": ann_source,
         "baseline_rss_kib": baseline,
         "peak_rss_kib": hwm_kib(),
     }
@@ -551,6 +572,20 @@ def engine_rows(per_size: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
                 lambda e: (
                     f"{e['hybrid']['warm']['p50_ms']:.2f} / {e['hybrid']['warm']['p99_ms']:.2f}"
                     f" ({e['hybrid']['warm_ready_share']:.0%})"
+                )
+            ),
+        ),
+        (
+            "approximate index: writer's build (s) / fresh hybrid reader's (how; share of warm)",
+            cells(
+                lambda e: (
+                    (
+                        "-"
+                        if e["ingest"].get("ann_index_ready_s") is None
+                        else f"{e['ingest']['ann_index_ready_s']:,.1f}"
+                    )
+                    + f" / {e['hybrid'].get('ann_source') or 'exact'}"
+                    + f" ({e['hybrid'].get('warm_indexed_share', 0.0):.0%})"
                 )
             ),
         ),

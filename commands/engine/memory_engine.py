@@ -812,7 +812,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
                     def vectors() -> dict[str, dict[str, StoredVectorBlock]]:
                         return {semantic.model_key: semantic.persisted_vectors()}
 
-                changed = semantic is not None and semantic.served.changed
+                changed = semantic is not None and (
+                    semantic.served.changed or semantic.served.index_unsaved
+                )
                 with contextlib.suppress(OSError):  # a folder it cannot write: rebuilt
                     self.recall_index.persist(
                         self.serving.position, self.serving, vectors, vectors_changed=changed

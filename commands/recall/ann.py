@@ -1,9 +1,11 @@
 """The approximate nearest-neighbour index of the semantic channel (issue 30 item 3).
 
 A derived read model over one namespace's in-process vector matrix
-(:class:`~memory_ledger.commands.recall.semantic.SemanticChannel`): rebuilt from the matrix
-whenever it is missing (every process, every compaction, every erasure drops it), never
-persisted, never the source of a score. It only proposes *rows*; the channel re-ranks them
+(:class:`~memory_ledger.commands.recall.semantic.SemanticChannel`): built from the matrix
+whenever it is missing (every compaction and every erasure drops it), persisted beside the
+namespace's vectors in the recall file (:meth:`ApproximateIndex.serialize`; a new process
+loads it, checksummed, instead of rebuilding, and adds the rows written after it), never
+the source of a score. It only proposes *rows*; the channel re-ranks them
 exactly by cosine over the matrix, applies the same live mask and field filter as exact
 search, and verifies every candidate against the current canonical document, so a
 forgotten, superseded or erased memory is never served whichever path found it.
@@ -80,9 +82,9 @@ class ApproximateIndex:
             raise RuntimeError("the ann extra (faiss-cpu) is not installed")
         self._faiss = faiss
         self.dimension = dimension
+        self.probe_share = probe_share
         self.cells = max(1, min(int(2 * math.sqrt(rows)), rows // 39))  # faiss: 39 per cell
-        scan = max(probe_share * self.cells, SCANNED_ROWS * self.cells / max(rows, 1))
-        self.nprobe = min(self.cells, max(1, math.ceil(scan)))
+        self.nprobe = self._probes(rows)
         quantizer = faiss.IndexFlatIP(dimension)
         self._index: Any = faiss.IndexIVFFlat(
             quantizer, dimension, self.cells, faiss.METRIC_INNER_PRODUCT
@@ -90,6 +92,62 @@ class ApproximateIndex:
         self._quantizer = quantizer  # the IVF index does not own it
         self.size = 0
         """Rows added so far (rows ``0 .. size - 1`` of the matrix)."""
+
+    @classmethod
+    def restore(
+        cls, data: npt.NDArray[np.uint8], dimension: int, rows: int
+    ) -> ApproximateIndex | None:
+        """The index :meth:`serialize` wrote, holding rows ``0 .. rows - 1``; None when
+        ``data`` does not decode to an IVF index of ``dimension`` holding exactly ``rows``
+        rows (a damaged or foreign block: the caller rebuilds).
+
+        :raises RuntimeError: faiss is not installed."""
+        self = cls(dimension, max(rows, 1))
+        try:
+            index = self._faiss.deserialize_index(np.ascontiguousarray(data, dtype=np.uint8))
+            ivf = self._faiss.extract_index_ivf(index)
+        except RuntimeError:  # faiss's own exception type for a stream it cannot read
+            return None
+        if index.d != dimension or index.ntotal != rows or not index.is_trained:
+            return None
+        self._index = index  # owns its quantizer (and is the IVF index: ``ivf`` is a view)
+        self._quantizer = ivf.quantizer
+        self.cells = int(ivf.nlist)
+        self.nprobe = self._probes(rows)
+        self.size = rows
+        return self
+
+    def _probes(self, rows: int) -> int:
+        """Cells a query scans: :attr:`probe_share` of them, and at least the cells holding
+        about :data:`SCANNED_ROWS` of ``rows``."""
+        scan = max(self.probe_share * self.cells, SCANNED_ROWS * self.cells / max(rows, 1))
+        return min(self.cells, max(1, math.ceil(scan)))
+
+    def serialize(
+        self, kept: npt.NDArray[np.int64] | None = None
+    ) -> tuple[npt.NDArray[np.uint8], int]:
+        """The index as bytes (``faiss.serialize_index``), for :meth:`restore`, and how many
+        rows it holds. ``kept``: the rows (ascending) a compacted copy of the matrix keeps;
+        the bytes are then those of an index over that copy (the others' entries removed,
+        row ``kept[i]`` renumbered ``i``), holding its rows ``0 .. n - 1``, ``n`` the kept
+        rows under :attr:`size`. This index is left as it is."""
+        faiss = self._faiss
+        covered = self.size if kept is None else int(np.searchsorted(kept, self.size))
+        if covered == self.size:
+            data: npt.NDArray[np.uint8] = faiss.serialize_index(self._index)
+            return data, covered
+        assert kept is not None
+        copy = faiss.clone_index(self._index)
+        dropped = np.setdiff1d(np.arange(self.size, dtype=np.int64), kept[:covered])
+        copy.remove_ids(faiss.IDSelectorBatch(dropped))
+        lists = copy.invlists
+        for cell in range(copy.nlist):
+            count = lists.list_size(cell)
+            if count:  # the ids of an in-memory inverted list, renumbered in place
+                ids = faiss.rev_swig_ptr(lists.get_ids(cell), count)
+                ids[:] = np.searchsorted(kept, ids)
+        data = faiss.serialize_index(copy)
+        return data, covered
 
     def train(self, matrix: npt.NDArray[np.float32], seed: int = 0) -> None:
         """Train the cells on a sample of ``matrix`` (39 rows per cell: faiss asks as many)."""

@@ -40,15 +40,20 @@ import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from memory_ledger.commands.recall.index import MemoryDoc
 from memory_ledger.commands.recall.lexical import CONTEXT_CHARS, WINDOW_TURNS
-from memory_ledger.commands.recall.vector_block import StoredVectorBlock, VectorMeta
+from memory_ledger.commands.recall.vector_block import StoredAnn, StoredVectorBlock, VectorMeta
 from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces, write_atomic
 from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.text_index import BM25Index, BM25State
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "FORMAT_VERSION",
@@ -84,7 +89,9 @@ class NamespaceEntry(msgspec.Struct, frozen=True, array_like=True):
 class VectorEntry(msgspec.Struct, frozen=True, array_like=True):
     """Where one namespace's vectors of one model are: their metadata blob
     (:class:`VectorMeta`) and their matrix (``rows`` x ``dimension`` little-endian float32,
-    64-byte aligned), each with its crc32 (checked when first read)."""
+    64-byte aligned), each with its crc32 (checked when first read), and their approximate
+    index when one was persisted (``faiss.serialize_index`` bytes over matrix rows
+    ``0 .. ann_rows - 1``, checked when first used; a damaged one is ignored and rebuilt)."""
 
     offset: int
     length: int
@@ -93,6 +100,11 @@ class VectorEntry(msgspec.Struct, frozen=True, array_like=True):
     rows: int
     dimension: int
     matrix_crc: int
+    ann_offset: int = 0
+    ann_length: int = 0
+    """0: no approximate index stored."""
+    ann_crc: int = 0
+    ann_rows: int = 0
 
 
 _ALIGN = 64
@@ -416,19 +428,52 @@ class RecallIndexFile:
         matrix = np.frombuffer(
             self._map, dtype="<f4", count=entry.rows * entry.dimension, offset=entry.matrix_offset
         ).reshape(entry.rows, entry.dimension)
-        return meta, matrix
+        return meta, matrix, self._stored_ann(entry)
 
-    def _raw_vectors(self, model_key: str, key: str) -> tuple[bytes, bytes] | None:
-        """The metadata and matrix bytes of a stored vector block, as stored."""
+    def _stored_ann(self, entry: VectorEntry) -> StoredAnn | None:
+        """The entry's approximate index, read and checked when its loader is called
+        (None from the loader: out of the map or failing its checksum; the file is kept,
+        its vectors being sound)."""
+        if not entry.ann_length or entry.ann_rows > entry.rows:
+            return None
+        mapped = self._map
+        assert mapped is not None
+
+        def serialized() -> npt.NDArray[np.uint8] | None:
+            import numpy as np
+
+            end = entry.ann_offset + entry.ann_length
+            try:
+                if end > len(mapped):
+                    return None
+                data = np.frombuffer(mapped, np.uint8, entry.ann_length, entry.ann_offset)
+            except ValueError:  # the map was closed (the file replaced meanwhile)
+                return None
+            return data if zlib.crc32(data.data) == entry.ann_crc else None
+
+        return entry.ann_rows, serialized
+
+    def _raw_vectors(
+        self, model_key: str, key: str
+    ) -> tuple[bytes, bytes, tuple[int, bytes] | None] | None:
+        """The metadata and matrix bytes of a stored vector block, as stored, and its
+        approximate index's ``(rows, bytes)`` (None: none stored)."""
         if self._directory is None or self._map is None:
             return None
         entry = self._directory.vectors.get(model_key, {}).get(key)
         if entry is None:
             return None
         size = entry.rows * entry.dimension * 4
+        stored_ann = None
+        if entry.ann_length:
+            end = entry.ann_offset + entry.ann_length
+            raw = self._map[entry.ann_offset : end]
+            if zlib.crc32(raw) == entry.ann_crc:  # a damaged index is not carried over
+                stored_ann = (entry.ann_rows, raw)
         return (
             self._map[entry.offset : entry.offset + entry.length],
             self._map[entry.matrix_offset : entry.matrix_offset + size],
+            stored_ann,
         )
 
     def raw_blob(self, key: str) -> tuple[NamespaceEntry, bytes] | None:
@@ -487,20 +532,32 @@ class RecallIndexFile:
             offset += len(raw)
         vector_entries: dict[str, dict[str, VectorEntry]] = {}
         vector_chunks: list[bytes | memoryview] = []
-        for model_key, key, meta_raw, matrix_raw, dimension in self._vector_blocks(vectors):
+        for model_key, key, meta_raw, matrix_raw, dimension, ann_block in self._vector_blocks(
+            vectors
+        ):
             matrix_offset = -(-(offset + len(meta_raw)) // _ALIGN) * _ALIGN
             pad = matrix_offset - offset - len(meta_raw)
+            rows = len(matrix_raw) // (4 * dimension) if dimension else 0
+            end = matrix_offset + len(matrix_raw)
+            ann_entry: tuple[int, int, int, int] = (0, 0, 0, 0)
+            ann_chunks: list[bytes | memoryview] = []
+            if ann_block is not None and 0 < ann_block[0] <= rows and len(ann_block[1]):
+                ann_rows, ann_raw = ann_block
+                ann_entry = (end, len(ann_raw), zlib.crc32(ann_raw), ann_rows)
+                ann_chunks = [ann_raw]
+                end += len(ann_raw)
             vector_entries.setdefault(model_key, {})[key] = VectorEntry(
                 offset,
                 len(meta_raw),
                 zlib.crc32(meta_raw),
                 matrix_offset,
-                len(matrix_raw) // (4 * dimension) if dimension else 0,
+                rows,
                 dimension,
                 zlib.crc32(matrix_raw),
+                *ann_entry,
             )
-            vector_chunks += [meta_raw, b"\0" * pad, matrix_raw]
-            offset = matrix_offset + len(matrix_raw)
+            vector_chunks += [meta_raw, b"\0" * pad, matrix_raw, *ann_chunks]
+            offset = end
         directory = _encoder.encode(
             Directory(
                 self.fingerprint,
@@ -530,20 +587,28 @@ class RecallIndexFile:
 
     def _vector_blocks(
         self, vectors: Mapping[str, Mapping[str, StoredVectorBlock]] | None
-    ) -> Iterator[tuple[str, str, bytes, bytes | memoryview, int]]:
-        """``(model key, namespace key, metadata bytes, matrix bytes, dimension)`` of every
-        vector block the next file holds: those given, then the file's others of the models
-        given (all models when None), erased namespaces left out."""
+    ) -> Iterator[
+        tuple[str, str, bytes, bytes | memoryview, int, tuple[int, bytes | memoryview] | None]
+    ]:
+        """``(model key, namespace key, metadata bytes, matrix bytes, dimension,
+        approximate index's (rows, bytes) or None)`` of every vector block the next file
+        holds: those given, then the file's others of the models given (all models when
+        None), erased namespaces left out (their index with them)."""
         ids = self.erased.ids()
         given = vectors or {}
         for model_key, held in sorted(given.items()):
-            for key, (meta, matrix) in sorted(held.items()):
+            for key, (meta, matrix, stored_ann) in sorted(held.items()):
                 if len(meta.ids) and not self.erased.key_erased(key, ids):
                     import numpy as np  # only a process that served vectors writes them
 
                     matrix = np.ascontiguousarray(matrix, dtype="<f4")
                     raw = matrix.data.cast("B")
-                    yield model_key, key, _encoder.encode(meta), raw, matrix.shape[1]
+                    ann_block = None
+                    if stored_ann is not None:
+                        serialized = stored_ann[1]()
+                        if serialized is not None:
+                            ann_block = (stored_ann[0], serialized.data.cast("B"))
+                    yield model_key, key, _encoder.encode(meta), raw, matrix.shape[1], ann_block
         stored = self._directory.vectors if self._directory is not None else {}
         for model_key, entries in sorted(stored.items()):
             if vectors is not None and model_key not in vectors:
@@ -553,7 +618,8 @@ class RecallIndexFile:
                     continue
                 copied = self._raw_vectors(model_key, key)
                 if copied is not None:
-                    yield model_key, key, copied[0], copied[1], entry.dimension
+                    meta_raw, matrix_raw, ann_copied = copied
+                    yield model_key, key, meta_raw, matrix_raw, entry.dimension, ann_copied
 
     def remove(self) -> None:
         """Delete the file (an erasure: it may hold an erased namespace's words)."""

@@ -481,10 +481,10 @@ class SemanticChannel:
         block = self.stored_vectors(self.model_key, key)
         if block is None or block[0].built > self._serving.position:
             return False
-        meta, matrix = block
+        meta, matrix, stored_ann = block
         if matrix.shape[1] != held.dimension:
             return False
-        held.adopt(meta, matrix)
+        held.adopt(meta, matrix, stored_ann)
         later = self.vectors.load(self.model_key, ns, meta.last_seq, retrievable_only=False)
         if later.memory_ids:
             live = self._serving.retrievable_ids(*ns)

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_ledger.commands.recall import ann
-from memory_ledger.commands.recall.vector_block import StoredVectorBlock, VectorMeta
+from memory_ledger.commands.recall.vector_block import StoredAnn, StoredVectorBlock, VectorMeta
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
 
@@ -68,6 +68,14 @@ class _NamespaceVectors:
         instead of in the first search that needs it."""
         self._ann: ann.ApproximateIndex | None = None
         self._building: threading.Thread | None = None
+        self._stored_ann: StoredAnn | None = None
+        """The persisted index of an adopted block, restored instead of built when first
+        needed (:meth:`_obtained`)."""
+        self.ann_source: str | None = None
+        """How the approximate index came: ``restored`` (from the persisted block) or
+        ``built`` (trained here); None: none yet."""
+        self.ann_unsaved = False
+        """An index was built here and no persisted block holds it yet."""
         self.missing: set[str] = set()
         """Retrievable memories known to lack a statement vector for their current text."""
 
@@ -155,9 +163,21 @@ class _NamespaceVectors:
 
     def block(self, last_seq: int) -> StoredVectorBlock:
         """The live rows as a persisted block (at :attr:`built_position`, covering the
-        ``memory_vectors`` rows up to ``last_seq``)."""
+        ``memory_vectors`` rows up to ``last_seq``), with the approximate index when there
+        is one (serialized now, its dead rows taken out and the others renumbered as the
+        block's rows; one restored from the file is passed on unread when its rows are all
+        live, else left out). Call with the holder's lock held."""
         size = len(self.ids)
         keep = np.flatnonzero(self.alive[:size])
+        stored_ann: StoredAnn | None = None
+        index = self._ann
+        if index is not None:
+            index.add(self.matrix, size)
+            data, covered = index.serialize(keep.astype(np.int64))
+            stored_ann = (covered, lambda: data)
+            self.ann_unsaved = False
+        elif self._stored_ann is not None and bool(self.alive[: self._stored_ann[0]].all()):
+            stored_ann = self._stored_ann  # adopted, not restored yet: passed on as it is
         if len(keep) == size:
             matrix = self.matrix[:size]
             ids, revisions, digests, fields = self.ids, self.revisions, self.digests, self.fields
@@ -180,12 +200,20 @@ class _NamespaceVectors:
             sorted(self.missing),
             order.tobytes(),
         )
-        return meta, matrix
+        return meta, matrix, stored_ann
 
-    def adopt(self, meta: VectorMeta, matrix: npt.NDArray[np.float32]) -> None:
+    def adopt(
+        self,
+        meta: VectorMeta,
+        matrix: npt.NDArray[np.float32],
+        stored_ann: StoredAnn | None = None,
+    ) -> None:
         """Fill this empty holder from a persisted block (its matrix used as it is, never
         written in place: a read-only view of the file); :attr:`built_position` becomes the
-        block's (the caller refreshes it from there)."""
+        block's (the caller refreshes it from there). ``stored_ann``: the block's persisted
+        approximate index, restored when first needed (checked then; a damaged one is
+        rebuilt)."""
+        self._stored_ann = stored_ann
         count = len(meta.ids)
         self.matrix = matrix
         self.alive = np.ones(count, dtype=bool)
@@ -296,7 +324,7 @@ class _NamespaceVectors:
             if self.ann_background:
                 self._build_in_background(size)
                 return None
-            index = self._ann = self._built(self.matrix, size)
+            index = self._ann = self._obtained(self.matrix, size)
         index.add(self.matrix, size)  # rows appended since: retired ones stay, masked
         count = max(take * 4, 64)
         widen = 1
@@ -318,11 +346,28 @@ class _NamespaceVectors:
         out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
         return out[:take]
 
-    def _built(self, matrix: npt.NDArray[np.float32], size: int) -> ann.ApproximateIndex:
-        """A new index over rows ``0 .. size - 1`` of ``matrix``."""
+    def _obtained(self, matrix: npt.NDArray[np.float32], size: int) -> ann.ApproximateIndex:
+        """An index over rows ``0 .. size - 1`` of ``matrix``: the persisted one of the
+        adopted block when it checks out (the rows after it added), else a new one."""
+        stored, self._stored_ann = self._stored_ann, None
+        if stored is not None:
+            rows, serialized = stored
+            data = serialized() if rows <= size else None
+            index = (
+                ann.ApproximateIndex.restore(data, self.dimension, rows)
+                if data is not None
+                else None
+            )
+            if index is not None:
+                index.add(matrix, size)
+                self.ann_source = "restored"
+                return index
+            log.warning("persisted approximate index unusable; rebuilding it")
         index = ann.ApproximateIndex(self.dimension, size)
         index.train(matrix[:size])
         index.add(matrix, size)
+        self.ann_source = "built"
+        self.ann_unsaved = True
         return index
 
     def _build_in_background(self, size: int) -> None:
@@ -336,12 +381,17 @@ class _NamespaceVectors:
 
         def build() -> None:
             try:
-                self._ann = self._built(matrix, size)
+                self._ann = self._obtained(matrix, size)
             except Exception:  # searches stay exact; say why once
                 log.exception("approximate index build failed; semantic search stays exact")
 
         self._building = threading.Thread(target=build, name="memory-ledger-ann", daemon=True)
         self._building.start()
+
+    @property
+    def ann_ready(self) -> bool:
+        """True when the approximate index is there (restored or built)."""
+        return self._ann is not None
 
     def wait_index(self, timeout: float | None = None) -> bool:
         """Wait for a background build (see ``ann_background``); True when the index is
@@ -462,6 +512,13 @@ class ServedVectors:
         :meth:`flush`, with the projection lock held)."""
         with self.lock:
             return {key: held.block(last_seq(key)) for key, held in self.cache.items()}
+
+    @property
+    def index_unsaved(self) -> bool:
+        """Whether a held namespace built an approximate index no persisted file holds (the
+        engine then writes the file at close even when no vector changed)."""
+        with self.lock:
+            return any(held.ann_unsaved for held in self.cache.values())
 
     @property
     def unpersisted(self) -> int:

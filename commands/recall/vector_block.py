@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, TypeAlias
 import msgspec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["StoredVectorBlock", "VectorMeta"]
+__all__ = ["StoredAnn", "StoredVectorBlock", "VectorMeta"]
 
 
 class VectorMeta(msgspec.Struct, frozen=True, array_like=True):
@@ -35,5 +37,12 @@ class VectorMeta(msgspec.Struct, frozen=True, array_like=True):
     order: bytes
 
 
-StoredVectorBlock: TypeAlias = "tuple[VectorMeta, npt.NDArray[np.float32]]"
-"""``(metadata, matrix)`` of one namespace's vectors of one model."""
+StoredAnn: TypeAlias = "tuple[int, Callable[[], npt.NDArray[np.uint8] | None]]"
+"""A namespace's approximate index (:mod:`commands.recall.ann`) persisted beside its
+vectors: ``(rows, serialized)``, the index holding rows ``0 .. rows - 1`` of the block's
+matrix (row numbers are its ids), and a function giving ``faiss.serialize_index``'s bytes,
+checked against their checksum when called (None: damaged, the index is rebuilt)."""
+
+StoredVectorBlock: TypeAlias = "tuple[VectorMeta, npt.NDArray[np.float32], StoredAnn | None]"
+"""``(metadata, matrix, approximate index or None)`` of one namespace's vectors of one
+model."""

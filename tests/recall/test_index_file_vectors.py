@@ -190,7 +190,7 @@ def test_an_adopted_block_finds_rows_by_bisection_as_its_map_would() -> None:
         )
     )
     held.retire(ids[5], False)  # a dead row stays out of the block
-    meta, matrix = held.block(120)
+    meta, matrix, _ = held.block(120)
     adopted = _NamespaceVectors(4, 0)
     adopted.adopt(meta, matrix)
     asked = [(i, f) for i in [*ids, "absent", "m-"] for f in ("statement", "source")]
