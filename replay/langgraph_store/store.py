@@ -110,6 +110,8 @@ def _check_op(op: Op) -> None:
     ``batch``, and so does this store. Counts, query and filter are checked for their type
     (typed errors, never a raw exception), and the filter's operators
     (:func:`~memory_ledger.replay.langgraph_store.matching.check_filter`)."""
+    if isinstance(op, (GetOp, PutOp)):
+        _check_address(op.namespace, op.key)  # a get is refused as a put is: by type
     try:
         validate_op_namespace(op)
     except LangGraphNamespaceError as e:

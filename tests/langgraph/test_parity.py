@@ -395,3 +395,11 @@ def test_a_namespace_given_as_a_list_is_read_as_its_tuple(shared_engine: MemoryE
     assert ours.list_namespaces() == [("docs", "a")]
     with pytest.raises(InvalidArgumentTypeError):
         ours.put("docs", "k", {"v": 1})  # type: ignore[arg-type]
+    # A get of a string namespace is refused by type as a put is (it answered None);
+    # ``BaseStore.get`` makes any key a string (LangGraph's own rule), but a GetOp handed
+    # to ``batch`` with a key that is not one is refused too.
+    with pytest.raises(InvalidArgumentTypeError):
+        ours.get("docs", "k")  # type: ignore[arg-type]
+    for namespace, key in [("docs", "k"), (("docs", "a"), None), (("docs", "a"), 7)]:
+        with pytest.raises(InvalidArgumentTypeError):
+            ours.batch([GetOp(namespace, key)])  # type: ignore[arg-type]
