@@ -100,16 +100,22 @@ def run_child(mode: str, store: Path, size: int) -> dict[str, Any]:
     return child_json("benchmarks.memory", ["--child", mode, str(store), str(size)])
 
 
-def child_json(module: str, args: list[str], *, show_stderr: bool = False) -> dict[str, Any]:
+def child_json(
+    module: str, args: list[str], *, show_stderr: bool = False, bytecode: bool = False
+) -> dict[str, Any]:
     """Run ``python -m module *args`` in a fresh process (this checkout first on its
     ``PYTHONPATH``) and return the JSON object its last line of output prints.
 
     A fresh process has its own peak RSS and nothing warm from this one. ``show_stderr``
     lets the child's standard error through (its progress lines) instead of keeping it for
-    the error message. Raises ``RuntimeError`` when the child exits non-zero.
+    the error message. ``bytecode``: the child reads cached bytecode, as an installed
+    package's process does (``PYTHONDONTWRITEBYTECODE`` dropped from its environment; see
+    :func:`compile_checkout`). Raises ``RuntimeError`` when the child exits non-zero.
     """
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     done = subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=REPO,
@@ -124,6 +130,18 @@ def child_json(module: str, args: list[str], *, show_stderr: bool = False) -> di
         raise RuntimeError(msg + (done.stderr or "")[-4000:])
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def compile_checkout() -> None:
+    """Write the bytecode of this checkout's package and benchmarks (``__pycache__``), as
+    ``pip install`` does for an installed package, so that a child run with ``bytecode``
+    times the engine, not the compiler: where ``PYTHONDONTWRITEBYTECODE`` is set (this
+    machine's environment sets it) every process otherwise compiles each module it imports
+    from source, 0.1 s of a fresh process's first recall here."""
+    import compileall
+
+    for folder in ("memory_ledger", "commands", "ledger", "projections", "replay", "benchmarks"):
+        compileall.compile_dir(REPO / folder, quiet=1, workers=1)
 
 
 def mib(kib: float) -> str:
