@@ -72,6 +72,7 @@ from memory_ledger.commands.recall.served_vectors import (
     ServedVectors,
     VectorRows,
     _NamespaceVectors,
+    row_scores,
 )
 from memory_ledger.commands.recall.vector_block import StoredVectorBlock
 from memory_ledger.ledger.arguments import check_timeout
@@ -616,7 +617,7 @@ class SemanticChannel:
                 ids.append(memory_id)
         if not rows:
             return {}
-        scores = vectors.matrix[np.asarray(rows)] @ query_vector
+        scores = row_scores(vectors.matrix[np.asarray(rows)], query_vector)
         out: dict[str, float] = {}
         for memory_id, score in zip(ids, scores.tolist(), strict=True):
             if memory_id not in out or score > out[memory_id]:

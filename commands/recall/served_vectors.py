@@ -33,7 +33,7 @@ from memory_ledger.commands.recall.vector_block import StoredAnn, StoredVectorBl
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.vectors import FIELDS, PendingMemory, StoredVectors, VectorStore
 
-__all__ = ["ServedVectors", "VectorRows"]
+__all__ = ["ServedVectors", "VectorRows", "row_scores"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,20 @@ FINDS_BEFORE_MAP = 1_000
 """Row lookups by bisection after which a restored holder builds its ``(id, field) -> row``
 map (:meth:`_NamespaceVectors.find`): the first recalls of a fresh process build none, warm
 ones use the map."""
+
+
+def row_scores(
+    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """The dot product of each row of ``matrix`` (``n x d`` float32) with ``query`` (``d``):
+    ``n`` float32 scores, each row summed on its own in one thread (``numpy.einsum``, no
+    BLAS). Every semantic score goes through here, so a row scores the same bits whether
+    the whole matrix or a gathered subset is scored. BLAS's ``sgemv`` starts its worker
+    threads for each product: under load on this 2-core machine a 1,600-row re-rank took
+    10.4 ms that way against 1.2 ms here, and the whole 100,000-row matrix 24-34 ms against
+    19-20 ms (medians of 30-300 products, load 9-11)."""
+    scores: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, query)
+    return scores
 
 
 class _NamespaceVectors:
@@ -308,7 +322,7 @@ class _NamespaceVectors:
     ) -> list[tuple[int, float]]:
         """:meth:`top` by one product over the whole matrix."""
         size = len(self.ids)
-        scores = self.matrix[:size] @ query  # float32: one sgemv
+        scores = row_scores(self.matrix[:size], query)
         if self.dead:
             scores[~self.alive[:size]] = -np.inf
         if "source" not in fields:
@@ -356,7 +370,7 @@ class _NamespaceVectors:
             if widen >= index.exhausted_at or count >= size:
                 return None
             widen, count = widen * 4, count * 4
-        scores = self.matrix[rows] @ query
+        scores = row_scores(self.matrix[rows], query)
         out = list(zip(rows.tolist(), scores.tolist(), strict=True))
         out.sort(key=lambda item: (-item[1], self.ids[item[0]], self.fields[item[0]]))
         return out[:take]
