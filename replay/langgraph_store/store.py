@@ -297,7 +297,7 @@ class LedgerStore(TickBatchedStore):
         wanted = op.offset + op.limit
         if not op.query:
             return self._page(op, [], wanted, now)
-        everything = max(1, len(self.engine.retrievable_memories(self.namespace)))
+        everything = max(1, self.engine.count_active_memories(self.namespace))
         depth = min(everything, max(50, 4 * wanted))
         while True:  # a shallow ranking first; deeper when the prefix or filter drop too many
             found, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
@@ -354,8 +354,9 @@ class LedgerStore(TickBatchedStore):
         wanted: int,
     ) -> list[SearchItem]:
         page: list[SearchItem] = []
-        for address, score in kept[op.offset : wanted]:
-            current = self.reader.current(*address)
+        shown = kept[op.offset : wanted]
+        currents = self.reader.currents([address for address, _ in shown])
+        for (_, score), current in zip(shown, currents, strict=True):
             if current is not None:
                 page.append(_search_item(current, score))
                 if op.refresh_ttl:
