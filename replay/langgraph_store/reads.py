@@ -261,10 +261,15 @@ class ItemReader:
     def _read_current(
         self, namespace: tuple[str, ...], key: str
     ) -> tuple[Current | None, frozenset[UUID]]:
-        """The current value at the address and every id its events name (what a later
-        record must name to change it)."""
+        """The current value at the address and the memories it was read from: every
+        memory activated under its key and every one that superseded one of them (a later
+        record that names none of them, and activates nothing under the key, changes
+        neither the events folded here nor the served memories looked up)."""
         events = self.key_events(namespace, key)
-        ids = frozenset(_ids_in([event for _, event in events]))
+        ids = frozenset(
+            [e.originator_id for _, e in events]
+            + [e.superseded_by for _, e in events if isinstance(e, MemorySuperseded)]
+        )
         if not events:
             return None, ids
         holder, created, updated = _fold_times(events)

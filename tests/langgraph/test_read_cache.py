@@ -7,6 +7,7 @@ its own address."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +107,17 @@ def test_a_put_rereads_its_own_address_only(
     changed = store.get(*ADDRESSES[0])
     assert changed is not None and changed.value == {"text": "second"}
     assert read == [ADDRESSES[0]]  # the others were carried over the put
+
+
+def test_an_erasure_drops_every_remembered_value(tmp_path: Path) -> None:
+    """A namespace erased (by this engine or another over the same folder) reads as empty
+    at once: a ``NamespaceErased`` record drops every remembered value."""
+    tenant = Namespace("cache", "lg", "erased")
+    with MemoryEngine.open(tmp_path / "enc", master_key=os.urandom(32)) as engine:
+        store = LedgerStore(engine, tenant)
+        for namespace, key in ADDRESSES:
+            store.put(namespace, key, {"text": f"kept {key}"})
+        assert all(store.get(*address) is not None for address in ADDRESSES)
+        engine.erase(tenant.tenant, tenant.principal, tenant.scope_id, requested_by="test")
+        assert [store.get(*address) for address in ADDRESSES] == [None] * len(ADDRESSES)
+        assert store.search(("users",), query="kept") == []
