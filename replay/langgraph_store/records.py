@@ -47,6 +47,7 @@ __all__ = [
     "address_of",
     "checked_ttl",
     "encode_record",
+    "has_indexed_text",
     "index_text",
     "indexed_text",
     "subject_of",
@@ -90,6 +91,13 @@ def indexed_text(statement: str) -> str:
     embedding function embeds; ``""`` for an item with nothing indexed (``index=False``,
     ``[]``, or fields the value does not hold)."""
     return _REVISION.sub("", statement)
+
+
+def has_indexed_text(statement: str) -> bool:
+    """Whether :func:`indexed_text` of ``statement`` is not empty, without the regular
+    expression for a statement that does not start as the digest does (the digest is all
+    of a statement only when the statement starts with it)."""
+    return not statement.startswith("lgrev") or bool(indexed_text(statement))
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True):

@@ -45,7 +45,7 @@ from memory_ledger.replay.langgraph_store.matching import (
 )
 from memory_ledger.replay.langgraph_store.merged import Call, Outcome, collapse, run_merged
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
-from memory_ledger.replay.langgraph_store.records import indexed_text
+from memory_ledger.replay.langgraph_store.records import has_indexed_text
 from memory_ledger.replay.langgraph_store.ttl import Refresher
 from memory_ledger.replay.langgraph_store.writes import Put, Writer
 
@@ -303,7 +303,7 @@ class LedgerStore(TickBatchedStore):
             found, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
             # an item with no indexed text is not ranked (LangGraph indexes nothing of it):
             # it follows the matches unscored, however near its placeholder vector falls
-            ranked = [(doc, score) for doc, score in found if indexed_text(doc.statement)]
+            ranked = [(doc, score) for doc, score in found if has_indexed_text(doc.statement)]
             if depth >= everything or len(found) < depth:
                 return self._page(op, ranked, wanted, now)
             kept = self._keep(op, ranked, wanted, now, unscored=False)

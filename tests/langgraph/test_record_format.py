@@ -10,7 +10,12 @@ import re
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.engine import Remember
 from memory_ledger.replay.langgraph_store import LedgerStore
-from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record, indexed_text
+from memory_ledger.replay.langgraph_store.records import (
+    PREDICATE,
+    encode_record,
+    has_indexed_text,
+    indexed_text,
+)
 
 TENANT = Namespace("acme", "alice", "format")
 RUN = re.compile(r"[A-Za-z0-9_\-+/=]{20}")  # the secret scan's long token run
@@ -23,6 +28,15 @@ def test_a_statement_holds_no_long_token_run_of_its_own() -> None:
     assert indexed_text(record.statement) == '{"n": 1, "text": "tea with milk"}'
     assert indexed_text("plain words lgrev0123456789abcdef") == "plain words"  # earlier form
     assert indexed_text("lgrev:0123456789abcdef") == ""
+    for statement in (
+        "lgrev:0123456789abcdef",
+        "lgrev0123456789abcdef",
+        "lgrev0123456789abcdef lgrev:0123456789abcdef",
+        "lgrev words lgrev:0123456789abcdef",
+        "words lgrev:0123456789abcdef",
+        "lgrev:0123456789abcdeX",
+    ):
+        assert has_indexed_text(statement) == bool(indexed_text(statement)), statement
 
 
 def test_an_item_recorded_with_the_earlier_digest_reads_and_updates(engine: MemoryEngine) -> None:
