@@ -30,6 +30,7 @@ from memory_ledger.ledger.events import (
     LedgerEvent,
     MemoryActivated,
     MemoryForgotten,
+    MemoryPinned,
     MemoryPruned,
     MemoryReinforced,
     MemorySuperseded,
@@ -222,8 +223,9 @@ class ItemReader:
 
     def _carry(self, head: int) -> None:
         """Move the remembered values to ``head`` (call holding the lock): drop those a
-        record after :attr:`_current_at` may change (one that names an id they were read
-        from, or activates a memory under their match key), or all of them after a
+        record after :attr:`_current_at` may change (one whose fold touches a memory they
+        were read from, :func:`_memories_named`, or that activates a memory under their
+        match key), or all of them after a
         namespace-wide record or more than :data:`_CARRIED_RECORDS` records. Only records
         of :data:`_CHANGING_TOPICS` are decoded."""
         after = self._current_at
@@ -244,7 +246,7 @@ class ItemReader:
                 self._current_at = head
                 return
             event = decode(topic, state, raw_id, version)
-            _ids_in(event, ids)
+            _memories_named(event, ids)
             if isinstance(event, MemoryActivated):
                 match = subject_predicate_key(event.item.subject, event.item.predicate)
                 if match is not None:
@@ -331,6 +333,21 @@ def _fold_times(
         elif isinstance(event, MemoryForgotten | MemoryPruned) and mid == holder:
             holder = None
     return holder, created, updated
+
+
+_OWN_ROW_ONLY = (MemoryActivated, MemoryReinforced, MemoryForgotten, MemoryPruned, MemoryPinned)
+"""Memory events whose fold changes their own memory's row only (``projections.fold``)."""
+
+
+def _memories_named(event: LedgerEvent, found: set[UUID]) -> None:
+    """Add to ``found`` the memories whose stream or served row ``event`` may change: its
+    own; a supersede's newer one too; for any other event, every id it names
+    (:func:`_ids_in`)."""
+    found.add(event.originator_id)
+    if isinstance(event, MemorySuperseded):
+        found.add(event.superseded_by)
+    elif not isinstance(event, _OWN_ROW_ONLY):
+        _ids_in(event, found)
 
 
 def _ids_in(value: Any, found: set[UUID] | None = None) -> set[UUID]:
