@@ -481,7 +481,8 @@ class DirectCommands:
         against the decision's reads and ``planned`` (the memories remembered earlier in
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
-        digests = reads.digests  # the attempt's: the memory id is derived once per attempt
+        # the call's digests, which the reconciler derives the same memory id with (and a
+        # caller reads it back from): derived once per command, not once here and again there
         if decided.item is not None:
             planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement

@@ -77,8 +77,33 @@ _ANY_INJECTION_MARKER = re.compile(
 role-prefix marker anchors at ``^``, which is what it was compiled MULTILINE for)."""
 
 
+_MARKER_WORDS = (
+    "ignore",
+    "disregard",
+    "forget",
+    "<|",
+    "system",
+    "assistant",
+    "inst]",
+    "<<sys>>",
+    "you are now",
+)
+"""Lower-case text every marker's match holds one of (the first alternatives of the
+override marker, the control token's ``<|``, the role and system words, ``[INST]``'s and
+``<<SYS>>``'s closing, the jailbreak phrase): ASCII text holding none of them, in any case,
+carries no marker. (Non-ASCII text is always searched: the case-insensitive match folds
+characters such as U+017F LATIN SMALL LETTER LONG S into ASCII letters.)"""
+
+
 def has_injection_marker(text: str) -> bool:
-    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`)."""
+    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`). ASCII
+    text holding none of :data:`_MARKER_WORDS` is answered without the search (the words
+    are necessary to every marker; the search takes about 20 us for a 90-character text,
+    the words a microsecond)."""
+    if text.isascii():
+        lowered = text.lower()
+        if not any(word in lowered for word in _MARKER_WORDS):
+            return False
     return _ANY_INJECTION_MARKER.search(text) is not None
 
 

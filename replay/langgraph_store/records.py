@@ -15,8 +15,12 @@ One put is one ``remember`` of the engine (``commands.engine``) with:
   ``langgraph-ttl:<minutes>``;
 - ``statement``: the text of the item's indexed fields (``IndexConfig.fields``, paths such
   as ``a.b`` and ``arr[*]``; the whole document for ``$``) followed by a revision digest of
-  address, value and TTL, so two addresses never share a memory id (uuid5 of the
-  statement) and a changed value is a new memory. Lexical and semantic recall search it.
+  address, value and TTL (``lgrev:`` and 16 hex digits), so two addresses never share a
+  memory id (uuid5 of the statement) and a changed value is a new memory. Lexical and
+  semantic recall search it. A record written before the digest had its colon
+  (``lgrev`` and the digits: a run of 21 token characters, which sent every statement
+  through every detector of the secret door) reads the same; a put of its unchanged value
+  records a new memory superseding it instead of a reinforcement.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ __all__ = [
     "address_of",
     "checked_ttl",
     "encode_record",
+    "has_indexed_text",
     "index_text",
     "indexed_text",
     "subject_of",
@@ -72,8 +77,9 @@ _STATEMENT_ROOM = 1960
 """Characters of indexed text kept in the statement (the engine allows 2,000; the rest is
 the revision digest)."""
 
-_REVISION = re.compile(r"(?:\A| )lgrev[0-9a-f]{16}\Z")
-"""The revision digest that ends every statement (:func:`encode_record`)."""
+_REVISION = re.compile(r"(?:\A| )lgrev:?[0-9a-f]{16}\Z")
+"""The revision digest that ends every statement (:func:`encode_record`): ``lgrev:`` and 16
+hex digits (a record written before the colon was added has ``lgrev`` and the digits)."""
 
 Address = tuple[tuple[str, ...], str]
 """A LangGraph item's address: (namespace tuple, key)."""
@@ -85,6 +91,13 @@ def indexed_text(statement: str) -> str:
     embedding function embeds; ``""`` for an item with nothing indexed (``index=False``,
     ``[]``, or fields the value does not hold)."""
     return _REVISION.sub("", statement)
+
+
+def has_indexed_text(statement: str) -> bool:
+    """Whether :func:`indexed_text` of ``statement`` is not empty, without the regular
+    expression for a statement that does not start as the digest does (the digest is all
+    of a statement only when the statement starts with it)."""
+    return not statement.startswith("lgrev") or bool(indexed_text(statement))
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,7 +193,9 @@ def encode_record(
     tags = (address,) if minutes is None else (address, f"{TTL_TAG}{minutes!r}")
     digest = hashlib.sha256("\x1f".join((address, text, repr(ttl))).encode("utf-8"))
     searched = " ".join(_HIDDEN.sub("", index_text(value, fields)).split())[:_STATEMENT_ROOM]
-    statement = f"{searched} lgrev{digest.hexdigest()[:16]}".strip()
+    # the colon keeps the digest under the secret scan's 20-character token run, which
+    # would make the door run every detector on every statement (about 13 times the scan)
+    statement = f"{searched} lgrev:{digest.hexdigest()[:16]}".strip()
     return Record(statement=statement, subject=subject_of(namespace, key), value=text, tags=tags)
 
 

@@ -45,7 +45,7 @@ from memory_ledger.replay.langgraph_store.matching import (
 )
 from memory_ledger.replay.langgraph_store.merged import Call, Outcome, collapse, run_merged
 from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
-from memory_ledger.replay.langgraph_store.records import indexed_text
+from memory_ledger.replay.langgraph_store.records import has_indexed_text
 from memory_ledger.replay.langgraph_store.ttl import Refresher
 from memory_ledger.replay.langgraph_store.writes import Put, Writer
 
@@ -297,13 +297,13 @@ class LedgerStore(TickBatchedStore):
         wanted = op.offset + op.limit
         if not op.query:
             return self._page(op, [], wanted, now)
-        everything = max(1, len(self.engine.retrievable_memories(self.namespace)))
+        everything = max(1, self.engine.count_active_memories(self.namespace))
         depth = min(everything, max(50, 4 * wanted))
         while True:  # a shallow ranking first; deeper when the prefix or filter drop too many
             found, _, _ = self.engine.canonical_candidates(self.namespace, op.query, depth)
             # an item with no indexed text is not ranked (LangGraph indexes nothing of it):
             # it follows the matches unscored, however near its placeholder vector falls
-            ranked = [(doc, score) for doc, score in found if indexed_text(doc.statement)]
+            ranked = [(doc, score) for doc, score in found if has_indexed_text(doc.statement)]
             if depth >= everything or len(found) < depth:
                 return self._page(op, ranked, wanted, now)
             kept = self._keep(op, ranked, wanted, now, unscored=False)
@@ -354,8 +354,9 @@ class LedgerStore(TickBatchedStore):
         wanted: int,
     ) -> list[SearchItem]:
         page: list[SearchItem] = []
-        for address, score in kept[op.offset : wanted]:
-            current = self.reader.current(*address)
+        shown = kept[op.offset : wanted]
+        currents = self.reader.currents([address for address, _ in shown])
+        for (_, score), current in zip(shown, currents, strict=True):
             if current is not None:
                 page.append(_search_item(current, score))
                 if op.refresh_ttl:
