@@ -77,8 +77,39 @@ _ANY_INJECTION_MARKER = re.compile(
 role-prefix marker anchors at ``^``, which is what it was compiled MULTILINE for)."""
 
 
+_MARKER_WORDS = ("ignore", "disregard", "forget", "<|", "inst]", "<<sys>>", "system>")
+"""Lowercase literals of which an ASCII text matching a marker holds at least one (with
+:data:`_PROMPT_WORDS` and the role prefix's words and colon, see :func:`_may_mark`): the
+override's verb, the template tokens' brackets."""
+_PROMPT_WORDS = ("you are now", "prompt")
+
+
+def _may_mark(lowered: str) -> bool:
+    """Whether the lowercased ASCII text ``lowered`` holds a literal that every match of a
+    marker of :data:`INJECTION_MARKERS` holds: one of :data:`_MARKER_WORDS` (the override's
+    verb; ``<|``; ``[INST]``/``[/INST]``; ``<<SYS>>``; ``<system>``/``</system>``), ``you are
+    now``, ``prompt`` (the system prompt request), or a colon with ``system`` or
+    ``assistant`` (the role prefix). A text holding none matches no marker. ASCII only: under
+    ``re.IGNORECASE`` a non-ASCII character may match an ASCII letter of a pattern (the
+    Kelvin sign a ``k``), which lowercasing does not show."""
+    for word in _MARKER_WORDS:
+        if word in lowered:
+            return True
+    for word in _PROMPT_WORDS:
+        if word in lowered:
+            return True
+    return ":" in lowered and ("system" in lowered or "assistant" in lowered)
+
+
 def has_injection_marker(text: str) -> bool:
-    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`)."""
+    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`).
+
+    An ASCII text is searched only when it holds a literal every match needs
+    (:func:`_may_mark`): a statement without one is answered by a few substring tests
+    instead of the markers' regular expression (the same answer; property-tested against
+    the markers one by one)."""
+    if text.isascii() and not _may_mark(text.lower()):
+        return False
     return _ANY_INJECTION_MARKER.search(text) is not None
 
 
