@@ -200,6 +200,7 @@ class CallDigests(IdDigests):
         super().__init__(base.id_format, base._store_key, base._namespace_key)
         self._inside_ids: dict[tuple[Namespace, str], UUID] = {}
         self._namespace_ids: dict[Namespace, UUID] = {}
+        self._namespace_tags: dict[Namespace, str] = {}
 
     def for_call(self) -> IdDigests:
         """This object (already one call's)."""
@@ -210,6 +211,14 @@ class CallDigests(IdDigests):
         found = self._namespace_ids.get(namespace)
         if found is None:
             found = self._namespace_ids[namespace] = super().namespace_id(namespace)
+        return found
+
+    def namespace_tag(self, namespace: Namespace) -> str:
+        """:meth:`IdDigests.namespace_tag`, formatted once per call (every event of a batch
+        carries it)."""
+        found = self._namespace_tags.get(namespace)
+        if found is None:
+            found = self._namespace_tags[namespace] = super().namespace_tag(namespace)
         return found
 
     def _inside(self, namespace: Namespace, name: str) -> UUID:

@@ -481,7 +481,8 @@ class DirectCommands:
         against the decision's reads and ``planned`` (the memories remembered earlier in
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
-        digests = reads.digests  # the attempt's: the memory id is derived once per attempt
+        # ``digests``: the call's (``IdDigests.for_call``), which the reconciliation and the
+        # batch's outcomes derive from too: each memory id is derived once per command
         if decided.item is not None:
             planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement
