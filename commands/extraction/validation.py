@@ -169,7 +169,14 @@ def has_visible_text(text: str) -> bool:
     """Whether ``text`` holds at least one character that shows (a letter, digit, mark of
     punctuation or symbol): a statement of zero-width spaces or direction marks alone is
     empty, however long (Unicode general categories, :data:`_INVISIBLE`)."""
+    if text.isascii():  # the ASCII characters that show nothing: controls and the space
+        return _ASCII_VISIBLE.search(text) is not None
     return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+
+
+_ASCII_VISIBLE = re.compile("[!-~]")
+"""The ASCII characters that show (U+0021..U+007E): every other ASCII character is a
+control (``Cc``) or the space (``Zs``), both :data:`_INVISIBLE`."""
 
 
 def _clean(text: str | None) -> str | None:
