@@ -58,6 +58,7 @@ _CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
 _SET = (0x8000 << 48) | (8 << 76)
 _new_uuid = object.__new__
 _set = object.__setattr__
+_UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member read once, not per derived id
 
 
 def keyed_uuid(key: bytes, name: str) -> UUID:
@@ -69,7 +70,7 @@ def keyed_uuid(key: bytes, name: str) -> UUID:
     number = int.from_bytes(hmac.digest(key, name.encode("utf-8"), hashlib.sha256)[:16])
     derived = _new_uuid(UUID)
     _set(derived, "int", (number & _CLEAR) | _SET)
-    _set(derived, "is_safe", SafeUUID.unknown)
+    _set(derived, "is_safe", _UNKNOWN_SAFETY)
     return derived
 
 
