@@ -1,6 +1,6 @@
 """Read your writes: put-then-get/search, batches and first recall from the serving state.
 
-``python -m benchmarks serving [--quick] [--pg URL]``
+``python -m benchmarks serving [--quick] [--pg URL] [--ingest-at 0,10000,100000] [--ingest-only]``
 
 Issue 35 item 1 (serving read models the writer keeps current), measured against its peers
 in the same run, medians, load average printed:
@@ -12,7 +12,9 @@ in the same run, medians, load average printed:
   10), and a ``batch`` of 100 puts (median over several batches). The stores hold
   ``--preload`` items first (default 2,000; ``--quick``: 200).
 - ``remember_many`` in batches of 1,000, each followed by a recall that finds the batch (so
-  the figure is memories acknowledged AND lexically searchable per second; durable store).
+  the figure is memories acknowledged AND lexically searchable per second; durable store),
+  with the process CPU time a batch; at each store size of ``--ingest-at`` (memories
+  written first, untimed; default 0, a new store). ``--ingest-only`` measures this alone.
 - The first recall in the writing process after ``remember_many`` of 100,000 memories
   (``--quick``: 5,000), in batches of 10,000.
 
@@ -168,24 +170,39 @@ def _engine() -> Iterator[MemoryEngine]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def searchable_section(batches: int) -> dict[str, Any]:
-    """``remember_many`` of 1,000, then a recall finding the batch, ``batches`` times."""
-    corpus = memories(batches * 1000)
+def searchable_section(batches: int, at: int = 0) -> dict[str, Any]:
+    """``remember_many`` of 1,000, then a recall finding the batch, ``batches`` times, into
+    a store holding ``at`` memories first (written untimed, in batches of 1,000). Wall and
+    process CPU time (``time.process_time``, every thread) per batch, medians."""
+    corpus = memories(at + batches * 1000)
     spent: list[float] = []
+    cpu: list[float] = []
     with _engine() as engine:
+        for first in range(0, at, 1000):
+            engine.remember_many(NAMESPACE, [m.statement for m in corpus[first : first + 1000]])
         for b in range(batches):
-            chunk = corpus[b * 1000 : (b + 1) * 1000]
-            started = time.perf_counter()
+            chunk = corpus[at + b * 1000 : at + (b + 1) * 1000]
+            started, began = time.perf_counter(), time.process_time()
             engine.remember_many(NAMESPACE, [m.statement for m in chunk])
             hits = engine.recall(NAMESPACE, chunk[-1].statement, 5).results
             spent.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - began)
             assert any(h.statement == chunk[-1].statement for h in hits), "not searchable"
     per_s = 1000 / median(spent)
+    cpu_per_s = 1000 / median(cpu)
     print(
-        f"remember_many, batches of 1,000 ({batches}), acknowledged and lexically searchable: "
-        f"{per_s:,.0f} memories/s (median batch {median(spent) * 1000:.0f} ms)"
+        f"remember_many, batches of 1,000 ({batches}, store at {at:,}), acknowledged and "
+        f"lexically searchable: {per_s:,.0f} memories/s (median batch {median(spent) * 1000:.0f}"
+        f" ms; process CPU {median(cpu) * 1000:.0f} ms a batch, {cpu_per_s:,.0f}/s in CPU "
+        f"time; load {os.getloadavg()[0]:.2f})"
     )
-    return {"searchable_per_s": per_s, "batch_1000_ms": median(spent) * 1000}
+    return {
+        "store_at": at,
+        "searchable_per_s": per_s,
+        "batch_1000_ms": median(spent) * 1000,
+        "cpu_batch_1000_ms": median(cpu) * 1000,
+        "cpu_searchable_per_s": cpu_per_s,
+    }
 
 
 def first_recall_section(total: int) -> dict[str, Any]:
@@ -216,14 +233,30 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--pg", default=PG_URL)
     parser.add_argument("--preload", type=int, default=None)
+    parser.add_argument(
+        "--ingest-at",
+        default="0",
+        help="store sizes (comma-separated) at which the remember_many line is measured "
+        "(default 0: a new store)",
+    )
+    parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="only the remember_many line (no LangGraph stores, no first recall)",
+    )
     args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.ingest_at.split(",")]
     preload = args.preload or (200 if args.quick else 2000)
     rounds = 20 if args.quick else 200
     print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
     figures: dict[str, Any] = {"load_average": os.getloadavg()[0], "quick": args.quick}
-    figures["langgraph"] = langgraph_section(preload, rounds, args.pg)
-    figures["searchable"] = searchable_section(3 if args.quick else 16)
-    figures["first_recall"] = first_recall_section(5_000 if args.quick else 100_000)
+    if not args.ingest_only:
+        figures["langgraph"] = langgraph_section(preload, rounds, args.pg)
+    batches = 3 if args.quick else 16
+    figures["searchable_at"] = [searchable_section(batches, at) for at in sizes]
+    figures["searchable"] = figures["searchable_at"][0]
+    if not args.ingest_only:
+        figures["first_recall"] = first_recall_section(5_000 if args.quick else 100_000)
     figures["load_average_end"] = os.getloadavg()[0]
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     path = save("serving", figures)

@@ -59,6 +59,8 @@ def forbidden_character(text: str, *, line_breaks: bool = False) -> str | None:
     """
     if "\U000e007f" in text:  # a subdivision flag's tags are not hidden text
         text = _FLAG_TAGS.sub(lambda m: " " * len(m.group()), text)
+    elif _FORBIDDEN.search(text) is None:  # most text: one search, no match object
+        return None
     for found in _FORBIDDEN.finditer(text):
         char = found.group()
         if line_breaks and char in _LINE_CONTROLS:

@@ -58,6 +58,7 @@ _CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
 _SET = (0x8000 << 48) | (8 << 76)
 _new_uuid = object.__new__
 _set = object.__setattr__
+_UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member read once, not per derived id
 
 
 def keyed_uuid(key: bytes, name: str) -> UUID:
@@ -69,7 +70,7 @@ def keyed_uuid(key: bytes, name: str) -> UUID:
     number = int.from_bytes(hmac.digest(key, name.encode("utf-8"), hashlib.sha256)[:16])
     derived = _new_uuid(UUID)
     _set(derived, "int", (number & _CLEAR) | _SET)
-    _set(derived, "is_safe", SafeUUID.unknown)
+    _set(derived, "is_safe", _UNKNOWN_SAFETY)
     return derived
 
 
@@ -200,6 +201,7 @@ class CallDigests(IdDigests):
         super().__init__(base.id_format, base._store_key, base._namespace_key)
         self._inside_ids: dict[tuple[Namespace, str], UUID] = {}
         self._namespace_ids: dict[Namespace, UUID] = {}
+        self._namespace_tags: dict[Namespace, str] = {}
 
     def for_call(self) -> IdDigests:
         """This object (already one call's)."""
@@ -210,6 +212,14 @@ class CallDigests(IdDigests):
         found = self._namespace_ids.get(namespace)
         if found is None:
             found = self._namespace_ids[namespace] = super().namespace_id(namespace)
+        return found
+
+    def namespace_tag(self, namespace: Namespace) -> str:
+        """:meth:`IdDigests.namespace_tag`, formatted once per call (every event of a batch
+        carries it)."""
+        found = self._namespace_tags.get(namespace)
+        if found is None:
+            found = self._namespace_tags[namespace] = super().namespace_tag(namespace)
         return found
 
     def _inside(self, namespace: Namespace, name: str) -> UUID:

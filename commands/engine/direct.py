@@ -481,8 +481,8 @@ class DirectCommands:
         against the decision's reads and ``planned`` (the memories remembered earlier in
         the batch, which it extends)."""
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
-        # the call's digests, which the reconciler derives the same memory id with (and a
-        # caller reads it back from): derived once per command, not once here and again there
+        # ``digests``: the call's (``IdDigests.for_call``), which the reconciliation and the
+        # batch's outcomes derive from too: each memory id is derived once per command
         if decided.item is not None:
             planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
                 decided.item.statement

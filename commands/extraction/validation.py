@@ -77,33 +77,39 @@ _ANY_INJECTION_MARKER = re.compile(
 role-prefix marker anchors at ``^``, which is what it was compiled MULTILINE for)."""
 
 
-_MARKER_WORDS = (
-    "ignore",
-    "disregard",
-    "forget",
-    "<|",
-    "system",
-    "assistant",
-    "inst]",
-    "<<sys>>",
-    "you are now",
-)
-"""Lower-case text every marker's match holds one of (the first alternatives of the
-override marker, the control token's ``<|``, the role and system words, ``[INST]``'s and
-``<<SYS>>``'s closing, the jailbreak phrase): ASCII text holding none of them, in any case,
-carries no marker. (Non-ASCII text is always searched: the case-insensitive match folds
-characters such as U+017F LATIN SMALL LETTER LONG S into ASCII letters.)"""
+_MARKER_WORDS = ("ignore", "disregard", "forget", "<|", "inst]", "<<sys>>", "system>")
+"""Lowercase literals of which an ASCII text matching a marker holds at least one (with
+:data:`_PROMPT_WORDS` and the role prefix's words and colon, see :func:`_may_mark`): the
+override's verb, the template tokens' brackets."""
+_PROMPT_WORDS = ("you are now", "prompt")
+
+
+def _may_mark(lowered: str) -> bool:
+    """Whether the lowercased ASCII text ``lowered`` holds a literal that every match of a
+    marker of :data:`INJECTION_MARKERS` holds: one of :data:`_MARKER_WORDS` (the override's
+    verb; ``<|``; ``[INST]``/``[/INST]``; ``<<SYS>>``; ``<system>``/``</system>``), ``you are
+    now``, ``prompt`` (the system prompt request), or a colon with ``system`` or
+    ``assistant`` (the role prefix). A text holding none matches no marker. ASCII only: under
+    ``re.IGNORECASE`` a non-ASCII character may match an ASCII letter of a pattern (the
+    Kelvin sign a ``k``), which lowercasing does not show."""
+    for word in _MARKER_WORDS:
+        if word in lowered:
+            return True
+    for word in _PROMPT_WORDS:
+        if word in lowered:
+            return True
+    return ":" in lowered and ("system" in lowered or "assistant" in lowered)
 
 
 def has_injection_marker(text: str) -> bool:
-    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`). ASCII
-    text holding none of :data:`_MARKER_WORDS` is answered without the search (the words
-    are necessary to every marker; the search takes about 20 us for a 90-character text,
-    the words a microsecond)."""
-    if text.isascii():
-        lowered = text.lower()
-        if not any(word in lowered for word in _MARKER_WORDS):
-            return False
+    """Whether ``text`` carries a prompt-injection marker (:data:`INJECTION_MARKERS`).
+
+    An ASCII text is searched only when it holds a literal every match needs
+    (:func:`_may_mark`): a statement without one is answered by a few substring tests
+    instead of the markers' regular expression (the same answer; property-tested against
+    the markers one by one)."""
+    if text.isascii() and not _may_mark(text.lower()):
+        return False
     return _ANY_INJECTION_MARKER.search(text) is not None
 
 
@@ -163,7 +169,14 @@ def has_visible_text(text: str) -> bool:
     """Whether ``text`` holds at least one character that shows (a letter, digit, mark of
     punctuation or symbol): a statement of zero-width spaces or direction marks alone is
     empty, however long (Unicode general categories, :data:`_INVISIBLE`)."""
+    if text.isascii():  # the ASCII characters that show nothing: controls and the space
+        return _ASCII_VISIBLE.search(text) is not None
     return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+
+
+_ASCII_VISIBLE = re.compile("[!-~]")
+"""The ASCII characters that show (U+0021..U+007E): every other ASCII character is a
+control (``Cc``) or the space (``Zs``), both :data:`_INVISIBLE`."""
 
 
 def _clean(text: str | None) -> str | None:
