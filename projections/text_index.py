@@ -57,6 +57,7 @@ Determinism
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import unicodedata
@@ -121,6 +122,10 @@ _CJK_CLASS = "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in CJK_RANGES)
 _WORD_RE = re.compile(r"\w+")
 _HAS_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
 _CJK_SPLIT_RE = re.compile(f"([{_CJK_CLASS}]+)|([^{_CJK_CLASS}]+)")
+VECTORISE_FROM = 512
+"""A search whose query terms hold at least this many postings in all is scored with numpy
+arrays; below, on Python floats in a dict (fewer fixed costs). Both compute the same sums."""
+
 _Packed = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]
 """One term's postings as numpy arrays: ``(slots, tfs)``, both int32, never written."""
 
@@ -314,6 +319,10 @@ class _LazyPostings(dict[str, dict[int, int]]):
             return self._arrays.size(number)
         plist = dict.get(self, term)
         return 0 if plist is None else len(plist)
+
+    def raw_terms(self) -> Mapping[str, int]:
+        """The terms still in the flat arrays (not yet dicts), with their numbers."""
+        return self._raw
 
     def raw_packed(self, term: str) -> _Packed | None:
         """``term``'s postings as numpy views of the flat arrays while it is not yet a
@@ -734,9 +743,14 @@ class BM25Index:
         cached = self._packed.get(term)
         postings = self._postings
         if isinstance(postings, _LazyPostings):
-            raw = postings.raw_packed(term)
-            if raw is not None:
-                return raw
+            if cached is None:
+                # Views of the flat arrays; still a prefix of the dict a mutation makes.
+                cached = postings.raw_packed(term)
+                if cached is not None:
+                    self._packed[term] = cached
+                    return cached
+            elif term in postings.raw_terms():
+                return cached
             plist = dict.get(postings, term)
         else:
             plist = postings.get(term)
@@ -790,6 +804,8 @@ class BM25Index:
         terms.sort(key=lambda entry: (-entry[0], entry[1]))
         norms = self._current_len_norms()
         lengths = self._lengths.view()
+        if sum(len(found[0]) for _, _, found in terms) < VECTORISE_FROM:
+            return self._search_small(terms, norms, lengths, k)
         size = len(self._ids)
         acc = self._take_scratch(size)
         # Every contribution is > 0 (idf > 0, tf >= 1), so a slot whose accumulator is 0.0
@@ -810,6 +826,34 @@ class BM25Index:
         acc[candidates] = 0.0
         self._scratch.append(acc)
         return self._top(candidates, scores, k)
+
+    def _search_small(
+        self,
+        terms: list[tuple[float, str, _Packed]],
+        norms: npt.NDArray[np.float64],
+        lengths: npt.NDArray[np.int32],
+        k: int,
+    ) -> list[ScoredDoc]:
+        """:meth:`search` over few postings: the same sums on Python floats in a dict (no
+        per-slot array to touch), the top ``k`` by the full key."""
+        acc: dict[int, float] = {}
+        get = acc.get
+        for weight, _term, (slots, tfs) in terms:
+            gathered = norms[lengths[slots]].tolist()
+            for slot, tf, norm in zip(slots.tolist(), tfs.tolist(), gathered, strict=True):
+                acc[slot] = get(slot, 0.0) + weight * tf / (tf + norm)
+        if len(acc) > k:
+            threshold = heapq.nlargest(k, acc.values())[-1]
+            selected = [(slot, score) for slot, score in acc.items() if score >= threshold]
+        else:
+            selected = list(acc.items())
+        positions, ids = self._positions.data, self._ids
+        top = heapq.nsmallest(
+            k, selected, key=lambda hit: (-hit[1], int(positions[hit[0]]), ids[hit[0]])
+        )
+        return [
+            ScoredDoc(ids[slot], int(positions[slot]), score) for slot, score in top if score > 0
+        ]
 
     def _take_scratch(self, size: int) -> npt.NDArray[np.float64]:
         """A zeroed float64 accumulator of at least ``size`` entries (from the pool)."""
