@@ -126,8 +126,11 @@ VECTORISE_FROM = 512
 """A search whose query terms hold at least this many postings in all is scored with numpy
 arrays; below, on Python floats in a dict (fewer fixed costs). Both compute the same sums."""
 
-_Packed = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]
-"""One term's postings as numpy arrays: ``(slots, tfs)``, both int32, never written."""
+_Packed = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]
+"""One term's postings as numpy arrays ``(slots, tfs, lengths)``: the slots, the term's
+frequency in each and each slot's document length; all int32, never written."""
+
+_Pair = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]
 
 
 def tokenize(text: str) -> list[str]:
@@ -238,7 +241,7 @@ class _Postings:
         """How many postings term ``number`` has."""
         return self.offsets[number + 1] - self.offsets[number]
 
-    def packed(self, number: int) -> _Packed:
+    def packed(self, number: int) -> _Pair:
         """Term ``number``'s postings as read-only numpy views of the arrays (no copy)."""
         start, end = self.offsets[number], self.offsets[number + 1]
         slots = np.frombuffer(self.slots, dtype=np.int32)[start:end]
@@ -324,7 +327,7 @@ class _LazyPostings(dict[str, dict[int, int]]):
         """The terms still in the flat arrays (not yet dicts), with their numbers."""
         return self._raw
 
-    def raw_packed(self, term: str) -> _Packed | None:
+    def raw_packed(self, term: str) -> _Pair | None:
         """``term``'s postings as numpy views of the flat arrays while it is not yet a
         dict (None once it is, or when absent)."""
         number = self._raw.get(term)
@@ -738,17 +741,21 @@ class BM25Index:
         return self._len_norms
 
     def _term_arrays(self, term: str) -> _Packed | None:
-        """``term``'s postings as int32 arrays ``(slots, tfs)`` in the dict's order, from
-        the cache (extended by the postings added since), or None when absent."""
+        """``term``'s postings as int32 arrays ``(slots, tfs, lengths)`` in the dict's
+        order, from the cache (extended by the postings added since), or None when absent.
+
+        A cached entry stays right while only additions touch the term: an addition appends
+        to the dict (the cache is its prefix), and a slot's length changes only when its
+        document is removed, which drops the cache of every term of that document."""
         cached = self._packed.get(term)
         postings = self._postings
+        lengths = self._lengths.view()
         if isinstance(postings, _LazyPostings):
             if cached is None:
                 # Views of the flat arrays; still a prefix of the dict a mutation makes.
-                cached = postings.raw_packed(term)
-                if cached is not None:
-                    self._packed[term] = cached
-                    return cached
+                raw = postings.raw_packed(term)
+                if raw is not None:
+                    return self._cache(term, raw[0], raw[1], lengths[raw[0]])
             elif term in postings.raw_terms():
                 return cached
             plist = dict.get(postings, term)
@@ -763,14 +770,27 @@ class BM25Index:
             done = len(cached[0])
             tail = list(islice(reversed(plist.items()), count - done))
             tail.reverse()
-            slots = np.concatenate((cached[0], np.array([s for s, _ in tail], dtype=np.int32)))
-            tfs = np.concatenate((cached[1], np.array([t for _, t in tail], dtype=np.int32)))
-        else:
-            slots = np.fromiter(plist.keys(), dtype=np.int32, count=count)
-            tfs = np.fromiter(plist.values(), dtype=np.int32, count=count)
-        slots.flags.writeable = False
-        tfs.flags.writeable = False
-        packed = (slots, tfs)
+            more = np.array([s for s, _ in tail], dtype=np.int32)
+            return self._cache(
+                term,
+                np.concatenate((cached[0], more)),
+                np.concatenate((cached[1], np.array([t for _, t in tail], dtype=np.int32))),
+                np.concatenate((cached[2], lengths[more])),
+            )
+        slots = np.fromiter(plist.keys(), dtype=np.int32, count=count)
+        tfs = np.fromiter(plist.values(), dtype=np.int32, count=count)
+        return self._cache(term, slots, tfs, lengths[slots])
+
+    def _cache(
+        self,
+        term: str,
+        slots: npt.NDArray[np.int32],
+        tfs: npt.NDArray[np.int32],
+        lengths: npt.NDArray[np.int32],
+    ) -> _Packed:
+        for column in (slots, tfs, lengths):
+            column.flags.writeable = False
+        packed = (slots, tfs, lengths)
         self._packed[term] = packed
         return packed
 
@@ -803,20 +823,23 @@ class BM25Index:
         # accumulated in this order, so scores do not depend on insertion or query-term order.
         terms.sort(key=lambda entry: (-entry[0], entry[1]))
         norms = self._current_len_norms()
-        lengths = self._lengths.view()
         if sum(len(found[0]) for _, _, found in terms) < VECTORISE_FROM:
-            return self._search_small(terms, norms, lengths, k)
+            return self._search_small(terms, norms, k)
         size = len(self._ids)
         acc = self._take_scratch(size)
         # Every contribution is > 0 (idf > 0, tf >= 1), so a slot whose accumulator is 0.0
         # before a term is one no earlier term matched: the candidates are each list's
         # first-seen slots, without a sort or a set.
         parts: list[npt.NDArray[np.int32]] = []
-        for weight, _term, (slots, tfs) in terms:
+        for weight, _term, (slots, tfs, dls) in terms:
             # The same IEEE operations, in the same order, as weight * tf / (tf + norm)
             # on Python floats: (weight * tf) / (tf + norm), tf converted exactly.
             ftfs = tfs.astype(np.float64)
-            gained = weight * ftfs / (ftfs + norms[lengths[slots]])
+            gained = weight * ftfs / (ftfs + norms[dls])
+            if not parts:
+                acc[slots] = gained
+                parts.append(slots)
+                continue
             before = acc[slots]
             fresh = before == 0.0
             acc[slots] = before + gained
@@ -831,15 +854,14 @@ class BM25Index:
         self,
         terms: list[tuple[float, str, _Packed]],
         norms: npt.NDArray[np.float64],
-        lengths: npt.NDArray[np.int32],
         k: int,
     ) -> list[ScoredDoc]:
         """:meth:`search` over few postings: the same sums on Python floats in a dict (no
         per-slot array to touch), the top ``k`` by the full key."""
         acc: dict[int, float] = {}
         get = acc.get
-        for weight, _term, (slots, tfs) in terms:
-            gathered = norms[lengths[slots]].tolist()
+        for weight, _term, (slots, tfs, dls) in terms:
+            gathered = norms[dls].tolist()
             for slot, tf, norm in zip(slots.tolist(), tfs.tolist(), gathered, strict=True):
                 acc[slot] = get(slot, 0.0) + weight * tf / (tf + norm)
         if len(acc) > k:
