@@ -878,12 +878,16 @@ class BM25Index:
         ]
 
     def _take_scratch(self, size: int) -> npt.NDArray[np.float64]:
-        """A zeroed float64 accumulator of at least ``size`` entries (from the pool)."""
+        """A zeroed float64 accumulator of at least ``size`` entries (from the pool; a new
+        one is as long as the slot columns' capacity, which doubles, so a growing index
+        does not allocate one per search)."""
         try:
             acc = self._scratch.pop()  # atomic: concurrent searches take different ones
         except IndexError:
-            return np.zeros(size)
-        return acc if len(acc) >= size else np.zeros(size)
+            acc = None
+        if acc is None or len(acc) < size:
+            acc = np.zeros(max(size, len(self._lengths.data)))
+        return acc
 
     def _top(
         self, candidates: npt.NDArray[np.int32], scores: npt.NDArray[np.float64], k: int

@@ -438,9 +438,10 @@ def test_incremental_add_remove_equals_fresh_build(
         assert index.document_frequency(term) == fresh.document_frequency(term)
 
 
-# --------------------------------------------------------------------------- pruning
-# search(q, k) prunes with MaxScore bounds only when more than k documents match, so
-# search(q, len(index) + 1)[:k] is the unpruned answer; the two must be identical.
+# --------------------------------------------------------------------------- top k
+# search(q, k) cuts at the k-th best score (ties at the cut broken by the full key) only when
+# more than k documents match, so search(q, len(index) + 1)[:k] is the uncut answer; the two
+# must be identical. (The scorer of commit 01a31e8 pruned with MaxScore bounds here.)
 
 SKEWED = ["the"] * 12 + ["a"] * 8 + ["is"] * 5 + ["red", "blue", "green", "cat", "dog"] * 2
 SKEWED += ["emu", "fox", "gnu", "yak", "owl", "rare1", "rare2"]
@@ -494,12 +495,12 @@ def test_pruning_is_exact_on_skewed_corpus_with_mutations() -> None:
     docs = _zipf_corpus(rng, 2000, "a")
     index = BM25Index.build(docs)
     queries = _zipf_queries(rng)
-    for query in queries:  # also populates the per-term pruning caches
+    for query in queries:  # also populates the per-term search caches
         full = index.search(query, len(index) + 1)
         for k in (1, 3, 10, 50):
             assert index.search(query, k) == full[:k]
-    # Mutate: drop a quarter of the docs (including the shortest ones, which define the
-    # cached pruning bounds), check, then add fresh ones; caches must stay sound throughout.
+    # Mutate: drop a quarter of the docs (the shortest ones), check, then add fresh ones;
+    # the search caches of their terms must stay sound throughout.
     removed = sorted(docs, key=lambda d: (len(d.text), d.doc_id))[:500]
     for doc in removed:
         index.remove(doc.doc_id)
@@ -576,7 +577,7 @@ def test_a_copy_and_its_original_move_apart_each_as_a_fresh_build(
     built = BM25Index.build(initial)
     original = BM25Index.from_state(built.state()) if restored else built
     if data.draw(st.booleans()):
-        original.search(query, k)  # posting lists turned into dicts, pruning caches filled
+        original.search(query, k)  # search caches filled
     copy = original.copy()
     sides = {
         "original": (original, {d.doc_id: d for d in initial}),
