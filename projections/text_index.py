@@ -1,8 +1,8 @@
 """Deterministic, in-process lexical BM25 index for short memory statements.
 
-The index is a pure-Python projection: it holds no I/O, no randomness and no wall-clock
-dependence, so rebuilding it from the same documents (in any order) yields bit-identical
-scores and rankings.
+The index is an in-process projection (Python, with numpy for scoring): it holds no I/O,
+no randomness and no wall-clock dependence, so rebuilding it from the same documents (in
+any order) yields bit-identical scores and rankings.
 
 Tokenization (:func:`tokenize`)
     0. Zero-width characters and soft hyphens (:data:`ledger.ids.INVISIBLE_CHARACTERS`)
@@ -52,7 +52,15 @@ Determinism
     term text; both depend only on the indexed document set and the query's multiset of
     tokens), and ``avgdl`` is derived from integer totals, so a document's score does not
     depend on insertion order, query-term order or incremental ``add``/``remove`` history.
-    Results are ordered by ``(-score, position, doc_id)``.
+    Results are ordered by ``(-score, position, doc_id)``.  Whether a search is scored with
+    numpy arrays or on Python floats (:data:`VECTORISE_FROM`), every score is the same IEEE
+    sum: each posting's ``(weight * tf) / (tf + norm)`` added in that order.
+
+Cost (``python -m benchmarks bm25``; docs/benchmarks.md, "Lexical search at 1,000,000")
+    Every posting of the query's terms is scored (no pruning): a few vectorised numpy
+    operations per term over int32 arrays of the term's slots, term frequencies and
+    document lengths, and a dense per-slot float64 accumulator. The synthetic million's
+    questions touch about 100,000 postings each.
 """
 
 from __future__ import annotations
