@@ -434,14 +434,16 @@ class BM25Index:
     mutation; no per-mutation O(N) work.
 
     Search is term-at-a-time and vectorised (numpy) over the query terms' posting lists
-    only: ``_packed`` caches each searched term's postings as two int32 arrays ``(slots,
-    tfs)`` in the dict's order (for a restored term still in the flat arrays: views of them,
-    no copy). An ``add`` appends to a term's dict, so the cache is a prefix of it and is
-    extended on the next search; a ``remove`` drops the term's cache (rebuilt on its next
-    search). Scores accumulate in a dense per-slot float64 array (one per concurrent search,
-    kept zeroed between searches), in a fixed term order, so every score is the same IEEE
-    sum, operation for operation, as the plain term-at-a-time scorer over dicts: results
-    equal an exhaustive evaluation exactly (not within a tolerance).
+    only: ``_packed`` caches each searched term's postings as three int32 arrays ``(slots,
+    tfs, document lengths)`` in the dict's order (for a restored term still in the flat
+    arrays, slots and tfs are views of them, no copy). An ``add`` appends to a term's dict,
+    so the cache is a prefix of it and is extended on the next search; a ``remove`` drops
+    the cache of the removed document's terms (rebuilt on their next search). Scores
+    accumulate in a dense per-slot float64 array (one per concurrent search, kept zeroed
+    between searches), in a fixed term order, so every score is the same IEEE sum,
+    operation for operation, as the plain term-at-a-time scorer over dicts: results equal
+    an exhaustive evaluation exactly (not within a tolerance). Queries with fewer than
+    :data:`VECTORISE_FROM` postings in all are scored the same way on Python floats.
 
     Searches may run concurrently with each other; callers must serialize mutations against
     searches.
