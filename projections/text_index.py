@@ -73,14 +73,16 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import drop_invisible
+
+if TYPE_CHECKING:  # numpy is imported on the first search that needs it (not by a CLI recall)
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "CJK_RANGES",
@@ -134,11 +136,11 @@ VECTORISE_FROM = 512
 """A search whose query terms hold at least this many postings in all is scored with numpy
 arrays; below, on Python floats in a dict (fewer fixed costs). Both compute the same sums."""
 
-_Packed = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]
+_Packed = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]", "npt.NDArray[np.int32]"]
 """One term's postings as numpy arrays ``(slots, tfs, lengths)``: the slots, the term's
 frequency in each and each slot's document length; all int32, never written."""
 
-_Pair = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]
+_Pair = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]"]
 
 
 def tokenize(text: str) -> list[str]:
@@ -251,6 +253,8 @@ class _Postings:
 
     def packed(self, number: int) -> _Pair:
         """Term ``number``'s postings as read-only numpy views of the arrays (no copy)."""
+        import numpy as np
+
         start, end = self.offsets[number], self.offsets[number + 1]
         slots = np.frombuffer(self.slots, dtype=np.int32)[start:end]
         tfs = np.frombuffer(self.tfs, dtype=np.int32)[start:end]
@@ -383,44 +387,6 @@ class _LazyTerms(list[tuple[str, ...]]):
         return new
 
 
-class _Column:
-    """A growable numpy column of one integer dtype (one value per slot)."""
-
-    __slots__ = ("data", "size")
-
-    def __init__(self, dtype: type[np.signedinteger[Any]], values: Any = ()) -> None:
-        initial = np.asarray(values, dtype=dtype)
-        self.data = np.empty(max(16, len(initial)), dtype=dtype)
-        self.data[: len(initial)] = initial
-        self.size = len(initial)
-
-    def append(self, value: int) -> None:
-        """Add ``value`` at the end (the buffer doubles when full)."""
-        if self.size == len(self.data):
-            grown = np.empty(2 * len(self.data), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size] = value
-        self.size += 1
-
-    def __getitem__(self, slot: int) -> int:
-        return int(self.data[slot])
-
-    def __setitem__(self, slot: int, value: int) -> None:
-        self.data[slot] = value
-
-    def view(self) -> npt.NDArray[Any]:
-        """The filled part (a view: it follows later writes until the buffer grows)."""
-        return self.data[: self.size]
-
-    def copy(self) -> _Column:
-        """An independent copy."""
-        new = _Column.__new__(_Column)
-        new.data = self.data.copy()
-        new.size = self.size
-        return new
-
-
 class BM25Index:
     """In-memory inverted index with Okapi BM25 ranking (Robertson & Zaragoza 2009; Lucene IDF).
 
@@ -456,6 +422,7 @@ class BM25Index:
         "_ids",
         "_k1",
         "_len_norms",
+        "_len_norms_array",
         "_len_norms_valid",
         "_lengths",
         "_max_len",
@@ -483,14 +450,17 @@ class BM25Index:
         self._packed: dict[str, _Packed] = {}
         # Zeroed per-slot accumulators, one taken per running search.
         self._scratch: list[npt.NDArray[np.float64]] = []
+        # int64 positions and int32 lengths per slot: numpy reads them in place (a view
+        # per search; none is kept, so an append can always resize them).
         self._slot_of: dict[str, int] = {}
         self._docs: list[IndexedDoc | None] = []
         self._ids: list[str] = []
-        self._positions = _Column(np.int64)
-        self._lengths = _Column(np.int32)
+        self._positions: array[int] = array("q")
+        self._lengths: array[int] = array("i")
         self._terms: list[tuple[str, ...]] = []
         self._max_len = 0  # longest document ever indexed (never decreases)
-        self._len_norms: npt.NDArray[np.float64] = np.zeros(1)
+        self._len_norms: list[float] = [0.0]
+        self._len_norms_array: npt.NDArray[np.float64] | None = None  # the same, for numpy
         self._len_norms_valid = False
         self._free: list[int] = []
         self._total_len = 0
@@ -533,8 +503,8 @@ class BM25Index:
             max_len=self._max_len,
             free=list(self._free),
             ids="\n".join(self.state_slots()),
-            positions=self._positions.view().astype(np.int64).tobytes(),
-            lengths=self._lengths.view().astype(np.int32).tobytes(),
+            positions=self._positions.tobytes(),
+            lengths=self._lengths.tobytes(),
             vocabulary="\n".join(vocabulary),
             post_offsets=post_offsets.tobytes(),
             post_slots=post_slots.tobytes(),
@@ -563,12 +533,13 @@ class BM25Index:
         new._slot_of = dict(self._slot_of)
         new._docs = list(self._docs)
         new._ids = list(self._ids)
-        new._positions = self._positions.copy()
-        new._lengths = self._lengths.copy()
+        new._positions = self._positions[:]
+        new._lengths = self._lengths[:]
         terms = self._terms
         new._terms = terms.copy() if isinstance(terms, _LazyTerms) else list(terms)
         new._max_len = self._max_len
         new._len_norms = self._len_norms  # replaced, never mutated, when rebuilt
+        new._len_norms_array = self._len_norms_array
         new._len_norms_valid = self._len_norms_valid
         new._free = list(self._free)
         new._total_len = self._total_len
@@ -598,12 +569,12 @@ class BM25Index:
 
         :raises InvalidArgumentError: the state's arrays disagree in length (a damaged file).
         """
-        positions = np.frombuffer(state.positions, dtype=np.int64)
+        positions = _ints("q", state.positions)
         ids = state.ids.split("\n") if len(positions) else []
         vocabulary = state.vocabulary.split("\n") if len(state.post_offsets) > 8 else []
         slots = len(ids)
         arrays = _Postings(state)
-        lengths = np.frombuffer(state.lengths, dtype=np.int32)
+        lengths = _ints("i", state.lengths)
         if not (
             len(positions) == len(lengths) == slots
             and len(arrays.offsets) == len(vocabulary) + 1
@@ -614,8 +585,8 @@ class BM25Index:
             raise InvalidArgumentError(msg, parameter="state", reason_code="damaged_state")
         index = cls(k1=state.k1, b=state.b)
         index._ids = ids
-        index._positions = _Column(np.int64, positions)
-        index._lengths = _Column(np.int32, lengths)
+        index._positions = positions
+        index._lengths = lengths
         index._terms = _LazyTerms(state, vocabulary, slots)
         index._docs = [None] * slots
         if state.free:
@@ -737,18 +708,29 @@ class BM25Index:
         n = len(self._slot_of)
         return self._total_len / n if n and self._total_len else 1.0
 
-    def _current_len_norms(self) -> npt.NDArray[np.float64]:
+    def _current_len_norms(self) -> list[float]:
         """Table ``dl -> k1 * (1 - b + b * dl / avgdl)``, rebuilt if the corpus changed."""
         if not self._len_norms_valid:
             avgdl = self._norm_avgdl()
             k1, b = self._k1, self._b
             one_minus_b = 1.0 - b
-            self._len_norms = np.array(
-                [k1 * (one_minus_b + b * dl / avgdl) for dl in range(self._max_len + 1)],
-                dtype=np.float64,
-            )
+            self._len_norms = [
+                k1 * (one_minus_b + b * dl / avgdl) for dl in range(self._max_len + 1)
+            ]
+            self._len_norms_array = None
             self._len_norms_valid = True
         return self._len_norms
+
+    def _len_norms_numpy(self) -> npt.NDArray[np.float64]:
+        """:meth:`_current_len_norms` as a float64 array (the same values)."""
+        import numpy as np
+
+        norms = self._current_len_norms()
+        table = self._len_norms_array
+        if table is None or len(table) != len(norms):
+            table = np.array(norms, dtype=np.float64)
+            self._len_norms_array = table
+        return table
 
     def _term_arrays(self, term: str) -> _Packed | None:
         """``term``'s postings as int32 arrays ``(slots, tfs, lengths)`` in the dict's
@@ -757,9 +739,11 @@ class BM25Index:
         A cached entry stays right while only additions touch the term: an addition appends
         to the dict (the cache is its prefix), and a slot's length changes only when its
         document is removed, which drops the cache of every term of that document."""
+        import numpy as np
+
         cached = self._packed.get(term)
         postings = self._postings
-        lengths = self._lengths.view()
+        lengths = np.frombuffer(self._lengths, dtype=np.int32)
         if isinstance(postings, _LazyPostings):
             if cached is None:
                 # Views of the flat arrays; still a prefix of the dict a mutation makes.
@@ -811,7 +795,8 @@ class BM25Index:
         ordered by ``(-score, position, doc_id)``.  Returns ``[]`` when ``k <= 0``, the
         query has no tokens, or no query token occurs in the index.  Cost is bounded by the
         summed posting-list lengths of the query terms (no scan of all documents), each
-        posting scored by a few vectorised numpy operations.
+        posting scored by a few vectorised numpy operations (from :data:`VECTORISE_FROM`
+        postings in all; below, on Python floats, and numpy is not imported).
         """
         if k <= 0 or not self._slot_of:
             return []
@@ -820,28 +805,38 @@ class BM25Index:
             return []
         n = len(self._slot_of)
         k1p1 = self._k1 + 1.0
-        terms: list[tuple[float, str, _Packed]] = []
+        terms: list[tuple[float, str]] = []
+        total = 0
         for term, count in qtf.items():
-            found = self._term_arrays(term)
-            if found is not None and len(found[0]):
-                df = len(found[0])
+            df = self.document_frequency(term)
+            if df:
                 idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                terms.append((count * idf * k1p1, term, found))
+                terms.append((count * idf * k1p1, term))
+                total += df
         if not terms:
             return []
         # Fixed visiting order (weight desc, then term): each document's floating-point sum is
         # accumulated in this order, so scores do not depend on insertion or query-term order.
         terms.sort(key=lambda entry: (-entry[0], entry[1]))
-        norms = self._current_len_norms()
-        if sum(len(found[0]) for _, _, found in terms) < VECTORISE_FROM:
-            return self._search_small(terms, norms, k)
-        size = len(self._ids)
-        acc = self._take_scratch(size)
+        if total < VECTORISE_FROM:
+            return self._search_small(terms, k)
+        return self._search_arrays(terms, k)
+
+    def _search_arrays(self, terms: list[tuple[float, str]], k: int) -> list[ScoredDoc]:
+        """:meth:`search` with numpy, ``terms`` ``(weight, term)`` in visiting order."""
+        import numpy as np
+
+        norms = self._len_norms_numpy()
+        acc = self._take_scratch(len(self._ids))
         # Every contribution is > 0 (idf > 0, tf >= 1), so a slot whose accumulator is 0.0
         # before a term is one no earlier term matched: the candidates are each list's
         # first-seen slots, without a sort or a set.
         parts: list[npt.NDArray[np.int32]] = []
-        for weight, _term, (slots, tfs, dls) in terms:
+        for weight, term in terms:
+            found = self._term_arrays(term)
+            if found is None:
+                continue
+            slots, tfs, dls = found
             # The same IEEE operations, in the same order, as weight * tf / (tf + norm)
             # on Python floats: (weight * tf) / (tf + norm), tf converted exactly.
             ftfs = tfs.astype(np.float64)
@@ -860,49 +855,53 @@ class BM25Index:
         self._scratch.append(acc)
         return self._top(candidates, scores, k)
 
-    def _search_small(
-        self,
-        terms: list[tuple[float, str, _Packed]],
-        norms: npt.NDArray[np.float64],
-        k: int,
-    ) -> list[ScoredDoc]:
-        """:meth:`search` over few postings: the same sums on Python floats in a dict (no
-        per-slot array to touch), the top ``k`` by the full key."""
+    def _search_small(self, terms: list[tuple[float, str]], k: int) -> list[ScoredDoc]:
+        """:meth:`search` over few postings: the same sums on Python floats in a dict (the
+        scorer of old, without pruning), the top ``k`` by the full key."""
+        norms, lengths = self._current_len_norms(), self._lengths
+        postings = self._postings
+        lazy = postings if isinstance(postings, _LazyPostings) else None
         acc: dict[int, float] = {}
         get = acc.get
-        for weight, _term, (slots, tfs, dls) in terms:
-            gathered = norms[dls].tolist()
-            for slot, tf, norm in zip(slots.tolist(), tfs.tolist(), gathered, strict=True):
-                acc[slot] = get(slot, 0.0) + weight * tf / (tf + norm)
+        for weight, term in terms:
+            if lazy is not None:
+                slots, tfs = lazy.pairs(term)
+            else:
+                plist = postings[term]
+                slots, tfs = plist.keys(), plist.values()
+            for slot, tf in zip(slots, tfs, strict=True):
+                acc[slot] = get(slot, 0.0) + weight * tf / (tf + norms[lengths[slot]])
         if len(acc) > k:
             threshold = heapq.nlargest(k, acc.values())[-1]
             selected = [(slot, score) for slot, score in acc.items() if score >= threshold]
         else:
             selected = list(acc.items())
-        positions, ids = self._positions.data, self._ids
+        positions, ids = self._positions, self._ids
         top = heapq.nsmallest(
-            k, selected, key=lambda hit: (-hit[1], int(positions[hit[0]]), ids[hit[0]])
+            k, selected, key=lambda hit: (-hit[1], positions[hit[0]], ids[hit[0]])
         )
-        return [
-            ScoredDoc(ids[slot], int(positions[slot]), score) for slot, score in top if score > 0
-        ]
+        return [ScoredDoc(ids[slot], positions[slot], score) for slot, score in top if score > 0]
 
     def _take_scratch(self, size: int) -> npt.NDArray[np.float64]:
         """A zeroed float64 accumulator of at least ``size`` entries (from the pool; a new
-        one is as long as the slot columns' capacity, which doubles, so a growing index
-        does not allocate one per search)."""
+        one has a quarter more room, so a growing index does not allocate one per
+        search)."""
+        import numpy as np
+
         try:
             acc = self._scratch.pop()  # atomic: concurrent searches take different ones
         except IndexError:
             acc = None
         if acc is None or len(acc) < size:
-            acc = np.zeros(max(size, len(self._lengths.data)))
+            acc = np.zeros(size + size // 4 + 16)
         return acc
 
     def _top(
         self, candidates: npt.NDArray[np.int32], scores: npt.NDArray[np.float64], k: int
     ) -> list[ScoredDoc]:
         """The best ``k`` of ``candidates`` by ``(-score, position, doc_id)``."""
+        import numpy as np
+
         keep = scores > 0.0
         if not keep.all():
             candidates, scores = candidates[keep], scores[keep]
@@ -912,7 +911,7 @@ class BM25Index:
             threshold = np.partition(scores, count - k)[count - k]
             keep = scores >= threshold
             candidates, scores = candidates[keep], scores[keep]
-        positions = self._positions.view()[candidates]
+        positions = np.frombuffer(self._positions, dtype=np.int64)[candidates]
         order = np.lexsort((positions, -scores))
         if len(order) > k:
             # Ties on (score, position) across the k-th place are broken by doc_id below:
