@@ -68,6 +68,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import threading
 import unicodedata
 from array import array
 from collections import Counter
@@ -403,10 +404,10 @@ class BM25Index:
     only: ``_packed`` caches each searched term's postings as three int32 arrays ``(slots,
     tfs, document lengths)`` in the dict's order (for a restored term still in the flat
     arrays, slots and tfs are views of them, no copy). An ``add`` appends to a term's dict,
-    so the cache is a prefix of it and is extended on the next search; a ``remove`` drops
-    the cache of the removed document's terms (rebuilt on their next search). Scores
-    accumulate in a dense per-slot float64 array (one per concurrent search, kept zeroed
-    between searches), in a fixed term order, so every score is the same IEEE sum,
+    so the cache is a prefix of it and is extended on the next search; a ``remove`` notes
+    the slot against its terms' caches (``_stale``), filtered out on their next search.
+    Scores accumulate in a dense per-slot float64 array (one per concurrent search, kept
+    zeroed between searches), in a fixed term order, so every score is the same IEEE sum,
     operation for operation, as the plain term-at-a-time scorer over dicts: results equal
     an exhaustive evaluation exactly (not within a tolerance). Queries with fewer than
     :data:`VECTORISE_FROM` postings in all are scored the same way on Python floats.
@@ -430,6 +431,8 @@ class BM25Index:
         "_positions",
         "_postings",
         "_scratch",
+        "_stale",
+        "_lock",
         "_slot_of",
         "_terms",
         "_total_len",
@@ -450,6 +453,10 @@ class BM25Index:
         self._packed: dict[str, _Packed] = {}
         # Zeroed per-slot accumulators, one taken per running search.
         self._scratch: list[npt.NDArray[np.float64]] = []
+        # term -> slots removed from its dict since its cache was made (filtered out of the
+        # cache on the term's next search), and the lock searches update the cache under.
+        self._stale: dict[str, set[int]] = {}
+        self._lock = threading.Lock()
         # int64 positions and int32 lengths per slot: numpy reads them in place (a view
         # per search; none is kept, so an append can always resize them).
         self._slot_of: dict[str, int] = {}
@@ -530,6 +537,8 @@ class BM25Index:
         )
         new._packed = dict(self._packed)
         new._scratch = []
+        new._stale = {term: set(slots) for term, slots in self._stale.items()}
+        new._lock = threading.Lock()
         new._slot_of = dict(self._slot_of)
         new._docs = list(self._docs)
         new._ids = list(self._ids)
@@ -683,18 +692,21 @@ class BM25Index:
     def remove(self, doc_id: str) -> IndexedDoc:
         """Unindex and return the document with ``doc_id``; raises ``KeyError`` if absent.
 
-        O(distinct terms of the document); invalidates the cached length normalizers and
-        the search cache of the document's terms.
+        O(distinct terms of the document); invalidates the cached length normalizers; the
+        slot is taken out of its terms' search caches on their next search.
         """
         slot = self._slot_of.pop(doc_id)
         doc = self._docs[slot] or IndexedDoc(doc_id, self._positions[slot], "")
-        postings, packed = self._postings, self._packed
+        postings, packed, stale = self._postings, self._packed, self._stale
         for term in self._terms[slot]:
             plist = postings[term]
             del plist[slot]
-            packed.pop(term, None)
             if not plist:
                 del postings[term]
+                packed.pop(term, None)
+                stale.pop(term, None)
+            elif term in packed:
+                stale.setdefault(term, set()).add(slot)
         self._total_len -= self._lengths[slot]
         self._docs[slot] = None
         self._terms[slot] = ()
@@ -736,12 +748,23 @@ class BM25Index:
         """``term``'s postings as int32 arrays ``(slots, tfs, lengths)`` in the dict's
         order, from the cache (extended by the postings added since), or None when absent.
 
-        A cached entry stays right while only additions touch the term: an addition appends
-        to the dict (the cache is its prefix), and a slot's length changes only when its
-        document is removed, which drops the cache of every term of that document."""
+        The cache is a prefix of the dict once the slots removed since it was made
+        (``_stale``) are filtered out of it: an addition appends to the dict, a removal
+        deletes one key and leaves the others' order. A slot's length changes only when its
+        document is removed, which filters the slot out of every term of that document (a
+        reused slot's new postings come with the tail, with their new length)."""
+        with self._lock:  # concurrent searches: one filters or extends, the others wait
+            return self._term_arrays_locked(term)
+
+    def _term_arrays_locked(self, term: str) -> _Packed | None:
         import numpy as np
 
         cached = self._packed.get(term)
+        removed = self._stale.pop(term, None)
+        if removed is not None and cached is not None:
+            gone = np.fromiter(removed, dtype=np.int32, count=len(removed))
+            keep = ~np.isin(cached[0], gone)
+            cached = self._cache(term, cached[0][keep], cached[1][keep], cached[2][keep])
         postings = self._postings
         lengths = np.frombuffer(self._lengths, dtype=np.int32)
         if isinstance(postings, _LazyPostings):
