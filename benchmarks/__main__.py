@@ -33,6 +33,7 @@ BENCHMARKS = {
     "ui-forms": "benchmarks.ui_forms",
     "asof": "benchmarks.asof",
     "ann": "benchmarks.ann",
+    "bm25": "benchmarks.bm25",
     "vectors_ack": "benchmarks.vectors_ack",
     "verify_flips": "benchmarks.verify_flips",
     "word_targets": "benchmarks.word_targets",

@@ -1,8 +1,8 @@
 """Deterministic, in-process lexical BM25 index for short memory statements.
 
-The index is a pure-Python projection: it holds no I/O, no randomness and no wall-clock
-dependence, so rebuilding it from the same documents (in any order) yields bit-identical
-scores and rankings.
+The index is an in-process projection (Python, with numpy for scoring): it holds no I/O,
+no randomness and no wall-clock dependence, so rebuilding it from the same documents (in
+any order) yields bit-identical scores and rankings.
 
 Tokenization (:func:`tokenize`)
     0. Zero-width characters and soft hyphens (:data:`ledger.ids.INVISIBLE_CHARACTERS`)
@@ -52,7 +52,15 @@ Determinism
     term text; both depend only on the indexed document set and the query's multiset of
     tokens), and ``avgdl`` is derived from integer totals, so a document's score does not
     depend on insertion order, query-term order or incremental ``add``/``remove`` history.
-    Results are ordered by ``(-score, position, doc_id)``.
+    Results are ordered by ``(-score, position, doc_id)``.  Whether a search is scored with
+    numpy arrays or on Python floats (:data:`VECTORISE_FROM`), every score is the same IEEE
+    sum: each posting's ``(weight * tf) / (tf + norm)`` added in that order.
+
+Cost (``python -m benchmarks bm25``; docs/benchmarks.md, "Lexical search at 1,000,000")
+    Every posting of the query's terms is scored (no pruning): a few vectorised numpy
+    operations per term over int32 arrays of the term's slots, term frequencies and
+    document lengths, and a dense per-slot float64 accumulator. The synthetic million's
+    questions touch about 100,000 postings each.
 """
 
 from __future__ import annotations
@@ -60,16 +68,22 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import threading
 import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, cast
+from itertools import islice
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import drop_invisible
+
+if TYPE_CHECKING:  # numpy is imported on the first search that needs it (not by a CLI recall)
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "CJK_RANGES",
@@ -119,7 +133,15 @@ _CJK_CLASS = "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in CJK_RANGES)
 _WORD_RE = re.compile(r"\w+")
 _HAS_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
 _CJK_SPLIT_RE = re.compile(f"([{_CJK_CLASS}]+)|([^{_CJK_CLASS}]+)")
-_SLACK = 1.0 + 1e-9  # relative safety margin on pruning bounds (rounding is ~1e-15)
+VECTORISE_FROM = 512
+"""A search whose query terms hold at least this many postings in all is scored with numpy
+arrays; below, on Python floats in a dict (fewer fixed costs). Both compute the same sums."""
+
+_Packed = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]", "npt.NDArray[np.int32]"]
+"""One term's postings as numpy arrays ``(slots, tfs, lengths)``: the slots, the term's
+frequency in each and each slot's document length; all int32, never written."""
+
+_Pair = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]"]
 
 
 def tokenize(text: str) -> list[str]:
@@ -226,6 +248,21 @@ class _Postings:
         start, end = self.offsets[number], self.offsets[number + 1]
         return self.slots[start:end], self.tfs[start:end]
 
+    def size(self, number: int) -> int:
+        """How many postings term ``number`` has."""
+        return self.offsets[number + 1] - self.offsets[number]
+
+    def packed(self, number: int) -> _Pair:
+        """Term ``number``'s postings as read-only numpy views of the arrays (no copy)."""
+        import numpy as np
+
+        start, end = self.offsets[number], self.offsets[number + 1]
+        slots = np.frombuffer(self.slots, dtype=np.int32)[start:end]
+        tfs = np.frombuffer(self.tfs, dtype=np.int32)[start:end]
+        slots.flags.writeable = False
+        tfs.flags.writeable = False
+        return slots, tfs
+
 
 class _LazyPostings(dict[str, dict[int, int]]):
     """Posting lists of a restored index, each turned into a dict on its first use (a
@@ -291,6 +328,24 @@ class _LazyPostings(dict[str, dict[int, int]]):
         plist = dict.__getitem__(self, term)
         return plist.keys(), plist.values()
 
+    def size(self, term: str) -> int:
+        """How many postings ``term`` has (0 when absent), without turning it into a dict."""
+        number = self._raw.get(term)
+        if number is not None:
+            return self._arrays.size(number)
+        plist = dict.get(self, term)
+        return 0 if plist is None else len(plist)
+
+    def raw_terms(self) -> Mapping[str, int]:
+        """The terms still in the flat arrays (not yet dicts), with their numbers."""
+        return self._raw
+
+    def raw_packed(self, term: str) -> _Pair | None:
+        """``term``'s postings as numpy views of the flat arrays while it is not yet a
+        dict (None once it is, or when absent)."""
+        number = self._raw.get(term)
+        return None if number is None else self._arrays.packed(number)
+
 
 class _LazyTerms(list[tuple[str, ...]]):
     """The distinct terms of each slot of a restored index, read from the arrays on first
@@ -337,23 +392,28 @@ class BM25Index:
     """In-memory inverted index with Okapi BM25 ranking (Robertson & Zaragoza 2009; Lucene IDF).
 
     Layout: each live document occupies an integer slot (slots of removed documents are
-    reused); ``_postings`` maps ``term -> {slot: tf}``; per-slot lists hold ``doc_id``,
-    ``position``, token length and the distinct terms (for removal).  Length normalizers
-    ``k1 * (1 - b + b * dl / avgdl)`` depend only on the integer length ``dl``, so they are
-    kept in a table indexed by ``dl`` (size: longest document ever indexed + 1), rebuilt
-    lazily on the first search after a mutation; no per-mutation O(N) work.  For pruning,
-    ``_frontier`` caches per term ``{tf: smallest doc length with that tf}``, built on first
-    use (O(postings)) and kept valid incrementally by ``add``/``remove``.
+    reused); ``_postings`` maps ``term -> {slot: tf}`` (for a restored index, a term's list
+    stays in the flat arrays of its :class:`BM25State` until a mutation touches it);
+    per-slot columns hold ``doc_id``, ``position`` (int64), token length (int32) and the
+    distinct terms (for removal).  Length normalizers ``k1 * (1 - b + b * dl / avgdl)``
+    depend only on the integer length ``dl``, so they are kept in a table indexed by ``dl``
+    (size: longest document ever indexed + 1), rebuilt lazily on the first search after a
+    mutation; no per-mutation O(N) work.
 
-    Search is term-at-a-time over the query terms' posting lists only, with MaxScore-style
-    pruning (Turtle & Flood, "Query evaluation: strategies and optimizations", Information
-    Processing & Management 31(6), 1995): terms are visited in decreasing weight; once the
-    summed upper bounds of the remaining terms fall below the current k-th best partial score,
-    no unseen document can enter the top k, so the remaining (common, low-IDF) terms only
-    update the surviving candidates.  Pruning never changes results: every returned score is
-    the full BM25 sum, computed in the same term order as without pruning.
+    Search is term-at-a-time and vectorised (numpy) over the query terms' posting lists
+    only: ``_packed`` caches each searched term's postings as three int32 arrays ``(slots,
+    tfs, document lengths)`` in the dict's order (for a restored term still in the flat
+    arrays, slots and tfs are views of them, no copy). An ``add`` appends to a term's dict,
+    so the cache is a prefix of it and is extended on the next search; a ``remove`` notes
+    the slot against its terms' caches (``_stale``), filtered out on their next search.
+    Scores accumulate in a dense per-slot float64 array (one per concurrent search, kept
+    zeroed between searches), in a fixed term order, so every score is the same IEEE sum,
+    operation for operation, as the plain term-at-a-time scorer over dicts: results equal
+    an exhaustive evaluation exactly (not within a tolerance). Queries with fewer than
+    :data:`VECTORISE_FROM` postings in all are scored the same way on Python floats.
 
-    Not thread-safe: callers must serialize mutations against searches.
+    Searches may run concurrently with each other; callers must serialize mutations against
+    searches.
     """
 
     __slots__ = (
@@ -363,13 +423,17 @@ class BM25Index:
         "_ids",
         "_k1",
         "_len_norms",
+        "_len_norms_array",
         "_len_norms_valid",
         "_lengths",
         "_max_len",
+        "_packed",
         "_positions",
         "_postings",
+        "_scratch",
+        "_stale",
+        "_lock",
         "_slot_of",
-        "_frontier",
         "_terms",
         "_total_len",
     )
@@ -385,17 +449,25 @@ class BM25Index:
         self._k1 = float(k1)
         self._b = float(b)
         self._postings: dict[str, dict[int, int]] = {}
-        # Lazily filled pruning cache: term -> {tf: smallest doc length among its postings
-        # with that tf}.  Independent of avgdl, so it survives unrelated mutations.
-        self._frontier: dict[str, dict[int, int]] = {}
+        # Search cache: term -> its postings as int32 arrays, a prefix of the dict's order.
+        self._packed: dict[str, _Packed] = {}
+        # Zeroed per-slot accumulators, one taken per running search.
+        self._scratch: list[npt.NDArray[np.float64]] = []
+        # term -> slots removed from its dict since its cache was made (filtered out of the
+        # cache on the term's next search), and the lock searches update the cache under.
+        self._stale: dict[str, set[int]] = {}
+        self._lock = threading.Lock()
+        # int64 positions and int32 lengths per slot: numpy reads them in place (a view
+        # per search; none is kept, so an append can always resize them).
         self._slot_of: dict[str, int] = {}
         self._docs: list[IndexedDoc | None] = []
         self._ids: list[str] = []
-        self._positions: list[int] = []
-        self._lengths: list[int] = []
+        self._positions: array[int] = array("q")
+        self._lengths: array[int] = array("i")
         self._terms: list[tuple[str, ...]] = []
         self._max_len = 0  # longest document ever indexed (never decreases)
         self._len_norms: list[float] = [0.0]
+        self._len_norms_array: npt.NDArray[np.float64] | None = None  # the same, for numpy
         self._len_norms_valid = False
         self._free: list[int] = []
         self._total_len = 0
@@ -438,8 +510,8 @@ class BM25Index:
             max_len=self._max_len,
             free=list(self._free),
             ids="\n".join(self.state_slots()),
-            positions=array("q", self._positions).tobytes(),
-            lengths=array("i", self._lengths).tobytes(),
+            positions=self._positions.tobytes(),
+            lengths=self._lengths.tobytes(),
             vocabulary="\n".join(vocabulary),
             post_offsets=post_offsets.tobytes(),
             post_slots=post_slots.tobytes(),
@@ -453,7 +525,8 @@ class BM25Index:
         rank as this index does now. A restored index (:meth:`from_state`) shares its
         flat arrays with the copy (they are never mutated), so the copy costs a few list
         copies of one entry per slot plus the posting lists already turned into dicts; an
-        index built in memory copies every posting list."""
+        index built in memory copies every posting list. The search cache is shared (its
+        arrays are never written; each side replaces its own entries)."""
         new = BM25Index.__new__(BM25Index)
         new._k1, new._b = self._k1, self._b
         postings = self._postings
@@ -462,16 +535,20 @@ class BM25Index:
             if isinstance(postings, _LazyPostings)
             else {term: dict(plist) for term, plist in postings.items()}
         )
-        new._frontier = {term: dict(tfs) for term, tfs in self._frontier.items()}
+        new._packed = dict(self._packed)
+        new._scratch = []
+        new._stale = {term: set(slots) for term, slots in self._stale.items()}
+        new._lock = threading.Lock()
         new._slot_of = dict(self._slot_of)
         new._docs = list(self._docs)
         new._ids = list(self._ids)
-        new._positions = list(self._positions)
-        new._lengths = list(self._lengths)
+        new._positions = self._positions[:]
+        new._lengths = self._lengths[:]
         terms = self._terms
         new._terms = terms.copy() if isinstance(terms, _LazyTerms) else list(terms)
         new._max_len = self._max_len
         new._len_norms = self._len_norms  # replaced, never mutated, when rebuilt
+        new._len_norms_array = self._len_norms_array
         new._len_norms_valid = self._len_norms_valid
         new._free = list(self._free)
         new._total_len = self._total_len
@@ -494,18 +571,19 @@ class BM25Index:
 
     @classmethod
     def from_state(cls, state: BM25State) -> BM25Index:
-        """The index ``state`` describes; posting lists become dicts on first use, a
-        slot's terms are read on its removal. A restored index keeps no document texts:
-        :meth:`get` and :meth:`remove` return the document with an empty ``text``.
+        """The index ``state`` describes; posting lists are searched in place in its flat
+        arrays and become dicts when a mutation first touches them; a slot's terms are read
+        on its removal. A restored index keeps no document texts: :meth:`get` and
+        :meth:`remove` return the document with an empty ``text``.
 
         :raises InvalidArgumentError: the state's arrays disagree in length (a damaged file).
         """
-        positions = _ints("q", state.positions).tolist()
-        ids = state.ids.split("\n") if positions else []
+        positions = _ints("q", state.positions)
+        ids = state.ids.split("\n") if len(positions) else []
         vocabulary = state.vocabulary.split("\n") if len(state.post_offsets) > 8 else []
         slots = len(ids)
         arrays = _Postings(state)
-        lengths = _ints("i", state.lengths).tolist()
+        lengths = _ints("i", state.lengths)
         if not (
             len(positions) == len(lengths) == slots
             and len(arrays.offsets) == len(vocabulary) + 1
@@ -566,8 +644,11 @@ class BM25Index:
 
     def document_frequency(self, term: str) -> int:
         """Number of indexed documents containing the (already tokenized) ``term``."""
-        postings = self._postings.get(term)
-        return 0 if postings is None else len(postings)
+        postings = self._postings
+        if isinstance(postings, _LazyPostings):
+            return postings.size(term)
+        plist = postings.get(term)
+        return 0 if plist is None else len(plist)
 
     def add(self, doc: IndexedDoc) -> None:
         """Index ``doc``; raises :class:`InvalidArgumentError` (a ``ValueError``) if its
@@ -595,16 +676,13 @@ class BM25Index:
             self._positions.append(doc.position)
             self._lengths.append(dl)
             self._terms.append(tuple(counts))
-        postings, frontier = self._postings, self._frontier
+        postings = self._postings
         for term, tf in counts.items():
             plist = postings.get(term)
             if plist is None:
                 postings[term] = {slot: tf}
             else:
-                plist[slot] = tf
-                cached = frontier.get(term)
-                if cached is not None and dl < cached.get(tf, dl + 1):
-                    cached[tf] = dl
+                plist[slot] = tf  # a new key: appended, so a cached prefix stays valid
         self._slot_of[doc.doc_id] = slot
         self._total_len += dl
         if dl > self._max_len:
@@ -614,22 +692,21 @@ class BM25Index:
     def remove(self, doc_id: str) -> IndexedDoc:
         """Unindex and return the document with ``doc_id``; raises ``KeyError`` if absent.
 
-        O(distinct terms of the document); invalidates the cached length normalizers.
+        O(distinct terms of the document); invalidates the cached length normalizers; the
+        slot is taken out of its terms' search caches on their next search.
         """
         slot = self._slot_of.pop(doc_id)
         doc = self._docs[slot] or IndexedDoc(doc_id, self._positions[slot], "")
-        postings, frontier = self._postings, self._frontier
-        dl = self._lengths[slot]
+        postings, packed, stale = self._postings, self._packed, self._stale
         for term in self._terms[slot]:
             plist = postings[term]
-            tf = plist.pop(slot)
+            del plist[slot]
             if not plist:
                 del postings[term]
-                frontier.pop(term, None)
-            else:
-                cached = frontier.get(term)
-                if cached is not None and cached.get(tf) == dl:
-                    del frontier[term]  # the minimum may have changed; recomputed on demand
+                packed.pop(term, None)
+                stale.pop(term, None)
+            elif term in packed:
+                stale.setdefault(term, set()).add(slot)
         self._total_len -= self._lengths[slot]
         self._docs[slot] = None
         self._terms[slot] = ()
@@ -652,21 +729,87 @@ class BM25Index:
             self._len_norms = [
                 k1 * (one_minus_b + b * dl / avgdl) for dl in range(self._max_len + 1)
             ]
+            self._len_norms_array = None
             self._len_norms_valid = True
         return self._len_norms
 
-    def _max_saturation(self, term: str, plist: dict[int, int], len_norms: list[float]) -> float:
-        """``max(tf / (tf + norm))`` over ``term``'s postings, from the cached frontier."""
-        frontier = self._frontier.get(term)
-        if frontier is None:
-            frontier = {}
-            lengths = self._lengths
-            for slot, tf in plist.items():
-                dl = lengths[slot]
-                if dl < frontier.get(tf, dl + 1):
-                    frontier[tf] = dl
-            self._frontier[term] = frontier
-        return max(tf / (tf + len_norms[dl]) for tf, dl in frontier.items())
+    def _len_norms_numpy(self) -> npt.NDArray[np.float64]:
+        """:meth:`_current_len_norms` as a float64 array (the same values)."""
+        import numpy as np
+
+        norms = self._current_len_norms()
+        table = self._len_norms_array
+        if table is None or len(table) != len(norms):
+            table = np.array(norms, dtype=np.float64)
+            self._len_norms_array = table
+        return table
+
+    def _term_arrays(self, term: str) -> _Packed | None:
+        """``term``'s postings as int32 arrays ``(slots, tfs, lengths)`` in the dict's
+        order, from the cache (extended by the postings added since), or None when absent.
+
+        The cache is a prefix of the dict once the slots removed since it was made
+        (``_stale``) are filtered out of it: an addition appends to the dict, a removal
+        deletes one key and leaves the others' order. A slot's length changes only when its
+        document is removed, which filters the slot out of every term of that document (a
+        reused slot's new postings come with the tail, with their new length)."""
+        with self._lock:  # concurrent searches: one filters or extends, the others wait
+            return self._term_arrays_locked(term)
+
+    def _term_arrays_locked(self, term: str) -> _Packed | None:
+        import numpy as np
+
+        cached = self._packed.get(term)
+        removed = self._stale.pop(term, None)
+        if removed is not None and cached is not None:
+            gone = np.fromiter(removed, dtype=np.int32, count=len(removed))
+            keep = ~np.isin(cached[0], gone)
+            cached = self._cache(term, cached[0][keep], cached[1][keep], cached[2][keep])
+        postings = self._postings
+        lengths = np.frombuffer(self._lengths, dtype=np.int32)
+        if isinstance(postings, _LazyPostings):
+            if cached is None:
+                # Views of the flat arrays; still a prefix of the dict a mutation makes.
+                raw = postings.raw_packed(term)
+                if raw is not None:
+                    return self._cache(term, raw[0], raw[1], lengths[raw[0]])
+            elif term in postings.raw_terms():
+                return cached
+            plist = dict.get(postings, term)
+        else:
+            plist = postings.get(term)
+        if plist is None:
+            return None
+        count = len(plist)
+        if cached is not None and len(cached[0]) == count:
+            return cached
+        if cached is not None:
+            done = len(cached[0])
+            tail = list(islice(reversed(plist.items()), count - done))
+            tail.reverse()
+            more = np.array([s for s, _ in tail], dtype=np.int32)
+            return self._cache(
+                term,
+                np.concatenate((cached[0], more)),
+                np.concatenate((cached[1], np.array([t for _, t in tail], dtype=np.int32))),
+                np.concatenate((cached[2], lengths[more])),
+            )
+        slots = np.fromiter(plist.keys(), dtype=np.int32, count=count)
+        tfs = np.fromiter(plist.values(), dtype=np.int32, count=count)
+        return self._cache(term, slots, tfs, lengths[slots])
+
+    def _cache(
+        self,
+        term: str,
+        slots: npt.NDArray[np.int32],
+        tfs: npt.NDArray[np.int32],
+        lengths: npt.NDArray[np.int32],
+    ) -> _Packed:
+        for column in (slots, tfs, lengths):
+            column.flags.writeable = False
+        packed = (slots, tfs, lengths)
+        self._packed[term] = packed
+        return packed
 
     def search(self, query: str, k: int) -> list[ScoredDoc]:
         """Return the top ``k`` documents for ``query`` by BM25 score.
@@ -674,91 +817,142 @@ class BM25Index:
         Shape: ``(str, int) -> list[ScoredDoc]``, at most ``k`` hits, every score > 0,
         ordered by ``(-score, position, doc_id)``.  Returns ``[]`` when ``k <= 0``, the
         query has no tokens, or no query token occurs in the index.  Cost is bounded by the
-        summed posting-list lengths of the query terms (no scan of all documents).
+        summed posting-list lengths of the query terms (no scan of all documents), each
+        posting scored by a few vectorised numpy operations (from :data:`VECTORISE_FROM`
+        postings in all; below, on Python floats, and numpy is not imported).
         """
         if k <= 0 or not self._slot_of:
             return []
         qtf = Counter(tokenize(query))
         if not qtf:
             return []
-        postings = self._postings
         n = len(self._slot_of)
         k1p1 = self._k1 + 1.0
-        terms: list[tuple[float, str, dict[int, int]]] = []
+        terms: list[tuple[float, str]] = []
+        total = 0
         for term, count in qtf.items():
-            plist = postings.get(term)
-            if plist is not None:
-                df = len(plist)
+            df = self.document_frequency(term)
+            if df:
                 idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                terms.append((count * idf * k1p1, term, plist))
+                terms.append((count * idf * k1p1, term))
+                total += df
         if not terms:
             return []
         # Fixed visiting order (weight desc, then term): each document's floating-point sum is
         # accumulated in this order, so scores do not depend on insertion or query-term order.
         terms.sort(key=lambda entry: (-entry[0], entry[1]))
-        norms = self._current_len_norms()
-        lengths = self._lengths
-        # bound_after[j]: upper bound on what terms j+1.. can still add to any document.
-        bound_after = [0.0] * len(terms)
-        running = 0.0
-        for j in range(len(terms) - 1, 0, -1):
-            bound_after[j] = running
-            weight, term, plist = terms[j]
-            running += weight * self._max_saturation(term, plist, norms)
-        bound_after[0] = running
-        running += terms[0][0]  # the first term's bound is only used by the cheap gate below
-        bound_seen = 0.0
+        if total < VECTORISE_FROM:
+            return self._search_small(terms, k)
+        return self._search_arrays(terms, k)
 
-        acc: dict[int, float] = {}
-        pool: set[int] | None = None  # surviving candidates once pruning has engaged
-        for j, (weight, _term, plist) in enumerate(terms):
-            rest = bound_after[j]
-            if pool is None:
-                if not acc:
-                    acc = {
-                        slot: weight * tf / (tf + norms[lengths[slot]])
-                        for slot, tf in plist.items()
-                    }
-                else:
-                    get = acc.get
-                    for slot, tf in plist.items():
-                        acc[slot] = get(slot, 0.0) + weight * tf / (tf + norms[lengths[slot]])
-                bound_seen = running - rest
-                if rest <= 0.0 or len(acc) < k or rest * _SLACK >= bound_seen:
-                    continue  # last term, too few hits, or the k-th best cannot beat `rest`
-                candidates = acc
-            else:
-                if len(plist) < len(pool):
-                    for slot, tf in plist.items():
-                        if slot in pool:
-                            acc[slot] += weight * tf / (tf + norms[lengths[slot]])
-                else:
-                    get_tf = plist.get
-                    for slot in pool:
-                        tf_or_none = get_tf(slot)
-                        if tf_or_none is not None:
-                            acc[slot] += weight * tf_or_none / (tf_or_none + norms[lengths[slot]])
-                if rest <= 0.0 or len(pool) <= k:
-                    continue
-                candidates = {slot: acc[slot] for slot in pool}
-            # theta <= final k-th best score (scores only grow). A document whose partial
-            # score plus `rest` is below theta can never reach the top k; unseen documents
-            # have partial score 0. _SLACK absorbs floating-point rounding in the bounds.
-            theta = heapq.nlargest(k, candidates.values())[-1]
-            if pool is None and rest * _SLACK >= theta:
+    def _search_arrays(self, terms: list[tuple[float, str]], k: int) -> list[ScoredDoc]:
+        """:meth:`search` with numpy, ``terms`` ``(weight, term)`` in visiting order."""
+        import numpy as np
+
+        norms = self._len_norms_numpy()
+        acc = self._take_scratch(len(self._ids))
+        # Every contribution is > 0 (idf > 0, tf >= 1), so a slot whose accumulator is 0.0
+        # before a term is one no earlier term matched: the candidates are each list's
+        # first-seen slots, without a sort or a set.
+        parts: list[npt.NDArray[np.int32]] = []
+        for weight, term in terms:
+            found = self._term_arrays(term)
+            if found is None:
                 continue
-            pool = {slot for slot, s in candidates.items() if (s + rest) * _SLACK >= theta}
+            slots, tfs, dls = found
+            # The same IEEE operations, in the same order, as weight * tf / (tf + norm)
+            # on Python floats: (weight * tf) / (tf + norm), tf converted exactly.
+            ftfs = tfs.astype(np.float64)
+            gained = weight * ftfs / (ftfs + norms[dls])
+            if not parts:
+                acc[slots] = gained
+                parts.append(slots)
+                continue
+            before = acc[slots]
+            fresh = before == 0.0
+            acc[slots] = before + gained
+            parts.append(slots if fresh.all() else slots[fresh])
+        candidates = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        scores = acc[candidates]
+        acc[candidates] = 0.0
+        self._scratch.append(acc)
+        return self._top(candidates, scores, k)
 
-        scores = acc if pool is None else {slot: acc[slot] for slot in pool}
-        if len(scores) > k:
-            # Cheap pass for the k-th best score, then full-key top-k among the candidates at
-            # or above it; ties at the boundary are resolved by the key.
-            threshold = heapq.nlargest(k, scores.values())[-1]
-            selected = [slot for slot, s in scores.items() if s >= threshold and s > 0.0]
+    def _search_small(self, terms: list[tuple[float, str]], k: int) -> list[ScoredDoc]:
+        """:meth:`search` over few postings: the same sums on Python floats in a dict (the
+        scorer of old, without pruning), the top ``k`` by the full key."""
+        norms, lengths = self._current_len_norms(), self._lengths
+        postings = self._postings
+        lazy = postings if isinstance(postings, _LazyPostings) else None
+        acc: dict[int, float] = {}
+        get = acc.get
+        for weight, term in terms:
+            if lazy is not None:
+                slots, tfs = lazy.pairs(term)
+            else:
+                plist = postings[term]
+                slots, tfs = plist.keys(), plist.values()
+            for slot, tf in zip(slots, tfs, strict=True):
+                acc[slot] = get(slot, 0.0) + weight * tf / (tf + norms[lengths[slot]])
+        if len(acc) > k:
+            threshold = heapq.nlargest(k, acc.values())[-1]
+            selected = [(slot, score) for slot, score in acc.items() if score >= threshold]
         else:
-            selected = [slot for slot, s in scores.items() if s > 0.0]
-        ids, positions = self._ids, self._positions
+            selected = list(acc.items())
+        positions, ids = self._positions, self._ids
         top = heapq.nsmallest(
-            k, selected, key=lambda slot: (-scores[slot], positions[slot], ids[slot])
+            k, selected, key=lambda hit: (-hit[1], positions[hit[0]], ids[hit[0]])
         )
-        return [ScoredDoc(ids[slot], positions[slot], scores[slot]) for slot in top]
+        return [ScoredDoc(ids[slot], positions[slot], score) for slot, score in top if score > 0]
+
+    def _take_scratch(self, size: int) -> npt.NDArray[np.float64]:
+        """A zeroed float64 accumulator of at least ``size`` entries (from the pool; a new
+        one has a quarter more room, so a growing index does not allocate one per
+        search)."""
+        import numpy as np
+
+        try:
+            acc = self._scratch.pop()  # atomic: concurrent searches take different ones
+        except IndexError:
+            acc = None
+        if acc is None or len(acc) < size:
+            acc = np.zeros(size + size // 4 + 16)
+        return acc
+
+    def _top(
+        self, candidates: npt.NDArray[np.int32], scores: npt.NDArray[np.float64], k: int
+    ) -> list[ScoredDoc]:
+        """The best ``k`` of ``candidates`` by ``(-score, position, doc_id)``."""
+        import numpy as np
+
+        keep = scores > 0.0
+        if not keep.all():
+            candidates, scores = candidates[keep], scores[keep]
+        count = len(candidates)
+        if count > k:
+            # The k-th best score; every candidate at or above it (ties included) stays.
+            threshold = np.partition(scores, count - k)[count - k]
+            keep = scores >= threshold
+            candidates, scores = candidates[keep], scores[keep]
+        positions = np.frombuffer(self._positions, dtype=np.int64)[candidates]
+        order = np.lexsort((positions, -scores))
+        if len(order) > k:
+            # Ties on (score, position) across the k-th place are broken by doc_id below:
+            # keep the whole tied run.
+            last = order[k - 1]
+            end = k
+            while (
+                end < len(order)
+                and scores[order[end]] == scores[last]
+                and positions[order[end]] == positions[last]
+            ):
+                end += 1
+            order = order[:end]
+        ids = self._ids
+        hits = [
+            (-float(scores[i]), int(positions[i]), ids[slot])
+            for i, slot in zip(order.tolist(), candidates[order].tolist(), strict=True)
+        ]
+        hits.sort()  # equal (score, position) pairs in doc_id order
+        del hits[k:]
+        return [ScoredDoc(doc_id, position, -negated) for negated, position, doc_id in hits]

@@ -57,6 +57,7 @@ OUTPUTS = {
     "langgraph_async": "langgraph_async.json",
     "conformance": "conformance.json",
     "ann": "ann.json",
+    "bm25": "bm25.json",
     "vectors_ack": "vectors_ack.json",
     "ui": "ui.json",
     "ui-forms": "ui_forms.json",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_ledger.projections import text_index
 from memory_ledger.projections.text_index import (
     CJK_RANGES,
     DEFAULT_B,
@@ -436,9 +438,10 @@ def test_incremental_add_remove_equals_fresh_build(
         assert index.document_frequency(term) == fresh.document_frequency(term)
 
 
-# --------------------------------------------------------------------------- pruning
-# search(q, k) prunes with MaxScore bounds only when more than k documents match, so
-# search(q, len(index) + 1)[:k] is the unpruned answer; the two must be identical.
+# --------------------------------------------------------------------------- top k
+# search(q, k) cuts at the k-th best score (ties at the cut broken by the full key) only when
+# more than k documents match, so search(q, len(index) + 1)[:k] is the uncut answer; the two
+# must be identical. (The scorer of commit 01a31e8 pruned with MaxScore bounds here.)
 
 SKEWED = ["the"] * 12 + ["a"] * 8 + ["is"] * 5 + ["red", "blue", "green", "cat", "dog"] * 2
 SKEWED += ["emu", "fox", "gnu", "yak", "owl", "rare1", "rare2"]
@@ -492,12 +495,12 @@ def test_pruning_is_exact_on_skewed_corpus_with_mutations() -> None:
     docs = _zipf_corpus(rng, 2000, "a")
     index = BM25Index.build(docs)
     queries = _zipf_queries(rng)
-    for query in queries:  # also populates the per-term pruning caches
+    for query in queries:  # also populates the per-term search caches
         full = index.search(query, len(index) + 1)
         for k in (1, 3, 10, 50):
             assert index.search(query, k) == full[:k]
-    # Mutate: drop a quarter of the docs (including the shortest ones, which define the
-    # cached pruning bounds), check, then add fresh ones; caches must stay sound throughout.
+    # Mutate: drop a quarter of the docs (the shortest ones), check, then add fresh ones;
+    # the search caches of their terms must stay sound throughout.
     removed = sorted(docs, key=lambda d: (len(d.text), d.doc_id))[:500]
     for doc in removed:
         index.remove(doc.doc_id)
@@ -574,7 +577,7 @@ def test_a_copy_and_its_original_move_apart_each_as_a_fresh_build(
     built = BM25Index.build(initial)
     original = BM25Index.from_state(built.state()) if restored else built
     if data.draw(st.booleans()):
-        original.search(query, k)  # posting lists turned into dicts, pruning caches filled
+        original.search(query, k)  # search caches filled
     copy = original.copy()
     sides = {
         "original": (original, {d.doc_id: d for d in initial}),
@@ -594,3 +597,151 @@ def test_a_copy_and_its_original_move_apart_each_as_a_fresh_build(
         fresh = BM25Index.build(sorted(docs.values(), key=lambda d: d.doc_id))
         assert index.search(query, k) == fresh.search(query, k)
         assert len(index) == len(fresh) and index.avgdl == fresh.avgdl
+
+
+# --------------------------------------------------------------------------- vectorised search
+# search() scores a query's postings with numpy once they reach text_index.VECTORISE_FROM in
+# all, on Python floats below. Both must give what a plain term-at-a-time evaluation of every
+# live document gives: the same hits, the same order and the same float scores, bit for bit
+# (the same IEEE operations in the same term order), through adds, removes (slots reused), a
+# restore from the state and a copy.
+
+
+def _exhaustive(docs: dict[str, IndexedDoc], query: str, k: int) -> list[ScoredDoc]:
+    """Every live document scored term-at-a-time in the index's fixed term order (weight
+    descending, then term), sorted by the documented key, cut at ``k``."""
+    counts = {d.doc_id: Counter(tokenize(d.text)) for d in docs.values()}
+    n = len(counts)
+    if k <= 0 or not n:
+        return []
+    total = sum(sum(c.values()) for c in counts.values())
+    avgdl = total / n if total else 1.0
+    k1, b = DEFAULT_K1, DEFAULT_B
+    terms = []
+    for term, qtf in Counter(tokenize(query)).items():
+        df = sum(1 for c in counts.values() if term in c)
+        if df:
+            terms.append((qtf * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (k1 + 1.0), term))
+    terms.sort(key=lambda entry: (-entry[0], entry[1]))
+    scores: dict[str, float] = {}
+    for weight, term in terms:
+        for doc_id, c in counts.items():
+            tf = c.get(term, 0)
+            if tf:
+                norm = k1 * (1.0 - b + b * sum(c.values()) / avgdl)
+                scores[doc_id] = scores.get(doc_id, 0.0) + weight * tf / (tf + norm)
+    hits = [ScoredDoc(d, docs[d].position, s) for d, s in scores.items() if s > 0]
+    return sorted(hits, key=_key)[:k]
+
+
+FEW = ["w0", "w1", "w2", "w3", "w4", "w5"]
+few_texts = st.lists(st.sampled_from(FEW), max_size=6).map(" ".join)
+mutations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), few_texts, st.integers(0, 4), st.booleans()),
+        st.tuples(st.just("remove"), st.integers(0, 10_000), st.just(0), st.booleans()),
+        st.tuples(st.just("restore"), st.just(""), st.just(0), st.booleans()),
+        st.tuples(st.just("copy"), st.just(""), st.just(0), st.booleans()),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mutations, st.lists(st.sampled_from(FEW), min_size=1, max_size=4), st.integers(1, 12))
+def test_vectorised_and_small_search_equal_an_exhaustive_evaluation(
+    steps: list[tuple[str, str | int, int, bool]], words: list[str], k: int
+) -> None:
+    query = " ".join(words)
+    index = BM25Index()
+    live: dict[str, IndexedDoc] = {}
+    _assert_both_paths(index, live, query, k)
+    for number, (action, value, position, searched) in enumerate(steps):
+        if action == "add":
+            doc = IndexedDoc(f"d{number:03d}", position, str(value))
+            index.add(doc)
+            live[doc.doc_id] = doc
+        elif action == "remove" and live:
+            victim = sorted(live)[int(value) % len(live)]
+            index.remove(victim)
+            del live[victim]
+        elif action == "restore":
+            index = BM25Index.from_state(index.state())
+        elif action == "copy":
+            index = index.copy()
+        if (
+            searched or number == len(steps) - 1
+        ):  # search mid-way too: caches built, then mutated under them
+            _assert_both_paths(index, live, query, k)
+
+
+def _assert_both_paths(index: BM25Index, live: dict[str, IndexedDoc], query: str, k: int) -> None:
+    expected = _exhaustive(live, query, k)
+    for threshold in (0, 10**9):  # always numpy, never numpy
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(text_index, "VECTORISE_FROM", threshold)
+            assert index.search(query, k) == expected
+    reference = _reference_scores(list(live.values()), query)
+    for hit in expected:
+        assert hit.score == pytest.approx(reference[hit.doc_id], rel=1e-9)
+
+
+def test_vectorised_search_equals_exhaustive_on_a_larger_skewed_corpus() -> None:
+    """Thousands of documents, lists of hundreds of postings (the numpy path at its default
+    threshold), a quarter removed and slots reused, restored and copied."""
+    rng = random.Random(35)
+    docs = _zipf_corpus(rng, 3000, "a")
+    index = BM25Index.build(docs)
+    queries = _zipf_queries(rng)
+    live = {d.doc_id: d for d in docs}
+    for query in queries[:8]:
+        assert index.search(query, 10) == _exhaustive(live, query, 10)
+    for doc in rng.sample(docs, 750):
+        index.remove(doc.doc_id)
+        del live[doc.doc_id]
+    restored = BM25Index.from_state(index.state())
+    for doc in _zipf_corpus(rng, 400, "b"):
+        index.add(doc)
+        restored.add(doc)
+        live[doc.doc_id] = doc
+    copied = restored.copy()
+    for query in queries[8:16]:
+        expected = _exhaustive(live, query, 25)
+        assert index.search(query, 25) == restored.search(query, 25) == expected
+        assert copied.search(query, 25) == expected
+
+
+def test_concurrent_searches_answer_as_serial_ones() -> None:
+    """Searches running at once on one index (each takes its own accumulator; the first to
+    need a term's cache filters out the slots removed since it was made, the others wait)
+    give the answers of a fresh build of the same documents."""
+    rng = random.Random(7)
+    docs = _zipf_corpus(rng, 4000, "c")
+    index = BM25Index.build(docs)
+    queries = _zipf_queries(rng)
+    for query in queries:
+        index.search(query, 20)  # every query term cached
+    gone = set(rng.sample([d.doc_id for d in docs], 1000))
+    for doc_id in sorted(gone):
+        index.remove(doc_id)  # noted against the caches, filtered by the racing searches
+    fresh = BM25Index.build(d for d in docs if d.doc_id not in gone)
+    serial = {query: fresh.search(query, 20) for query in queries}
+    start = threading.Barrier(4)
+    failures: list[str] = []
+
+    def worker() -> None:
+        start.wait()
+        for _ in range(20):
+            for query in queries:
+                try:
+                    if index.search(query, 20) != serial[query]:
+                        failures.append(query)
+                except Exception as error:  # noqa: BLE001 - reported by the assertion below
+                    failures.append(f"{query}: {error!r}")
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
