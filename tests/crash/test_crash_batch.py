@@ -22,17 +22,10 @@ checks:
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
-import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -43,10 +36,9 @@ from memory_ledger.commands.recall.index import DOC_COLUMNS
 from memory_ledger.ledger.ids import normalize_statement
 from memory_ledger.replay import verify_store
 from tests.batch_crash_child import NAMESPACE, WordHashProvider, fact
+from tests.killed_worker import run_to_kill
 from tests.projections.test_serving_state import duckdb_digest, rebuilt, served
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MESSAGE_TIMEOUT = 120.0
 POINTS = (
     "ledger.put",
     "ledger.commit",
@@ -65,64 +57,18 @@ def run_worker(
     """Run the worker until it reaches the kill point (SIGKILL it there) or finishes; return
     the acknowledged batches' positions, the batches begun, and whether it was killed at the
     fault point."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.batch_crash_child", str(store), str(batches), str(size)]
-        + [point, str(nth)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
     acked: dict[int, int] = {}
     begun: set[int] = set()
-    at_fault = False
-    kill_at = None
-    try:
-        while True:
-            timeout = MESSAGE_TIMEOUT
-            if kill_at is not None:
-                timeout = max(kill_at - time.monotonic(), 0.0)
-            try:
-                line = lines.get(timeout=timeout)
-            except queue.Empty:
-                if kill_at is not None:  # the timer ran out: kill wherever it is now
-                    break
-                proc.kill()
-                assert proc.stderr is not None
-                raise AssertionError(f"batch worker silent:\n{proc.stderr.read()}") from None
-            if line is None:
-                assert proc.stderr is not None
-                assert proc.wait(timeout=30) == 0, proc.stderr.read()
-                break
-            message = json.loads(line)
-            if message["kind"] == "begin":
-                begun.add(message["batch"])
-                if point == "timer" and kill_at is None:
-                    kill_at = time.monotonic() + delay
-            elif message["kind"] == "ack":
-                acked[message["batch"]] = message["position"]
-            elif message["kind"] == "at_fault":
-                at_fault = True
-                break
-            elif message["kind"] == "finished":
-                break
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    return acked, begun, at_fault
+
+    def note(message: dict[str, Any]) -> None:
+        if message["kind"] == "begin":
+            begun.add(message["batch"])
+        elif message["kind"] == "ack":
+            acked[message["batch"]] = message["position"]
+
+    args = [str(store), str(batches), str(size), point, str(nth)]
+    fault = run_to_kill("tests.batch_crash_child", args, note, delay if point == "timer" else None)
+    return acked, begun, fault is not None
 
 
 def ledger_has(engine: MemoryEngine, statement: str) -> bool:

@@ -107,6 +107,7 @@ from memory_ledger.replay import verify_store
 from tests.conftest import make_item
 from tests.crash_property_child import NAMESPACES, OpRunner, identity
 from tests.group_commit_child import EVENTS_PER_COMMAND, stream_of
+from tests.killed_worker import run_to_kill
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_TIMEOUT = 60.0
@@ -915,60 +916,19 @@ def run_group_worker(
     """Run ``tests.group_commit_child`` until it reaches the kill point (SIGKILL it there)
     or finishes; return the acknowledged commands' positions, the commands begun, and the
     size of the group being written at the kill (None: not killed at a fault point)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.group_commit_child", str(store), str(threads)]
-        + [str(commands), point, str(nth)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
     acked: dict[tuple[int, int], list[int]] = {}
     begun: set[tuple[int, int]] = set()
-    group: int | None = None
-    kill_at = None
-    try:
-        while True:
-            timeout = MESSAGE_TIMEOUT
-            if kill_at is not None:
-                timeout = max(kill_at - time.monotonic(), 0.0)
-            try:
-                line = lines.get(timeout=timeout)
-            except queue.Empty:
-                if kill_at is not None:  # the timer ran out: kill wherever it is now
-                    break
-                raise AssertionError(f"group worker silent:\n{proc.stderr.read()}") from None
-            if line is None:
-                break
-            message = json.loads(line)
-            if message["kind"] == "begin":
-                begun.add((message["writer"], message["number"]))
-                if point == "timer" and kill_at is None:
-                    kill_at = time.monotonic() + delay
-            elif message["kind"] == "ack":
-                acked[message["writer"], message["number"]] = message["positions"]
-            elif message["kind"] == "at_fault":
-                group = message["group"]
-                break
-            elif message["kind"] == "finished":
-                break
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    return acked, begun, group
+
+    def note(message: dict[str, Any]) -> None:
+        if message["kind"] == "begin":
+            begun.add((message["writer"], message["number"]))
+        elif message["kind"] == "ack":
+            acked[message["writer"], message["number"]] = message["positions"]
+
+    args = [str(store), str(threads), str(commands), point, str(nth)]
+    timer = delay if point == "timer" else None
+    fault = run_to_kill("tests.group_commit_child", args, note, timer)
+    return acked, begun, None if fault is None else int(fault["group"])
 
 
 def test_kill_while_a_group_is_written_leaves_each_command_whole_or_absent(
