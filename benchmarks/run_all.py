@@ -23,9 +23,13 @@ QUICK_ARGS: dict[str, list[str]] = {
     "secrets": ["--texts", "20"],
     "run": ["--repeat", "1"],
     "ui": ["--quick", "--samples", "3"],
+    # Lexical only: the hybrid half loads MiniLM in two processes and embeds on a loaded
+    # machine (45 of the 50 s the quick run took); tests/recall covers hybrid recall, which
+    # the MCP recall tool calls as the lexical one.
+    "mcp": ["--quick", "--embeddings", "none"],
 }
 """The tiny-size arguments of benchmarks that predate ``--quick`` (or add fewer samples to
-it); the others take ``--quick``."""
+it, or leave out a part that only the full run measures); the others take ``--quick``."""
 
 NEEDS_LOCOMO = frozenset({"run", "locomo", "locomo-limits"})
 REPO = Path(__file__).resolve().parents[1]

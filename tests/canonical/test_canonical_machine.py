@@ -429,8 +429,12 @@ class CanonicalMachine(RuleBasedStateMachine):
                 forget_time = tombstone_times[event.originator_id]
                 assert valid_time is None or valid_time >= forget_time, (event, forget_time)
 
-    @invariant()
+    @rule()
     def projections_equal_a_rebuild(self) -> None:
+        # A rule, not an invariant: a rebuild is a whole new DuckDB file, most of a step's
+        # time when run after every step. The other invariants catch the read models up
+        # after every step, so the incremental path is still taken step by step; this rule
+        # compares what it built with a rebuild at random points.
         self.engine.catch_up()
         assert table_digests(self.engine.projections.conn) == fresh_digests(self.engine)
 
