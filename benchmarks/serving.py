@@ -104,9 +104,8 @@ def store_figures(store: BaseStore, preload: int, rounds: int) -> dict[str, floa
 def durability(name: str, store: BaseStore) -> str:
     """How a put of ``store`` is made durable, read from the store itself: PostgresStore's
     server settings (``synchronous_commit``, ``fsync``: ``on``/``on`` is a WAL flush per
-    commit), LedgerStore's LMDB sync flags and commit journal (``sync`` on, ``metasync``
-    off, journal on: the data pages and the journal's slot are flushed, at the same time,
-    before a commit returns; the meta page by the next commit; ledger/commit_journal.py)."""
+    commit), LedgerStore's LMDB sync flags (on: the data pages and the meta page are
+    flushed before a commit returns)."""
     if name == "PostgresStore":
         conn: Any = getattr(store, "conn", None)
         with conn.cursor() as cur:  # a Connection (from_conn_string) or a pool's
@@ -118,10 +117,8 @@ def durability(name: str, store: BaseStore) -> str:
         return ", ".join(settings)
     if name == "LedgerStore":
         engine: Any = getattr(store, "engine", None)
-        shared = engine.lmdb_recorder().datastore.shared
-        flags = shared.env.flags()
-        journal = "on" if shared.journal is not None else "off"
-        return f"LMDB sync={flags['sync']}, metasync={flags['metasync']}, commit journal={journal}"
+        flags = engine.lmdb_recorder().datastore.env.flags()
+        return f"LMDB sync={flags['sync']}, metasync={flags['metasync']}"
     return "in memory (not durable)"
 
 

@@ -81,7 +81,6 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 
-from memory_ledger.ledger.commit_journal import CommitJournal, JournaledTransaction, replay
 from memory_ledger.ledger.errors import (
     LedgerDamagedError,
     LedgerDataError,
@@ -383,37 +382,22 @@ class _SharedEnvironment:
         self._room = 0
         """Bytes of the map believed free: measured, less what writes announced since."""
         self._writes_unmeasured = 0
-        self._db_names: dict[Any, bytes] = {}
-        """The name of each database handle (what the commit journal records)."""
-        self.journal = self._open_journal(path) if sync and not readonly else None
-        """The commit journal (:mod:`memory_ledger.ledger.commit_journal`): with it, LMDB
-        does not flush the meta page at commit (``MDB_NOMETASYNC``) and a durable commit
-        waits for its data flush and the journal's at once. None: not durable, read-only,
-        or the journal's files could not be made (LMDB then flushes the meta page)."""
-        try:
-            self.env = lmdb.open(
-                path,
-                map_size=map_size,
-                subdir=True,
-                max_dbs=32,
-                max_readers=254,
-                sync=sync,
-                metasync=sync and self.journal is None,
-                lock=self.locked,
-                readonly=readonly,
-                create=not readonly,
-            )
-        except BaseException:
-            if self.journal is not None:
-                self.journal.close()
-            raise
+        self.env = lmdb.open(
+            path,
+            map_size=map_size,
+            subdir=True,
+            max_dbs=32,
+            max_readers=254,
+            sync=sync,
+            metasync=sync,
+            lock=self.locked,
+            readonly=readonly,
+            create=not readonly,
+        )
         try:
             # Clear reader slots left behind by processes that died holding a read
             # transaction (only a writer may; without a lock file there are none).
             self.stale_readers_cleared = 0 if readonly else self.env.reader_check()
-            # Before any other write: a transaction lost with its meta page in a power loss
-            # is replayed from the journal while the ledger is just as it left it.
-            self.recovered = self._recover() if self.journal is not None else False
             # Check the identity and format before creating anything, so refusing a
             # foreign or newer store leaves it untouched.
             self._check_identity()
@@ -423,57 +407,11 @@ class _SharedEnvironment:
             for name in names:
                 self.db(name)
         except lmdb.Error as e:
-            self.close()
+            self.env.close()
             raise translate_lmdb_error(e, path, "open") from e
         except BaseException:
-            self.close()
+            self.env.close()
             raise
-
-    @staticmethod
-    def _open_journal(path: str) -> CommitJournal | None:
-        """The commit journal of the folder ``path`` (None when its files cannot be made,
-        e.g. a folder that is not writable: commits then flush the meta page as well)."""
-        try:
-            os.makedirs(path, exist_ok=True)
-            return CommitJournal(path)
-        except OSError:
-            return None
-
-    def _log_end(self, txn: Any) -> tuple[int, bytes] | None:
-        """``(position, hash)`` of the last record of the log as ``txn`` sees it
-        (``(0, GENESIS_HASH)`` for an empty log; None without a log database)."""
-        log = self._dbs.get(b"log")
-        if log is None:
-            try:
-                log = self.env.open_db(b"log", txn=txn, create=False)
-            except lmdb.NotFoundError:
-                return None
-        cursor = txn.cursor(db=log)
-        if cursor.last():
-            return _ID.unpack(cursor.key())[0], bytes(cursor.value()[:HASH_SIZE])
-        return 0, GENESIS_HASH
-
-    def _recover(self) -> bool:
-        """Replay the journaled transaction that the durable ledger lacks, if any (its
-        meta page was lost in a power loss): the slot whose transaction id is the next one
-        and whose base is the log's end. Returns whether one was replayed."""
-        assert self.journal is not None
-        slots = self.journal.read_slots()
-        if not slots:
-            return False
-
-        def recover(txn: Any) -> bool:
-            next_id = txn.id()
-            for slot in slots:
-                if slot.txnid == next_id and self._log_end(txn) == (
-                    slot.base_position,
-                    slot.base_hash,
-                ):
-                    replay(txn, slot.ops, lambda name: self.env.open_db(name, txn=txn))
-                    return True
-            return False
-
-        return self._run_write(recover)
 
     def db(self, name: bytes) -> Any:
         """Handle of the named database ``name``; created when absent (read-only: refused).
@@ -490,7 +428,6 @@ class _SharedEnvironment:
                     else:
                         handle = self._run_write(lambda txn: self.env.open_db(name, txn=txn))
                     self._dbs[name] = handle
-                    self._db_names[handle] = name
         return handle
 
     def _open_existing_db(self, name: bytes) -> Any:
@@ -597,9 +534,7 @@ class _SharedEnvironment:
 
     # Transactions ---------------------------------------------------------------------------
 
-    def _run_write(
-        self, fn: Callable[[Any], T], size_hint: int = 0, *, journaled: bool = False
-    ) -> T:
+    def _run_write(self, fn: Callable[[Any], T], size_hint: int = 0) -> T:
         """Run ``fn(txn)`` in one write transaction, growing the map and retrying when full.
 
         ``fn`` refuses a batch by raising :class:`Refused` before it writes anything; the
@@ -608,35 +543,24 @@ class _SharedEnvironment:
         readers can postpone indefinitely while every process waits on the writer lock.
         ``size_hint`` (bytes about to be written) grows the map before the transaction when
         it would not fit, so a full map rarely forces an abort either.
-
-        ``journaled``: ``fn`` gets a :class:`~memory_ledger.ledger.commit_journal.
-        JournaledTransaction` and the commit is journaled (see :meth:`_commit`); otherwise
-        ``fn`` gets the ``lmdb.Transaction`` and a commit that wrote is flushed in full.
-        Either way the commit is durable on return when the environment syncs.
         """
         if self.readonly:
             msg = f"the LMDB ledger at {self.path!r} is open read-only; nothing was written"
             raise LedgerReadOnlyError(msg, path=self.path)
         try:
-            return self._run_write_once(fn, size_hint, journaled)
+            return self._run_write_once(fn, size_hint)
         except lmdb.Error as e:
             raise translate_lmdb_error(e, self.path, "write") from e
-        except OSError as e:  # the commit journal's file
-            msg = f"cannot write the commit journal of {self.path!r}: {e.strerror or e}"
-            raise LedgerOperationalError(msg, path=self.path, reason_code=_errno_reason(e)) from e
 
-    def _run_write_once(self, fn: Callable[[Any], T], size_hint: int, journaled: bool) -> T:
-        journal = self.journal if journaled else None
+    def _run_write_once(self, fn: Callable[[Any], T], size_hint: int) -> T:
         with self.write_lock:
             self._reserve(size_hint)
             while True:
                 self.gate.acquire_shared()
                 try:
                     txn = self.env.begin(write=True)
-                    view = txn if journal is None else JournaledTransaction(txn, self._db_names)
                     try:
-                        base = None if journal is None else self._log_end(txn)
-                        result = fn(view)
+                        result = fn(txn)
                         fault("ledger.commit")
                     except Refused:
                         txn.commit()
@@ -644,7 +568,7 @@ class _SharedEnvironment:
                     except BaseException:
                         txn.abort()
                         raise
-                    self._commit(txn, view, base)
+                    txn.commit()
                     return result
                 except Refused as refused:
                     raise refused.error from None
@@ -659,47 +583,6 @@ class _SharedEnvironment:
                     self._grow()
                 else:
                     self._adopt_new_size()
-
-    def _commit(self, txn: Any, view: Any, base: tuple[int, bytes] | None) -> None:
-        """Commit ``txn`` durably (when the environment syncs).
-
-        Journaled (``view`` a :class:`~memory_ledger.ledger.commit_journal.
-        JournaledTransaction` that recorded every write, ``base`` the log's end it began
-        at): the writes go to the journal's slot, whose flush runs on the journal's thread
-        while LMDB commits (data pages flushed, meta page not); the commit returns when
-        both are done. Otherwise, with a journal (LMDB's meta page not flushed at commit),
-        a commit that wrote is followed by ``mdb_env_sync``: two flushes, as LMDB's own.
-        """
-        journal = self.journal
-        txnid = txn.id()
-        ops = view.recorded if view is not txn else None
-        if journal is None or not ops or base is None:
-            txn.commit()
-            if journal is not None and ops != [] and self.env.info()["last_txnid"] == txnid:
-                self.env.sync(True)
-            return
-        try:
-            journal.write(txnid, base, ops)
-        except OSError:  # no slot: the commit is flushed in full instead
-            journal.discard(txnid)
-            txn.commit()
-            self.env.sync(True)
-            return
-        except BaseException:
-            journal.discard(txnid)
-            txn.abort()
-            raise
-        try:
-            txn.commit()
-        except BaseException:
-            with contextlib.suppress(OSError):
-                journal.wait()
-            journal.discard(txnid)  # never replayed as if it had committed
-            raise
-        try:
-            journal.wait()
-        except OSError:  # the slot may not be durable: flush the commit in full
-            self.env.sync(True)
 
     def _reserve(self, size_hint: int) -> None:
         """Grow the map ahead of a write of about ``size_hint`` bytes that would not fit.
@@ -752,10 +635,10 @@ class _SharedEnvironment:
                     request.error = refused.error
                 done += 1
 
-        self._run_write(run, sum(request.size_hint for request in group), journaled=True)
+        self._run_write(run, sum(request.size_hint for request in group))
 
     def _run_alone(self, request: WriteRequest[Any]) -> Any:
-        return self._run_write(request.fn, request.size_hint, journaled=True)
+        return self._run_write(request.fn, request.size_hint)
 
     def write(
         self,
@@ -830,14 +713,7 @@ class _SharedEnvironment:
             self.env.set_mapsize(0)
 
     def close(self) -> None:
-        """Close the environment and the commit journal (its thread ends)."""
-        try:
-            env = getattr(self, "env", None)
-            if env is not None:
-                env.close()
-        finally:
-            if self.journal is not None:
-                self.journal.close()
+        self.env.close()
 
 
 class _Registry:

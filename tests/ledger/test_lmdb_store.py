@@ -789,10 +789,7 @@ def test_factory_lmdb_sync_setting_round_trips(tmp_path: Path, sync: str) -> Non
         assert factory.datastore.sync is (sync == "y")
         flags = factory.datastore.env.flags()
         assert flags["sync"] is (sync == "y")
-        # Durable: the data pages are flushed at commit and the commit journal holds what
-        # the unflushed meta page says (ledger/commit_journal.py); not durable: neither.
-        assert flags["metasync"] is False
-        assert (factory.datastore.shared.journal is not None) is (sync == "y")
+        assert flags["metasync"] is (sync == "y")
         recorder = factory.application_recorder()
         oid = uuid4()
         events = [StoredEvent(oid, v, TOPIC, f"state {v}".encode()) for v in (1, 2, 3)]

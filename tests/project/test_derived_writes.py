@@ -39,8 +39,6 @@ THROUGH_DERIVED = {
 
 HOLDS_NO_CONTENT = {
     "ledger/key_store.py": "the key store: wrapped keys and namespace digests only",
-    "ledger/commit_journal.py": "part of the ledger: the last transaction's writes to "
-    "data.mdb, byte for byte (sealed payloads in an encrypted store, keyed tag digests)",
     "replay/cli/erase.py": "a new master key file (random bytes)",
     "replay/cli/receipts.py": "a new signing key pair (random bytes)",
     "replay/audit/rebuild.py": "a writability probe (an empty file, removed); the rebuilt "
