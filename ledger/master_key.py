@@ -130,7 +130,17 @@ def read_master_key_file(path: str | os.PathLike[str]) -> LocalMasterKey:
     try:
         data = Path(path).read_bytes()
     except OSError as e:
-        msg = f"cannot read the master key file {name!r}: {e.strerror or type(e).__name__}"
+        if _parse_key_text(os.fsencode(name)) is not None:
+            # A key written as text (hex or base64, as read from an environment variable or
+            # a secret manager) passed where a path goes: never echoed.
+            msg = (
+                f"cannot read the master key file: the path given is {len(name)} characters "
+                f"that read as a {KEY_SIZE}-byte key in hex or base64, not a file's path (not "
+                "shown); pass the key as bytes (bytes.fromhex(...) or base64.b64decode(...)) "
+                "or write it to a file and pass that file's path"
+            )
+        else:
+            msg = f"cannot read the master key file {name!r}: {e.strerror or type(e).__name__}"
         raise MasterKeyError(msg, reason_code="master_key_unreadable") from None
     key = _parse_key_text(data)
     if key is None:

@@ -231,22 +231,31 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _strip_password(url: str) -> str:
-    """``url`` as messages show it: its password as ``***`` and its ``password_env``
-    parameter left out (``password_env=NAME`` has the shape of a password assignment, so a
-    secret scanner would blank the rest of the message; the name is shown on its own)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url.split("@", 1)[-1] if "@" in url else url  # malformed: no credentials
-    if "password_env" in parts.query:
-        kept = [p for p in parts.query.split("&") if p.split("=", 1)[0] != "password_env"]
-        parts = parts._replace(query="&".join(kept))
-    if password is None:
-        return parts.geturl()
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:***@{netloc[1]}").geturl()
+    """``url`` as messages show it: everything between ``user:`` and the last ``@`` as
+    ``***`` and its ``password_env`` parameter left out (``password_env=NAME`` has the shape
+    of a password assignment, so a secret scanner would blank the rest of the message; the
+    name is shown on its own).
+
+    Works on the text, not on a parse: a password holding an unescaped ``#``, ``/`` or ``?``
+    makes ``urlsplit`` read part of it as the host, port, path or fragment, so a parse would
+    show it; the last ``@`` after the scheme is where the credentials end whatever they hold.
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        userinfo, at, hostpart = rest.rpartition("@")
+        if at and ":" in userinfo:
+            url = f"{scheme}://{userinfo.split(':', 1)[0]}:***@{hostpart}"
+    return _PASSWORD_ENV_PARAM.sub(_keep_separator, url)
+
+
+_PASSWORD_ENV_PARAM = re.compile(r"([?&])password_env=[^&#]*(&?)")
+
+
+def _keep_separator(match: re.Match[str]) -> str:
+    """The replacement of one ``password_env=...`` parameter: the ``?`` that began the
+    query stays when another parameter follows it."""
+    lead, follow = match.group(1), match.group(2)
+    return lead if follow and lead == "?" else ("&" if follow else "")
 
 
 def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> PostgresLedgerURL:
@@ -265,8 +274,19 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
     try:
         parts = urlsplit(url)
         port = parts.port or 5432
-    except ValueError as e:
-        msg = f"malformed ledger URL {shown}: {e}"
+        if "@" in url.partition("://")[2] and "@" not in parts.netloc:
+            # The credentials end at an '@' the parser put in the path, query or fragment:
+            # a '/', '?' or '#' in the password cut them short (the rest would be read as
+            # the database's name).
+            raise ValueError("credentials cut short")
+    except ValueError:
+        # The parser's own words may quote part of a password that holds '#', '/' or '?'
+        # (read as the port): they are not shown.
+        msg = (
+            f"malformed ledger URL {shown}: its host and port cannot be read; a password "
+            "holding '#', '/', '?' or '@' must be percent-encoded (%23, %2F, %3F, %40) or "
+            "given by password_env"
+        )
         raise LedgerURLError(msg) from None
     dbname = unquote(parts.path.lstrip("/"))
     if not dbname:

@@ -4,6 +4,7 @@ re-wraps the data keys (events untouched) and round-trips."""
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -183,3 +184,23 @@ def test_rotation_to_an_invalid_key_is_refused_and_changes_nothing(tmp_path: Pat
         assert caught.value.reason_code == "master_key_invalid"
         assert snapshot(store / "keys") == before
         assert len(statements(engine)) == 2
+
+
+@pytest.mark.parametrize("form", ["hex", "base64"])
+def test_a_key_passed_as_text_where_a_path_goes_is_refused_unshown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """A key read from an environment variable or a secret manager and passed as a ``str``
+    (which names a key file) is refused without echoing it, from the API and from the
+    environment variable the CLI reads (found by a newcomer: the key was in the message)."""
+    key = os.urandom(32)
+    text = key.hex() if form == "hex" else base64.b64encode(key).decode()
+    with pytest.raises(MasterKeyError) as raised:
+        MemoryEngine.open(tmp_path / "store", master_key=text)
+    assert raised.value.reason_code == "master_key_unreadable"
+    assert text not in str(raised.value) and text[:16] not in repr(raised.value)
+    assert "bytes.fromhex" in str(raised.value)
+    monkeypatch.setenv(ENV_MASTER_KEY_FILE, text)
+    with pytest.raises(MasterKeyError) as from_env:
+        MemoryEngine.open(tmp_path / "store2")
+    assert text[:16] not in str(from_env.value)
