@@ -265,8 +265,26 @@ def _expected(hint: Any) -> str:
     names = []
     for member in _members(hint):
         origin = typing.get_origin(member) or member
-        names.append(_JSON_TYPES.get(origin, getattr(origin, "__name__", str(origin))))
+        name = _JSON_TYPES.get(origin, getattr(origin, "__name__", str(origin)))
+        items = typing.get_args(member) if origin is list else ()
+        if len(items) == 1:
+            name = f"an array of items that are each {_expected(items[0])}"
+        names.append(name)
     return " or ".join(names)
+
+
+def _given_as(value: Any, hint: Any) -> str:
+    """What a client gave for an argument declared ``hint``: :func:`_given`, and for an
+    array where an array of some item type is declared, its first item that is not one
+    (``an array whose item 2 is the number 5``)."""
+    if isinstance(value, list):
+        for member in _members(hint):
+            items = typing.get_args(member) if typing.get_origin(member) is list else ()
+            if len(items) == 1:
+                for index, item in enumerate(value):
+                    if not _fits(item, items[0]):
+                        return f"an array whose item {index} is {_given(item)}"
+    return _given(value)
 
 
 def _bounded_data(data: Any, depth: int = 0) -> Any:
@@ -507,7 +525,7 @@ class MemoryMcpServer:
         if hints is None or not isinstance(arguments, Mapping):
             return None
         wrong = [
-            f"argument {key!r} must be {_expected(hints[key])}, got {_given(value)}"
+            f"argument {key!r} must be {_expected(hints[key])}, got {_given_as(value, hints[key])}"
             for key, value in arguments.items()
             if key in hints and not _fits(value, hints[key])
         ]

@@ -148,14 +148,17 @@ class LocomoFormatError(MemoryLedgerError, ValueError):
 
 
 class LocomoFileError(MemoryLedgerError, ValueError):
-    """A LoCoMo file is not JSON (or not UTF-8 JSON); ``path`` names it, the message says
-    where the decoder stopped."""
+    """A LoCoMo file cannot be read or is not JSON (or not UTF-8 JSON); ``path`` names it,
+    the message says why (the operating system's reason, or where the decoder stopped)."""
 
     reason_code = "bad_locomo_file"
 
-    def __init__(self, path: str, problem: str) -> None:
+    def __init__(self, path: str, problem: str, *, unreadable: bool = False) -> None:
         self.path = path
-        super().__init__(f"{path!r} is not a LoCoMo JSON file: {problem}")
+        if unreadable:
+            super().__init__(f"the LoCoMo file {path!r} cannot be read: {problem}")
+        else:
+            super().__init__(f"{path!r} is not a LoCoMo JSON file: {problem}")
 
 
 class SampleNotFoundError(MemoryLedgerError, KeyError):
@@ -258,12 +261,16 @@ def parse_session_datetime(value: str, *, sample_id: str = "?", key: str = "?") 
 def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read a LoCoMo JSON file (a list of samples) and return the samples.
 
-    :raises LocomoFileError: the file is not JSON.
+    :raises LocomoFileError: the file cannot be read (missing, a folder, no permission) or
+        is not JSON.
     :raises LocomoFormatError: it is JSON but not a list of sample objects.
-    :raises OSError: the file cannot be read.
     """
-    with open(path, "rb") as handle:
-        raw = handle.read()
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as e:
+        problem = e.strerror or type(e).__name__
+        raise LocomoFileError(os.fspath(path), problem, unreadable=True) from None
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as e:

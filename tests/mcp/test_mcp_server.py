@@ -57,6 +57,12 @@ MISTYPED = [
     ("recall", {"query": "cat", "about": 7}, "'about' must be a string or null", "number 7"),
     ("remember", {"statement": ["a"]}, "'statement' must be a string", "an array"),
     ("forget", {"memory": {"id": 1}}, "'memory' must be a string", "an object"),
+    (
+        "remember_many",
+        {"statements": ["Alice likes tea.", 5]},
+        "'statements' must be an array of items that are each a string",
+        "an array whose item 1 is the number 5",
+    ),
 ]
 """Tool calls with an argument of the wrong type: the refusal names the argument, the
 expected type and what was given."""

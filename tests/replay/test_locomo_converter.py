@@ -22,11 +22,14 @@ import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from benchmarks.locomo import source as locomo_source
+from memory_ledger.replay.cli.app import app
 from memory_ledger.replay.scripts.locomo import (
     FACT_REASON,
     ConvertedScript,
+    LocomoFileError,
     LocomoFormatError,
     SampleNotFoundError,
     convert_sample,
@@ -544,6 +547,17 @@ def test_find_sample() -> None:
     assert isinstance(info.value, KeyError)
     assert info.value.available == ["conv-1", "conv-2"]
     assert "conv-9" in str(info.value) and "conv-1, conv-2" in str(info.value)
+
+
+def test_an_unreadable_file_is_a_typed_error_naming_it(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing.json", tmp_path):  # absent; a folder
+        with pytest.raises(LocomoFileError) as info:
+            load_samples(path)
+        assert info.value.reason_code == "bad_locomo_file" and info.value.path == str(path)
+        assert f"the LoCoMo file {str(path)!r} cannot be read: " in str(info.value)
+    missing = str(tmp_path / "missing.json")
+    result = CliRunner().invoke(app, ["convert-locomo", missing, "--sample", "conv-26"])
+    assert result.exit_code == 2 and "LocomoFileError" in result.output
 
 
 def test_load_samples_rejects_non_list(tmp_path: Path) -> None:
