@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -196,6 +196,8 @@ def _relations_as_lists(raw: dict[str, Any]) -> dict[str, Any]:
     Models emit either shape (and a consolidation names several ids); anything else is left
     for the schema check to reject.
     """
+    if not any(name in raw for name in RELATION_FIELDS):
+        return raw  # nothing to fix: msgspec.convert reads it as it is (no copy)
     fixed = dict(raw)
     for name in RELATION_FIELDS:
         value = fixed.get(name)
@@ -208,6 +210,8 @@ def _relations_as_lists(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _ids(values: tuple[str, ...]) -> tuple[str, ...]:
     """Memory ids stripped, blanks dropped, duplicates dropped (first wins)."""
+    if not values:
+        return ()
     return tuple(dict.fromkeys(v.strip() for v in values if v.strip()))
 
 
@@ -227,6 +231,19 @@ def cited_ids(raw_items: Iterable[Any]) -> set[str]:
                 ids.update(v.strip() for v in values if isinstance(v, str))
     ids.discard("")
     return ids
+
+
+_DOOR: list[Callable[[ExtractedItem], str | None]] = []
+"""The secret door's item question, imported on the first validation (detect_secrets loads
+then, on a write) and kept, so a validation does not run an import statement."""
+
+
+def _item_secret_field() -> Callable[[ExtractedItem], str | None]:
+    if not _DOOR:
+        from memory_ledger.commands.secret_door import item_secret_field
+
+        _DOOR.append(item_secret_field)
+    return _DOOR[0]
 
 
 def validate_item(
@@ -328,8 +345,7 @@ def validate_item(
         ("value", item.value or ""),
         *(("tags", tag) for tag in tags),
     ]
-    from memory_ledger.commands.secret_door import item_secret_field  # detect_secrets: lazily
-
+    item_secret_field = _item_secret_field()
     # The question the ledger's door asks of every event (commands.secret_door): a candidate
     # it would refuse is rejected here with a reason code instead.
     probe = msgspec.structs.replace(item, statement=statement, reason=reason, tags=tags)
