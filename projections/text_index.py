@@ -660,7 +660,9 @@ class BM25Index:
             msg = f"duplicate doc_id {doc.doc_id!r}"
             raise InvalidArgumentError(msg, parameter="doc", reason_code="duplicate_doc_id")
         tokens = tokenize(doc.text)
-        counts = Counter(tokens)
+        counts: dict[str, int] = {}  # term frequencies, in first-seen order (as a Counter's)
+        for token in tokens:
+            counts[token] = counts.get(token, 0) + 1
         dl = len(tokens)
         if self._free:
             slot = self._free.pop()

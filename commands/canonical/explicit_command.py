@@ -94,6 +94,10 @@ class CheckedItem:
 
     item: ExtractedItem
     document: bool = False
+    cleared: bool = False
+    """Whether its validation put every string of ``item`` itself to the secret door's
+    questions (:func:`checked_remember`): the door then takes the item as clean, by
+    identity (:func:`~memory_ledger.commands.secret_door.check_events` ``cleared``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,9 +358,27 @@ def checked_remember(
     statement = raw.get("statement")
     outcome = validate_item(raw, document=document) if isinstance(statement, str) else None
     if isinstance(outcome, ExtractedItem):
-        return outcome.statement, CheckedItem(outcome, document)
+        return outcome.statement, CheckedItem(outcome, document, _asked_itself(raw, outcome))
     text = checked_statement(statement, name)  # the statement's own refusal first
     return text, CheckedItem(checked_item({**raw, "statement": text}, document=document), document)
+
+
+def _asked_itself(raw: dict[str, Any], item: ExtractedItem) -> bool:
+    """Whether :func:`validate_item`, given the mapping ``raw``, put every string of the
+    item it returned to the secret door's questions: it asks
+    :func:`~memory_ledger.commands.secret_door.item_secret_field` of the item with its
+    cleaned statement, reason and tags and ``raw``'s own subject, predicate, value and
+    relations, and encodes each of those strings; the kind, source and scope are literals
+    (``msgspec.convert`` of a mapping checks them). So the item returned is the one asked
+    when cleaning left its subject, predicate and value as given and it cites nothing."""
+    return (
+        raw.get("subject") == item.subject
+        and raw.get("predicate") == item.predicate
+        and raw.get("value") == item.value
+        and not item.evidence
+        and not item.supersedes
+        and not item.conflicts_with
+    )
 
 
 def checked_intent(intent: object) -> Intent:

@@ -638,9 +638,17 @@ def _freeze_lists(row: dict[str, Any]) -> None:
     then the row dict holding only such values, leaves the garbage collector's tracking,
     which otherwise walks six lists and a dict per memory in every full collection (tens of
     milliseconds per 1,000 memories written once the state holds tens of thousands)."""
-    for column, value in row.items():
+    for column in _LIST_COLUMNS:  # the schema's list columns, not all 36 of the row
+        value = row.get(column)
         if type(value) is list:
             row[column] = tuple(value)
+
+
+_LIST_COLUMNS = tuple(
+    column for column, kind in CANONICAL_MEMORY.column_types if kind.endswith("[]")
+)
+"""The canonical memory columns of a list type (``VARCHAR[]``, ``BIGINT[]``): the only
+columns whose values the fold functions give as lists."""
 
 
 def _columns(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
