@@ -86,8 +86,7 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     already_applied: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class CheckedItem:
+class CheckedItem(msgspec.Struct, frozen=True, gc=False):
     """An item :func:`checked_item` accepted, carried from a command's checks to its
     decision (:func:`checked_remember`), so the item of a remember is validated once:
     :func:`decide_command` takes it as it is. ``document``: validated as a document item."""

@@ -310,6 +310,8 @@ class ServingState:
         namespaces whose retrievable memories may have changed."""
         changed: set[str] = set()
         handlers = _HANDLERS
+        last_namespace: Namespace | None = None
+        last_key = ""
         for position, event in events:
             if position <= self.position:
                 continue
@@ -321,10 +323,13 @@ class ServingState:
                 handler = handlers.get(cls)
                 if handler is not None:
                     handler(self, position, event)
-                    space = self._space(event.namespace)
+                    namespace = event.namespace
+                    if namespace is not last_namespace:  # a command's events share one
+                        last_namespace, last_key = namespace, namespace.key()
+                    space = self._space(namespace, last_key)
                     if self._touched:
                         self._settle(space, position)
-                        changed.add(space.namespace.key())
+                        changed.add(last_key)
                     elif self._observed is not None:
                         self._observe_turn(space, self._observed, event, position)
                         self._observed = None
@@ -333,8 +338,7 @@ class ServingState:
             self.position = last
         return changed
 
-    def _space(self, namespace: Namespace) -> _Space:
-        key = namespace.key()
+    def _space(self, namespace: Namespace, key: str) -> _Space:
         space = self._spaces.get(key)
         if space is None:
             space = self._spaces[key] = _Space(namespace)
