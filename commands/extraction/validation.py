@@ -287,18 +287,20 @@ def validate_item(
         *(("tags", tag) for tag in item.tags),
     ]
     for name, text in fields:
-        forbidden = forbidden_character(text, line_breaks=True) if text else None
+        if not text:
+            continue  # null or empty: nothing to check here
+        forbidden = forbidden_character(text, line_breaks=True)
         if forbidden is not None:
             return Rejection("forbidden_character", f"{name} holds {forbidden}", name)
         try:  # a lone surrogate: refused here, before keys and ids are derived from the text
-            text.encode("utf-8") if text else None
+            text.encode("utf-8")
         except UnicodeEncodeError as e:
             detail = f"{name} holds a character that is not valid Unicode text at index {e.start}"
             return Rejection("not_utf8", detail, name)
         limit = MAX_FIELD_CHARS.get(name)
         if document and name == "value":
             limit = MAX_DOCUMENT_VALUE_CHARS
-        if text and limit is not None and len(text) > limit:
+        if limit is not None and len(text) > limit:
             detail = f"{name} has {len(text)} characters, at most {limit}"
             return Rejection("field_too_long", detail, name)
     if len(item.tags) > MAX_TAGS:
@@ -376,5 +378,5 @@ def validate_item(
         tags=tags,
         supersedes=supersedes,
         conflicts_with=conflicts_with,
-        evidence=tuple(dict.fromkeys(e for e in item.evidence if e)),
+        evidence=tuple(dict.fromkeys(e for e in item.evidence if e)) if item.evidence else (),
     )
