@@ -460,6 +460,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             digests = self.keyring.digests.for_call()  # one namespace tag for the batch
             tags = [event_tags(e, digests) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
+            # Written: the records and tags go now, not after the inline apply, so the
+            # collector's passes during it neither walk nor promote thousands of them.
+            del stored, tags
         self.appended += len(ids)
         self._apply_inline(events, ids)
         if self.semantic is not None:  # the batch's vectors, served before the command returns
