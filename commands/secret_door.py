@@ -28,7 +28,7 @@ holding a secret is refused up front as an invalid identifier, naming the part.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -143,6 +143,9 @@ _OPAQUE: frozenset[type] = frozenset({type(None), bool, int, float, UUID, dateti
 """Field types that hold no string (skipped by the clean walk without further checks)."""
 
 
+_fields_of = msgspec.structs.astuple
+
+
 def _clean_text(text: str, seen: set[str]) -> bool:
     """Whether ``text`` encodes and holds no secret; ``seen`` holds the strings already found
     clean by the same call (one command's events repeat their session id, namespace parts,
@@ -176,8 +179,7 @@ def _clean(value: Any, memo: set[int], seen: set[str]) -> bool:
             return True
         if isinstance(value, ExtractedItem) and item_secret_field(value) is not None:
             return False
-        for name in value.__struct_fields__:
-            entry = getattr(value, name)
+        for entry in _fields_of(value):  # the values in field order, in one C call
             kind = type(entry)
             if kind in _OPAQUE:
                 continue
@@ -218,15 +220,25 @@ def check_event(event: LedgerEvent) -> None:
     check_events((event,))
 
 
-def check_events(events: Sequence[LedgerEvent]) -> None:
+def check_events(events: Sequence[LedgerEvent], cleared: Collection[ExtractedItem] = ()) -> None:
     """:func:`check_event` for each of ``events`` in order, the structs they share (one
     command's namespace and items) walked once.
+
+    ``cleared``: items whose every string the caller's validation already put to this door's
+    own questions in the same call (:func:`item_secret_field` of the item's own values, each
+    string encoded, no field but the validated literals and those it asked;
+    :func:`~memory_ledger.commands.canonical.explicit_command.checked_remember`). Each is
+    taken as clean by identity, never by value: an equal item that is not the same object,
+    and every other string of the events, is walked as always.
 
     :raises SecretRefusedError: the first offending event, as :func:`check_event`.
     :raises InvalidArgumentError: a string holds a lone surrogate (``not_utf8``).
     """
     memo: set[int] = set()
     seen: set[str] = set()  # this call's clean strings: dropped when it returns
+    for item in cleared:
+        memo.add(id(item))  # valid while the caller holds the events that carry it
+        seen.add(item.statement)  # the command repeats its item's statement
     for event in events:
         if _clean(event, memo, seen):
             continue

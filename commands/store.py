@@ -11,7 +11,7 @@ with a static check (mypy fails if the engine stops satisfying it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
     from memory_ledger.commands.recall.index import MemoryDoc
     from memory_ledger.commands.recall.semantic_status import SemanticStatus
-    from memory_ledger.ledger.events import LedgerEvent
+    from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.ledger.keyring import Keyring
     from memory_ledger.ledger.tags import TaggedRecorder
@@ -63,7 +63,11 @@ class MemoryStore(Protocol):
     decision_conflicts: int
 
     def append(
-        self, events: Sequence[LedgerEvent], *, condition: DCBAppendCondition | None = None
+        self,
+        events: Sequence[LedgerEvent],
+        *,
+        condition: DCBAppendCondition | None = None,
+        cleared: Collection[ExtractedItem] = (),
     ) -> list[int]: ...
 
     def load_positioned(

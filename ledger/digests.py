@@ -109,12 +109,16 @@ class IdDigests:
         reconciliation and its outcome, and its namespace tag for every event."""
         return CallDigests(self)
 
+    def _key(self, namespace: Namespace) -> str:
+        """``namespace.key()``, the namespace part of every name derived here."""
+        return namespace.key()
+
     # Ids under the store key ---------------------------------------------------------------
 
     def namespace_id(self, namespace: Namespace) -> UUID:
         """Id of ``namespace`` (its key store record, its ``namespace:`` tag, the ids an
         erasure record names)."""
-        name = "namespace\x1f" + namespace.key()
+        name = "namespace\x1f" + self._key(namespace)
         return keyed_uuid(self._store_key(), name) if self.keyed else uuid5(ID_ROOT, name)
 
     def tenant_id(self, tenant: str) -> UUID:
@@ -147,21 +151,21 @@ class IdDigests:
     def key_tag(self, namespace: Namespace, key: tuple[str, str]) -> str:
         """Tag of every activation under the match key ``key``
         (:func:`~memory_ledger.ledger.ids.subject_predicate_key`)."""
-        name = "key\x1f" + namespace.key() + "\x1f" + key[0] + "\x1f" + key[1]
+        name = "key\x1f" + self._key(namespace) + "\x1f" + key[0] + "\x1f" + key[1]
         return f"key:{self._inside(namespace, name) if self.keyed else uuid5(ID_ROOT, name)}"
 
     def session_stream_id(self, namespace: Namespace, session_id: str) -> UUID:
         """Stream id of a session of ``namespace``."""
         if not self.keyed:
             return ids.session_stream_id(namespace, session_id)
-        return self._inside(namespace, "session\x1f" + namespace.key() + "\x1f" + session_id)
+        return self._inside(namespace, "session\x1f" + self._key(namespace) + "\x1f" + session_id)
 
     def memory_id(self, namespace: Namespace, normalized_statement: str) -> UUID:
         """Stream id of the canonical memory of a normalized statement of ``namespace``."""
         if not self.keyed:
             return ids.memory_id(namespace, normalized_statement)
         return self._inside(
-            namespace, "memory\x1f" + namespace.key() + "\x1f" + normalized_statement
+            namespace, "memory\x1f" + self._key(namespace) + "\x1f" + normalized_statement
         )
 
     def command_id(
@@ -202,6 +206,15 @@ class CallDigests(IdDigests):
         self._inside_ids: dict[tuple[Namespace, str], UUID] = {}
         self._namespace_ids: dict[Namespace, UUID] = {}
         self._namespace_tags: dict[Namespace, str] = {}
+        self._last: tuple[Namespace | None, str] = (None, "")
+
+    def _key(self, namespace: Namespace) -> str:
+        """:meth:`IdDigests._key`, formatted once for the namespace a call derives under."""
+        last, key = self._last
+        if namespace is not last:
+            key = namespace.key()
+            self._last = (namespace, key)
+        return key
 
     def for_call(self) -> IdDigests:
         """This object (already one call's)."""

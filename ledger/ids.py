@@ -216,9 +216,19 @@ def normalize_statement(statement: str) -> str:
     tea." with a hidden U+200B) is the same memory. A statement without those characters
     keeps the key (and the memory id) it had before they were dropped.
     """
+    if statement.isascii():  # the same key, without the steps that are identities here
+        return _ascii_key(statement)
     text = unicodedata.normalize("NFKC", drop_invisible(statement)).casefold()
     text = _SPACE.sub(" ", text).strip()
     return _TRAILING.sub("", text)
+
+
+def _ascii_key(statement: str) -> str:
+    """:func:`normalize_statement` of an ASCII ``statement``: no ASCII character is
+    invisible or changed by NFKC, casefolding ASCII is lowercasing, ``str.split`` splits
+    at exactly the characters ``\\s`` matches, and after the collapse the only whitespace
+    left for the trailing run is the space (property-tested against the general path)."""
+    return " ".join(statement.lower().split()).rstrip(" .!?")
 
 
 def subject_predicate_key(subject: str | None, predicate: str | None) -> tuple[str, str] | None:

@@ -1307,28 +1307,38 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                 last_id, prev_hash = 0, GENESIS_HASH
         first = last_id + 1
         pack, sha256 = _ID.pack, hashlib.sha256
-        keys: list[tuple[bytes, bytes]] = []
-        records: list[tuple[bytes, bytes]] = []
-        add_key, add_record = keys.append, records.append
-        for key, body in prepared:
+        # Columns of bytes, paired by zip as putmulti reads them: no tuple per row kept
+        # alive for the transaction (the cyclic collector counts every one).
+        stream_keys = [key for key, _body in prepared]
+        packed_ids: list[bytes] = []
+        values: list[bytes] = []
+        add_id, add_value = packed_ids.append, values.append
+        for _key, body in prepared:
             last_id += 1
-            packed_id = pack(last_id)
-            add_key((key, packed_id))
+            add_id(pack(last_id))
             prev_hash = sha256(prev_hash + body).digest()
-            add_record((packed_id, prev_hash + body))
+            add_value(prev_hash + body)
+        count = len(packed_ids)
+        index = txn.cursor(db=self._index)
         if fresh:
-            if txn.cursor(db=self._index).putmulti(keys, overwrite=False)[1] != len(keys):
-                _take_back(txn, self._index, keys)
+            if (
+                index.putmulti(zip(stream_keys, packed_ids, strict=True), overwrite=False)[1]
+                != count
+            ):
+                _take_back(txn, self._index, list(zip(stream_keys, packed_ids, strict=True)))
                 return None
         else:
-            txn.cursor(db=self._index).putmulti(keys)
-        if txn.cursor(db=self._log).putmulti(records, append=True)[1] != len(records):
+            index.putmulti(zip(stream_keys, packed_ids, strict=True))
+        if (
+            txn.cursor(db=self._log).putmulti(zip(packed_ids, values, strict=True), append=True)[1]
+            != count
+        ):
             msg = f"the log of {self.datastore.path!r} does not end at position {first - 1}"
             raise LedgerIntegrityError(msg, path=self.datastore.path)
         if tags is not None and not any(tags):
             tags = None
         if tags is not None or FAULTS:
-            for n, (packed_id, _record) in enumerate(records):
+            for n, packed_id in enumerate(packed_ids):
                 if tags is not None and tags[n]:
                     self.tag_index.put(txn, packed_id, tags[n])
                 fault("ledger.put")

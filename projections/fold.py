@@ -316,9 +316,12 @@ def _activate(page: FoldTarget, position: int, event: MemoryActivated) -> None:
     key = str(event.originator_id)
     previous = page.get(CANONICAL_MEMORY, key)
     item = event.item
+    ns = event.namespace
     row: dict[str, Any] = {
         "memory_id": key,
-        **_ns(event),
+        "tenant": ns.tenant,  # _ns(event), without a dict to merge
+        "principal": ns.principal,
+        "scope_id": ns.scope_id,
         "status": "active",
         "revision": event.originator_version,
         "subject": item.subject,

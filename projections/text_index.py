@@ -132,6 +132,9 @@ punctuation inside these blocks (e.g. katakana middle dot ``・``) still separat
 _CJK_CLASS = "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in CJK_RANGES)
 _WORD_RE = re.compile(r"\w+")
 _HAS_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
+_PLAIN_TERMS = re.compile(r"[a-z0-9_]+(?: [a-z0-9_]+)*")
+"""Lowercase ASCII word characters in runs joined by single spaces (what
+``commands.recall.lexical.analyze_document`` gives): ``\\w+`` finds exactly those runs."""
 _CJK_SPLIT_RE = re.compile(f"([{_CJK_CLASS}]+)|([^{_CJK_CLASS}]+)")
 VECTORISE_FROM = 512
 """A search whose query terms hold at least this many postings in all is scored with numpy
@@ -156,6 +159,8 @@ def tokenize(text: str) -> list[str]:
     ['caroline', 's', 'lgbtq', '支持', '持小', '小组']
     """
     if text.isascii():
+        if _PLAIN_TERMS.fullmatch(text) is not None:
+            return text.split(" ")  # already tokens (an analyzed document): the same list
         # The same tokens, fewer passes: ASCII holds no invisible character and no CJK, and
         # NFKC leaves every ASCII character as it is.
         ascii_words: list[str] = _WORD_RE.findall(text.lower())
@@ -660,7 +665,9 @@ class BM25Index:
             msg = f"duplicate doc_id {doc.doc_id!r}"
             raise InvalidArgumentError(msg, parameter="doc", reason_code="duplicate_doc_id")
         tokens = tokenize(doc.text)
-        counts = Counter(tokens)
+        counts: dict[str, int] = {}  # term frequencies, in first-seen order (as a Counter's)
+        for token in tokens:
+            counts[token] = counts.get(token, 0) + 1
         dl = len(tokens)
         if self._free:
             slot = self._free.pop()

@@ -10,7 +10,7 @@ LMDB read), so they stay properties.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -21,7 +21,7 @@ from memory_ledger.commands.engine.memory_engine import (
     MemoryEngine,
     RawRecord,
 )
-from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 
 if TYPE_CHECKING:
     from eventsourcing.dcb.api import DCBAppendCondition
@@ -40,12 +40,18 @@ class AsyncEngineRecords:
     _worker: EngineWorker
 
     async def append(
-        self, events: Sequence[LedgerEvent], *, condition: DCBAppendCondition | None = None
+        self,
+        events: Sequence[LedgerEvent],
+        *,
+        condition: DCBAppendCondition | None = None,
+        cleared: Collection[ExtractedItem] = (),
     ) -> list[int]:
         """Append ``events`` in ONE durable write transaction; their positions
         (:meth:`MemoryEngine.append`, whose errors it raises: a failed condition or a
-        secret-shaped value writes nothing)."""
-        return await self._worker.run(self.engine.append, events, condition=condition)
+        secret-shaped value writes nothing; ``cleared`` as there)."""
+        return await self._worker.run(
+            self.engine.append, events, condition=condition, cleared=cleared
+        )
 
     async def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:
         """Events of one stream with version > ``after``, in version order

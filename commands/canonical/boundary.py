@@ -190,14 +190,15 @@ class DecisionReads:
             chunk = wanted[start : start + READ_CHUNK]
             tags = [memory_tag(memory) for memory in chunk]
             self.tags.update(tags)
-            histories: dict[UUID, list[tuple[int, LedgerEvent]]] = {m: [] for m in chunk}
+            # a history list only for a memory the read found (most of a batch's are new)
+            wanted_here = set(chunk)
+            histories: dict[UUID, list[tuple[int, LedgerEvent]]] = {}
             for position, event in self._engine.read_tagged_any(tags):
-                history = histories.get(event.originator_id)
-                if position <= self.after and history is not None:
-                    history.append((position, event))
+                if position <= self.after and event.originator_id in wanted_here:
+                    histories.setdefault(event.originator_id, []).append((position, event))
             for memory, tag in zip(chunk, tags, strict=True):
                 self._memory_tags[memory] = tag
-                state = fold_memory_history(histories[memory])
+                state = fold_memory_history(histories.get(memory, ()))
                 self._versions[memory] = state.version if state is not None else 0
                 if state is not None and state.namespace != self.namespace:
                     state = None

@@ -51,12 +51,14 @@ __all__ = [
     "INTENTS",
     "CommandReads",
     "CommandResult",
+    "CheckedItem",
     "CommandSpec",
     "Decided",
     "Intent",
     "TargetFacts",
     "checked_intent",
     "checked_item",
+    "checked_remember",
     "checked_statement",
     "checked_tags",
     "correction_item",
@@ -84,6 +86,19 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     already_applied: bool = False
 
 
+class CheckedItem(msgspec.Struct, frozen=True, gc=False):
+    """An item :func:`checked_item` accepted, carried from a command's checks to its
+    decision (:func:`checked_remember`), so the item of a remember is validated once:
+    :func:`decide_command` takes it as it is. ``document``: validated as a document item."""
+
+    item: ExtractedItem
+    document: bool = False
+    cleared: bool = False
+    """Whether its validation put every string of ``item`` itself to the secret door's
+    questions (:func:`checked_remember`): the door then takes the item as clean, by
+    identity (:func:`~memory_ledger.commands.secret_door.check_events` ``cleared``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class CommandSpec:
     """One explicit command as asked: its intent, its statement (None for a direct forget
@@ -99,7 +114,7 @@ class CommandSpec:
 
     intent: Intent
     text: str | None
-    item: ExtractedItem | dict[str, Any] | None = None
+    item: ExtractedItem | dict[str, Any] | CheckedItem | None = None
     target: UUID | None = None
     words: str | None = None
     subject: str | None = None
@@ -214,10 +229,13 @@ def decide_command(
         facts = None
         if target is not None and target not in planned:
             facts = reads.facts(target, doc)
+        supplied = spec.item.item if isinstance(spec.item, CheckedItem) else spec.item
         item = checked_item(
-            correction_item(statement, facts, doc, spec.item), document=spec.document
+            correction_item(statement, facts, doc, supplied), document=spec.document
         )
     elif spec.intent == "remember":
+        if isinstance(spec.item, CheckedItem):
+            return Decided(intent=intent, statement=statement, target=target, item=spec.item.item)
         raw = spec.item if spec.item is not None else plain_item(statement, "remember")
         item = checked_item(raw, document=spec.document)
     return Decided(intent=intent, statement=statement, target=target, item=item)
@@ -319,6 +337,47 @@ def checked_item(raw: ExtractedItem | dict[str, Any], *, document: bool = False)
         msg = f"the item was rejected ({outcome.reason_code}): {outcome.detail}"
         raise CommandRejectedError(msg, outcome.reason_code, parameter=outcome.field)
     return outcome
+
+
+def checked_remember(
+    raw: dict[str, Any], name: str, *, document: bool = False
+) -> tuple[str, CheckedItem]:
+    """The statement and item of a remember, checked as :func:`checked_statement` (of
+    ``raw["statement"]``, named ``name``) then :func:`checked_item` (of ``raw`` with that
+    statement) check them, in one validation: an item :func:`validate_item` accepts passes
+    every check of :func:`checked_statement` too (the same whitespace collapse, visible
+    text, forbidden characters, UTF-8 and secret scan of the statement), so the statement
+    is checked once. Refused, the statement's own error comes first, as before.
+
+    Returns the collapsed statement and the :class:`CheckedItem` that
+    :func:`decide_command` takes without validating it again.
+
+    :raises CommandRejectedError: what :func:`checked_statement`, then :func:`checked_item`,
+        raise."""
+    statement = raw.get("statement")
+    outcome = validate_item(raw, document=document) if isinstance(statement, str) else None
+    if isinstance(outcome, ExtractedItem):
+        return outcome.statement, CheckedItem(outcome, document, _asked_itself(raw, outcome))
+    text = checked_statement(statement, name)  # the statement's own refusal first
+    return text, CheckedItem(checked_item({**raw, "statement": text}, document=document), document)
+
+
+def _asked_itself(raw: dict[str, Any], item: ExtractedItem) -> bool:
+    """Whether :func:`validate_item`, given the mapping ``raw``, put every string of the
+    item it returned to the secret door's questions: it asks
+    :func:`~memory_ledger.commands.secret_door.item_secret_field` of the item with its
+    cleaned statement, reason and tags and ``raw``'s own subject, predicate, value and
+    relations, and encodes each of those strings; the kind, source and scope are literals
+    (``msgspec.convert`` of a mapping checks them). So the item returned is the one asked
+    when cleaning left its subject, predicate and value as given and it cites nothing."""
+    return (
+        raw.get("subject") == item.subject
+        and raw.get("predicate") == item.predicate
+        and raw.get("value") == item.value
+        and not item.evidence
+        and not item.supersedes
+        and not item.conflicts_with
+    )
 
 
 def checked_intent(intent: object) -> Intent:

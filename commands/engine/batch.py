@@ -21,7 +21,7 @@ import msgspec
 
 from memory_ledger.commands.canonical.explicit_command import (
     CommandSpec,
-    checked_item,
+    checked_remember,
     checked_statement,
     checked_tags,
 )
@@ -248,26 +248,32 @@ def _spec(op: object, name: str) -> CommandSpec:
     if isinstance(op, str):
         op = Remember(statement=op)
     if isinstance(op, Remember):
-        text = checked_statement(op.statement, f"{name}.statement")
-        item: dict[str, Any] = {
+        try:
+            tags = checked_tags(op.tags, f"{name}.tags")
+        except CommandRejectedError:
+            checked_statement(op.statement, f"{name}.statement")  # its refusal comes first
+            raise
+        raw: dict[str, Any] = {
             "kind": "semantic",
             "subject": op.subject,
             "predicate": op.predicate,
             "value": op.value,
-            "statement": text,
+            "statement": op.statement,
             "source": "fact",
             "scope": "user",
             "reason": "the host asked to remember this",
             "importance": 0.9,
             "confidence": 1.0,
-            "tags": checked_tags(op.tags, f"{name}.tags"),
+            "tags": tags,
         }
+        document = op.document is True
+        text, item = checked_remember(raw, f"{name}.statement", document=document)
         return CommandSpec(
             intent="remember",
             text=text,
             item=item,
             occurred_at=op.occurred_at,
-            document=op.document is True,
+            document=document,
         )
     if isinstance(op, Forget):
         wanted = as_memory_id(op.target)
@@ -289,9 +295,7 @@ def check_op(op: BatchOp | str, name: str = "ops[0]") -> None:
     :raises InvalidArgumentTypeError: ``op`` is neither a string, a :class:`Remember` nor
         a :class:`Forget`.
     """
-    spec = _spec(op, name)
-    if spec.item is not None:
-        checked_item(spec.item, document=spec.document)
+    _spec(op, name)  # a remember's item is validated there (checked_remember)
 
 
 def remember_many(

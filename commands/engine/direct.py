@@ -28,6 +28,7 @@ import msgspec
 from memory_ledger.commands.canonical.boundary import DecisionReads, StaleRead, append_decision
 from memory_ledger.commands.canonical.explicit_command import (
     SEARCHED,
+    CheckedItem,
     CommandSpec,
     Decided,
     TargetFacts,
@@ -65,6 +66,8 @@ from memory_ledger.ledger.ids import (
 from memory_ledger.ledger.key_errors import NamespaceErasedError
 
 if TYPE_CHECKING:
+    from eventsourcing.dcb.api import DCBAppendCondition
+
     from memory_ledger.commands.canonical.explicit_command import CommandResult
     from memory_ledger.commands.canonical.memory_state import MemoryStreamState
     from memory_ledger.commands.recall.index import MemoryDoc
@@ -450,7 +453,13 @@ class DirectCommands:
 
         kinds = sorted({spec.intent for spec in specs})
         what = f"{'+'.join(kinds)} ({session_id})"
-        positions = append_decision(engine, namespace, plan, what=what)
+        # the items the command's validation put to the secret door, trusted by identity
+        cleared = [s.item.item for s in specs if isinstance(s.item, CheckedItem) and s.item.cleared]
+
+        def write(events: list[LedgerEvent], condition: DCBAppendCondition | None) -> list[int]:
+            return engine.append(events, condition=condition, cleared=cleared)
+
+        positions = append_decision(engine, namespace, plan, what=what, append=write)
         report = msgspec.structs.replace(outcome["report"], position=positions[-1])
         applied = [
             CommandResult(

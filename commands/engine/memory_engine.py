@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -82,7 +82,7 @@ from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.commands.telemetry.spans import catching_up, traced, traced_method
 from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
-from memory_ledger.ledger.events import LedgerEvent
+from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 from memory_ledger.ledger.ids import (
     Namespace,
     check_namespace,
@@ -419,9 +419,17 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
     # Write side ---------------------------------------------------------------------------
 
     def append(
-        self, events: Sequence[LedgerEvent], *, condition: DCBAppendCondition | None = None
+        self,
+        events: Sequence[LedgerEvent],
+        *,
+        condition: DCBAppendCondition | None = None,
+        cleared: Collection[ExtractedItem] = (),
     ) -> list[int]:
         """Append ``events`` in ONE durable LMDB write transaction; return their positions.
+
+        ``cleared``: items of ``events`` that the command's validation already put to the
+        secret door's questions (:func:`~memory_ledger.commands.secret_door.check_events`,
+        by identity); the door walks every other string.
 
         Each event is indexed under its tags (:func:`ledger.tags.event_tags`). With a
         ``condition`` (the consistency boundary of a decision, see
@@ -444,7 +452,7 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         """
         from memory_ledger.commands.secret_door import check_events  # detect_secrets: on a write
 
-        check_events(events)  # the one secret scan at the door: before a byte is encoded
+        check_events(events, cleared)  # the one secret scan at the door: before any encoding
         to_stored_event = self.mapper.to_stored_event
         with self.ledger_guard():
             self.keyring.refresh()  # a key erased by another process is never used again
@@ -452,6 +460,9 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             digests = self.keyring.digests.for_call()  # one namespace tag for the batch
             tags = [event_tags(e, digests) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
+            # Written: the records and tags go now, not after the inline apply, so the
+            # collector's passes during it neither walk nor promote thousands of them.
+            del stored, tags
         self.appended += len(ids)
         self._apply_inline(events, ids)
         if self.semantic is not None:  # the batch's vectors, served before the command returns

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -92,13 +92,14 @@ def _may_mark(lowered: str) -> bool:
     ``assistant`` (the role prefix). A text holding none matches no marker. ASCII only: under
     ``re.IGNORECASE`` a non-ASCII character may match an ASCII letter of a pattern (the
     Kelvin sign a ``k``), which lowercasing does not show."""
-    for word in _MARKER_WORDS:
-        if word in lowered:
-            return True
-    for word in _PROMPT_WORDS:
-        if word in lowered:
-            return True
+    if _ANY_MARKER_WORD.search(lowered) is not None:
+        return True
     return ":" in lowered and ("system" in lowered or "assistant" in lowered)
+
+
+_ANY_MARKER_WORD = re.compile("|".join(re.escape(w) for w in (*_MARKER_WORDS, *_PROMPT_WORDS)))
+"""Any literal of :data:`_MARKER_WORDS` and :data:`_PROMPT_WORDS` (one search, where a
+test per word took a Python loop)."""
 
 
 def has_injection_marker(text: str) -> bool:
@@ -196,6 +197,8 @@ def _relations_as_lists(raw: dict[str, Any]) -> dict[str, Any]:
     Models emit either shape (and a consolidation names several ids); anything else is left
     for the schema check to reject.
     """
+    if not any(name in raw for name in RELATION_FIELDS):
+        return raw  # nothing to fix: msgspec.convert reads it as it is (no copy)
     fixed = dict(raw)
     for name in RELATION_FIELDS:
         value = fixed.get(name)
@@ -208,6 +211,8 @@ def _relations_as_lists(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _ids(values: tuple[str, ...]) -> tuple[str, ...]:
     """Memory ids stripped, blanks dropped, duplicates dropped (first wins)."""
+    if not values:
+        return ()
     return tuple(dict.fromkeys(v.strip() for v in values if v.strip()))
 
 
@@ -227,6 +232,19 @@ def cited_ids(raw_items: Iterable[Any]) -> set[str]:
                 ids.update(v.strip() for v in values if isinstance(v, str))
     ids.discard("")
     return ids
+
+
+_DOOR: list[Callable[[ExtractedItem], str | None]] = []
+"""The secret door's item question, imported on the first validation (detect_secrets loads
+then, on a write) and kept, so a validation does not run an import statement."""
+
+
+def _item_secret_field() -> Callable[[ExtractedItem], str | None]:
+    if not _DOOR:
+        from memory_ledger.commands.secret_door import item_secret_field
+
+        _DOOR.append(item_secret_field)
+    return _DOOR[0]
 
 
 def validate_item(
@@ -269,18 +287,20 @@ def validate_item(
         *(("tags", tag) for tag in item.tags),
     ]
     for name, text in fields:
-        forbidden = forbidden_character(text, line_breaks=True) if text else None
+        if not text:
+            continue  # null or empty: nothing to check here
+        forbidden = forbidden_character(text, line_breaks=True)
         if forbidden is not None:
             return Rejection("forbidden_character", f"{name} holds {forbidden}", name)
         try:  # a lone surrogate: refused here, before keys and ids are derived from the text
-            text.encode("utf-8") if text else None
+            text.encode("utf-8")
         except UnicodeEncodeError as e:
             detail = f"{name} holds a character that is not valid Unicode text at index {e.start}"
             return Rejection("not_utf8", detail, name)
         limit = MAX_FIELD_CHARS.get(name)
         if document and name == "value":
             limit = MAX_DOCUMENT_VALUE_CHARS
-        if text and limit is not None and len(text) > limit:
+        if limit is not None and len(text) > limit:
             detail = f"{name} has {len(text)} characters, at most {limit}"
             return Rejection("field_too_long", detail, name)
     if len(item.tags) > MAX_TAGS:
@@ -328,8 +348,7 @@ def validate_item(
         ("value", item.value or ""),
         *(("tags", tag) for tag in tags),
     ]
-    from memory_ledger.commands.secret_door import item_secret_field  # detect_secrets: lazily
-
+    item_secret_field = _item_secret_field()
     # The question the ledger's door asks of every event (commands.secret_door): a candidate
     # it would refuse is rejected here with a reason code instead.
     probe = msgspec.structs.replace(item, statement=statement, reason=reason, tags=tags)
@@ -359,5 +378,5 @@ def validate_item(
         tags=tags,
         supersedes=supersedes,
         conflicts_with=conflicts_with,
-        evidence=tuple(dict.fromkeys(e for e in item.evidence if e)),
+        evidence=tuple(dict.fromkeys(e for e in item.evidence if e)) if item.evidence else (),
     )

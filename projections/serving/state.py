@@ -310,6 +310,8 @@ class ServingState:
         namespaces whose retrievable memories may have changed."""
         changed: set[str] = set()
         handlers = _HANDLERS
+        last_namespace: Namespace | None = None
+        last_key = ""
         for position, event in events:
             if position <= self.position:
                 continue
@@ -321,10 +323,13 @@ class ServingState:
                 handler = handlers.get(cls)
                 if handler is not None:
                     handler(self, position, event)
-                    space = self._space(event.namespace)
+                    namespace = event.namespace
+                    if namespace is not last_namespace:  # a command's events share one
+                        last_namespace, last_key = namespace, namespace.key()
+                    space = self._space(namespace, last_key)
                     if self._touched:
                         self._settle(space, position)
-                        changed.add(space.namespace.key())
+                        changed.add(last_key)
                     elif self._observed is not None:
                         self._observe_turn(space, self._observed, event, position)
                         self._observed = None
@@ -333,8 +338,7 @@ class ServingState:
             self.position = last
         return changed
 
-    def _space(self, namespace: Namespace) -> _Space:
-        key = namespace.key()
+    def _space(self, namespace: Namespace, key: str) -> _Space:
         space = self._spaces.get(key)
         if space is None:
             space = self._spaces[key] = _Space(namespace)
@@ -638,9 +642,17 @@ def _freeze_lists(row: dict[str, Any]) -> None:
     then the row dict holding only such values, leaves the garbage collector's tracking,
     which otherwise walks six lists and a dict per memory in every full collection (tens of
     milliseconds per 1,000 memories written once the state holds tens of thousands)."""
-    for column, value in row.items():
+    for column in _LIST_COLUMNS:  # the schema's list columns, not all 36 of the row
+        value = row.get(column)
         if type(value) is list:
             row[column] = tuple(value)
+
+
+_LIST_COLUMNS = tuple(
+    column for column, kind in CANONICAL_MEMORY.column_types if kind.endswith("[]")
+)
+"""The canonical memory columns of a list type (``VARCHAR[]``, ``BIGINT[]``): the only
+columns whose values the fold functions give as lists."""
 
 
 def _columns(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:

@@ -50,3 +50,27 @@ def test_command_and_session_ids_are_uuid5(text: str, turn: int, intent: str) ->
     key = f"command\x1f{stream}\x1f{turn}\x1f{intent}\x1f" + normalize_statement(text)
     assert command_id(stream, turn, intent, text) == uuid5(ID_ROOT, key)
     assert isinstance(command_id(stream, turn, intent, text), UUID)
+
+
+def _general_key(statement: str) -> str:
+    """normalize_statement's general path, written out (the ASCII shortcut must equal it)."""
+    import re
+    import unicodedata
+
+    from memory_ledger.ledger.ids import drop_invisible
+
+    text = unicodedata.normalize("NFKC", drop_invisible(statement)).casefold()
+    text = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r"[\s.!?。！？]+$", "", text)
+
+
+@given(
+    st.text(st.characters(max_codepoint=127), max_size=60)
+    | st.text(st.sampled_from(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f.!?aZ9"), max_size=30)
+)
+def test_the_ascii_key_is_the_general_key(statement: str) -> None:
+    """An ASCII statement's exact-duplicate key (the memory id's input) is the one the
+    general path (invisible characters, NFKC, casefold, whitespace, trailing punctuation)
+    gives: the shortcut never changes a memory id."""
+    normalize_statement.cache_clear()
+    assert normalize_statement(statement) == _general_key(statement)

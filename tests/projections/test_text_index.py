@@ -745,3 +745,13 @@ def test_concurrent_searches_answer_as_serial_ones() -> None:
     for thread in threads:
         thread.join()
     assert not failures
+
+
+@given(
+    st.lists(st.text("abz09_", min_size=1, max_size=8), max_size=8).map(" ".join)
+    | st.text("abz09_ .A-\t", max_size=30)
+)
+def test_analyzed_text_tokenizes_as_every_ascii_text(text: str) -> None:
+    """Text that is already lowercase word runs joined by single spaces (an analyzed
+    document) gives the tokens any ASCII text gives: ``\\w+`` runs of its lower case."""
+    assert tokenize(text) == re.findall(r"\w+", text.lower())
