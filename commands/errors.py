@@ -164,9 +164,12 @@ class ExtractionFailedError(MemoryLedgerError, RuntimeError):
 
 class CommandRejectedError(MemoryLedgerError, ValueError):
     """An explicit command or activation was refused; ``reason_code`` says why and, when
-    one argument is at fault, ``parameter`` names it (as :class:`InvalidArgumentError`)."""
+    one argument is at fault, ``parameter`` names it (as :class:`InvalidArgumentError`).
+    ``turn``: which command of a batch (1-based, in order) was refused, when the refusal
+    came from deciding one of several; None otherwise."""
 
     reason_code = "command_rejected"
+    turn: int | None = None
 
     def __init__(
         self, message: str, reason_code: str | None = None, *, parameter: str | None = None

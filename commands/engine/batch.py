@@ -230,9 +230,12 @@ def _specs(ops: Iterable[BatchOp | str]) -> list[CommandSpec]:
 
 
 def _refused_op(error: UnknownMemoryError | SupersededTargetError, specs: list[CommandSpec]) -> str:
-    """``ops[i]``: the first forget of ``specs`` that ``error`` (raised deciding it) names
-    by its target id, else the one forget by words when there is exactly one (``ops``
-    otherwise). Decisions go in order, so the first match is the op refused."""
+    """``ops[i]``: the op whose decision raised ``error`` (its ``turn``); for a refusal
+    found after the decisions (reconciliation's), the first forget of ``specs`` that
+    ``error`` names by its target id, else the one forget by words when there is exactly one
+    (``ops`` otherwise). Decisions go in order, so the first match is the op refused."""
+    if error.turn is not None and 1 <= error.turn <= len(specs):
+        return f"ops[{error.turn - 1}]"
     if isinstance(error, SupersededTargetError):
         named = [i for i, spec in enumerate(specs) if spec.target == error.target]
     else:

@@ -42,7 +42,11 @@ from memory_ledger.commands.canonical.reconcile import (
     Reconciler,
     plan_finish,
 )
-from memory_ledger.commands.errors import CommandRejectedError, SupersededTargetError
+from memory_ledger.commands.errors import (
+    CommandRejectedError,
+    SupersededTargetError,
+    UnknownMemoryError,
+)
 from memory_ledger.commands.session.stream import utc_now
 from memory_ledger.commands.telemetry.spans import direct_command
 from memory_ledger.ledger.arguments import check_aware
@@ -415,10 +419,18 @@ class DirectCommands:
                 extractor_id=DIRECT_EXTRACTOR_ID,
             )
             planned: dict[UUID, str] = {}  # remembered earlier in this batch: id -> statement
-            commands = [
-                self._command(reads, namespace, spec, turn, planned, stream, base, digests)
-                for turn, spec in enumerate(specs, start=1)
-            ]
+            forgotten: set[UUID] = set()  # forgotten earlier in this batch (and not since)
+            commands = []
+            for turn, spec in enumerate(specs, start=1):
+                try:
+                    earlier = (planned, forgotten)
+                    command = self._command(
+                        reads, namespace, spec, turn, earlier, stream, base, digests
+                    )
+                    commands.append(command)
+                except CommandRejectedError as refused:
+                    refused.turn = turn  # which command of the batch: a caller names its op
+                    raise
             reads.memories(planned)  # what reconciliation reads first: one pass for all
             # ... and the holders of the keys it activates under: one pass, not one per op
             reads.keys(
@@ -480,22 +492,32 @@ class DirectCommands:
         namespace: Namespace,
         spec: CommandSpec,
         turn: int,
-        planned: dict[UUID, str],
+        earlier: tuple[dict[UUID, str], set[UUID]],
         stream: UUID,
         base: dict[str, Any],
         digests: IdDigests,
     ) -> ExplicitCommandApplied:
         """The ExplicitCommandApplied of ``spec`` (turn ``turn`` of the short session),
         decided (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`)
-        against the decision's reads and ``planned`` (the memories remembered earlier in
-        the batch, which it extends)."""
+        against the decision's reads and what the batch's earlier commands did: ``earlier``
+        holds the memories they remembered (id -> statement) and those they forgot, which
+        this one extends. A command naming a memory an earlier one forgot (and none
+        remembered since) is refused as it would be run after it: :class:`UnknownMemoryError`.
+
+        :raises UnknownMemoryError: as just said, or as ``decide_command``.
+        """
+        planned, forgotten = earlier
         decided: Decided = decide_command(spec, _DirectReads(self._engine, reads), planned)
+        if decided.target is not None and decided.target in forgotten:
+            raise UnknownMemoryError(str(decided.target))
+        if decided.intent == "forget" and decided.target is not None:
+            forgotten.add(decided.target)
         # ``digests``: the call's (``IdDigests.for_call``), which the reconciliation and the
         # batch's outcomes derive from too: each memory id is derived once per command
         if decided.item is not None:
-            planned[digests.memory_id(namespace, normalize_statement(decided.item.statement))] = (
-                decided.item.statement
-            )
+            remembered = digests.memory_id(namespace, normalize_statement(decided.item.statement))
+            planned[remembered] = decided.item.statement
+            forgotten.discard(remembered)
         return ExplicitCommandApplied(
             originator_id=stream,
             originator_version=1 + turn,

@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import memory_ledger
@@ -232,16 +232,26 @@ _op = st.one_of(
     ),
     st.builds(lambda v: ("plain", v), st.sampled_from(_VALUES)),
     st.builds(lambda n: ("forget", n), st.integers(min_value=0, max_value=9)),
+    # a forget of a memory this program already forgot, or remembered, by its id
+    st.builds(lambda n: ("forget_again", n), st.integers(min_value=0, max_value=9)),
+    st.builds(lambda n: ("forget_remembered", n), st.integers(min_value=0, max_value=9)),
 )
 
 
 def _ops(program: list[tuple[Any, ...]], engine: MemoryEngine) -> list[Remember | Forget]:
-    """The batch operations of ``program``; a forget names the n-th current memory (or the
-    last remembered one, by id, when there is none yet)."""
+    """The batch operations of ``program``; a forget names the n-th current memory (none
+    when there is none), ``forget_again`` the n-th one the program forgot already and
+    ``forget_remembered`` the n-th one it remembered, by id."""
     ops: list[Remember | Forget] = []
     remembered: list[UUID] = []
+    forgotten: list[UUID] = []
     current = sorted(engine.retrievable_memories(NS), key=lambda d: d.memory_id)
     for step in program:
+        if step[0] in ("forget_again", "forget_remembered"):
+            named = forgotten if step[0] == "forget_again" else remembered
+            if named:
+                ops.append(Forget(target=named[step[1] % len(named)]))
+            continue
         if step[0] == "keyed":
             text = f"{step[1]} lives in {step[2]}."
             ops.append(Remember(statement=text, subject=step[1], predicate="lives in"))
@@ -252,15 +262,16 @@ def _ops(program: list[tuple[Any, ...]], engine: MemoryEngine) -> list[Remember 
             remembered.append(engine.keyring.digests.memory_id(NS, normalize_statement(text)))
         elif current:
             ops.append(Forget(target=UUID(current[step[1] % len(current)].memory_id)))
-            current.pop(step[1] % len(current))
+            forgotten.append(UUID(current.pop(step[1] % len(current)).memory_id))
     return ops
 
 
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@example(before=[], program=[("plain", "Porto"), ("forget_remembered", 0), ("forget_again", 0)])
 @given(
     before=st.lists(_op, min_size=0, max_size=4),
     program=st.lists(_op, min_size=1, max_size=8),
@@ -282,20 +293,30 @@ def test_a_batch_leaves_what_its_operations_leave_one_by_one(
         if not ops:
             return
         outcome: Any
+        error: Any = None
         try:
             outcome = batched.apply_batch(NS, ops)
         except memory_ledger.MemoryLedgerError as refused:
-            outcome = refused.reason_code
+            outcome, error = refused.reason_code, refused
         if isinstance(outcome, str):  # refused whole: the serial model must refuse one too
             head = batched.head
-            with pytest.raises(memory_ledger.MemoryLedgerError):
-                for op in ops:
-                    _one(serial, op)
+            index = _first_refused(serial, ops)
             assert batched.head == head
+            assert error.parameter in (f"ops[{index}]", f"ops[{index}].target"), error
             return
         for op in ops:
             _one(serial, op)
         assert _current(batched) == _current(serial)
+
+
+def _first_refused(engine: MemoryEngine, ops: list[Remember | Forget]) -> int:
+    """Run ``ops`` one by one; the index of the first one refused (one must be)."""
+    for index, op in enumerate(ops):
+        try:
+            _one(engine, op)
+        except memory_ledger.MemoryLedgerError:
+            return index
+    raise AssertionError("the batch was refused, the same operations one by one were not")
 
 
 def _one(engine: MemoryEngine, op: Remember | Forget) -> None:
