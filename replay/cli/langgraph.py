@@ -10,11 +10,13 @@ Registered on the CLI app by :func:`register` (``replay/cli/app.py`` calls it)::
 of no argument returning one, imported from the current directory's path) or a
 ``postgresql://`` URL (LangGraph's ``PostgresStore``, from ``langgraph-checkpoint-postgres``;
 its tables are set up first). The import keeps each item's ``updated_at`` as the occurred
-time of its put; an item the ledger refuses (a secret-shaped value, one over 64 KB) is
-refused alone, named by namespace, key and reason code (never its value), and the others
-are imported. LangGraph is imported only when one of these commands runs (``--help`` stays
-fast). Exit status 0 done, 1 an import that refused an item, 2 an error (one line on
-stderr; a ``STORE`` that names nothing usable is an ``InvalidArgumentError``).
+time of its put; an item the ledger refuses (a secret-shaped value, one over 64 KB, one
+holding a lone surrogate) is refused alone, named by namespace, key and reason code (never
+its value; a secret-shaped label or key masked as every CLI output masks one:
+``[REDACTED:<kind>]``), and the others are imported. LangGraph is imported only when one
+of these commands runs (``--help`` stays fast). Exit status 0 done, 1 an import that
+refused an item, 2 an error (one line on stderr; a ``STORE`` that names nothing usable is
+an ``InvalidArgumentError``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from memory_ledger.replay.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.langgraph_store.migrate import RefusedPut
+    from memory_ledger.replay.langgraph_store.migrate import MigrationReport, RefusedPut
 
 __all__ = ["export_command", "import_command", "register"]
 
@@ -122,6 +124,7 @@ def _run(
             else:
                 report = export_store(ours, other)
             head = ours.engine.head
+    report = _masked(report)
     if as_json:
         common.print_json({**msgspec.to_builtins(report), "position": head})
     else:
@@ -135,6 +138,26 @@ def _run(
         )
     if report.refused:
         raise typer.Exit(1)
+
+
+def _masked(report: MigrationReport) -> MigrationReport:
+    """``report`` with each secret shape in a refused item's namespace labels and key
+    replaced by ``[REDACTED:<kind>]`` (``commands.secrets.redact``, as every error line of
+    the CLI is masked): an item refused for a secret-shaped key or label is named without
+    it."""
+    if not report.refused:
+        return report
+    from memory_ledger.commands.secrets import redact
+
+    refused = tuple(
+        msgspec.structs.replace(
+            r,
+            namespace=tuple(redact(label).text for label in r.namespace),
+            key=redact(r.key).text,
+        )
+        for r in report.refused
+    )
+    return msgspec.structs.replace(report, refused=refused)
 
 
 def _refusals(refused: tuple[RefusedPut, ...]) -> str:

@@ -149,7 +149,7 @@ def _hashable(put: Put) -> Any:
     """``put`` as a key for the checks' memo (None: a value that cannot be one)."""
     try:
         return (put.namespace, put.key, msgspec.json.encode(put.value), put.fields, put.ttl)
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, ValueError, msgspec.EncodeError):  # a lone surrogate: UnicodeEncodeError
         return None
 
 

@@ -24,6 +24,7 @@ from memory_ledger.commands.errors import (
     SupersededTargetError,
     UnknownMemoryError,
 )
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record, subject_of
 
 if TYPE_CHECKING:
@@ -59,19 +60,26 @@ class Put(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     occurred_at: datetime | None = None
 
 
+Refusal = CommandRejectedError | InvalidArgumentError
+"""A typed refusal of one put: the engine's (:class:`CommandRejectedError`) or its
+argument's, found while it is encoded (:class:`InvalidArgumentError`: a lone surrogate in
+its value, key or namespace, ``not_utf8``; a TTL that is no number of minutes)."""
+
+
 class RefusedWrite(msgspec.Struct, frozen=True, kw_only=True):
     """A batch of puts the engine refused (:meth:`Writer.attempt`): ``put`` is the index of
     the put it named (None: the batch as a whole), ``error`` the refusal in LangGraph's
-    words (:func:`in_langgraph_words`). Nothing of the batch was written."""
+    words (:func:`in_langgraph_words`), or the put's own argument error. Nothing of the
+    batch was written."""
 
     put: int | None
-    error: CommandRejectedError
+    error: Refusal
 
 
 class _Unencodable(Exception):
-    """A put of a batch whose value cannot be recorded (raised and caught in this module)."""
+    """A put of a batch that cannot be recorded (raised and caught in this module)."""
 
-    def __init__(self, put: int, error: CommandRejectedError) -> None:
+    def __init__(self, put: int, error: Refusal) -> None:
         super().__init__(str(error))
         self.put = put
         self.error = error
@@ -80,7 +88,10 @@ class _Unencodable(Exception):
 def _remember(put: Put) -> Remember:
     """The engine op that records ``put`` (a value; not a delete).
 
-    :raises CommandRejectedError: the value cannot be recorded (``value_not_json``)."""
+    :raises CommandRejectedError: the value cannot be recorded (``value_not_json``,
+        ``value_too_large``, ``address_too_long``).
+    :raises InvalidArgumentError: the value, key or a namespace label holds a lone
+        surrogate (``not_utf8``), or the TTL is no number of minutes in range."""
     assert put.value is not None
     record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
     return Remember(
@@ -126,6 +137,8 @@ class Writer:
             JSON: ``value_not_json``); ``parameter`` names ``value``, ``key`` or
             ``namespace`` and the message speaks of the put, never of the engine's fields
             (:func:`in_langgraph_words`); nothing was written.
+        :raises InvalidArgumentError: a put whose value, key or namespace holds a lone
+            surrogate (``not_utf8``), or whose TTL is out of range; nothing was written.
         """
         outcome = self.attempt(puts)
         if isinstance(outcome, RefusedWrite):
@@ -167,7 +180,7 @@ class Writer:
         engine keys of the deletes of addresses that hold nothing (no op: the batch's
         ``vacant`` keys, checked when it is decided).
 
-        :raises _Unencodable: a put whose value cannot be recorded (``value_not_json``)."""
+        :raises _Unencodable: a put that cannot be recorded (:func:`_remember`'s errors)."""
         ops: list[Remember | Forget] = []
         sources: list[int] = []
         vacant: list[tuple[str, str]] = []
@@ -182,19 +195,24 @@ class Writer:
                 continue
             try:
                 ops.append(_remember(put))
-            except CommandRejectedError as e:
+            except (CommandRejectedError, InvalidArgumentError) as e:
                 raise _Unencodable(index, e) from None
             sources.append(index)
         return ops, sources, vacant
 
-    def check(self, put: Put) -> CommandRejectedError | None:
+    def check(self, put: Put) -> Refusal | None:
         """What the engine would refuse ``put`` with, sent alone (None: nothing; a delete
-        is never refused here), told in LangGraph's words; nothing is written. For a put
-        that a later put of its address replaces before anything is sent."""
+        is never refused here), told in LangGraph's words, or the put's own argument error
+        (:func:`_remember`); nothing is written. For a put that a later put of its address
+        replaces before anything is sent."""
         if put.value is None:
             return None
         try:
-            check_op(_remember(put))
+            op = _remember(put)
+        except (CommandRejectedError, InvalidArgumentError) as e:
+            return e
+        try:
+            check_op(op)
         except CommandRejectedError as e:
             return in_langgraph_words(e, 1)
         return None
