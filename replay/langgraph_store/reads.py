@@ -141,6 +141,9 @@ class ItemReader:
         self._by_id: dict[UUID, set[Address]] = {}
         self._by_match: dict[tuple[str, str], set[Address]] = {}
         self._tags: dict[Address, tuple[str, tuple[str, str] | None]] = {}
+        self._ttl_scans: dict[Address, tuple[int, bool]] = {}
+        """address -> (the ledger head its activations were read up to, whether one of
+        them put a value with a TTL): :meth:`with_ttl`."""
         self._lock = threading.Lock()
 
     def decoded(self, doc: MemoryDoc) -> tuple[Address, dict[str, Any], float | None] | None:
@@ -235,6 +238,57 @@ class ItemReader:
             self.current(*address) if found is None else found.current
             for address, found in zip(addresses, remembered, strict=True)
         ]
+
+    def with_ttl(self, addresses: Sequence[Address]) -> list[Address]:
+        """The addresses of ``addresses`` whose current value may have a TTL (a superset;
+        those to read with :meth:`current` before a write decides against their expiry):
+        each remembered at the ledger head with a TTL, and each not remembered where any
+        value was ever put with a TTL. The activations under their keys are read from the
+        tag index (one read for the addresses never looked at, one for the others, from the
+        position each was last looked at): a write to an address never put with a TTL
+        reads no memory stream, and a hot address only the activations since its last
+        write."""
+        head = self.engine.head
+        found: list[Address] = []
+        fresh: dict[str, Address] = {}
+        seen: dict[str, Address] = {}
+        after = head
+        with self._lock:
+            self._carry(head)
+            remembered = self._current if head == self._current_at else {}
+            if len(self._ttl_scans) > 100_000:
+                self._ttl_scans.clear()
+            for address in addresses:
+                known = remembered.get(address)
+                if known is not None:
+                    if known.current is not None and known.current.ttl is not None:
+                        found.append(address)
+                    continue
+                scanned = self._ttl_scans.get(address)
+                if scanned is not None and (scanned[1] or scanned[0] >= head):
+                    if scanned[1]:
+                        found.append(address)
+                    continue
+                tag = self._key_tag(*address)[0]
+                if scanned is None:
+                    fresh[tag] = address
+                else:
+                    seen[tag] = address
+                    after = min(after, scanned[0])
+        with_ttl: set[Address] = set()
+        for tags, since in ((fresh, 0), (seen, after)):
+            if not tags:
+                continue
+            for _, event in self.engine.read_tagged_any(list(tags), after=since):
+                if isinstance(event, MemoryActivated) and ttl_of(event.item.tags) is not None:
+                    put_at = address_of(event.item.tags)
+                    if put_at is not None:
+                        with_ttl.add(put_at)
+        with self._lock:
+            for address in (*fresh.values(), *seen.values()):
+                self._ttl_scans[address] = (head, address in with_ttl)
+        found.extend(a for a in (*fresh.values(), *seen.values()) if a in with_ttl)
+        return found
 
     def _remember(self, address: Address, found: Current | None, ids: frozenset[UUID]) -> None:
         """Keep ``found``, read at :attr:`_current_at`, with what may change it."""

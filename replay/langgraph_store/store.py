@@ -173,8 +173,8 @@ class LedgerStore(TickBatchedStore):
         fields = (index or {}).get("fields")
         self.fields: tuple[str, ...] | None = None if fields is None else tuple(fields)
         self.reader = ItemReader(engine, namespace)
-        self.writer = Writer(engine, namespace, self.reader)
         self.refresher = Refresher(engine, namespace, clock)
+        self.writer = Writer(engine, namespace, self.reader, self.refresher)
         self._owns_engine = owns_engine
         self._sweeper: Sweeper | None = None
 

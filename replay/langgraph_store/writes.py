@@ -11,9 +11,9 @@ reason: ``memory-ledger explain`` and :meth:`LedgerStore.history` show it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
     from memory_ledger.commands.engine import MemoryEngine
     from memory_ledger.ledger.ids import Namespace
-    from memory_ledger.replay.langgraph_store.reads import ItemReader
+    from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
 
-__all__ = ["EXPIRY_PREFIX", "Put", "RefusedWrite", "Writer", "in_langgraph_words"]
+__all__ = ["EXPIRY_PREFIX", "ExpiryJudge", "Put", "RefusedWrite", "Writer", "in_langgraph_words"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
@@ -113,13 +113,36 @@ def _op_index(parameter: str | None) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-class Writer:
-    """Sends puts to the engine for one engine namespace."""
+class ExpiryJudge(Protocol):
+    """What judges TTLs for a writer (``ttl.Refresher``): the time now and whether an
+    item's TTL has run out at a time."""
 
-    def __init__(self, engine: MemoryEngine, namespace: Namespace, reader: ItemReader) -> None:
+    clock: Callable[[], datetime]
+
+    def expired(self, current: Current, now: datetime) -> bool:
+        """Whether ``current``'s TTL has run out at ``now``."""
+        ...
+
+
+class Writer:
+    """Sends puts to the engine for one engine namespace.
+
+    :param refresher: judges TTLs (``ttl.Refresher.expired``); with it, a write to an
+        address whose value's TTL has run out records that expiry first, as a sweep would
+        have (:meth:`expire_lapsed`). None: no write looks at TTLs.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        namespace: Namespace,
+        reader: ItemReader,
+        refresher: ExpiryJudge | None = None,
+    ) -> None:
         self.engine = engine
         self.namespace = namespace
         self.reader = reader
+        self.refresher = refresher
         self.expiries = DirectCommands(engine, EXPIRY_PREFIX)
 
     def apply(self, puts: Sequence[Put]) -> int:
@@ -151,11 +174,16 @@ class Writer:
         when the engine names one; nothing was written then. Any other error of the engine
         (the ledger unavailable, the namespace erased) is raised as :meth:`apply` raises it.
         """
+        expiring = True
         for attempt in range(_RETRIES):
             try:
                 ops, sources, vacant = self._ops(puts)
             except _Unencodable as e:
                 return RefusedWrite(put=e.put, error=e.error)
+            if expiring:  # once, before the batch; then its ops are read again
+                expiring = False
+                if self.expire_lapsed(puts):
+                    ops, sources, vacant = self._ops(puts)
             if not ops:
                 return 0
             try:
@@ -216,6 +244,28 @@ class Writer:
         except CommandRejectedError as e:
             return in_langgraph_words(e, 1)
         return None
+
+    def expire_lapsed(self, puts: Sequence[Put]) -> int:
+        """Record the expiry of each value at the addresses of ``puts`` whose TTL has run
+        out now (:meth:`expire`, a command of its own before the puts' batch), so that a
+        put or delete decides against the item as a sweep at that moment would have left
+        it: a put after an expiry starts a new item (a new ``created_at``) and the history
+        shows the expiry, whether a sweep ran before the put or not. How many expiries were
+        recorded. Only addresses that may hold a value with a TTL are read
+        (:meth:`ItemReader.with_ttl`)."""
+        if self.refresher is None or not puts:
+            return 0
+        addresses = list(dict.fromkeys((put.namespace, put.key) for put in puts))
+        holders = self.reader.with_ttl(addresses)
+        if not holders:
+            return 0
+        now = self.refresher.clock()
+        done = 0
+        for namespace, key in holders:
+            current = self.reader.current(namespace, key)
+            if current is not None and self.refresher.expired(current, now):
+                done += 1 if self.expire(namespace, key, current.memory_id) else 0
+        return done
 
     def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
         """Record the expiry of ``memory``, the value at the address whose TTL ran out (a
