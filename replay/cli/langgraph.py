@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import typer
 
+from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.cli import common
@@ -65,7 +66,11 @@ def other_store(spec: str) -> Iterator[Any]:
     opened here.
 
     :raises InvalidArgumentError: ``spec`` names nothing usable (the message says why;
-        ``parameter`` is ``STORE``).
+        ``parameter`` is ``STORE``; ``store_factory_failed`` when the factory it names
+        raised).
+    :raises StoreUnavailableError: the PostgreSQL store refused the connection, is down,
+        or failed a statement (``langgraph_store_unavailable``; the URL and the driver's
+        message shown without the password).
     """
     if spec.startswith(("postgresql://", "postgres://")):
         try:
@@ -73,9 +78,14 @@ def other_store(spec: str) -> Iterator[Any]:
         except ImportError:
             msg = "a postgresql:// store needs langgraph-checkpoint-postgres (pip install it)"
             raise InvalidArgumentError(msg, parameter="STORE") from None
-        with PostgresStore.from_conn_string(spec) as store:
-            store.setup()
-            yield store
+        import psycopg
+
+        try:
+            with PostgresStore.from_conn_string(spec) as store:
+                store.setup()
+                yield store
+        except psycopg.Error as e:  # the server refused, is down, or failed a statement
+            raise _unavailable(spec, e) from None
         return
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
@@ -91,11 +101,42 @@ def other_store(spec: str) -> Iterator[Any]:
     from langgraph.store.base import BaseStore
 
     if not isinstance(found, BaseStore) and callable(found):
-        found = found()
+        try:
+            found = found()
+        except Exception as e:  # noqa: BLE001 - whatever it raised, a STORE that builds none
+            msg = f"calling {spec!r} to build a store raised {type(e).__name__}: {e}"
+            raise InvalidArgumentError(
+                msg, parameter="STORE", reason_code="store_factory_failed"
+            ) from None
     if not isinstance(found, BaseStore):
         msg = f"{spec!r} is not a LangGraph BaseStore (got {type(found).__name__})"
         raise InvalidArgumentError(msg, parameter="STORE")
     yield found
+
+
+def _unavailable(spec: str, error: BaseException) -> StoreUnavailableError:
+    """The typed error of a PostgreSQL store that failed (``psycopg``'s ``error``): the URL
+    and the driver's message without the URL's password, reason code
+    ``langgraph_store_unavailable``."""
+    import re
+    from urllib.parse import unquote
+
+    from memory_ledger.commands.engine.ledger_url import redact
+    from memory_ledger.ledger.postgres import strip_password
+
+    shown = strip_password(spec)
+    # the password as strip_password finds it (between ``user:`` and the last ``@``: a parse
+    # would cut one holding ``#``, ``/`` or ``?``), as written and percent-decoded, and the
+    # pieces a driver quotes when such a character cut it (``"1b@host..."``)
+    userinfo = spec.partition("://")[2].rpartition("@")[0]
+    password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+    pieces = [password, unquote(password), *re.split(r"[#/?&=@:;%]", password)]
+    said = " ".join(str(error).split())
+    for piece in sorted(pieces, key=len, reverse=True):
+        if len(piece) > 1:
+            said = redact(said, piece)
+    msg = f"the PostgreSQL store {shown} failed ({type(error).__name__}): {said}"
+    return StoreUnavailableError(msg, path=shown, reason_code="langgraph_store_unavailable")
 
 
 def _run(
