@@ -133,6 +133,7 @@ __all__ = [
     "parse_ledger_url",
     "probe_server",
     "settings_from_url",
+    "strip_password",
 ]
 
 TAG_INDEX_FORMAT = 2
@@ -230,7 +231,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 """What ``password_env`` may name: an environment variable (letters, digits, ``_``)."""
 
 
-def _strip_password(url: str) -> str:
+def strip_password(url: str) -> str:
     """``url`` as messages show it: everything between ``user:`` and the last ``@`` as
     ``***`` and its ``password_env`` parameter left out (``password_env=NAME`` has the shape
     of a password assignment, so a secret scanner would blank the rest of the message; the
@@ -267,7 +268,7 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
         parameter, a bad number, or ``password_env`` names an unset variable.
     """
     environ = os.environ if environ is None else environ
-    shown = _strip_password(url) if isinstance(url, str) else repr(url)
+    shown = strip_password(url) if isinstance(url, str) else repr(url)
     if not isinstance(url, str) or not is_postgres_url(url):
         msg = f"not a PostgreSQL ledger URL (expected postgresql://...): {shown}"
         raise LedgerURLError(msg)

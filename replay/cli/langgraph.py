@@ -10,11 +10,13 @@ Registered on the CLI app by :func:`register` (``replay/cli/app.py`` calls it)::
 of no argument returning one, imported from the current directory's path) or a
 ``postgresql://`` URL (LangGraph's ``PostgresStore``, from ``langgraph-checkpoint-postgres``;
 its tables are set up first). The import keeps each item's ``updated_at`` as the occurred
-time of its put; an item the ledger refuses (a secret-shaped value, one over 64 KB) is
-refused alone, named by namespace, key and reason code (never its value), and the others
-are imported. LangGraph is imported only when one of these commands runs (``--help`` stays
-fast). Exit status 0 done, 1 an import that refused an item, 2 an error (one line on
-stderr; a ``STORE`` that names nothing usable is an ``InvalidArgumentError``).
+time of its put; an item the ledger refuses (a secret-shaped value, one over 64 KB, one
+holding a lone surrogate) is refused alone, named by namespace, key and reason code (never
+its value; a secret-shaped label or key masked as every CLI output masks one:
+``[REDACTED:<kind>]``), and the others are imported. LangGraph is imported only when one
+of these commands runs (``--help`` stays fast). Exit status 0 done, 1 an import that
+refused an item, 2 an error (one line on stderr; a ``STORE`` that names nothing usable is
+an ``InvalidArgumentError``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import typer
 
+from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.cli import common
@@ -42,7 +45,7 @@ from memory_ledger.replay.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from memory_ledger.replay.langgraph_store.migrate import RefusedPut
+    from memory_ledger.replay.langgraph_store.migrate import MigrationReport, RefusedPut
 
 __all__ = ["export_command", "import_command", "register"]
 
@@ -63,7 +66,11 @@ def other_store(spec: str) -> Iterator[Any]:
     opened here.
 
     :raises InvalidArgumentError: ``spec`` names nothing usable (the message says why;
-        ``parameter`` is ``STORE``).
+        ``parameter`` is ``STORE``; ``store_factory_failed`` when the factory it names
+        raised).
+    :raises StoreUnavailableError: the PostgreSQL store refused the connection, is down,
+        or failed a statement (``langgraph_store_unavailable``; the URL and the driver's
+        message shown without the password).
     """
     if spec.startswith(("postgresql://", "postgres://")):
         try:
@@ -71,9 +78,14 @@ def other_store(spec: str) -> Iterator[Any]:
         except ImportError:
             msg = "a postgresql:// store needs langgraph-checkpoint-postgres (pip install it)"
             raise InvalidArgumentError(msg, parameter="STORE") from None
-        with PostgresStore.from_conn_string(spec) as store:
-            store.setup()
-            yield store
+        import psycopg
+
+        try:
+            with PostgresStore.from_conn_string(spec) as store:
+                store.setup()
+                yield store
+        except psycopg.Error as e:  # the server refused, is down, or failed a statement
+            raise _unavailable(spec, e) from None
         return
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
@@ -89,11 +101,42 @@ def other_store(spec: str) -> Iterator[Any]:
     from langgraph.store.base import BaseStore
 
     if not isinstance(found, BaseStore) and callable(found):
-        found = found()
+        try:
+            found = found()
+        except Exception as e:  # noqa: BLE001 - whatever it raised, a STORE that builds none
+            msg = f"calling {spec!r} to build a store raised {type(e).__name__}: {e}"
+            raise InvalidArgumentError(
+                msg, parameter="STORE", reason_code="store_factory_failed"
+            ) from None
     if not isinstance(found, BaseStore):
         msg = f"{spec!r} is not a LangGraph BaseStore (got {type(found).__name__})"
         raise InvalidArgumentError(msg, parameter="STORE")
     yield found
+
+
+def _unavailable(spec: str, error: BaseException) -> StoreUnavailableError:
+    """The typed error of a PostgreSQL store that failed (``psycopg``'s ``error``): the URL
+    and the driver's message without the URL's password, reason code
+    ``langgraph_store_unavailable``."""
+    import re
+    from urllib.parse import unquote
+
+    from memory_ledger.commands.engine.ledger_url import redact
+    from memory_ledger.ledger.postgres import strip_password
+
+    shown = strip_password(spec)
+    # the password as strip_password finds it (between ``user:`` and the last ``@``: a parse
+    # would cut one holding ``#``, ``/`` or ``?``), as written and percent-decoded, and the
+    # pieces a driver quotes when such a character cut it (``"1b@host..."``)
+    userinfo = spec.partition("://")[2].rpartition("@")[0]
+    password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+    pieces = [password, unquote(password), *re.split(r"[#/?&=@:;%]", password)]
+    said = " ".join(str(error).split())
+    for piece in sorted(pieces, key=len, reverse=True):
+        if len(piece) > 1:
+            said = redact(said, piece)
+    msg = f"the PostgreSQL store {shown} failed ({type(error).__name__}): {said}"
+    return StoreUnavailableError(msg, path=shown, reason_code="langgraph_store_unavailable")
 
 
 def _run(
@@ -122,6 +165,7 @@ def _run(
             else:
                 report = export_store(ours, other)
             head = ours.engine.head
+    report = _masked(report)
     if as_json:
         common.print_json({**msgspec.to_builtins(report), "position": head})
     else:
@@ -135,6 +179,26 @@ def _run(
         )
     if report.refused:
         raise typer.Exit(1)
+
+
+def _masked(report: MigrationReport) -> MigrationReport:
+    """``report`` with each secret shape in a refused item's namespace labels and key
+    replaced by ``[REDACTED:<kind>]`` (``commands.secrets.redact``, as every error line of
+    the CLI is masked): an item refused for a secret-shaped key or label is named without
+    it."""
+    if not report.refused:
+        return report
+    from memory_ledger.commands.secrets import redact
+
+    refused = tuple(
+        msgspec.structs.replace(
+            r,
+            namespace=tuple(redact(label).text for label in r.namespace),
+            key=redact(r.key).text,
+        )
+        for r in report.refused
+    )
+    return msgspec.structs.replace(report, refused=refused)
 
 
 def _refusals(refused: tuple[RefusedPut, ...]) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_ledger.commands.embeddings import EmbeddingDescriptor
 from memory_ledger.commands.errors import InvalidArgumentError
+from memory_ledger.replay.langgraph_store.configs import INVALID_INDEX
 from memory_ledger.replay.langgraph_store.records import indexed_text
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ class LangGraphEmbeddingProvider:
 def provider_for(index: IndexConfig) -> LangGraphEmbeddingProvider:
     """The provider of ``index["embed"]`` with ``index["dims"]``.
 
-    :raises InvalidArgumentError: ``dims`` is missing or not a positive integer.
+    :raises InvalidArgumentError: ``dims`` is missing or not a positive integer
+        (``missing_dims``); ``embed`` is a ``provider:model`` string LangGraph cannot load
+        (langchain missing, an unknown provider: ``invalid_index_config``).
     """
     from langgraph.store.base import ensure_embeddings
 
@@ -64,4 +67,9 @@ def provider_for(index: IndexConfig) -> LangGraphEmbeddingProvider:
         raise InvalidArgumentError(msg, parameter="index", reason_code="missing_dims")
     embed = index.get("embed")
     name = embed if isinstance(embed, str) else getattr(embed, "__name__", type(embed).__name__)
-    return LangGraphEmbeddingProvider(ensure_embeddings(embed), dims, str(name))
+    try:
+        embeddings = ensure_embeddings(embed)
+    except (ValueError, ImportError) as e:  # a provider string langchain cannot load
+        msg = f"index embed cannot be loaded: {e}"
+        raise InvalidArgumentError(msg, parameter="index", reason_code=INVALID_INDEX) from None
+    return LangGraphEmbeddingProvider(embeddings, dims, str(name))

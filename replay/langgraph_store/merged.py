@@ -10,7 +10,8 @@ stores (``langgraph/store/base/batch.py``: the ops of a tick de-duplicated, then
 ``abatch``, whose PostgresStore and SqliteStore run the reads before the writes):
 
 - every read answers from the store as it was before the tick's writes, and identical reads
-  (equal ops) are run once and answered alike;
+  (equal ops) are run once and answered alike: equal answers, never the same objects (each
+  call after the first gets its own copy of the items, so no caller edits another's value);
 - the writes of all calls are collapsed per address (the last put of the tick wins) and sent
   as ONE engine command (:meth:`~memory_ledger.replay.langgraph_store.writes.Writer.attempt`:
   one transaction, one sync).
@@ -27,11 +28,12 @@ wins its address.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-from langgraph.store.base import Op, PutOp, Result
+from langgraph.store.base import Item, Op, PutOp, Result
 
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.replay.langgraph_store.writes import Put, RefusedWrite, Writer
@@ -147,13 +149,14 @@ def _hashable(put: Put) -> Any:
     """``put`` as a key for the checks' memo (None: a value that cannot be one)."""
     try:
         return (put.namespace, put.key, msgspec.json.encode(put.value), put.fields, put.ttl)
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, ValueError, msgspec.EncodeError):  # a lone surrogate: UnicodeEncodeError
         return None
 
 
 class _ReadCache:
-    """The answers of the tick's reads by op: equal ops are read once. An op holding a dict
-    or list (a search filter) is not hashable: it is keyed by its ``repr`` and compared."""
+    """The answers of the tick's reads by op: equal ops are read once, and a repeated
+    op answered with a copy (:func:`_copied`). An op holding a dict or list (a search
+    filter) is not hashable: it is keyed by its ``repr`` and compared."""
 
     def __init__(self) -> None:
         self._hashed: dict[Op, Result | BaseException] = {}
@@ -161,7 +164,7 @@ class _ReadCache:
 
     def get(self, op: Op, read: Callable[[Op], Result]) -> Result | BaseException:
         try:
-            return self._hashed[op]
+            return _copied(self._hashed[op])
         except KeyError:
             answer = self._hashed[op] = _read(op, read)
             return answer
@@ -170,10 +173,21 @@ class _ReadCache:
         same = self._other.setdefault(repr(op), [])
         for seen, answer in same:
             if seen == op:
-                return answer
+                return _copied(answer)
         answer = _read(op, read)
         same.append((op, answer))
         return answer
+
+
+def _copied(answer: Result | BaseException) -> Result | BaseException:
+    """A read's answer for another call: its items (``Item``, ``SearchItem``) copied with
+    their values (``copy.deepcopy``), so two calls never share a value they may edit; an
+    error or a list of namespaces (tuples of strings) as it is."""
+    if isinstance(answer, Item):
+        return copy.deepcopy(answer)
+    if isinstance(answer, list) and answer and isinstance(answer[0], Item):
+        return copy.deepcopy(answer)
+    return answer
 
 
 def _read(op: Op, read: Callable[[Op], Result]) -> Result | BaseException:

@@ -177,6 +177,8 @@ def encode_record(
     :raises CommandRejectedError: ``value`` is not a JSON object (``value_not_json``), its
         JSON is longer than :data:`MAX_VALUE_CHARS` (``value_too_large``), or the address is
         longer than a tag holds (``address_too_long``, 256 characters).
+    :raises InvalidArgumentError: the value, a namespace label or the key holds a lone
+        surrogate (``not_utf8``, ``parameter`` ``value``, ``namespace`` or ``key``).
     """
     if not isinstance(value, Mapping):
         msg = f"value must be a dict, got {type(value).__name__}"
@@ -185,6 +187,7 @@ def encode_record(
     if len(text) > MAX_VALUE_CHARS:
         msg = f"value is {len(text)} characters of JSON, at most {MAX_VALUE_CHARS}"
         raise CommandRejectedError(msg, "value_too_large", parameter="value")
+    subject = subject_of(namespace, key)  # a lone surrogate: named namespace or key
     address = ADDRESS_TAG + _json([list(namespace), key], "key")
     if len(address) > 256:
         msg = "namespace and key together are longer than 256 characters as JSON"
@@ -196,7 +199,7 @@ def encode_record(
     # the colon keeps the digest under the secret scan's 20-character token run, which
     # would make the door run every detector on every statement (about 13 times the scan)
     statement = f"{searched} lgrev:{digest.hexdigest()[:16]}".strip()
-    return Record(statement=statement, subject=subject_of(namespace, key), value=text, tags=tags)
+    return Record(statement=statement, subject=subject, value=text, tags=tags)
 
 
 def address_of(tags: Sequence[str]) -> Address | None:

@@ -38,6 +38,7 @@ from memory_ledger.ledger.arguments import check_count
 from memory_ledger.ledger.errors import InvalidArgumentError, InvalidArgumentTypeError
 from memory_ledger.ledger.ids import Namespace, check_namespace
 from memory_ledger.replay.langgraph_store.async_calls import TickBatchedStore
+from memory_ledger.replay.langgraph_store.configs import check_index, check_ttl
 from memory_ledger.replay.langgraph_store.matching import (
     check_filter,
     matches_filter,
@@ -150,6 +151,10 @@ class LedgerStore(TickBatchedStore):
         (:class:`~memory_ledger.replay.langgraph_store.ttl.Refresher`).
     :param clock: the time TTLs are judged at (aware; default: the wall clock).
     :raises InvalidNamespaceError: ``namespace`` is not a valid engine namespace.
+    :raises InvalidArgumentError: an ``index`` or ``ttl`` the store cannot use
+        (:mod:`~memory_ledger.replay.langgraph_store.configs`: ``invalid_index_config``,
+        ``invalid_ttl_config``; ``InvalidArgumentTypeError`` for a setting of the wrong
+        type).
     """
 
     supports_ttl = True
@@ -165,6 +170,8 @@ class LedgerStore(TickBatchedStore):
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         check_namespace(namespace)
+        check_index(index)
+        check_ttl(ttl)
         super().__init__("ledgerstore")
         self.engine = engine
         self.namespace = namespace
@@ -173,8 +180,8 @@ class LedgerStore(TickBatchedStore):
         fields = (index or {}).get("fields")
         self.fields: tuple[str, ...] | None = None if fields is None else tuple(fields)
         self.reader = ItemReader(engine, namespace)
-        self.writer = Writer(engine, namespace, self.reader)
         self.refresher = Refresher(engine, namespace, clock)
+        self.writer = Writer(engine, namespace, self.reader, self.refresher)
         self._owns_engine = owns_engine
         self._sweeper: Sweeper | None = None
 
@@ -197,7 +204,13 @@ class LedgerStore(TickBatchedStore):
         without it the engine's configured provider (or lexical recall) serves.
 
         :raises StoreUnavailableError: as :meth:`MemoryEngine.open`.
+        :raises InvalidArgumentError: an ``index`` or ``ttl`` the store cannot use
+            (``invalid_index_config``, ``invalid_ttl_config``, ``missing_dims``; before the
+            folder is opened).
         """
+        check_namespace(namespace)
+        check_index(index)
+        check_ttl(ttl)
         if index and index.get("embed") is not None and "embeddings" not in engine_options:
             from memory_ledger.replay.langgraph_store.embeddings import provider_for
 

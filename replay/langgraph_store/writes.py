@@ -11,9 +11,9 @@ reason: ``memory-ledger explain`` and :meth:`LedgerStore.history` show it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -24,6 +24,7 @@ from memory_ledger.commands.errors import (
     SupersededTargetError,
     UnknownMemoryError,
 )
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.replay.langgraph_store.records import PREDICATE, encode_record, subject_of
 
 if TYPE_CHECKING:
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
 
     from memory_ledger.commands.engine import MemoryEngine
     from memory_ledger.ledger.ids import Namespace
-    from memory_ledger.replay.langgraph_store.reads import ItemReader
+    from memory_ledger.replay.langgraph_store.reads import Current, ItemReader
 
-__all__ = ["EXPIRY_PREFIX", "Put", "RefusedWrite", "Writer", "in_langgraph_words"]
+__all__ = ["EXPIRY_PREFIX", "ExpiryJudge", "Put", "RefusedWrite", "Writer", "in_langgraph_words"]
 
 EXPIRY_PREFIX = "langgraph-ttl-"
 """Session id prefix of a TTL expiry (its recorded reason)."""
@@ -59,19 +60,26 @@ class Put(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     occurred_at: datetime | None = None
 
 
+Refusal = CommandRejectedError | InvalidArgumentError
+"""A typed refusal of one put: the engine's (:class:`CommandRejectedError`) or its
+argument's, found while it is encoded (:class:`InvalidArgumentError`: a lone surrogate in
+its value, key or namespace, ``not_utf8``; a TTL that is no number of minutes)."""
+
+
 class RefusedWrite(msgspec.Struct, frozen=True, kw_only=True):
     """A batch of puts the engine refused (:meth:`Writer.attempt`): ``put`` is the index of
     the put it named (None: the batch as a whole), ``error`` the refusal in LangGraph's
-    words (:func:`in_langgraph_words`). Nothing of the batch was written."""
+    words (:func:`in_langgraph_words`), or the put's own argument error. Nothing of the
+    batch was written."""
 
     put: int | None
-    error: CommandRejectedError
+    error: Refusal
 
 
 class _Unencodable(Exception):
-    """A put of a batch whose value cannot be recorded (raised and caught in this module)."""
+    """A put of a batch that cannot be recorded (raised and caught in this module)."""
 
-    def __init__(self, put: int, error: CommandRejectedError) -> None:
+    def __init__(self, put: int, error: Refusal) -> None:
         super().__init__(str(error))
         self.put = put
         self.error = error
@@ -80,7 +88,10 @@ class _Unencodable(Exception):
 def _remember(put: Put) -> Remember:
     """The engine op that records ``put`` (a value; not a delete).
 
-    :raises CommandRejectedError: the value cannot be recorded (``value_not_json``)."""
+    :raises CommandRejectedError: the value cannot be recorded (``value_not_json``,
+        ``value_too_large``, ``address_too_long``).
+    :raises InvalidArgumentError: the value, key or a namespace label holds a lone
+        surrogate (``not_utf8``), or the TTL is no number of minutes in range."""
     assert put.value is not None
     record = encode_record(put.namespace, put.key, put.value, put.fields, put.ttl)
     return Remember(
@@ -102,13 +113,36 @@ def _op_index(parameter: str | None) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-class Writer:
-    """Sends puts to the engine for one engine namespace."""
+class ExpiryJudge(Protocol):
+    """What judges TTLs for a writer (``ttl.Refresher``): the time now and whether an
+    item's TTL has run out at a time."""
 
-    def __init__(self, engine: MemoryEngine, namespace: Namespace, reader: ItemReader) -> None:
+    clock: Callable[[], datetime]
+
+    def expired(self, current: Current, now: datetime) -> bool:
+        """Whether ``current``'s TTL has run out at ``now``."""
+        ...
+
+
+class Writer:
+    """Sends puts to the engine for one engine namespace.
+
+    :param refresher: judges TTLs (``ttl.Refresher.expired``); with it, a write to an
+        address whose value's TTL has run out records that expiry first, as a sweep would
+        have (:meth:`expire_lapsed`). None: no write looks at TTLs.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        namespace: Namespace,
+        reader: ItemReader,
+        refresher: ExpiryJudge | None = None,
+    ) -> None:
         self.engine = engine
         self.namespace = namespace
         self.reader = reader
+        self.refresher = refresher
         self.expiries = DirectCommands(engine, EXPIRY_PREFIX)
 
     def apply(self, puts: Sequence[Put]) -> int:
@@ -126,6 +160,8 @@ class Writer:
             JSON: ``value_not_json``); ``parameter`` names ``value``, ``key`` or
             ``namespace`` and the message speaks of the put, never of the engine's fields
             (:func:`in_langgraph_words`); nothing was written.
+        :raises InvalidArgumentError: a put whose value, key or namespace holds a lone
+            surrogate (``not_utf8``), or whose TTL is out of range; nothing was written.
         """
         outcome = self.attempt(puts)
         if isinstance(outcome, RefusedWrite):
@@ -138,11 +174,16 @@ class Writer:
         when the engine names one; nothing was written then. Any other error of the engine
         (the ledger unavailable, the namespace erased) is raised as :meth:`apply` raises it.
         """
+        expiring = True
         for attempt in range(_RETRIES):
             try:
                 ops, sources, vacant = self._ops(puts)
             except _Unencodable as e:
                 return RefusedWrite(put=e.put, error=e.error)
+            if expiring:  # once, before the batch; then its ops are read again
+                expiring = False
+                if self.expire_lapsed(puts):
+                    ops, sources, vacant = self._ops(puts)
             if not ops:
                 return 0
             try:
@@ -167,7 +208,7 @@ class Writer:
         engine keys of the deletes of addresses that hold nothing (no op: the batch's
         ``vacant`` keys, checked when it is decided).
 
-        :raises _Unencodable: a put whose value cannot be recorded (``value_not_json``)."""
+        :raises _Unencodable: a put that cannot be recorded (:func:`_remember`'s errors)."""
         ops: list[Remember | Forget] = []
         sources: list[int] = []
         vacant: list[tuple[str, str]] = []
@@ -182,22 +223,49 @@ class Writer:
                 continue
             try:
                 ops.append(_remember(put))
-            except CommandRejectedError as e:
+            except (CommandRejectedError, InvalidArgumentError) as e:
                 raise _Unencodable(index, e) from None
             sources.append(index)
         return ops, sources, vacant
 
-    def check(self, put: Put) -> CommandRejectedError | None:
+    def check(self, put: Put) -> Refusal | None:
         """What the engine would refuse ``put`` with, sent alone (None: nothing; a delete
-        is never refused here), told in LangGraph's words; nothing is written. For a put
-        that a later put of its address replaces before anything is sent."""
+        is never refused here), told in LangGraph's words, or the put's own argument error
+        (:func:`_remember`); nothing is written. For a put that a later put of its address
+        replaces before anything is sent."""
         if put.value is None:
             return None
         try:
-            check_op(_remember(put))
+            op = _remember(put)
+        except (CommandRejectedError, InvalidArgumentError) as e:
+            return e
+        try:
+            check_op(op)
         except CommandRejectedError as e:
             return in_langgraph_words(e, 1)
         return None
+
+    def expire_lapsed(self, puts: Sequence[Put]) -> int:
+        """Record the expiry of each value at the addresses of ``puts`` whose TTL has run
+        out now (:meth:`expire`, a command of its own before the puts' batch), so that a
+        put or delete decides against the item as a sweep at that moment would have left
+        it: a put after an expiry starts a new item (a new ``created_at``) and the history
+        shows the expiry, whether a sweep ran before the put or not. How many expiries were
+        recorded. Only addresses that may hold a value with a TTL are read
+        (:meth:`ItemReader.with_ttl`)."""
+        if self.refresher is None or not puts:
+            return 0
+        addresses = list(dict.fromkeys((put.namespace, put.key) for put in puts))
+        holders = self.reader.with_ttl(addresses)
+        if not holders:
+            return 0
+        now = self.refresher.clock()
+        done = 0
+        for namespace, key in holders:
+            current = self.reader.current(namespace, key)
+            if current is not None and self.refresher.expired(current, now):
+                done += 1 if self.expire(namespace, key, current.memory_id) else 0
+        return done
 
     def expire(self, namespace: tuple[str, ...], key: str, memory: UUID) -> int:
         """Record the expiry of ``memory``, the value at the address whose TTL ran out (a
