@@ -275,7 +275,7 @@ def parse_ledger_url(url: str, environ: Mapping[str, str] | None = None) -> Post
     try:
         parts = urlsplit(url)
         port = parts.port or 5432
-        if "@" in url.partition("://")[2] and "@" not in parts.netloc:
+        if "@" in parts.path + parts.query + parts.fragment:
             # The credentials end at an '@' the parser put in the path, query or fragment:
             # a '/', '?' or '#' in the password cut them short (the rest would be read as
             # the database's name).
