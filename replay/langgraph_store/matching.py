@@ -2,7 +2,8 @@
 
 The semantics are LangGraph's own (``langgraph.store.memory``, which mirrors PostgreSQL's
 JSONB comparisons): a filter maps a top-level field to a value (equality, nested objects
-compared field by field, lists element by element) or to operators ``$eq $ne $gt $gte $lt
+compared field by field, lists element by element; a dotted key names a nested field, as
+LangGraph's SqliteStore reads it) or to operators ``$eq $ne $gt $gte $lt
 $lte`` (the ordering ones compare as numbers). On purpose different: a field that is
 missing or not a number under an ordering operator does not match (LangGraph's in-memory
 store raises ``TypeError`` from ``float(None)``); an unknown operator raises
@@ -79,7 +80,25 @@ def matches_filter(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -
     """
     if not wanted:
         return True
-    return all(_compare(value.get(k), v) for k, v in wanted.items())
+    return all(_compare(_field(value, k), v) for k, v in wanted.items())
+
+
+_MISSING = object()
+
+
+def _field(value: Mapping[str, Any], key: str) -> Any:
+    """The field a filter key names: the top-level field of that name, else, for a dotted
+    key, the nested field along its path (``user.access-level``, as LangGraph's SqliteStore
+    reads a JSON path; a literal top-level key with dots wins); None when absent."""
+    found = value.get(key, _MISSING)
+    if found is not _MISSING or "." not in key:
+        return None if found is _MISSING else found
+    current: Any = value
+    for part in key.split("."):
+        if not isinstance(current, Mapping) or part not in current:
+            return None
+        current = current[part]
+    return current
 
 
 def check_filter(wanted: Mapping[str, Any] | None) -> None:

@@ -140,6 +140,28 @@ def test_search_filters(shared_engine: MemoryEngine) -> None:
         theirs.search(("docs",), filter={"n": {"$regex": "x"}})
 
 
+def test_a_dotted_filter_key_names_a_nested_field(shared_engine: MemoryEngine) -> None:
+    """As LangGraph's SqliteStore reads a filter key as a JSON path (its suite's
+    ``test_filter_keys_with_hyphens_and_digits``); InMemoryStore and PostgresStore read
+    top-level keys only, which a literal top-level key with dots still is here."""
+    ours = fresh(shared_engine)
+    ours.put(("docs",), "hyphen", {"access-level": "public", "user": {"access-level": "in"}})
+    ours.put(("docs",), "digit", {"123abc": "ok", "user": {"123abc": "ok2", "n": 3}})
+    ours.put(("docs",), "literal", {"a.b": 1, "a": {"b": 2}})
+    cases: list[tuple[dict[str, Any], set[str]]] = [
+        ({"access-level": "public"}, {"hyphen"}),
+        ({"user.access-level": "in"}, {"hyphen"}),
+        ({"user.123abc": "ok2"}, {"digit"}),
+        ({"user.n": {"$gt": 2}}, {"digit"}),
+        ({"user.n": {"$gt": 3}}, set()),
+        ({"a.b": 1}, {"literal"}),  # the literal top-level key wins over the path
+        ({"a.b": 2}, set()),
+        ({"user.access-level.deeper": "in"}, set()),
+    ]
+    for wanted, keys in cases:
+        assert {item.key for item in ours.search(("docs",), filter=wanted)} == keys, wanted
+
+
 def test_search_pages_and_query(shared_engine: MemoryEngine) -> None:
     theirs, ours = both(shared_engine)
     for store in (theirs, ours):
