@@ -72,6 +72,10 @@ to carry them over; after more, every remembered value is dropped (read again wh
 _WHOLESALE_TOPICS = frozenset(get_topic(cls) for cls in (NamespaceForgotten, NamespaceErased))
 _SESSION_OPENED = get_topic(SessionOpened)
 _ACTIVATED = get_topic(MemoryActivated)
+_TAKEN_IN = 16
+"""The most addresses of one batch whose new values the writer hands the reader
+(:meth:`ItemReader.wrote`): a get right after a put or a small batch reads no ledger; a
+larger batch (an import, a bulk load) costs no more than before."""
 _TTL_RECORDS = 4096
 """Records after :attr:`ItemReader._ttl_at` read to see whether one activates a value with a
 TTL; after more, the served documents are looked through again."""
@@ -99,6 +103,28 @@ class _History(NamedTuple):
 
 _NEVER = _History(_EMPTY, (), None)
 """The history of an address nothing was ever activated at."""
+
+
+class _BatchEvents(NamedTuple):
+    """A batch's memory events by memory, and its activations by match key."""
+
+    by_memory: dict[UUID, list[tuple[int, LedgerEvent]]]
+    activated: dict[tuple[str, str], list[MemoryActivated]]
+
+    @classmethod
+    def of(cls, events: Sequence[tuple[int, LedgerEvent]], namespace: Namespace) -> _BatchEvents:
+        """Index ``events`` (position order) of a batch of ``namespace``."""
+        by_memory: dict[UUID, list[tuple[int, LedgerEvent]]] = {}
+        activated: dict[tuple[str, str], list[MemoryActivated]] = {}
+        for position, event in events:
+            if not isinstance(event, MEMORY_EVENTS):
+                continue
+            by_memory.setdefault(event.originator_id, []).append((position, event))
+            if isinstance(event, MemoryActivated) and event.namespace == namespace:
+                match = subject_predicate_key(event.item.subject, event.item.predicate)
+                if match is not None:
+                    activated.setdefault(match, []).append(event)
+        return cls(by_memory, activated)
 
 
 class _Remembered(NamedTuple):
@@ -270,8 +296,8 @@ class ItemReader:
         index holds no activation under its key before the batch (one read for all of
         them). Otherwise nothing is remembered for it and the next read reads the ledger,
         as before. Never raises for a reason other than the ledger's own errors."""
-        if not result.outcomes or not addresses:
-            return
+        if not result.outcomes or not addresses or len(addresses) > _TAKEN_IN:
+            return  # a large batch: its addresses are read when asked (most never are)
         last = result.position
         start = result.outcomes[0].position - 1  # the batch's SessionOpened
         with self._lock:
@@ -296,6 +322,7 @@ class ItemReader:
             ]
             before = {address: self._current.get(address) for address in addresses}
             self._carry(last, events)
+        batch = _BatchEvents.of(events, self.namespace)
         unknown = [address for address, known in before.items() if known is None]
         never = self._never_activated(unknown, start) if unknown else set()
         found: dict[Address, tuple[Current | None, frozenset[UUID], _History]] = {}
@@ -306,7 +333,7 @@ class ItemReader:
                 ids, history = frozenset(), _NEVER
             else:
                 continue
-            moved = self._continued(address, history, ids, events)
+            moved = self._continued(address, history, ids, batch)
             if moved is not None:
                 found[address] = (self._served(*address, moved[1]), moved[0], moved[1])
         if not found or self.engine.head != last:
@@ -343,30 +370,28 @@ class ItemReader:
         address: Address,
         history: _History,
         ids: frozenset[UUID],
-        events: Sequence[tuple[int, LedgerEvent]],
+        batch: _BatchEvents,
     ) -> tuple[frozenset[UUID], _History] | None:
-        """The ids and history of ``address`` after ``events`` (a batch's records, right
+        """The ids and history of ``address`` after ``batch`` (a batch's records, right
         after the state ``history`` and ``ids`` were read at): the events of the memories
         activated under its key (those of ``history`` and those the batch activates there)
         folded on from ``history.fold``, as :meth:`_read_current` folds them all. None
         when a memory the batch activates there has earlier records (its stream would hold
         events ``history`` does not): read it then."""
-        match = self._key_tag(*address)[1]
         members = set(history.order)
         activated: list[UUID] = []
-        for _, event in events:
-            if (
-                isinstance(event, MemoryActivated)
-                and event.namespace == self.namespace
-                and subject_predicate_key(event.item.subject, event.item.predicate) == match
-            ):
-                memory = event.originator_id
-                if memory not in members:
-                    if event.originator_version != 1:
-                        return None
-                    members.add(memory)
-                activated.append(memory)
-        own = [(p, e) for p, e in events if _is_memory_event(e) and e.originator_id in members]
+        match = self._key_tag(*address)[1]
+        for activation in batch.activated.get(match, ()) if match is not None else ():
+            memory = activation.originator_id
+            if memory not in members:
+                if activation.originator_version != 1:
+                    return None
+                members.add(memory)
+            activated.append(memory)
+        own = sorted(
+            (pair for memory in members for pair in batch.by_memory.get(memory, ())),
+            key=lambda pair: pair[0],
+        )
         if not own:
             return ids, history
         named = set(ids)
@@ -627,11 +652,6 @@ def _fold_times(events: Sequence[tuple[int, LedgerEvent]], start: _Fold = _EMPTY
         elif isinstance(event, MemoryForgotten | MemoryPruned) and mid == holder:
             holder = None
     return holder, created, updated
-
-
-def _is_memory_event(event: LedgerEvent) -> bool:
-    """Whether ``event`` is one of a memory stream (:data:`MEMORY_EVENTS`)."""
-    return isinstance(event, MEMORY_EVENTS)
 
 
 def _decodable(record: RawRecord) -> tuple[str, bytes, Any, int]:
