@@ -415,9 +415,22 @@ def settings_from_url(url: PostgresLedgerURL) -> dict[str, str]:
 class _Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
     """Raised under the table lock, before anything is written, to refuse a batch."""
 
-    def __init__(self, error: PersistenceError) -> None:
+    def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+SealedKeyCheck = Callable[[psycopg.Cursor[Any], set[bytes]], Exception | None]
+"""``check(cursor, key ids)``, run inside an append's transaction under the table lock when
+its batch holds sealed states: the error to refuse the batch with when one of the data keys
+(16-byte ids) they were sealed with was destroyed, else None
+(:meth:`memory_ledger.ledger.postgres_keys.PostgresKeyStore.destroyed_key_error`)."""
+
+
+def _sealed_key_ids(stored_events: Sequence[StoredEvent]) -> set[bytes]:
+    """The data key ids (16 bytes) named by the sealed states of ``stored_events``
+    (:mod:`memory_ledger.ledger.sealing`: ``0xFF``, the envelope version, then the key id)."""
+    return {s.state[2:18] for s in stored_events if s.state[:1] == b"\xff"}
 
 
 class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
@@ -561,6 +574,10 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         self.store_id: str | None = None
         """The ledger's identity (a UUID string), known once :meth:`create_table` or
         :meth:`open_store` ran."""
+        self.sealed_key_check: SealedKeyCheck | None = None
+        """Set by the ledger's key store (:class:`~memory_ledger.ledger.postgres_keys.
+        PostgresKeyStore`): every batch holding sealed states is checked under the table
+        lock, so an append and an erasure on any host serialize (see :meth:`insert_events`)."""
         self.format_version: int | None = None
 
     # Store identity -------------------------------------------------------------------------
@@ -632,9 +649,19 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         When the connection breaks, the append is retried on a new one (up to
         ``max_attempts``); a batch found already committed returns its ids.
 
+        A batch holding sealed states, on a ledger whose key store set
+        :attr:`sealed_key_check`, is refused when a data key it was sealed with is destroyed:
+        the check runs in the appending transaction and locks the key store's row ``FOR
+        SHARE``, which an erasure's key destruction updates (``FOR UPDATE``). So either the
+        batch commits before the keys are destroyed (and the ``NamespaceErased`` record,
+        appended after, follows it), or it sees them destroyed and writes nothing: no batch
+        sealed under a destroyed key is ever positioned after the erasure.
+
         :raises IntegrityError: an (originator id, version) exists already or twice in the
             batch, the tracking id is not new (process recorders), or the append condition
             failed; nothing is written.
+        :raises NamespaceErasedError: a data key the batch was sealed with is destroyed (its
+            namespace was erased, on any host); nothing is written.
         :raises OperationalError: the server stayed unreachable; the batch is then either
             entirely present or entirely absent.
         """
@@ -688,6 +715,11 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                     found = self._already_committed(curs, stored_events)
                     if found is not None:
                         return found
+                if self.sealed_key_check is not None:
+                    sealed = _sealed_key_ids(stored_events)
+                    refusal = self.sealed_key_check(curs, sealed) if sealed else None
+                    if refusal is not None:
+                        raise _Refused(refusal)
                 self._check_condition(curs, stored_events, kwargs)
                 self._insert_events(cast(Any, conn.cursor()), stored_events, **kwargs)
                 if stored_events:
