@@ -62,7 +62,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 from uuid import UUID
 
@@ -140,6 +140,7 @@ TAG_INDEX_FORMAT = 2
 """The first format version whose ledgers index every record's tags (the tags table)."""
 
 _RETRYABLE = (InterfaceError, OperationalError)
+T = TypeVar("T")
 
 _TYPED: tuple[tuple[type[BaseException], type[LedgerError]], ...] = (
     (psycopg.errors.LockNotAvailable, LedgerOperationalError),
@@ -670,19 +671,35 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             for s in stored_events
         ]
         self._check_tags(kwargs.get("tags"), len(stored_events))
-        sent = False
+
+        def attempt(retried: bool) -> list[int]:
+            # A retried batch may have committed before the connection broke: the attempt
+            # looks for it under the table lock before inserting anything.
+            with self.datastore.get_connection() as conn:
+                return self._insert_once(conn, stored_events, bodies, retried, kwargs)
+
+        try:
+            return self.retrying(attempt)
+        except _Refused as refused:  # refused under the lock: never tried again
+            raise refused.error from None
+
+    def retrying(self, attempt: Callable[[bool], T]) -> T:
+        """``attempt(retried)``, run again on a new connection while the server or the
+        connection fails (``InterfaceError``/``OperationalError``: a server restart, a
+        connection the server dropped), up to :attr:`max_attempts` tries 0.1 s apart, the
+        pause doubling up to 1 s. ``retried`` is False on the first try. Appends and the key
+        store's transactions (:mod:`memory_ledger.ledger.postgres_keys`) both retry so; an
+        attempt must be safe to run again after a commit whose reply was lost.
+
+        :raises LedgerConnectionError: (or the typed error of the last failure) the last
+            try failed too.
+        """
         delay = 0.1
-        for attempt in range(1, self.max_attempts + 1):
+        for number in range(1, self.max_attempts + 1):
             try:
-                with self.datastore.get_connection() as conn:
-                    return self._insert_once(conn, stored_events, bodies, sent, kwargs)
-            except _Refused as refused:
-                raise refused.error from None
+                return attempt(number > 1)
             except _RETRYABLE as e:
-                # The batch may have committed before the connection broke: the next attempt
-                # looks for it under the table lock before inserting anything.
-                sent = True
-                if attempt >= self.max_attempts:
+                if number >= self.max_attempts:
                     raise self._typed(e) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)

@@ -110,8 +110,14 @@ class PostgresKeyStore:
         :meth:`destroyed_key_error` (replaced whole: threads may append at once)."""
         recorder.sealed_key_check = self.destroyed_key_error
 
-    def _guard(self, action: Callable[[], T]) -> T:
+    def _guard(self, action: Callable[[], T], *, retry: bool = True) -> T:
+        """``action()`` with the ledger's typed errors; with ``retry``, run again on a new
+        connection while the connection fails, as appends are
+        (:meth:`PostgresLedgerApplicationRecorder.retrying`: a connection the server dropped
+        is not an error while the server is up). Every action here is safe to run again."""
         try:
+            if retry:
+                return self.recorder.retrying(lambda _retried: action())
             return action()
         except (PersistenceError, psycopg.Error) as e:
             raise self.recorder._typed(e) from None  # noqa: SLF001 (the recorder's translation)
@@ -171,8 +177,8 @@ class PostgresKeyStore:
 
     def changed(self) -> bool:
         """Whether another writer changed the keys since the last :meth:`read` (asks the
-        server at most once per ``poll_interval``; False in between, and while the server
-        cannot be reached: the next call asks again)."""
+        server at most once per ``poll_interval``, once, without retrying; False in between,
+        and while the server cannot be reached: the next call asks again)."""
         now = time.monotonic()
         if now - self._checked < self.poll_interval:
             return False
@@ -189,7 +195,7 @@ class PostgresKeyStore:
             return int(row["generation"] if isinstance(row, dict) else row[0])
 
         try:
-            return self._guard(generation) != self._seen
+            return self._guard(generation, retry=False) != self._seen
         except LedgerConnectionError:
             # The server is away: the command's own append retries (and fails typed if it
             # stays away); ask again at the next call instead of failing a read here.
@@ -236,7 +242,9 @@ class PostgresKeyStore:
     def update(self, change: Callable[[KeyStoreState], tuple[KeyStoreState | None, T]]) -> T:
         """Apply ``change`` to the freshest state under the row lock; store the result in
         the same transaction (durable on commit). A change that destroys wrapped keys is
-        followed by ``VACUUM FULL`` of the table.
+        followed by ``VACUUM FULL`` of the table. A broken connection is retried on a new
+        one, ``change`` then runs again on the state it finds (so it must recognise its own
+        earlier result: a commit whose reply was lost).
 
         :raises KeyStoreError: the store is read-only.
         """
