@@ -356,6 +356,26 @@ _NO_DATABASE = re.compile(r'database "(?:[^"]|"")*" does not exist')
 ``invalid_catalog_name``; libpq reports it as text only, in the server's language)."""
 
 
+_AUTH_REFUSED = re.compile(
+    r'role "(?:[^"]|"")*" (?:does not exist|is not permitted to log in)'
+    r"|authentication failed for user"
+    r"|no pg_hba\.conf entry for"
+    r"|pg_hba\.conf rejects connection"
+    r"|fe_sendauth: no password supplied"
+)
+"""The server's (or libpq's) answer to credentials it refuses: an unknown role, a role that
+may not log in, a wrong password (``password``/``md5``/``SCRAM``), peer or ident
+authentication failed, no ``pg_hba.conf`` entry, or a password the server asks for and none
+given (SQLSTATE 28000/28P01; libpq reports them as text only)."""
+
+
+def _server_reason(text: str, password: str) -> str:
+    """The server's own words in a connection failure: its first line after the last
+    ``FATAL:`` (or the whole first line), with ``password`` blanked."""
+    reason = text.rsplit("FATAL:", 1)[-1].strip().splitlines()[0] if text.strip() else text
+    return reason.replace(password, "***") if password else reason
+
+
 def probe_server(url: PostgresLedgerURL) -> None:
     """Connect once to ``url``'s database (and close): fail at once where waiting for the
     connection pool cannot help.
@@ -364,9 +384,11 @@ def probe_server(url: PostgresLedgerURL) -> None:
     retries those for up to ``connect_timeout`` seconds, as before.
 
     :raises LedgerConnectionError: ``reason_code`` ``"no_database"`` when the server
-        answers that the database does not exist (naming it); ``"ledger_connection"`` when
-        no answer came within ``connect_timeout`` (the pool would only wait as long again).
-        Messages name the ledger without its password.
+        answers that the database does not exist (naming it); ``"authentication_failed"``
+        when it refuses the credentials (an unknown role, a wrong password, no
+        ``pg_hba.conf`` entry: naming the user and the server's reason);
+        ``"ledger_connection"`` when no answer came within ``connect_timeout`` (the pool
+        would only wait as long again). Messages name the ledger without its password.
     """
     try:
         connection = psycopg.connect(
@@ -385,6 +407,16 @@ def probe_server(url: PostgresLedgerURL) -> None:
                 "existing one in the ledger URL"
             )
             raise LedgerConnectionError(msg, path=url.redacted, reason_code="no_database") from None
+        if _AUTH_REFUSED.search(str(e)):
+            msg = (
+                f"ledger {url.redacted}: the PostgreSQL server at {url.host}:{url.port} refused "
+                f"user {url.user!r}: {_server_reason(str(e), url.password)}; check the user and "
+                "password of the ledger URL (or PGPASSWORD, password_env) and the server's "
+                "roles and pg_hba.conf"
+            )
+            raise LedgerConnectionError(
+                msg, path=url.redacted, reason_code="authentication_failed"
+            ) from None
         if isinstance(e, psycopg.errors.ConnectionTimeout):
             msg = (
                 f"ledger {url.redacted} is unavailable: the server at {url.host}:{url.port} "
