@@ -38,6 +38,7 @@ import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.secrets import contains_secret, field_secret
+from memory_ledger.commands.secrets.detect import register_scan_cache
 from memory_ledger.ledger.arguments import check_encodable
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError
@@ -89,6 +90,10 @@ def _text_secret(text: str) -> bool:
 @lru_cache(maxsize=16384)
 def _field(text: str, label: str | None) -> bool:
     return field_secret(text, label=label)
+
+
+register_scan_cache(_cached.cache_clear)  # both hold scanned texts: emptied after an erasure
+register_scan_cache(_field.cache_clear)
 
 
 def item_secret_field(item: ExtractedItem) -> str | None:
