@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_ledger.commands.secrets import clear_scan_cache, fields
-from tests.secrets.test_secrets import FIELD_SECRETS, ORDINARY_FIELDS
+from tests.secrets.test_secrets import FIELD_SECRETS, GITHUB_TOKEN, ORDINARY_FIELDS
 
 LABELS = [
     "password", "db password", "dbPassword", "API_KEY", "api key", "access key", "pin",
@@ -104,3 +105,80 @@ def test_the_doors_caches_empty_with_the_scan_cache() -> None:
     clear_scan_cache()
     assert secret_door._cached.cache_info().currsize == 0
     assert secret_door._field.cache_info().currsize == 0
+
+
+def _reference_item_secret_field(item: Any) -> str | None:
+    """``item_secret_field`` as it was: every field also scanned whole after its judge."""
+    from memory_ledger.commands.secret_door import _field, _text_secret
+
+    if _text_secret(item.statement):
+        return "statement"
+    if _text_secret(item.reason):
+        return "reason"
+    for name, text in (("subject", item.subject), ("predicate", item.predicate)):
+        if text and (_field(text[:512], None) or _text_secret(text)):
+            return name
+    if item.value and (_field(item.value[:512], item.predicate) or _text_secret(item.value)):
+        return "value"
+    for name in ("tags", "evidence", "supersedes", "conflicts_with"):
+        for text in getattr(item, name):
+            if _field(text[:512], None) or _text_secret(text):
+                return name
+    return None
+
+
+_PIECES = st.sampled_from(
+    ["tea with milk ", "x" * 300, " ", "Lisbon", GITHUB_TOKEN, "password = hunter2 ", "a\u200b"]
+)
+_FIELD = st.lists(_PIECES, max_size=4).map("".join)
+
+
+@given(
+    subject=_FIELD,
+    predicate=st.one_of(st.none(), st.sampled_from(["password", "lives in", "api key"])),
+    value=_FIELD,
+    tags=st.lists(_FIELD, max_size=2),
+)
+@settings(max_examples=300)
+def test_an_items_secret_field_is_named_as_before(
+    subject: str, predicate: str | None, value: str, tags: list[str]
+) -> None:
+    """A field the whole-field judge found clean is scanned whole again only when it is
+    longer than the judge's 512 characters (a secret past them still refuses)."""
+    from memory_ledger.commands.secret_door import item_secret_field
+    from memory_ledger.ledger.events import ExtractedItem
+
+    item = ExtractedItem(
+        kind="semantic",
+        subject=subject or None,
+        predicate=predicate,
+        value=value or None,
+        statement="A note about the item.",
+        source="fact",
+        scope="user",
+        reason="help",
+        importance=0.8,
+        confidence=0.9,
+        tags=tuple(tags),
+    )
+    assert item_secret_field(item) == _reference_item_secret_field(item)
+
+
+def test_a_secret_past_the_judges_first_characters_is_found() -> None:
+    from memory_ledger.commands.secret_door import item_secret_field
+    from memory_ledger.ledger.events import ExtractedItem
+
+    value = "plain words " * 60 + GITHUB_TOKEN
+    item = ExtractedItem(
+        kind="semantic",
+        subject="Alice",
+        statement="A note about the item.",
+        source="fact",
+        scope="user",
+        reason="help",
+        importance=0.8,
+        confidence=0.9,
+        value=value,
+    )
+    assert len(value) > 512
+    assert item_secret_field(item) == "value"
