@@ -64,26 +64,31 @@ def store_figures(store: BaseStore, preload: int, rounds: int) -> dict[str, floa
     for first in range(0, preload, 100):
         store.batch([PutOp(ns, f"k{i}", value(i)) for i in range(first, min(preload, first + 100))])
     pair_get, get_only, pair_search, search_only, batches = [], [], [], [], []
+    put_cpu, get_cpu, pair_get_cpu, pair_search_cpu = [], [], [], []
     for i in range(rounds):
         key, item = f"get{i}", value(preload + i)
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.process_time()
         store.put(ns, key, item)
-        middle = time.perf_counter()
+        middle, put_done = time.perf_counter(), time.process_time()
         got = store.get(ns, key)
-        ended = time.perf_counter()
+        ended, done = time.perf_counter(), time.process_time()
         assert got is not None and got.value == item, "a get right after a put missed it"
         pair_get.append((ended - started) * 1000)
         get_only.append((ended - middle) * 1000)
+        put_cpu.append((put_done - began) * 1000)
+        get_cpu.append((done - put_done) * 1000)
+        pair_get_cpu.append((done - began) * 1000)
     for i in range(rounds):
         key = f"search{i}"
         item = {"text": f"zebra{i} walks by the river quietly", "n": i}
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.process_time()
         store.put(ns, key, item)
         middle = time.perf_counter()
         found = store.search(ns, query=f"zebra{i} river", limit=10)
-        ended = time.perf_counter()
+        ended, done = time.perf_counter(), time.process_time()
         pair_search.append((ended - started) * 1000)
         search_only.append((ended - middle) * 1000)
+        pair_search_cpu.append((done - began) * 1000)
         if isinstance(store, InMemoryStore):
             continue  # no ranking without an index: a scan in insertion order
         assert any(r.key == key for r in found), "a search right after a put missed it"
@@ -98,6 +103,11 @@ def store_figures(store: BaseStore, preload: int, rounds: int) -> dict[str, floa
         "put_then_search_p99_ms": percentile(pair_search, 99),
         "search_after_put_p50_ms": median(search_only),
         "batch_100_ms": median(batches),
+        # process CPU (every thread of this process; a server's is not counted)
+        "put_cpu_p50_ms": median(put_cpu),
+        "get_after_put_cpu_p50_ms": median(get_cpu),
+        "put_then_get_cpu_p50_ms": median(pair_get_cpu),
+        "put_then_search_cpu_p50_ms": median(pair_search_cpu),
     }
 
 
@@ -151,6 +161,13 @@ def langgraph_section(preload: int, rounds: int, pg_url: str) -> dict[str, Any]:
     for name in ("LedgerStore", "PostgresStore"):
         if name in figures:
             print(f"  {name} durability: {figures[name]['durability']}")
+    if "LedgerStore" in figures:
+        r = figures["LedgerStore"]
+        print(
+            f"  LedgerStore process CPU p50 (ms): put {r['put_cpu_p50_ms']:.3f}, get after "
+            f"put {r['get_after_put_cpu_p50_ms']:.3f}, put+get {r['put_then_get_cpu_p50_ms']:.3f}"
+            f", put+search {r['put_then_search_cpu_p50_ms']:.3f}"
+        )
     ours, pg = figures.get("LedgerStore"), figures.get("PostgresStore")
     if ours and pg:
         for figure in ("put_then_get_p50_ms", "put_then_search_p50_ms", "batch_100_ms"):

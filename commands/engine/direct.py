@@ -40,6 +40,7 @@ from memory_ledger.commands.canonical.reconcile import (
     IN_THIS_BATCH,
     TARGET_SUPERSEDED,
     Reconciler,
+    ReconciliationPlan,
     plan_finish,
 )
 from memory_ledger.commands.errors import (
@@ -202,7 +203,7 @@ class DirectCommands:
         check_namespace(namespace)
         target, words = self._target(statement_or_id)
         session_id, applied, report = self._run(
-            namespace, "forget", None, target=target, words=words
+            namespace, "forget", None, target=target, words=words, parameter="statement_or_id"
         )
         return DirectResult(
             intent="forget",
@@ -224,7 +225,9 @@ class DirectCommands:
         """
         check_namespace(namespace)
         target, words = self._target(statement_or_id)
-        session_id, applied, report = self._run(namespace, "pin", None, target=target, words=words)
+        session_id, applied, report = self._run(
+            namespace, "pin", None, target=target, words=words, parameter="statement_or_id"
+        )
         return DirectResult(
             intent="pin",
             memory_id=applied.target,
@@ -279,6 +282,7 @@ class DirectCommands:
             words=words,
             subject=subject,
             occurred_at=occurred_at,
+            parameter="statement" if target is None else "target",
         )
         return DirectResult(
             intent="correct",
@@ -313,8 +317,12 @@ class DirectCommands:
         words: str | None = None,
         subject: str | None = None,
         occurred_at: datetime | None = None,
+        parameter: str | None = None,
     ) -> tuple[str, CommandResult, ReconciliationReport]:
-        """One command as a short session of its own (:meth:`run_many` with one spec)."""
+        """One command as a short session of its own (:meth:`run_many` with one spec).
+        ``parameter``: the caller's argument that named the target; a refusal of the target
+        (:class:`UnknownMemoryError`, :class:`SupersededTargetError`) names it, as a batch's
+        names its op."""
         spec = CommandSpec(
             intent=intent,
             text=text,
@@ -324,7 +332,12 @@ class DirectCommands:
             subject=subject,
             occurred_at=occurred_at,
         )
-        session_id, applied, report = self.run_many(namespace, [spec])
+        try:
+            session_id, applied, report = self.run_many(namespace, [spec])
+        except (UnknownMemoryError, SupersededTargetError) as e:
+            if e.parameter is None:
+                e.parameter = parameter
+            raise
         return session_id, applied[0], report
 
     def run_many(
@@ -420,7 +433,40 @@ class DirectCommands:
             )
             planned: dict[UUID, str] = {}  # remembered earlier in this batch: id -> statement
             forgotten: set[UUID] = set()  # forgotten earlier in this batch (and not since)
-            commands = []
+            commands: list[ExplicitCommandApplied] = []
+
+            def finish(
+                commands: list[ExplicitCommandApplied],
+                then: Callable[[Reconciler], None] | None,
+            ) -> ReconciliationPlan:
+                reads.memories(planned)  # what reconciliation reads first: one pass for all
+                # ... and the holders of the keys it activates under: one pass, not one per op
+                reads.keys(
+                    key
+                    for command in commands
+                    if command.item is not None
+                    and (key := subject_predicate_key(command.item.subject, command.item.predicate))
+                )
+                reconciler = Reconciler(
+                    namespace=namespace,
+                    session_id=session_id,
+                    load_memory=reads.memory,
+                    same_key=reads.activated_under,
+                    recorded_at=at,
+                    evidence_position=lambda _entry: IN_THIS_BATCH,
+                    digests=digests,
+                )
+                finished = plan_finish(
+                    reconciler,
+                    session_stream=stream,
+                    session_version=1 + len(commands),
+                    items=commands,
+                    policy=policy,
+                    then=then,
+                )
+                _refuse_declined_targets(reconciler, finished.report, commands)
+                return finished
+
             for turn, spec in enumerate(specs, start=1):
                 try:
                     earlier = (planned, forgotten)
@@ -430,33 +476,11 @@ class DirectCommands:
                     commands.append(command)
                 except CommandRejectedError as refused:
                     refused.turn = turn  # which command of the batch: a caller names its op
+                    # one by one, an earlier command that reconciliation refuses (its target
+                    # superseded by a command before it) is refused first: that refusal wins
+                    finish(commands, None)
                     raise
-            reads.memories(planned)  # what reconciliation reads first: one pass for all
-            # ... and the holders of the keys it activates under: one pass, not one per op
-            reads.keys(
-                key
-                for command in commands
-                if command.item is not None
-                and (key := subject_predicate_key(command.item.subject, command.item.predicate))
-            )
-            reconciler = Reconciler(
-                namespace=namespace,
-                session_id=session_id,
-                load_memory=reads.memory,
-                same_key=reads.activated_under,
-                recorded_at=at,
-                evidence_position=lambda _entry: IN_THIS_BATCH,
-                digests=digests,
-            )
-            finished = plan_finish(
-                reconciler,
-                session_stream=stream,
-                session_version=1 + len(commands),
-                items=commands,
-                policy=policy,
-                then=then,
-            )
-            _refuse_declined_targets(reconciler, finished.report, commands)
+            finished = finish(commands, then)
             outcome.update(report=finished.report, commands=commands, digests=reads.digests)
             fault("session.finish_planned")  # the short session's finish: planned, not written
             return [opened, *commands, *finished.events]

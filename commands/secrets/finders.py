@@ -145,12 +145,22 @@ def _credential_matches(rule: Rule, scan: Scan) -> Iterator[re.Match[str]]:
 _TOKEN_KEYWORDS: Final = frozenset({"token", "secret", "credential"})
 
 
+def _ends_env_name(text: str, match: re.Match[str]) -> bool:
+    """Whether the keyword of ``match`` ends an upper-case environment variable name
+    (``PGPASSWORD``, ``MYSQLPWD``, ``GHTOKEN``: libpq's and the shells' names glue the
+    keyword to a prefix): the keyword and the character before it are upper case or a
+    digit (``text``: the scanned text as written; the match may be of its lower case)."""
+    start, end = match.span(1)
+    before = text[start - 1] if start > 0 else ""
+    return (before.isupper() or before.isdigit()) and text[start:end].isupper()
+
+
 def credential_assignments(rule: Rule, scan: Scan) -> Iterator[Candidate]:
     """Keyword assignments of tokens, secrets, credentials and passwords (any language; see
     the rule's ``about``): ``password`` for a password keyword, else ``rule.kind``."""
     text = scan.text
     for match in _credential_matches(rule, scan):
-        if not starts_key_part(text, match.start(1)):
+        if not starts_key_part(text, match.start(1)) and not _ends_env_name(text, match):
             continue
         start, end = match.span(3)
         value = text[start:end].rstrip(".,;!?)")

@@ -57,6 +57,20 @@ def _password_value(value: str, match: re.Match[str], scan: Scan) -> bool:
     return (password_like(value) or camel_word(value)) and not value_is_reference(value)
 
 
+def _userinfo_password(value: str, match: re.Match[str], scan: Scan) -> bool:
+    return not value_is_reference(value)
+
+
+def _cli_password(value: str, match: re.Match[str], scan: Scan) -> bool:
+    return len(value) >= 4 and not value_is_reference(value) and not names_no_secret(value)
+
+
+def _glued_password(value: str, match: re.Match[str], scan: Scan) -> bool:
+    return _cli_password(value, match, scan) and (
+        password_like(value) or letters_and_digits(value) or camel_word(value)
+    )
+
+
 def _passphrase(value: str, match: re.Match[str], scan: Scan) -> bool:
     return passphrase_words(value)
 
@@ -263,15 +277,60 @@ RULES: Final[tuple[Rule, ...]] = (
         id="authorization_header",
         kind="authorization_header",
         pattern=RulePattern(
-            r"authorization\s*[:=]\s*[\"']?(?:(bearer|basic|token|bot|digest|apikey)\s+)?"
+            r"authorization[\"']?\s*[:=]\s*[\"']?(?:(bearer|basic|token|bot|digest|apikey)\s+)?"
             r"([a-z0-9\-._~+/=:]{8,})"
         ),
-        about="Authorization header values: after a scheme word, or holding letters and digits.",
+        about="Authorization header values: after a scheme word, or holding letters and digits; "
+        'as a header line or a JSON/dict entry (\'"Authorization": "Basic ..."\').',
         example="Authorization: Basic dXNlcjpwYXNz",
         words=("authorization",),
         group=2,
         widen=True,
         check=_schemed_or_mixed,
+    ),
+    Rule(
+        id="url_userinfo",
+        kind="basic_auth_credentials",
+        pattern=RulePattern(r"[a-z][a-z0-9+.\-]*://[^\s/?#@\[\]:]*:([^\s/?#@\[\]]+)@"),
+        about="A password in a URL's user information ('scheme://user:password@host', RFC "
+        "3986 section 3.2.1), any character the RFC allows there (sub-delimiters such as "
+        "'!$&*+=' and ':' too) and an empty user ('redis://:password@host'); the library's "
+        "plugin stops at sub-delimiters and needs a user. A reference ('${DB_PASSWORD}', "
+        "'<password>', '****') holds no secret.",
+        example="redis://:Zq8vR2mK9pL4xW@cache.internal:6379/0",
+        words=("://",),
+        group=1,
+        check=_userinfo_password,
+    ),
+    Rule(
+        id="curl_user",
+        kind="basic_auth_credentials",
+        pattern=RulePattern(
+            r"\bcurl\b[^\n]*?\s(?:-u\s*|--user[\s=]\s*)[\"']?[^\s:\"']*:([^\s\"']+)"
+        ),
+        about="curl's HTTP credentials on its command line ('curl -u user:password', "
+        "'--user user:password'; curl(1)): the part after the first ':'.",
+        example="curl -u admin:Zq8vR2mK9pL4xW https://api.example.com",
+        words=("curl",),
+        group=1,
+        check=_cli_password,
+    ),
+    Rule(
+        id="mysql_password_flag",
+        kind="password",
+        pattern=RulePattern(
+            r"\b(?i:mysql(?:dump|admin|sh|import|check)?|mariadb(?:-dump|-admin)?)\b[^\n]*?"
+            r"\s-p([^\s\"'-][^\s\"']*)",
+            ci=False,
+        ),
+        about="A password glued to the MySQL/MariaDB clients' '-p' flag ('mysql -uroot "
+        "-pPASSWORD'; mysql(1): no space, or the client prompts); '-P3306' is the port (case "
+        "kept); the value must hold a digit or a symbol, or be a camel-case word ('mysql "
+        "-party' is a word).",
+        example="mysql -uroot -pZq8vR2mK9pL4xW shop",
+        words=("mysql", "mariadb"),
+        group=1,
+        check=_glued_password,
     ),
     Rule(
         id="bearer_token",

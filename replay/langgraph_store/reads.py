@@ -42,6 +42,7 @@ from memory_ledger.ledger.events import (
     MemorySuperseded,
     NamespaceErased,
     NamespaceForgotten,
+    SessionOpened,
 )
 from memory_ledger.ledger.ids import subject_predicate_key
 from memory_ledger.ledger.tags import MEMORY_EVENTS
@@ -56,6 +57,8 @@ from memory_ledger.replay.langgraph_store.records import (
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine import MemoryEngine
+    from memory_ledger.commands.engine.batch import BatchResult
+    from memory_ledger.commands.engine.reads import RawRecord
     from memory_ledger.commands.recall import MemoryDoc
     from memory_ledger.ledger.ids import Namespace
 
@@ -67,20 +70,72 @@ _CARRIED_RECORDS = 256
 """Ledger records appended since the remembered values were read that are looked through
 to carry them over; after more, every remembered value is dropped (read again when asked)."""
 _WHOLESALE_TOPICS = frozenset(get_topic(cls) for cls in (NamespaceForgotten, NamespaceErased))
+_SESSION_OPENED = get_topic(SessionOpened)
+_ACTIVATED = get_topic(MemoryActivated)
+_TAKEN_IN = 16
+"""The most addresses of one batch whose new values the writer hands the reader
+(:meth:`ItemReader.wrote`): a get right after a put or a small batch reads no ledger; a
+larger batch (an import, a bulk load) costs no more than before."""
+_TTL_RECORDS = 4096
+"""Records after :attr:`ItemReader._ttl_at` read to see whether one activates a value with a
+TTL; after more, the served documents are looked through again."""
 _CHANGING_TOPICS = SERVING_TOPICS | _WHOLESALE_TOPICS | {get_topic(c) for c in MEMORY_EVENTS}
 """Topics of the records that may change a current value: the events of memory streams
 (the times and the holder are folded from them), those the serving state applies (what is
 retrievable) and the namespace-wide ones. Any other record (a session's) changes none."""
 
 
+_Fold = tuple[UUID | None, datetime | None, datetime | None]
+"""``(holder, created_at, updated_at)`` of an address's events (:func:`_fold_times`)."""
+_EMPTY: _Fold = (None, None, None)
+
+
+class _History(NamedTuple):
+    """What an address's events fold to, kept so that a batch's own records continue the
+    fold (:meth:`ItemReader.wrote`) instead of a new read: the fold, the memories activated
+    under its key (latest activation first, each once) and the recorded time of its first
+    event (None: no event)."""
+
+    fold: _Fold
+    order: tuple[UUID, ...]
+    first: datetime | None
+
+
+_NEVER = _History(_EMPTY, (), None)
+"""The history of an address nothing was ever activated at."""
+
+
+class _BatchEvents(NamedTuple):
+    """A batch's memory events by memory, and its activations by match key."""
+
+    by_memory: dict[UUID, list[tuple[int, LedgerEvent]]]
+    activated: dict[tuple[str, str], list[MemoryActivated]]
+
+    @classmethod
+    def of(cls, events: Sequence[tuple[int, LedgerEvent]], namespace: Namespace) -> _BatchEvents:
+        """Index ``events`` (position order) of a batch of ``namespace``."""
+        by_memory: dict[UUID, list[tuple[int, LedgerEvent]]] = {}
+        activated: dict[tuple[str, str], list[MemoryActivated]] = {}
+        for position, event in events:
+            if not isinstance(event, MEMORY_EVENTS):
+                continue
+            by_memory.setdefault(event.originator_id, []).append((position, event))
+            if isinstance(event, MemoryActivated) and event.namespace == namespace:
+                match = subject_predicate_key(event.item.subject, event.item.predicate)
+                if match is not None:
+                    activated.setdefault(match, []).append(event)
+        return cls(by_memory, activated)
+
+
 class _Remembered(NamedTuple):
     """A current value as read at :attr:`ItemReader._current_at`, with what a later record
     must name to change it: every id its events name, and its match key (an activation
-    under it puts a new value)."""
+    under it puts a new value); and the history it was folded from."""
 
     current: Current | None
     ids: frozenset[UUID]
     match: tuple[str, str] | None
+    history: _History
 
 
 _DECODE = msgspec.json.Decoder().decode
@@ -141,6 +196,10 @@ class ItemReader:
         self._by_id: dict[UUID, set[Address]] = {}
         self._by_match: dict[tuple[str, str], set[Address]] = {}
         self._tags: dict[Address, tuple[str, tuple[str, str] | None]] = {}
+        self._ttl_any = False
+        """Whether a value with a TTL may be current in the namespace (sticky once true)."""
+        self._ttl_at = -1
+        """The ledger position :attr:`_ttl_any` holds at (-1: never looked)."""
         self._ttl_scans: dict[Address, tuple[int, bool]] = {}
         """address -> (the ledger head its activations were read up to, whether one of
         them put a value with a TTL): :meth:`with_ttl`."""
@@ -212,15 +271,137 @@ class ItemReader:
                     remembered = self._current.get(address)
                     if remembered is not None:
                         return remembered.current
-            found, ids = self._read_current(namespace, key)
+            found, ids, history = self._read_current(namespace, key)
             if self.engine.head != head:
                 continue  # a write landed meanwhile: the reads may mix two states
             with self._lock:
                 self._carry(head)
                 if head == self._current_at:
-                    self._remember(address, found, ids)
+                    self._remember(address, found, ids, history)
             return found
         return found
+
+    def wrote(self, result: BatchResult, addresses: Sequence[Address]) -> None:
+        """Take in this store's own batch ``result`` (just returned by
+        :meth:`MemoryEngine.apply_batch`), which wrote ``addresses``: the current value of
+        each is then remembered at the batch's last position without reading the ledger
+        again, continuing the history it was read from with the batch's own records
+        (:func:`_fold_times`, the same fold a read makes; the values are the serving
+        state's answer, as a read's).
+
+        Only when that is the answer a read would give: the remembered values were carried
+        to the record just before the batch (nothing of another write in between), and the
+        ledger head is the batch's last record (no write after it) once the values were
+        looked up. An address not remembered then is taken in only when the tag
+        index holds no activation under its key before the batch (one read for all of
+        them). Otherwise nothing is remembered for it and the next read reads the ledger,
+        as before. Never raises for a reason other than the ledger's own errors."""
+        if not result.outcomes or not addresses or len(addresses) > _TAKEN_IN:
+            return  # a large batch: its addresses are read when asked (most never are)
+        last = result.position
+        start = result.outcomes[0].position - 1  # the batch's SessionOpened
+        with self._lock:
+            self._carry(start - 1)
+            if self._current_at != start - 1:
+                return  # another thread carried past the batch's start: read when asked
+            records = self.engine.read_records(start - 1, last - start + 1, last)
+            if (
+                len(records) != last - start + 1
+                or records[0][3] != _SESSION_OPENED
+                or records[-1][0] != last
+            ):
+                return  # pragma: no cover (not laid out as apply_batch writes a batch)
+            decode = self.engine.event_decoder()
+            opened = decode(*_decodable(records[0]))
+            if not isinstance(opened, SessionOpened) or opened.session_id != result.session_id:
+                return  # pragma: no cover (another command's records)
+            events = [
+                (record[0], decode(*_decodable(record)))
+                for record in records
+                if record[3] in _CHANGING_TOPICS
+            ]
+            before = {address: self._current.get(address) for address in addresses}
+            self._carry(last, events)
+        batch = _BatchEvents.of(events, self.namespace)
+        unknown = [address for address, known in before.items() if known is None]
+        never = self._never_activated(unknown, start) if unknown else set()
+        found: dict[Address, tuple[Current | None, frozenset[UUID], _History]] = {}
+        for address, known in before.items():
+            if known is not None:
+                ids, history = known.ids, known.history
+            elif address in never:
+                ids, history = frozenset(), _NEVER
+            else:
+                continue
+            moved = self._continued(address, history, ids, batch)
+            if moved is not None:
+                found[address] = (self._served(*address, moved[1]), moved[0], moved[1])
+        if not found or self.engine.head != last:
+            return  # a later write: the values looked up may be of after it (the head is
+            # the batch's last record at the end, so it was all along: positions only grow)
+        with self._lock:
+            self._carry(last)
+            if self._current_at == last:
+                for address, (current, ids, history) in found.items():
+                    self._remember(address, current, ids, history)
+
+    def _never_activated(self, addresses: Sequence[Address], start: int) -> set[Address]:
+        """The addresses of ``addresses`` under whose key the tag index holds no activation
+        before position ``start`` (one read of their key tags)."""
+        by_match = {self._key_tag(*address)[1]: address for address in addresses}
+        tags = [self._key_tag(*address)[0] for address in addresses]
+        never = set(addresses)
+        for position, event in self.engine.read_tagged_any(tags):
+            if position >= start:
+                continue
+            match = (
+                subject_predicate_key(event.item.subject, event.item.predicate)
+                if isinstance(event, MemoryActivated)
+                else None
+            )
+            address = by_match.get(match) if match is not None else None
+            if address is None:
+                return set()  # an event not told apart: take none of them
+            never.discard(address)
+        return never
+
+    def _continued(
+        self,
+        address: Address,
+        history: _History,
+        ids: frozenset[UUID],
+        batch: _BatchEvents,
+    ) -> tuple[frozenset[UUID], _History] | None:
+        """The ids and history of ``address`` after ``batch`` (a batch's records, right
+        after the state ``history`` and ``ids`` were read at): the events of the memories
+        activated under its key (those of ``history`` and those the batch activates there)
+        folded on from ``history.fold``, as :meth:`_read_current` folds them all. None
+        when a memory the batch activates there has earlier records (its stream would hold
+        events ``history`` does not): read it then."""
+        members = set(history.order)
+        activated: list[UUID] = []
+        match = self._key_tag(*address)[1]
+        for activation in batch.activated.get(match, ()) if match is not None else ():
+            memory = activation.originator_id
+            if memory not in members:
+                if activation.originator_version != 1:
+                    return None
+                members.add(memory)
+            activated.append(memory)
+        own = sorted(
+            (pair for memory in members for pair in batch.by_memory.get(memory, ())),
+            key=lambda pair: pair[0],
+        )
+        if not own:
+            return ids, history
+        named = set(ids)
+        for _, event in own:
+            named.add(event.originator_id)
+            if isinstance(event, MemorySuperseded):
+                named.add(event.superseded_by)
+        order = tuple(dict.fromkeys([*reversed(activated), *history.order]))
+        first = history.first if history.first is not None else own[0][1].recorded_at
+        return frozenset(named), _History(_fold_times(own, history.fold), order, first)
 
     def currents(self, addresses: Sequence[Address]) -> list[Current | None]:
         """:meth:`current` of each address, those remembered at the ledger head answered
@@ -243,7 +424,8 @@ class ItemReader:
         """The addresses of ``addresses`` whose current value may have a TTL (a superset;
         those to read with :meth:`current` before a write decides against their expiry):
         each remembered at the ledger head with a TTL, and each not remembered where any
-        value was ever put with a TTL. The activations under their keys are read from the
+        value was ever put with a TTL. Nothing is read while no value of the namespace has a
+        TTL (:meth:`_ttl_watched`). The activations under their keys are read from the
         tag index (one read for the addresses never looked at, one for the others, from the
         position each was last looked at): a write to an address never put with a TTL
         reads no memory stream, and a hot address only the activations since its last
@@ -255,6 +437,8 @@ class ItemReader:
         after = head
         with self._lock:
             self._carry(head)
+            if not self._ttl_watched(head):
+                return []  # no value with a TTL anywhere in the namespace: nothing to read
             remembered = self._current if head == self._current_at else {}
             if len(self._ttl_scans) > 100_000:
                 self._ttl_scans.clear()
@@ -290,12 +474,47 @@ class ItemReader:
         found.extend(a for a in (*fresh.values(), *seen.values()) if a in with_ttl)
         return found
 
-    def _remember(self, address: Address, found: Current | None, ids: frozenset[UUID]) -> None:
-        """Keep ``found``, read at :attr:`_current_at`, with what may change it."""
+    def _ttl_watched(self, head: int) -> bool:
+        """Whether a value with a TTL may be current in the namespace at ``head`` (call
+        holding the lock, after :meth:`_carry` to ``head``): false only when none of the
+        retrievable memories had one when first looked (one pass over the served
+        documents) and no record since activates one with a TTL (the records :meth:`_carry`
+        decoded, else those after :attr:`_ttl_at`, read here; a pass again after more than
+        :data:`_TTL_RECORDS`). A memory becomes retrievable again only by an activation,
+        which carries its tags: any process's put with a TTL is seen."""
+        if self._ttl_any or head <= self._ttl_at:
+            return self._ttl_any
+        if self._ttl_at < 0 or head - self._ttl_at > _TTL_RECORDS:
+            docs = self.engine.retrievable_memories(self.namespace)
+            self._ttl_any = any(ttl_of(doc.tags) is not None for doc in docs)
+        else:
+            decode = self.engine.event_decoder()
+            records = self.engine.read_records(self._ttl_at, head - self._ttl_at, head)
+            self._watch_ttl(
+                decode(*_decodable(record)) for record in records if record[3] == _ACTIVATED
+            )
+        self._ttl_at = max(self._ttl_at, head)
+        return self._ttl_any
+
+    def _watch_ttl(self, events: Iterable[LedgerEvent]) -> None:
+        """Note an activation with a TTL among ``events`` (:attr:`_ttl_any`)."""
+        for event in events:
+            if (
+                isinstance(event, MemoryActivated)
+                and event.namespace == self.namespace
+                and ttl_of(event.item.tags) is not None
+            ):
+                self._ttl_any = True
+
+    def _remember(
+        self, address: Address, found: Current | None, ids: frozenset[UUID], history: _History
+    ) -> None:
+        """Keep ``found``, read at :attr:`_current_at`, with what may change it and the
+        history it was folded from."""
         if len(self._current) > 100_000 or len(self._by_id) > 400_000:
             self._forget_all()
         match = self._key_tag(*address)[1]
-        self._current[address] = _Remembered(found, ids, match)
+        self._current[address] = _Remembered(found, ids, match, history)
         for memory in ids:
             self._by_id.setdefault(memory, set()).add(address)
         if match is not None:
@@ -306,13 +525,14 @@ class ItemReader:
         self._by_id.clear()
         self._by_match.clear()
 
-    def _carry(self, head: int) -> None:
+    def _carry(self, head: int, events: Sequence[tuple[int, LedgerEvent]] | None = None) -> None:
         """Move the remembered values to ``head`` (call holding the lock): drop those a
         record after :attr:`_current_at` may change (one whose fold touches a memory they
         were read from, :func:`_memories_named`, or that activates a memory under their
         match key), or all of them after a
         namespace-wide record or more than :data:`_CARRIED_RECORDS` records. Only records
-        of :data:`_CHANGING_TOPICS` are decoded."""
+        of :data:`_CHANGING_TOPICS` are decoded. ``events``: those records, already decoded
+        (``(position, event)`` of every record of those topics up to ``head``)."""
         after = self._current_at
         if head <= after:
             return
@@ -320,17 +540,23 @@ class ItemReader:
             self._forget_all()
             self._current_at = head
             return
+        if events is None:
+            decode = self.engine.event_decoder()
+            events = [
+                (record[0], decode(*_decodable(record)))
+                for record in self.engine.read_records(after, head - after, head)
+                if record[3] in _CHANGING_TOPICS
+            ]
+        if self._ttl_at == after and not self._ttl_any:
+            self._watch_ttl(event for _, event in events)
+            self._ttl_at = head
         ids: set[UUID] = set()
         matches: set[tuple[str, str]] = set()
-        decode = self.engine.event_decoder()
-        for _, raw_id, version, topic, state in self.engine.read_records(after, head - after, head):
-            if topic not in _CHANGING_TOPICS:
-                continue
-            if topic in _WHOLESALE_TOPICS:
+        for _, event in events:
+            if isinstance(event, NamespaceForgotten | NamespaceErased):
                 self._forget_all()
                 self._current_at = head
                 return
-            event = decode(topic, state, raw_id, version)
             _memories_named(event, ids)
             if isinstance(event, MemoryActivated):
                 match = subject_predicate_key(event.item.subject, event.item.predicate)
@@ -347,21 +573,33 @@ class ItemReader:
 
     def _read_current(
         self, namespace: tuple[str, ...], key: str
-    ) -> tuple[Current | None, frozenset[UUID]]:
-        """The current value at the address and the memories it was read from: every
-        memory activated under its key and every one that superseded one of them (a later
-        record that names none of them, and activates nothing under the key, changes
-        neither the events folded here nor the served memories looked up)."""
+    ) -> tuple[Current | None, frozenset[UUID], _History]:
+        """The current value at the address, the memories it was read from (every memory
+        activated under its key and every one that superseded one of them: a later record
+        that names none of them, and activates nothing under the key, changes neither the
+        events folded here nor the served memories looked up) and the history folded."""
         events = self.key_events(namespace, key)
         ids = frozenset(
             [e.originator_id for _, e in events]
             + [e.superseded_by for _, e in events if isinstance(e, MemorySuperseded)]
         )
         if not events:
-            return None, ids
-        holder, created, updated = _fold_times(events)
+            return None, ids, _NEVER
+        order = dict.fromkeys(
+            e.originator_id for _, e in reversed(events) if isinstance(e, MemoryActivated)
+        )
+        history = _History(_fold_times(events), tuple(order), events[0][1].recorded_at)
+        return self._served(namespace, key, history), ids, history
+
+    def _served(self, namespace: tuple[str, ...], key: str, history: _History) -> Current | None:
+        """The current value of the address whose events fold to ``history``: the holder,
+        else the latest activated memory the serving state still serves, with the folded
+        times (None: none served)."""
+        if history.first is None:
+            return None
+        holder, created, updated = history.fold
         order = [holder] if holder is not None else []
-        order += [e.originator_id for _, e in reversed(events) if isinstance(e, MemoryActivated)]
+        order += history.order
         for memory in dict.fromkeys(order):
             doc = self.engine.retrievable_memory(self.namespace, memory)
             if doc is None:
@@ -369,7 +607,7 @@ class ItemReader:
             decoded = self.decoded(doc)
             if decoded is None or decoded[0] != (namespace, key) or doc.value is None:
                 continue
-            first = created or events[0][1].recorded_at
+            first = created or history.first
             return Current(
                 memory_id=memory,
                 namespace=namespace,
@@ -380,8 +618,8 @@ class ItemReader:
                 ttl=decoded[2],
                 position=doc.position,
                 revision=doc.revision or 0,
-            ), ids
-        return None, ids
+            )
+        return None
 
     def docs(self) -> Iterator[tuple[MemoryDoc, Address, dict[str, Any], float | None]]:
         """Every retrievable item of the namespace with its address, value and TTL (newest
@@ -394,16 +632,12 @@ class ItemReader:
                 yield doc, decoded[0], decoded[1], decoded[2]
 
 
-def _fold_times(
-    events: list[tuple[int, LedgerEvent]],
-) -> tuple[UUID | None, datetime | None, datetime | None]:
+def _fold_times(events: Sequence[tuple[int, LedgerEvent]], start: _Fold = _EMPTY) -> _Fold:
     """``(holder, created_at, updated_at)`` of the address's current run: the memory that
     holds the key after the events, the recorded time of the first write since the key was
     last empty (deleted or expired), and of the last write (a new value or the same again).
-    """
-    holder: UUID | None = None
-    created: datetime | None = None
-    updated: datetime | None = None
+    ``start``: the fold of the events before these (default: none)."""
+    holder, created, updated = start
     for _, event in events:
         mid = event.originator_id
         if isinstance(event, MemoryActivated):
@@ -418,6 +652,12 @@ def _fold_times(
         elif isinstance(event, MemoryForgotten | MemoryPruned) and mid == holder:
             holder = None
     return holder, created, updated
+
+
+def _decodable(record: RawRecord) -> tuple[str, bytes, Any, int]:
+    """The arguments of an event decoder for a stored record (``read_records``)."""
+    _, raw_id, version, topic, state = record
+    return topic, state, raw_id, version
 
 
 _OWN_ROW_ONLY = (MemoryActivated, MemoryReinforced, MemoryForgotten, MemoryPruned, MemoryPinned)

@@ -187,9 +187,9 @@ class Writer:
             if not ops:
                 return 0
             try:
-                return self.engine.apply_batch(
+                result = self.engine.apply_batch(
                     self.namespace, ops, session_prefix=PUT_PREFIX, vacant=vacant
-                ).position
+                )
             except (SupersededTargetError, UnknownMemoryError):
                 if attempt == _RETRIES - 1 or not any(isinstance(op, Forget) for op in ops):
                     raise
@@ -199,6 +199,10 @@ class Writer:
                 index = _op_index(e.parameter)
                 put = sources[index] if index is not None and index < len(sources) else None
                 return RefusedWrite(put=put, error=in_langgraph_words(e, len(ops)))
+            else:
+                # the writer keeps the read model current: a get right after reads no ledger
+                self.reader.wrote(result, [(put.namespace, put.key) for put in puts])
+                return result.position
         return 0  # pragma: no cover (the loop returns or raises)
 
     def _ops(

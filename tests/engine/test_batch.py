@@ -272,6 +272,12 @@ def _ops(program: list[tuple[Any, ...]], engine: MemoryEngine) -> list[Remember 
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @example(before=[], program=[("plain", "Porto"), ("forget_remembered", 0), ("forget_again", 0)])
+# an earlier op refused by reconciliation (its target superseded by the op before it) is the
+# op refused, before a later op the decision refuses (a second forget of that target)
+@example(
+    before=[("keyed", "Carol", "Lisbon")],
+    program=[("keyed", "Carol", "Porto"), ("forget", 0), ("forget_again", 0)],
+)
 @given(
     before=st.lists(_op, min_size=0, max_size=4),
     program=st.lists(_op, min_size=1, max_size=8),
@@ -288,7 +294,11 @@ def test_a_batch_leaves_what_its_operations_leave_one_by_one(
     with batched, MemoryEngine.open(folder / "serial") as serial:
         for engine in (batched, serial):
             for op in _ops(before, engine):
-                _one(engine, op)
+                try:
+                    _one(engine, op)
+                except memory_ledger.MemoryLedgerError:
+                    pass  # a refused set-up op (a forget of a superseded id): alike in both
+        assert _current(batched) == _current(serial)
         ops = _ops(program, batched)
         if not ops:
             return

@@ -135,3 +135,36 @@ def test_a_session_command_naming_a_superseded_id_is_refused_and_finish_declines
     assert [d.reason_code for d in report.declined] == ["target_superseded"]
     hits = engine.recall(NS, "where does Alice live", k=5)
     assert [hit.memory_id for hit in hits] == [str(second.memory_id)]
+
+
+def test_a_refused_target_names_the_argument_that_named_it(engine: MemoryEngine) -> None:
+    """A single forget, pin or correct refused for its target names the caller's argument in
+    ``parameter`` (as a batch names ``ops[i]``), for an unknown id, words naming nothing and
+    a superseded id alike; ``turn`` is the one command's."""
+    from uuid import uuid4
+
+    from memory_ledger.commands.errors import SupersededTargetError, UnknownMemoryError
+
+    first = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
+    engine.correct(NS, "Alice lives in Porto.", target=first.memory_id)
+    unknown = str(uuid4())
+    cases: list[tuple[Any, type[Exception], str]] = [
+        (lambda: engine.forget(NS, unknown), UnknownMemoryError, "statement_or_id"),
+        (lambda: engine.pin(NS, unknown), UnknownMemoryError, "statement_or_id"),
+        (lambda: engine.forget(NS, "zebras on mars"), UnknownMemoryError, "statement_or_id"),
+        (lambda: engine.correct(NS, "Bob is 40.", target=unknown), UnknownMemoryError, "target"),
+        (lambda: engine.forget(NS, str(first.memory_id)), SupersededTargetError, "statement_or_id"),
+        (
+            lambda: engine.correct(NS, "Alice lives in Braga.", target=first.memory_id),
+            SupersededTargetError,
+            "target",
+        ),
+    ]
+    head = engine.head
+    for command, error, parameter in cases:
+        with pytest.raises(error) as refused:
+            command()
+        assert isinstance(refused.value, UnknownMemoryError | SupersededTargetError)
+        assert refused.value.parameter == parameter, (error, parameter)
+        assert refused.value.turn == 1
+    assert engine.head == head  # nothing written

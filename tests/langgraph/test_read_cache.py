@@ -2,8 +2,8 @@
 write only when the write cannot change them: after any sequence of puts, deletes, puts of
 the same value, and the engine's own forgets (of one memory, of the whole namespace), by
 this store, another store over the same tenant, or another engine over the same folder,
-every address reads as a reader that remembers nothing reads it; and a put re-reads only
-its own address."""
+every address reads as a reader that remembers nothing reads it; and a put re-reads no
+address (its own is taken from the batch's records: tests/langgraph/test_writer_keeps_reads.py)."""
 
 from __future__ import annotations
 
@@ -85,9 +85,7 @@ def test_remembered_values_read_as_a_fresh_reader_reads_them(
             )
 
 
-def test_a_put_rereads_its_own_address_only(
-    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_put_rereads_no_address(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     store = LedgerStore(engine, Namespace("cache", "lg", "reread"))
     for namespace, key in ADDRESSES:
         store.put(namespace, key, {"text": f"first {key}"})
@@ -106,7 +104,7 @@ def test_a_put_rereads_its_own_address_only(
     assert {(i.namespace, i.key) for i in found[:2]} == set(ADDRESSES[1:])  # then unscored
     changed = store.get(*ADDRESSES[0])
     assert changed is not None and changed.value == {"text": "second"}
-    assert read == [ADDRESSES[0]]  # the others were carried over the put
+    assert read == []  # the others were carried over the put, its own taken from it
 
 
 def test_an_erasure_drops_every_remembered_value(tmp_path: Path) -> None:

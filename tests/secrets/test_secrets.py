@@ -1047,3 +1047,75 @@ def test_prose_passphrases_are_found(text: str, secret: str) -> None:
 )
 def test_sentences_about_passwords_stay_silent(text: str) -> None:
     assert find_secrets(text) == []
+
+
+_URL_PASSWORD = "S3cr3t" + rand(ALNUM, 6)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # RFC 3986 userinfo: sub-delimiters in the password, and an empty user
+        *(
+            (f"Prod DB is postgresql://admin:{_URL_PASSWORD}{c}x@db.example.com/prod", c)
+            for c in "!$*&=+'(),;:"
+        ),
+        (f"Cache is redis://:{_URL_PASSWORD}@redis.internal:6379/0", _URL_PASSWORD),
+        (f'{{"headers": {{"Authorization": "Basic {_URL_PASSWORD}=="}}}}', _URL_PASSWORD),
+        (f"export PGPASSWORD={_URL_PASSWORD}", _URL_PASSWORD),
+        (f"MYSQL2PWD={_URL_PASSWORD} mysql shop", _URL_PASSWORD),
+        (f"curl -u admin:{_URL_PASSWORD} https://api.example.com", _URL_PASSWORD),
+        (f"curl --user=admin:{_URL_PASSWORD} https://api.example.com", _URL_PASSWORD),
+        (f"mysql -uroot -p{_URL_PASSWORD} shop", _URL_PASSWORD),
+        (f"mariadb-dump -h db -p{_URL_PASSWORD}!", _URL_PASSWORD),
+    ],
+)
+def test_credentials_in_urls_and_command_lines_are_found(text: str, secret: str) -> None:
+    """Shapes a newcomer's break attempt stored in clear (the library's URL plugin stops
+    at RFC 3986 sub-delimiters and needs a user; libpq's ``PGPASSWORD`` glues the keyword;
+    curl's ``-u`` and mysql's ``-p``; a JSON Authorization entry): found and redacted."""
+    assert contains_secret(text)
+    redacted = redact(text).text
+    assert _URL_PASSWORD not in redacted
+    assert secret not in redacted or len(secret) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql -uroot -P3306 -h db",  # -P is the port
+        "mysql -uroot -p shop",  # -p alone: the client prompts
+        "I met her at the mysql -party",
+        "see https://example.com/a:b@c",  # ':' after the host's path: no user information
+        "git@github.com:org/repo.git",
+        "ssh://git@github.com/org/repo",
+        "postgresql://user:${DB_PASSWORD}@db/prod",
+        "curl -u admin: https://example.com",
+        "curl -u $USER:$PASS https://example.com",
+        "curl -X POST https://a.example.com/c -d x:y",
+        "THE COMPASS=north",
+        "PWD=/home/me",
+        "http://localhost:8080/x",
+    ],
+)
+def test_url_and_command_line_lookalikes_stay_silent(text: str) -> None:
+    assert find_secrets(text) == []
+
+
+def test_a_url_password_with_a_symbol_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """End to end: ``remember`` of a connection string whose password holds '!' is refused
+    (``secret_detected``) and the ledger does not move; the password is in no file."""
+    import memory_ledger
+    from memory_ledger import Namespace
+
+    ns = Namespace("acme", "alice", "chat")
+    with memory_ledger.open(tmp_path / "store") as mem:
+        head = mem.head
+        with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+            mem.remember(ns, f"Prod DB is postgresql://admin:{_URL_PASSWORD}!x@db/prod")
+        assert refused.value.reason_code == "secret_detected"
+        assert _URL_PASSWORD not in str(refused.value)
+        assert mem.head == head
+    needle = _URL_PASSWORD.encode()
+    files = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
+    assert not [p for p in files if needle in p.read_bytes()]
