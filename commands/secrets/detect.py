@@ -35,6 +35,7 @@ __all__ = [
     "contains_secret",
     "find_secrets",
     "redact",
+    "register_scan_cache",
     "rule_candidates",
 ]
 
