@@ -97,6 +97,7 @@ from memory_ledger.ledger.faults import FAULTS, fault
 from memory_ledger.ledger.group_commit import Combine, GroupCommit, WriteRequest
 from memory_ledger.ledger.group_insert import accept_in_order
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
+from memory_ledger.ledger.lmdb_meta import check_data_length
 from memory_ledger.ledger.records import (
     GENESIS_HASH,
     HASH_SIZE,
@@ -363,6 +364,7 @@ class _SharedEnvironment:
         self._dbs_lock = threading.Lock()
         self._dbs: dict[bytes, Any] = {}
         check_data_file(path)
+        check_data_length(path)  # before any read maps a page past a cut-short file's end
         if os.path.isfile(os.path.join(path, _DATA_FILE)):
             # Refuse a foreign environment before LMDB opens it for real: that open writes
             # lock.mdb (creating it when absent), and a refused folder is left as it was.
