@@ -925,10 +925,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def _stdio_line(line: str) -> str | None:
     """The JSON-RPC text to hand the SDK for one line read from stdin: the line itself, or,
     when its JSON decodes to text holding lone surrogates (which the SDK's parser refuses),
-    the message re-serialised with U+FFFD in their place; None when the line is no JSON."""
+    the message re-serialised with U+FFFD in their place; None when the line is no JSON (or
+    JSON nested past the recursion limit: answered as a parse error, never a dead server)."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested too deeply killed the server
         return None
     if "\\u" not in line:  # a lone surrogate can only come from an escape
         return line

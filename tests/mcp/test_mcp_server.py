@@ -280,6 +280,29 @@ def test_stdio_answers_lone_surrogates_and_lines_that_are_no_json(tmp_path: Path
     assert remembered.statement == "Alice \U0001f600 likes \ufffd kites."
 
 
+def test_stdio_answers_a_line_nested_too_deeply_and_keeps_serving(tmp_path: Path) -> None:
+    """A line nested 200,000 levels deep made the JSON parser raise ``RecursionError``,
+    which ended the stdio server (the client's next write hit a closed pipe): it is answered
+    as any line that is no JSON, and the server serves on."""
+    raw = RawStdio(tmp_path / "store", ALICE)
+    try:
+        raw.initialize()
+        nested = b"[" * 200_000 + b"]" * 200_000
+        raw.send(
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall",'
+            b'"arguments":{"query":"tea","k":' + nested + b"}}}"
+        )
+        assert raw.reply() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error"},
+        }
+        raw.send({"jsonrpc": "2.0", "id": 8, "method": "ping"})
+        assert raw.reply()["id"] == 8
+    finally:
+        raw.close()
+
+
 def test_stdio_line_repair() -> None:
     assert _stdio_line('{"a": "b"}\n') == '{"a": "b"}\n'
     assert _stdio_line('{"a": "\\ud83d\\ude00"}') == '{"a": "\\ud83d\\ude00"}'  # a pair
