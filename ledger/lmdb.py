@@ -830,6 +830,9 @@ class LMDBDatastore:
         created or opened; the message names it.
     :raises ForeignStoreError: the directory holds another application's LMDB, an empty
         or a non-LMDB ``data.mdb`` (see :mod:`memory_ledger.ledger.store_identity`).
+    :raises LedgerDamagedError: ``data.mdb`` is shorter than its meta page's last page needs
+        (``ledger_truncated``: :func:`~memory_ledger.ledger.lmdb_meta.check_data_length`),
+        refused before LMDB maps it.
     :raises LedgerFormatError: the store has a newer record format.
     """
 
