@@ -50,7 +50,13 @@ def shown(text: str) -> str:
 
 def echoed(text: str) -> str:
     """``text`` of the user's input as the CLI echoes it: each secret-shaped span replaced by
-    ``[REDACTED:<kind>]`` (``commands.secrets.redact``); text without one is unchanged."""
+    ``[REDACTED:<kind>]`` (``commands.secrets.redact``); text without one is unchanged.
+    Text the quick check clears (``commands.secrets.quick_check``) is returned without
+    loading the detectors (a few hundred milliseconds of import for a lexical recall)."""
+    from memory_ledger.commands.secrets.quick_check import may_hold_secret
+
+    if not may_hold_secret(text):
+        return text
     from memory_ledger.commands.secrets import redact
 
     return redact(text).text
