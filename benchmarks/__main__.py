@@ -39,6 +39,7 @@ BENCHMARKS = {
     "word_targets": "benchmarks.word_targets",
     "mem0_import": "benchmarks.mem0_import",
     "serving": "benchmarks.serving",
+    "batch_cpu": "benchmarks.batch_cpu",
     "verify_file_flips": "benchmarks.verify_file_flips",
     "otel": "benchmarks.otel",
     "all": "benchmarks.run_all",

@@ -51,6 +51,7 @@ from typing import Any, Literal
 import msgspec
 
 from memory_ledger.commands.errors import MemoryLedgerError
+from memory_ledger.ledger.arguments import NESTED_TOO_DEEP
 
 __all__ = ["CONFIG_FILE", "ConfigError", "MemoryConfig", "load_config", "load_config_from"]
 
@@ -158,6 +159,9 @@ def load_config(
         except tomllib.TOMLDecodeError as e:
             msg = f"configuration file {str(file)!r} is not valid TOML: {e}"
             raise ConfigError(msg) from e
+        except RecursionError:
+            msg = f"configuration file {str(file)!r} is {NESTED_TOO_DEEP}"
+            raise ConfigError(msg) from None
         section = data.get("memory", {})
         if not isinstance(section, dict):
             msg = f"[memory] in {str(file)!r} must be a table"

@@ -38,6 +38,7 @@ import msgspec
 
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.secrets import contains_secret, field_secret
+from memory_ledger.commands.secrets.detect import register_scan_cache
 from memory_ledger.ledger.arguments import check_encodable
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError
@@ -91,6 +92,10 @@ def _field(text: str, label: str | None) -> bool:
     return field_secret(text, label=label)
 
 
+register_scan_cache(_cached.cache_clear)  # both hold scanned texts: emptied after an erasure
+register_scan_cache(_field.cache_clear)
+
+
 def item_secret_field(item: ExtractedItem) -> str | None:
     """The name of the first field of ``item`` that holds a secret (``statement``,
     ``reason``, ``subject``, ``predicate``, ``value``, ``tags``, ``evidence``,
@@ -102,16 +107,24 @@ def item_secret_field(item: ExtractedItem) -> str | None:
     if _text_secret(item.reason):
         return "reason"
     for name, text in (("subject", item.subject), ("predicate", item.predicate)):
-        if text and (_field(text[:_CACHED_UP_TO], None) or _text_secret(text)):
+        if text and (_field(text[:_CACHED_UP_TO], None) or _longer_secret(text)):
             return name
     value = item.value
-    if value and (_field(value[:_CACHED_UP_TO], item.predicate) or _text_secret(value)):
+    if value and (_field(value[:_CACHED_UP_TO], item.predicate) or _longer_secret(value)):
         return "value"
     for name in ("tags", "evidence", "supersedes", "conflicts_with"):
         for text in getattr(item, name):
-            if _field(text[:_CACHED_UP_TO], None) or _text_secret(text):
+            if _field(text[:_CACHED_UP_TO], None) or _longer_secret(text):
                 return name
     return None
+
+
+def _longer_secret(text: str) -> bool:
+    """Whether the part of ``text`` beyond the whole-field judge's first
+    :data:`_CACHED_UP_TO` characters makes a secret: a scan of the whole text, needed only
+    when it is longer (``field_secret`` of a text asks :func:`contains_secret` of that same
+    text first, so a field it found clean holds no scanned secret)."""
+    return len(text) > _CACHED_UP_TO and _text_secret(text)
 
 
 def _secret_paths(value: Any, path: str) -> Iterator[str]:

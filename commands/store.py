@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from memory_ledger.commands.config import MemoryConfig
     from memory_ledger.commands.recall.index import MemoryDoc
     from memory_ledger.commands.recall.semantic_status import SemanticStatus
+    from memory_ledger.ledger.digests import IdDigests
     from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
     from memory_ledger.ledger.ids import Namespace
     from memory_ledger.ledger.keyring import Keyring
@@ -68,6 +69,7 @@ class MemoryStore(Protocol):
         *,
         condition: DCBAppendCondition | None = None,
         cleared: Collection[ExtractedItem] = (),
+        digests: IdDigests | None = None,
     ) -> list[int]: ...
 
     def load_positioned(

@@ -21,6 +21,7 @@ from memory_ledger.ledger.errors import (
 
 __all__ = [
     "BIDI_CONTROLS",
+    "NESTED_TOO_DEEP",
     "TAG_CHARACTERS",
     "check_aware",
     "check_count",
@@ -29,6 +30,12 @@ __all__ = [
     "check_timeout",
     "forbidden_character",
 ]
+
+NESTED_TOO_DEEP = "nested too deeply to decode (more levels than Python's recursion limit)"
+"""What a decoder of a user's file says of a text nested past the recursion limit: msgspec,
+``json`` and ``tomllib`` raise ``RecursionError`` there, which every reader of a user's
+file (a session script, an interchange file, a LoCoMo file, the settings file, a backup
+manifest, a receipt, an MCP stdio line) raises as its own typed error with this text."""
 
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 """The bidirectional embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069):

@@ -206,7 +206,12 @@ class CallDigests(IdDigests):
         self._inside_ids: dict[tuple[Namespace, str], UUID] = {}
         self._namespace_ids: dict[Namespace, UUID] = {}
         self._namespace_tags: dict[Namespace, str] = {}
+        self._key_tags: dict[tuple[Namespace, tuple[str, str]], str] = {}
         self._last: tuple[Namespace | None, str] = (None, "")
+        self.generation: int | None = None
+        """The keyring generation these digests were made at (``Keyring.call_digests``;
+        None: unknown). While the keyring has not reloaded since, what they derive is what
+        fresh digests would derive (``Keyring.still_current``)."""
 
     def _key(self, namespace: Namespace) -> str:
         """:meth:`IdDigests._key`, formatted once for the namespace a call derives under."""
@@ -233,6 +238,14 @@ class CallDigests(IdDigests):
         found = self._namespace_tags.get(namespace)
         if found is None:
             found = self._namespace_tags[namespace] = super().namespace_tag(namespace)
+        return found
+
+    def key_tag(self, namespace: Namespace, key: tuple[str, str]) -> str:
+        """:meth:`IdDigests.key_tag`, derived and formatted once per call (a batch's
+        decision reads under it, its activation is tagged with it)."""
+        found = self._key_tags.get((namespace, key))
+        if found is None:
+            found = self._key_tags[(namespace, key)] = super().key_tag(namespace, key)
         return found
 
     def _inside(self, namespace: Namespace, name: str) -> UUID:

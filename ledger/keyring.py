@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from memory_ledger.ledger.digests import (
     CURRENT_ID_FORMAT,
     ID_FORMAT_UNKEYED,
+    CallDigests,
     IdDigests,
 )
 from memory_ledger.ledger.ids import ID_ROOT, Namespace
@@ -189,6 +190,9 @@ class Keyring:
         self.erased_namespace_ids: frozenset[UUID] = frozenset()
         """The namespace ids whose keys were erased (empty: no erasure yet)."""
         self._state = KeyStoreState()
+        self.generation = 0
+        """How many times the key store's state was adopted (:meth:`_load`): unchanged, no
+        key, id format or erasure this keyring answers with changed."""
         self._load(store.read())
         self._check_master(self._state)
         self.digests = IdDigests(
@@ -199,6 +203,7 @@ class Keyring:
     def _load(self, state: KeyStoreState) -> None:
         """Adopt ``state``; drop every unwrapped key and cached answer."""
         self._state = state
+        self.generation += 1
         self._sealers = {}
         self._openers = {}
         self._erased_cache = {}
@@ -210,6 +215,19 @@ class Keyring:
         self.erased_namespace_ids = frozenset(
             r.namespace_id for r in state.keys if r.erased or r.key_id.bytes in self._revoked
         )
+
+    def call_digests(self) -> CallDigests:
+        """One call's digests (:meth:`IdDigests.for_call`) stamped with this keyring's
+        :attr:`generation`, for :meth:`still_current`."""
+        digests = CallDigests(self.digests)
+        digests.generation = self.generation
+        return digests
+
+    def still_current(self, digests: IdDigests) -> bool:
+        """Whether ``digests`` came from :meth:`call_digests` and the key store's state was
+        not adopted again since: every id they derived (and remember) is the one fresh
+        digests would derive now, with the same keys and id format."""
+        return isinstance(digests, CallDigests) and digests.generation == self.generation
 
     def is_erased(self, namespace: Namespace) -> bool:
         """Whether ``namespace`` was erased (cached per namespace)."""

@@ -97,6 +97,7 @@ from memory_ledger.ledger.faults import FAULTS, fault
 from memory_ledger.ledger.group_commit import Combine, GroupCommit, WriteRequest
 from memory_ledger.ledger.group_insert import accept_in_order
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
+from memory_ledger.ledger.lmdb_meta import check_data_length
 from memory_ledger.ledger.records import (
     GENESIS_HASH,
     HASH_SIZE,
@@ -363,6 +364,7 @@ class _SharedEnvironment:
         self._dbs_lock = threading.Lock()
         self._dbs: dict[bytes, Any] = {}
         check_data_file(path)
+        check_data_length(path)  # before any read maps a page past a cut-short file's end
         if os.path.isfile(os.path.join(path, _DATA_FILE)):
             # Refuse a foreign environment before LMDB opens it for real: that open writes
             # lock.mdb (creating it when absent), and a refused folder is left as it was.
@@ -828,6 +830,9 @@ class LMDBDatastore:
         created or opened; the message names it.
     :raises ForeignStoreError: the directory holds another application's LMDB, an empty
         or a non-LMDB ``data.mdb`` (see :mod:`memory_ledger.ledger.store_identity`).
+    :raises LedgerDamagedError: ``data.mdb`` is shorter than its meta page's last page needs
+        (``ledger_truncated``: :func:`~memory_ledger.ledger.lmdb_meta.check_data_length`),
+        refused before LMDB maps it.
     :raises LedgerFormatError: the store has a newer record format.
     """
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import lmdb
 
 from memory_ledger.ledger.lmdb_errors import translate_lmdb_error
+from memory_ledger.ledger.lmdb_meta import check_data_length
 
 __all__ = ["walk_databases"]
 
@@ -29,11 +30,13 @@ def walk_databases(folder: str | Path, visit: Callable[[str], None]) -> int:
     ``ledger`` folder of a store), read-only; call ``visit(name)`` before each database
     (``"main"`` first). Returns how many databases were read.
 
-    :raises LedgerDamagedError: LMDB refused a page (``MDB_CORRUPTED``, ``MDB_PAGE_NOTFOUND``);
+    :raises LedgerDamagedError: the file is shorter than its meta page needs
+        (``ledger_truncated``), or LMDB refused a page (``MDB_CORRUPTED``, ``MDB_PAGE_NOTFOUND``);
         the message names the path, and the last ``visit`` the database.
     :raises LedgerError: another typed LMDB error (see ``lmdb_errors``).
     """
     path = str(folder)
+    check_data_length(path)  # a cut-short file: LMDB's first read past its end is SIGBUS
     lock = os.access(Path(path) / "lock.mdb", os.W_OK) and os.access(path, os.W_OK)
     try:
         env = lmdb.open(path, readonly=True, lock=lock, max_dbs=_MAX_DBS, create=False)

@@ -83,6 +83,8 @@ class PostgresKeyStore:
         ).format(**kw)
         self._sql_exists = SQL("SELECT to_regclass(%s)")
         self._qualified = f"{datastore.schema}.{table}"
+        self._sql_advisory = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+        self._lock_name = f"memory-ledger:{self._qualified}"
         self._sql_select = SQL(
             "SELECT generation, state FROM {schema}.{table} WHERE id = 1"
         ).format(**kw)
@@ -141,10 +143,7 @@ class PostgresKeyStore:
 
         def create() -> None:
             with self.recorder.datastore.transaction(commit=True) as curs:
-                curs.execute(
-                    "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                    (f"memory-ledger:{self._qualified}",),
-                )
+                curs.execute(self._sql_advisory, (self._lock_name,))
                 curs.execute(self._sql_create)
 
         self._guard(create)
@@ -257,6 +256,12 @@ class PostgresKeyStore:
         def run() -> tuple[T, int]:
             nonlocal destroyed
             with self.recorder.datastore.transaction(commit=True) as curs:
+                # The row lock alone serializes nothing while the row does not exist yet:
+                # two hosts creating the first state (the store key) would both read none
+                # and the later upsert would replace the other's key, which that host
+                # keeps deriving ids with. The table's advisory lock serializes every
+                # update, the first included (updates are rare: a new namespace's key).
+                curs.execute(self._sql_advisory, (self._lock_name,))
                 curs.execute(self._sql_lock)
                 row = curs.fetchone()
                 generation, state = (0, KeyStoreState())

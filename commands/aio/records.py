@@ -21,6 +21,7 @@ from memory_ledger.commands.engine.memory_engine import (
     MemoryEngine,
     RawRecord,
 )
+from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 
 if TYPE_CHECKING:
@@ -45,12 +46,13 @@ class AsyncEngineRecords:
         *,
         condition: DCBAppendCondition | None = None,
         cleared: Collection[ExtractedItem] = (),
+        digests: IdDigests | None = None,
     ) -> list[int]:
         """Append ``events`` in ONE durable write transaction; their positions
         (:meth:`MemoryEngine.append`, whose errors it raises: a failed condition or a
-        secret-shaped value writes nothing; ``cleared`` as there)."""
+        secret-shaped value writes nothing; ``cleared`` and ``digests`` as there)."""
         return await self._worker.run(
-            self.engine.append, events, condition=condition, cleared=cleared
+            self.engine.append, events, condition=condition, cleared=cleared, digests=digests
         )
 
     async def load_stream(self, stream_id: UUID, *, after: int = 0) -> list[LedgerEvent]:

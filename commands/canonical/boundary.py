@@ -118,9 +118,10 @@ class DecisionReads:
     def __init__(self, engine: MemoryStore, namespace: Namespace) -> None:
         self._engine = engine
         self.namespace = namespace
-        self.digests: IdDigests = engine.keyring.digests.for_call()
-        """How the store derives ids (tags, memory ids), the memory ids of this attempt
-        remembered (:meth:`IdDigests.call`)."""
+        self.digests: IdDigests = engine.keyring.call_digests()
+        """How the store derives ids (tags, memory ids), the memory ids and key tags of this
+        attempt remembered (:meth:`IdDigests.for_call`); the append of its events tags them
+        with the same digests while the keyring has not reloaded (``MemoryEngine.append``)."""
         self.after = engine.head
         """The ledger head before the first read: every read sees at least this."""
         self.tags: set[str] = set()

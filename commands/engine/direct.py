@@ -481,7 +481,7 @@ class DirectCommands:
                     finish(commands, None)
                     raise
             finished = finish(commands, then)
-            outcome.update(report=finished.report, commands=commands)
+            outcome.update(report=finished.report, commands=commands, digests=reads.digests)
             fault("session.finish_planned")  # the short session's finish: planned, not written
             return [opened, *commands, *finished.events]
 
@@ -493,7 +493,10 @@ class DirectCommands:
         cleared = [s.item.item for s in specs if isinstance(s.item, CheckedItem) and s.item.cleared]
 
         def write(events: list[LedgerEvent], condition: DCBAppendCondition | None) -> list[int]:
-            return engine.append(events, condition=condition, cleared=cleared)
+            # tagged with the digests the decision read under (its key tags derived once)
+            return engine.append(
+                events, condition=condition, cleared=cleared, digests=outcome.get("digests")
+            )
 
         positions = append_decision(engine, namespace, plan, what=what, append=write)
         report = msgspec.structs.replace(outcome["report"], position=positions[-1])

@@ -81,6 +81,7 @@ from memory_ledger.commands.recall.semantic_status import OFF, SemanticStatus
 from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.commands.telemetry.spans import catching_up, traced, traced_method
 from memory_ledger.ledger.arguments import check_count
+from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.errors import InvalidArgumentTypeError
 from memory_ledger.ledger.events import ExtractedItem, LedgerEvent
 from memory_ledger.ledger.ids import (
@@ -424,12 +425,17 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         *,
         condition: DCBAppendCondition | None = None,
         cleared: Collection[ExtractedItem] = (),
+        digests: IdDigests | None = None,
     ) -> list[int]:
         """Append ``events`` in ONE durable LMDB write transaction; return their positions.
 
         ``cleared``: items of ``events`` that the command's validation already put to the
         secret door's questions (:func:`~memory_ledger.commands.secret_door.check_events`,
-        by identity); the door walks every other string.
+        by identity); the door walks every other string. ``digests``: the call digests the
+        decision of ``events`` derived its tags with (``DecisionReads.digests``); the events
+        are tagged with them when the keyring, refreshed here, has not reloaded since they
+        were made (``Keyring.still_current``: the same keys and id format), else with fresh
+        ones.
 
         Each event is indexed under its tags (:func:`ledger.tags.event_tags`). With a
         ``condition`` (the consistency boundary of a decision, see
@@ -457,7 +463,8 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
         with self.ledger_guard():
             self.keyring.refresh()  # a key erased by another process is never used again
             stored = [to_stored_event(e) for e in events]
-            digests = self.keyring.digests.for_call()  # one namespace tag for the batch
+            if digests is None or not self.keyring.still_current(digests):
+                digests = self.keyring.digests.for_call()  # one namespace tag for the batch
             tags = [event_tags(e, digests) for e in events]
             ids = list(self.recorder.insert_events(stored, tags=tags, condition=condition) or [])
             # Written: the records and tags go now, not after the inline apply, so the

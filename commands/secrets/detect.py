@@ -35,6 +35,7 @@ __all__ = [
     "contains_secret",
     "find_secrets",
     "redact",
+    "register_scan_cache",
     "rule_candidates",
 ]
 
@@ -177,9 +178,22 @@ def _find_cached(text: str) -> tuple[SecretSpan, ...]:
     return tuple(_find_uncached(text))
 
 
+_OTHER_CACHES: list[Callable[[], None]] = []
+"""The ``cache_clear`` of every other cache keyed by scanned text (whole-field labels, the
+door's answers), registered by its module (:func:`register_scan_cache`)."""
+
+
+def register_scan_cache(clear: Callable[[], None]) -> None:
+    """Have :func:`clear_scan_cache` call ``clear`` too (a cache keyed by scanned text)."""
+    _OTHER_CACHES.append(clear)
+
+
 def clear_scan_cache() -> None:
-    """Forget every cached scan result (after an erasure: the cache holds scanned texts)."""
+    """Forget every cached scan result (after an erasure: the caches hold scanned texts):
+    this module's and every cache registered with :func:`register_scan_cache`."""
     _find_cached.cache_clear()
+    for clear in _OTHER_CACHES:
+        clear()
 
 
 def _find_uncached(text: str) -> list[SecretSpan]:

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Final
 
 from detect_secrets.filters.heuristic import is_potential_uuid, is_sequential_string
 
-from memory_ledger.commands.secrets.detect import P_ZERO_WIDTH, contains_secret
+from memory_ledger.commands.secrets.detect import (
+    P_ZERO_WIDTH,
+    contains_secret,
+    register_scan_cache,
+)
 from memory_ledger.commands.secrets.validators import (
     P_PIN,
     RANDOM_CHARS,
@@ -31,6 +36,9 @@ _P_EMAIL: Final = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
 _P_HANDLE: Final = re.compile(r"[@#]\w+")
 _P_HEX: Final = re.compile(r"[0-9a-fA-F]+")
 _FIELD_QUOTES: Final = "\"'`\u2018\u2019\u201c\u201d"
+_P_SPACE: Final = re.compile(r"\s")
+"""A whitespace character: ``\\s`` of a ``str`` pattern is exactly ``str.isspace`` (both
+are ``Py_UNICODE_ISSPACE``), one C search instead of a Python loop over the characters."""
 
 _P_CREDENTIAL_LABEL: Final = re.compile(
     r"(?:^| )(?:"
@@ -99,20 +107,39 @@ def _random_token(token: str) -> bool:
     )
 
 
-def _credential_value(label: str, token: str) -> bool:
-    """Whether one-token ``token`` is a plausible value of a field labelled ``label``."""
+def _has_space(text: str) -> bool:
+    """Whether ``text`` holds a whitespace character (``str.isspace``)."""
+    return _P_SPACE.search(text) is not None
+
+
+@lru_cache(maxsize=4096)
+def _credential_label(label: str) -> str | None:
+    """What ``label`` names: ``pin``, ``password``, ``credential`` (a token or a key), or
+    None (no credential: :data:`_P_CREDENTIAL_LABEL`). Cached: a store's items share a
+    few predicates, and the answer is a function of the label alone."""
     words = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", unicodedata.normalize("NFKC", label))
     words = " ".join(re.sub(r"[_\-.:/]+", " ", words).lower().split())
     match = _P_CREDENTIAL_LABEL.search(words)
-    if match is None or not token or any(c.isspace() for c in token):
+    if match is None:
+        return None
+    return "pin" if match.group(1) else "password" if match.group(2) else "credential"
+
+
+register_scan_cache(_credential_label.cache_clear)
+
+
+def _credential_value(label: str, token: str) -> bool:
+    """Whether one-token ``token`` is a plausible value of a field labelled ``label``."""
+    kind = _credential_label(label)
+    if kind is None or not token or _has_space(token):
         return False
     if value_is_reference(token) or names_no_secret(token) or _address_like(token):
         return False
     if token.lower() in _NOT_A_VALUE or any(c in "()[]{}" for c in token):
         return False
-    if match.group(1):  # a PIN
+    if kind == "pin":
         return P_PIN.fullmatch(token) is not None or short_password_value("pass", token)
-    if match.group(2):  # a password: any one token of 4+ characters, as after "password ="
+    if kind == "password":  # any one token of 4+ characters, as after "password ="
         return len(token) >= 4
     return short_password_value("pass", token)
 
@@ -152,6 +179,6 @@ def field_secret(text: str, *, label: str | None = None) -> bool:
     token = _field_token(text)
     if not token:
         return False
-    if not any(c.isspace() for c in token) and (_generated_password(token) or _random_token(token)):
+    if not _has_space(token) and (_generated_password(token) or _random_token(token)):
         return True
     return label is not None and _credential_value(label, token)

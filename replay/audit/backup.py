@@ -46,6 +46,7 @@ import msgspec
 from memory_ledger.commands.config import MemoryConfig, load_config, load_config_from
 from memory_ledger.commands.engine.encryption import resolve_master_key
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
+from memory_ledger.ledger.arguments import NESTED_TOO_DEEP
 from memory_ledger.ledger.key_errors import MasterKeyError
 from memory_ledger.ledger.key_store import KEY_STORE_FILE, FileKeyStore, KeyStoreState
 from memory_ledger.ledger.lmdb import FORMAT_VERSION, LMDBApplicationRecorder, LMDBDatastore
@@ -243,6 +244,9 @@ def read_manifest(backup: str | Path) -> BackupManifest:
     except msgspec.DecodeError as e:
         msg = f"backup manifest {str(manifest)!r} is malformed: {e}"
         raise BackupManifestError(msg, path=str(manifest)) from e
+    except RecursionError:
+        msg = f"backup manifest {str(manifest)!r} is malformed: {NESTED_TOO_DEEP}"
+        raise BackupManifestError(msg, path=str(manifest)) from None
 
 
 def _restore_keys(backup: Path, target: Path) -> None:

@@ -124,7 +124,7 @@ def _signed(receipt: bytes, public: Ed25519PublicKey) -> dict[str, Any]:
     try:
         document = json.loads(receipt)
         signature = base64.b64decode(document.pop("signature"), validate=True)
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error, RecursionError):
         msg = "not an erasure receipt (JSON with a base64 signature)"
         raise _fail("receipt_malformed", msg) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:

@@ -22,7 +22,6 @@ import base64
 import os
 import pickle
 import signal
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -32,20 +31,12 @@ import msgspec
 
 from memory_ledger.commands.errors import StoreUnavailableError
 from memory_ledger.ledger.errors import ForeignStoreError, LedgerInternalError
+from memory_ledger.ledger.lmdb_meta import has_lmdb_magic, read_meta
 
 __all__ = ["PROGRESS_EVERY", "open_failure_report", "walk_ledger"]
 
 PROGRESS_EVERY = 64
 """The child reports its position after every this many records."""
-
-_LMDB_MAGIC = 0xBEEFC0DE
-_META_PAGES = (0, 4096)
-"""Byte offsets of LMDB's two meta pages (4 KiB pages); the magic is at 16 bytes in."""
-_META_LAST_PAGE = 136
-"""Offset in a meta page of its last used page number (``mm_last_pg``, 64-bit LMDB: the
-16-byte page header, then magic, version, address, map size and the two database records),
-followed by its transaction id (``mm_txnid``)."""
-_META_TXNID = 144
 
 
 def walk_ledger(root: Path) -> dict[str, Any]:
@@ -119,7 +110,7 @@ def open_failure_report(
     elif error.reason_code != "not_lmdb":
         return None
     engine_made = (root / "projections").is_dir() or (root / "keys").is_dir()
-    if not (engine_made or _lmdb_magic(data)):
+    if not (engine_made or has_lmdb_magic(data)):
         return None
     return dict(
         ok=False,
@@ -140,32 +131,8 @@ def _meta_damaged(data: Path) -> bool:
     with the higher transaction id) claims a last page past the end of the file: LMDB then
     maps far more than the file holds and fails to open it. False when the file cannot be
     read or no meta page has the magic (nothing here says the file is a damaged ledger)."""
+    meta = read_meta(data)
     try:
-        size = data.stat().st_size
-        with data.open("rb") as f:
-            head = f.read(_META_PAGES[1] + _META_TXNID + 8)
+        return meta is not None and meta.needed_bytes > data.stat().st_size
     except OSError:
         return False
-    metas = [
-        struct.unpack_from("<QQ", head, at + _META_LAST_PAGE)
-        for at in _META_PAGES
-        if len(head) >= at + _META_TXNID + 8
-        and struct.unpack_from("<I", head, at + 16)[0] == _LMDB_MAGIC
-    ]
-    if not metas:
-        return False
-    last_page, _ = max(metas, key=lambda meta: meta[1])
-    return bool((int(last_page) + 1) * _META_PAGES[1] > size)
-
-
-def _lmdb_magic(data: Path) -> bool:
-    """Whether one of the two meta pages of ``data`` still carries LMDB's magic number."""
-    try:
-        with data.open("rb") as f:
-            head = f.read(_META_PAGES[1] + 20)
-    except OSError:
-        return False
-    return any(
-        len(head) >= at + 20 and struct.unpack_from("<I", head, at + 16)[0] == _LMDB_MAGIC
-        for at in _META_PAGES
-    )

@@ -24,7 +24,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from memory_ledger.commands.config import CONFIG_FILE, MemoryConfig, load_config
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.cli.terminal_text import escape
+from memory_ledger.replay.cli.terminal_text import RedactingConsole, escape
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -84,7 +84,7 @@ def end_on_closed_pipe() -> NoReturn:
     raise typer.Exit(0)
 
 
-class _Stdout(Console):
+class _Stdout(RedactingConsole):
     """The results console: a closed pipe ends the command quietly (rich's default exits
     with status 1)."""
 
@@ -171,7 +171,7 @@ _NEGATIVE = re.compile(r"-\d+(?:\.\d+)?")
 
 out: Console = _Stdout()
 """Results (stdout)."""
-err = Console(stderr=True)
+err: Console = RedactingConsole(stderr=True)
 """Messages, warnings, errors and progress bars (stderr)."""
 
 EMBEDDINGS_EXTRA = "pip install 'memory-ledger[embeddings]'"

@@ -94,7 +94,7 @@ def refuse_initialize(message: str, *, wait: float = 5.0) -> bool:
         if not ready:
             return False
         request = json.loads(stdin.readline())
-    except (OSError, ValueError):  # no file descriptor, closed, not JSON
+    except (OSError, ValueError, RecursionError):  # no descriptor, closed, not JSON
         return False
     if not isinstance(request, dict) or request.get("id") is None:
         return False

@@ -25,7 +25,7 @@ from memory_ledger.replay.cli.common import (
     StoreOption,
     TenantOption,
 )
-from memory_ledger.replay.cli.terminal_text import Table, escape
+from memory_ledger.replay.cli.terminal_text import Table, echoed, escape
 
 if TYPE_CHECKING:  # the engine's modules are imported when recall runs
     from memory_ledger.commands.embeddings.base import EmbeddingError
@@ -222,7 +222,7 @@ def recall(
 
 def _payload(result: RecallResult, past: dict[str, Any] | None) -> dict[str, Any]:
     payload: dict[str, Any] = {
-        "query": result.query,
+        "query": echoed(result.query),  # the user's input, as the title shows it
         "position": result.position,
         "results": [
             {

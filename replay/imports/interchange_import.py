@@ -38,6 +38,7 @@ from memory_ledger.commands.engine.direct import DirectCommands
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.extraction.validation import schema_detail
+from memory_ledger.ledger.arguments import NESTED_TOO_DEEP
 from memory_ledger.ledger.digests import IdDigests
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.replay.imports.errors import ImportSourceError, InterchangeFormatError
@@ -90,7 +91,7 @@ class InterchangeImportReport(msgspec.Struct, frozen=True, kw_only=True):
 def _checked_header(first: bytes, file: Path) -> InterchangeHeader:
     try:
         header = msgspec.json.decode(first, type=InterchangeHeader)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         header = None
     if header is None or header.format != INTERCHANGE_FORMAT:
         msg = f"{str(file)!r} does not start with a {INTERCHANGE_FORMAT} header"
@@ -143,6 +144,9 @@ def _memories(file: Path) -> Iterator[tuple[int, InterchangeMemory]]:
                 # kind of error and the path are kept (a secret there never reaches an error)
                 detail = schema_detail(str(e))
                 msg = f"line {number} of {str(file)!r} is not an interchange memory ({detail})"
+                raise InterchangeFormatError(msg, path=str(file), line=number) from None
+            except RecursionError:
+                msg = f"line {number} of {str(file)!r} is {NESTED_TOO_DEEP}"
                 raise InterchangeFormatError(msg, path=str(file), line=number) from None
             if not memory.versions:
                 msg = f"line {number} of {str(file)!r} holds no version"

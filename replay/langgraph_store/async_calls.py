@@ -4,7 +4,11 @@ next merged batch (:mod:`~memory_ledger.replay.langgraph_store.ticks`).
 :class:`TickBatchedStore` implements LangGraph's async methods (``aget``, ``aput``,
 ``adelete``, ``asearch``, ``alist_namespaces``, ``abatch``) with the signatures, defaults
 and namespace rules of ``BaseStore``'s own, but each builds its op and waits for its answer
-directly: no nested ``abatch`` coroutine, no lists around a single op. Sixty thousand
+directly: no nested ``abatch`` coroutine, no lists around a single op. The sync methods
+(``get``, ``put``, ``delete``, ``search``, ``list_namespaces``) build the same ops and hand
+them to ``batch``, so every call's namespace is checked in one place (``_call``) with the
+store's typed errors, never by ``BaseStore``'s own checks (whose messages repeat the
+namespace). Sixty thousand
 pending calls are sixty thousand of everything a call holds while it waits, and the
 garbage collector walks all of them on each full collection, so what a waiting call holds
 is kept small. The subclass says how a call is checked (``_call``) and how a batch of calls
@@ -102,6 +106,18 @@ class TickBatchedStore(BaseStore):
         found = (await self._ticks.submit(self._call((op,))))[0]
         return cast("LangGraphItem | None", found)
 
+    def get(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> LangGraphItem | None:
+        """The item at ``namespace``/``key`` or None (``BaseStore.get``, its labels checked
+        by ``batch`` as every op's are, with the same typed errors as ``aget``)."""
+        found = self.batch([GetOp(namespace, str(key), self._refresh(refresh_ttl))])[0]
+        return cast("LangGraphItem | None", found)
+
     async def asearch(
         self,
         namespace_prefix: tuple[str, ...],
@@ -118,6 +134,22 @@ class TickBatchedStore(BaseStore):
         op = SearchOp(namespace_prefix, filter, limit, offset, query, self._refresh(refresh_ttl))
         found = (await self._ticks.submit(self._call((op,))))[0]
         return cast("list[SearchItem]", found)
+
+    def search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        """The items under ``namespace_prefix`` that pass ``filter``, ranked by ``query``
+        (``BaseStore.search``, checked by ``batch``: the errors of ``asearch``)."""
+        op = SearchOp(namespace_prefix, filter, limit, offset, query, self._refresh(refresh_ttl))
+        return cast("list[SearchItem]", self.batch([op])[0])
 
     async def aput(
         self,
@@ -164,6 +196,11 @@ class TickBatchedStore(BaseStore):
         """Delete the item at ``namespace``/``key`` (``BaseStore.adelete``)."""
         await self._ticks.submit(self._call((PutOp(namespace, str(key), None),)))
 
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Delete the item at ``namespace``/``key`` (``BaseStore.delete``, checked by
+        ``batch``: the errors of ``adelete``)."""
+        self.batch([PutOp(namespace, str(key), None, ttl=None)])
+
     async def alist_namespaces(
         self,
         *,
@@ -175,11 +212,37 @@ class TickBatchedStore(BaseStore):
     ) -> list[tuple[str, ...]]:
         """The namespaces that match, truncated to ``max_depth``
         (``BaseStore.alist_namespaces``)."""
-        conditions: tuple[MatchCondition, ...] = ()
-        if prefix:
-            conditions += (MatchCondition(match_type="prefix", path=prefix),)
-        if suffix:
-            conditions += (MatchCondition(match_type="suffix", path=suffix),)
-        op = ListNamespacesOp(conditions, max_depth, limit, offset)
+        op = _list_op(prefix, suffix, max_depth, limit, offset)
         found = (await self._ticks.submit(self._call((op,))))[0]
         return cast("list[tuple[str, ...]]", found)
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: NamespacePath | None = None,
+        suffix: NamespacePath | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces that match, truncated to ``max_depth``
+        (``BaseStore.list_namespaces``, checked by ``batch``: the errors of
+        ``alist_namespaces``)."""
+        op = _list_op(prefix, suffix, max_depth, limit, offset)
+        return cast("list[tuple[str, ...]]", self.batch([op])[0])
+
+
+def _list_op(
+    prefix: NamespacePath | None,
+    suffix: NamespacePath | None,
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> ListNamespacesOp:
+    """The op of a ``list_namespaces``/``alist_namespaces`` (as ``BaseStore`` builds it)."""
+    conditions: tuple[MatchCondition, ...] = ()
+    if prefix:
+        conditions += (MatchCondition(match_type="prefix", path=prefix),)
+    if suffix:
+        conditions += (MatchCondition(match_type="suffix", path=suffix),)
+    return ListNamespacesOp(conditions, max_depth, limit, offset)

@@ -43,7 +43,11 @@ def _operator(value: Any, operator: str, wanted: Any) -> bool:
     if operator == "$ne":
         return bool(value != wanted)
     if operator not in OPERATORS:
-        msg = f"unsupported filter operator {operator!r}; use one of {', '.join(OPERATORS)}"
+        # Never the operator's text: a refused key may hold a secret (it reached host logs).
+        msg = (
+            f"unsupported filter operator ({len(operator)} characters; not repeated here); "
+            f"use one of {', '.join(OPERATORS)}"
+        )
         raise FilterError(msg, parameter="filter")
     left, right = _number(value), _number(wanted)
     if left is None or right is None:

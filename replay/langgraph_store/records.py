@@ -112,11 +112,21 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
 def subject_of(namespace: Sequence[str], key: str) -> str:
     """The engine subject of an address: ``lg`` and 16 hex digits of its SHA-256 (a
     longer hex run looks like a secret to the secret door)."""
-    for label in namespace:  # a lone surrogate in a label or the key: a typed error
+    return _subject(_address_json(namespace, key))
+
+
+def _address_json(namespace: Sequence[str], key: str) -> str:
+    """The address as compact JSON (``[["a","b"],"key"]``, non-ASCII kept), after each
+    label and the key is checked to encode (a lone surrogate: a typed error naming
+    ``namespace`` or ``key``)."""
+    for label in namespace:
         check_encodable("namespace", label)
     check_encodable("key", key)
-    raw = json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
-    return "lg" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+    return json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
+
+
+def _subject(address_json: str) -> str:
+    return "lg" + hashlib.sha256(address_json.encode("utf-8")).hexdigest()[:16]
 
 
 def _json(value: Any, parameter: str) -> str:
@@ -187,8 +197,9 @@ def encode_record(
     if len(text) > MAX_VALUE_CHARS:
         msg = f"value is {len(text)} characters of JSON, at most {MAX_VALUE_CHARS}"
         raise CommandRejectedError(msg, "value_too_large", parameter="value")
-    subject = subject_of(namespace, key)  # a lone surrogate: named namespace or key
-    address = ADDRESS_TAG + _json([list(namespace), key], "key")
+    raw = _address_json(namespace, key)  # a lone surrogate: named namespace or key
+    subject = _subject(raw)
+    address = ADDRESS_TAG + _HIDDEN.sub(_escaped, raw)  # as _json of it: it encodes
     if len(address) > 256:
         msg = "namespace and key together are longer than 256 characters as JSON"
         raise CommandRejectedError(msg, "address_too_long", parameter="key")

@@ -89,8 +89,52 @@ def _check_put_namespace(namespace: tuple[str, ...]) -> None:
     if not namespace:
         raise StoreNamespaceError("Namespace cannot be empty.", parameter="namespace")
     if namespace[0] == "langgraph":
-        msg = f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        msg = (
+            'Root label for namespace cannot be "langgraph" (a namespace of '
+            f"{len(namespace)} labels; its labels are not repeated here)"
+        )
         raise StoreNamespaceError(msg, parameter="namespace")
+
+
+def _label_problem(labels: Sequence[object]) -> str | None:
+    """What is wrong with the first of ``labels`` that LangGraph's label rules refuse (its
+    ``_validate_namespace_labels``: a string, not empty, no ``.`` or NUL), said by the
+    label's place, never by its text (a refused label may hold a secret); None when LangGraph
+    refuses none of them."""
+    for index, label in enumerate(labels, start=1):
+        where = f"namespace label {index} of {len(labels)}"
+        if not isinstance(label, str):
+            kind = type(label).__name__
+            return f"{where} is not a string (a {kind}); namespace labels must be strings"
+        if "." in label:
+            return f"{where} contains a period ('.'); namespace labels cannot contain periods"
+        if "\x00" in label:
+            return f"{where} contains a NUL byte; namespace labels cannot contain NUL bytes"
+        if not label:
+            return f"{where} is empty; namespace labels cannot be empty strings"
+    return None
+
+
+def _namespace_refusal(op: Op) -> StoreNamespaceError:
+    """The store's error for ``op``, whose labels LangGraph's ``validate_op_namespace``
+    refused: LangGraph's message repeats every label (a secret in one reached the host's
+    logs), so this one names the label's place and the rule it breaks, not its text."""
+    paths: list[Sequence[object]] = []
+    if isinstance(op, (GetOp, PutOp)):
+        paths.append(op.namespace)
+    elif isinstance(op, SearchOp):
+        paths.append(op.namespace_prefix)
+    elif isinstance(op, ListNamespacesOp):
+        paths.extend(condition.path for condition in op.match_conditions or ())
+    problem = next(
+        (found for path in paths if (found := _label_problem(tuple(path))) is not None), None
+    )
+    msg = (
+        f"Invalid namespace: {problem} (the labels are not repeated here)"
+        if problem is not None
+        else "Invalid namespace: a label breaks LangGraph's label rules (not repeated here)"
+    )
+    return StoreNamespaceError(msg, parameter="namespace")
 
 
 def _as_tuples(op: Op) -> Op:
@@ -115,8 +159,8 @@ def _check_op(op: Op) -> None:
         _check_address(op.namespace, op.key)  # a get is refused as a put is: by type
     try:
         validate_op_namespace(op)
-    except LangGraphNamespaceError as e:
-        raise StoreNamespaceError(str(e), parameter="namespace") from None
+    except LangGraphNamespaceError:
+        raise _namespace_refusal(op) from None
     if isinstance(op, SearchOp):
         check_count("limit", op.limit, minimum=0)
         check_count("offset", op.offset, minimum=0)
@@ -286,7 +330,11 @@ class LedgerStore(TickBatchedStore):
         elif isinstance(op.index, (list, tuple)) and all(isinstance(f, str) for f in op.index):
             fields = tuple(op.index)
         else:
-            msg = f"index must be False, None or a list of field paths, got {op.index!r:.60}"
+            given = type(op.index).__name__
+            if isinstance(op.index, (list, tuple)):
+                odd = next(f for f in op.index if not isinstance(f, str))
+                given = f"a {given} with an item of type {type(odd).__name__}"
+            msg = f"index must be False, None or a list of field paths (strings), got {given}"
             raise InvalidArgumentTypeError(msg, parameter="index")
         value: Any = op.value
         if isinstance(value, Mapping):

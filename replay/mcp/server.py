@@ -140,6 +140,9 @@ T = TypeVar("T")
 _CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "memory_ledger_mcp_caller", default=None
 )
+_INTEGRAL_FLOAT_BOUND = 2.0**63
+"""An integral float (``5.0``) passes as an integer argument only below this magnitude: the
+SDK's validation (pydantic) turns a float into an int only within 64 bits."""
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9._]+")
 
 
@@ -238,8 +241,15 @@ _JSON_TYPES: Final[dict[type, str]] = {
 
 def _fits(value: Any, hint: Any) -> bool:
     """Whether the JSON value ``value`` has the declared type ``hint`` (strictly: no bool for
-    an int, no string for a number; an integral float is an integer)."""
-    if isinstance(value, float) and value.is_integer() and _accepts(hint, int):
+    an int, no string for a number; an integral float is an integer when it has 64 bits or
+    fewer, :data:`_INTEGRAL_FLOAT_BOUND`: the SDK's validation, which runs after this check,
+    refuses a larger one in its own multi-line words)."""
+    if (
+        isinstance(value, float)
+        and value.is_integer()
+        and abs(value) < _INTEGRAL_FLOAT_BOUND
+        and _accepts(hint, int)
+    ):
         return True
     if isinstance(value, bool) and not _accepts(hint, bool):
         return False
@@ -915,10 +925,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def _stdio_line(line: str) -> str | None:
     """The JSON-RPC text to hand the SDK for one line read from stdin: the line itself, or,
     when its JSON decodes to text holding lone surrogates (which the SDK's parser refuses),
-    the message re-serialised with U+FFFD in their place; None when the line is no JSON."""
+    the message re-serialised with U+FFFD in their place; None when the line is no JSON (or
+    JSON nested past the recursion limit: answered as a parse error, never a dead server)."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested too deeply killed the server
         return None
     if "\\u" not in line:  # a lone surrogate can only come from an escape
         return line

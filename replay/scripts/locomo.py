@@ -41,6 +41,7 @@ from typing import IO, Any, Final, Literal, cast
 
 import msgspec
 
+from memory_ledger.ledger.arguments import NESTED_TOO_DEEP
 from memory_ledger.ledger.errors import MemoryLedgerError
 
 __all__ = [
@@ -275,6 +276,8 @@ def load_samples(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as e:
         raise LocomoFileError(os.fspath(path), str(e)) from None
+    except RecursionError:
+        raise LocomoFileError(os.fspath(path), NESTED_TOO_DEEP) from None
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
         raise LocomoFormatError(
             "?", os.fspath(path), type(data).__name__, "expected a JSON list of sample objects"

@@ -21,6 +21,7 @@ from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.extraction.base import Extractor, RecordedExtractor
 from memory_ledger.commands.secrets import redact
 from memory_ledger.commands.session.memory_session import MemorySession
+from memory_ledger.ledger.arguments import NESTED_TOO_DEEP
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import InvalidNamespaceError, Namespace, check_session_id
 
@@ -149,6 +150,8 @@ def parse_script(lines: Iterable[str | bytes]) -> list[tuple[int, Step]]:
             step = _step_decoder.decode(line)
         except msgspec.DecodeError as e:
             raise ScriptError(number, str(e)) from None
+        except RecursionError:
+            raise ScriptError(number, NESTED_TOO_DEEP) from None
         try:
             check_session_id(step.session)
         except InvalidNamespaceError as e:

@@ -162,3 +162,78 @@ def test_a_missing_script_and_forget_without_all_are_typed_errors(tmp_path: Path
     refused = runner.invoke(app, [*args, "--store", str(tmp_path)])
     assert refused.exit_code == 2
     assert "ConfirmationRequiredError" in refused.output and "ValueError" not in refused.output
+
+
+DEEP = 200_000
+"""Levels of nesting past any decoder's recursion limit (msgspec, json, tomllib)."""
+
+
+def _deep_files(tmp_path: Path, store: Path) -> dict[str, tuple[list[str], str]]:
+    """For each reader of a user's file, its command line over a file nested ``DEEP``
+    levels and the typed error (and line) it must answer in one line."""
+    nested = "[" * DEEP + "]" * DEEP
+    script = tmp_path / "deep.jsonl"
+    opened = {"tenant": "t", "principal": "p", "scope_id": "s"}
+    script.write_text(
+        json.dumps({"op": "open", "session": "s1", "namespace": opened})
+        + "\n"
+        + '{"op":"turn","session":"s1","turn":1,"transcript":"hi",'
+        + f'"occurred_at":"2024-01-01T00:00:00Z","extracted":{nested}}}\n'
+    )
+    interchange = tmp_path / "deep-interchange.jsonl"
+    interchange.write_text(
+        json.dumps({"format": "memory-ledger.interchange", "version": 1})
+        + "\n"
+        + f'{{"unknown":{nested}}}\n'
+    )
+    locomo = tmp_path / "deep-locomo.json"
+    locomo.write_text(nested)
+    config = tmp_path / "deep.toml"
+    config.write_text(f"[memory]\nrecall_k = {nested}\n")
+    backup = tmp_path / "backup"
+    assert (
+        runner.invoke(app, ["backup", "--store", str(store), "--out", str(backup)]).exit_code == 0
+    )
+    (backup / "backup.json").write_text(f'{{"format":{nested}}}')
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text(f'{{"format":{nested}}}')
+    signing = tmp_path / "signing.key"
+    assert runner.invoke(app, ["keys", "new", "--signing", "--out", str(signing)]).exit_code == 0
+    namespace = ["--tenant", "t", "--principal", "p", "--scope-id", "s"]
+    return {
+        "run": (
+            ["run", str(script), "--store", str(tmp_path / "run")],
+            "ScriptError: line 2: nested",
+        ),
+        "import": (
+            ["import", "interchange", str(interchange), "--store", str(store), *namespace],
+            "InterchangeFormatError: line 2 of",
+        ),
+        "convert-locomo": (
+            ["convert-locomo", str(locomo), "--sample", "x"],
+            "LocomoFileError:",
+        ),
+        "config": (["--config", str(config), "stats", "--store", str(store)], "ConfigError:"),
+        "restore": (
+            ["restore", str(backup), "--store", str(tmp_path / "restored")],
+            "BackupManifestError:",
+        ),
+    }
+
+
+def test_a_user_file_nested_too_deeply_is_a_typed_one_line_error(
+    store: Path, tmp_path: Path
+) -> None:
+    """A session script line nested 200,000 levels deep answered ``error: RecursionError``
+    with no line number (msgspec, json and tomllib raise it): every reader of a user's file
+    answers its own typed error in one line, naming the line where it has lines."""
+    for name, (args, expected) in _deep_files(tmp_path, store).items():
+        message = one_line_error(runner.invoke(app, args))
+        assert expected in message, (name, message)
+        assert "RecursionError" not in message, (name, message)
+    # verify-receipt answers a receipt it cannot read as not verified (exit 1), in one line.
+    receipt, signing = tmp_path / "receipt.json", tmp_path / "signing.key"
+    checked = runner.invoke(app, ["verify-receipt", str(receipt), "--public-key", f"{signing}.pub"])
+    assert checked.exit_code == 1, checked.output
+    assert "receipt_malformed" in checked.stderr and checked.stderr.count("\n") == 1
+    assert "RecursionError" not in checked.output and "Traceback" not in checked.output

@@ -4,6 +4,7 @@ and a missing embeddings extra."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sys
 import time
@@ -158,3 +159,53 @@ def test_the_readme_quickstart_recall_matches_the_words_around_the_evidence(
         assert not {"espresso", "coffee"} & set(statement.lower().split())
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "indexed with its evidence turn and up to two turns before and after it" in readme
+
+
+OPENAI_KEY = "sk-proj-" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcd"
+"""A secret-shaped query, path or name the CLI must not echo in clear (finding: recall printed
+it in its table title while its errors redacted it)."""
+
+
+def test_the_cli_never_echoes_a_secret_shaped_input_in_clear(store: Path, tmp_path: Path) -> None:
+    """Every echo of the user's input in normal output is redacted as error lines are: the
+    recall title (now and as of a position) and its JSON ``query``, a table title holding a
+    path (``stats``) and a line holding one (``backup``)."""
+    marker = "[REDACTED:openai_token]"
+    query = f"my key {OPENAI_KEY} espresso"
+    for extra in ([], ["--as-of", "5"], ["--as-of", "2024-03-05T00:00:00Z"]):
+        table = runner.invoke(app, ["recall", query, "--store", str(store), *DEMO, *extra])
+        assert table.exit_code == 0, table.output
+        assert OPENAI_KEY not in table.output and marker in table.output, table.output
+        assert "espresso" in table.output.split("\n", 2)[0] + table.output  # the rest stays
+    answer = runner.invoke(app, ["recall", query, "--store", str(store), *DEMO, "--json"])
+    assert answer.exit_code == 0, answer.output
+    assert json.loads(answer.stdout)["query"] == f"my key {marker} espresso"
+    secret_folder = tmp_path / OPENAI_KEY
+    copy = secret_folder / "store"
+    shutil.copytree(store, copy)
+    stats = runner.invoke(app, ["stats", "--store", str(copy)])
+    assert stats.exit_code == 0, stats.output
+    assert OPENAI_KEY not in stats.output and marker in stats.output, stats.output
+    backup = runner.invoke(
+        app, ["backup", "--store", str(store), "--out", str(secret_folder / "b")]
+    )
+    assert backup.exit_code == 0, backup.output
+    assert OPENAI_KEY not in backup.output and marker in backup.output, backup.output
+
+
+def test_a_redaction_marker_in_a_markup_line_shows_as_written() -> None:
+    """A line printed with markup keeps the ``[REDACTED:<kind>]`` marker visible (rich would
+    read a bare one as a style tag), and one escaped already is not escaped twice."""
+    from rich.console import Console
+
+    from memory_ledger.replay.cli.terminal_text import RedactingConsole, escape
+
+    console = RedactingConsole(record=True, width=400, color_system=None)
+    console.print(f"[bold]key:[/] {OPENAI_KEY} and {escape('[REDACTED:aws_key]')}")
+    console.print(f"plain {OPENAI_KEY} [x]", markup=False)
+    said = console.export_text()
+    assert said.splitlines() == [
+        "key: [REDACTED:openai_token] and [REDACTED:aws_key]",
+        "plain [REDACTED:openai_token] [x]",
+    ]
+    assert isinstance(console, Console)

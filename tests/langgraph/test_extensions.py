@@ -273,6 +273,90 @@ def test_langgraphs_own_namespace_and_key_errors_are_typed_errors_too(
     assert engine.head == head
 
 
+GITHUB_TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+"""A github-token-shaped label, operator or field path a refusal must not repeat."""
+
+
+def test_refusals_never_echo_the_refused_label_operator_or_field(engine: MemoryEngine) -> None:
+    """A label with ``.`` or NUL, a root label ``langgraph``, an unknown filter operator and
+    a bad index field path are refused with a message naming what is wrong, never the value
+    (LangGraph's messages repeat the whole namespace: a secret in a label reached host logs),
+    through every method, sync and async, as the engine's typed error and LangGraph's own
+    ``InvalidNamespaceError`` (sync ``get``/``search``/``delete``/``list_namespaces`` raised
+    LangGraph's bare error before, from ``BaseStore``'s own check)."""
+    import asyncio
+
+    from langgraph.store.base import InvalidNamespaceError, ListNamespacesOp, MatchCondition
+
+    import memory_ledger
+    from memory_ledger.replay.langgraph_store import FilterError, StoreNamespaceError
+
+    store = LedgerStore(engine, TENANT)
+    head = engine.head
+    dotted = ("users", GITHUB_TOKEN + ".x")
+    calls: list[tuple[str, Callable[[], object], type[Exception], str]] = [
+        ("put", lambda: store.put(dotted, "k", {"a": 1}), StoreNamespaceError, "label 2 of 2"),
+        (
+            "nul",
+            lambda: store.put(("u", GITHUB_TOKEN + "\x00"), "k", {}),
+            StoreNamespaceError,
+            "NUL",
+        ),
+        (
+            "root",
+            lambda: store.put(("langgraph", GITHUB_TOKEN), "k", {}),
+            StoreNamespaceError,
+            "langgraph",
+        ),
+        ("get", lambda: store.get(dotted, "k"), StoreNamespaceError, "period"),
+        ("search", lambda: store.search(dotted), StoreNamespaceError, "period"),
+        ("delete", lambda: store.delete(dotted, "k"), StoreNamespaceError, "period"),
+        ("list", lambda: store.list_namespaces(suffix=dotted), StoreNamespaceError, "period"),
+        (
+            "batch",
+            lambda: store.batch([ListNamespacesOp((MatchCondition("prefix", dotted),))]),
+            StoreNamespaceError,
+            "period",
+        ),
+        ("aget", lambda: asyncio.run(store.aget(dotted, "k")), StoreNamespaceError, "period"),
+        (
+            "aput",
+            lambda: asyncio.run(store.aput(("langgraph", GITHUB_TOKEN), "k", {})),
+            StoreNamespaceError,
+            "langgraph",
+        ),
+        (
+            "filter",
+            lambda: store.search(("users",), filter={"a": {"$" + GITHUB_TOKEN: 1}}),
+            FilterError,
+            "unsupported filter operator",
+        ),
+        (
+            "afilter",
+            lambda: asyncio.run(store.asearch(("u",), filter={"a": {"$" + GITHUB_TOKEN: 1}})),
+            FilterError,
+            "use one of $eq",
+        ),
+        (
+            "index",
+            lambda: store.put(("u",), "k", {"a": 1}, index=[GITHUB_TOKEN, 5]),  # type: ignore[list-item]
+            memory_ledger.MemoryLedgerError,
+            "a list with an item of type int",
+        ),
+    ]
+    for name, call, kind, says in calls:
+        with pytest.raises(kind) as refused:
+            call()
+        said = str(refused.value)
+        assert GITHUB_TOKEN not in said and "ghp_" not in said, (name, said)
+        assert says in said, (name, said)
+        assert isinstance(refused.value, memory_ledger.MemoryLedgerError), name
+        if kind is StoreNamespaceError:
+            assert isinstance(refused.value, InvalidNamespaceError), name
+            assert refused.value.reason_code == "invalid_langgraph_namespace"
+    assert engine.head == head
+
+
 SECRET_VALUE = {"text": "my key is sk-proj-Q7h2Lm9Xc4Vb8Nz1Kp5Rt3Wy6Ud0Fg2Hj"}
 
 

@@ -7,14 +7,21 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.engine import Remember
 from memory_ledger.replay.langgraph_store import LedgerStore
 from memory_ledger.replay.langgraph_store.records import (
+    ADDRESS_TAG,
     PREDICATE,
+    _json,
+    address_of,
     encode_record,
     has_indexed_text,
     indexed_text,
+    subject_of,
 )
 
 TENANT = Namespace("acme", "alice", "format")
@@ -69,3 +76,25 @@ def test_an_item_recorded_with_the_earlier_digest_reads_and_updates(engine: Memo
     assert again.created_at == got.created_at
     assert [v.value for v in store.history(("docs",), "old")] == [value, value]
     assert [i.key for i in store.search(("docs",), query="zebra crossing")] == ["old"]
+
+
+_LABEL = st.text(
+    alphabet=st.one_of(
+        st.characters(blacklist_categories=("Cs",)), st.sampled_from('\x85\u202e\u200b\x7f"\\')
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(st.lists(_LABEL.filter(lambda s: "." not in s), min_size=1, max_size=3), _LABEL)
+@settings(max_examples=300)
+def test_a_records_subject_and_address_are_those_of_the_address_alone(
+    namespace: list[str], key: str
+) -> None:
+    """``encode_record`` formats the address's JSON once for its subject and its address
+    tag: each is what :func:`subject_of` and the tag's own JSON give."""
+    record = encode_record(tuple(namespace), key, {"text": "x"}, None, None)
+    assert record.subject == subject_of(tuple(namespace), key)
+    assert record.tags[0] == ADDRESS_TAG + _json([list(namespace), key], "key")
+    assert address_of(record.tags) == (tuple(namespace), key)

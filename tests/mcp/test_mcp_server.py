@@ -54,6 +54,11 @@ MISTYPED = [
     ("recall", {"query": "cat", "k": 1.5}, "argument 'k' must be an integer", "number 1.5"),
     ("recall", {"query": "cat", "k": True}, "argument 'k' must be an integer", "boolean true"),
     ("recall", {"query": 123}, "argument 'query' must be a string", "number 123"),
+    # Integral floats past 64 bits: the SDK's validation answered its own multi-line text.
+    ("recall", {"query": "cat", "k": 1e20}, "argument 'k' must be an integer", "number 1e+20"),
+    ("recall", {"query": "cat", "k": -1e20}, "argument 'k' must be an integer", "number -1e+20"),
+    ("recall", {"query": "cat", "as_of": 1e20}, "'as_of' must be an integer or", "number 1e+20"),
+    ("recall", {"query": "cat", "as_of": 1e308}, "'as_of' must be an integer", "number 1e+308"),
     ("recall", {"query": "cat", "about": 7}, "'about' must be a string or null", "number 7"),
     ("remember", {"statement": ["a"]}, "'statement' must be a string", "an array"),
     ("forget", {"memory": {"id": 1}}, "'memory' must be a string", "an object"),
@@ -275,6 +280,29 @@ def test_stdio_answers_lone_surrogates_and_lines_that_are_no_json(tmp_path: Path
     assert remembered.statement == "Alice \U0001f600 likes \ufffd kites."
 
 
+def test_stdio_answers_a_line_nested_too_deeply_and_keeps_serving(tmp_path: Path) -> None:
+    """A line nested 200,000 levels deep made the JSON parser raise ``RecursionError``,
+    which ended the stdio server (the client's next write hit a closed pipe): it is answered
+    as any line that is no JSON, and the server serves on."""
+    raw = RawStdio(tmp_path / "store", ALICE)
+    try:
+        raw.initialize()
+        nested = b"[" * 200_000 + b"]" * 200_000
+        raw.send(
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recall",'
+            b'"arguments":{"query":"tea","k":' + nested + b"}}}"
+        )
+        assert raw.reply() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error"},
+        }
+        raw.send({"jsonrpc": "2.0", "id": 8, "method": "ping"})
+        assert raw.reply()["id"] == 8
+    finally:
+        raw.close()
+
+
 def test_stdio_line_repair() -> None:
     assert _stdio_line('{"a": "b"}\n') == '{"a": "b"}\n'
     assert _stdio_line('{"a": "\\ud83d\\ude00"}') == '{"a": "\\ud83d\\ude00"}'  # a pair
@@ -371,6 +399,46 @@ async def test_a_huge_query_is_never_echoed_whole(tmp_path: Path) -> None:
             said = everything_said(refused)
             assert refused.is_error and len(said) < 600, (tool, said[:300])
             assert "\n" not in text(refused), said
+
+
+@pytest.mark.parametrize("number", [1e20, -1e20, 2.0**63, 1e308])
+async def test_every_argument_of_every_tool_refuses_a_huge_integral_float(
+    tmp_path: Path, number: float
+) -> None:
+    """An integral float too large for 64 bits passed the server's type check as an integer
+    and reached the SDK's validation, whose multi-line text (model names, URLs) was the
+    answer: every argument of every tool is now refused in the house's one line."""
+    async with inprocess_client(tmp_path / "store", ALICE) as client:
+        for tool in (await client.list_tools()).tools:
+            names = list(tool.input_schema.get("properties", {}))
+            if not names:
+                continue
+            refused = await client.call_tool(tool.name, dict.fromkeys(names, number))
+            assert_refused_in_one_line(
+                refused, tool.name, *(f"argument {name!r} must be" for name in names)
+            )
+
+
+def test_stdio_refuses_non_finite_numbers_in_one_line(tmp_path: Path) -> None:
+    """``Infinity`` and ``NaN`` (not JSON, but the SDK's parser takes them) and a number that
+    overflows to infinity are refused as any mistyped argument."""
+    raw = RawStdio(tmp_path / "store", ALICE)
+    try:
+        raw.initialize()
+        for n, arguments in enumerate(
+            (b'"k":Infinity', b'"k":NaN', b'"as_of":-Infinity', b'"k":1e400'), start=1
+        ):
+            raw.send(
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"recall",'
+                b'"arguments":{"query":"tea",%s}}}' % (n, arguments)
+            )
+            answer = raw.reply()
+            result: Any = answer["result"]
+            said = "\n".join(block["text"] for block in result["content"])
+            assert result["isError"] and "\n" not in said, said
+            assert said.startswith("recall: argument ") and said.endswith("nothing was done")
+    finally:
+        raw.close()
 
 
 async def test_k_above_recall_max_k_is_a_tool_error_naming_the_maximum(tmp_path: Path) -> None:
