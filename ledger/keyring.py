@@ -600,7 +600,11 @@ class Keyring:
                         wrapped=b"",  # no key ever: erased below if the match names it
                     )
                 )
-            erased: list[DataKeyRecord] = []
+            # Keys this command destroyed already: its write committed but the reply was lost
+            # (a PostgreSQL key store runs the change again on a new connection).
+            erased = [r for r in candidates if r.erased and r.erase_command == command_id]
+            if erased:
+                return None, erased
             kept: list[DataKeyRecord] = []
             for record in candidates:
                 if not record.erased and match.matches(record, self.digests):
@@ -676,6 +680,8 @@ class Keyring:
             raise MasterKeyError(msg, reason_code="same_master_key")
 
         def change(state: KeyStoreState) -> tuple[KeyStoreState | None, int]:
+            if state.master_key_id == new_master.key_id:  # committed, its reply lost: run again
+                return None, sum(1 for record in state.keys if record.wrapped is not None)
             self._check_master(state)
             keys = tuple(
                 record

@@ -62,7 +62,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 from uuid import UUID
 
@@ -140,6 +140,7 @@ TAG_INDEX_FORMAT = 2
 """The first format version whose ledgers index every record's tags (the tags table)."""
 
 _RETRYABLE = (InterfaceError, OperationalError)
+T = TypeVar("T")
 
 _TYPED: tuple[tuple[type[BaseException], type[LedgerError]], ...] = (
     (psycopg.errors.LockNotAvailable, LedgerOperationalError),
@@ -355,6 +356,26 @@ _NO_DATABASE = re.compile(r'database "(?:[^"]|"")*" does not exist')
 ``invalid_catalog_name``; libpq reports it as text only, in the server's language)."""
 
 
+_AUTH_REFUSED = re.compile(
+    r'role "(?:[^"]|"")*" (?:does not exist|is not permitted to log in)'
+    r"|authentication failed for user"
+    r"|no pg_hba\.conf entry for"
+    r"|pg_hba\.conf rejects connection"
+    r"|fe_sendauth: no password supplied"
+)
+"""The server's (or libpq's) answer to credentials it refuses: an unknown role, a role that
+may not log in, a wrong password (``password``/``md5``/``SCRAM``), peer or ident
+authentication failed, no ``pg_hba.conf`` entry, or a password the server asks for and none
+given (SQLSTATE 28000/28P01; libpq reports them as text only)."""
+
+
+def _server_reason(text: str, password: str) -> str:
+    """The server's own words in a connection failure: its first line after the last
+    ``FATAL:`` (or the whole first line), with ``password`` blanked."""
+    reason = text.rsplit("FATAL:", 1)[-1].strip().splitlines()[0] if text.strip() else text
+    return reason.replace(password, "***") if password else reason
+
+
 def probe_server(url: PostgresLedgerURL) -> None:
     """Connect once to ``url``'s database (and close): fail at once where waiting for the
     connection pool cannot help.
@@ -363,9 +384,11 @@ def probe_server(url: PostgresLedgerURL) -> None:
     retries those for up to ``connect_timeout`` seconds, as before.
 
     :raises LedgerConnectionError: ``reason_code`` ``"no_database"`` when the server
-        answers that the database does not exist (naming it); ``"ledger_connection"`` when
-        no answer came within ``connect_timeout`` (the pool would only wait as long again).
-        Messages name the ledger without its password.
+        answers that the database does not exist (naming it); ``"authentication_failed"``
+        when it refuses the credentials (an unknown role, a wrong password, no
+        ``pg_hba.conf`` entry: naming the user and the server's reason);
+        ``"ledger_connection"`` when no answer came within ``connect_timeout`` (the pool
+        would only wait as long again). Messages name the ledger without its password.
     """
     try:
         connection = psycopg.connect(
@@ -384,6 +407,16 @@ def probe_server(url: PostgresLedgerURL) -> None:
                 "existing one in the ledger URL"
             )
             raise LedgerConnectionError(msg, path=url.redacted, reason_code="no_database") from None
+        if _AUTH_REFUSED.search(str(e)):
+            msg = (
+                f"ledger {url.redacted}: the PostgreSQL server at {url.host}:{url.port} refused "
+                f"user {url.user!r}: {_server_reason(str(e), url.password)}; check the user and "
+                "password of the ledger URL (or PGPASSWORD, password_env) and the server's "
+                "roles and pg_hba.conf"
+            )
+            raise LedgerConnectionError(
+                msg, path=url.redacted, reason_code="authentication_failed"
+            ) from None
         if isinstance(e, psycopg.errors.ConnectionTimeout):
             msg = (
                 f"ledger {url.redacted} is unavailable: the server at {url.host}:{url.port} "
@@ -415,9 +448,22 @@ def settings_from_url(url: PostgresLedgerURL) -> dict[str, str]:
 class _Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
     """Raised under the table lock, before anything is written, to refuse a batch."""
 
-    def __init__(self, error: PersistenceError) -> None:
+    def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+SealedKeyCheck = Callable[[psycopg.Cursor[Any], set[bytes]], Exception | None]
+"""``check(cursor, key ids)``, run inside an append's transaction under the table lock when
+its batch holds sealed states: the error to refuse the batch with when one of the data keys
+(16-byte ids) they were sealed with was destroyed, else None
+(:meth:`memory_ledger.ledger.postgres_keys.PostgresKeyStore.destroyed_key_error`)."""
+
+
+def _sealed_key_ids(stored_events: Sequence[StoredEvent]) -> set[bytes]:
+    """The data key ids (16 bytes) named by the sealed states of ``stored_events``
+    (:mod:`memory_ledger.ledger.sealing`: ``0xFF``, the envelope version, then the key id)."""
+    return {s.state[2:18] for s in stored_events if s.state[:1] == b"\xff"}
 
 
 class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
@@ -561,6 +607,10 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         self.store_id: str | None = None
         """The ledger's identity (a UUID string), known once :meth:`create_table` or
         :meth:`open_store` ran."""
+        self.sealed_key_check: SealedKeyCheck | None = None
+        """Set by the ledger's key store (:class:`~memory_ledger.ledger.postgres_keys.
+        PostgresKeyStore`): every batch holding sealed states is checked under the table
+        lock, so an append and an erasure on any host serialize (see :meth:`insert_events`)."""
         self.format_version: int | None = None
 
     # Store identity -------------------------------------------------------------------------
@@ -632,9 +682,19 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
         When the connection breaks, the append is retried on a new one (up to
         ``max_attempts``); a batch found already committed returns its ids.
 
+        A batch holding sealed states, on a ledger whose key store set
+        :attr:`sealed_key_check`, is refused when a data key it was sealed with is destroyed:
+        the check runs in the appending transaction and locks the key store's row ``FOR
+        SHARE``, which an erasure's key destruction updates (``FOR UPDATE``). So either the
+        batch commits before the keys are destroyed (and the ``NamespaceErased`` record,
+        appended after, follows it), or it sees them destroyed and writes nothing: no batch
+        sealed under a destroyed key is ever positioned after the erasure.
+
         :raises IntegrityError: an (originator id, version) exists already or twice in the
             batch, the tracking id is not new (process recorders), or the append condition
             failed; nothing is written.
+        :raises NamespaceErasedError: a data key the batch was sealed with is destroyed (its
+            namespace was erased, on any host); nothing is written.
         :raises OperationalError: the server stayed unreachable; the batch is then either
             entirely present or entirely absent.
         """
@@ -643,19 +703,35 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
             for s in stored_events
         ]
         self._check_tags(kwargs.get("tags"), len(stored_events))
-        sent = False
+
+        def attempt(retried: bool) -> list[int]:
+            # A retried batch may have committed before the connection broke: the attempt
+            # looks for it under the table lock before inserting anything.
+            with self.datastore.get_connection() as conn:
+                return self._insert_once(conn, stored_events, bodies, retried, kwargs)
+
+        try:
+            return self.retrying(attempt)
+        except _Refused as refused:  # refused under the lock: never tried again
+            raise refused.error from None
+
+    def retrying(self, attempt: Callable[[bool], T]) -> T:
+        """``attempt(retried)``, run again on a new connection while the server or the
+        connection fails (``InterfaceError``/``OperationalError``: a server restart, a
+        connection the server dropped), up to :attr:`max_attempts` tries 0.1 s apart, the
+        pause doubling up to 1 s. ``retried`` is False on the first try. Appends and the key
+        store's transactions (:mod:`memory_ledger.ledger.postgres_keys`) both retry so; an
+        attempt must be safe to run again after a commit whose reply was lost.
+
+        :raises LedgerConnectionError: (or the typed error of the last failure) the last
+            try failed too.
+        """
         delay = 0.1
-        for attempt in range(1, self.max_attempts + 1):
+        for number in range(1, self.max_attempts + 1):
             try:
-                with self.datastore.get_connection() as conn:
-                    return self._insert_once(conn, stored_events, bodies, sent, kwargs)
-            except _Refused as refused:
-                raise refused.error from None
+                return attempt(number > 1)
             except _RETRYABLE as e:
-                # The batch may have committed before the connection broke: the next attempt
-                # looks for it under the table lock before inserting anything.
-                sent = True
-                if attempt >= self.max_attempts:
+                if number >= self.max_attempts:
                     raise self._typed(e) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -688,6 +764,11 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                     found = self._already_committed(curs, stored_events)
                     if found is not None:
                         return found
+                if self.sealed_key_check is not None:
+                    sealed = _sealed_key_ids(stored_events)
+                    refusal = self.sealed_key_check(curs, sealed) if sealed else None
+                    if refusal is not None:
+                        raise _Refused(refusal)
                 self._check_condition(curs, stored_events, kwargs)
                 self._insert_events(cast(Any, conn.cursor()), stored_events, **kwargs)
                 if stored_events:

@@ -13,7 +13,14 @@ value with a ``generation`` counter:
   "Erasure" section says what a host must do);
 - :meth:`PostgresKeyStore.changed` asks the server for the generation at most once a
   second (it runs before every append), so a key erased by another host is dropped here
-  within about a second.
+  within about a second;
+- that second is never a window for writes: the key store hands the recorder
+  :meth:`PostgresKeyStore.destroyed_key_error`, which every append of sealed states runs in
+  its own transaction, locking the row ``FOR SHARE`` (an erasure's ``update`` holds it ``FOR
+  UPDATE``). An append thus commits before the keys are destroyed, or sees them destroyed
+  and is refused with :class:`~memory_ledger.ledger.key_errors.NamespaceErasedError`
+  (nothing written; the next :meth:`changed` says True, so the keyring rereads and later
+  calls fail before sealing).
 
 Driver errors are raised as the ledger's typed errors (``PostgresLedgerApplicationRecorder.
 _typed``), naming the ledger without its password.
@@ -22,8 +29,9 @@ _typed``), naming the ledger without its password.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID
 
 import msgspec
 import psycopg
@@ -31,7 +39,7 @@ from eventsourcing.persistence import PersistenceError
 from psycopg.sql import SQL, Identifier
 
 from memory_ledger.ledger.errors import LedgerConnectionError
-from memory_ledger.ledger.key_errors import KeyStoreError
+from memory_ledger.ledger.key_errors import KeyStoreError, NamespaceErasedError
 from memory_ledger.ledger.key_store import KeyStoreState
 
 if TYPE_CHECKING:
@@ -92,12 +100,26 @@ class PostgresKeyStore:
             "state = excluded.state"
         ).format(**kw)
         self._sql_vacuum = SQL("VACUUM FULL {schema}.{table}").format(**kw)
+        self._sql_share = SQL(
+            "SELECT generation, CASE WHEN generation = %s THEN NULL ELSE state END "
+            "FROM {schema}.{table} WHERE id = 1 FOR SHARE"
+        ).format(**kw)
         self._seen: int | None = None
         self._checked = 0.0
         self._created = False
+        self._destroyed: tuple[int, dict[bytes, UUID]] = (-1, {})
+        """``(generation, {destroyed key id: its namespace id})`` as last read by
+        :meth:`destroyed_key_error` (replaced whole: threads may append at once)."""
+        recorder.sealed_key_check = self.destroyed_key_error
 
-    def _guard(self, action: Callable[[], T]) -> T:
+    def _guard(self, action: Callable[[], T], *, retry: bool = True) -> T:
+        """``action()`` with the ledger's typed errors; with ``retry``, run again on a new
+        connection while the connection fails, as appends are
+        (:meth:`PostgresLedgerApplicationRecorder.retrying`: a connection the server dropped
+        is not an error while the server is up). Every action here is safe to run again."""
         try:
+            if retry:
+                return self.recorder.retrying(lambda _retried: action())
             return action()
         except (PersistenceError, psycopg.Error) as e:
             raise self.recorder._typed(e) from None  # noqa: SLF001 (the recorder's translation)
@@ -154,8 +176,8 @@ class PostgresKeyStore:
 
     def changed(self) -> bool:
         """Whether another writer changed the keys since the last :meth:`read` (asks the
-        server at most once per ``poll_interval``; False in between, and while the server
-        cannot be reached: the next call asks again)."""
+        server at most once per ``poll_interval``, once, without retrying; False in between,
+        and while the server cannot be reached: the next call asks again)."""
         now = time.monotonic()
         if now - self._checked < self.poll_interval:
             return False
@@ -172,17 +194,56 @@ class PostgresKeyStore:
             return int(row["generation"] if isinstance(row, dict) else row[0])
 
         try:
-            return self._guard(generation) != self._seen
+            return self._guard(generation, retry=False) != self._seen
         except LedgerConnectionError:
             # The server is away: the command's own append retries (and fails typed if it
             # stays away); ask again at the next call instead of failing a read here.
             self._checked = 0.0
             return False
 
+    def destroyed_key_error(
+        self, curs: psycopg.Cursor[Any], key_ids: Collection[bytes]
+    ) -> NamespaceErasedError | None:
+        """Run by the recorder inside an append's transaction (its table lock held) for a
+        batch sealed with the data keys ``key_ids`` (16-byte ids): lock the key row ``FOR
+        SHARE`` (until the append commits or rolls back; an erasure's :meth:`update` waits
+        for it, or it waits for the erasure and reads the keys it left) and return the error
+        to refuse the batch with when one of those keys is destroyed, else None. The
+        destroyed keys are decoded again only when the generation changed.
+
+        After a refusal :meth:`changed` says True, so the keyring rereads the keys at its
+        next refresh and refuses the namespace before sealing anything.
+
+        :raises psycopg.Error: the server failed (the recorder translates and retries it).
+        :raises KeyStoreError: the stored value is damaged.
+        """
+        known, destroyed = self._destroyed
+        curs.execute(self._sql_share, (known,))
+        row = curs.fetchone()
+        if row is None:  # no key stored yet: none destroyed
+            return None
+        generation, data = (row["generation"], row["state"]) if isinstance(row, dict) else row
+        if data is not None:
+            state = self._decode(bytes(data))
+            destroyed = {r.key_id.bytes: r.namespace_id for r in state.keys if r.erased}
+            self._destroyed = (int(generation), destroyed)
+        erased = sorted({str(destroyed[k]) for k in key_ids if k in destroyed})
+        if not erased:
+            return None
+        self._seen = None  # the keyring's next refresh rereads the keys
+        self._checked = 0.0
+        msg = (
+            f"namespace {', '.join(erased)} was erased (by this host or another) before this "
+            "write committed; nothing was written (use another principal or scope id)"
+        )
+        return NamespaceErasedError(msg)
+
     def update(self, change: Callable[[KeyStoreState], tuple[KeyStoreState | None, T]]) -> T:
         """Apply ``change`` to the freshest state under the row lock; store the result in
         the same transaction (durable on commit). A change that destroys wrapped keys is
-        followed by ``VACUUM FULL`` of the table.
+        followed by ``VACUUM FULL`` of the table. A broken connection is retried on a new
+        one, ``change`` then runs again on the state it finds (so it must recognise its own
+        earlier result: a commit whose reply was lost).
 
         :raises KeyStoreError: the store is read-only.
         """

@@ -82,6 +82,12 @@ class ProxyServer:
             with contextlib.suppress(OSError):
                 sock.close()
 
+    def upstream_ports(self) -> list[int]:
+        """The local ports of the proxy's open connections to the server (the
+        ``client_port`` the server's ``pg_stat_activity`` shows for them)."""
+        with self._lock:
+            return [server.getsockname()[1] for _, server in self._pairs if server.fileno() >= 0]
+
     def cut(self) -> None:
         """Close every open connection, both ways (the server and the clients see EOF)."""
         with self._lock:

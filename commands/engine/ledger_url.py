@@ -76,7 +76,8 @@ def open_ledger(
         holds no LMDB ledger.
     :raises ForeignStoreError: the folder holds another application's LMDB.
     :raises LedgerUnavailableError: the PostgreSQL server cannot be reached, has no such
-        database (``reason_code`` ``"no_database"``, at once, naming it), or
+        database (``reason_code`` ``"no_database"``, at once, naming it), refuses the
+        credentials (``"authentication_failed"``, at once, naming the user), or
         (``create=False``) holds no ledger there; the message shows no password.
     :raises ValueError: ``url`` is not a valid ledger URL (``LedgerURLError``).
     :raises LedgerDriverNotInstalledError: ``url`` names a PostgreSQL ledger and the
@@ -148,7 +149,7 @@ def _open_postgres(root: Path, url: str, *, create: bool) -> OpenedLedger:
     name = parsed.redacted
     secret = parsed.password
     try:
-        probe_server(parsed)  # a missing database fails now, not after connect_timeout
+        probe_server(parsed)  # a missing database or refused login fails now
     except LedgerConnectionError as e:
         raise LedgerUnavailableError(
             redact(str(e), secret), path=name, reason_code=e.reason_code

@@ -8,17 +8,22 @@ import base64
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+from uuid import uuid4
 
 import pytest
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.ledger.key_errors import MasterKeyError
-from memory_ledger.ledger.master_key import ENV_MASTER_KEY_FILE, MasterKeySpec
+from memory_ledger.ledger.key_store import FileKeyStore, KeyStoreState
+from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
+from memory_ledger.ledger.master_key import ENV_MASTER_KEY_FILE, MasterKeySpec, master_key_from
 from tests.encryption_helpers import snapshot
 
 ALICE = Namespace("acme", "alice", "chat")
 BOB = Namespace("acme", "bob", "chat")
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -204,3 +209,39 @@ def test_a_key_passed_as_text_where_a_path_goes_is_refused_unshown(
     with pytest.raises(MasterKeyError) as from_env:
         MemoryEngine.open(tmp_path / "store2")
     assert text[:16] not in str(from_env.value)
+
+
+class ReplyLostKeyStore(FileKeyStore):
+    """A key store whose next write commits and then runs its change again on the state it
+    left, as a PostgreSQL key store retrying a commit whose reply was lost does."""
+
+    lose_next = False
+
+    def update(self, change: Callable[[KeyStoreState], tuple[KeyStoreState | None, T]]) -> T:
+        result = super().update(change)
+        if self.lose_next:
+            self.lose_next = False
+            return super().update(change)
+        return result
+
+
+def test_erase_and_rotate_run_again_after_a_lost_reply_report_their_work(tmp_path: Path) -> None:
+    """A key store write retried after its commit's reply was lost runs the change again: an
+    erasure recognises the keys it destroyed (and names them, so its ``NamespaceErased`` is
+    recorded), a rotation the master key it installed."""
+    store = ReplyLostKeyStore(tmp_path / "keys")
+    master = master_key_from(os.urandom(32))
+    keyring = Keyring(store, master)
+    keyring.sealer(ALICE)
+    keyring.sealer(BOB)
+    store.lose_next = True
+    command = uuid4()
+    erased = keyring.erase(
+        NamespaceMatch(tenant="acme", principal="alice"), command_id=command, requested_by="dpo"
+    )
+    assert [r.namespace_id for r in erased] == [keyring.namespace_id(ALICE)]
+    assert all(r.erase_command == command and r.erased for r in erased)
+    new = master_key_from(os.urandom(32))
+    assert new is not None
+    store.lose_next = True
+    assert keyring.rotate(new) == 1

@@ -8,10 +8,12 @@ traceback) when the server stays away; the engine reconnects by itself when it i
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
 
@@ -193,3 +195,52 @@ def test_recorder_errors_are_typed_and_never_show_the_password(
                     raise
                 time.sleep(0.2)
         assert head == recorder.max_notification_id()
+
+
+def _terminate_backends(proxy: ProxyServer) -> int:
+    """``pg_terminate_backend`` of every server process serving a connection of this test
+    (through ``proxy``), as a server restart or an idle-connection cut does; returns how
+    many, once the server has ended them all."""
+    ports = proxy.upstream_ports()
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE client_port = ANY(%s) AND pid <> pg_backend_pid()",
+            (ports,),
+        ).fetchall()
+        pids = [row[0] for row in rows]
+        while conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)
+        ).fetchone() != (0,):
+            time.sleep(0.01)  # waits for the server, asserts nothing
+    return len(pids)
+
+
+def test_key_store_writes_retry_on_connections_the_server_dropped(
+    proxy: ProxyServer, pg_url: str, tmp_path: Path
+) -> None:
+    """F2: after the server ended the pool's connections, an encrypted store's next new
+    namespaces (each a key store write) and a fresh store's first write (it creates the key
+    table) go through on new connections, as appends do, instead of failing."""
+    url = through(proxy, pg_url)
+    with MemoryEngine.open(tmp_path / "a", ledger=url, master_key=os.urandom(32)) as engine:
+        engine.remember(NS, "Alice likes tea.")
+        for n in range(3):
+            assert _terminate_backends(proxy)
+            user = Namespace("acme", f"user{n}", "chat")
+            engine.remember(user, f"User {n} likes coffee.")
+            assert [d.statement for d in engine.retrievable_memories(user)] == [
+                f"User {n} likes coffee."
+            ]
+
+
+def test_a_fresh_store_s_first_write_survives_dropped_connections(
+    proxy: ProxyServer, pg_url: str, tmp_path: Path
+) -> None:
+    """F2: a store opened on a new ledger whose connections the server ended before its
+    first write (which creates the key table) writes on new connections."""
+    url = through(proxy, pg_url)
+    with MemoryEngine.open(tmp_path / "b", ledger=url) as engine:
+        assert _terminate_backends(proxy)
+        engine.remember(NS, "Alice likes tea.")
+        assert [d.statement for d in engine.retrievable_memories(NS)] == ["Alice likes tea."]

@@ -22,11 +22,12 @@ from memory_ledger.commands import (
     Namespace,
     RecordedExtractor,
 )
-from memory_ledger.ledger.errors import MemoryLedgerError
+from memory_ledger.ledger.errors import LedgerConnectionError, MemoryLedgerError
 from memory_ledger.ledger.postgres import (
     LedgerURLError,
     PostgresLedgerApplicationRecorder,
     parse_ledger_url,
+    probe_server,
 )
 from memory_ledger.ledger.records import GENESIS_HASH, LedgerFormatError, chain_hash
 from memory_ledger.replay import verify_store
@@ -173,6 +174,62 @@ def test_a_missing_database_fails_at_once_naming_it(tmp_path: Path) -> None:
     assert time.monotonic() - started < 2.5
     assert result.exit_code == 2 and "no database 'nosuchdb_ml'" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_an_unknown_role_is_refused_at_once_naming_the_cause(tmp_path: Path) -> None:
+    """F3: the server refuses an unknown role at once; the open says so (typed,
+    ``authentication_failed``, the user and the server's reason, not the password) instead
+    of waiting ``connect_timeout`` and calling the server unavailable (the pool's answer
+    would carry ``ledger_connection``)."""
+    require_postgres()
+    base = parse_ledger_url(BASE_URL)
+    role = "ml_norole_f3q"
+    url = (
+        f"postgresql://{role}:Pw-f3q-secret@{base.host}:{base.port}/{base.dbname}"
+        "?connect_timeout=30"
+    )
+    with pytest.raises(LedgerUnavailableError) as raised:
+        MemoryEngine.open(tmp_path / "a", ledger=url)
+    error = raised.value
+    assert error.reason_code == "authentication_failed", error
+    assert f"refused user {role!r}" in str(error) and "does not exist" in str(error)
+    assert "Pw-f3q-secret" not in str(error) and "unavailable" not in str(error)
+    assert error.__cause__ is None and error.__suppress_context__
+    result = runner.invoke(app, ["stats", "--store", str(tmp_path / "b"), "--ledger", url])
+    assert result.exit_code == 2 and f"refused user {role!r}" in result.stderr
+    assert "Pw-f3q-secret" not in result.output + result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        'FATAL:  password authentication failed for user "agent"',
+        'FATAL:  no pg_hba.conf entry for host "10.0.0.9", user "agent", database "memory", '
+        "no encryption",
+        'FATAL:  role "agent" is not permitted to log in',
+        "fe_sendauth: no password supplied",
+    ],
+)
+def test_every_authentication_refusal_is_reported_at_once(
+    answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F3: the refusals this server (trust authentication) cannot give, as libpq words
+    them: each is ``authentication_failed`` naming the server's reason, never the
+    password."""
+
+    def refuse(**_: object) -> None:
+        raise psycopg.OperationalError(
+            f'connection failed: connection to server at "10.0.0.9", port 5432 failed: {answer}'
+        )
+
+    monkeypatch.setattr(psycopg, "connect", refuse)
+    url = parse_ledger_url("postgresql://agent:Pw-f3q-secret@10.0.0.9/memory")
+    with pytest.raises(LedgerConnectionError) as raised:
+        probe_server(url)
+    assert raised.value.reason_code == "authentication_failed"
+    assert answer.removeprefix("FATAL:").strip() in str(raised.value)
+    assert "Pw-f3q-secret" not in str(raised.value)
 
 
 def test_a_server_that_never_answers_is_waited_for_once(tmp_path: Path) -> None:
