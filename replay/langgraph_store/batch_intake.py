@@ -7,7 +7,7 @@ answer a read would give.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
 
@@ -125,7 +125,7 @@ class BatchIntake:
             values.carry(last, events)
         batch = BatchEvents.of(events, self.namespace)
         unknown = [address for address, known in before.items() if known is None]
-        never = self._never_activated(unknown, start) if unknown else set()
+        never = self._never_activated(unknown, start, result.never_activated)
         found: dict[Address, tuple[Current | None, frozenset[UUID], History]] = {}
         for address, known in before.items():
             if known is not None:
@@ -146,12 +146,21 @@ class BatchIntake:
                 for address, (current, ids, history) in found.items():
                     values.remember(address, current, ids, history)
 
-    def _never_activated(self, addresses: Sequence[Address], start: int) -> set[Address]:
+    def _never_activated(
+        self, addresses: Sequence[Address], start: int, known: Collection[tuple[str, str]]
+    ) -> set[Address]:
         """The addresses of ``addresses`` under whose key the tag index holds no activation
-        before position ``start`` (one read of their key tags)."""
+        before position ``start``: those whose match key is in ``known`` (the batch's
+        decision found none: ``BatchResult.never_activated``), the others from one read of
+        their key tags."""
+        never = {address for address in addresses if self._key_tag(*address)[1] in known}
+        addresses = [address for address in addresses if address not in never]
+        if not addresses:
+            return never
         by_match = {self._key_tag(*address)[1]: address for address in addresses}
         tags = [self._key_tag(*address)[0] for address in addresses]
-        never = set(addresses)
+        taken = set(never)
+        never.update(addresses)
         for position, event in self.engine.read_tagged_any(tags):
             if position >= start:
                 continue
@@ -162,7 +171,7 @@ class BatchIntake:
             )
             address = by_match.get(match) if match is not None else None
             if address is None:
-                return set()  # an event not told apart: take none of them
+                return taken  # an event not told apart: take none of those read
             never.discard(address)
         return never
 

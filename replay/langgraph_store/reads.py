@@ -167,8 +167,9 @@ class ItemReader:
         to the record just before the batch (nothing of another write in between), and the
         ledger head is the batch's last record (no write after it) once the values were
         looked up. An address not remembered then is taken in only when the tag
-        index holds no activation under its key before the batch (one read for all of
-        them). Otherwise nothing is remembered for it and the next read reads the ledger,
+        index holds no activation under its key before the batch: the batch's decision
+        found none (``result.never_activated``), else one read for all of the others.
+        Otherwise nothing is remembered for it and the next read reads the ledger,
         as before. Never raises for a reason other than the ledger's own errors."""
         self._intake.wrote(result, addresses)
 
