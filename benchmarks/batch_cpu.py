@@ -1,13 +1,14 @@
 """CPU of a LangGraph ``batch`` of 100 puts of new keys into a LedgerStore of 2,000 items.
 
-``python -m benchmarks batch_cpu [--batches 40] [--collect] [--reduce]``
+``python -m benchmarks batch_cpu [--batches 40] [--size 100] [--collect] [--reduce]``
 
 The store is the one of ``python -m benchmarks serving`` (``benchmarks.langgraph_bench``:
 its values, a durable LMDB ledger, no embedding index), preloaded with 2,000 items in
-batches of 100 and three warm-up batches; then ``--batches`` batches of 100 puts of new keys
-are timed one by one: the calling thread's CPU time (``time.thread_time``), the process's
-(``time.process_time``) and the wall time, medians and the least batch, in ms. On a shared
-machine compare two trees by paired runs (one after the other, alternating).
+batches of 100 and three warm-up batches; then ``--batches`` batches of ``--size`` puts of
+new keys (default 100; ``--size 1``: a put of a new key) are timed one by one: the calling
+thread's CPU time (``time.thread_time``), the process's (``time.process_time``) and the
+wall time, medians and the least batch, in ms. On a shared machine compare two trees by
+paired runs (one after the other, alternating).
 
 ``--collect``: a full collection of the cyclic collector before each batch (outside its
 timing), which removes the collector's amortized passes from the spread.
@@ -37,6 +38,7 @@ NAMESPACE = ("users", "serving")
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks batch_cpu")
     parser.add_argument("--batches", type=int, default=40, help="timed batches (default 40)")
+    parser.add_argument("--size", type=int, default=100, help="puts a batch (default 100)")
     parser.add_argument("--collect", action="store_true", help="gc.collect() before each")
     parser.add_argument("--reduce", action="store_true", help="run for callgrind, untimed")
     args = parser.parse_args(argv)
@@ -46,7 +48,10 @@ def main(argv: list[str]) -> int:
         for b in range(3):
             store.batch([PutOp(NAMESPACE, f"w{b}-{i}", value(i)) for i in range(100)])
         batches = [
-            [PutOp(NAMESPACE, f"b{b}-{i}", value(10_000 + 100 * b + i)) for i in range(100)]
+            [
+                PutOp(NAMESPACE, f"b{b}-{i}", value(10_000 + args.size * b + i))
+                for i in range(args.size)
+            ]
             for b in range(args.batches)
         ]
         if args.reduce:
@@ -62,7 +67,7 @@ def main(argv: list[str]) -> int:
             process.append((time.process_time() - p0) * 1000)
             wall.append((time.perf_counter() - w0) * 1000)
     print(
-        f"batch of 100 puts, {args.batches} batches (ms): thread CPU median "
+        f"batch of {args.size} puts, {args.batches} batches (ms): thread CPU median "
         f"{statistics.median(thread):.2f} least {min(thread):.2f}; process CPU median "
         f"{statistics.median(process):.2f} least {min(process):.2f}; wall median "
         f"{statistics.median(wall):.2f}; load {os.getloadavg()[0]:.2f}"

@@ -23,6 +23,7 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.boundary import DecisionReads
     from memory_ledger.commands.canonical.explicit_command import CommandResult
     from memory_ledger.commands.canonical.reconcile import Reconciler
     from memory_ledger.ledger.digests import IdDigests
@@ -128,11 +129,12 @@ class AsyncDirectCommands:
         session_id: str | None = None,
         digests: IdDigests | None = None,
         then: Callable[[Reconciler], None] | None = None,
+        decided: Callable[[DecisionReads], None] | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision: the session id, each
         command's result and the reconciliation report (:meth:`DirectCommands.run_many`,
-        whose errors it raises; ``session_id``, ``digests`` and ``then`` as there: ``then``
-        runs on the engine's worker thread)."""
+        whose errors it raises; ``session_id``, ``digests``, ``then`` and ``decided`` as
+        there: ``then`` and ``decided`` run on the engine's worker thread)."""
         return await self._worker.run(
             self.commands.run_many,
             namespace,
@@ -140,4 +142,5 @@ class AsyncDirectCommands:
             session_id=session_id,
             digests=digests,
             then=then,
+            decided=decided,
         )

@@ -239,6 +239,17 @@ class DecisionReads:
                 held.extend(ids)
         self.memories(held)
 
+    def never_activated(self) -> list[tuple[str, str]]:
+        """The keys read (:meth:`activated_under`, :meth:`keys`) under which no memory of
+        this namespace was ever activated up to :attr:`after`. Once the decision's events
+        are appended under its :meth:`condition` (which holds every key tag read), nothing
+        was activated under them before those events either: exact for the ledger right
+        before the append. Empty when the engine's condition is switched off (nothing
+        guards the reads then)."""
+        if not self._engine.consistency_boundary:
+            return []
+        return [key for key, ids in self._keyed.items() if not ids]
+
     def namespace_memories(self) -> dict[UUID, MemoryStreamState]:
         """Every memory of this namespace, folded from one read of its namespace tag."""
         histories: dict[UUID, list[tuple[int, LedgerEvent]]] = {}

@@ -42,6 +42,7 @@ from memory_ledger.ledger.ids import (
 )
 
 if TYPE_CHECKING:
+    from memory_ledger.commands.canonical.boundary import DecisionReads
     from memory_ledger.commands.canonical.reconcile import Reconciler
     from memory_ledger.commands.store import MemoryStore
 
@@ -103,12 +104,20 @@ class BatchOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 class BatchResult(msgspec.Struct, frozen=True, kw_only=True):
     """A batch as written: its short session, the position of its last event (durable on
-    return), one outcome per operation in order, and the reconciliation report."""
+    return), one outcome per operation in order, and the reconciliation report.
+
+    ``never_activated``: match keys (``subject_predicate_key`` of a subject and predicate)
+    that the batch's decision read (those it remembers under, its ``vacant`` ones) and
+    found no memory of the namespace ever activated under, before the batch: read at the
+    decision's read position and guarded by its append condition, so exact for the ledger
+    right before the batch's first record. A key not named may or may not have held one
+    (read the ledger); empty when the engine's append condition is switched off."""
 
     session_id: str
     position: int
     outcomes: tuple[BatchOutcome, ...]
     report: ReconciliationReport
+    never_activated: frozenset[tuple[str, str]] = frozenset()
 
 
 def apply_batch(
@@ -150,8 +159,11 @@ def apply_batch(
     direct = DirectCommands(engine, session_prefix)
     digests = engine.keyring.digests.for_call()  # the command's ids, read back below
     then = _vacancy_check(keys) if keys else None
+    decided: list[DecisionReads] = []
     try:
-        session_id, applied, report = direct.run_many(namespace, specs, digests=digests, then=then)
+        session_id, applied, report = direct.run_many(
+            namespace, specs, digests=digests, then=then, decided=decided.append
+        )
     except (UnknownMemoryError, SupersededTargetError) as e:
         if e.parameter is None:
             e.parameter = _refused_op(e, specs)
@@ -173,6 +185,7 @@ def apply_batch(
         position=report.position or applied[-1].position,
         outcomes=outcomes,
         report=report,
+        never_activated=frozenset(decided[0].never_activated()) if decided else frozenset(),
     )
 
 

@@ -348,6 +348,7 @@ class DirectCommands:
         session_id: str | None = None,
         digests: IdDigests | None = None,
         then: Callable[[Reconciler], None] | None = None,
+        decided: Callable[[DecisionReads], None] | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision (one transaction, one
         sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
@@ -377,6 +378,10 @@ class DirectCommands:
         ``then``: called with the batch's reconciler after its commands were reconciled (in
         every attempt); the memory events it plans follow theirs in the same decision (an
         import restoring conflict marks and prunes: ``commands.canonical.restore``).
+
+        ``decided``: called once, after the append, with the reads of the decision that was
+        appended (what it found, e.g. :meth:`DecisionReads.never_activated
+        <memory_ledger.commands.canonical.boundary.DecisionReads.never_activated>`).
 
         ``session_id``: the short session's whole id, derived by a caller that makes the
         command idempotent (an import: from the imported item's own ids); it must start with
@@ -481,7 +486,9 @@ class DirectCommands:
                     finish(commands, None)
                     raise
             finished = finish(commands, then)
-            outcome.update(report=finished.report, commands=commands, digests=reads.digests)
+            outcome.update(
+                report=finished.report, commands=commands, digests=reads.digests, reads=reads
+            )
             fault("session.finish_planned")  # the short session's finish: planned, not written
             return [opened, *commands, *finished.events]
 
@@ -499,6 +506,8 @@ class DirectCommands:
             )
 
         positions = append_decision(engine, namespace, plan, what=what, append=write)
+        if decided is not None:
+            decided(outcome["reads"])
         report = msgspec.structs.replace(outcome["report"], position=positions[-1])
         applied = [
             CommandResult(
