@@ -1,6 +1,6 @@
 """CPU of a LangGraph ``batch`` of 100 puts of new keys into a LedgerStore of 2,000 items.
 
-``python -m benchmarks batch_cpu [--batches 40] [--size 100] [--collect] [--reduce]``
+``python -m benchmarks batch_cpu [--batches 40] [--size 100] [--collect] [--reduce] [--quick]``
 
 The store is the one of ``python -m benchmarks serving`` (``benchmarks.langgraph_bench``:
 its values, a durable LMDB ledger, no embedding index), preloaded with 2,000 items in
@@ -17,6 +17,9 @@ timing), which removes the collector's amortized passes from the spread.
 ``valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce`` counts
 the instructions of the timed batches alone (the preload and the imports left out): a
 figure the machine's load does not move.
+
+``--quick``: a store of 200 items and 3 batches (the smoke test's size). Figures are written
+to ``results/batch_cpu.json``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 from langgraph.store.base import PutOp
 
 from benchmarks.langgraph_bench import ledger_store, value
+from benchmarks.results import save
 
 NAMESPACE = ("users", "serving")
 
@@ -41,9 +45,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", type=int, default=100, help="puts a batch (default 100)")
     parser.add_argument("--collect", action="store_true", help="gc.collect() before each")
     parser.add_argument("--reduce", action="store_true", help="run for callgrind, untimed")
+    parser.add_argument("--quick", action="store_true", help="200 items, 3 batches")
     args = parser.parse_args(argv)
+    preload = 200 if args.quick else 2000
+    if args.quick:
+        args.batches = min(args.batches, 3)
     with ledger_store() as store:
-        for first in range(0, 2000, 100):
+        for first in range(0, preload, 100):
             store.batch([PutOp(NAMESPACE, f"k{i}", value(i)) for i in range(first, first + 100)])
         for b in range(3):
             store.batch([PutOp(NAMESPACE, f"w{b}-{i}", value(i)) for i in range(100)])
@@ -72,6 +80,17 @@ def main(argv: list[str]) -> int:
         f"{statistics.median(process):.2f} least {min(process):.2f}; wall median "
         f"{statistics.median(wall):.2f}; load {os.getloadavg()[0]:.2f}"
     )
+    figures = {
+        "size": args.size,
+        "batches": args.batches,
+        "preload": preload,
+        "thread_cpu_median_ms": statistics.median(thread),
+        "thread_cpu_least_ms": min(thread),
+        "process_cpu_median_ms": statistics.median(process),
+        "wall_median_ms": statistics.median(wall),
+        "load_average": os.getloadavg()[0],
+    }
+    print(f"figures written to {save('batch_cpu', figures)}")
     return 0
 
 

@@ -68,6 +68,7 @@ OUTPUTS = {
     "mem0_import": "mem0_import.json",
     "serving": "serving.json",
     "otel": "otel.json",
+    "batch_cpu": "batch_cpu.json",
 }
 
 
