@@ -109,6 +109,7 @@ def main(argv: list[str]) -> int:
         sys.stdin.readline()
         for i in range(rounds):
             store.put(namespace, f"own-{worker}", {"n": i})
+            store.put(namespace, f"once-{worker}-{i}", {"n": i})
             store.put(namespace, "shared", {"n": worker * 100 + i})
     return 0
 

@@ -122,9 +122,11 @@ def test_deleted_value_leaves_no_bytes(
 def test_one_value_per_key_under_threads(
     conformance_store: BaseStore, conformance_root: str
 ) -> None:
-    """Eight threads put at once: each its own key ten times and one shared key. Then
-    every key is there once, each own key holds its thread's last value, the shared key one
-    of the values put (no acknowledged put lost, no key twice)."""
+    """Eight threads put at once, ten rounds: each its own key, a key of its own for the
+    round (written once: a lost put of it stays lost, whatever comes after) and one shared
+    key. Then every key is there once, each own key holds its thread's last value, each
+    round's key its value, the shared key one of the values put (no acknowledged put lost,
+    no key twice)."""
     store, ns = conformance_store, (conformance_root, "threads")
     threads, rounds = 8, 10
     start = threading.Barrier(threads)
@@ -135,6 +137,7 @@ def test_one_value_per_key_under_threads(
             start.wait()
             for i in range(rounds):
                 store.put(ns, f"own-{index}", {"n": i})
+                store.put(ns, f"once-{index}-{i}", {"n": i})
                 store.put(ns, "shared", {"n": index * 100 + i})
         except BaseException as error:  # reported below, in the test's thread
             errors.append(error)
@@ -213,9 +216,15 @@ def _check_race(
     found = everything(store, ns)
     keys = [item.key for item in found]
     assert len(keys) == len(set(keys)), f"a key listed twice: {sorted(keys)}"
-    assert sorted(keys) == sorted(["shared", *(f"own-{i}" for i in range(writers))])
+    once = [f"once-{w}-{i}" for w in range(writers) for i in range(rounds)]
+    expected = ["shared", *(f"own-{w}" for w in range(writers)), *once]
+    lost = sorted(set(expected) - set(keys))
+    assert not lost, f"acknowledged puts lost: {lost[:10]}"
+    assert sorted(keys) == sorted(expected)
     for index in range(writers):
         assert _value(store.get(ns, f"own-{index}")) == {"n": rounds - 1}, f"own-{index}"
+        for i in range(rounds):
+            assert _value(store.get(ns, f"once-{index}-{i}")) == {"n": i}, f"once-{index}-{i}"
     shared = _value(store.get(ns, "shared"))["n"]
     assert shared in {w * 100 + i for w in range(writers) for i in range(rounds)}
 
