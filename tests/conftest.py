@@ -70,12 +70,15 @@ def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
         yield opened
 
 
-# Hypothesis profiles: ``busy`` (the default) runs in CI; ``pytest --hypothesis-profile=long
+# Hypothesis profiles: ``busy`` (the default: 50 examples where a test names no count, to
+# keep CI under its limit on a slow machine) runs in CI; ``pytest --hypothesis-profile=long
 # --timeout=0`` (past the per-test timeout of pyproject.toml) runs the crash property test
 # (tests/crash/test_crash_property.py) with thousands of crash points. Neither fails on
 # Hypothesis's timing health check (``too_slow``): on a shared 2-core machine input generation
 # may be slow for reasons that are not the test's; every other health check still applies.
-settings.register_profile("busy", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "busy", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile("long", max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("busy")
 

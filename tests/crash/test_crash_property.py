@@ -897,8 +897,8 @@ def test_crash_anywhere_loses_no_acknowledged_command_and_half_writes_none(
     server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stats = crash_property(server, tmp_path, capsys)
-    if profile_examples() >= 100:
-        assert stats.crash_points >= 200
+    if profile_examples() >= 50:  # about 2.5 crash points an example (254 in 100)
+        assert stats.crash_points >= 2 * profile_examples()
 
 
 def test_crash_anywhere_with_encryption_at_rest(
