@@ -40,6 +40,7 @@ BENCHMARKS = {
     "mem0_import": "benchmarks.mem0_import",
     "serving": "benchmarks.serving",
     "batch_cpu": "benchmarks.batch_cpu",
+    "batch_floor": "benchmarks.batch_floor",
     "verify_file_flips": "benchmarks.verify_file_flips",
     "otel": "benchmarks.otel",
     "all": "benchmarks.run_all",

@@ -69,6 +69,7 @@ OUTPUTS = {
     "serving": "serving.json",
     "otel": "otel.json",
     "batch_cpu": "batch_cpu.json",
+    "batch_floor": "batch_floor.json",
 }
 
 
