@@ -24,16 +24,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 from uuid import UUID
 
 import msgspec
 
 from memory_ledger.ledger.faults import fault
-from memory_ledger.ledger.key_errors import KeyStoreError
+from memory_ledger.ledger.key_errors import KeyStoreError, NamespaceErasedError
+
+if TYPE_CHECKING:
+    from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
 
 __all__ = [
     "KEY_STORE_FILE",
@@ -138,6 +141,13 @@ class FileKeyStore:
         self._stat_path = os.fspath(self.path)
         self.read_only = read_only
         self._seen: tuple[int, int, int] | None = None
+        self.exclusive: Callable[[Callable[[], None]], None] | None = None
+        """Runs the replacement of the file (:meth:`guard`: under the ledger's writer
+        lock); None: the replacement runs as it is."""
+        self._destroyed: tuple[tuple[int, int, int] | None, dict[bytes, UUID]] = (None, {})
+        """``(file identity, {destroyed key id: its namespace id})`` as
+        :meth:`destroyed_key_error` last read them (replaced whole)."""
+        self._checked = False
 
     def _identity(self) -> tuple[int, int, int] | None:
         try:
@@ -164,11 +174,18 @@ class FileKeyStore:
 
         :raises KeyStoreError: the file cannot be read or does not decode.
         """
+        state, self._seen = self._load()
+        return state
+
+    def _load(self) -> tuple[KeyStoreState, tuple[int, int, int] | None]:
+        """The stored state and the identity of the file it was read from (None: no file).
+
+        :raises KeyStoreError: the file cannot be read or does not decode.
+        """
         for _ in range(3):
             before = self._identity()
             if before is None:
-                self._seen = None
-                return KeyStoreState()
+                return KeyStoreState(), None
             try:
                 data = self.path.read_bytes()
             except FileNotFoundError:
@@ -188,8 +205,7 @@ class FileKeyStore:
                     f"newer than this memory-ledger's {_FORMAT}"
                 )
                 raise KeyStoreError(msg, reason_code="key_store_format")
-            self._seen = before
-            return state
+            return state, before
         msg = f"the key store {self.description!r} kept changing while being read"
         raise KeyStoreError(msg)
 
@@ -217,8 +233,49 @@ class FileKeyStore:
         with self._locked():
             new, result = change(self.read())
             if new is not None:
-                self._write(new)
+                if self.exclusive is not None:
+                    self.exclusive(lambda: self._write(new))
+                else:
+                    self._write(new)
         return result
+
+    def guard(self, recorder: LMDBApplicationRecorder) -> None:
+        """Close the window between an append's sealing and its commit against an erasure,
+        for the LMDB ledger ``recorder`` of this store: the file is replaced under the
+        ledger's writer lock (:meth:`LMDBDatastore.exclusive
+        <memory_ledger.ledger.lmdb.LMDBDatastore.exclusive>`), and every append holding
+        sealed states asks :meth:`destroyed_key_error` inside its write transaction. An
+        append thus commits before the keys are destroyed (and is erased with them) or sees
+        them destroyed and is refused; never acknowledged after ``erase()`` returned,
+        sealed under a destroyed key. (The PostgreSQL ledger's key store does the same with
+        its key row locked ``FOR SHARE``.)"""
+        self.exclusive = recorder.datastore.exclusive
+        recorder.sealed_key_check = self.destroyed_key_error
+
+    def destroyed_key_error(self, key_ids: Collection[bytes]) -> NamespaceErasedError | None:
+        """Run inside an append's write transaction (the ledger's writer lock held, so no
+        erasure replaces the file meanwhile) for a batch sealed with the data keys
+        ``key_ids`` (16-byte ids): the error to refuse it with when one of them was
+        destroyed, else None. One ``stat``; the file is read again only when it changed
+        since this check last read it.
+
+        :raises KeyStoreError: the file cannot be read or does not decode.
+        """
+        identity = self._identity()
+        seen, destroyed = self._destroyed
+        if identity != seen or not self._checked:
+            state, identity = self._load()
+            destroyed = {r.key_id.bytes: r.namespace_id for r in state.keys if r.erased}
+            self._destroyed = (identity, destroyed)
+            self._checked = True
+        erased = sorted({str(destroyed[k]) for k in key_ids if k in destroyed})
+        if not erased:
+            return None
+        msg = (
+            f"namespace {', '.join(erased)} was erased (by this process or another) before "
+            "this write committed; nothing was written (use another principal or scope id)"
+        )
+        return NamespaceErasedError(msg)
 
     def _write(self, state: KeyStoreState) -> None:
         data = _encoder.encode(state)

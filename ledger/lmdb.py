@@ -84,13 +84,13 @@ from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 from memory_ledger.ledger.errors import (
     LedgerDamagedError,
     LedgerDataError,
-    LedgerError,
     LedgerFormatError,
     LedgerIntegrityError,
     LedgerOperationalError,
     LedgerReadOnlyError,
     LedgerRecordError,
     LedgerSettingError,
+    MemoryLedgerError,
     at_position,
 )
 from memory_ledger.ledger.faults import FAULTS, fault
@@ -107,6 +107,7 @@ from memory_ledger.ledger.records import (
     decode_entry,
     encode_body,
 )
+from memory_ledger.ledger.sealed_header import sealed_key_ids
 from memory_ledger.ledger.store_identity import (
     ENGINE_SAMPLE,
     ENGINE_STORE,
@@ -167,6 +168,13 @@ T = TypeVar("T")
 OriginatorIdType = Literal["uuid", "text"]
 
 
+SealedKeyCheck = Callable[[set[bytes]], MemoryLedgerError | None]
+"""``check(key ids)``, run inside an append's write transaction when its batch holds sealed
+states: the error to refuse the batch with when one of the data keys (16-byte ids) they were
+sealed with was destroyed, else None
+(:meth:`memory_ledger.ledger.key_store.FileKeyStore.destroyed_key_error`)."""
+
+
 class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``error``)
     """Raised inside a write transaction, before anything is written, to refuse a batch.
 
@@ -174,7 +182,7 @@ class Refused(Exception):  # noqa: N818 (a control-flow signal, re-raised as ``e
     ``DatabaseError`` such as a missing tag index) is raised to the caller.
     """
 
-    def __init__(self, error: LedgerError) -> None:
+    def __init__(self, error: MemoryLedgerError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -376,6 +384,8 @@ class _SharedEnvironment:
         self.locked = not readonly or _lock_file_writable(path)
         self.tag_index_built = False
         """Whether the store indexes every record's tags (format >= 2), as last seen."""
+        self.writer: int | None = None
+        """The thread id inside this process's write transaction (None: none)."""
         self.log_tail: tuple[Any, int, bytes] | None = None
         """``(txn, last position, last hash)``: the end of the log as the write transaction
         ``txn`` left it, so the requests of one group do not each seek it (cleared when the
@@ -561,6 +571,7 @@ class _SharedEnvironment:
                 self.gate.acquire_shared()
                 try:
                     txn = self.env.begin(write=True)
+                    self.writer = threading.get_ident()
                     try:
                         result = fn(txn)
                         fault("ledger.commit")
@@ -579,12 +590,42 @@ class _SharedEnvironment:
                 except lmdb.MapResizedError:
                     grow = False
                 finally:
+                    self.writer = None
                     self.log_tail = None
                     self.gate.release_shared()
                 if grow:
                     self._grow()
                 else:
                     self._adopt_new_size()
+
+    def exclusive(self, fn: Callable[[], T]) -> T:
+        """``fn()`` run while this process holds the ledger's writer lock (LMDB's, shared by
+        every process on the store): no append of any process is inside its write
+        transaction meanwhile. The transaction taken writes nothing (its commit syncs
+        nothing). A thread already inside a write transaction runs ``fn`` at once.
+
+        What it is for: the key store file of the store is replaced under it, so an append,
+        which checks the keys its records were sealed with inside its write transaction
+        (:attr:`LMDBApplicationRecorder.sealed_key_check`), commits before the keys go or
+        sees them gone (the PostgreSQL ledger's key row ``FOR SHARE``, on LMDB).
+
+        :raises LedgerReadOnlyError: the store is open read-only.
+        """
+        if self.writer == threading.get_ident():
+            return fn()
+        outcome: list[tuple[bool, Any]] = []
+
+        def run(_txn: Any) -> None:
+            try:
+                outcome.append((True, fn()))
+            except Exception as e:  # noqa: BLE001 (raised again below, outside the transaction)
+                outcome.append((False, e))
+
+        self._run_write(run)
+        done, value = outcome[0]
+        if not done:
+            raise value
+        return cast(T, value)
 
     def _reserve(self, size_hint: int) -> None:
         """Grow the map ahead of a write of about ``size_hint`` bytes that would not fit.
@@ -872,6 +913,13 @@ class LMDBDatastore:
         """Handle of the named database ``name`` (opened once per process)."""
         return self.shared.db(name)
 
+    def exclusive(self, fn: Callable[[], T]) -> T:
+        """``fn()`` under the ledger's writer lock (:meth:`_SharedEnvironment.exclusive`).
+
+        :raises LedgerReadOnlyError: the store is open read-only.
+        """
+        return self.shared.exclusive(fn)
+
     def write(
         self,
         fn: Callable[[Any], T],
@@ -1107,6 +1155,11 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         )
         self._combine_plain: Combine = self._insert_plain
         """One bound method for every plain append (requests of one kind share it)."""
+        self.sealed_key_check: SealedKeyCheck | None = None
+        """Run inside the write transaction of every append holding sealed states, with the
+        data key ids they were sealed with: the error that refuses the append when one of
+        those keys was destroyed (an erasure), else None. Set by the store's key store
+        (:meth:`~memory_ledger.ledger.key_store.FileKeyStore.guard`); None: no check."""
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -1144,13 +1197,21 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
                     TagIndex.check(event_tags)
                     size += sum(len(t) + 32 for t in event_tags)
 
+        check = self.sealed_key_check
+        sealed = sealed_key_ids(s.state for s in stored_events) if check is not None else None
+
         def insert(txn: Any) -> list[int]:
+            if check is not None and sealed:
+                refusal = check(sealed)
+                if refusal is not None:
+                    raise Refused(refusal)
             return self.insert_in_transaction(txn, prepared, tracking, tags, condition)
 
         if tracking is None and condition is None:
             # A plain append: given as data, so the appends that share a transaction are
             # checked and written together (see _insert_plain).
-            return self.datastore.write(insert, size, self._combine_plain, (prepared, tags))
+            payload = (prepared, tags, sealed)
+            return self.datastore.write(insert, size, self._combine_plain, payload)
         return self.datastore.write(insert, size)
 
     def _insert_plain(self, txn: Any, requests: list[WriteRequest[Any]]) -> None:
@@ -1165,6 +1226,9 @@ class LMDBApplicationRecorder(LMDBRecorder, ApplicationRecorder):
         keys just put taken back and the ``getmulti`` made (a lone request never writes
         before its check: refused, it leaves the transaction untouched).
         """
+        check = self.sealed_key_check
+        if check is not None:
+            requests = _refuse_destroyed(requests, check)
         accepted = requests
         ids = (
             self._append_records(txn, *_gathered(accepted), fresh=True)
@@ -1711,6 +1775,22 @@ class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
         self._recorder.datastore.unlisten(self._has_been_notified)
 
 
+def _refuse_destroyed(
+    requests: list[WriteRequest[Any]], check: SealedKeyCheck
+) -> list[WriteRequest[Any]]:
+    """The plain appends of ``requests`` whose sealed states (``payload[2]``: their data key
+    ids) ``check`` lets through; each refused one gets the error ``check`` gave."""
+    kept: list[WriteRequest[Any]] = []
+    for request in requests:
+        sealed = request.payload[2]
+        refusal = check(sealed) if sealed else None
+        if refusal is not None:
+            request.result, request.error = None, refusal
+        else:
+            kept.append(request)
+    return kept
+
+
 def _gathered(
     requests: list[WriteRequest[Any]],
 ) -> tuple[list[tuple[bytes, bytes]], list[Sequence[str]] | None]:
@@ -1719,7 +1799,7 @@ def _gathered(
     rows: list[tuple[bytes, bytes]] = []
     tags: list[Sequence[str]] | None = None
     for request in requests:
-        prepared, request_tags = request.payload
+        prepared, request_tags = request.payload[0], request.payload[1]
         if tags is None and request_tags is not None and any(request_tags):
             tags = [()] * len(rows)
         rows += prepared

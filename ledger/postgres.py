@@ -118,6 +118,7 @@ from memory_ledger.ledger.records import (
     decode_entry,
     encode_body,
 )
+from memory_ledger.ledger.sealed_header import sealed_key_ids
 from memory_ledger.ledger.tag_index import MAX_TAG_BYTES, AppendConditionFailedError
 
 __all__ = [
@@ -460,12 +461,6 @@ its batch holds sealed states: the error to refuse the batch with when one of th
 (:meth:`memory_ledger.ledger.postgres_keys.PostgresKeyStore.destroyed_key_error`)."""
 
 
-def _sealed_key_ids(stored_events: Sequence[StoredEvent]) -> set[bytes]:
-    """The data key ids (16 bytes) named by the sealed states of ``stored_events``
-    (:mod:`memory_ledger.ledger.sealing`: ``0xFF``, the envelope version, then the key id)."""
-    return {s.state[2:18] for s in stored_events if s.state[:1] == b"\xff"}
-
-
 class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
     """The library's PostgreSQL application recorder with the ledger's log: gapless ids
     assigned under the table lock, a hash chain, store identity and format version.
@@ -765,7 +760,7 @@ class PostgresLedgerApplicationRecorder(PostgresApplicationRecorder):
                     if found is not None:
                         return found
                 if self.sealed_key_check is not None:
-                    sealed = _sealed_key_ids(stored_events)
+                    sealed = sealed_key_ids(s.state for s in stored_events)
                     refusal = self.sealed_key_check(curs, sealed) if sealed else None
                     if refusal is not None:
                         raise _Refused(refusal)

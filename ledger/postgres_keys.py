@@ -28,6 +28,7 @@ _typed``), naming the ledger without its password.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,6 +51,12 @@ __all__ = ["PostgresKeyStore"]
 T = TypeVar("T")
 _decoder = msgspec.msgpack.Decoder(KeyStoreState)
 _encoder = msgspec.msgpack.Encoder()
+
+
+_ASK_NOW = -math.inf
+"""``_checked`` that makes the next :meth:`PostgresKeyStore.changed` ask the server,
+whatever the monotonic clock reads (it counts from boot: soon after one, it is below any
+``poll_interval``, which a 0.0 here made a wait of up to ``poll_interval``)."""
 
 
 class PostgresKeyStore:
@@ -105,7 +112,7 @@ class PostgresKeyStore:
             "FROM {schema}.{table} WHERE id = 1 FOR SHARE"
         ).format(**kw)
         self._seen: int | None = None
-        self._checked = 0.0
+        self._checked = _ASK_NOW
         self._created = False
         self._destroyed: tuple[int, dict[bytes, UUID]] = (-1, {})
         """``(generation, {destroyed key id: its namespace id})`` as last read by
@@ -198,7 +205,7 @@ class PostgresKeyStore:
         except LedgerConnectionError:
             # The server is away: the command's own append retries (and fails typed if it
             # stays away); ask again at the next call instead of failing a read here.
-            self._checked = 0.0
+            self._checked = _ASK_NOW
             return False
 
     def destroyed_key_error(
@@ -231,7 +238,7 @@ class PostgresKeyStore:
         if not erased:
             return None
         self._seen = None  # the keyring's next refresh rereads the keys
-        self._checked = 0.0
+        self._checked = _ASK_NOW
         msg = (
             f"namespace {', '.join(erased)} was erased (by this host or another) before this "
             "write committed; nothing was written (use another principal or scope id)"

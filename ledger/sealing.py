@@ -31,6 +31,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memory_ledger.ledger.key_errors import EncryptionError
+from memory_ledger.ledger.sealed_header import sealed_key_ids
 
 __all__ = [
     "HEADER_SIZE",
@@ -40,6 +41,7 @@ __all__ = [
     "is_sealed",
     "open_state",
     "sealed_key_id",
+    "sealed_key_ids",
     "sealed_recorded_at",
 ]
 

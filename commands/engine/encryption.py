@@ -33,6 +33,7 @@ from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import erasure_stream_id
 from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore, KeyStore
 from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
+from memory_ledger.ledger.lmdb import LMDBApplicationRecorder
 from memory_ledger.ledger.master_key import (
     ENV_MASTER_KEY_FILE,
     KeyWrapper,
@@ -90,6 +91,8 @@ def open_keyring(
         store = PostgresKeyStore(recorder, read_only=read_only)  # type: ignore[arg-type]
     else:
         store = FileKeyStore(root / "keys", read_only=read_only)
+        if not read_only and isinstance(recorder, LMDBApplicationRecorder):
+            store.guard(recorder)  # an append and an erasure serialize (FileKeyStore.guard)
     head = getattr(recorder, "max_notification_id", None)
 
     def last_position() -> int:
