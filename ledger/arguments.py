@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from datetime import datetime
+from datetime import UTC, datetime
 
 from memory_ledger.ledger.errors import (
     InvalidArgumentError,
@@ -134,6 +134,27 @@ def check_aware(parameter: str, value: object) -> datetime:
             "e.g. datetime(..., tzinfo=UTC)"
         )
         raise NaiveDatetimeError(msg, parameter=parameter)
+    return check_utc_range(parameter, value)
+
+
+def check_utc_range(parameter: str, value: datetime) -> datetime:
+    """``value`` (aware) if it has a UTC time: ``9999-12-31T23:59:59-14:00`` is valid text
+    with a zone, yet in UTC it falls in the year 10000, past what ``datetime`` holds (and
+    ``0001-01-01T00:00:00+14:00`` before the year 1); every comparison, conversion and
+    stored form of such a time fails, so it is refused where it comes in.
+
+    :raises InvalidArgumentError: ``"datetime_out_of_range"``, naming ``parameter``.
+    """
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        msg = (
+            f"{parameter} {value.isoformat()} has no time in UTC (past the years 1 to 9999 "
+            "once its offset is applied)"
+        )
+        raise InvalidArgumentError(
+            msg, parameter=parameter, reason_code="datetime_out_of_range"
+        ) from None
     return value
 
 

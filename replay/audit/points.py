@@ -55,7 +55,12 @@ def parse_timestamp(text: str, parameter: str | None = None) -> datetime:
         raise PointError(msg, parameter=parameter) from None
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise NaiveTimestampError(_naive_message(raw, parameter), parameter=parameter)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-14:00: the year 10000 in UTC
+        where = f"{parameter} " if parameter else ""
+        msg = f"{where}{text!r} has no time in UTC (past the years 1 to 9999 with its offset)"
+        raise PointError(msg, parameter=parameter) from None
 
 
 def _naive_message(raw: str, parameter: str | None) -> str:

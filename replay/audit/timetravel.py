@@ -34,6 +34,8 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.recall.index import NamespaceRecallIndex, RecallResult
 from memory_ledger.commands.recall.lexical import ConversationWindows
 from memory_ledger.commands.recall.policy import check_recall_k
+from memory_ledger.ledger.arguments import check_utc_range
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import LedgerEvent
 from memory_ledger.ledger.ids import (
     Namespace,
@@ -78,6 +80,10 @@ def _check_timestamp(parameter: str, value: object) -> None:
             "e.g. datetime(..., tzinfo=UTC)"
         )
         raise NaiveTimestampError(msg, parameter=parameter)
+    try:
+        check_utc_range(parameter, value)
+    except InvalidArgumentError as e:
+        raise PointError(str(e), parameter=parameter, reason_code=e.reason_code) from None
 
 
 def position_at(engine: MemoryEngine, when: datetime) -> int:

@@ -38,8 +38,9 @@ from memory_ledger.commands.engine.direct import DirectCommands
 from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import CommandRejectedError
 from memory_ledger.commands.extraction.validation import schema_detail
-from memory_ledger.ledger.arguments import NESTED_TOO_DEEP
+from memory_ledger.ledger.arguments import NESTED_TOO_DEEP, check_aware
 from memory_ledger.ledger.digests import IdDigests
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 from memory_ledger.replay.imports.errors import ImportSourceError, InterchangeFormatError
 from memory_ledger.replay.imports.interchange import (
@@ -151,7 +152,23 @@ def _memories(file: Path) -> Iterator[tuple[int, InterchangeMemory]]:
             if not memory.versions:
                 msg = f"line {number} of {str(file)!r} holds no version"
                 raise InterchangeFormatError(msg, path=str(file), line=number)
+            _check_times(memory, file, number)
             yield number, memory
+
+
+def _check_times(memory: InterchangeMemory, file: Path, number: int) -> None:
+    """Refuse a line holding a time with no UTC time (``check_utc_range``), naming it."""
+    times = [("forgotten_at", memory.forgotten_at)]
+    for version in memory.versions:
+        times += [("occurred_at", version.occurred_at), ("recorded_at", version.recorded_at)]
+    for name, value in times:
+        if value is None:
+            continue
+        try:
+            check_aware(name, value)
+        except InvalidArgumentError as e:
+            msg = f"line {number} of {str(file)!r}: {e}"
+            raise InterchangeFormatError(msg, path=str(file), line=number) from None
 
 
 def _item(version: InterchangeVersion) -> dict[str, Any]:

@@ -84,7 +84,12 @@ def _parse_time(value: object) -> datetime | None:
             return None
     else:
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    parsed = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:  # valid text whose UTC time is past datetime's years: not a time
+        return None
+    return parsed
 
 
 def _is_bad_time(value: object) -> bool:
@@ -107,7 +112,8 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         msg = f"no mem0 history database at {str(path)!r}"
         raise Mem0HistoryMissingError(msg, path=str(path))
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
     except sqlite3.Error as e:
         msg = f"{str(path)!r} cannot be opened as a SQLite database ({type(e).__name__})"
         raise Mem0HistoryUnreadableError(msg, path=str(path)) from None
@@ -117,12 +123,30 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+BUSY_TIMEOUT = 5.0
+"""Seconds SQLite waits for another process's lock on the history database (its default)."""
+
+
+def _unreadable(error: sqlite3.DatabaseError, path: Path, message: str) -> Exception:
+    """The typed error of a SQLite error met reading ``path``: ``message`` (damaged, not a
+    database), or, when another process holds the database locked (mem0 writing; SQLite
+    waited its 5 s), ``mem0_history_locked`` saying so: retry, nothing is damaged."""
+    if str(getattr(error, "sqlite_errorname", "")).startswith(_BUSY):
+        msg = (
+            f"{str(path)!r} is locked by another process (mem0 writing to it?); nothing was "
+            "read past this point: retry once it is done (a rerun resumes)"
+        )
+        return Mem0HistoryUnreadableError(msg, path=str(path), reason_code="mem0_history_locked")
+    return Mem0HistoryUnreadableError(message, path=str(path))
+
+
 def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
     try:
         columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(history)")}
     except sqlite3.DatabaseError as e:
         msg = f"{str(path)!r} is not a readable SQLite database ({type(e).__name__})"
-        raise Mem0HistoryUnreadableError(msg, path=str(path)) from None
+        raise _unreadable(e, path, msg) from None
     if not columns:
         msg = (
             f"{str(path)!r} has no table 'history'; a mem0 history database has one with "
@@ -158,7 +182,7 @@ def count_history(path: str | Path) -> int:
             return int(conn.execute("SELECT count(*) FROM history").fetchone()[0])
         except sqlite3.DatabaseError as e:
             msg = f"{str(file)!r} is damaged ({type(e).__name__})"
-            raise Mem0HistoryUnreadableError(msg, path=str(file)) from None
+            raise _unreadable(e, file, msg) from None
 
 
 def read_history(path: str | Path) -> Iterator[HistoryRow]:
@@ -198,4 +222,4 @@ def read_history(path: str | Path) -> Iterator[HistoryRow]:
                     )
         except sqlite3.DatabaseError as e:
             msg = f"{str(file)!r} is damaged ({type(e).__name__})"
-            raise Mem0HistoryUnreadableError(msg, path=str(file)) from None
+            raise _unreadable(e, file, msg) from None

@@ -111,11 +111,18 @@ def test_rows_that_cannot_apply_are_refused_one_by_one(
     assert all(r.item.startswith("sha256:") for r in report.refused)
 
 
-def test_a_row_whose_time_is_not_a_time_is_refused(engine: MemoryEngine, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    # the last two are valid text with a zone, but no datetime holds them in UTC
+    ["not-a-date", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"],
+)
+def test_a_row_whose_time_is_not_a_time_is_refused(
+    engine: MemoryEngine, tmp_path: Path, bad: str
+) -> None:
     path = history_db(
         tmp_path / "history.db",
         [
-            ("r1", "m1", None, "Dana runs on Tuesdays.", "ADD", "not-a-date"),
+            ("r1", "m1", None, "Dana runs on Tuesdays.", "ADD", bad),
             ("r2", "m2", None, "Dana swims on Fridays.", "ADD", "2024-02-01T10:00:00+00:00"),
             ("r3", "m3", None, "Dana reads at night.", "ADD", None),  # no time: recorded time
         ],
@@ -215,3 +222,28 @@ def test_the_errors_pickle_with_their_attributes() -> None:
     missing = pickle.loads(pickle.dumps(Mem0HistoryMissingError("gone", path="/h")))
     assert isinstance(missing, FileNotFoundError) and missing.path == "/h"
     assert missing.reason_code == "mem0_history_missing"
+
+
+def test_a_history_database_locked_by_mem0_says_so(
+    engine: MemoryEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mem0 writing (an exclusive lock held): the import says the database is locked and a
+    rerun resumes, not that it is unreadable."""
+    import memory_ledger.replay.imports.mem0_history as history
+
+    path = history_db(
+        tmp_path / "history.db",
+        [("r1", "m1", None, "Dana runs on Tuesdays.", "ADD", "2024-02-01T10:00:00+00:00")],
+    )
+    monkeypatch.setattr(history, "BUSY_TIMEOUT", 0.05)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(Mem0HistoryUnreadableError) as caught:
+            import_mem0(engine, path, namespace=NS)
+        assert caught.value.reason_code == "mem0_history_locked"
+        assert "locked" in str(caught.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert import_mem0(engine, path, namespace=NS).imported == 1  # the rerun
