@@ -145,6 +145,27 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
     return busy
 
 
+def held_slots(directory: str | os.PathLike[str], keep: str | None = None) -> int:
+    """How many projection slots under ``directory`` (but the one of the file ``keep``) are
+    held by running processes now: each locked by its holder (a debugger, an MCP server,
+    another engine), which alone rewrites its files. Deletes nothing."""
+    folder = Path(directory)
+    held = 0
+    for slot in range(MAX_SLOTS):
+        path = folder / f"slot-{slot}.duckdb"
+        if keep is not None and os.path.abspath(path) == os.path.abspath(keep):
+            continue
+        lock_path = folder / f"slot-{slot}.lock"
+        if not lock_path.exists():
+            continue
+        with open(lock_path, "ab") as lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                held += 1
+    return held
+
+
 def remove_stale_slots(directory: str | os.PathLike[str], erasures: int) -> int:
     """Delete the files of every slot under ``directory`` that no process holds and whose
     files may hold a namespace erased since they were written (the store has ``erasures``

@@ -27,6 +27,7 @@ from memory_ledger.commands.engine.direct import DirectCommands, DirectResult
 from memory_ledger.commands.engine.encryption import ErasureReport, erase_namespaces
 from memory_ledger.commands.engine.receipt import (
     ErasingEngine,
+    ReceiptScanError,
     SigningKeySpec,
     load_signing_key,
     make_receipt,
@@ -41,7 +42,7 @@ from memory_ledger.ledger.keyring import Keyring, NamespaceMatch
 from memory_ledger.ledger.master_key import MasterKeySpec, master_key_from
 from memory_ledger.projections.columnar import session_key
 from memory_ledger.projections.erasure import present_namespaces
-from memory_ledger.projections.store import ProjectionStore, remove_idle_slots
+from memory_ledger.projections.store import ProjectionStore, held_slots, remove_idle_slots
 
 if TYPE_CHECKING:
     import duckdb
@@ -233,7 +234,9 @@ class EngineCommands:
         :raises SigningKeyError: ``signing_key`` is unreadable or not an Ed25519 private key
             (nothing was erased).
         :raises ReceiptScanError: with ``signing_key``: the erasure is done but an erased
-            name is still in clear in a file or table of the store (no receipt).
+            name is still in clear in a file or table of the store (no receipt); or
+            (``readers_open``) other processes hold projection files of the store, so no
+            receipt could be made: nothing was erased.
 
         With ``signing_key`` (a PEM file of ``memory-ledger keys new --signing``, or an
         ``Ed25519PrivateKey``), the report's ``receipt`` is the signed erasure receipt
@@ -256,6 +259,18 @@ class EngineCommands:
             return erase_namespaces(self._engine, match, requested_by=requested_by)
         key = load_signing_key(signing_key)
         match.validated()
+        if not self._engine.read_only:
+            readers = held_slots(self.path / "projections", keep=self.projections.path)
+            if readers:
+                # Their files keep the erased rows until they next read: the receipt's scan
+                # could only fail, after the keys are gone, and no later call could sign it.
+                msg = (
+                    f"{readers} other process(es) hold projection files of this store (a "
+                    "debugger, an MCP server, another engine): a receipt needs every file "
+                    "scanned clean, and theirs keep erased rows until they next read. Stop "
+                    "them, or erase without a receipt; nothing was erased"
+                )
+                raise ReceiptScanError(msg, reason_code="readers_open")
         with self._engine.read_models() as live:
             named = [
                 ns

@@ -94,12 +94,16 @@ class SigningKeyError(MemoryLedgerError, ValueError):
 class ReceiptScanError(MemoryLedgerError):
     """The plaintext scan an erasure runs before writing its receipt found an erased name
     in clear in a file or table of the store (the erasure is done; no receipt is written).
-    ``where`` names the file or table, never the name."""
+    ``where`` names the file or table, never the name. ``readers_open``: other processes
+    held projection files of the store when a signed erasure was asked, so their files
+    could not be scanned clean; nothing was erased."""
 
     reason_code = "plaintext_found"
 
-    def __init__(self, message: str, *, where: Sequence[str] = ()) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, where: Sequence[str] = (), reason_code: str | None = None
+    ) -> None:
+        super().__init__(message, reason_code=reason_code)
         self.where = tuple(where)
 
 

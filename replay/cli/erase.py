@@ -193,11 +193,17 @@ def erase(
             markup=False,
         )
         return
+    held = (
+        f"; {report.busy_projections} projection file(s) held by other running processes "
+        "(a debugger, an MCP server) keep them until those processes next read or close"
+        if report.busy_projections
+        else ""
+    )
     common.out.print(
         f"erased {report.namespaces} namespace(s): {_what(match)}; command "
         f"{report.command_id}, recorded at ledger position {report.position}. Their rows "
-        "left this host's projections. Backups taken before now still hold their wrapped "
-        "keys (see the README's Erasure section).",
+        f"left this process's projections{held}. Backups taken before now still hold their "
+        "wrapped keys (see the README's Erasure section).",
         highlight=False,
         markup=False,
         soft_wrap=True,

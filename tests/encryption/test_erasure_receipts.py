@@ -158,6 +158,28 @@ def test_a_name_in_clear_at_erasure_time_writes_no_receipt(tmp_path: Path) -> No
         assert engine.keyring.status().erased_keys == 2  # the erasure itself is done
 
 
+def test_a_signed_erasure_while_another_process_reads_erases_nothing(tmp_path: Path) -> None:
+    """A reader (the debugger, an MCP server: here another engine, read-only) holds a
+    projection file that keeps the erased rows until it next reads: the receipt's scan could
+    only fail after the keys were destroyed, and no later call could sign that erasure. So a
+    signed erasure is refused first (``readers_open``), and goes through once it is gone."""
+    master = os.urandom(32)
+    signing = Ed25519PrivateKey.generate()
+    fill(tmp_path / "s", master)
+    with MemoryEngine.open(tmp_path / "s", create=False, master_key=master) as engine:
+        reader = MemoryEngine.open(tmp_path / "s", create=False, master_key=master, read_only=True)
+        try:
+            assert reader.recall(memory_ledger.Namespace(TENANT, SUBJECT, SCOPES[0]), WORDS[0])
+            with pytest.raises(ReceiptScanError) as e:
+                engine.erase(TENANT, SUBJECT, signing_key=signing)
+            assert e.value.reason_code == "readers_open"
+            assert engine.keyring.status().erased_keys == 0  # nothing was erased
+        finally:
+            reader.close()
+        report = engine.erase(TENANT, SUBJECT, signing_key=signing)
+        assert report.receipt is not None and report.namespaces == 2
+
+
 def test_the_cli_wants_both_receipt_options_and_a_new_file(
     tmp_path: Path, keys: tuple[Path, Path]
 ) -> None:
