@@ -43,6 +43,8 @@ MAX_STATEMENT_CHARS = 2000
 MAX_FIELD_CHARS = {"subject": 256, "predicate": 256, "value": MAX_STATEMENT_CHARS, "tags": 256}
 """The longest subject, predicate, value and tag accepted (characters): a key or a label,
 not a document (``field_too_long``)."""
+_P_ANY_SPACE = re.compile(r"\s")
+"""Any whitespace character (``str.isspace``): a statement holding one is not one token."""
 MAX_DOCUMENT_VALUE_CHARS = 65_536
 """The longest value of a document item (characters): a value a host keeps as a document,
 such as a LangGraph store item's JSON (``validate_item(..., document=True)``; the
@@ -239,6 +241,17 @@ _DOOR: list[Callable[[ExtractedItem], str | None]] = []
 then, on a write) and kept, so a validation does not run an import statement."""
 
 
+def _bare_statement_secret(statement: str) -> bool:
+    """Whether a (non-document) statement is one secret token on its own
+    (:func:`~memory_ledger.commands.secrets.fields.bare_token_secret`); a document's
+    statement (a LangGraph value's JSON) is judged by the door's scan alone."""
+    if _P_ANY_SPACE.search(statement) is not None:
+        return False  # words: not one token (the common case, one C search)
+    from memory_ledger.commands.secrets.fields import bare_token_secret
+
+    return bare_token_secret(statement)
+
+
 def _item_secret_field() -> Callable[[ExtractedItem], str | None]:
     if not _DOOR:
         from memory_ledger.commands.secret_door import item_secret_field
@@ -353,6 +366,8 @@ def validate_item(
     # it would refuse is rejected here with a reason code instead.
     probe = msgspec.structs.replace(item, statement=statement, reason=reason, tags=tags)
     secret = item_secret_field(probe)
+    if secret is None and not document and _bare_statement_secret(statement):
+        secret = "statement"  # nothing but a password: as a bare subject, value or tag is
     if secret is not None:
         return Rejection("secret_detected", "the item holds a secret-shaped value", secret)
     for name, text in texts:

@@ -29,7 +29,7 @@ from memory_ledger.commands.secrets.validators import (
     value_is_reference,
 )
 
-__all__ = ["field_secret"]
+__all__ = ["bare_token_secret", "field_secret"]
 
 _FIELD_SYMBOLS: Final = frozenset("!@#$%^&*+=~|<>?")
 _P_EMAIL: Final = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
@@ -179,6 +179,20 @@ def field_secret(text: str, *, label: str | None = None) -> bool:
     token = _field_token(text)
     if not token:
         return False
-    if not _has_space(token) and (_generated_password(token) or _random_token(token)):
+    if _bare_secret(token):
         return True
     return label is not None and _credential_value(label, token)
+
+
+def bare_token_secret(text: str) -> bool:
+    """Whether ``text`` as a whole (stripped as :func:`field_secret` strips it) is one token
+    that is a secret on its own: a generated password (``Zq8!vR2#mK9pL4xW``) or a random
+    token of 20+ characters (:func:`field_secret`'s second rule, without its scan). What a
+    memory's whole statement is judged by too: a statement that is nothing but a password
+    is one (an item's value, subject and tags are judged by :func:`field_secret`)."""
+    token = _field_token(text)
+    return bool(token) and _bare_secret(token)
+
+
+def _bare_secret(token: str) -> bool:
+    return not _has_space(token) and (_generated_password(token) or _random_token(token))

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.aio import AsyncMemoryEngine
+from memory_ledger.commands.engine.batch import Remember
 from memory_ledger.commands.secret_door import SecretRefusedError, check_event, check_identifiers
 from memory_ledger.ledger.events import EVENT_CLASSES, ErasedPayload, ExtractedItem, LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError
@@ -139,6 +140,32 @@ def test_remember_refuses_a_secret_in_any_field_and_writes_nothing(
         assert engine.head == head  # nothing written, not even the command's session
     data = _store_bytes(tmp_path / "store")
     assert PASSWORD.encode() not in data and CANARY.encode() not in data
+
+
+def test_a_statement_that_is_nothing_but_a_password_is_refused(tmp_path: Path) -> None:
+    """A bare generated password (or a random 20+ character token) refused as a subject,
+    value or tag was stored as a whole statement; now it is refused there too, in the one
+    validation every remember and extracted item passes. One-token statements that are no
+    secret stay, and a document's statement (a LangGraph value's JSON) is judged by the
+    door's scan alone."""
+    bare = ["Zq8!xPw3LkV7#mT2", f"  '{PASSWORD}'  ", "a9F3kQ7zL2xW8pR4tY6u"]
+    with memory_ledger.open(tmp_path / "store") as engine:
+        for statement in bare:
+            with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+                engine.remember(NS, statement)
+            assert refused.value.reason_code == "secret_detected"
+            assert getattr(refused.value, "parameter", None) == "statement"
+            with pytest.raises(memory_ledger.MemoryLedgerError):
+                engine.remember_many(NS, [statement])
+        assert engine.head == 0
+        kept = ["Espresso!", "C++/Rust/Go", "v1.2.3-rc1", "https://example.com/a?b=1", "ACME-42"]
+        for statement in kept:
+            engine.remember(NS, statement)
+        # compact JSON is one token shaped like a generated password: a document is not judged
+        engine.apply_batch(NS, [Remember(statement='{"Tag":"X=1","n":5,"t":"abc"}', document=True)])
+        assert len(engine.retrievable_memories(NS)) == len(kept) + 1
+    data = _store_bytes(tmp_path / "store")
+    assert not any(secret.strip(" '").encode() in data for secret in bare)
 
 
 def test_a_prose_passphrase_is_refused_and_a_sentence_about_passwords_is_kept(
