@@ -215,3 +215,20 @@ def test_a_file_whose_name_is_not_utf8_is_left_out_and_every_search_is_recorded(
         assert caught.value.reason_code == "bad_query"
     searched = [e for _, e in filter_events(engine, EventFilter(types=("WorkspaceSearched",)))]
     assert [e.query for e in searched if isinstance(e, WorkspaceSearched)] == queries
+
+
+def test_a_session_that_fails_to_open_closes_the_retrieval_it_built(
+    engine: MemoryEngine, namespace: Namespace, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_ledger.commands.session.stream import SessionStream
+
+    class Refused(Exception):
+        pass
+
+    def refuse(self: SessionStream, plan: object) -> None:
+        raise Refused
+
+    monkeypatch.setattr(SessionStream, "append_once", refuse)
+    with pytest.raises(Refused):
+        engine.session(namespace, "s", workspace=WorkspaceOptions(repo))
+    assert not any(t.name == "workspace-indexer" for t in threading.enumerate())
