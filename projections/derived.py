@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -53,6 +54,7 @@ __all__ = [
     "NO_ERASURE",
     "ErasedNamespaces",
     "KeyringLike",
+    "remove_erased_folders",
     "slot_files",
     "slot_stale",
     "stamp_slot",
@@ -138,6 +140,11 @@ class ErasedNamespaces:
             self._by_key[key] = found
         return found
 
+    def namespace_id(self, namespace: Namespace) -> UUID:
+        """The id of ``namespace`` in the store (what :meth:`ids` holds once it is erased):
+        the name of its folder in a per-namespace cache (:func:`remove_erased_folders`)."""
+        return self._namespace_id(namespace)
+
     def kept(self, items: Iterable[T], key: Callable[[T], str]) -> list[T]:
         """``items`` less those whose namespace (``key(item)``, a text key) is erased: what a
         writer may write."""
@@ -167,6 +174,31 @@ class ErasedNamespaces:
 
 NO_ERASURE = ErasedNamespaces()
 """Nothing erased (a store without a keyring, a temporary file)."""
+
+
+def remove_erased_folders(directory: str | os.PathLike[str], erased: frozenset[UUID]) -> int:
+    """Delete each sub-folder of a per-namespace cache ``directory`` (the workspace vector
+    cache: ``<folder>/<namespace id hex>/...``) named by a namespace id in ``erased``, and
+    each sub-folder not named by a namespace id at all (a cache written before the cache
+    was kept per namespace: whose it is cannot be told). Returns how many went; a folder
+    that cannot be listed or deleted is left (its error is not raised: the next erasure or
+    open tries again)."""
+    folder = Path(directory)
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        try:
+            owner: UUID | None = UUID(hex=name) if len(name) == 32 else None
+        except ValueError:
+            owner = None
+        if owner is not None and owner not in erased:
+            continue
+        shutil.rmtree(folder / name, ignore_errors=True)
+        removed += not (folder / name).exists()
+    return removed
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -27,6 +27,7 @@ from uuid import UUID, uuid4
 import msgspec
 
 from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision
+from memory_ledger.commands.workspace.vector_cache import VECTOR_CACHE_FOLDER
 from memory_ledger.ledger.errors import LedgerReadOnlyError
 from memory_ledger.ledger.events import ERASURE_NAMESPACE, NamespaceErased
 from memory_ledger.ledger.faults import fault
@@ -42,6 +43,7 @@ from memory_ledger.ledger.master_key import (
 )
 from memory_ledger.ledger.sealing import is_sealed
 from memory_ledger.ledger.tags import ERASURE_TAG
+from memory_ledger.projections.derived import remove_erased_folders
 from memory_ledger.projections.erasure import present_namespaces
 from memory_ledger.projections.store import remove_set_aside, remove_stale_slots
 
@@ -209,6 +211,8 @@ def erase_namespaces(
     positions = record_erasures(engine)
     engine.catch_up()  # drops the rows; the file is rewritten when the engine closes
     busy = engine.remove_idle_projections()
+    # The workspace vectors the namespaces' sessions cached (commands/workspace/vector_cache.py)
+    remove_erased_folders(engine.path / VECTOR_CACHE_FOLDER, keyring.erased_namespace_ids)
     return ErasureReport(
         command_id=command,
         namespaces=len(erased),
@@ -250,6 +254,11 @@ def check_erasures(engine: MemoryStore) -> int:
         # process, was killed before it scrubbed or deleted them).
         erasures = len(engine.keyring.erased_namespace_ids)
         remove_stale_slots(engine.path / "projections", erasures)
+        # Workspace vectors of erased namespaces (a session of another process wrote them
+        # while the erasure ran and was killed, or the erasing process was).
+        remove_erased_folders(
+            engine.path / VECTOR_CACHE_FOLDER, engine.keyring.erased_namespace_ids
+        )
     return revoked
 
 

@@ -196,9 +196,14 @@ class MemorySession:
         self.compaction_policy = self._compaction.compaction_policy
         self.stream.refresh()
         self._knowledge.check_binding_on_open()
-        if self.stream.state.opened is None:
-            self.stream.append_once(self._knowledge.opened_events)
-        self._workspace.attach(workspace)
+        self._workspace.prepare(workspace)  # a refused root raises before any event
+        try:
+            if self.stream.state.opened is None:
+                self.stream.append_once(self._knowledge.opened_events)
+            self._workspace.attach()
+        except BaseException:
+            self._workspace.discard()
+            raise
 
     # What changes ------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 """Session-owned workspace retrieval: attached when the session opens, closed with it.
 
-``engine.session(..., workspace=WorkspaceOptions(root, ...))`` builds a
-:class:`~commands.workspace.retrieval.WorkspaceRetrieval` for the session (the engine's
-store is left out of the tree, and vectors are cached by file digest under
-``<store>/workspace-vectors`` so a reopened session re-embeds only changed files) and
-records WorkspaceAttached. Without options nothing is built: ``workspace_status()`` is
-``disabled``, ``workspace_modes`` is empty and ``search_workspace`` raises
+``engine.session(..., workspace=WorkspaceOptions(root, ...))`` checks the root and builds a
+:class:`~commands.workspace.retrieval.WorkspaceRetrieval` for the session before the session
+writes anything (a refused root leaves no event; a root that is the engine's store or inside
+it is refused, ``root_in_store``; a store inside the root is left out of the tree), and
+vectors are cached by file digest under ``<store>/workspace-vectors/<namespace id>`` so a
+reopened session re-embeds only changed files and an erasure of the namespace deletes them;
+then the session records WorkspaceAttached. Without options nothing is built:
+``workspace_status()`` is ``disabled``, ``workspace_modes`` is empty and ``search_workspace`` raises
 ``WorkspaceError`` (``disabled``); no embedding provider is ever called.
 
 Each search is recorded as a read-path record (WorkspaceSearched: redacted query, mode,
@@ -15,7 +17,9 @@ release) and records WorkspaceReleased.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +34,10 @@ from memory_ledger.commands.workspace.retrieval import (
     WorkspaceError,
     WorkspaceRetrieval,
     WorkspaceStatus,
+    open_root,
 )
 from memory_ledger.commands.workspace.search import SearchMode, WorkspaceSearchResult
+from memory_ledger.commands.workspace.vector_cache import VECTOR_CACHE_FOLDER
 from memory_ledger.ledger.events import (
     LedgerEvent,
     WorkspaceAttached,
@@ -39,11 +45,9 @@ from memory_ledger.ledger.events import (
     WorkspaceReleased,
     WorkspaceSearched,
 )
+from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces
 
 __all__ = ["SessionWorkspace", "WorkspaceContextProvider", "WorkspaceOptions"]
-
-VECTOR_CACHE_FOLDER = "workspace-vectors"
-"""Folder of the store holding workspace vectors by file digest (derived data)."""
 
 
 @dataclass(frozen=True)
@@ -103,27 +107,67 @@ class SessionWorkspace:
     def __init__(self, stream: SessionStream) -> None:
         self.stream = stream
         self.workspace: WorkspaceRetrieval | None = None
+        self._options: WorkspaceOptions | None = None
 
-    def attach(self, options: WorkspaceOptions | None) -> None:
-        """Build the retrieval and record WorkspaceAttached (nothing without options)."""
-        self.workspace = None
+    def prepare(self, options: WorkspaceOptions | None) -> None:
+        """Check the root and build the retrieval (its indexer starts), before the session
+        writes anything: a refused root leaves no event. Nothing without options.
+
+        :raises WorkspaceError: ``bad_root`` (see
+            :func:`~commands.workspace.retrieval.open_root`), ``root_in_store`` (the root is
+            the engine's store folder or a folder inside it: the store's own files, such as
+            an export of every namespace kept there, would be indexed; a store that is a
+            sub-folder of the root is left out of the tree instead).
+        """
+        self.workspace = self._options = None
         if options is None:
             return
         store = Path(self.stream.engine.path)
+        root = open_root(options.root)
+        try:
+            real_store = Path(os.path.realpath(store))
+            if root.path == real_store or real_store in root.path.parents:
+                msg = (
+                    "a workspace root must not be the store's folder or inside it: "
+                    "the store's own files would be searched"
+                )
+                raise WorkspaceError(msg, "root_in_store")
+        finally:
+            root.close()
         rules = options.rules
         rules = AdmissionRules(
             max_file_bytes=rules.max_file_bytes,
             max_files=rules.max_files,
             exclude=(*rules.exclude, str(store)),
         )
-        retrieval = WorkspaceRetrieval(
+        vectors = None
+        erased: Callable[[], bool] | None = None
+        if options.cache_vectors:
+            known = getattr(self.stream.engine, "erased_namespaces", NO_ERASURE)
+            if not isinstance(known, ErasedNamespaces):
+                known = NO_ERASURE
+            namespace = self.stream.namespace
+            vectors = store / VECTOR_CACHE_FOLDER / known.namespace_id(namespace).hex
+            erased = functools.partial(known.is_erased, namespace)
+
+        self.workspace = WorkspaceRetrieval(
             options.root,
             chunking=options.chunking,
             embeddings=options.embeddings,
             rules=rules,
-            vector_cache=store / VECTOR_CACHE_FOLDER if options.cache_vectors else None,
+            vector_cache=vectors,
+            vector_cache_erased=erased,
         )
+        self._options = options
+
+    def attach(self) -> None:
+        """Record WorkspaceAttached for the retrieval :meth:`prepare` built (nothing
+        without one); on failure the retrieval is closed and dropped."""
+        retrieval, options = self.workspace, self._options
+        if retrieval is None or options is None:
+            return
         status = retrieval.status()
+        rules = retrieval.rules
 
         def attached() -> list[LedgerEvent]:
             self.stream.start_plan()
@@ -142,9 +186,15 @@ class SessionWorkspace:
         try:
             self.stream.append_once(attached)
         except BaseException:
-            retrieval.close()
+            self.discard()
             raise
-        self.workspace = retrieval
+
+    def discard(self) -> None:
+        """Close and drop a retrieval that was never attached (the session failed to open);
+        nothing is recorded."""
+        retrieval, self.workspace, self._options = self.workspace, None, None
+        if retrieval is not None:
+            retrieval.close()
 
     @property
     def workspace_modes(self) -> tuple[SearchMode, ...]:

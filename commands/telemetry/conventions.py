@@ -45,6 +45,7 @@ __all__ = [
     "PROJECTION_LAG",
     "PROJECTION_LAG_SECONDS",
     "CATCH_UP_DURATION",
+    "ENGINE_INSTANCE",
     "VECTOR_BACKLOG",
     "REASON_CODE",
     "RECORDS_ADMITTED",
@@ -84,6 +85,10 @@ RECORDS_RETURNED: Final = "memory_ledger.records.returned"
 """Memories a recall returned."""
 CONTENT_WITHHELD: Final = "memory_ledger.content.withheld"
 """With content on: why a text was left out (``secret_detected``)."""
+ENGINE_INSTANCE: Final = "memory_ledger.engine.instance"
+"""On the observable metrics, beside ``gen_ai.memory.store.id``: the engine object's number
+in its process (1, 2, ...), so two engines sharing a meter provider (two stores, a store
+opened twice, a reopen) each report their own observations."""
 
 # Metrics (this engine's prefix: the GenAI client metrics describe model calls).
 OPERATION_DURATION: Final = "memory_ledger.operation.duration"

@@ -14,14 +14,16 @@ import hmac
 import importlib
 import os
 import sys
-import weakref
 from collections.abc import Callable
 from time import monotonic
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_ledger.ledger.errors import InvalidArgumentTypeError, MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
+
+if TYPE_CHECKING:
+    from memory_ledger.commands.telemetry.instruments import SharedInstruments
 
 __all__ = ["DIGESTS_KEPT", "MIN_KEY_BYTES", "Telemetry", "TelemetryUnavailableError"]
 
@@ -91,8 +93,7 @@ class Telemetry:
         self.meter_provider = meter_provider
         """A ``MeterProvider`` instead of the global one (None: the global one)."""
         self._tracer: tuple[Any, Any] | None = None
-        self._instruments: tuple[Any, Any, Any] | None = None
-        self._catch_up: Any = None
+        self._instruments: tuple[Any, SharedInstruments] | None = None
         self._store_name: str | None = None
         self._caught_up_at = monotonic()
 
@@ -184,10 +185,12 @@ class Telemetry:
         self._caught_up_at = monotonic()
 
     def catch_up_histogram(self, engine: object) -> Any:
-        """The catch-up-duration histogram (``CATCH_UP_DURATION``), with the instruments of
-        :meth:`instruments`."""
+        """The catch-up-duration histogram (``CATCH_UP_DURATION``) of :attr:`meter_provider`
+        (None when the provider could not make it), registering ``engine`` as
+        :meth:`instruments` does."""
         self.instruments(engine)
-        return self._catch_up
+        cached = self._instruments
+        return cached[1].catch_up if cached is not None else None
 
     def lag_seconds(self, engine: Any) -> float:
         """Seconds ``engine``'s read models have been behind the ledger head (0 when caught
@@ -198,91 +201,23 @@ class Telemetry:
 
     def instruments(self, engine: object) -> Any:
         """The operation-duration histogram of :attr:`meter_provider` (or the global
-        provider), created once per provider, with two instruments read from ``engine``
-        when the host's reader collects (nothing is counted per operation): the
-        records-written counter (``engine.appended``) and the projection-lag gauge
-        (``engine.head - engine.projection_position``)."""
+        provider; None when the provider could not make it). The instruments are made once
+        per provider and shared by the engines using it
+        (:func:`~memory_ledger.commands.telemetry.instruments.shared_instruments`);
+        ``engine`` is registered with them, so its records-written counter and projection
+        gauges are read, with its own attributes, when the host's reader collects (nothing
+        is counted per operation). Never raises."""
         cached = self._instruments
         if cached is None or cached[0] is not self.meter_provider:
-            from opentelemetry import metrics
+            from memory_ledger.commands.telemetry.instruments import shared_instruments
 
-            from memory_ledger.commands.telemetry.conventions import (
-                CATCH_UP_DURATION,
-                OPERATION_DURATION,
-                PROJECTION_LAG,
-                PROJECTION_LAG_SECONDS,
-                RECORDS_WRITTEN,
-                VECTOR_BACKLOG,
-            )
-            from memory_ledger.commands.telemetry.version import version
-
-            provider = self.meter_provider or metrics.get_meter_provider()
-            meter = provider.get_meter("memory_ledger", version())
-            histogram = meter.create_histogram(
-                OPERATION_DURATION, unit="s", description="Duration of memory operations"
-            )
-            self._catch_up = meter.create_histogram(
-                CATCH_UP_DURATION, unit="s", description="Duration of projection catch-ups"
-            )
-            appended, lag = _read_of(engine, _appended), _read_of(engine, _lag)
-            seconds = _read_of(engine, self.lag_seconds)
-            backlog = _read_of(engine, _backlog)
-            counters = (
-                meter.create_observable_counter(
-                    RECORDS_WRITTEN,
-                    callbacks=[lambda options: appended(metrics.Observation)],
-                    unit="{event}",
-                    description="Ledger events appended by this engine",
-                ),
-                meter.create_observable_gauge(
-                    PROJECTION_LAG,
-                    callbacks=[lambda options: lag(metrics.Observation)],
-                    unit="{position}",
-                    description="Ledger positions the engine's read models are behind",
-                ),
-                meter.create_observable_gauge(
-                    PROJECTION_LAG_SECONDS,
-                    callbacks=[lambda options: seconds(metrics.Observation)],
-                    unit="s",
-                    description="Seconds the engine's read models have been behind",
-                ),
-                meter.create_observable_gauge(
-                    VECTOR_BACKLOG,
-                    callbacks=[lambda options: backlog(metrics.Observation)],
-                    unit="{memory}",
-                    description="Retrievable memories still lacking a vector",
-                ),
-            )
-            cached = self._instruments = (self.meter_provider, histogram, counters)
-        return cached[1]
-
-
-def _appended(engine: Any) -> Any:
-    return engine.appended
-
-
-def _lag(engine: Any) -> Any:
-    return engine.head - engine.projection_position
-
-
-def _backlog(engine: Any) -> Any:
-    return engine.pending_vectors()
-
-
-def _read_of(engine: object, read: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
-    """A callback body reading ``read(engine)`` through a weak reference: one observation
-    while the engine is open, none once it is closed, gone or unreadable (a metric reader's
-    callback never raises into the host's SDK)."""
-    reference = weakref.ref(engine)
-
-    def observe(observation: Any) -> list[Any]:
-        target = reference()
-        if target is None:
-            return []
-        try:
-            value = read(target)
-        except Exception:  # noqa: BLE001 - closed (EngineClosedError), ledger unreachable
-            return []
-        return [observation(value)] if isinstance(value, int | float) else []
-
-    return observe
+            shared = shared_instruments(self.meter_provider)
+            if cached is not None:
+                cached[1].unregister(engine)
+            try:
+                store = self.store_name()
+            except Exception:  # noqa: BLE001 - the ledger's store id unreadable: no name
+                store = ""
+            shared.register(engine, store)
+            cached = self._instruments = (self.meter_provider, shared)
+        return cached[1].duration

@@ -50,6 +50,7 @@ from memory_ledger.commands.telemetry.conventions import (
     RECORDS_RETURNED,
     Operation,
 )
+from memory_ledger.commands.telemetry.guard import telemetry_failed
 from memory_ledger.commands.telemetry.options import Telemetry
 from memory_ledger.ledger.errors import MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
@@ -203,7 +204,12 @@ def catching_up(engine: object, to: int | None) -> Iterator[None]:
             telemetry.caught_up()
         if telemetry.api() is not None:
             attributes = {} if failure is None else {ERROR_TYPE: failure}
-            telemetry.catch_up_histogram(engine).record(perf_counter() - start, attributes)
+            try:
+                histogram = telemetry.catch_up_histogram(engine)
+                if histogram is not None:
+                    histogram.record(perf_counter() - start, attributes)
+            except Exception as e:  # noqa: BLE001 - telemetry never changes the operation
+                telemetry_failed("metrics.record", e)
 
 
 def error_type(exc: BaseException) -> str:
@@ -226,6 +232,7 @@ class OperationSpan:
         "_operation",
         "_record_id",
         "_namespace",
+        "_recording",
         "_scope",
         "_span",
         "_start",
@@ -249,24 +256,36 @@ class OperationSpan:
         self._gen_ai = OPERATIONS[operation]
         self._namespace, self._text, self._record_id = namespace, text, record_id
         self._span: Any = None
+        self._recording = False
         self._scope: Any = None
         self._start = 0.0
 
     def __enter__(self) -> OperationSpan:
         trace = self._trace
-        span = self._telemetry.tracer(trace).start_span(
-            self._gen_ai, kind=trace.SpanKind.INTERNAL, attributes=_NAMES[self._operation]
-        )
-        self._span = span
-        if span.is_recording():
-            self._describe(span)
-        if span.is_recording() or span.get_span_context().is_valid:
-            # current while it runs (a sampled-out span too: its children follow it); the
-            # invalid span of an API without an SDK is not worth a context switch
-            self._scope = trace.use_span(
-                span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+        span: Any = None
+        try:
+            span = self._telemetry.tracer(trace).start_span(
+                self._gen_ai, kind=trace.SpanKind.INTERNAL, attributes=_NAMES[self._operation]
             )
-            self._scope.__enter__()
+            recording = bool(span.is_recording())
+            if recording:
+                self._describe(span)
+            if recording or span.get_span_context().is_valid:
+                # current while it runs (a sampled-out span too: its children follow it);
+                # the invalid span of an API without an SDK is not worth a context switch
+                scope = trace.use_span(
+                    span, end_on_exit=True, record_exception=False, set_status_on_exception=False
+                )
+                scope.__enter__()
+                self._scope = scope
+            self._span, self._recording = span, recording
+        except Exception as e:  # noqa: BLE001 - telemetry never changes the operation
+            telemetry_failed("span.start", e)
+            if span is not None:
+                try:
+                    span.end()
+                except Exception as again:  # noqa: BLE001
+                    telemetry_failed("span.end", again)
         self._start = perf_counter()
         return self
 
@@ -290,11 +309,14 @@ class OperationSpan:
         """Record what the operation returned (ids, counts, ledger position and, with
         content on, the records) on a recording span; return ``value``."""
         span = self._span
-        if span is not None and span.is_recording():
+        if span is not None and self._recording:
             try:
                 self._describe_result(span, value)
             except Exception:  # noqa: BLE001 - telemetry never fails an operation
-                span.set_attribute(CONTENT_WITHHELD, "unreadable_result")
+                try:
+                    span.set_attribute(CONTENT_WITHHELD, "unreadable_result")
+                except Exception as e:  # noqa: BLE001
+                    telemetry_failed("span.attributes", e)
         return value
 
     def position(self, value: int) -> None:
@@ -302,8 +324,11 @@ class OperationSpan:
         (for an operation whose result does not carry one, e.g. ``forget_all``'s count;
         0 or less: nothing was written, nothing recorded)."""
         span = self._span
-        if value > 0 and span is not None and span.is_recording():
-            span.set_attribute(LEDGER_POSITION, value)
+        if value > 0 and span is not None and self._recording:
+            try:
+                span.set_attribute(LEDGER_POSITION, value)
+            except Exception as e:  # noqa: BLE001 - telemetry never fails an operation
+                telemetry_failed("span.attributes", e)
 
     def _describe_result(self, span: Any, value: object) -> None:
         position = getattr(value, "position", None)
@@ -367,18 +392,29 @@ class OperationSpan:
         seconds = perf_counter() - self._start
         span = self._span
         failure = error_type(exc) if exc is not None else None
-        if failure is not None and span.is_recording():
-            span.set_attribute(ERROR_TYPE, failure)
-            if isinstance(exc, MemoryLedgerError):
-                span.set_attribute(REASON_CODE, failure)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, failure))
+        if failure is not None and span is not None and self._recording:
+            try:
+                span.set_attribute(ERROR_TYPE, failure)
+                if isinstance(exc, MemoryLedgerError):
+                    span.set_attribute(REASON_CODE, failure)
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, failure))
+            except Exception as e:  # noqa: BLE001 - telemetry never changes the operation
+                telemetry_failed("span.status", e)
         if self._scope is not None:
-            self._scope.__exit__(exc_type, exc, tb)
-        histogram = self._telemetry.instruments(self._engine)
+            try:
+                self._scope.__exit__(exc_type, exc, tb)  # ends the span: processors run
+            except Exception as e:  # noqa: BLE001 - telemetry never changes the operation
+                if e is not exc:
+                    telemetry_failed("span.end", e)
         attributes = _NAMES[self._operation]
         if failure is not None:
             attributes = {**attributes, ERROR_TYPE: failure}
-        histogram.record(seconds, attributes)
+        try:
+            histogram = self._telemetry.instruments(self._engine)
+            if histogram is not None:
+                histogram.record(seconds, attributes)
+        except Exception as e:  # noqa: BLE001 - telemetry never changes the operation
+            telemetry_failed("metrics.record", e)
 
 
 def _admitted(value: object) -> int | None:

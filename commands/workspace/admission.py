@@ -9,8 +9,10 @@ non-text assets are left out before chunking and before any embedding. Here:
   ``.egg-info``) or a memory-ledger store (a folder holding ``ledger/data.mdb``, or a path
   the host lists in ``AdmissionRules.exclude``); it leaves out by name credential files
   (:data:`CREDENTIAL_NAMES`, :data:`CREDENTIAL_SUFFIXES`) and non-text assets
-  (:data:`BINARY_SUFFIXES`), by path files whose relative path holds a secret shape
-  (``secret``: a hit's path is cited to the model and recorded), by size files over
+  (:data:`BINARY_SUFFIXES`), files and folders whose name is not valid UTF-8
+  (``not_utf8``: a hit's path is cited and recorded), by path files whose relative path
+  holds a secret shape (``secret``: a hit's path is cited to the model and recorded), by
+  size files over
   ``max_file_bytes``, and symbolic links;
 * the content check (:func:`admit_content`) leaves out bytes holding a NUL byte (binary),
   bytes that are not strict UTF-8, and text in which the engine's secret detection
@@ -196,6 +198,16 @@ def _excluded_paths(root: Path, extra: Iterable[str]) -> frozenset[str]:
     return frozenset(paths)
 
 
+def _utf8_name(name: str) -> bool:
+    """Whether a file name read from the file system is valid UTF-8 (Python decodes the
+    other bytes to lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def scan_tree(root: Path, rules: AdmissionRules) -> TreeScan:
     """List the files under ``root`` that may be read (by name, type and size).
 
@@ -231,6 +243,10 @@ def scan_tree(root: Path, rules: AdmissionRules) -> TreeScan:
                 continue
             if stat.S_ISLNK(info.st_mode):
                 excluded["symlink"] += 1
+            elif not _utf8_name(entry.name):
+                # its path would be cited to the model and recorded (WorkspaceSearched): a
+                # name that is not UTF-8 can be neither, so the file (or folder) is left out
+                excluded["not_utf8"] += 1
             elif stat.S_ISDIR(info.st_mode):
                 if entry.name in GENERATED_DIRS or entry.name.endswith(".egg-info"):
                     excluded["generated"] += 1

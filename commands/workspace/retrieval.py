@@ -20,6 +20,8 @@ the indexer thread (:mod:`commands.workspace.indexer`), verified search
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -53,6 +55,7 @@ __all__ = [
     "WorkspaceRetrieval",
     "WorkspaceState",
     "WorkspaceStatus",
+    "open_root",
 ]
 
 WorkspaceState = Literal["disabled", "building", "ready", "degraded", "closed"]
@@ -70,8 +73,10 @@ MAX_K = 50
 class WorkspaceError(MemoryLedgerError, ValueError):
     """A workspace request was refused. ``reason_code``: ``disabled`` (the session has no
     workspace retrieval), ``mode_unavailable`` (semantic or hybrid without an embedding
-    provider, or an unknown mode), ``closed``, ``bad_root`` (not a readable folder),
-    ``bad_query`` (empty query or ``k`` out of 1..50); ``workspace_refused`` by default."""
+    provider, or an unknown mode), ``closed``, ``bad_root`` (not a readable folder, the
+    empty string, a NUL byte, a path that is not UTF-8), ``root_in_store`` (the root is the
+    engine's store folder or inside it), ``bad_query`` (empty query, a lone surrogate, or
+    ``k`` out of 1..50); ``workspace_refused`` by default."""
 
     reason_code = "workspace_refused"
 
@@ -121,6 +126,43 @@ DISABLED = WorkspaceStatus(state="disabled")
 """The status of a session without workspace retrieval."""
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def open_root(root: object) -> WorkspaceRoot:
+    """The workspace root ``root`` opened (a descriptor held until closed), once it is
+    checked: a ``str`` or path, not the empty string, without a NUL byte, an openable
+    folder whose resolved path is valid UTF-8. Nothing is written.
+
+    :raises WorkspaceError: ``bad_root`` (the message names the check, and the root only
+        as ``repr`` of what was given).
+    """
+    text = os.fspath(root) if isinstance(root, str | os.PathLike) else None
+    if not isinstance(text, str):
+        msg = f"a workspace root must be a str or a path, got {type(root).__name__}"
+        raise WorkspaceError(msg, "bad_root")
+    if isinstance(root, str) and not root:
+        msg = "a workspace root must name a folder ('' would be the current directory)"
+        raise WorkspaceError(msg, "bad_root")
+    if "\x00" in text:
+        raise WorkspaceError("a workspace root must not hold a NUL byte", "bad_root")
+    try:
+        opened = WorkspaceRoot(text)
+    except (OSError, ValueError) as e:
+        msg = f"workspace root {text!r} is not a readable folder ({type(e).__name__})"
+        raise WorkspaceError(msg, "bad_root") from e
+    if not _utf8(str(opened.path)):
+        opened.close()
+        msg = f"workspace root {text!r} is not valid UTF-8 (its path is recorded)"
+        raise WorkspaceError(msg, "bad_root")
+    return opened
+
+
 class WorkspaceRetrieval:
     """A session-owned index of the folder ``root``; construction starts the indexer and
     returns immediately.
@@ -130,8 +172,12 @@ class WorkspaceRetrieval:
         only, no provider is ever called).
     :param rules: admission limits (size, file count, extra excluded paths).
     :param vector_cache: a folder keeping vectors by file digest across sessions.
+    :param vector_cache_erased: whether the cache's owner is erased now (nothing is then
+        written to ``vector_cache``; :class:`~commands.workspace.vector_cache.VectorCache`).
     :param batch_size: at most this many chunks per provider call.
-    :raises WorkspaceError: ``bad_root`` when ``root`` is not a readable folder.
+    :raises WorkspaceError: ``bad_root`` when ``root`` is not a readable folder, is not a
+        ``str`` or path, is the empty string (it would be the current directory, unnamed),
+        holds a NUL byte, or resolves to a path that is not valid UTF-8 (it is recorded).
     :raises TypeError: ``chunking`` is not a typed strategy object.
     """
 
@@ -143,20 +189,22 @@ class WorkspaceRetrieval:
         embeddings: EmbeddingProvider | None = None,
         rules: AdmissionRules | None = None,
         vector_cache: Path | str | None = None,
+        vector_cache_erased: Callable[[], bool] | None = None,
         batch_size: int = 64,
     ) -> None:
         self.strategy = check_strategy(chunking if chunking is not None else LineWindows())
         self.rules = rules or AdmissionRules()
-        try:
-            self.root = WorkspaceRoot(root)
-        except OSError as e:
-            msg = f"workspace root {str(root)!r} is not a readable folder ({type(e).__name__})"
-            raise WorkspaceError(msg, "bad_root") from e
+        self.root = open_root(root)
         self.provider = embeddings
         self.descriptor = embeddings.descriptor if embeddings is not None else None
         cache = None
         if vector_cache is not None and self.descriptor is not None:
-            cache = VectorCache(Path(vector_cache), self.descriptor, strategy_key(self.strategy))
+            cache = VectorCache(
+                Path(vector_cache),
+                self.descriptor,
+                strategy_key(self.strategy),
+                erased=vector_cache_erased,
+            )
         self.catalog = WorkspaceCatalog()
         self._indexer = WorkspaceIndexer(
             self.root,
@@ -229,6 +277,9 @@ class WorkspaceRetrieval:
             raise WorkspaceError(msg, "mode_unavailable")
         if not isinstance(query, str) or not query.strip():
             raise WorkspaceError("a workspace search needs a non-empty query", "bad_query")
+        if not _utf8(query):
+            msg = "a workspace query must be valid UTF-8 (it holds a lone surrogate)"
+            raise WorkspaceError(msg, "bad_query")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise WorkspaceError(f"k must be an integer from 1 to {MAX_K}, got {k!r}", "bad_query")
         return run_search(

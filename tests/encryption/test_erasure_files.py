@@ -217,3 +217,72 @@ def test_an_erasing_process_killed_before_it_deleted_idle_slots_leaves_them_stal
     MemoryEngine.open(world.store, master_key=world.key).close()  # records it, sweeps
     assert not (projections / "slot-1.duckdb").exists()
     assert world.leaks() == []
+
+
+def _vector_files(store: Path) -> dict[str, int]:
+    """Workspace vector files by the folder under ``workspace-vectors`` that holds them."""
+    found: dict[str, int] = {}
+    for path in (store / "workspace-vectors").rglob("*.npy"):
+        owner = path.relative_to(store / "workspace-vectors").parts[0]
+        found[owner] = found.get(owner, 0) + 1
+    return found
+
+
+def test_the_erasure_of_a_namespace_deletes_the_workspace_vectors_its_sessions_cached(
+    tmp_path: Path,
+) -> None:
+    import os
+    import threading
+
+    from memory_ledger.commands.errors import MemoryLedgerError
+    from memory_ledger.commands.session import WorkspaceOptions
+    from tests.workspace_helpers import WordBagProvider, write_tree
+
+    repo = write_tree(tmp_path / "repo", {"a.md": "pelican body\n", "b.py": "def kayak(): ...\n"})
+    store = tmp_path / "store"
+    zed, kay, late = (
+        Namespace("zulu", "zed", "coder"),
+        Namespace("keep", "kay", "coder"),
+        Namespace("zulu", "zoe", "coder"),
+    )
+    key = os.urandom(32)
+    with MemoryEngine.open(store, master_key=key) as engine:
+        erased = engine.erased_namespaces
+        folders = {ns: erased.namespace_id(ns).hex for ns in (zed, kay, late)}
+        for ns in (zed, kay):
+            options = WorkspaceOptions(repo, embeddings=WordBagProvider())
+            with engine.session(ns, "task", workspace=options) as session:
+                assert session.wait_for_workspace(30).files_embedded == 2
+        legacy = store / "workspace-vectors" / "0123456789abcdef" / "00"
+        legacy.mkdir(parents=True)
+        (legacy / ("0" * 64 + ".npy")).write_bytes(b"a vector cached before namespaces")
+        assert _vector_files(store) == {folders[zed]: 2, folders[kay]: 2, "0123456789abcdef": 1}
+        # zoe's session is embedding (held at the provider) while her tenant is erased
+        gate = threading.Event()
+        held = WordBagProvider(gate=gate)
+        session = engine.session(late, "task", workspace=WorkspaceOptions(repo, embeddings=held))
+        assert held.entered.wait(30)
+        report = engine.erase("zulu")
+        assert report.namespaces == 2
+        assert _vector_files(store) == {folders[kay]: 2}  # zed's and the unowned cache went
+        gate.set()
+        session.wait_for_workspace(30)
+        assert held.calls >= 1
+        assert _vector_files(store) == {folders[kay]: 2}  # nothing written after the erasure
+        try:
+            session.close()  # its release cannot be recorded in an erased namespace
+        except MemoryLedgerError:
+            pass
+        assert not any(t.name == "workspace-indexer" for t in threading.enumerate())
+        # kay's cache still serves: a reopened session embeds nothing
+        again = WordBagProvider()
+        with engine.session(kay, "again", workspace=WorkspaceOptions(repo, embeddings=again)) as s:
+            assert s.wait_for_workspace(30).cache_hits == 2
+        assert again.calls == 0
+    # a folder of an erased namespace found when the store opens (its writer was killed
+    # while the erasure ran) is deleted then
+    stray = store / "workspace-vectors" / folders[zed] / "0123456789abcdef" / "00"
+    stray.mkdir(parents=True)
+    (stray / ("1" * 64 + ".npy")).write_bytes(b"left by a killed writer")
+    MemoryEngine.open(store, master_key=key).close()
+    assert _vector_files(store) == {folders[kay]: 2}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,106 @@ def test_search_queries_are_redacted_in_the_ledger(
     searched = [e for _, e in filter_events(engine, EventFilter(types=("WorkspaceSearched",)))]
     assert isinstance(searched[0], WorkspaceSearched)
     assert secret not in searched[0].query and "release" in searched[0].query
+
+
+def _head_and_sessions(engine: MemoryEngine) -> tuple[int, set[str]]:
+    opened = {
+        type(e).__name__ for _, e in filter_events(engine, EventFilter(types=("SessionOpened",)))
+    }
+    return engine.head, opened
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        "missing",
+        os.fsdecode(b"r\xffoot"),  # not UTF-8 (and missing)
+        "not-utf8-\udcff-folder",  # exists: still refused, its path is recorded
+        "bad\x00root",
+        "",  # would be the current directory
+        "a-file.md",
+        b"bytes-root",
+        42,
+    ],
+)
+def test_a_refused_root_writes_nothing_and_raises_a_typed_error(
+    engine: MemoryEngine,
+    namespace: Namespace,
+    tmp_path: Path,
+    root: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "a-file.md").write_text("a file, not a folder\n")
+    (tmp_path / os.fsdecode(b"not-utf8-\xff-folder")).mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "notes.md").write_text("wombat\n")
+    monkeypatch.chdir(tmp_path / "cwd")
+    given = str(tmp_path / root) if isinstance(root, str) and root else root
+    before = _head_and_sessions(engine)
+    with pytest.raises(WorkspaceError) as caught:
+        engine.session(namespace, "s", workspace=WorkspaceOptions(given))  # type: ignore[arg-type]
+    assert caught.value.reason_code == "bad_root"
+    assert _head_and_sessions(engine) == before  # no SessionOpened left open, nothing at all
+    assert not any(t.name == "workspace-indexer" for t in threading.enumerate())
+
+
+def test_a_root_that_is_the_store_or_inside_it_is_refused(
+    tmp_path: Path, namespace: Namespace
+) -> None:
+    store = tmp_path / "store"
+    bob = Namespace("acme", "bob", "assistant")
+    with MemoryEngine.open(store) as engine:
+        engine.remember(bob, "Bob's salary is BOBPRIVATEWORD ninety thousand.")
+        exports = store / "exports"
+        exports.mkdir()
+        (exports / "events.jsonl").write_text('{"statement": "BOBPRIVATEWORD"}\n')
+        link = tmp_path / "link-to-store"
+        link.symlink_to(store)
+        for root in (store, exports, link, store / "." / "exports" / ".."):
+            before = engine.head
+            with pytest.raises(WorkspaceError) as caught:
+                engine.session(namespace, "s", workspace=WorkspaceOptions(root))
+            assert caught.value.reason_code == "root_in_store", root
+            assert engine.head == before
+        # the store as a sub-folder of the root stays left out of the tree
+        with engine.session(namespace, "s", workspace=WorkspaceOptions(tmp_path)) as session:
+            status = session.wait_for_workspace(30)
+            assert status.excluded.get("store") == 1
+            assert session.search_workspace("BOBPRIVATEWORD salary", k=5).hits == ()
+
+
+def test_a_file_whose_name_is_not_utf8_is_left_out_and_every_search_is_recorded(
+    engine: MemoryEngine, namespace: Namespace, tmp_path: Path
+) -> None:
+    repo = write_tree(tmp_path / "repo", {"good.md": "quetzal two\n"})
+    (repo / os.fsdecode(b"bad\xffname.md")).write_text("quetzal one\n")
+    (repo / os.fsdecode(b"dir\xff")).mkdir()
+    (repo / os.fsdecode(b"dir\xff") / "inside.md").write_text("quetzal three\n")
+    queries = ["two", "quetzal", "one", "three"]
+    with engine.session(namespace, "s", workspace=WorkspaceOptions(repo)) as session:
+        status = session.wait_for_workspace(30)
+        assert status.files_indexed == 1 and status.excluded.get("not_utf8") == 2
+        served = [[h.path for h in session.search_workspace(q, k=5).hits] for q in queries]
+        assert served == [["good.md"], ["good.md"], [], []]
+        with pytest.raises(WorkspaceError) as caught:
+            session.search_workspace("quetzal \udcff")
+        assert caught.value.reason_code == "bad_query"
+    searched = [e for _, e in filter_events(engine, EventFilter(types=("WorkspaceSearched",)))]
+    assert [e.query for e in searched if isinstance(e, WorkspaceSearched)] == queries
+
+
+def test_a_session_that_fails_to_open_closes_the_retrieval_it_built(
+    engine: MemoryEngine, namespace: Namespace, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_ledger.commands.session.stream import SessionStream
+
+    class Refused(Exception):
+        pass
+
+    def refuse(self: SessionStream, plan: object) -> None:
+        raise Refused
+
+    monkeypatch.setattr(SessionStream, "append_once", refuse)
+    with pytest.raises(Refused):
+        engine.session(namespace, "s", workspace=WorkspaceOptions(repo))
+    assert not any(t.name == "workspace-indexer" for t in threading.enumerate())

@@ -288,3 +288,29 @@ def test_bad_roots_and_queries_are_refused(tree: Path) -> None:
             with pytest.raises(WorkspaceError) as caught:
                 ws.search(query, k=k)
             assert caught.value.reason_code == "bad_query"
+
+
+def test_a_cache_write_checks_its_owner_before_and_after(tmp_path: Path) -> None:
+    """The erasure marks the namespace erased, then deletes its folder: a write that raced
+    it either sees the mark first (writes nothing) or after (deletes its own file)."""
+    import numpy as np
+
+    from memory_ledger.commands.workspace.vector_cache import VectorCache
+
+    descriptor = WordBagProvider().descriptor
+    vectors = np.ones((1, descriptor.dimension), dtype=np.float32) / np.sqrt(descriptor.dimension)
+    answers: list[bool] = []
+
+    def erased() -> bool:
+        return answers.pop(0)
+
+    cache = VectorCache(tmp_path, descriptor, "lines/40/4096", erased=erased)
+    answers[:] = [False, False]
+    cache.put("a" * 64, vectors)
+    assert cache.get("a" * 64, 1) is not None  # written, owner live throughout
+    answers[:] = [True]
+    cache.put("b" * 64, vectors)  # erased before: nothing written
+    answers[:] = [False, True]
+    cache.put("c" * 64, vectors)  # erased while writing: its own file deleted
+    assert answers == []
+    assert sorted(p.name[:1] for p in tmp_path.rglob("*.npy")) == ["a"]
