@@ -14,11 +14,13 @@ from typer.testing import CliRunner
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.ids import Namespace
-from memory_ledger.replay.audit.points import PointError, parse_point, parse_timestamp
-from memory_ledger.replay.audit.timetravel import position_at
+from memory_ledger.replay.audit import PointError, parse_point, parse_timestamp, position_at
 from memory_ledger.replay.cli.app import app
-from memory_ledger.replay.imports import export_interchange, import_interchange
-from memory_ledger.replay.imports.errors import InterchangeFormatError
+from memory_ledger.replay.imports import (
+    InterchangeFormatError,
+    export_interchange,
+    import_interchange,
+)
 
 NS = Namespace("acme", "alice", "assistant")
 TEXTS = ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.aio import AsyncMemoryEngine
-from memory_ledger.commands.engine.batch import Remember
+from memory_ledger.commands.engine import Remember
 from memory_ledger.commands.secret_door import SecretRefusedError, check_event, check_identifiers
 from memory_ledger.ledger.events import EVENT_CLASSES, ErasedPayload, ExtractedItem, LedgerEvent
 from memory_ledger.ledger.ids import InvalidNamespaceError
