@@ -75,8 +75,11 @@ def ui_command(
         warning = server.clear_text_warning(host)
         if warning is not None:
             print(f"memory-ledger ui: {warning}", file=sys.stderr, flush=True)
+        from memory_ledger.replay.ui.log import logged_to
+
         try:
-            server.serve(engine, host=host, port=port or None, on_ready=ready)
+            with logged_to(sys.stderr):  # a 500's type and route (never its message)
+                server.serve(engine, host=host, port=port or None, on_ready=ready)
         finally:
             engine.close()
 

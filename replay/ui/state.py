@@ -21,7 +21,6 @@ under a request still reading it.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from memory_ledger.replay.audit.past_indexes import PastIndexes
+from memory_ledger.replay.ui.log import log_failure
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["UiState"]
 
 T = TypeVar("T")
-
-_log = logging.getLogger(__name__)
 
 PointKey = tuple[str, int | datetime, int]
 """(mode, point, ledger head)."""
@@ -230,8 +228,8 @@ class UiState:
                     namespace = Namespace(str(tenant), str(principal), str(scope_id))
                     with self.point("position", head) as past:
                         past.recall(namespace, "", 1)
-            except Exception:  # a warm-up is an optimisation: a request will say what fails
-                _log.warning("memory-ledger ui: warming the recall indexes failed", exc_info=True)
+            except Exception as error:  # an optimisation: a request will say what fails
+                log_failure("warming the recall indexes", error)
 
         self._closing.clear()
         thread = threading.Thread(target=run, name="memory-ledger-ui-warm", daemon=True)
