@@ -88,7 +88,13 @@ class _Pages:
         self.env = templates()
 
     def render(self, name: str, code: int = 200, **context: Any) -> HTMLResponse:
-        page = self.env.get_template(name).render(head=self.state.head(), **context)
+        """The page ``name`` with ``context``; a page about a namespace (``space``) that was
+        erased says so (the engine's keyring knows the erased namespaces)."""
+        space = context.get("space")
+        erased = isinstance(space, Namespace) and self.state.engine.keyring.is_erased(space)
+        page = self.env.get_template(name).render(
+            head=self.state.head(), space_erased=erased, **context
+        )
         return HTMLResponse(page, status_code=code)
 
     def guarded(self, route: str, handler: Callable[[Request], HTMLResponse]) -> Callable[..., Any]:
