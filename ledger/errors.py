@@ -61,6 +61,8 @@ __all__ = [
     "LedgerRecordError",
     "LedgerSettingError",
     "LedgerTamperedError",
+    "ListenAddressError",
+    "ListenError",
     "MemoryLedgerError",
     "NaiveDatetimeError",
     "at_position",
@@ -301,6 +303,24 @@ class ForeignStoreError(LedgerFormatError):
     """
 
     reason_code = "foreign_store"
+
+
+class ListenAddressError(InvalidArgumentError):
+    """A server (``memory-ledger ui``, ``mcp --http``) was given an address it cannot listen
+    on, refused before it starts: a port outside 1-65535 (0, a free one, where the command
+    allows it), a host that is neither an address nor a name that resolves. ``parameter``
+    names the option (``--port``, ``--host``, ``--http``)."""
+
+    reason_code = "invalid_listen_address"
+
+
+class ListenError(MemoryLedgerError, OSError):
+    """A server could not listen on a valid address: the port is in use (instance reason
+    ``address_in_use``), the address is not one of this machine's
+    (``address_not_available``), or a port below 1024 needs privileges
+    (``address_forbidden``); the message names the address and the system's reason."""
+
+    reason_code = "listen_failed"
 
 
 class LedgerSettingError(MemoryLedgerError, OSError):

@@ -25,6 +25,7 @@ import duckdb
 
 from memory_ledger.ledger.errors import DiskFullError
 from memory_ledger.ledger.faults import fault
+from memory_ledger.projections.cursor_gate import CursorGate
 from memory_ledger.projections.derived import (
     NO_ERASURE,
     ErasedNamespaces,
@@ -257,6 +258,9 @@ class ProjectionStore:
         self.scrub_on_close = False
         """Rewrite the file when closing (:func:`rewrite_file`): set after an erasure, so
         the deleted rows' old blocks do not outlive this process's use of the file."""
+        self.cursors = CursorGate()
+        """Queries on cursors of :attr:`conn` (other threads' readers) against closing or
+        checkpointing it (:mod:`memory_ledger.projections.cursor_gate`)."""
         self.on_reconnect: list[Callable[[duckdb.DuckDBPyConnection], None]] = []
         """Called with the new connection when :meth:`rewrite_erased` reopened the file (the
         holders of :attr:`conn` take it)."""
@@ -473,7 +477,7 @@ class ProjectionStore:
         durable = self.path != ":memory:" and self.temporary_folder is None
         if not (self.scrub_on_close and durable):
             return False
-        with self.lock:
+        with self.lock, self.cursors.exclusive(reconnects=True):
             self.conn.close()
             try:
                 rewrite_file(Path(self.path))
@@ -490,8 +494,9 @@ class ProjectionStore:
 
     def checkpoint(self) -> None:
         """Write the file's changes into its blocks now (DuckDB ``CHECKPOINT``): after an
-        erasure, so deleted rows leave the write-ahead log at once."""
-        with self.lock:
+        erasure, so deleted rows leave the write-ahead log at once. Waits for the queries
+        running on cursors of the file (:attr:`cursors`)."""
+        with self.lock, self.cursors.exclusive():
             self.conn.execute("CHECKPOINT")
 
     def mark_damaged(self, error: BaseException) -> ProjectionDamagedError:

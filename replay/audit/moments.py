@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.projections.canonical import RETRIEVABLE
@@ -87,11 +87,11 @@ class Moment:
         namespace.validated()
         params = [namespace.tenant, namespace.principal, namespace.scope_id]
         if self._fold is not None:
-            rows = self._fold.conn.execute(
+            rows = self._fold_rows(
                 "SELECT memory_id, statement FROM canonical_memory WHERE tenant = ? AND "
                 f"principal = ? AND scope_id = ? AND status IN {_RETRIEVABLE}",
                 params,
-            ).fetchall()
+            )
             return {str(m): str(s) for m, s in rows}
         sql = _LAST_CHANGE.format(where="AND tenant = ? AND principal = ? AND scope_id = ?")
         with self.engine.read_models(to=self.position) as live:
@@ -131,11 +131,11 @@ class Moment:
         if not wanted:
             return {}
         if self._fold is not None:
-            rows = self._fold.conn.execute(
+            rows = self._fold_rows(
                 f"SELECT memory_id, {column} FROM canonical_memory "
                 "WHERE memory_id IN (SELECT unnest(?::VARCHAR[]))",
                 [wanted],
-            ).fetchall()
+            )
             return {str(m): str(s) for m, s in rows}
         sql = _LAST_CHANGE.format(where="AND memory_id IN (SELECT unnest(?::VARCHAR[]))")
         with self.engine.read_models(to=self.position) as live:
@@ -144,8 +144,22 @@ class Moment:
             ).fetchall()
         return {str(m): str(s) for m, s in rows}
 
+    def _fold_rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """The rows of ``sql`` over the fold, read through a cursor of its own (a DuckDB
+        connection serves one call at a time and refuses a second one meanwhile: each
+        query here gets its own, so threads reading one moment never meet). DuckDB errors
+        arrive typed (:class:`~memory_ledger.projections.errors.ProjectionError`)."""
+        assert self._fold is not None
+        store = self._fold.store
+        with store.guard("query"):
+            cursor = store.conn.cursor()
+            try:
+                return cursor.execute(sql, params).fetchall()
+            finally:
+                cursor.close()
+
     def close(self) -> None:
-        """Drop the fold, if any."""
+        """Drop the fold, if any (no query may run on it any more)."""
         if self._fold is not None:
             self._fold.close()
 

@@ -27,10 +27,15 @@ memory; the engine's serving lock is held only while that index is copied.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+import duckdb
 
 from memory_ledger.commands.recall.index import NamespaceRecallIndex, RecallResult
 from memory_ledger.commands.recall.policy import check_recall_k
@@ -75,12 +80,15 @@ class PastRecall:
         self.head = head
         self.events_skipped = 0
         self.recall_max_k = engine.config.recall_max_k
+        self._engine = engine
+        self._gate = engine.projections.cursors
         with engine.read_models(to=position) as live:
             # Its own connection to the same database: queries on it run while other
             # threads use the engine (DuckDB connections of one database are independent).
             self._cursor = live.conn.cursor()
+            self._generation = self._gate.generation
         self._lock = threading.RLock()
-        self.canonical = CanonicalMemoryAt(self._cursor, position, self._lock)
+        self.canonical = CanonicalMemoryAt(self._cursor, position, self._lock, self._reading)
         windows = engine.conversation_windows(self.canonical.session_turns)
         self._index = NamespaceRecallIndex(
             self.canonical, context_of=engine.transcript_context, windows=windows
@@ -98,6 +106,27 @@ class PastRecall:
                 engine.recall_index_snapshot,
             )
             self._index.attach(self._derived)
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Around each query on the cursor (under :attr:`_lock`): the engine may close its
+        connection meanwhile (to rewrite the file after an erasure), and every cursor of it
+        with it; the query runs inside the file's :class:`CursorGate` (the engine waits for
+        it before closing), on a new cursor when the engine reconnected since this one was
+        opened. DuckDB errors arrive typed (the engine's projection guard)."""
+        while True:
+            if self._generation != self._gate.generation:
+                with self._engine.read_models(catch_up=False) as live:
+                    cursor, generation = live.conn.cursor(), self._gate.generation
+                with contextlib.suppress(duckdb.Error):
+                    self._cursor.close()
+                self._cursor, self._generation = cursor, generation
+                self.canonical.conn = cursor
+            with self._gate.reading() as generation:
+                if generation == self._generation:
+                    with self._engine.projection_guard():
+                        yield
+                    return
 
     def recall(self, namespace: Namespace, query: str, k: int = 5) -> RecallResult:
         """Recall over ``namespace`` as it would have been answered then (what
@@ -139,7 +168,8 @@ class PastRecall:
         """Drop the kept indexes and close the cursor."""
         with self._lock:
             self._index = NamespaceRecallIndex(self.canonical)
-            self._cursor.close()
+            with contextlib.suppress(duckdb.Error):  # closed already with its connection
+                self._cursor.close()
 
     def __enter__(self) -> PastRecall:
         return self

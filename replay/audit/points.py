@@ -14,9 +14,15 @@ from datetime import UTC, date, datetime, time
 
 from memory_ledger.ledger.errors import InvalidArgumentError, NaiveDatetimeError
 
-__all__ = ["NaiveTimestampError", "PointError", "parse_point", "parse_timestamp"]
+__all__ = ["NaiveTimestampError", "PointError", "parse_point", "parse_timestamp", "whole_number"]
 
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+"""Digits as users type them (``str.isdigit`` and ``\\d`` also accept ``²`` or ``٣``, which
+``int`` refuses or reads as another number)."""
+MAX_DIGITS = 18
+"""The longest whole number read (any position or count fits; ``int`` refuses text of more
+than 4,300 digits with a raw ``ValueError``)."""
 
 
 class PointError(InvalidArgumentError):
@@ -72,23 +78,50 @@ def _naive_message(raw: str, parameter: str | None) -> str:
     )
 
 
+def whole_number(
+    text: str,
+    parameter: str | None = None,
+    *,
+    error: type[InvalidArgumentError] = InvalidArgumentError,
+) -> int:
+    """A whole number >= 0 written in ASCII digits (0-9, at most :data:`MAX_DIGITS`;
+    surrounding white space ignored): what every integer a user types is read with (a
+    position, a page offset, a count).
+
+    :param parameter: the argument the text came from, named in the message and set as the
+        error's ``parameter``.
+    :param error: the error class raised (``PointError`` for a point).
+    :raises InvalidArgumentError: (or ``error``) anything else: a sign, a fraction, other
+        scripts' digits (``²``), more than :data:`MAX_DIGITS` digits.
+    """
+    raw = text.strip()
+    name = parameter or "the value"
+    if _ASCII_DIGITS.fullmatch(raw) is None:
+        raise error(f"{name} must be a whole number >= 0 (digits 0-9)", parameter=parameter)
+    if len(raw) > MAX_DIGITS:
+        raise error(f"{name} has more than {MAX_DIGITS} digits", parameter=parameter)
+    return int(raw)
+
+
 def parse_point(text: str, parameter: str | None = None) -> int | datetime:
-    """A ledger position (digits, >= 0) or an aware timestamp (see :func:`parse_timestamp`).
+    """A ledger position (ASCII digits, :func:`whole_number`) or an aware timestamp (see
+    :func:`parse_timestamp`).
 
     :param parameter: the argument the text came from, named in errors.
     :raises NaiveTimestampError: a date-time without a zone.
     :raises PointError: the text is neither.
     """
     raw = text.strip()
-    if raw.isdigit():
-        return int(raw)
-    if raw.startswith("-") and raw[1:].isdigit():
-        msg = f"position {raw} is negative; positions start at 1 (0 is the empty ledger)"
+    where = f"{parameter} " if parameter else ""
+    if _ASCII_DIGITS.fullmatch(raw):
+        return whole_number(raw, parameter, error=PointError)
+    if raw.startswith("-") and _ASCII_DIGITS.fullmatch(raw[1:]):
+        msg = f"{where}position {raw} is negative; positions start at 1 (0 is the empty ledger)"
         raise PointError(msg, parameter=parameter)
     try:
         return parse_timestamp(raw, parameter)
     except NaiveTimestampError:
         raise
     except PointError:
-        msg = f"{text!r} is neither a ledger position nor an ISO 8601 timestamp"
+        msg = f"{where}{text!r} is neither a ledger position nor an ISO 8601 timestamp"
         raise PointError(msg, parameter=parameter) from None

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,12 +129,19 @@ def _refusing_initialize() -> Iterator[None]:
 
 
 def _address(text: str) -> tuple[str, int]:
+    """HOST and PORT of ``--http HOST:PORT`` (an IPv6 host in brackets).
+
+    :raises ListenAddressError: not HOST:PORT, or a port outside 1-65535.
+    """
+    from memory_ledger.ledger.errors import ListenAddressError
+    from memory_ledger.replay.cli.listen import check_port
+
     host, _, port = text.rpartition(":")
     host = host.strip("[]")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or re.fullmatch(r"[0-9]{1,5}", port) is None:
         msg = f"--http must be HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}"
-        raise ValueError(msg)
-    return host, int(port)
+        raise ListenAddressError(msg, parameter="--http")
+    return host, check_port(int(port), "--http")
 
 
 def mcp_command(
@@ -237,10 +246,14 @@ def mcp_command(
         if any(p is not None for p in parts):
             msg = "--http takes the namespace from each request's token, not from --tenant etc."
             raise ValueError(msg)
+        from memory_ledger.replay.cli.listen import listen_socket
+
         host, port = _address(http)
         source = tokens or config_file or Path(CONFIG_FILE)
         registry = TokenRegistry.from_toml(source)
-        asyncio.run(_serve_http(store, host, port, registry, config, as_json))
+        sock = listen_socket(host, port, host_option="--http", port_option="--http")
+        with sock:
+            asyncio.run(_serve_http(store, host, sock, registry, config, as_json))
 
 
 async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) -> None:
@@ -257,7 +270,7 @@ async def _serve_stdio(store: Path, namespace: Namespace, config: MemoryConfig) 
 async def _serve_http(
     store: Path,
     host: str,
-    port: int,
+    sock: socket.socket,
     registry: TokenRegistry,
     config: MemoryConfig,
     as_json: bool,
@@ -273,8 +286,10 @@ async def _serve_http(
             line = f"memory-ledger mcp: serving {store} at {url} ({count} token(s))"
         print(line, file=sys.stderr, flush=True)
 
+    port = int(sock.getsockname()[1])
     async with AsyncMemoryEngine.open(store, config=config) as memory:
-        await MemoryMcpServer(memory, tokens=registry).serve_http(host, port, on_ready=ready)
+        server = MemoryMcpServer(memory, tokens=registry)
+        await server.serve_http(host, port, on_ready=ready, sock=sock)
 
 
 def mcp_token_command(

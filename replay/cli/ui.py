@@ -60,9 +60,20 @@ def ui_command(
                 msg = f"the debugger needs the ui extra: {UI_EXTRA}"
                 raise RuntimeError(msg) from None
             raise
+        from memory_ledger.replay.cli.listen import listen_socket
+
         config = audit_config(ctx)
         folder = store_folder(store, config)
-        engine = server.open_read_only(folder, ledger=config.ledger or None, config=config)
+        # Bound first: a bad --host or --port is refused in words before the store opens.
+        sock = listen_socket(host, port, host_option="--host", port_option="--port")
+        warning = server.clear_text_warning(host)
+        if warning is not None:
+            print(f"memory-ledger ui: {warning}", file=sys.stderr, flush=True)
+        try:
+            engine = server.open_read_only(folder, ledger=config.ledger or None, config=config)
+        except BaseException:
+            sock.close()
+            raise
 
         def ready(url: str) -> None:
             if as_json:
@@ -72,11 +83,11 @@ def ui_command(
             else:
                 print(f"memory-ledger ui: {folder} (read-only) at {url}", flush=True)
 
-        warning = server.clear_text_warning(host)
-        if warning is not None:
-            print(f"memory-ledger ui: {warning}", file=sys.stderr, flush=True)
+        from memory_ledger.replay.ui.log import logged_to
+
         try:
-            server.serve(engine, host=host, port=port or None, on_ready=ready)
+            with sock, logged_to(sys.stderr):  # a 500's type and route (never its message)
+                server.serve(engine, host=host, on_ready=ready, sock=sock)
         finally:
             engine.close()
 

@@ -46,6 +46,7 @@ import contextvars
 import inspect
 import json
 import re
+import socket
 import sys
 import types
 import typing
@@ -825,10 +826,17 @@ class MemoryMcpServer:
             await self.aclose()
 
     async def serve_http(
-        self, host: str, port: int, *, on_ready: Callable[[str], None] | None = None
+        self,
+        host: str,
+        port: int,
+        *,
+        on_ready: Callable[[str], None] | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
         """Serve streamable HTTP on ``host:port`` (path ``/mcp``) until cancelled;
-        ``on_ready(url)`` is called once it listens."""
+        ``on_ready(url)`` is called once it listens. ``sock``: a socket already bound to
+        that address (``memory-ledger mcp --http`` binds it first, refusing a bad address
+        in words), served on instead of binding."""
         import uvicorn
 
         config = uvicorn.Config(
@@ -849,7 +857,7 @@ class MemoryMcpServer:
 
         watcher = asyncio.get_running_loop().create_task(announce())
         try:
-            await server.serve()
+            await server.serve(sockets=None if sock is None else [sock])
         finally:
             watcher.cancel()
             await self.aclose()

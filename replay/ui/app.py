@@ -18,7 +18,6 @@ a slow page (a recall as of a new point, the first integrity walk) never holds u
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -37,6 +36,7 @@ from memory_ledger.ledger.errors import InvalidArgumentError, MemoryLedgerError
 from memory_ledger.ledger.ids import Namespace
 from memory_ledger.replay.ui import ledger_views, memory_views
 from memory_ledger.replay.ui.graph import lineage_graph
+from memory_ledger.replay.ui.log import log_failure
 from memory_ledger.replay.ui.places import ExactInAttributes
 from memory_ledger.replay.ui.security import TokenGate
 from memory_ledger.replay.ui.state import UiState
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "templates"]
 
 HERE = Path(__file__).resolve().parent
-_log = logging.getLogger(__name__)
 
 
 def _url(path: str, **params: Any) -> str:
@@ -89,13 +88,20 @@ class _Pages:
         self.env = templates()
 
     def render(self, name: str, code: int = 200, **context: Any) -> HTMLResponse:
-        page = self.env.get_template(name).render(head=self.state.head(), **context)
+        """The page ``name`` with ``context``; a page about a namespace (``space``) that was
+        erased says so (the engine's keyring knows the erased namespaces)."""
+        space = context.get("space")
+        erased = isinstance(space, Namespace) and self.state.engine.keyring.is_erased(space)
+        page = self.env.get_template(name).render(
+            head=self.state.head(), space_erased=erased, **context
+        )
         return HTMLResponse(page, status_code=code)
 
-    def guarded(self, handler: Callable[[Request], HTMLResponse]) -> Callable[..., Any]:
+    def guarded(self, route: str, handler: Callable[[Request], HTMLResponse]) -> Callable[..., Any]:
         """Run ``handler`` (no lock: pages run concurrently); typed errors become a page
         saying what is wrong (400, or 404 for an unknown memory or event); anything else a
-        500 page without a traceback."""
+        500 page without a traceback, logged (:func:`log_failure`) under ``route`` (the
+        route's pattern, never the requested address)."""
 
         def endpoint(request: Request) -> Response:
             try:
@@ -105,12 +111,7 @@ class _Pages:
                 message = _message(error, self.state.engine.path)
                 return self.render("error.html", code, error=message)
             except Exception as error:  # never a traceback on a page
-                _log.warning(
-                    "memory-ledger ui: %s on %s",
-                    type(error).__name__,
-                    request.url.path,
-                    exc_info=True,
-                )
+                log_failure(f"on {route}", error)
                 return self.render("error.html", 500, error="internal error (see the server log)")
 
         return endpoint
@@ -245,10 +246,9 @@ def _message(error: BaseException, store: Path) -> str:
 
 
 def _int_text(text: str, name: str) -> int:
-    value = text.strip()
-    if not value.isdigit() or len(value) > 18:
-        raise InvalidArgumentError(f"{name} must be a whole number >= 0", parameter=name)
-    return int(value)
+    from memory_ledger.replay.audit.points import whole_number
+
+    return whole_number(text, name)
 
 
 def _int(request: Request, name: str, default: int) -> int:
@@ -269,15 +269,20 @@ def _namespace(request: Request) -> Namespace:
 def create_app(state: UiState) -> ASGIApp:
     """The debugger's ASGI app over ``state`` (token gate included)."""
     pages = _Pages(state)
-    routes = [
-        Route("/", pages.guarded(pages.namespaces)),
-        Route("/namespace", pages.guarded(pages.namespace)),
-        Route("/timeline", pages.guarded(pages.timeline)),
-        Route("/event/{position}", pages.guarded(pages.event)),
-        Route("/memory/{memory_id}", pages.guarded(pages.memory)),
-        Route("/timetravel", pages.guarded(pages.timetravel)),
-        Route("/recall", pages.guarded(pages.recall)),
-        Route("/integrity", pages.guarded(pages.integrity)),
+    routes: list[Route | Mount] = [
+        Route(path, pages.guarded(path, handler))
+        for path, handler in [
+            ("/", pages.namespaces),
+            ("/namespace", pages.namespace),
+            ("/timeline", pages.timeline),
+            ("/event/{position}", pages.event),
+            ("/memory/{memory_id}", pages.memory),
+            ("/timetravel", pages.timetravel),
+            ("/recall", pages.recall),
+            ("/integrity", pages.integrity),
+        ]
+    ]
+    routes += [
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)

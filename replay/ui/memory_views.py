@@ -213,19 +213,19 @@ def time_travel(
     from memory_ledger.replay.audit.moments import changes_between
 
     namespace.validated()
-    past_a = state.moment(a.mode, a.at)
-    past_b = state.moment(b.mode, b.at)
-    key = f"diff:{namespace.key()}:{a.mode}:{a.at}:{b.mode}:{b.at}"
-    change = state.cached(key, lambda: changes_between(past_a, past_b, namespace))
-    offset = max(0, offset)
-    gone = change.gone[offset : offset + state.page_size]
-    start = max(0, offset - len(change.gone))
-    new = change.new[start : start + state.page_size - len(gone)]
-    before, status_b, after = (
-        past_a.statements(gone),
-        past_b.statuses(gone),
-        past_b.statements(new),
-    )
+    with state.moment(a.mode, a.at) as past_a, state.moment(b.mode, b.at) as past_b:
+        key = f"diff:{namespace.key()}:{a.mode}:{a.at}:{b.mode}:{b.at}"
+        change = state.cached(key, lambda: changes_between(past_a, past_b, namespace))
+        offset = max(0, offset)
+        gone = change.gone[offset : offset + state.page_size]
+        start = max(0, offset - len(change.gone))
+        new = change.new[start : start + state.page_size - len(gone)]
+        before, status_b, after = (
+            past_a.statements(gone),
+            past_b.statuses(gone),
+            past_b.statements(new),
+        )
+        position_a, position_b = past_a.position, past_b.position
     rows: list[dict[str, Any]] = [
         {
             "side": "gone",
@@ -242,8 +242,8 @@ def time_travel(
     return Difference(
         a=a,
         b=b,
-        position_a=past_a.position,
-        position_b=past_b.position,
+        position_a=position_a,
+        position_b=position_b,
         current_a=change.current_a,
         current_b=change.current_b,
         gone=len(change.gone),
@@ -317,8 +317,8 @@ def explained_recall(
         }
         status = result.semantic.state if result.semantic is not None else "off"
     else:
-        past = state.point(point.mode, point.at)
-        result = past.recall(namespace, query, k)
+        with state.point(point.mode, point.at) as past:
+            result = past.recall(namespace, query, k)
         lexical = {h.memory_id: h.score for h in result.results}  # the past is lexical only
         status = "off"
     hits = [

@@ -74,6 +74,7 @@ def serve(
     port: int | None = None,
     token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve the debugger over ``engine`` until interrupted; ``on_ready(url)`` gets the
     address with its token once the socket listens. The engine stays open (its opener
@@ -82,6 +83,8 @@ def serve(
 
     :param port: None or 0: a free port.
     :param token: None: a fresh random one.
+    :param sock: a socket already bound (``memory-ledger ui`` binds it first, refusing a bad
+        address in words): served on instead of ``port`` (whose number it then gives).
     """
     import uvicorn
 
@@ -90,6 +93,8 @@ def serve(
     from memory_ledger.replay.ui.state import UiState
 
     token = token or new_token()
+    if sock is not None:
+        port = int(sock.getsockname()[1])
     port = port or free_port(host)
     state = UiState(engine, token)
     state.warm()  # each namespace's recall index, for the first recall as of a point
@@ -112,6 +117,6 @@ def serve(
         server_header=False,
     )
     try:
-        _Server(config).run()
+        _Server(config).run(sockets=None if sock is None else [sock])
     finally:
         state.close()

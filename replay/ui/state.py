@@ -13,19 +13,23 @@ Recall as of a point reads the live projection's memory history
 (:func:`memory_ledger.replay.audit.past_recall.recall_point`: one query and an index build,
 on its own DuckDB cursor; occurred time folds): the few last points asked for are kept open
 (least recently used first out) with their indexes, so asking again, or going back and
-forth between two, builds each point once.
+forth between two, builds each point once. A kept point is lent to a request for as long as
+it reads it (:meth:`UiState.point`, :meth:`UiState.moment` are context managers): one pushed
+out meanwhile (by other points, or a new ledger head) is closed by its last borrower, never
+under a request still reading it.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from memory_ledger.replay.audit.past_indexes import PastIndexes
+from memory_ledger.replay.ui.log import log_failure
 
 if TYPE_CHECKING:
     from memory_ledger.commands.engine.memory_engine import MemoryEngine
@@ -36,8 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["UiState"]
 
 T = TypeVar("T")
-
-_log = logging.getLogger(__name__)
 
 PointKey = tuple[str, int | datetime, int]
 """(mode, point, ledger head)."""
@@ -50,6 +52,23 @@ class Closable(Protocol):
 
 
 C = TypeVar("C", bound=Closable)
+
+
+class _Kept(Generic[C]):
+    """A kept value and how many requests use it now (guarded by :attr:`UiState.lock`)."""
+
+    __slots__ = ("evicted", "users", "value")
+
+    def __init__(self, value: C, *, users: int = 0) -> None:
+        self.value = value
+        self.users = users
+        self.evicted = False
+
+    def push_out(self) -> bool:
+        """Mark it pushed out of the cache; True when no request uses it (close it now),
+        else its last user closes it."""
+        self.evicted = True
+        return self.users == 0
 
 
 class UiState:
@@ -72,8 +91,8 @@ class UiState:
         """Guards the caches (held only to read or store an entry, never around a page)."""
         self._computing: dict[object, threading.Lock] = {}
         self._cache: dict[str, tuple[int, Any]] = {}
-        self._points: OrderedDict[PointKey, PastRecall | AsOf] = OrderedDict()
-        self._moments: OrderedDict[PointKey, Moment] = OrderedDict()
+        self._points: OrderedDict[PointKey, _Kept[PastRecall | AsOf]] = OrderedDict()
+        self._moments: OrderedDict[PointKey, _Kept[Moment]] = OrderedDict()
         self._indexes = PastIndexes()
         """Recall indexes built at earlier points (or copied from the engine's live recall
         index), a new point's index is derived from; dropped when the engine applies an
@@ -110,10 +129,12 @@ class UiState:
         with self.lock:
             self._cache.pop(name, None)
 
-    def point(self, mode: str, at: int | datetime) -> PastRecall | AsOf:
-        """Recall as of ``at`` (``mode`` ``position``, ``recorded`` or ``occurred``):
-        :func:`memory_ledger.replay.audit.past_recall.recall_point`, kept among the last
-        :attr:`kept_points` (closing the ones pushed out).
+    @contextmanager
+    def point(self, mode: str, at: int | datetime) -> Iterator[PastRecall | AsOf]:
+        """Recall as of ``at`` (``mode`` ``position``, ``recorded`` or ``occurred``), lent
+        for the ``with`` block: :func:`memory_ledger.replay.audit.past_recall.recall_point`,
+        kept among the last :attr:`kept_points` (one pushed out is closed once no request
+        uses it any more).
 
         :raises PointError: an invalid point (see :func:`memory_ledger.replay.as_of`).
         :raises PositionOutOfRangeError: a position beyond the head.
@@ -121,18 +142,21 @@ class UiState:
         from memory_ledger.replay.audit.past_recall import recall_point
 
         key: PointKey = (mode, at, self.head())
-        return self._kept(
+        with self._lent(
             self._points,
             key,
             lambda: recall_point(
                 self.engine, at, occurred=mode == "occurred", indexes=self._indexes
             ),
-        )
+        ) as value:
+            yield value
 
-    def moment(self, mode: str, at: int | datetime) -> Moment:
-        """What was current at ``at`` (``mode`` ``position``, ``recorded`` or ``occurred``):
-        :func:`memory_ledger.replay.audit.moments.moment_at`, kept among the last
-        :attr:`kept_points` (an occurred-time moment holds a fold).
+    @contextmanager
+    def moment(self, mode: str, at: int | datetime) -> Iterator[Moment]:
+        """What was current at ``at`` (``mode`` ``position``, ``recorded`` or ``occurred``),
+        lent for the ``with`` block: :func:`memory_ledger.replay.audit.moments.moment_at`,
+        kept among the last :attr:`kept_points` (an occurred-time moment holds a fold,
+        closed once no request uses it any more after it was pushed out).
 
         :raises PointError: an invalid point (see :func:`memory_ledger.replay.as_of`).
         :raises PositionOutOfRangeError: a position beyond the head.
@@ -140,31 +164,46 @@ class UiState:
         from memory_ledger.replay.audit.moments import moment_at
 
         key: PointKey = (mode, at, self.head())
-        return self._kept(
+        with self._lent(
             self._moments, key, lambda: moment_at(self.engine, at, occurred=mode == "occurred")
-        )
+        ) as value:
+            yield value
 
-    def _kept(self, kept: OrderedDict[PointKey, C], key: PointKey, open_: Callable[[], C]) -> C:
-        """The open value of ``key`` in ``kept``, opened once (under the key's lock) and
-        kept among the last :attr:`kept_points` of the same ledger head (those of another
-        head are dropped). A value pushed out is closed; a recall point closes once the
-        recall running on it ends, a fold at once (a request still reading it then fails
-        with a typed error at worst)."""
+    @contextmanager
+    def _lent(
+        self, kept: OrderedDict[PointKey, _Kept[C]], key: PointKey, open_: Callable[[], C]
+    ) -> Iterator[C]:
+        """The open value of ``key`` in ``kept``, lent for the ``with`` block: opened once
+        (under the key's lock) and kept among the last :attr:`kept_points` of the same
+        ledger head (those of another head are dropped). A value pushed out is closed when
+        its last borrower gives it back (at once when none holds it): a request never sees
+        a point closed under it."""
         with self._key_lock((id(kept), key)):
             with self.lock:
-                value = kept.get(key)
-                if value is not None:
+                entry = kept.get(key)
+                if entry is not None:
                     kept.move_to_end(key)
-                    return value
-            value = open_()
+                    entry.users += 1
+            if entry is None:
+                entry = _Kept(open_(), users=1)
+                with self.lock:
+                    kept[key] = entry
+                    old = [kept.pop(k) for k in list(kept) if k[2] != key[2]]  # another head's
+                    old += [
+                        kept.popitem(last=False)[1] for _ in range(len(kept) - self.kept_points)
+                    ]
+                    self._computing.pop((id(kept), key), None)
+                    idle = [o for o in old if o.push_out()]
+                for stale in idle:
+                    stale.value.close()
+        try:
+            yield entry.value
+        finally:
             with self.lock:
-                kept[key] = value
-                old = [kept.pop(k) for k in list(kept) if k[2] != key[2]]  # another head's
-                old += [kept.popitem(last=False)[1] for _ in range(len(kept) - self.kept_points)]
-                self._computing.pop((id(kept), key), None)
-        for stale in old:
-            stale.close()
-        return value
+                entry.users -= 1
+                last = entry.evicted and entry.users == 0
+            if last:
+                entry.value.close()
 
     def warm(self) -> threading.Thread:
         """Ready each namespace's recall index at the ledger head now, on a background
@@ -187,9 +226,10 @@ class UiState:
                     if self._closing.is_set():
                         return
                     namespace = Namespace(str(tenant), str(principal), str(scope_id))
-                    self.point("position", head).recall(namespace, "", 1)
-            except Exception:  # a warm-up is an optimisation: a request will say what fails
-                _log.warning("memory-ledger ui: warming the recall indexes failed", exc_info=True)
+                    with self.point("position", head) as past:
+                        past.recall(namespace, "", 1)
+            except Exception as error:  # an optimisation: a request will say what fails
+                log_failure("warming the recall indexes", error)
 
         self._closing.clear()
         thread = threading.Thread(target=run, name="memory-ledger-ui-warm", daemon=True)
@@ -204,9 +244,10 @@ class UiState:
         if self._warming is not None:
             self._warming.join()
         with self.lock:
-            kept: list[Closable] = [*self._points.values(), *self._moments.values()]
+            entries: list[_Kept[Any]] = [*self._points.values(), *self._moments.values()]
             self._points.clear()
             self._moments.clear()
             self._indexes.clear()
-        for old in kept:
-            old.close()
+            idle = [entry for entry in entries if entry.push_out()]
+        for entry in idle:  # one still lent is closed by its last user
+            entry.value.close()

@@ -152,3 +152,55 @@ async def test_a_bad_namespace_answers_the_clients_initialize(
     assert "memory-ledger mcp did not start" in said and "InvalidNamespaceError" in said
     assert reason in said and "\x1b" not in said
     assert not (tmp_path / "store").exists()  # refused before anything was opened
+
+
+def _http_refused(tmp_path: Path, address: str) -> str:
+    """``memory-ledger mcp --http ADDRESS``: exit status 2, one line on stderr, returned."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        '[[mcp.token]]\nname = "a"\nsha256 = "' + "0" * 64 + '"\n'
+        'tenant = "a"\nprincipal = "b"\nscope_id = "c"\n'
+    )
+    args = ["mcp", "--store", str(tmp_path / "store"), "--http", address, "--tokens", str(tokens)]
+    done = subprocess.run(
+        [sys.executable, "-c", "from memory_ledger.replay.cli.app import main\nmain()\n", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    assert done.stdout == ""
+    return done.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        ("127.0.0.1:99999", "ListenAddressError: --http must be a TCP port from 1 to 65535"),
+        ("127.0.0.1:0", "ListenAddressError: --http must be a TCP port from 1 to 65535"),
+        ("127.0.0.1:http", "ListenAddressError: --http must be HOST:PORT"),
+        ("999.1.1.1:8765", "ListenAddressError: --http '999.1.1.1' is neither"),
+    ],
+)
+def test_an_http_address_it_cannot_listen_on_is_refused_in_words(
+    tmp_path: Path, address: str, said: str
+) -> None:
+    assert _http_refused(tmp_path, address).startswith(f"error: {said}")
+
+
+def test_an_http_port_in_use_is_a_typed_error_with_status_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        line = _http_refused(tmp_path, f"127.0.0.1:{port}")
+    assert line == (
+        f"error: ListenError: cannot listen on 127.0.0.1:{port}: the port is in use "
+        "(another server listens there)\n"
+    )

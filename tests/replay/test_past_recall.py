@@ -314,10 +314,10 @@ def test_an_erasure_drops_the_debuggers_kept_indexes(tmp_path: Path) -> None:
         before = engine.head
         state = UiState(engine, "token")
         try:
-            past = state.point("position", before)
-            assert [h.statement for h in past.recall(ERASED, "Tamarindzz", 5)] == [
-                "Bob lives in Tamarindzz."
-            ]
+            with state.point("position", before) as past:
+                assert [h.statement for h in past.recall(ERASED, "Tamarindzz", 5)] == [
+                    "Bob lives in Tamarindzz."
+                ]
             kept = state._indexes  # the kept copies (what the erasure must reach)
             assert kept.nearest(ERASED.key(), before, before) is not None
             engine.erase(ERASED.tenant, ERASED.principal, requested_by="dpo")

@@ -139,11 +139,11 @@ def test_after_the_warm_up_the_first_point_derives_its_index(ui_store: UiStore) 
     state = UiState(engine, "token")
     try:
         state.warm().join()
-        past = state.point("position", ui_store.position_before_move)
-        assert isinstance(past, PastRecall)
-        with as_of(engine, ui_store.position_before_move) as oracle:
-            assert past.recall(ALICE, "Alice", 3) == oracle.recall(ALICE, "Alice", 3)
-        assert past.sources == {ALICE.key(): "derived"}
+        with state.point("position", ui_store.position_before_move) as past:
+            assert isinstance(past, PastRecall)
+            with as_of(engine, ui_store.position_before_move) as oracle:
+                assert past.recall(ALICE, "Alice", 3) == oracle.recall(ALICE, "Alice", 3)
+            assert past.sources == {ALICE.key(): "derived"}
     finally:
         state.close()
         engine.close()
