@@ -115,6 +115,17 @@ def test_a_batch_is_one_record_per_command_and_the_last_carries_the_report(
     assert [o.position for o in result.outcomes] == [head + 1, head + 2, head + 3]
 
 
+def test_stats_count_a_direct_session_by_its_first_record(engine: MemoryEngine) -> None:
+    engine.remember(NS, "Alice keeps a cat named Miso.")
+    engine.apply_batch(NS, [Remember(statement=f"Alice visited city {n}.") for n in range(3)])
+    session = engine.session(NS, "chat", extractor=None)  # a session's path: SessionOpened
+    session.finish()
+    stats = replay.store_stats(engine)
+    assert stats.sessions == 3
+    assert [(n.scope_id, n.sessions) for n in stats.namespaces] == [("assistant", 3)]
+    assert stats.events_by_type["DirectCommandApplied"] == 4
+
+
 def test_a_direct_session_is_never_open_or_pending(engine: MemoryEngine) -> None:
     """Resumed by its id, a direct command's session is sealed and reconciled: no pending
     command, no overlay, and ``finish()`` returns the recorded report writing nothing."""
