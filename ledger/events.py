@@ -381,7 +381,7 @@ class ExplicitCommandApplied(LedgerEvent, frozen=True, kw_only=True):
     occurred_at: datetime | None = None
 
 
-class DirectCommandApplied(ExplicitCommandApplied, frozen=True, kw_only=True):
+class DirectCommandApplied(ExplicitCommandApplied, frozen=True, kw_only=True, omit_defaults=True):
     """A direct command (``remember``, ``forget``, ``correct``, ``pin`` called on the engine,
     a batch, the MCP server, the LangGraph store): the explicit command and its short
     session in ONE record of the session stream, turn ``turn_id`` at version ``turn_id``.
@@ -389,18 +389,24 @@ class DirectCommandApplied(ExplicitCommandApplied, frozen=True, kw_only=True):
     It is an :class:`ExplicitCommandApplied` (what reconciliation and lineage read of a
     command is read unchanged) that also says what the short session's ``SessionOpened``,
     ``SessionSealed`` and ``SessionReconciled`` said: its ``activation_policy`` and
-    ``extractor_id``, and on the session's last command the reconciliation ``report``
-    (None on the others). The command is reconciled in the same append: its memory
-    events follow it in the same transaction, so a session stream of these records is
-    never open, never pending: it is sealed and reconciled by its last record. Direct
-    commands written before this record (SessionOpened, ExplicitCommandApplied...,
-    SessionSealed, memory events, SessionReconciled) read as they always did.
+    ``extractor_id`` (on every record), and on the session's last command the
+    reconciliation ``report`` (None on the others). The command is reconciled in the same
+    append: its memory events follow it in the same transaction, so a session stream of
+    these records is never open, never pending: it is sealed and reconciled by its last
+    record. Direct commands written before this record (SessionOpened,
+    ExplicitCommandApplied..., SessionSealed, memory events, SessionReconciled) read as they
+    always did.
+
+    Fields equal to their default are not stored (``omit_defaults``: a record without
+    ``activation_policy`` says ``auto``, without ``extractor_id`` says ``direct``, without
+    ``target``, ``item``, ``occurred_at`` or ``report`` says None), so a batch's records
+    carry the session's facts without their bytes.
     """
 
     class_version: ClassVar[int] = 1
 
-    activation_policy: ActivationPolicy
-    extractor_id: str
+    activation_policy: ActivationPolicy = "auto"
+    extractor_id: str = "direct"
     report: ReconciliationReport | None = None
 
 
