@@ -40,6 +40,7 @@ from memory_ledger.ledger.events import (
     SessionSealed,
 )
 from memory_ledger.ledger.tags import MEMORY_EVENTS
+from memory_ledger.replay.audit.timeline import event_record
 from memory_ledger.replay.cli.app import app
 
 NS = Namespace("onerec", "alice", "assistant")
@@ -98,6 +99,23 @@ def test_each_direct_command_writes_one_record_and_its_memory_events(
     assert kinds(engine, head) == [DirectCommandApplied, MemoryForgotten]
     for event in (SessionOpened, SessionSealed, SessionReconciled):
         assert event not in kinds(engine, 0)
+
+
+def test_the_audit_shows_every_field_of_the_record(engine: MemoryEngine) -> None:
+    """Stored without the fields equal to their default, shown with all of them (``events
+    --json``, the export's payload)."""
+    head = engine.head
+    done = engine.remember(NS, "Alice keeps a cat named Miso.")
+    (position, record) = next((p, e) for p, e in replay.filter_events(engine) if p > head)
+    shown = event_record(position, record)
+    assert shown["type"] == "DirectCommandApplied" and shown["stream_version"] == 1
+    assert shown["activation_policy"] == "auto" and shown["extractor_id"] == "direct"
+    assert shown["target"] is None and shown["occurred_at"] is None
+    assert list(shown["report"]["activated"]) == [str(done.memory_id)]
+    assert set(shown) >= {f for f in DirectCommandApplied.__struct_fields__} - {
+        "originator_id",
+        "originator_version",
+    }
 
 
 def test_a_batch_is_one_record_per_command_and_the_last_carries_the_report(
