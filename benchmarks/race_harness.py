@@ -43,7 +43,7 @@ from memory_ledger.commands.engine.memory_engine import MemoryEngine
 from memory_ledger.commands.errors import ConcurrencyConflictError
 from memory_ledger.ledger.digests import UNKEYED, IdDigests
 from memory_ledger.ledger.errors import MemoryLedgerError
-from memory_ledger.ledger.events import SessionReconciled
+from memory_ledger.ledger.events import DirectCommandApplied, SessionReconciled
 from memory_ledger.ledger.ids import Namespace, normalize_statement
 
 __all__ = [
@@ -401,7 +401,11 @@ def _statement(state: MemoryStreamState) -> str:
 
 def _reconciled(engine: MemoryEngine, ns: Namespace, session_id: str) -> bool:
     stream = engine.load_stream(engine.keyring.digests.session_stream_id(ns, session_id))
-    return any(isinstance(event, SessionReconciled) for event in stream)
+    return any(
+        isinstance(event, SessionReconciled)
+        or (isinstance(event, DirectCommandApplied) and event.report is not None)
+        for event in stream
+    )
 
 
 def run_threads_round(

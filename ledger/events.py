@@ -29,6 +29,7 @@ __all__ = [
     "DeclinedCandidate",
     "EVENT_CLASSES",
     "SESSION_STREAM_EVENTS",
+    "DirectCommandApplied",
     "ExplicitCommandApplied",
     "ExtractedItem",
     "ExtractionAbandoned",
@@ -380,6 +381,35 @@ class ExplicitCommandApplied(LedgerEvent, frozen=True, kw_only=True):
     occurred_at: datetime | None = None
 
 
+class DirectCommandApplied(ExplicitCommandApplied, frozen=True, kw_only=True, omit_defaults=True):
+    """A direct command (``remember``, ``forget``, ``correct``, ``pin`` called on the engine,
+    a batch, the MCP server, the LangGraph store): the explicit command and its short
+    session in ONE record of the session stream, turn ``turn_id`` at version ``turn_id``.
+
+    It is an :class:`ExplicitCommandApplied` (what reconciliation and lineage read of a
+    command is read unchanged) that also says what the short session's ``SessionOpened``,
+    ``SessionSealed`` and ``SessionReconciled`` said: its ``activation_policy`` and
+    ``extractor_id`` (on every record), and on the session's last command the
+    reconciliation ``report`` (None on the others). The command is reconciled in the same
+    append: its memory events follow it in the same transaction, so a session stream of
+    these records is never open, never pending: it is sealed and reconciled by its last
+    record. Direct commands written before this record (SessionOpened,
+    ExplicitCommandApplied..., SessionSealed, memory events, SessionReconciled) read as they
+    always did.
+
+    Fields equal to their default are not stored (``omit_defaults``: a record without
+    ``activation_policy`` says ``auto``, without ``extractor_id`` says ``direct``, without
+    ``target``, ``item``, ``occurred_at`` or ``report`` says None), so a batch's records
+    carry the session's facts without their bytes.
+    """
+
+    class_version: ClassVar[int] = 1
+
+    activation_policy: ActivationPolicy = "auto"
+    extractor_id: str = "direct"
+    report: ReconciliationReport | None = None
+
+
 class MemoryPinned(LedgerEvent, frozen=True, kw_only=True):
     """An item was pinned: protected from pruning (memory stream)."""
 
@@ -727,6 +757,7 @@ EVENT_CLASSES: tuple[type[LedgerEvent], ...] = (
     MemorySuperseded,
     MemoryConflictMarked,
     ExplicitCommandApplied,
+    DirectCommandApplied,
     MemoryPinned,
     MemoryForgotten,
     NamespaceForgotten,
@@ -760,6 +791,7 @@ SESSION_STREAM_EVENTS: tuple[type[LedgerEvent], ...] = (
     SessionSealed,
     SessionReconciled,
     ExplicitCommandApplied,
+    DirectCommandApplied,
     SnapshotPrepared,
     TurnBegan,
     RecallServed,

@@ -562,21 +562,17 @@ def plan_finish(
     policy: ActivationPolicy,
     pending: Sequence[PendingExtraction] = (),
     then: Callable[[Reconciler], None] | None = None,
+    bookkeeping: bool = True,
 ) -> ReconciliationPlan:
     """The events of ``finish()``: SessionSealed, the memory events in ledger order of the
     session's candidates and commands, then SessionReconciled with the report (which names
     the turns still ``pending`` extraction). ``then`` is called with the reconciler after
     the candidates and commands, before the report: the memory events it plans there (an
     import restoring conflict marks and prunes, ``commands.canonical.restore``) follow
-    them."""
+    them. ``bookkeeping`` False: the memory events only, without SessionSealed and
+    SessionReconciled (a direct command's records carry what they say:
+    ``DirectCommandApplied``)."""
     ns, sid, at = reconciler.namespace, reconciler.session_id, reconciler.recorded_at
-    sealed = SessionSealed(
-        originator_id=session_stream,
-        originator_version=session_version + 1,
-        recorded_at=at,
-        namespace=ns,
-        session_id=sid,
-    )
     candidates = commands = 0
     for entry in sorted(items, key=lambda e: e.originator_version):
         if isinstance(entry, CandidateExtracted):
@@ -590,6 +586,15 @@ def plan_finish(
     report = reconciler.report(candidates=candidates, commands=commands)
     if pending:
         report = msgspec.structs.replace(report, pending_extractions=tuple(pending))
+    if not bookkeeping:
+        return ReconciliationPlan(events=tuple(reconciler.events), report=report)
+    sealed = SessionSealed(
+        originator_id=session_stream,
+        originator_version=session_version + 1,
+        recorded_at=at,
+        namespace=ns,
+        session_id=sid,
+    )
     reconciled = SessionReconciled(
         originator_id=session_stream,
         originator_version=session_version + 2,

@@ -3,7 +3,7 @@
 :meth:`MemoryEngine.apply_batch` / :meth:`~MemoryEngine.remember_many` write a whole batch as
 one short session (``batch-<hex>``): one append condition, one transaction, one sync
 (:meth:`~memory_ledger.commands.engine.direct.DirectCommands.run_many`). A crash leaves all of it
-or none of it; the ledger shows each operation as its own ExplicitCommandApplied (turn ``i + 1``)
+or none of it; the ledger shows each operation as its own DirectCommandApplied (turn ``i + 1``)
 and its reconciliation, so ``explain`` walks any memory back to the batch and its place in it.
 What every direct command checks (the secret door, validation, the namespace rules, the decision
 under an append condition) holds for each operation: the batch is refused whole, naming the
@@ -95,7 +95,7 @@ BatchOp = Remember | Forget
 class BatchOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What one operation of a batch did: ``intent`` (``remember`` or ``forget``), the
     memory it names (``memory_id``: the remembered statement's id, or the forgotten one) and
-    the ledger position of its ExplicitCommandApplied."""
+    the ledger position of its DirectCommandApplied."""
 
     intent: str
     memory_id: UUID | None

@@ -4,11 +4,14 @@ A host that only wants "store this" and "what do we know about that" calls
 :meth:`MemoryEngine.remember` / :meth:`~MemoryEngine.forget` / :meth:`~MemoryEngine.correct`
 / :meth:`~MemoryEngine.pin` (which delegate here). Each call is one short session of its
 own (``direct-<hex>``; another prefix names another caller, e.g. ``mcp-<client>-`` for the
-MCP server, so ``explain`` shows who changed a memory): the
-explicit command (ExplicitCommandApplied) and its reconciliation into canonical memory
-(SessionSealed, MemoryActivated / MemoryForgotten / MemorySuperseded, SessionReconciled) are
-appended and fsynced before the call returns, so the ledger shows exactly the lineage a
-session's command would have (``memory-ledger explain`` walks it back to the call).
+MCP server, so ``explain`` shows who changed a memory), written as one record per command:
+the explicit command (DirectCommandApplied, an ExplicitCommandApplied that also carries what
+its short session's SessionOpened, SessionSealed and SessionReconciled said) and its
+reconciliation into canonical memory (MemoryActivated / MemoryForgotten / MemorySuperseded)
+are appended and fsynced before the call returns, so the ledger shows the lineage a
+session's command would have (``memory-ledger explain`` walks it back to the call). Direct
+commands written before (SessionOpened, ExplicitCommandApplied, SessionSealed, the memory
+events, SessionReconciled) read as they always did.
 
 What each command is (its checks, its target by id or by words, its item) is decided by
 :mod:`memory_ledger.commands.canonical.explicit_command`, as for a session's commands; this
@@ -52,10 +55,9 @@ from memory_ledger.commands.session.stream import utc_now
 from memory_ledger.commands.telemetry.spans import direct_command
 from memory_ledger.ledger.arguments import check_aware
 from memory_ledger.ledger.events import (
-    ExplicitCommandApplied,
+    DirectCommandApplied,
     LedgerEvent,
     ReconciliationReport,
-    SessionOpened,
 )
 from memory_ledger.ledger.faults import fault
 from memory_ledger.ledger.ids import (
@@ -351,9 +353,10 @@ class DirectCommands:
         decided: Callable[[DecisionReads], None] | None = None,
     ) -> tuple[str, list[CommandResult], ReconciliationReport]:
         """Plan and append the commands ``specs`` as ONE decision (one transaction, one
-        sync): SessionOpened, one ExplicitCommandApplied per spec (turn ``i + 1``),
-        SessionSealed, the memory events and SessionReconciled, under the append condition of
-        what the plan read (:func:`~memory_ledger.commands.canonical.boundary.append_decision`).
+        sync): one DirectCommandApplied per spec (turn ``i + 1``, which also says what the
+        short session's opening said, the last one its reconciliation report), then the
+        memory events, under the append condition of what the plan read
+        (:func:`~memory_ledger.commands.canonical.boundary.append_decision`).
         A crash leaves all of it or none of it; a backup never holds half of one. The specs
         are reconciled in order, so a later one sees what an earlier one did (a remember of
         the same subject and predicate supersedes the earlier value; a forget may name a
@@ -428,20 +431,20 @@ class DirectCommands:
                 msg = f"session {session_id!r} is already in the ledger; nothing was written"
                 raise CommandRejectedError(msg, "session_exists", parameter="session_id")
             at = utc_now()
-            base = {"recorded_at": at, "namespace": namespace, "session_id": session_id}
-            opened = SessionOpened(
-                originator_id=stream,
-                originator_version=1,
-                **base,  # type: ignore[arg-type]
-                activation_policy=policy,
-                extractor_id=DIRECT_EXTRACTOR_ID,
-            )
+            # what the short session's SessionOpened said, in each command's one record
+            base = {
+                "recorded_at": at,
+                "namespace": namespace,
+                "session_id": session_id,
+                "activation_policy": policy,
+                "extractor_id": DIRECT_EXTRACTOR_ID,
+            }
             planned: dict[UUID, str] = {}  # remembered earlier in this batch: id -> statement
             forgotten: set[UUID] = set()  # forgotten earlier in this batch (and not since)
-            commands: list[ExplicitCommandApplied] = []
+            commands: list[DirectCommandApplied] = []
 
             def finish(
-                commands: list[ExplicitCommandApplied],
+                commands: list[DirectCommandApplied],
                 then: Callable[[Reconciler], None] | None,
             ) -> ReconciliationPlan:
                 reads.memories(planned)  # what reconciliation reads first: one pass for all
@@ -464,10 +467,11 @@ class DirectCommands:
                 finished = plan_finish(
                     reconciler,
                     session_stream=stream,
-                    session_version=1 + len(commands),
+                    session_version=len(commands),
                     items=commands,
                     policy=policy,
                     then=then,
+                    bookkeeping=False,  # the commands' records say it (DirectCommandApplied)
                 )
                 _refuse_declined_targets(reconciler, finished.report, commands)
                 return finished
@@ -490,7 +494,9 @@ class DirectCommands:
                 report=finished.report, commands=commands, digests=reads.digests, reads=reads
             )
             fault("session.finish_planned")  # the short session's finish: planned, not written
-            return [opened, *commands, *finished.events]
+            # the last command's record carries the report: the short session is reconciled
+            last = msgspec.structs.replace(commands[-1], report=finished.report)
+            return [*commands[:-1], last, *finished.events]
 
         from memory_ledger.commands.canonical.explicit_command import CommandResult
 
@@ -516,9 +522,7 @@ class DirectCommands:
                 target=command.target,
                 position=positions[turn],
             )
-            for turn, (spec, command) in enumerate(
-                zip(specs, outcome["commands"], strict=True), start=1
-            )
+            for turn, (spec, command) in enumerate(zip(specs, outcome["commands"], strict=True))
         ]
         return session_id, applied, report
 
@@ -532,8 +536,9 @@ class DirectCommands:
         stream: UUID,
         base: dict[str, Any],
         digests: IdDigests,
-    ) -> ExplicitCommandApplied:
-        """The ExplicitCommandApplied of ``spec`` (turn ``turn`` of the short session),
+    ) -> DirectCommandApplied:
+        """The DirectCommandApplied of ``spec`` (turn ``turn`` of the short session, its
+        version on the session stream; ``base``: what every record of the session says),
         decided (:func:`~memory_ledger.commands.canonical.explicit_command.decide_command`)
         against the decision's reads and what the batch's earlier commands did: ``earlier``
         holds the memories they remembered (id -> statement) and those they forgot, which
@@ -554,9 +559,9 @@ class DirectCommands:
             remembered = digests.memory_id(namespace, normalize_statement(decided.item.statement))
             planned[remembered] = decided.item.statement
             forgotten.discard(remembered)
-        return ExplicitCommandApplied(
+        return DirectCommandApplied(
             originator_id=stream,
-            originator_version=1 + turn,
+            originator_version=turn,
             **base,
             turn_id=turn,
             command_id=digests.command_id(
@@ -606,7 +611,7 @@ class _DirectReads:
 def _refuse_declined_targets(
     reconciler: Reconciler,
     report: ReconciliationReport,
-    commands: Sequence[ExplicitCommandApplied],
+    commands: Sequence[DirectCommandApplied],
 ) -> None:
     """Refuse a batch one of whose commands names a memory that an earlier command of the
     same batch superseded (reconciliation declined it, ``target_superseded``): as one by
@@ -634,4 +639,4 @@ def _refuse_declined_targets(
 
 
 DIRECT_EXTRACTOR_ID = "direct"
-"""The extractor id recorded in a direct command's SessionOpened (no extractor runs)."""
+"""The extractor id recorded in a direct command's records (no extractor runs)."""

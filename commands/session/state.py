@@ -20,6 +20,7 @@ from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ContextCompacted,
+    DirectCommandApplied,
     ErasedPayload,
     ExplicitCommandApplied,
     ExtractionAbandoned,
@@ -101,7 +102,7 @@ class SessionState(msgspec.Struct, kw_only=True):
             handler(self, event)
         if position and type(event) is TranscriptObserved:
             self.observed_positions[event.turn_id] = position
-        elif position and type(event) is ExplicitCommandApplied:
+        elif position and isinstance(event, ExplicitCommandApplied):
             self.command_positions[event.command_id] = position
 
     def evidence_position(self, entry: CandidateExtracted | ExplicitCommandApplied) -> int | None:
@@ -152,6 +153,26 @@ def _abandoned(state: SessionState, event: ExtractionAbandoned) -> None:
 
 def _command(state: SessionState, event: ExplicitCommandApplied) -> None:
     state.commands.append(event)
+
+
+def _direct(state: SessionState, event: DirectCommandApplied) -> None:
+    """A direct command's one record: what its short session's SessionOpened said (on the
+    first), the command, and on the last the report (sealed and reconciled): a direct
+    session is never read as open with pending commands."""
+    if state.opened is None:
+        state.opened = SessionOpened(
+            originator_id=event.originator_id,
+            originator_version=event.originator_version,
+            recorded_at=event.recorded_at,
+            namespace=event.namespace,
+            session_id=event.session_id,
+            activation_policy=event.activation_policy,
+            extractor_id=event.extractor_id,
+        )
+    state.commands.append(event)
+    if event.report is not None:
+        state.sealed = True
+        state.report = event.report
 
 
 def _prepared(state: SessionState, event: SnapshotPrepared) -> None:
@@ -215,6 +236,7 @@ _FOLD: EventDispatch[Callable[[SessionState, Any], None]] = EventDispatch(
         ExtractionCompleted: _extracted,
         ExtractionAbandoned: _abandoned,
         ExplicitCommandApplied: _command,
+        DirectCommandApplied: _direct,
         SnapshotPrepared: _prepared,
         TurnBegan: _began,
         MemoryAdmitted: _admitted,

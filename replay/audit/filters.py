@@ -24,6 +24,7 @@ from memory_ledger.ledger.events import (
     CandidateExtracted,
     CandidateRejected,
     ContextCompacted,
+    DirectCommandApplied,
     ErasedPayload,
     ExplicitCommandApplied,
     ExtractionAbandoned,
@@ -43,6 +44,7 @@ from memory_ledger.ledger.events import (
     NamespaceErased,
     NamespaceForgotten,
     RecallServed,
+    ReconciliationReport,
     SessionOpened,
     SessionReconciled,
     SessionSealed,
@@ -293,8 +295,18 @@ def _erased_payload(event: ErasedPayload) -> str:
     return f"[erased] {name} (data key {event.key_id} destroyed)"
 
 
+def _direct(event: DirectCommandApplied) -> str:
+    text = f"{_command(event)} (direct, policy {event.activation_policy})"
+    if event.report is not None:
+        text += f"; reconciled: {_report(event.report)}"
+    return text
+
+
 def _reconciled(event: SessionReconciled) -> str:
-    report = event.report
+    return _report(event.report)
+
+
+def _report(report: ReconciliationReport) -> str:
     text = (
         f"{report.candidates} candidates: {len(report.activated)} activated, "
         f"{len(report.reinforced)} reinforced, {len(report.superseded)} superseded"
@@ -352,6 +364,7 @@ _DESCRIBE: EventDispatch[Callable[[Any], str]] = EventDispatch(
         MemorySuperseded: _superseded,
         MemoryConflictMarked: _conflict,
         ExplicitCommandApplied: _command,
+        DirectCommandApplied: _direct,
         MemoryPinned: _by_command,
         MemoryForgotten: _by_command,
         MemoryPruned: _pruned,

@@ -31,6 +31,7 @@ from memory_ledger.ledger.events import (
     SESSION_STREAM_EVENTS,
     CandidateExtracted,
     ContextCompacted,
+    DirectCommandApplied,
     ErasedPayload,
     ExplicitCommandApplied,
     ExtractedItem,
@@ -150,7 +151,10 @@ class Origin(msgspec.Struct, frozen=True, kw_only=True):
 
     ``decision`` is the activation decision (auto / manual / verification; None for a
     reinforcement); ``activation_policy`` the session's policy; ``reconciled_position`` the
-    session's SessionReconciled record.
+    record holding the report that names the item: the session's SessionReconciled, or for
+    a direct command written as one record (DirectCommandApplied) its short session's last
+    command record, which carries the report and precedes the memory events of the same
+    append.
     """
 
     kind: Literal["activated", "reinforced"]
@@ -419,8 +423,15 @@ class _Sessions:
                 )
             elif isinstance(e, SessionOpened):
                 policy = e.activation_policy
-            elif isinstance(e, SessionReconciled) and reconciled is None:
-                touched = {str(m) for m in (*e.report.activated, *e.report.reinforced)}
+            if isinstance(e, DirectCommandApplied):
+                # a direct command's one record: its short session's policy, and on its last
+                # record the report (its memory events follow it in the same append)
+                policy = e.activation_policy
+                report = e.report
+            else:
+                report = e.report if isinstance(e, SessionReconciled) else None
+            if report is not None and reconciled is None:
+                touched = {str(m) for m in (*report.activated, *report.reinforced)}
                 if memory_id in touched:
                     reconciled = at
         if isinstance(event, MemoryActivated):

@@ -7,7 +7,8 @@ erasure command ids, store ids). The step therefore maps **every version-5 UUID*
 
 - to its keyed digest (:class:`~memory_ledger.ledger.digests.IdDigests` of format 2) where
   the event that defines it names its inputs: a namespace (and its tenant and principal), a
-  session (``SessionOpened`` and every event carrying a ``session_id``), a memory
+  session (``SessionOpened``, a direct command's ``DirectCommandApplied`` and every event
+  carrying a ``session_id``), a memory
   (``MemoryActivated.normalized``), an explicit command, a candidate, a ``forget_all``
   command and its stream;
 - to a digest under a **throwaway key** (random, never stored, gone when the step ends)
@@ -42,6 +43,7 @@ from memory_ledger.ledger.events import (
     ERASURE_NAMESPACE,
     CandidateExtracted,
     CandidateRejected,
+    DirectCommandApplied,
     ErasedPayload,
     ExplicitCommandApplied,
     LedgerEvent,
@@ -112,7 +114,7 @@ class IdRewriter:
         if isinstance(session, str):
             sid = session
             self._later(ids.session_stream_id(ns, sid), lambda d: d.session_stream_id(ns, sid))
-            if isinstance(event, SessionOpened):
+            if isinstance(event, SessionOpened | DirectCommandApplied):  # a session stream
                 self._later(event.originator_id, lambda d: d.session_stream_id(ns, sid))
             if isinstance(event, MemoryActivated):
                 norm = event.normalized

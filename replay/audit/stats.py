@@ -4,7 +4,8 @@ refresh; :mod:`commands.recall.maintenance`) for every embedding model with vect
 process's projection file.
 
 Event counts come from the stored topics (no decoding); namespaces and sessions from the
-SessionOpened events (the only ones decoded; those of erased namespaces are counted as
+SessionOpened events and the first record of each direct command's short session
+(DirectCommandApplied at version 1; the only ones decoded; those of erased namespaces are counted as
 erased sessions, their namespace unreadable); memory counts from the engine's projection,
 caught up to the head first. Every projection slot file is listed with its size and position;
 a slot that another process holds is reported as in use (DuckDB refuses to open it).
@@ -31,7 +32,12 @@ from eventsourcing.utils import get_topic
 from memory_ledger.commands.engine.memory_engine import MemoryEngine, check_engine
 from memory_ledger.commands.recall.maintenance import MaintenanceHealth, maintenance_health
 from memory_ledger.ledger.errors import at_position
-from memory_ledger.ledger.events import ErasedPayload, LedgerEvent, SessionOpened
+from memory_ledger.ledger.events import (
+    DirectCommandApplied,
+    ErasedPayload,
+    LedgerEvent,
+    SessionOpened,
+)
 from memory_ledger.ledger.mapper import RECORD_DAMAGE, may_be_sealed
 from memory_ledger.ledger.sealing import SEALED, sealed_key_id
 from memory_ledger.projections.vectors import VectorStore
@@ -215,6 +221,7 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
         ).fetchall()
     by_type: collections.Counter[str] = collections.Counter()
     opened_topic = get_topic(SessionOpened)
+    direct_topic = get_topic(DirectCommandApplied)  # version 1: a direct session's first
     decode = engine.event_decoder()
     sessions: collections.Counter[tuple[str, str, str]] = collections.Counter()
     key_status = engine.keyring.status()
@@ -234,7 +241,8 @@ def store_stats(engine: MemoryEngine) -> StoreStats:
                     sealed += 1
                     if sealed_key_id(state) in erased_keys:
                         erased += 1
-                event = decode(topic, state, raw_id, version) if topic == opened_topic else None
+                opens = topic == opened_topic or (topic == direct_topic and version == 1)
+                event = decode(topic, state, raw_id, version) if opens else None
             except RECORD_DAMAGE as e:
                 raise at_position(e, position) from e
             if event is not None:

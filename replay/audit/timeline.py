@@ -55,7 +55,8 @@ def event_type(event: LedgerEvent) -> str:
 def event_record(position: int, event: LedgerEvent) -> dict[str, Any]:
     """A JSON-ready dict: ``position``, ``type`` (class name), ``stream_id``,
     ``stream_version`` (the event's version in its stream), ``recorded_at``, then the
-    event's own fields under their own names (none is one of :data:`ENVELOPE_KEYS`).
+    event's own fields under their own names (none is one of :data:`ENVELOPE_KEYS`), every
+    one of them (also those a record leaves out when equal to their default).
 
     An erased payload (its namespace's data key was destroyed) gives only what the record
     keeps in clear: ``type`` (the class it was stored as), ``stream_id``,
@@ -73,6 +74,10 @@ def event_record(position: int, event: LedgerEvent) -> dict[str, Any]:
             "key_id": None if event.key_id is None else str(event.key_id),
         }
     fields = msgspec.to_builtins(event)
+    if event.__struct_config__.omit_defaults:  # stored without them: shown with every field
+        for name in event.__struct_fields__:
+            if name not in fields:
+                fields[name] = msgspec.to_builtins(getattr(event, name))
     record: dict[str, Any] = {
         "position": position,
         "type": type(event).__name__,

@@ -14,10 +14,10 @@ from uuid import UUID
 from eventsourcing.utils import get_topic
 
 from memory_ledger.ledger.events import (
+    DirectCommandApplied,
     LedgerEvent,
     MemoryActivated,
     MemorySuperseded,
-    SessionOpened,
 )
 from memory_ledger.ledger.ids import subject_predicate_key
 from memory_ledger.ledger.tags import MEMORY_EVENTS
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchEvents", "BatchIntake", "Served"]
 
-_SESSION_OPENED = get_topic(SessionOpened)
+_FIRST_COMMAND = get_topic(DirectCommandApplied)
+"""The topic of a batch's first record (its first command, which opens its short session)."""
 _TAKEN_IN = 16
 """The most addresses of one batch whose new values the writer hands the reader
 (:meth:`BatchIntake.wrote`): a get right after a put or a small batch reads no ledger; a
@@ -100,7 +101,7 @@ class BatchIntake:
             return  # a large batch: its addresses are read when asked (most never are)
         values = self._values
         last = result.position
-        start = result.outcomes[0].position - 1  # the batch's SessionOpened
+        start = result.outcomes[0].position  # the batch's first record: its first command
         with self._lock:
             values.carry(start - 1)
             if values.at != start - 1:
@@ -108,13 +109,17 @@ class BatchIntake:
             records = self.engine.read_records(start - 1, last - start + 1, last)
             if (
                 len(records) != last - start + 1
-                or records[0][3] != _SESSION_OPENED
+                or records[0][3] != _FIRST_COMMAND
+                or records[0][2] != 1
                 or records[-1][0] != last
             ):
                 return  # pragma: no cover (not laid out as apply_batch writes a batch)
             decode = self.engine.event_decoder()
             opened = decode(*decodable(records[0]))
-            if not isinstance(opened, SessionOpened) or opened.session_id != result.session_id:
+            if (
+                not isinstance(opened, DirectCommandApplied)
+                or opened.session_id != result.session_id
+            ):
                 return  # pragma: no cover (another command's records)
             events = [
                 (record[0], decode(*decodable(record)))

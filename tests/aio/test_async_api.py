@@ -31,6 +31,7 @@ from memory_ledger.commands.errors import StoreUnavailableError, UnknownMemoryEr
 from memory_ledger.commands.extraction import OpenAIChatExtractor
 from memory_ledger.commands.recall import RecallPolicy, RecallScope
 from memory_ledger.ledger.events import (
+    DirectCommandApplied,
     ExplicitCommandApplied,
     LedgerEvent,
     SessionReconciled,
@@ -312,8 +313,12 @@ async def test_concurrent_coroutines_keep_the_invariants(tmp_path: Path) -> None
     events = [e for _, e in ledger_of(store)]
     reconciled = Counter(e.session_id for e in events if isinstance(e, SessionReconciled))
     assert reconciled["shared"] == 1
-    direct = {e.session_id for e in events if isinstance(e, ExplicitCommandApplied)}
-    assert len(direct) == 24 and all(reconciled[s] == 1 for s in direct)
+    # a direct command's session is reconciled by its one record's report
+    direct = Counter(
+        e.session_id for e in events if isinstance(e, DirectCommandApplied) and e.report is not None
+    )
+    assert len(direct) == 24 and set(direct.values()) == {1}
+    assert not any(reconciled[s] for s in direct)
 
 
 # Cancellation -----------------------------------------------------------------------------
@@ -374,9 +379,9 @@ async def test_cancelled_mid_command_completes_the_whole_command(
         assert [h.statement for h in hits] == ["Alice collects stamps."]
     events = [e for _, e in ledger_of(store)]
     session = next(e.session_id for e in events if isinstance(e, ExplicitCommandApplied))
-    assert [type(e).__name__ for e in events if getattr(e, "session_id", None) == session][-1] == (
-        "SessionReconciled"
-    )
+    kinds = [type(e).__name__ for e in events if getattr(e, "session_id", None) == session]
+    assert kinds == ["DirectCommandApplied", "MemoryActivated"]  # the whole command
+    assert next(e for e in events if isinstance(e, DirectCommandApplied)).report is not None
 
 
 async def test_cancelled_while_queued_never_starts(tmp_path: Path, gate: Gate) -> None:
@@ -418,7 +423,7 @@ async def test_an_anyio_cancel_scope_waits_for_the_running_command(
         assert scope.cancel_called and finished == []
         assert len(await mem.recall(NS, "stamps")) == 1
     kinds = type_counts(store)
-    assert kinds["ExplicitCommandApplied"] == 1 and kinds["SessionReconciled"] == 1
+    assert kinds["DirectCommandApplied"] == 1 and kinds["MemoryActivated"] == 1
 
 
 async def test_a_closed_engine_says_so(tmp_path: Path) -> None:

@@ -24,11 +24,12 @@ from memory_ledger import Forget, Remember
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.commands.aio import AsyncMemoryEngine
 from memory_ledger.ledger.events import (
-    ExplicitCommandApplied,
+    DirectCommandApplied,
     MemoryForgotten,
     MemorySuperseded,
     SessionOpened,
     SessionReconciled,
+    SessionSealed,
 )
 from memory_ledger.ledger.ids import normalize_statement
 
@@ -71,9 +72,14 @@ def test_remember_many_is_one_append_of_one_session(
     result = engine.remember_many(NS, facts)
     assert len(batches) == 1
     (events,) = batches
-    assert [type(e) for e in events].count(SessionOpened) == 1
-    assert type(events[-1]) is SessionReconciled
-    assert sum(isinstance(e, ExplicitCommandApplied) for e in events) == 50
+    # one record per command (the first opens the short session, the last carries its
+    # report), then the memory events: no SessionOpened, SessionSealed or SessionReconciled
+    commands = [e for e in events if isinstance(e, DirectCommandApplied)]
+    assert [e.originator_version for e in commands] == list(range(1, 51))
+    assert events[:50] == commands
+    assert [e.report is not None for e in commands] == [False] * 49 + [True]
+    assert not any(isinstance(e, SessionOpened | SessionSealed | SessionReconciled) for e in events)
+    assert len(events) == 100  # 50 commands and 50 activations
     assert len({e.session_id for e in events}) == 1
     assert result.session_id.startswith("batch-")
     assert result.position == engine.head

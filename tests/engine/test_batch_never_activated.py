@@ -41,7 +41,7 @@ def activated_before(
     engine: MemoryEngine, namespace: Namespace, result: BatchResult
 ) -> set[tuple[str, str]]:
     """The keys of :data:`SUBJECTS` with an activation before ``result``'s first record."""
-    start = result.outcomes[0].position - 1  # the batch's SessionOpened
+    start = result.outcomes[0].position  # the batch's first record: its first command
     held: set[tuple[str, str]] = set()
     for subject in SUBJECTS:
         tag = engine.keyring.digests.key_tag(namespace, key(subject))

@@ -20,6 +20,7 @@ import pytest
 import memory_ledger
 from memory_ledger.commands import MemoryEngine, Namespace
 from memory_ledger.ledger.events import (
+    DirectCommandApplied,
     ExplicitCommandApplied,
     SessionOpened,
     SessionReconciled,
@@ -58,8 +59,11 @@ def test_every_direct_command_is_one_append(
     assert len(batches) == 4
     for batch in batches:
         kinds = [type(e) for e in batch]
-        assert kinds[:3] == [SessionOpened, ExplicitCommandApplied, SessionSealed]
-        assert kinds[-1] is SessionReconciled
+        # one record for the command (its short session), then its memory events
+        assert kinds[0] is DirectCommandApplied
+        assert not ({SessionOpened, ExplicitCommandApplied, SessionSealed} & set(kinds[1:]))
+        assert SessionReconciled not in kinds
+        assert batch[0].report is not None and batch[0].originator_version == 1
         assert len({e.session_id for e in batch}) == 1  # one command, one session
 
 

@@ -28,8 +28,8 @@ _BRANCH = 0x01
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("damaged") / "store"
-    with memory_ledger.open(folder) as engine:
-        for n in range(40):
+    with memory_ledger.open(folder) as engine:  # 200 records: branch pages in both trees
+        for n in range(100):
             engine.remember(
                 memory_ledger.Namespace("t", "u", "s"), f"Fact number {n} about the garden."
             )
