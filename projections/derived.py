@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import duckdb
 
 __all__ = [
+    "VECTOR_CACHE_FOLDER",
     "NO_ERASURE",
     "ErasedNamespaces",
     "KeyringLike",
@@ -64,6 +65,12 @@ __all__ = [
 T = TypeVar("T")
 
 STAMP_SUFFIX = ".erasures"
+
+VECTOR_CACHE_FOLDER = "workspace-vectors"
+"""Folder of the store holding workspace vectors, one sub-folder per namespace (derived;
+:mod:`memory_ledger.commands.workspace.vector_cache` writes it, erasure removes an erased
+namespace's sub-folder: :func:`remove_erased_folders`). Here, without numpy, so that an
+open reaching erasures imports nothing heavy."""
 """``slot-N.erasures``: how many erased namespaces slot N's files were last written knowing."""
 
 

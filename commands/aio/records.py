@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from eventsourcing.dcb.api import DCBAppendCondition
 
     from memory_ledger.commands.engine.follower import Follower
+    from memory_ledger.projections.cursor_gate import CursorGate
     from memory_ledger.projections.derived import ErasedNamespaces
 
 __all__ = ["AsyncEngineRecords"]
@@ -129,3 +130,9 @@ class AsyncEngineRecords:
         """The DuckDB file holding this engine's read models
         (:attr:`MemoryEngine.projection_file`)."""
         return self.engine.projection_file
+
+    @property
+    def projection_cursors(self) -> CursorGate:
+        """The gate of queries on cursors of the projection file
+        (:attr:`MemoryEngine.projection_cursors`)."""
+        return self.engine.projection_cursors

@@ -27,7 +27,6 @@ from uuid import UUID, uuid4
 import msgspec
 
 from memory_ledger.commands.canonical.boundary import DecisionReads, append_decision
-from memory_ledger.commands.workspace.vector_cache import VECTOR_CACHE_FOLDER
 from memory_ledger.ledger.errors import LedgerReadOnlyError
 from memory_ledger.ledger.events import ERASURE_NAMESPACE, NamespaceErased
 from memory_ledger.ledger.faults import fault
@@ -43,7 +42,7 @@ from memory_ledger.ledger.master_key import (
 )
 from memory_ledger.ledger.sealing import is_sealed
 from memory_ledger.ledger.tags import ERASURE_TAG
-from memory_ledger.projections.derived import remove_erased_folders
+from memory_ledger.projections.derived import VECTOR_CACHE_FOLDER, remove_erased_folders
 from memory_ledger.projections.erasure import present_namespaces
 from memory_ledger.projections.store import remove_set_aside, remove_stale_slots
 

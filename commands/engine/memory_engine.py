@@ -824,6 +824,10 @@ class MemoryEngine(EngineCommands, EngineVectors, EngineReads):
             semantic = self.semantic
 
             def persist() -> None:
+                # At the head first: an erasure another process made since this engine last
+                # read drops the erased namespaces' documents before the file is written.
+                with contextlib.suppress(MemoryLedgerError):
+                    self._serve()
                 vectors = None
                 if semantic is not None:
 

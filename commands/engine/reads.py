@@ -42,6 +42,7 @@ from memory_ledger.ledger.mapper import MsgspecMapper
 from memory_ledger.ledger.records import LedgerLog
 from memory_ledger.ledger.tags import TaggedRecorder
 from memory_ledger.projections.canonical import CanonicalMemory
+from memory_ledger.projections.cursor_gate import CursorGate
 from memory_ledger.projections.runner import ProjectionRunner
 from memory_ledger.projections.serving.state import ServingState
 from memory_ledger.projections.store import ProjectionStore
@@ -220,6 +221,14 @@ class EngineReads(EngineServing):
     def projection_file(self) -> Path:
         """The DuckDB file holding this engine's read models (one slot of the store)."""
         return Path(self.projections.path)
+
+    @property
+    def projection_cursors(self) -> CursorGate:
+        """The gate of queries that other threads run on cursors of the projection file
+        (:class:`~memory_ledger.projections.cursor_gate.CursorGate`): a reader that keeps a
+        cursor past :meth:`read_models` runs its queries through it, so the file's
+        checkpoint and an erasure's rewrite never close a cursor under a query."""
+        return self.projections.cursors
 
     @contextlib.contextmanager
     def read_models(self, *, to: int | None = None, catch_up: bool = True) -> Iterator[ReadModels]:

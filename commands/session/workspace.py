@@ -37,7 +37,6 @@ from memory_ledger.commands.workspace.retrieval import (
     open_root,
 )
 from memory_ledger.commands.workspace.search import SearchMode, WorkspaceSearchResult
-from memory_ledger.commands.workspace.vector_cache import VECTOR_CACHE_FOLDER
 from memory_ledger.ledger.events import (
     LedgerEvent,
     WorkspaceAttached,
@@ -45,7 +44,7 @@ from memory_ledger.ledger.events import (
     WorkspaceReleased,
     WorkspaceSearched,
 )
-from memory_ledger.projections.derived import NO_ERASURE, ErasedNamespaces
+from memory_ledger.projections.derived import NO_ERASURE, VECTOR_CACHE_FOLDER, ErasedNamespaces
 
 __all__ = ["SessionWorkspace", "WorkspaceContextProvider", "WorkspaceOptions"]
 

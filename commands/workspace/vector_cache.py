@@ -30,12 +30,9 @@ from memory_ledger.commands.embeddings.base import (
     EmbeddingError,
     validate_vectors,
 )
-from memory_ledger.projections.derived import write_atomic
+from memory_ledger.projections.derived import VECTOR_CACHE_FOLDER, write_atomic
 
 __all__ = ["VECTOR_CACHE_FOLDER", "VectorCache"]
-
-VECTOR_CACHE_FOLDER = "workspace-vectors"
-"""Folder of the store holding workspace vectors, one sub-folder per namespace (derived)."""
 
 
 class VectorCache:

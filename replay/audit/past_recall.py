@@ -81,7 +81,7 @@ class PastRecall:
         self.events_skipped = 0
         self.recall_max_k = engine.config.recall_max_k
         self._engine = engine
-        self._gate = engine.projections.cursors
+        self._gate = engine.projection_cursors
         with engine.read_models(to=position) as live:
             # Its own connection to the same database: queries on it run while other
             # threads use the engine (DuckDB connections of one database are independent).

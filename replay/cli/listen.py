@@ -12,12 +12,17 @@ one where the command allows it) and the host, binds, and raises
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import signal
 import socket
+import threading
+from collections.abc import Iterator
+from types import FrameType
 
 from memory_ledger.ledger.errors import ListenAddressError, ListenError
 
-__all__ = ["check_port", "listen_socket"]
+__all__ = ["check_port", "listen_socket", "stopped_by_sigterm"]
 
 _REASONS = {
     errno.EADDRINUSE: ("address_in_use", "the port is in use (another server listens there)"),
@@ -70,3 +75,30 @@ def listen_socket(host: str, port: int, *, host_option: str, port_option: str) -
         raise ListenError(f"cannot listen on {shown}:{port}: {why}", reason_code=code) from e
     sock.set_inheritable(True)
     return sock
+
+
+TERMINATED_EXIT = 128 + signal.SIGTERM
+"""The exit status of a server stopped by SIGTERM, once it has closed its store (143)."""
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """A SIGTERM (how systemd and docker stop a service) ends the server as Ctrl-C does: it
+    shuts down, then ``SystemExit(143)`` unwinds the command, so the store is closed and a
+    projection file that may hold an erased namespace's rows is rewritten before the process
+    ends. uvicorn catches SIGTERM while it serves and raises it again once it has stopped;
+    with the default handler that killed the process before any ``finally`` ran. The handler
+    is this command's own (the CLI owns its process) and is restored on exit; outside the
+    main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(_signum: int, _frame: FrameType | None) -> None:
+        raise SystemExit(TERMINATED_EXIT)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

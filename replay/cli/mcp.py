@@ -246,13 +246,13 @@ def mcp_command(
         if any(p is not None for p in parts):
             msg = "--http takes the namespace from each request's token, not from --tenant etc."
             raise ValueError(msg)
-        from memory_ledger.replay.cli.listen import listen_socket
+        from memory_ledger.replay.cli.listen import listen_socket, stopped_by_sigterm
 
         host, port = _address(http)
         source = tokens or config_file or Path(CONFIG_FILE)
         registry = TokenRegistry.from_toml(source)
         sock = listen_socket(host, port, host_option="--http", port_option="--http")
-        with sock:
+        with sock, stopped_by_sigterm():  # the store closed on SIGTERM too
             asyncio.run(_serve_http(store, host, sock, registry, config, as_json))
 
 

@@ -60,7 +60,7 @@ def ui_command(
                 msg = f"the debugger needs the ui extra: {UI_EXTRA}"
                 raise RuntimeError(msg) from None
             raise
-        from memory_ledger.replay.cli.listen import listen_socket
+        from memory_ledger.replay.cli.listen import listen_socket, stopped_by_sigterm
 
         config = audit_config(ctx)
         folder = store_folder(store, config)
@@ -86,7 +86,7 @@ def ui_command(
         from memory_ledger.replay.ui.log import logged_to
 
         try:
-            with sock, logged_to(sys.stderr):  # a 500's type and route (never its message)
+            with sock, logged_to(sys.stderr), stopped_by_sigterm():  # closed on SIGTERM too
                 server.serve(engine, host=host, on_ready=ready, sock=sock)
         finally:
             engine.close()
