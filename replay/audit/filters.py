@@ -71,6 +71,13 @@ EVENT_TYPES: tuple[str, ...] = tuple(cls.__name__ for cls in EVENT_CLASSES)
 
 _BY_LOWER = {name.lower(): name for name in EVENT_TYPES}
 
+_KINDS: dict[str, frozenset[str]] = {
+    cls.__name__: frozenset(sub.__name__ for sub in EVENT_CLASSES if issubclass(sub, cls))
+    for cls in EVENT_CLASSES
+}
+"""Each event type's name -> its own and its subtypes' names (``ExplicitCommandApplied``
+takes in ``DirectCommandApplied``: a direct command is an explicit command)."""
+
 
 def topic_type(topic: str) -> str:
     """The class name in a stored topic (``memory_ledger.ledger.events:MemoryActivated`` ->
@@ -109,19 +116,20 @@ class EventFilter(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidArgumentError(msg, parameter="turn_id")
 
     def normalized_types(self) -> frozenset[str]:
-        """The ``types`` as exact class names.
+        """The ``types`` as exact class names, each with its subtypes (``ExplicitCommandApplied``
+        matches a ``DirectCommandApplied`` too, as ``isinstance`` would).
 
         :raises InvalidArgumentError: (a ``ValueError``) a name is not an event type (the
             message lists the valid ones).
         """
-        names = set()
+        names: set[str] = set()
         for raw in self.types:
             for part in raw.split(","):
                 name = _BY_LOWER.get(part.strip().lower())
                 if name is None:
                     msg = f"unknown event type {part.strip()!r}; known: {', '.join(EVENT_TYPES)}"
                     raise InvalidArgumentError(msg, parameter="types")
-                names.add(name)
+                names.update(_KINDS[name])
         return frozenset(names)
 
     def matches(self, event: LedgerEvent) -> bool:

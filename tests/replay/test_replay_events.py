@@ -55,6 +55,30 @@ def test_type_filter_is_case_insensitive_and_repeatable(story: Story) -> None:
     assert sorted(e["type"] for e in both) == ["MemoryReinforced", "MemorySuperseded", "MemoryUsed"]
 
 
+def test_a_type_takes_in_its_subtypes(tmp_path: Path) -> None:
+    """A direct remember is recorded as a ``DirectCommandApplied``, a kind of
+    ``ExplicitCommandApplied``: filtering by the latter finds a session's commands and the
+    direct ones; by the former, the direct ones alone."""
+    store = tmp_path / "store"
+    ns = Namespace("acme", "alice", "assistant")
+    with MemoryEngine.open(store, sync=False) as engine:
+        engine.remember(ns, "Alice likes espresso.")
+        session = engine.session(ns, "s1")
+        session.apply_explicit_command("remember", "Alice lives in Porto.", 1)
+        session.finish()
+        session.close()
+
+    def listed(*args: str) -> list[dict[str, Any]]:
+        result = runner.invoke(app, ["events", "--store", str(store), "--json", *args])
+        assert result.exit_code == 0, result.output
+        return [json.loads(line) for line in result.stdout.splitlines()]
+
+    commands = listed("--type", "ExplicitCommandApplied")
+    assert sorted(e["type"] for e in commands) == ["DirectCommandApplied", "ExplicitCommandApplied"]
+    direct = listed("--type", "directcommandapplied")
+    assert [e["type"] for e in direct] == ["DirectCommandApplied"]
+
+
 def test_session_and_turn(story: Story) -> None:
     turn = events(story, "--session", "s2", "--turn", "2")
     assert [e["type"] for e in turn] == [
