@@ -117,6 +117,26 @@ def remove_set_aside(directory: str | os.PathLike[str]) -> list[str]:
     return removed
 
 
+def _probed_slots(folder: Path, keep: str | None) -> Iterator[tuple[Path, bool]]:
+    """Each slot's DuckDB path under ``folder`` that has a lock file (but ``keep``'s), with
+    whether it is idle: no process holds it. An idle slot's lock is held by this probe
+    while the caller works on it (until the next item is asked for)."""
+    for slot in range(MAX_SLOTS):
+        path = folder / f"slot-{slot}.duckdb"
+        if keep is not None and os.path.abspath(path) == os.path.abspath(keep):
+            continue
+        lock_path = folder / f"slot-{slot}.lock"
+        if not lock_path.exists():
+            continue
+        with open(lock_path, "ab") as lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield path, False
+                continue
+            yield path, True
+
+
 def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None) -> int:
     """Delete the files of every projection slot under ``directory`` that no process holds
     (each is rebuilt from the ledger when next claimed), except the file ``keep``, and every
@@ -126,23 +146,14 @@ def remove_idle_slots(directory: str | os.PathLike[str], keep: str | None = None
     folder = Path(directory)
     remove_set_aside(folder)
     busy = 0
-    for slot in range(MAX_SLOTS):
-        path = folder / f"slot-{slot}.duckdb"
-        if keep is not None and os.path.abspath(path) == os.path.abspath(keep):
+    for path, idle in _probed_slots(folder, keep):
+        if not idle:
+            # Its holder scrubs its files when it closes (ProjectionStore.close); if it
+            # dies first, its stamp is stale: whoever claims or sweeps it deletes them.
+            busy += 1
             continue
-        lock_path = folder / f"slot-{slot}.lock"
-        if not lock_path.exists():
-            continue
-        with open(lock_path, "ab") as lock:
-            try:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                # Its holder scrubs its files when it closes (ProjectionStore.close); if it
-                # dies first, its stamp is stale: whoever claims or sweeps it deletes them.
-                busy += 1
-                continue
-            for name in slot_files(path):  # the DuckDB file, its WAL, recall index
-                name.unlink(missing_ok=True)
+        for name in slot_files(path):  # the DuckDB file, its WAL, recall index
+            name.unlink(missing_ok=True)
     return busy
 
 
@@ -150,21 +161,7 @@ def held_slots(directory: str | os.PathLike[str], keep: str | None = None) -> in
     """How many projection slots under ``directory`` (but the one of the file ``keep``) are
     held by running processes now: each locked by its holder (a debugger, an MCP server,
     another engine), which alone rewrites its files. Deletes nothing."""
-    folder = Path(directory)
-    held = 0
-    for slot in range(MAX_SLOTS):
-        path = folder / f"slot-{slot}.duckdb"
-        if keep is not None and os.path.abspath(path) == os.path.abspath(keep):
-            continue
-        lock_path = folder / f"slot-{slot}.lock"
-        if not lock_path.exists():
-            continue
-        with open(lock_path, "ab") as lock:
-            try:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                held += 1
-    return held
+    return sum(not idle for _, idle in _probed_slots(Path(directory), keep))
 
 
 def remove_stale_slots(directory: str | os.PathLike[str], erasures: int) -> int:
