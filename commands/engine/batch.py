@@ -32,6 +32,7 @@ from memory_ledger.commands.errors import (
     SupersededTargetError,
     UnknownMemoryError,
 )
+from memory_ledger.ledger.errors import InvalidArgumentError
 from memory_ledger.ledger.events import ReconciliationReport
 from memory_ledger.ledger.ids import (
     Namespace,
@@ -236,7 +237,15 @@ def _specs(ops: Iterable[BatchOp | str]) -> list[CommandSpec]:
         if len(specs) >= MAX_BATCH_OPS:
             msg = f"a batch holds at most {MAX_BATCH_OPS} operations; split it"
             raise CommandRejectedError(msg, "batch_too_large", parameter="ops")
-        specs.append(_spec(op, f"ops[{index}]"))
+        name = f"ops[{index}]"
+        try:
+            specs.append(_spec(op, name))
+        except (CommandRejectedError, InvalidArgumentError) as refused:
+            # every refusal names its op: an item check names only its field ("statement")
+            parameter = refused.parameter
+            if not (parameter or "").startswith(name):
+                refused.parameter = f"{name}.{parameter}" if parameter else name
+            raise
     if not specs:
         raise CommandRejectedError("ops holds no operation", "empty_batch", parameter="ops")
     return specs

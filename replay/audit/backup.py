@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,7 +59,12 @@ from memory_ledger.replay.audit.errors import (
     OutputExistsError,
     unwritable_output,
 )
-from memory_ledger.replay.audit.verify import VerifyReport, verify_ledger, verify_store
+from memory_ledger.replay.audit.verify import (
+    VerifyReport,
+    verify_ledger,
+    verify_path,
+    verify_store,
+)
 
 __all__ = ["BackupManifest", "BackupReport", "RestoreReport", "backup_store", "restore_store"]
 
@@ -115,13 +121,20 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _empty_folder(path: Path, what: str) -> None:
+def _empty_folder(path: Path, what: str, *, ledger: bool = True) -> None:
+    """Make ``path`` an empty folder (it may exist empty) and, with ``ledger``, its
+    ``ledger`` sub-folder.
+
+    :raises OutputExistsError: ``path`` exists and is not an empty folder.
+    :raises OutputUnwritableError: it cannot be made.
+    """
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         msg = f"{what} {str(path)!r} exists and is not an empty folder"
         raise OutputExistsError(msg, path=str(path))
     try:
         path.mkdir(parents=True, exist_ok=True)
-        (path / "ledger").mkdir()
+        if ledger:
+            (path / "ledger").mkdir()
     except OSError as e:
         raise unwritable_output(e, path, what) from e
 
@@ -273,7 +286,12 @@ def _last_hash(log: LedgerLog, head: int) -> str | None:
 
 
 def _verify_restored(target: Path, config: MemoryConfig) -> tuple[VerifyReport, str | None]:
-    """Verify the restored store: with its master key when configured, else without."""
+    """Verify the restored store as ``memory-ledger verify`` does (:func:`verify_path`:
+    every database of the LMDB file walked, then the engine's checks with the master key
+    when configured), and read its last record's hash."""
+    checked = verify_path(target, config=config)
+    if not checked.ok:
+        return checked, None
     try:
         engine = MemoryEngine.open(target, create=False, config=config, read_only=True)
     except MasterKeyError as e:
@@ -321,20 +339,34 @@ def restore_store(
         )
         raise MasterKeyError(msg, reason_code="master_key_mismatch")
     target = Path(store)
-    _empty_folder(target, "store folder")
-    ledger = target / "ledger"
-    partial = ledger / "data.mdb.partial"
-    shutil.copyfile(Path(backup) / "ledger" / "data.mdb", partial)
-    _fsync(partial)
-    os.replace(partial, ledger / "data.mdb")
-    _fsync(ledger)
-    _restore_keys(Path(backup), target)
-    report, last_hash = _verify_restored(target, settings)
-    problem = report.problem
-    if report.ok and report.head != manifest.position:
-        problem = f"restored head {report.head} differs from the backup's {manifest.position}"
-    elif report.ok and last_hash != manifest.record_hash:
-        problem = f"hash of record {report.head} differs from the backup manifest"
+    _empty_folder(target, "store folder", ledger=False)
+    # All or nothing: restored and verified in a sibling folder, renamed over the empty
+    # target only when it verifies; a failed restore leaves the target empty, as it was
+    # (a store that failed verification must not be opened and written to).
+    staging = target.with_name(f".{target.name}.restoring-{uuid.uuid4().hex[:12]}")
+    try:
+        _empty_folder(staging, "store folder")
+        ledger = staging / "ledger"
+        partial = ledger / "data.mdb.partial"
+        shutil.copyfile(Path(backup) / "ledger" / "data.mdb", partial)
+        _fsync(partial)
+        os.replace(partial, ledger / "data.mdb")
+        _fsync(ledger)
+        _restore_keys(Path(backup), staging)
+        report, last_hash = _verify_restored(staging, settings)
+        problem = report.problem
+        if problem is not None:  # named as the store it was restored to
+            problem = problem.replace(str(staging), str(target))
+        if report.ok and report.head != manifest.position:
+            problem = f"restored head {report.head} differs from the backup's {manifest.position}"
+        elif report.ok and last_hash != manifest.record_hash:
+            problem = f"hash of record {report.head} differs from the backup manifest"
+        if report.ok and problem is None:
+            os.rename(staging, target)  # onto the empty target folder: one step
+            _fsync(target.parent)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return RestoreReport(
         ok=report.ok and problem is None,
         store=str(target.absolute()),

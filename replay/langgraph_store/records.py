@@ -206,7 +206,13 @@ def encode_record(
     minutes = checked_ttl(ttl)
     tags = (address,) if minutes is None else (address, f"{TTL_TAG}{minutes!r}")
     digest = hashlib.sha256("\x1f".join((address, text, repr(ttl))).encode("utf-8"))
-    searched = " ".join(_HIDDEN.sub("", index_text(value, fields)).split())[:_STATEMENT_ROOM]
+    try:
+        indexed = index_text(value, fields)
+    except TypeError:
+        # keys that do not sort together ({"a": 1, 2: "b"}: LangGraph's JSON sorts them):
+        # the stored form, where every key is the string a get returns
+        indexed = index_text(json.loads(text), fields)
+    searched = " ".join(_HIDDEN.sub("", indexed).split())[:_STATEMENT_ROOM]
     # the colon keeps the digest under the secret scan's 20-character token run, which
     # would make the door run every detector on every statement (about 13 times the scan)
     statement = f"{searched} lgrev:{digest.hexdigest()[:16]}".strip()

@@ -157,10 +157,18 @@ def _check_op(op: Op) -> None:
     (:func:`~memory_ledger.replay.langgraph_store.matching.check_filter`)."""
     if isinstance(op, (GetOp, PutOp)):
         _check_address(op.namespace, op.key)  # a get is refused as a put is: by type
+    if isinstance(op, SearchOp) and not isinstance(op.namespace_prefix, tuple):
+        got = type(op.namespace_prefix).__name__
+        msg = f"namespace_prefix must be a tuple of labels, got {got}"
+        raise InvalidArgumentTypeError(msg, parameter="namespace_prefix")
+    refused = False
     try:
         validate_op_namespace(op)
     except LangGraphNamespaceError:
-        raise _namespace_refusal(op) from None
+        refused = True  # raised below, outside the handler: LangGraph's error (which
+        # repeats the label) is not kept as the refusal's __context__ either
+    if refused:
+        raise _namespace_refusal(op)
     if isinstance(op, SearchOp):
         check_count("limit", op.limit, minimum=0)
         check_count("offset", op.offset, minimum=0)
@@ -170,6 +178,9 @@ def _check_op(op: Op) -> None:
         if op.filter is not None and not isinstance(op.filter, Mapping):
             msg = f"filter must be a dict or None, got {type(op.filter).__name__}"
             raise InvalidArgumentTypeError(msg, parameter="filter")
+        if op.filter is not None and not all(isinstance(k, str) for k in op.filter):
+            msg = "filter keys must be strings (a field name or a dotted path)"
+            raise InvalidArgumentTypeError(msg, parameter="filter", reason_code="not_a_string")
         check_filter(op.filter)
     elif isinstance(op, ListNamespacesOp):
         check_count("limit", op.limit, minimum=0)
@@ -285,6 +296,9 @@ class LedgerStore(TickBatchedStore):
     def _call(self, ops: Iterable[Op]) -> Call:
         """``ops`` checked (:func:`_check_op`, the put's ``index``, the op's type) and its
         puts converted, before anything runs."""
+        if isinstance(ops, (str, bytes, Mapping)) or not isinstance(ops, Iterable):
+            msg = f"ops must be a sequence of operations, got {type(ops).__name__}"
+            raise InvalidArgumentTypeError(msg, parameter="ops")
         checked = tuple(_as_tuples(op) for op in ops)
         puts: list[Put] = []
         for op in checked:

@@ -375,3 +375,21 @@ def test_a_document_value_is_long_and_kept_exactly(engine: MemoryEngine) -> None
             engine.apply_batch(NS, [op])
         assert str(error.value.parameter).endswith("value")
     assert engine.head == head
+
+
+@pytest.mark.parametrize(
+    ("op", "field"),
+    [
+        ("ab", "statement"),  # too short
+        (Remember(statement="Alice keeps notes.", tags=("tenant:other",)), "tags"),
+        (Remember(statement="Alice's login.", subject="AKIA" + "IOSFODNN7EXAMPLE"), "subject"),
+    ],
+)
+def test_a_refused_item_check_names_its_op(tmp_path: Path, op: Any, field: str) -> None:
+    """An item check refuses a batch naming ``ops[i]`` and the field, as every other
+    refusal of a batch does (it named the field alone); nothing is written."""
+    with MemoryEngine.open(tmp_path / "store") as engine:
+        with pytest.raises(memory_ledger.MemoryLedgerError) as refused:
+            engine.apply_batch(NS, ["Alice likes tea.", op])
+        assert getattr(refused.value, "parameter", None) == f"ops[1].{field}"
+        assert engine.head == 0

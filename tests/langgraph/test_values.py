@@ -190,3 +190,28 @@ def test_any_json_value_comes_back_exactly_or_is_refused_whole(
     got = store.get(("d",), "k")
     assert got is not None and got.value == value
     assert json.dumps(got.value) == json.dumps(value)  # key order too
+
+
+def test_keys_that_do_not_sort_together_are_kept_as_json_keeps_them(engine: MemoryEngine) -> None:
+    """``{"a": 1, 2: "b"}`` raised a bare TypeError (LangGraph's index text sorts the keys)
+    and failed every other put of its async tick: it is stored as its JSON (every key a
+    string, as json and PostgresStore keep it), searchable, and the tick's other puts stand."""
+    import asyncio
+
+    store = fresh(engine)
+    odd = {"a": 1, 2: "bee", "n": {None: 1, "x": [{True: 2, "y": 3}]}}
+    store.put(("t",), "k", odd)
+    kept = store.get(("t",), "k")
+    assert kept is not None and kept.value == json.loads(json.dumps(odd))
+
+    async def tick() -> None:
+        await asyncio.gather(
+            store.aput(("t",), "g1", {"v": 1}),
+            store.aput(("t",), "odd", {"a": 1, 2: "bee"}),
+            store.aput(("t",), "g2", {"v": 2}),
+        )
+
+    asyncio.run(tick())
+    assert [store.get(("t",), k) is not None for k in ("g1", "odd", "g2")] == [True] * 3
+    found = store.search(("t",), query="bee")
+    assert {item.key for item in found if item.score} == {"k", "odd"}

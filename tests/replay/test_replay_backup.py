@@ -124,6 +124,31 @@ def test_restore_fails_when_the_backup_does_not_match_its_manifest(
     assert "differs from the backup's" in result.stderr
 
 
+@pytest.mark.parametrize("offset", [8208, None])  # a page header below the records; a record
+def test_a_restore_that_fails_verification_leaves_no_store(
+    story: Story, tmp_path: Path, offset: int | None
+) -> None:
+    """restore checks what ``verify`` checks (every database of the file, not the chain
+    alone) and is all or nothing: a backup ``verify`` calls damaged restores nothing, the
+    target folder stays empty (no store to open and write to) and the message names it."""
+    from memory_ledger.replay import verify_path
+
+    backup, target = tmp_path / "backup", tmp_path / "restored"
+    with MemoryEngine.open(story.store, create=False) as engine:
+        backup_store(engine, backup)
+    data = backup / "ledger" / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    at = offset if offset is not None else raw.rindex(b"Alice") + 1
+    raw[at] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    assert not verify_path(backup).ok
+    result = runner.invoke(app, ["restore", str(backup), "--store", str(target)])
+    assert result.exit_code == 1, result.output
+    assert "restoring" not in result.stderr
+    assert not any(target.iterdir())
+    assert not any(p.name.startswith(".restored") for p in tmp_path.iterdir())
+
+
 def test_backup_of_an_empty_store(tmp_path: Path) -> None:
     with MemoryEngine.open(tmp_path / "empty", sync=False) as engine:
         report = backup_store(engine, tmp_path / "backup")
