@@ -61,7 +61,7 @@ from memory_ledger.ledger.errors import (
 )
 from memory_ledger.ledger.events import ErasedPayload
 from memory_ledger.ledger.ids import erasure_stream_id
-from memory_ledger.ledger.key_errors import EncryptionError, MasterKeyError
+from memory_ledger.ledger.key_errors import EncryptionError, KeyStoreError, MasterKeyError
 from memory_ledger.ledger.key_store import DataKeyRecord, FileKeyStore
 from memory_ledger.ledger.lmdb_walk import walk_databases
 from memory_ledger.ledger.mapper import MsgspecMapper
@@ -225,17 +225,29 @@ def verify_path(
         # process (its open reads other databases of the file, where LMDB may abort).
         return report
     try:
-        engine = MemoryEngine.open(
-            Path(root), create=False, config=settings, master_key=master_key, read_only=True
-        )
-    except MasterKeyError as e:
-        if e.reason_code != "master_key_missing":
+        try:
+            engine = MemoryEngine.open(
+                Path(root), create=False, config=settings, master_key=master_key, read_only=True
+            )
+        except MasterKeyError as e:
+            if e.reason_code != "master_key_missing":
+                raise
+            return report if settings.ledger else _check_erasures_without_key(folder, report)
+        with engine:
+            verified = verify_store(engine)
+            missing = unrecorded_erasures(engine) if verified.ok else []
+        return _erasure_mismatch(verified, missing)
+    except KeyStoreError as e:
+        if e.reason_code not in _KEY_STORE_DAMAGE:
             raise
-        return report if settings.ledger else _check_erasures_without_key(folder, report)
-    with engine:
-        report = verify_store(engine)
-        missing = unrecorded_erasures(engine) if report.ok else []
-    return _erasure_mismatch(report, missing)
+        # The ledger verified alone first; the key store beside it is what is damaged.
+        where = f"positions 1..{report.head}" if report.head else "no record"
+        problem = f"{e} (the ledger itself verified: {where})"
+        return msgspec.structs.replace(report, ok=False, problem=problem)
+
+
+_KEY_STORE_DAMAGE = frozenset({"key_store_damaged", "key_store_format"})
+"""Reason codes of a key store that reads but is not a key store this version can use."""
 
 
 def _erasure_mismatch(

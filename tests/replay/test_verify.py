@@ -108,3 +108,26 @@ def test_rehashed_but_undecodable_record_is_found(tmp_path: Path) -> None:
     with MemoryEngine.open(store) as engine:
         report = verify_store(engine)
     assert not report.ok and report.first_bad_position == 5 and "decode" in (report.problem or "")
+
+
+def test_a_damaged_key_store_is_a_report_after_the_ledger_verified(tmp_path: Path) -> None:
+    """A damaged key store beside an encrypted store's ledger stopped ``verify`` with an error
+    (exit 2) before it said anything of the ledger; now the ledger is verified alone first
+    and the key store's damage is the report's problem (not ok), with or without the key."""
+    import os
+
+    from memory_ledger.commands import MemoryEngine, Namespace
+    from memory_ledger.ledger.key_store import KEY_STORE_FILE
+    from memory_ledger.replay import verify_path
+
+    key = os.urandom(32)
+    with MemoryEngine.open(tmp_path / "s", master_key=key) as engine:
+        engine.remember(Namespace("acme", "alice", "assistant"), "Alice likes sealed tea.")
+    file = tmp_path / "s" / "keys" / KEY_STORE_FILE
+    raw = file.read_bytes()
+    file.write_bytes(raw[: len(raw) // 2])  # cut short: never a key store that decodes
+    for master in (key, None):
+        report = verify_path(tmp_path / "s", master_key=master)
+        assert not report.ok
+        assert report.problem is not None and "key store" in report.problem
+        assert "ledger itself verified" in report.problem
