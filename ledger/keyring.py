@@ -548,6 +548,31 @@ class Keyring:
 
     # Erasure and rotation -------------------------------------------------------------------
 
+    def unwrap_problem(self) -> str | None:
+        """What of the key store does not open with the configured master key, or None:
+        every wrapped key (the store key, each live data key) unwrapped once, as a write
+        would (a changed byte in one fails only the writes that need it; this finds it
+        before). None too when no master key is configured (nothing can be unwrapped).
+        Freshly read; nothing is kept or written."""
+        master = self.master
+        if master is None:
+            return None
+        self.refresh()
+        state = self._state
+        wrapped = [("the store key (ids)", state.id_key_wrapped)]
+        wrapped += [(f"data key {r.key_id}", r.wrapped) for r in state.keys if r.wrapped]
+        for name, value in wrapped:
+            if value is None:
+                continue
+            try:
+                master.unwrap(value)
+            except MasterKeyError:
+                return (
+                    f"{name} in the key store does not open with the master key "
+                    f"{master.key_id}: the key store is damaged, or it is another key's"
+                )
+        return None
+
     def records(self) -> tuple[DataKeyRecord, ...]:
         """Every key record (live and erased), freshly read."""
         self.refresh()

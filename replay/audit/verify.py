@@ -234,6 +234,11 @@ def verify_path(
                 raise
             return report if settings.ledger else _check_erasures_without_key(folder, report)
         with engine:
+            # The keys first: a wrapped key that does not open fails every payload sealed
+            # with it, and the key store, not those records, is what changed.
+            unwrapped = engine.keyring.unwrap_problem()
+            if unwrapped is not None:
+                return msgspec.structs.replace(report, ok=False, problem=unwrapped)
             verified = verify_store(engine)
             missing = unrecorded_erasures(engine) if verified.ok else []
         return _erasure_mismatch(verified, missing)

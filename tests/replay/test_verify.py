@@ -131,3 +131,40 @@ def test_a_damaged_key_store_is_a_report_after_the_ledger_verified(tmp_path: Pat
         assert not report.ok
         assert report.problem is not None and "key store" in report.problem
         assert "ledger itself verified" in report.problem
+
+
+@pytest.mark.parametrize("which", ["store key", "data key"])
+def test_a_wrapped_key_that_no_longer_opens_is_found(tmp_path: Path, which: str) -> None:
+    """A changed byte inside a wrapped key of the key store passed ``verify`` (every
+    payload opened with the keys already unwrapped) while every later write failed with
+    ``master_key_mismatch``; now verify unwraps every wrapped key first and names the one
+    that does not open, not the records sealed with it."""
+    import os
+
+    import msgspec
+
+    from memory_ledger.commands import MemoryEngine, Namespace
+    from memory_ledger.ledger.key_store import KEY_STORE_FILE, KeyStoreState
+    from memory_ledger.replay import verify_path
+
+    key = os.urandom(32)
+    with MemoryEngine.open(tmp_path / "s", master_key=key) as engine:
+        engine.remember(Namespace("acme", "alice", "assistant"), "Alice likes sealed tea.")
+    assert verify_path(tmp_path / "s", master_key=key).ok
+    file = tmp_path / "s" / "keys" / KEY_STORE_FILE
+    state = msgspec.msgpack.decode(file.read_bytes(), type=KeyStoreState)
+
+    def flipped(wrapped: bytes | None) -> bytes:
+        assert wrapped
+        return bytes([wrapped[0] ^ 0xFF]) + wrapped[1:]
+
+    if which == "store key":
+        state = msgspec.structs.replace(state, id_key_wrapped=flipped(state.id_key_wrapped))
+    else:
+        first = msgspec.structs.replace(state.keys[0], wrapped=flipped(state.keys[0].wrapped))
+        state = msgspec.structs.replace(state, keys=(first, *state.keys[1:]))
+    file.write_bytes(msgspec.msgpack.encode(state))
+    report = verify_path(tmp_path / "s", master_key=key)
+    assert not report.ok
+    assert report.problem is not None and "does not open with the master key" in report.problem
+    assert which in report.problem
