@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,27 +31,10 @@ from memory_ledger.ledger.events import (
     SessionSealed,
 )
 from memory_ledger.ledger.ids import normalize_statement
+from tests.engine.append_spy import appended
 
 NS = Namespace("acme", "alice", "assistant")
 OTHER = Namespace("acme", "bob", "assistant")
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    with MemoryEngine.open(tmp_path / "store") as opened:
-        yield opened
-
-
-def _appends(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
-    batches: list[list[Any]] = []
-    original = engine.append
-
-    def counted(events: Any, **kwargs: Any) -> list[int]:
-        batches.append(list(events))
-        return original(events, **kwargs)
-
-    monkeypatch.setattr(engine, "append", counted)
-    return batches
 
 
 def _events(engine: MemoryEngine) -> list[Any]:
@@ -67,7 +49,7 @@ def _current(engine: MemoryEngine, namespace: Namespace = NS) -> set[str]:
 def test_remember_many_is_one_append_of_one_session(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    batches = _appends(engine, monkeypatch)
+    batches = appended(engine, monkeypatch)
     facts = [f"Alice visited city number {n}." for n in range(50)]
     result = engine.remember_many(NS, facts)
     assert len(batches) == 1

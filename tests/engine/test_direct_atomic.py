@@ -11,8 +11,6 @@ under one append condition (``commands.engine.direct``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,32 +24,15 @@ from memory_ledger.ledger.events import (
     SessionReconciled,
     SessionSealed,
 )
+from tests.engine.append_spy import appended
 
 NS = Namespace("acme", "alice", "assistant")
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    with MemoryEngine.open(tmp_path / "store") as opened:
-        yield opened
-
-
-def _appends(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
-    batches: list[list[Any]] = []
-    original = engine.append
-
-    def counted(events: Any, **kwargs: Any) -> list[int]:
-        batches.append(list(events))
-        return original(events, **kwargs)
-
-    monkeypatch.setattr(engine, "append", counted)
-    return batches
 
 
 def test_every_direct_command_is_one_append(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    batches = _appends(engine, monkeypatch)
+    batches = appended(engine, monkeypatch)
     kept = engine.remember(NS, "Alice lives in Lisbon.", subject="Alice", predicate="lives in")
     fixed = engine.correct(NS, "Alice lives in Porto.", target=kept.memory_id)
     engine.pin(NS, str(fixed.memory_id))

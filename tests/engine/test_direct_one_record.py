@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +42,10 @@ from memory_ledger.ledger.events import (
 from memory_ledger.ledger.tags import MEMORY_EVENTS
 from memory_ledger.replay.audit.timeline import event_record
 from memory_ledger.replay.cli.app import app
+from tests.engine.append_spy import appended
 
 NS = Namespace("onerec", "alice", "assistant")
 MEMORY_TOPICS = frozenset(get_topic(cls) for cls in MEMORY_EVENTS)
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
-    with MemoryEngine.open(tmp_path / "store") as opened:
-        yield opened
-
-
-def appended(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> list[list[LedgerEvent]]:
-    """Every event list ``engine.append`` is given from now on."""
-    batches: list[list[LedgerEvent]] = []
-    original = engine.append
-
-    def counted(events: Any, **kwargs: Any) -> list[int]:
-        batches.append(list(events))
-        return original(events, **kwargs)
-
-    monkeypatch.setattr(engine, "append", counted)
-    return batches
 
 
 def kinds(engine: MemoryEngine, after: int) -> list[type[LedgerEvent]]:

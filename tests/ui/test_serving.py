@@ -127,28 +127,14 @@ def test_listen_socket_reasons(taken: int) -> None:
 def test_the_ui_serves_on_the_socket_it_bound(tmp_path: Path) -> None:
     """``memory-ledger ui --port 0`` announces the port of the socket it bound and serves
     there (uvicorn serves on that socket: no second bind)."""
-    import json
-    import subprocess
-    import sys
-
     import httpx
 
-    from tests.mcp_harness import child_env
+    from tests.ui.ui_process import start_ui
 
     with MemoryEngine.open(tmp_path / "store") as engine:
         engine.remember(BOB, "Bob likes tea.")
-    code = "from memory_ledger.replay.cli.app import main\nmain()\n"
-    args = ["ui", "--store", str(tmp_path / "store"), "--json", "--port", "0"]
-    child = subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
+    child, url = start_ui("--store", str(tmp_path / "store"))
     try:
-        assert child.stdout is not None
-        url = json.loads(child.stdout.readline())["url"]
         assert url.startswith("http://127.0.0.1:") and ":0/" not in url
         with httpx.Client(follow_redirects=True, timeout=60) as browser:  # keeps the cookie
             page = browser.get(url)

@@ -5,18 +5,15 @@ stopped, which killed the process before any ``finally`` ran)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
 from memory_ledger.commands.engine import MemoryEngine
 from memory_ledger.ledger.ids import Namespace
-from tests.mcp_harness import child_env
+from tests.ui.ui_process import start_ui
 
 WORD = "xylophonequokka"
 ZELDA = Namespace("acme", "zelda", "chat")
@@ -37,18 +34,8 @@ def test_sigterm_closes_the_store_and_rewrites_what_an_erasure_left(tmp_path: Pa
     with MemoryEngine.open(store, master_key=key.read_bytes()) as engine:
         engine.remember(ZELDA, f"Zelda plays the {WORD}.")
         engine.remember(BOB, "Bob likes tea.")
-    code = "from memory_ledger.replay.cli.app import main\nmain()\n"
-    args = ["ui", "--store", str(store), "--master-key-file", str(key), "--json", "--port", "0"]
-    child = subprocess.Popen(  # noqa: S603 (our own CLI)
-        [sys.executable, "-c", code, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
+    child, url = start_ui("--store", str(store), "--master-key-file", str(key))
     try:
-        assert child.stdout is not None
-        url = json.loads(child.stdout.readline())["url"]
         with httpx.Client(follow_redirects=True, timeout=60) as browser:
             assert browser.get(url).status_code == 200
         assert _files_holding(store / "projections", WORD.encode())  # the ui's slot holds it
